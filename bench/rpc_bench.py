@@ -1,0 +1,245 @@
+"""rgpu over loopback vs baselines measured in the same run.
+
+    python bench/rpc_bench.py --backend fake          # CI-able, no GPU
+    python bench/rpc_bench.py --backend cuda --psk    # on the GPU box
+
+Prints one table: null-call round trip (p50/p99) against a raw TCP echo through a trio server (the floor
+for any Python server here); kernel launches/s batched and unbatched against native cuLaunchKernel (cuda
+backend only); host<->device copy bandwidth against raw loopback TCP streaming. Everything binds 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+
+import rgpu
+from rgpu.cli import local_server
+from rgpu.kernels import load
+
+ECHO_SERVER = textwrap.dedent("""
+    import socket, sys, trio
+    async def handle(stream):
+        sock = stream.socket
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = bytearray(1 << 20)
+        while True:
+            n = await sock.recv_into(buf)
+            if not n:
+                return
+            if sys.argv[1] == "echo":
+                await stream.send_all(bytes(buf[:n]))
+    async def main():
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        print(listeners[0].socket.getsockname()[1], flush=True)
+        await trio.serve_listeners(handle, listeners)
+    trio.run(main)
+""")
+
+
+def percentile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def timed_calls(fn, n):
+    for _ in range(min(500, n)):
+        fn()
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - t0) / 1000)
+    return percentile(samples, 0.5), percentile(samples, 0.99)
+
+
+class RawServer:
+    def __init__(self, mode):
+        self.proc = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, mode], stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline())
+        self.sock = socket.create_connection(("127.0.0.1", self.port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def close(self):
+        self.sock.close()
+        self.proc.kill()
+        self.proc.wait()
+
+
+def raw_echo_latency(n):
+    srv = RawServer("echo")
+    msg = bytes(24)  # the size of a NOP frame
+    buf = bytearray(64)
+
+    def once():
+        srv.sock.sendall(msg)
+        got = 0
+        while got < len(msg):
+            got += srv.sock.recv_into(memoryview(buf)[got:])
+
+    try:
+        return timed_calls(once, n)
+    finally:
+        srv.close()
+
+
+def raw_stream_bandwidth(nbytes):
+    srv = RawServer("sink")
+    data = memoryview(bytearray(nbytes))
+    try:
+        t0 = time.perf_counter()
+        srv.sock.sendall(data)
+        srv.sock.shutdown(socket.SHUT_WR)
+        srv.sock.recv(1)  # wait for the sink to see EOF and close
+        return nbytes / (time.perf_counter() - t0)
+    finally:
+        srv.close()
+
+
+def launch_rate(client, fn, ptr, n):
+    client.launch(fn, 1, 1, (ptr, 1.0, 1))
+    client.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        client.launch(fn, 1, 1, (ptr, 1.0, 1))
+    client.synchronize()
+    return n / (time.perf_counter() - t0)
+
+
+def native_cuda_baselines(n_launch, sizes):
+    """Native numbers via cuda-python in a child process (the bench process itself stays driver-free)."""
+    code = textwrap.dedent(f"""
+        import ctypes, json, time, numpy as np
+        from cuda.bindings import driver as cu
+        from rgpu.kernels import load
+        def ck(r):
+            assert r[0] == cu.CUresult.CUDA_SUCCESS, r[0]
+            return r[1] if len(r) == 2 else r[1:]
+        ck(cu.cuInit(0)); dev = ck(cu.cuDeviceGet(0))
+        try: ctx = ck(cu.cuCtxCreate(None, 0, dev))
+        except TypeError: ctx = ck(cu.cuCtxCreate(0, dev))
+        mod = ck(cu.cuModuleLoadData(load("demo.ptx") + b"\\0")); fn = ck(cu.cuModuleGetFunction(mod, b"fill"))
+        p = ck(cu.cuMemAlloc(1 << 20))
+        a0 = ctypes.c_uint64(int(p)); a1 = ctypes.c_float(1.0); a2 = ctypes.c_int(1)
+        params = np.array([ctypes.addressof(a0), ctypes.addressof(a1), ctypes.addressof(a2)], dtype=np.intp)
+        def launch(): ck(cu.cuLaunchKernel(fn, 1,1,1, 1,1,1, 0, cu.CUstream(0), params.ctypes.data, 0))
+        for _ in range(100): launch()
+        ck(cu.cuCtxSynchronize())
+        t0 = time.perf_counter()
+        for _ in range({n_launch}): launch()
+        ck(cu.cuCtxSynchronize())
+        out = {{"launch_rate": {n_launch} / (time.perf_counter() - t0)}}
+        t0 = time.perf_counter_ns(); n = 20000
+        for _ in range(n): ck(cu.cuCtxGetDevice())
+        out["null_us"] = (time.perf_counter_ns() - t0) / n / 1000
+        for size in {sizes!r}:
+            host = np.ones(size, np.uint8); d = ck(cu.cuMemAlloc(size))
+            ck(cu.cuMemcpyHtoD(d, host.ctypes.data, size))
+            t0 = time.perf_counter(); ck(cu.cuMemcpyHtoD(d, host.ctypes.data, size)); h2d = size / (time.perf_counter() - t0)
+            t0 = time.perf_counter(); ck(cu.cuMemcpyDtoH(host.ctypes.data, d, size)); d2h = size / (time.perf_counter() - t0)
+            out[f"h2d_{{size}}"] = h2d; out[f"d2h_{{size}}"] = d2h
+            ck(cu.cuMemFree(d))
+        print(json.dumps(out))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    if proc.returncode:
+        print(proc.stderr, file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_backend(backend, args, psk_file, rows, raw):
+    extra = ["--psk-file", psk_file] if psk_file else []
+    label = backend + ("+psk" if psk_file else "")
+    with local_server(backend, extra + ["--log-level", "warning"]) as address:
+        with rgpu.connect(address, psk_file=psk_file) as c:
+            p50, p99 = timed_calls(c.nop, args.calls)
+            rows.append((f"null call p50 [{label}]", f"{p50:.1f} us", f"raw TCP echo p50 {raw['echo_p50']:.1f} us",
+                         f"{p50 / raw['echo_p50']:.2f}x"))
+            rows.append((f"null call p99 [{label}]", f"{p99:.1f} us", f"raw TCP echo p99 {raw['echo_p99']:.1f} us",
+                         f"{p99 / raw['echo_p99']:.2f}x"))
+            mod = c.module_load(load("demo.ptx"))
+            fill = c.get_function(mod, "fill")
+            ptr = c.mem_alloc(1 << 20)
+            batched = launch_rate(c, fill, ptr, args.launches)
+            c.batching = False
+            unbatched = launch_rate(c, fill, ptr, max(1000, args.launches // 20))
+            c.batching = True
+            native = raw.get("native", {}).get("launch_rate") if backend == "cuda" else None
+            for name, rate in (("batched", batched), ("unbatched", unbatched)):
+                rows.append((f"launches/s {name} [{label}]", f"{rate:,.0f}",
+                             f"native {native:,.0f}" if native else "-",
+                             f"{rate / native:.1%}" if native else "-"))
+            for size in args.sizes:
+                d = c.mem_alloc(size)
+                host = np.ones(size, np.uint8)
+                c.memcpy_htod(d, host)
+                t0 = time.perf_counter()
+                c.memcpy_htod(d, host)
+                h2d = size / (time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                c.memcpy_dtoh(d, size, out=host)
+                d2h = size / (time.perf_counter() - t0)
+                c.mem_free(d)
+                base = raw["stream_bw"]
+                for name, bw in (("H2D", h2d), ("D2H", d2h)):
+                    rows.append((f"{name} {size >> 20} MiB [{label}]", f"{bw / 1e9:.2f} GB/s",
+                                 f"raw loopback TCP {base / 1e9:.2f} GB/s", f"{bw / base:.1%}"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="fake", choices=("fake", "cuda", "both"))
+    ap.add_argument("--psk", action="store_true", help="also measure with PSK authentication + AEAD")
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--launches", type=int, default=20000)
+    ap.add_argument("--sizes", type=lambda s: [int(x) << 20 for x in s.split(",")], default=[1 << 20, 64 << 20])
+    ap.add_argument("--json", help="also write the rows here")
+    args = ap.parse_args()
+    backends = ["fake", "cuda"] if args.backend == "both" else [args.backend]
+
+    raw = {}
+    raw["echo_p50"], raw["echo_p99"] = raw_echo_latency(args.calls)
+    raw["stream_bw"] = max(raw_stream_bandwidth(max(args.sizes)) for _ in range(2))
+    if "cuda" in backends:
+        raw["native"] = native_cuda_baselines(args.launches, args.sizes) or {}
+    rows = [("baseline: raw TCP echo p50/p99", f"{raw['echo_p50']:.1f} / {raw['echo_p99']:.1f} us", "", ""),
+            ("baseline: raw loopback TCP stream", f"{raw['stream_bw'] / 1e9:.2f} GB/s", "", "")]
+    if raw.get("native"):
+        n = raw["native"]
+        rows.append(("baseline: native cuCtxGetDevice", f"{n['null_us']:.2f} us", "", ""))
+        rows.append(("baseline: native launches/s", f"{n['launch_rate']:,.0f}", "", ""))
+        for size in args.sizes:
+            rows.append((f"baseline: native pageable H2D/D2H {size >> 20} MiB",
+                         f"{n[f'h2d_{size}'] / 1e9:.2f} / {n[f'd2h_{size}'] / 1e9:.2f} GB/s", "", ""))
+    with tempfile.TemporaryDirectory() as tmp:
+        psk_file = None
+        if args.psk:
+            psk_file = os.path.join(tmp, "key")
+            with open(psk_file, "w") as f:
+                f.write(os.urandom(32).hex())
+        for backend in backends:
+            bench_backend(backend, args, None, rows, raw)
+            if psk_file:
+                bench_backend(backend, args, psk_file, rows, raw)
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'rgpu':>14}  {'baseline (same run)':<36} ratio")
+    for name, value, base, ratio in rows:
+        print(f"{name:<{width}}  {value:>14}  {base:<36} {ratio}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

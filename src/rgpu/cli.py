@@ -1,0 +1,245 @@
+"""Command line: `rgpu-server` and `rgpu` (info, demo, keygen)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import trio
+
+from rgpu.errors import RgpuError
+from rgpu.protocol.frames import DEFAULT_MAX_RECORD
+from rgpu.server import DEFAULT_PORT, ConfigError, Server, ServerConfig
+
+log = logging.getLogger("rgpu")
+
+
+def _size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    text = text.strip().lower().removesuffix("ib").removesuffix("b")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def server_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rgpu-server", description="Serve this host's GPU to rgpu clients.")
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)")
+    p.add_argument("--backend", choices=("auto", "cuda", "fake"), default="auto",
+                   help="cuda: the real GPU; fake: emulation for tests; auto: cuda if a GPU answers")
+    p.add_argument("--psk-file", help="pre-shared key file (hex or raw, >= 32 bytes): clients must prove it, "
+                                      "frames are encrypted and authenticated")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback --bind without a PSK (trusted networks only)")
+    p.add_argument("--max-sessions", type=int, default=64)
+    p.add_argument("--session-mem-limit", type=_size, default=None, metavar="BYTES",
+                   help="device memory one session may allocate (e.g. 8G)")
+    p.add_argument("--handshake-timeout", type=float, default=10.0, metavar="SECONDS")
+    p.add_argument("--max-frame", type=_size, default=DEFAULT_MAX_RECORD, metavar="BYTES")
+    p.add_argument("--port-file", help="write the listening port here once ready (useful with --port 0)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+async def _run_server(config: ServerConfig, backend_kind: str, extra_tasks=()) -> None:
+    from rgpu.dispatch.backend import make_backend
+
+    backend = make_backend(backend_kind)
+    server = Server(config, backend)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+            await nursery.start(server.serve)
+            for task in extra_tasks:
+                nursery.start_soon(task, server)
+    finally:
+        backend.close()
+        log.info("server stopped")
+
+
+async def _stop_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("%s: shutting down; freeing every session's resources", signal.Signals(signum).name)
+            scope.cancel()
+            return
+
+
+def server_main(argv=None) -> int:
+    args = server_parser().parse_args(argv)
+    _setup_logging(args.log_level)
+    try:
+        psk = None
+        if args.psk_file:
+            from rgpu.protocol.handshake import load_psk_file
+
+            psk = load_psk_file(args.psk_file)
+        config = ServerConfig(bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
+                              max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
+                              handshake_timeout=args.handshake_timeout, max_frame=args.max_frame,
+                              port_file=args.port_file)
+        from rgpu.server import check_config
+
+        check_config(config)
+        trio.run(_run_server, config, args.backend)
+    except (ConfigError, ValueError, OSError) as e:
+        log.error("%s", e)
+        return 2
+    except Exception as e:
+        from rgpu.dispatch.backend import BackendUnavailable
+
+        if isinstance(e, BackendUnavailable):
+            log.error("%s", e)
+            return 2
+        raise
+    return 0
+
+
+# -- rgpu ----------------------------------------------------------------------------------------------
+def _connect(args):
+    import rgpu
+
+    return rgpu.connect(args.server, psk_file=args.psk_file)
+
+
+def cmd_info(args) -> int:
+    with _connect(args) as c:
+        print(f"server session {c.session_id}, agent {c.server.agent!r}, protocol {c.server.major}.{c.server.minor}")
+        print(f"driver version {c.driver_version()}, {c.device_count()} device(s)")
+        for dev in range(c.device_count()):
+            attrs = c.device_attributes(dev)
+            free, total = c.mem_get_info()
+            print(f"  device {dev}: {c.device_name(dev)}, compute {attrs.get(75)}.{attrs.get(76)}, "
+                  f"{attrs.get(16)} SMs, {c.device_total_mem(dev) / 2**30:.1f} GiB ({free / 2**30:.1f} free), "
+                  f"uuid {c.device_uuid(dev).hex()}")
+    return 0
+
+
+@contextlib.contextmanager
+def local_server(backend: str = "auto", extra_args=()):
+    """Start `rgpu-server` on an ephemeral loopback port; yields its address; SIGTERMs it afterwards and
+    checks that it exits 0."""
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = os.path.join(tmp, "port")
+        proc = subprocess.Popen([sys.executable, "-m", "rgpu.cli", "server", "--port", "0", "--port-file",
+                                 port_file, "--backend", backend, *extra_args])
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(port_file):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"rgpu-server exited with {proc.returncode} before listening")
+                if time.monotonic() > deadline:
+                    raise RuntimeError("rgpu-server did not start within 60 s")
+                time.sleep(0.05)
+            with open(port_file) as f:
+                yield f"127.0.0.1:{int(f.read())}"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise RuntimeError("rgpu-server did not stop within 30 s of SIGTERM") from None
+            if code != 0:
+                raise RuntimeError(f"rgpu-server exited with {code}")
+
+
+def run_demo(address: str, psk_file: str | None = None, n: int = 1 << 20) -> None:
+    """vadd and saxpy from PTX through a server, checked against numpy."""
+    import numpy as np
+
+    import rgpu
+    from rgpu.kernels import load
+
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(n, dtype=np.float32)
+    b = rng.standard_normal(n, dtype=np.float32)
+    with rgpu.connect(address, psk_file=psk_file) as c:
+        print(f"connected to {address}: {c.device_name(0)} (session {c.session_id})")
+        mod = c.module_load(load("demo.ptx"))
+        vadd, saxpy = c.get_function(mod, "vadd"), c.get_function(mod, "saxpy")
+        da, db, dc = (c.mem_alloc(n * 4) for _ in range(3))
+        c.memcpy_htod(da, a)
+        c.memcpy_htod(db, b)
+        start, end = c.event_create(), c.event_create()
+        c.event_record(start)
+        c.launch(vadd, (n + 255) // 256, 256, (da, db, dc, n))
+        c.launch(saxpy, (n + 255) // 256, 256, (2.0, da, db, n))
+        c.event_record(end)
+        c.event_synchronize(end)
+        got_c = np.frombuffer(c.memcpy_dtoh(dc, n * 4), dtype=np.float32)
+        got_b = np.frombuffer(c.memcpy_dtoh(db, n * 4), dtype=np.float32)
+        ms = c.event_elapsed_time(start, end)
+        ok_c = np.array_equal(got_c, a + b)
+        ok_b = np.allclose(got_b, np.float32(2.0) * a + b, rtol=1e-6, atol=1e-6)
+        print(f"vadd  n={n}: {'OK' if ok_c else 'MISMATCH'}")
+        print(f"saxpy n={n}: {'OK' if ok_b else 'MISMATCH'}")
+        print(f"kernel time {ms:.3f} ms (events)")
+        if not (ok_c and ok_b):
+            raise SystemExit(1)
+
+
+def cmd_demo(args) -> int:
+    if args.server:
+        run_demo(args.server, args.psk_file)
+        return 0
+    with local_server(args.backend) as address:
+        run_demo(address)
+    return 0
+
+
+def cmd_keygen(args) -> int:
+    key = os.urandom(32).hex()
+    fd = os.open(args.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    print(f"wrote a new 256-bit key to {args.path} (mode 0600); give it to the server and its clients")
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["server"]:
+        return server_main(argv[1:])
+    p = argparse.ArgumentParser(prog="rgpu", description="rgpu: use a remote NVIDIA GPU.")
+    sub = p.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--server", default=os.environ.get("RGPU_SERVER"), help="host:port of rgpu-server")
+    common.add_argument("--psk-file", default=os.environ.get("RGPU_PSK_FILE"))
+    common.add_argument("--log-level", default="warning")
+    info = sub.add_parser("info", parents=[common], help="show the server's devices")
+    info.set_defaults(fn=cmd_info)
+    demo = sub.add_parser("demo", parents=[common],
+                          help="run vadd/saxpy through rgpu (starts a local server unless --server is given)")
+    demo.add_argument("--backend", default="auto", choices=("auto", "cuda", "fake"))
+    demo.set_defaults(fn=cmd_demo)
+    keygen = sub.add_parser("keygen", help="write a new random pre-shared key file")
+    keygen.add_argument("path")
+    keygen.set_defaults(fn=cmd_keygen)
+    sub.add_parser("server", help="same as rgpu-server")
+    args = p.parse_args(argv)
+    _setup_logging(getattr(args, "log_level", "warning"))
+    if getattr(args, "server", None) is None and args.command == "info":
+        args.server = f"127.0.0.1:{DEFAULT_PORT}"
+    try:
+        return args.fn(args)
+    except (RgpuError, OSError, RuntimeError) as e:
+        print(f"rgpu: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

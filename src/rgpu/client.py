@@ -1,0 +1,548 @@
+"""Python client: `rgpu.connect()` (blocking) and `await rgpu.connect_async()` (trio).
+
+Every operation is written once in `_Operations`; the two client classes differ only in how frames move.
+Calls CUDA defines as asynchronous (launches, async copies/memsets, event records, stream waits) are
+queued and sent together in one BATCH frame with the next synchronising call; their errors come back with
+that call (raised as CudaError with deferred=True), as CUDA's own asynchronous errors do.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from typing import Any, Callable, Sequence
+
+import attrs
+import numpy as np
+import trio
+
+from rgpu.errors import CudaError, ProtocolError, Status
+from rgpu.protocol import ops
+from rgpu.protocol.connection import Connection
+from rgpu.protocol.frames import Flags, Frame, frame_bytes
+from rgpu.protocol.handshake import ClientHandshake, load_psk_file
+from rgpu.server import DEFAULT_PORT
+from rgpu.transport import SocketFrameStream, TrioFrameStream
+
+MAX_BATCH_CALLS = 256
+MAX_BATCH_BYTES = 1 << 20
+_CHUNK_HEADROOM = 4096  # frame header + AEAD tag + args, kept out of each copy chunk
+
+
+@attrs.frozen(slots=True)
+class Function:
+    handle: int
+    name: str
+    layout: tuple  # ((offset, size), ...)
+
+
+@attrs.frozen(slots=True)
+class _Request:
+    op: ops.Op
+    values: tuple = ()
+    bulk: Any = b""
+    decode: Callable | None = None  # (values, bulk) -> result
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else DEFAULT_PORT
+    if address.count(":") == 1:
+        host, port = address.split(":")
+        return host, int(port)
+    return address, DEFAULT_PORT
+
+
+def _layout(count: int, bulk) -> tuple:
+    raw = bytes(bulk)
+    if len(raw) != 8 * count:
+        raise ProtocolError(f"parameter layout of {len(raw)} bytes for {count} parameters")
+    return tuple(struct.iter_unpack("<II", raw))
+
+
+_INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
+
+
+def pack_params(layout: Sequence[tuple[int, int]], args: Sequence) -> bytes:
+    """Lay kernel arguments out as the kernel expects them. ints and floats take the width of their
+    parameter (a float in 4 bytes is an f32, in 8 an f64); bytes and numpy scalars are copied as-is."""
+    if len(args) != len(layout):
+        raise ValueError(f"kernel takes {len(layout)} parameters, {len(args)} given")
+    buf = bytearray(max((o + n for o, n in layout), default=0))
+    for i, ((offset, size), arg) in enumerate(zip(layout, args)):
+        if isinstance(arg, (bytes, bytearray, memoryview, np.generic)):
+            raw = arg.tobytes() if isinstance(arg, np.generic) else bytes(arg)
+        elif isinstance(arg, float):
+            if size not in (4, 8):
+                raise ValueError(f"parameter {i}: a float cannot fill {size} bytes")
+            raw = struct.pack("<f" if size == 4 else "<d", arg)
+        elif isinstance(arg, int):
+            code = _INT_CODES.get(size)
+            if code is None:
+                raise ValueError(f"parameter {i}: an int cannot fill {size} bytes")
+            raw = struct.pack("<" + (code if arg < 0 else code.upper()), arg)
+        else:
+            raise TypeError(f"parameter {i}: cannot pass {type(arg).__name__} to a kernel")
+        if len(raw) != size:
+            raise ValueError(f"parameter {i}: {len(raw)} bytes given, the kernel expects {size}")
+        buf[offset : offset + size] = raw
+    return bytes(buf)
+
+
+class _Operations:
+    """The client API, independent of how frames are carried. `_call` returns the result (blocking) or an
+    awaitable of it (trio); `_defer` queues an asynchronous call."""
+
+    max_frame: int
+    batching: bool
+
+    def _call(self, req: _Request): ...
+    def _call_many(self, reqs: list[_Request]): ...
+    def _defer(self, req: _Request): ...
+
+    # -- basics ------------------------------------------------------------------------------------
+    def nop(self):
+        return self._call(_Request(ops.NOP))
+
+    def init(self):
+        return self._call(_Request(ops.INIT, (0,)))
+
+    def driver_version(self):
+        return self._call(_Request(ops.DRIVER_GET_VERSION))
+
+    def device_count(self):
+        return self._call(_Request(ops.DEVICE_GET_COUNT))
+
+    def device_get(self, ordinal: int):
+        return self._call(_Request(ops.DEVICE_GET, (ordinal,)))
+
+    def device_name(self, dev: int = 0):
+        return self._call(_Request(ops.DEVICE_GET_NAME, (dev,), decode=lambda v, b: bytes(b).decode()))
+
+    def device_attribute(self, attrib: int, dev: int = 0):
+        return self._call(_Request(ops.DEVICE_GET_ATTRIBUTE, (attrib, dev)))
+
+    def device_attributes(self, dev: int = 0, count: int = 140):
+        """{attribute id: value} for every attribute the device knows, in one round trip."""
+        def decode(values, bulk):
+            return {i + 1: v for i, (v,) in enumerate(struct.iter_unpack("<i", bytes(bulk))) if v != -(2**31)}
+
+        return self._call(_Request(ops.DEVICE_GET_ATTRIBUTES, (dev, count), decode=decode))
+
+    def device_total_mem(self, dev: int = 0):
+        return self._call(_Request(ops.DEVICE_TOTAL_MEM, (dev,)))
+
+    def device_uuid(self, dev: int = 0):
+        return self._call(_Request(ops.DEVICE_GET_UUID, (dev,)))
+
+    # -- contexts ----------------------------------------------------------------------------------
+    def primary_ctx_retain(self, dev: int = 0):
+        return self._call(_Request(ops.PRIMARY_CTX_RETAIN, (dev,)))
+
+    def primary_ctx_release(self, dev: int = 0):
+        return self._call(_Request(ops.PRIMARY_CTX_RELEASE, (dev,)))
+
+    def ctx_create(self, dev: int = 0, flags: int = 0):
+        return self._call(_Request(ops.CTX_CREATE, (flags, dev)))
+
+    def ctx_destroy(self, ctx: int):
+        return self._call(_Request(ops.CTX_DESTROY, (ctx,)))
+
+    def ctx_set_current(self, ctx: int):
+        return self._defer(_Request(ops.CTX_SET_CURRENT, (ctx,)))
+
+    def ctx_get_current(self):
+        return self._call(_Request(ops.CTX_GET_CURRENT))
+
+    def synchronize(self):
+        return self._call(_Request(ops.CTX_SYNCHRONIZE))
+
+    # -- memory ------------------------------------------------------------------------------------
+    def mem_alloc(self, size: int):
+        return self._call(_Request(ops.MEM_ALLOC, (size,)))
+
+    def mem_free(self, ptr: int):
+        return self._call(_Request(ops.MEM_FREE, (ptr,)))
+
+    def mem_get_info(self):
+        return self._call(_Request(ops.MEM_GET_INFO))
+
+    def _chunks(self, nbytes: int):
+        step = self.max_frame - _CHUNK_HEADROOM
+        return [(off, min(step, nbytes - off)) for off in range(0, nbytes, step)] or [(0, 0)]
+
+    def memcpy_htod(self, dst: int, data):
+        """Copy bytes (any buffer: bytes, numpy array...) to device memory. Large copies go as several
+        frames written back to back, so the server copies one chunk while the next is on the wire."""
+        view = memoryview(data).cast("B")
+        reqs = [_Request(ops.MEMCPY_HTOD, (dst + off,), view[off : off + n], decode=_none)
+                for off, n in self._chunks(len(view))]
+        return self._call_many(reqs)
+
+    def memcpy_dtoh(self, src: int, nbytes: int, out=None):
+        """Device -> host. Fills `out` (a writable buffer) if given, else returns a new bytearray."""
+        target = memoryview(out).cast("B") if out is not None else memoryview(bytearray(nbytes))
+        if len(target) < nbytes:
+            raise ValueError(f"output buffer of {len(target)} bytes is smaller than {nbytes}")
+
+        def landing(off):
+            def decode(values, bulk):
+                target[off : off + len(bulk)] = bulk
+            return decode
+
+        reqs = [_Request(ops.MEMCPY_DTOH, (src + off, n), decode=landing(off)) for off, n in self._chunks(nbytes)]
+        return self._then(self._call_many(reqs), lambda _: out if out is not None else target.obj)
+
+    def memcpy_dtod(self, dst: int, src: int, nbytes: int):
+        return self._call(_Request(ops.MEMCPY_DTOD, (dst, src, nbytes)))
+
+    def memcpy_htod_async(self, dst: int, data, stream: int = 0):
+        return self._defer(_Request(ops.MEMCPY_HTOD_ASYNC, (dst, stream), bytes(memoryview(data).cast("B"))))
+
+    def memcpy_dtoh_async(self, src: int, nbytes: int, stream: int = 0):
+        return self._call(_Request(ops.MEMCPY_DTOH_ASYNC, (src, nbytes, stream),
+                                   decode=lambda v, b: bytearray(b)))
+
+    def memcpy_dtod_async(self, dst: int, src: int, nbytes: int, stream: int = 0):
+        return self._defer(_Request(ops.MEMCPY_DTOD_ASYNC, (dst, src, nbytes, stream)))
+
+    def memset_d8(self, dst: int, value: int, count: int):
+        return self._call(_Request(ops.MEMSET_D8, (dst, value & 0xFF, count)))
+
+    def memset_d32(self, dst: int, value: int, count: int):
+        return self._call(_Request(ops.MEMSET_D32, (dst, value & 0xFFFFFFFF, count)))
+
+    def memset_d8_async(self, dst: int, value: int, count: int, stream: int = 0):
+        return self._defer(_Request(ops.MEMSET_D8_ASYNC, (dst, value & 0xFF, count, stream)))
+
+    def memset_d32_async(self, dst: int, value: int, count: int, stream: int = 0):
+        return self._defer(_Request(ops.MEMSET_D32_ASYNC, (dst, value & 0xFFFFFFFF, count, stream)))
+
+    # -- modules and launches ----------------------------------------------------------------------
+    def module_load(self, image: bytes | str):
+        data = image.encode() if isinstance(image, str) else bytes(image)
+        return self._call(_Request(ops.MODULE_LOAD_DATA, (), data))
+
+    def module_unload(self, module: int):
+        return self._call(_Request(ops.MODULE_UNLOAD, (module,)))
+
+    def get_function(self, module: int, name: str):
+        return self._call(_Request(ops.MODULE_GET_FUNCTION, (module,), name.encode(),
+                                   decode=lambda v, b: Function(v[0], name, _layout(v[1], b))))
+
+    def get_global(self, module: int, name: str):
+        return self._call(_Request(ops.MODULE_GET_GLOBAL, (module,), name.encode()))
+
+    def func_param_info(self, func: Function | int):
+        handle = func.handle if isinstance(func, Function) else func
+        return self._call(_Request(ops.FUNC_GET_PARAM_INFO, (handle,), decode=lambda v, b: _layout(v[0], b)))
+
+    def launch(self, func: Function, grid, block, args: Sequence = (), *, shared_mem: int = 0, stream: int = 0):
+        grid = tuple(grid) + (1,) * (3 - len(grid)) if not isinstance(grid, int) else (grid, 1, 1)
+        block = tuple(block) + (1,) * (3 - len(block)) if not isinstance(block, int) else (block, 1, 1)
+        params = pack_params(func.layout, args)
+        return self._defer(_Request(ops.LAUNCH_KERNEL, (func.handle, *grid, *block, shared_mem, stream), params))
+
+    # -- streams and events ------------------------------------------------------------------------
+    def stream_create(self, flags: int = 0):
+        return self._call(_Request(ops.STREAM_CREATE, (flags,)))
+
+    def stream_destroy(self, stream: int):
+        return self._call(_Request(ops.STREAM_DESTROY, (stream,)))
+
+    def stream_synchronize(self, stream: int = 0):
+        return self._call(_Request(ops.STREAM_SYNCHRONIZE, (stream,)))
+
+    def stream_query(self, stream: int = 0):
+        """True when the stream is idle."""
+        return self._call(_Request(ops.STREAM_QUERY, (stream,), decode=_true))
+
+    def stream_wait_event(self, stream: int, event: int, flags: int = 0):
+        return self._defer(_Request(ops.STREAM_WAIT_EVENT, (stream, event, flags)))
+
+    def event_create(self, flags: int = 0):
+        return self._call(_Request(ops.EVENT_CREATE, (flags,)))
+
+    def event_destroy(self, event: int):
+        return self._call(_Request(ops.EVENT_DESTROY, (event,)))
+
+    def event_record(self, event: int, stream: int = 0):
+        return self._defer(_Request(ops.EVENT_RECORD, (event, stream)))
+
+    def event_synchronize(self, event: int):
+        return self._call(_Request(ops.EVENT_SYNCHRONIZE, (event,)))
+
+    def event_query(self, event: int):
+        """True when the event has completed."""
+        return self._call(_Request(ops.EVENT_QUERY, (event,), decode=_true))
+
+    def event_elapsed_time(self, start: int, end: int):
+        return self._call(_Request(ops.EVENT_ELAPSED_TIME, (start, end)))
+
+    # -- shared plumbing ---------------------------------------------------------------------------
+    def _start_client_state(self, server_max_frame: int, batching: bool) -> None:
+        self.max_frame = server_max_frame
+        self.batching = batching
+        self._ids = itertools.count(2)  # 1 is the HELLO
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+
+    def _frame(self, req: _Request, flags: int = 0) -> Frame:
+        return Frame(req.op.code, next(self._ids) & 0xFFFFFFFF, flags, args=req.op.pack_request(*req.values),
+                     bulk=req.bulk)
+
+    def _queue(self, req: _Request) -> bool:
+        """Queue a deferred call; True when the queue should be sent now."""
+        encoded = frame_bytes(self._frame(req, Flags.NO_REPLY))
+        self._pending.append(encoded)
+        self._pending_bytes += len(encoded)
+        return len(self._pending) >= MAX_BATCH_CALLS or self._pending_bytes >= MAX_BATCH_BYTES
+
+    def _take_batch(self) -> list[Frame]:
+        if not self._pending:
+            return []
+        batch = Frame(ops.BATCH.code, next(self._ids) & 0xFFFFFFFF, Flags.NO_REPLY, bulk=b"".join(self._pending))
+        self._pending, self._pending_bytes = [], 0
+        return [batch]
+
+    @staticmethod
+    def _results(reqs: list[_Request], frames: list[Frame], replies: list[Frame]) -> list:
+        """Match replies to requests; raise the first failure only after every reply has been read, so the
+        connection stays in step."""
+        results, error = [], None
+        for req, sent, reply in zip(reqs, frames, replies):
+            if reply.opcode == ops.PROTOCOL_ERROR.code:
+                raise CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
+            if reply.request_id != sent.request_id or reply.opcode != sent.opcode:
+                raise ProtocolError(f"reply {reply.request_id}/0x{reply.opcode:04x} does not answer request "
+                                    f"{sent.request_id}/0x{sent.opcode:04x}")
+            if error is None and reply.deferred_status:
+                error = CudaError(reply.deferred_status, deferred=True)
+            if reply.status:
+                if error is None:
+                    error = CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
+                results.append(None)
+                continue
+            values = req.op.unpack_reply(reply.args)
+            if req.decode is not None:
+                results.append(req.decode(values, reply.bulk))
+            else:
+                results.append(values[0] if len(values) == 1 else (values or None))
+        if error is not None:
+            raise error
+        return results
+
+
+def _none(values, bulk):
+    return None
+
+
+def _true(values, bulk):
+    return True
+
+
+def _query_result(exc: CudaError) -> bool:
+    if exc.code == Status.NOT_READY and not exc.deferred:
+        return False
+    raise exc
+
+
+def _handshake_flow(hs: ClientHandshake):
+    reply = yield hs.hello()
+    auth = hs.on_hello_reply(reply)
+    if auth is not None:
+        reply = yield auth
+        hs.on_auth_reply(reply)
+
+
+def _resolve_psk(psk: bytes | None, psk_file: str | None) -> bytes | None:
+    if psk_file:
+        return load_psk_file(psk_file)
+    return psk
+
+
+class Client(_Operations):
+    """Blocking client over a plain socket."""
+
+    def __init__(self, sock: socket.socket, io: SocketFrameStream, hs: ClientHandshake, batching: bool):
+        self.sock, self.io = sock, io
+        self.server = hs.server
+        self.session_id = hs.server.session_id
+        self._start_client_state(hs.server.max_frame, batching)
+
+    def _call(self, req: _Request):
+        return self._call_many([req])[0]
+
+    def _call_many(self, reqs: list[_Request]) -> list:
+        frames = [self._frame(r) for r in reqs]
+        try:
+            self.io.send_frames(self._take_batch() + frames)
+            replies = [self.io.receive_frame() for _ in frames]
+        except OSError as e:
+            raise CudaError(Status.CONNECTION_LOST, f"connection to the server lost ({e})") from e
+        try:
+            return self._results(reqs, frames, replies)
+        except CudaError as e:
+            if len(reqs) == 1 and reqs[0].decode is _true:
+                return [_query_result(e)]
+            raise
+
+    def _then(self, value, fn):
+        return fn(value)
+
+    def _defer(self, req: _Request) -> None:
+        if not self.batching:
+            self._call(req)
+        elif self._queue(req):
+            self.flush()
+
+    def flush(self) -> None:
+        """Send queued asynchronous calls now (their errors still surface at the next synchronising call)."""
+        try:
+            self.io.send_frames(self._take_batch())
+        except OSError as e:
+            raise CudaError(Status.CONNECTION_LOST, f"connection to the server lost ({e})") from e
+
+    def close(self) -> None:
+        if self.sock.fileno() < 0:
+            return
+        try:
+            self._call(_Request(ops.GOODBYE, decode=_none))
+        finally:
+            self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.close()
+        else:
+            self.sock.close()
+
+
+class AsyncClient(_Operations):
+    """trio client; every operation is awaited."""
+
+    def __init__(self, stream: trio.abc.Stream, io: TrioFrameStream, hs: ClientHandshake, batching: bool):
+        self.stream, self.io = stream, io
+        self.server = hs.server
+        self.session_id = hs.server.session_id
+        self._lock = trio.Lock()
+        self._start_client_state(hs.server.max_frame, batching)
+
+    async def _call(self, req: _Request):
+        return (await self._call_many([req]))[0]
+
+    async def _call_many(self, reqs: list[_Request]) -> list:
+        async with self._lock:
+            frames = [self._frame(r) for r in reqs]
+            await self.io.send_frames(self._take_batch() + frames)
+            replies = []
+            for _ in frames:
+                reply = await self.io.receive_frame()
+                if reply is None:
+                    raise CudaError(Status.CONNECTION_LOST, "server closed the connection")
+                replies.append(reply)
+        try:
+            return self._results(reqs, frames, replies)
+        except CudaError as e:
+            if len(reqs) == 1 and reqs[0].decode is _true:
+                return [_query_result(e)]
+            raise
+
+    async def _then(self, awaitable, fn):
+        return fn(await awaitable)
+
+    async def _defer(self, req: _Request) -> None:
+        if not self.batching:
+            await self._call(req)
+        elif self._queue(req):
+            await self.flush()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            await self.io.send_frames(self._take_batch())
+
+    async def aclose(self) -> None:
+        try:
+            await self._call(_Request(ops.GOODBYE, decode=_none))
+        finally:
+            await self.stream.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        if exc[0] is None:
+            await self.aclose()
+        else:
+            await self.stream.aclose()
+
+
+def connect(address: str = "127.0.0.1:9713", psk: bytes | None = None, *, psk_file: str | None = None,
+            timeout: float = 10.0, context: bool = True, batching: bool = True) -> Client:
+    """Open a session. With `context=True` (default) the device-0 context is retained and made current,
+    so memory and module calls work at once."""
+    host, port = parse_address(address)
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        io = SocketFrameStream(sock, Connection())
+        hs = ClientHandshake(_resolve_psk(psk, psk_file))
+        flow = _handshake_flow(hs)
+        frame = next(flow)
+        while True:
+            io.send_frames([frame])
+            reply = io.receive_frame()
+            try:
+                frame = flow.send(reply)
+            except StopIteration:
+                break
+        if hs.protector is not None:
+            io.conn.protect(hs.protector)
+        sock.settimeout(None)
+        client = Client(sock, io, hs, batching)
+        if context:
+            client.init()
+            client.ctx_set_current(client.primary_ctx_retain(0))
+        return client
+    except BaseException:
+        sock.close()
+        raise
+
+
+async def connect_async(address: str = "127.0.0.1:9713", psk: bytes | None = None, *,
+                        psk_file: str | None = None, context: bool = True, batching: bool = True,
+                        stream: trio.abc.Stream | None = None) -> AsyncClient:
+    """trio flavour of connect(); `stream` lets tests pass an in-memory stream instead of TCP."""
+    if stream is None:
+        host, port = parse_address(address)
+        stream = await trio.open_tcp_stream(host, port)
+    try:
+        io = TrioFrameStream(stream, Connection())
+        hs = ClientHandshake(_resolve_psk(psk, psk_file))
+        flow = _handshake_flow(hs)
+        frame = next(flow)
+        while True:
+            await io.send_frame(frame)
+            reply = await io.receive_frame()
+            if reply is None:
+                raise CudaError(Status.CONNECTION_LOST, "server closed the connection during the handshake")
+            try:
+                frame = flow.send(reply)
+            except StopIteration:
+                break
+        if hs.protector is not None:
+            io.conn.protect(hs.protector)
+        client = AsyncClient(stream, io, hs, batching)
+        if context:
+            await client.init()
+            await client.ctx_set_current(await client.primary_ctx_retain(0))
+        return client
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+        raise

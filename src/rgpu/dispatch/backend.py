@@ -1,0 +1,133 @@
+"""The interface both backends implement. Objects (contexts, streams...) are the backend's own; sessions wrap
+them in handles. `stream=None` means the context's NULL stream. Every method raises CudaError on failure.
+
+Which calls may block on the GPU is decided by the dispatcher (it runs those off the event loop), not here.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+
+from rgpu.errors import CudaError, Status
+
+log = logging.getLogger("rgpu.backend")
+
+# Value DEVICE_GET_ATTRIBUTES reports for an attribute the device does not know.
+ATTRIBUTE_UNSUPPORTED = -(2**31)
+
+
+class Backend(abc.ABC):
+    name: str = "?"
+
+    @abc.abstractmethod
+    def init(self) -> None: ...
+    @abc.abstractmethod
+    def driver_version(self) -> int: ...
+    @abc.abstractmethod
+    def device_count(self) -> int: ...
+    @abc.abstractmethod
+    def device_name(self, dev: int) -> str: ...
+    @abc.abstractmethod
+    def device_attribute(self, attrib: int, dev: int) -> int: ...
+    @abc.abstractmethod
+    def device_total_mem(self, dev: int) -> int: ...
+    @abc.abstractmethod
+    def device_uuid(self, dev: int) -> bytes: ...
+
+    @abc.abstractmethod
+    def ctx_create(self, flags: int, dev: int): ...
+    @abc.abstractmethod
+    def ctx_destroy(self, ctx) -> None: ...
+    @abc.abstractmethod
+    def ctx_synchronize(self, ctx) -> None: ...
+
+    @abc.abstractmethod
+    def mem_alloc(self, ctx, size: int) -> int: ...
+    @abc.abstractmethod
+    def mem_free(self, ctx, ptr: int) -> None: ...
+    @abc.abstractmethod
+    def mem_get_info(self, ctx) -> tuple[int, int]: ...
+    @abc.abstractmethod
+    def memcpy_htod(self, ctx, dst: int, data: memoryview, stream=None) -> None: ...
+    @abc.abstractmethod
+    def memcpy_dtoh(self, ctx, src: int, nbytes: int, stream=None) -> bytearray: ...
+    @abc.abstractmethod
+    def memcpy_dtod(self, ctx, dst: int, src: int, nbytes: int, stream=None, asynchronous=False) -> None: ...
+    @abc.abstractmethod
+    def memset(self, ctx, dst: int, value: int, count: int, width: int, stream=None,
+               asynchronous=False) -> None: ...
+
+    @abc.abstractmethod
+    def module_load(self, ctx, image: bytes): ...
+    @abc.abstractmethod
+    def module_unload(self, ctx, module) -> None: ...
+    @abc.abstractmethod
+    def module_get_function(self, ctx, module, name: str): ...
+    @abc.abstractmethod
+    def module_get_global(self, ctx, module, name: str) -> tuple[int, int]: ...
+    @abc.abstractmethod
+    def func_param_info(self, ctx, func) -> list[tuple[int, int]]: ...
+    @abc.abstractmethod
+    def launch(self, ctx, func, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
+               stream, params: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def stream_create(self, ctx, flags: int): ...
+    @abc.abstractmethod
+    def stream_destroy(self, ctx, stream) -> None: ...
+    @abc.abstractmethod
+    def stream_synchronize(self, ctx, stream) -> None: ...
+    @abc.abstractmethod
+    def stream_query(self, ctx, stream) -> bool: ...
+    @abc.abstractmethod
+    def stream_wait_event(self, ctx, stream, event, flags: int) -> None: ...
+    @abc.abstractmethod
+    def event_create(self, ctx, flags: int): ...
+    @abc.abstractmethod
+    def event_destroy(self, ctx, event) -> None: ...
+    @abc.abstractmethod
+    def event_record(self, ctx, event, stream) -> None: ...
+    @abc.abstractmethod
+    def event_synchronize(self, ctx, event) -> None: ...
+    @abc.abstractmethod
+    def event_query(self, ctx, event) -> bool: ...
+    @abc.abstractmethod
+    def event_elapsed(self, ctx, start, end) -> float: ...
+
+    def close(self) -> None:
+        """Release process-wide backend state at server shutdown."""
+
+
+class BackendUnavailable(Exception):
+    """The backend cannot run here (no driver, no GPU)."""
+
+
+def make_backend(kind: str) -> Backend:
+    """`cuda`, `fake`, or `auto` (cuda when a driver and a GPU answer, else fake with a loud warning)."""
+    if kind == "fake":
+        from rgpu.dispatch.fake import FakeBackend
+
+        return FakeBackend()
+    if kind in ("cuda", "auto"):
+        try:
+            from rgpu.dispatch.cuda import CudaBackend
+
+            backend = CudaBackend()
+            backend.init()
+            if backend.device_count() == 0:
+                raise BackendUnavailable("the driver reports no CUDA device")
+            return backend
+        except (BackendUnavailable, ImportError, CudaError) as e:
+            if kind == "cuda":
+                raise BackendUnavailable(f"cuda backend unavailable: {e}") from e
+            from rgpu.dispatch.fake import FakeBackend
+
+            log.warning("NO GPU: %s -- falling back to the FAKE backend (emulated memory and kernels; "
+                        "nothing runs on a GPU)", e)
+            return FakeBackend()
+    raise ValueError(f"unknown backend {kind!r} (cuda, fake, auto)")
+
+
+def not_supported(what: str) -> CudaError:
+    return CudaError(Status.NOT_SUPPORTED, what)

@@ -1,0 +1,253 @@
+"""Real-GPU backend on cuda-python's `cuda.bindings.driver`.
+
+Each session gets contexts of its own (cuCtxCreate, never the shared primary context), so a kernel fault in
+one session leaves every other session's context intact. Calls may arrive on any thread (the event loop's
+or a worker's), so every call first makes its context current: cuCtxSetCurrent costs ~0.1 us.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from rgpu.dispatch.backend import Backend, BackendUnavailable
+from rgpu.errors import CudaError, Status
+
+try:
+    from cuda.bindings import driver as cu
+except ImportError as e:  # pragma: no cover - depends on the install
+    raise BackendUnavailable(f"cuda-bindings is not installed ({e}); pip install 'rgpu[cuda]'") from e
+
+_SUCCESS = cu.CUresult.CUDA_SUCCESS
+_NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
+_BUFFER_POINTER = 1  # CU_LAUNCH_PARAM_BUFFER_POINTER
+_BUFFER_SIZE = 2  # CU_LAUNCH_PARAM_BUFFER_SIZE
+_END = 0
+
+
+def _check(result):
+    """cuda-bindings returns (CUresult, *values); raise on failure, else return the value(s)."""
+    err = result[0]
+    if err != _SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        _, text = cu.cuGetErrorString(err)
+        raise CudaError(int(err), f"{name.decode() if name else err}: {text.decode() if text else ''}")
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def _stream(stream):
+    return cu.CUstream(0) if stream is None else stream
+
+
+def _address(buf) -> int:
+    return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+
+    def init(self) -> None:
+        try:
+            _check(cu.cuInit(0))
+        except CudaError:
+            raise
+        except Exception as e:  # DynamicLibNotFoundError and friends: no driver on this host
+            raise BackendUnavailable(f"{type(e).__name__}: {e}") from None
+
+    def driver_version(self) -> int:
+        return int(_check(cu.cuDriverGetVersion()))
+
+    def device_count(self) -> int:
+        return int(_check(cu.cuDeviceGetCount()))
+
+    def _device(self, dev: int):
+        return _check(cu.cuDeviceGet(dev))
+
+    def device_name(self, dev: int) -> str:
+        raw = _check(cu.cuDeviceGetName(256, self._device(dev)))
+        return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+    def device_attribute(self, attrib: int, dev: int) -> int:
+        try:
+            attr = cu.CUdevice_attribute(attrib)
+        except ValueError:
+            raise CudaError(Status.INVALID_VALUE, f"unknown device attribute {attrib}") from None
+        return int(_check(cu.cuDeviceGetAttribute(attr, self._device(dev))))
+
+    def device_total_mem(self, dev: int) -> int:
+        return int(_check(cu.cuDeviceTotalMem(self._device(dev))))
+
+    def device_uuid(self, dev: int) -> bytes:
+        uuid = _check(cu.cuDeviceGetUuid(self._device(dev)))
+        return bytes(uuid.bytes)[:16]
+
+    # -- contexts ----------------------------------------------------------------------------------
+    def ctx_create(self, flags: int, dev: int):
+        device = self._device(dev)
+        try:
+            ctx = _check(cu.cuCtxCreate(None, flags, device))  # 13.x: (params, flags, dev)
+        except TypeError:
+            ctx = _check(cu.cuCtxCreate(flags, device))  # 12.x
+        # cuCtxCreate pushes the context on this thread; leave threads clean, calls set it explicitly.
+        _check(cu.cuCtxPopCurrent())
+        return ctx
+
+    def _use(self, ctx) -> None:
+        _check(cu.cuCtxSetCurrent(ctx))
+
+    def ctx_destroy(self, ctx) -> None:
+        _check(cu.cuCtxDestroy(ctx))
+
+    def ctx_synchronize(self, ctx) -> None:
+        self._use(ctx)
+        _check(cu.cuCtxSynchronize())
+
+    # -- memory ------------------------------------------------------------------------------------
+    def mem_alloc(self, ctx, size: int) -> int:
+        self._use(ctx)
+        return int(_check(cu.cuMemAlloc(size)))
+
+    def mem_free(self, ctx, ptr: int) -> None:
+        self._use(ctx)
+        _check(cu.cuMemFree(ptr))
+
+    def mem_get_info(self, ctx) -> tuple[int, int]:
+        self._use(ctx)
+        free, total = _check(cu.cuMemGetInfo())
+        return int(free), int(total)
+
+    def memcpy_htod(self, ctx, dst, data, stream=None) -> None:
+        self._use(ctx)
+        if stream is None:
+            _check(cu.cuMemcpyHtoD(dst, _address(data), len(data)))
+        else:
+            # The source is a pageable receive buffer, so the copy is synchronous with respect to it; wait
+            # for it so the buffer can be reused at once.
+            _check(cu.cuMemcpyHtoDAsync(dst, _address(data), len(data), stream))
+            _check(cu.cuStreamSynchronize(stream))
+
+    def memcpy_dtoh(self, ctx, src, nbytes, stream=None) -> bytearray:
+        self._use(ctx)
+        out = bytearray(nbytes)
+        if stream is None:
+            _check(cu.cuMemcpyDtoH(_address(out), src, nbytes))
+        else:
+            _check(cu.cuMemcpyDtoHAsync(_address(out), src, nbytes, stream))
+            _check(cu.cuStreamSynchronize(stream))
+        return out
+
+    def memcpy_dtod(self, ctx, dst, src, nbytes, stream=None, asynchronous=False) -> None:
+        self._use(ctx)
+        if asynchronous:
+            _check(cu.cuMemcpyDtoDAsync(dst, src, nbytes, _stream(stream)))
+        else:
+            _check(cu.cuMemcpyDtoD(dst, src, nbytes))
+
+    def memset(self, ctx, dst, value, count, width, stream=None, asynchronous=False) -> None:
+        self._use(ctx)
+        if asynchronous:
+            fn = cu.cuMemsetD8Async if width == 1 else cu.cuMemsetD32Async
+            _check(fn(dst, value, count, _stream(stream)))
+        else:
+            fn = cu.cuMemsetD8 if width == 1 else cu.cuMemsetD32
+            _check(fn(dst, value, count))
+
+    # -- modules -----------------------------------------------------------------------------------
+    def module_load(self, ctx, image: bytes):
+        self._use(ctx)
+        image = bytes(image)
+        if not image.endswith(b"\0") and b"\0" not in image[:4096]:
+            image += b"\0"  # PTX must be NUL-terminated; binary images carry their own length
+        return _check(cu.cuModuleLoadData(image))
+
+    def module_unload(self, ctx, module) -> None:
+        self._use(ctx)
+        _check(cu.cuModuleUnload(module))
+
+    def module_get_function(self, ctx, module, name: str):
+        self._use(ctx)
+        return _check(cu.cuModuleGetFunction(module, name.encode()))
+
+    def module_get_global(self, ctx, module, name: str) -> tuple[int, int]:
+        self._use(ctx)
+        ptr, size = _check(cu.cuModuleGetGlobal(module, name.encode()))
+        return int(ptr), int(size)
+
+    def func_param_info(self, ctx, func) -> list[tuple[int, int]]:
+        self._use(ctx)
+        layout = []
+        while True:
+            err, offset, size = cu.cuFuncGetParamInfo(func, len(layout))
+            if err != _SUCCESS:
+                if err == cu.CUresult.CUDA_ERROR_INVALID_VALUE:
+                    return layout  # past the last parameter
+                _check((err,))
+            layout.append((int(offset), int(size)))
+
+    def launch(self, ctx, func, grid, block, shared_mem, stream, params) -> None:
+        self._use(ctx)
+        # Hand the packed buffer over as-is (CU_LAUNCH_PARAM_BUFFER_POINTER): no per-parameter pointers.
+        size = len(params)
+        buf = ctypes.create_string_buffer(bytes(params), max(size, 1))
+        size_c = ctypes.c_size_t(size)
+        extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(buf), _BUFFER_SIZE,
+                                      ctypes.addressof(size_c), _END)
+        _check(cu.cuLaunchKernel(func, *grid, *block, shared_mem, _stream(stream), 0,
+                                 ctypes.addressof(extra)))
+
+    # -- streams and events ------------------------------------------------------------------------
+    def stream_create(self, ctx, flags: int):
+        self._use(ctx)
+        return _check(cu.cuStreamCreate(flags))
+
+    def stream_destroy(self, ctx, stream) -> None:
+        self._use(ctx)
+        _check(cu.cuStreamDestroy(stream))
+
+    def stream_synchronize(self, ctx, stream) -> None:
+        self._use(ctx)
+        _check(cu.cuStreamSynchronize(_stream(stream)))
+
+    def stream_query(self, ctx, stream) -> bool:
+        self._use(ctx)
+        err = cu.cuStreamQuery(_stream(stream))[0]
+        if err == _NOT_READY:
+            return False
+        _check((err,))
+        return True
+
+    def stream_wait_event(self, ctx, stream, event, flags: int) -> None:
+        self._use(ctx)
+        _check(cu.cuStreamWaitEvent(_stream(stream), event, flags))
+
+    def event_create(self, ctx, flags: int):
+        self._use(ctx)
+        return _check(cu.cuEventCreate(flags))
+
+    def event_destroy(self, ctx, event) -> None:
+        self._use(ctx)
+        _check(cu.cuEventDestroy(event))
+
+    def event_record(self, ctx, event, stream) -> None:
+        self._use(ctx)
+        _check(cu.cuEventRecord(event, _stream(stream)))
+
+    def event_synchronize(self, ctx, event) -> None:
+        self._use(ctx)
+        _check(cu.cuEventSynchronize(event))
+
+    def event_query(self, ctx, event) -> bool:
+        self._use(ctx)
+        err = cu.cuEventQuery(event)[0]
+        if err == _NOT_READY:
+            return False
+        _check((err,))
+        return True
+
+    def event_elapsed(self, ctx, start, end) -> float:
+        self._use(ctx)
+        fn = getattr(cu, "cuEventElapsedTime_v2", None) or cu.cuEventElapsedTime
+        return float(_check(fn(start, end)))

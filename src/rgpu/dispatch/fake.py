@@ -1,0 +1,347 @@
+"""Pure-Python backend: emulated device memory, PTX modules and the kernels in fake_kernels.
+
+It mirrors the driver where tests can see the difference: one address space shared by every context (as
+UVA is), memory accounting that sessions draw from, asynchronous streams (a long kernel makes its stream
+busy; synchronising waits), events with timestamps, and sticky context errors after a kernel faults.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import threading
+import time
+
+import attrs
+import numpy as np
+
+from rgpu.dispatch import ptx
+from rgpu.dispatch.backend import Backend
+from rgpu.dispatch.fake_kernels import KERNELS, KernelExec, decode_params
+from rgpu.errors import CudaError, Status
+
+DRIVER_VERSION = 13000
+MAX_PTX_ISA = (9, 0)  # what a 13.0 driver JITs; newer PTX gets UNSUPPORTED_PTX_VERSION, as on a GPU
+ALIGNMENT = 512
+BASE_ADDRESS = 0x7F00_0000_0000
+
+ATTRIBUTES = {
+    1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 2**31 - 1, 6: 65535, 7: 65535, 8: 49152, 9: 65536, 10: 32,
+    11: 2**31 - 1, 12: 65536, 13: 1_980_000, 14: 512, 15: 1, 16: 4, 17: 0, 18: 0, 19: 1, 20: 0, 31: 1,
+    33: 0, 34: 0, 35: 0, 36: 3_201_000, 37: 5120, 38: 60 * 1024 * 1024, 39: 2048, 40: 2, 41: 1,
+    75: 9, 76: 0, 81: 233472, 82: 65536, 97: 232448, 106: 1,
+}
+
+
+class IllegalAddress(Exception):
+    pass
+
+
+@attrs.define(eq=False)
+class FakeContext:
+    dev: int
+    flags: int
+    sticky: int = 0
+    busy_until: float = 0.0  # NULL stream
+    allocations: set = attrs.Factory(set)
+    streams: list = attrs.Factory(list)
+
+    def check(self) -> None:
+        if self.sticky:
+            raise CudaError(self.sticky, "context is in an unrecoverable error state after a kernel fault")
+
+
+@attrs.define(eq=False)
+class FakeStream:
+    ctx: FakeContext
+    flags: int
+    busy_until: float = 0.0
+
+
+@attrs.define(eq=False)
+class FakeEvent:
+    flags: int
+    timestamp: float | None = None
+
+
+@attrs.define(eq=False)
+class FakeModule:
+    ptx: ptx.PtxModule
+    globals: dict  # name -> (ptr, size)
+
+
+@attrs.define(eq=False)
+class FakeFunction:
+    name: str
+    layout: tuple
+
+
+class FakeBackend(Backend):
+    name = "fake"
+
+    def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1):
+        self.total_mem = total_mem
+        self._device_count = device_count
+        self._lock = threading.Lock()
+        self._starts: list[int] = []
+        self._memory: dict[int, np.ndarray] = {}
+        self._owner: dict[int, FakeContext] = {}
+        self._next = BASE_ADDRESS
+        self.used = 0
+        self.contexts_alive = 0
+
+    # -- devices -----------------------------------------------------------------------------------
+    def init(self) -> None:
+        pass
+
+    def driver_version(self) -> int:
+        return DRIVER_VERSION
+
+    def device_count(self) -> int:
+        return self._device_count
+
+    def _dev(self, dev: int) -> int:
+        if not 0 <= dev < self._device_count:
+            raise CudaError(Status.INVALID_DEVICE, f"device {dev} does not exist")
+        return dev
+
+    def device_name(self, dev: int) -> str:
+        return f"rgpu fake GPU {self._dev(dev)}"
+
+    def device_attribute(self, attrib: int, dev: int) -> int:
+        self._dev(dev)
+        if attrib not in ATTRIBUTES:
+            raise CudaError(Status.INVALID_VALUE, f"device attribute {attrib} is not emulated")
+        return ATTRIBUTES[attrib]
+
+    def device_total_mem(self, dev: int) -> int:
+        self._dev(dev)
+        return self.total_mem
+
+    def device_uuid(self, dev: int) -> bytes:
+        return hashlib.sha256(b"rgpu-fake-device-%d" % self._dev(dev)).digest()[:16]
+
+    # -- contexts ----------------------------------------------------------------------------------
+    def ctx_create(self, flags: int, dev: int) -> FakeContext:
+        self._dev(dev)
+        with self._lock:
+            self.contexts_alive += 1
+        return FakeContext(dev, flags)
+
+    def ctx_destroy(self, ctx: FakeContext) -> None:
+        # Like cuCtxDestroy: everything allocated in the context goes, whatever its error state.
+        with self._lock:
+            for ptr in list(ctx.allocations):
+                self._release(ptr)
+            self.contexts_alive -= 1
+
+    def ctx_synchronize(self, ctx: FakeContext) -> None:
+        ctx.check()
+        _wait_until(max([ctx.busy_until] + [s.busy_until for s in ctx.streams]))
+        ctx.check()
+
+    # -- memory ------------------------------------------------------------------------------------
+    def mem_alloc(self, ctx: FakeContext, size: int) -> int:
+        ctx.check()
+        if size == 0:
+            raise CudaError(Status.INVALID_VALUE, "cuMemAlloc of 0 bytes")
+        with self._lock:
+            if self.used + size > self.total_mem:
+                raise CudaError(Status.OUT_OF_MEMORY, f"{size} bytes requested, {self.total_mem - self.used} free")
+            ptr = self._next
+            # Addresses are never reused, so a stale pointer faults instead of hitting new data.
+            self._next += (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT + ALIGNMENT
+            self._memory[ptr] = np.zeros(size, dtype=np.uint8)
+            bisect.insort(self._starts, ptr)
+            self._owner[ptr] = ctx
+            ctx.allocations.add(ptr)
+            self.used += size
+        return ptr
+
+    def mem_free(self, ctx: FakeContext, ptr: int) -> None:
+        ctx.check()
+        with self._lock:
+            if ptr not in self._memory:
+                raise CudaError(Status.INVALID_VALUE, f"0x{ptr:x} is not an allocation")
+            self._release(ptr)
+
+    def _release(self, ptr: int) -> None:
+        buf = self._memory.pop(ptr)
+        del self._starts[bisect.bisect_left(self._starts, ptr)]
+        self._owner.pop(ptr).allocations.discard(ptr)
+        self.used -= buf.size
+
+    def mem_get_info(self, ctx: FakeContext) -> tuple[int, int]:
+        ctx.check()
+        return self.total_mem - self.used, self.total_mem
+
+    def _view(self, ptr: int, nbytes: int) -> np.ndarray:
+        with self._lock:
+            i = bisect.bisect_right(self._starts, ptr) - 1
+            if i >= 0:
+                start = self._starts[i]
+                buf = self._memory[start]
+                if ptr + nbytes <= start + buf.size:
+                    return buf[ptr - start : ptr - start + nbytes]
+        raise IllegalAddress(f"0x{ptr:x}+{nbytes}")
+
+    def _checked_view(self, ptr: int, nbytes: int) -> np.ndarray:
+        try:
+            return self._view(ptr, nbytes)
+        except IllegalAddress as e:
+            raise CudaError(Status.INVALID_VALUE, f"device range {e} is not allocated") from None
+
+    def _stream_wait(self, ctx: FakeContext, stream: FakeStream | None) -> None:
+        _wait_until(stream.busy_until if stream is not None else ctx.busy_until)
+
+    def memcpy_htod(self, ctx, dst, data, stream=None) -> None:
+        ctx.check()
+        self._stream_wait(ctx, stream)
+        self._checked_view(dst, len(data))[:] = np.frombuffer(data, dtype=np.uint8)
+
+    def memcpy_dtoh(self, ctx, src, nbytes, stream=None) -> bytearray:
+        ctx.check()
+        self._stream_wait(ctx, stream)
+        return bytearray(self._checked_view(src, nbytes).tobytes())
+
+    def memcpy_dtod(self, ctx, dst, src, nbytes, stream=None, asynchronous=False) -> None:
+        ctx.check()
+        if not asynchronous:
+            self._stream_wait(ctx, stream)
+        self._checked_view(dst, nbytes)[:] = self._checked_view(src, nbytes)
+
+    def memset(self, ctx, dst, value, count, width, stream=None, asynchronous=False) -> None:
+        ctx.check()
+        if not asynchronous:
+            self._stream_wait(ctx, stream)
+        dtype = np.uint8 if width == 1 else np.uint32
+        self._checked_view(dst, count * width).view(dtype)[:] = value & (0xFF if width == 1 else 0xFFFFFFFF)
+
+    # -- modules -----------------------------------------------------------------------------------
+    def module_load(self, ctx: FakeContext, image: bytes) -> FakeModule:
+        ctx.check()
+        text = ptx.extract_ptx(bytes(image))
+        if text is None:
+            raise CudaError(Status.INVALID_IMAGE, "fake backend runs PTX only (plain, or uncompressed inside "
+                                                  "a cubin/fatbin); this image has none")
+        try:
+            mod = ptx.parse_ptx(text)
+        except ValueError as e:
+            raise CudaError(Status.INVALID_PTX, str(e)) from None
+        if mod.version > MAX_PTX_ISA:
+            raise CudaError(Status.UNSUPPORTED_PTX_VERSION,
+                            f"PTX ISA {mod.version[0]}.{mod.version[1]} is newer than this driver's "
+                            f"{MAX_PTX_ISA[0]}.{MAX_PTX_ISA[1]}")
+        globals_ = {name: (self.mem_alloc(ctx, size), size) for name, size in mod.globals.items()}
+        return FakeModule(mod, globals_)
+
+    def module_unload(self, ctx, module: FakeModule) -> None:
+        for ptr, _ in module.globals.values():
+            with self._lock:
+                if ptr in self._memory:
+                    self._release(ptr)
+
+    def module_get_function(self, ctx, module: FakeModule, name: str) -> FakeFunction:
+        ctx.check()
+        layout = module.ptx.entries.get(name)
+        if layout is None:
+            raise CudaError(Status.NOT_FOUND, f"no kernel named {name!r} in the module")
+        return FakeFunction(name, layout)
+
+    def module_get_global(self, ctx, module: FakeModule, name: str) -> tuple[int, int]:
+        ctx.check()
+        if name not in module.globals:
+            raise CudaError(Status.NOT_FOUND, f"no global named {name!r} in the module")
+        return module.globals[name]
+
+    def func_param_info(self, ctx, func: FakeFunction) -> list[tuple[int, int]]:
+        return list(func.layout)
+
+    def launch(self, ctx: FakeContext, func: FakeFunction, grid, block, shared_mem, stream, params) -> None:
+        ctx.check()
+        kern = KERNELS.get(ptx.base_name(func.name))
+        if kern is None:
+            raise CudaError(Status.NOT_SUPPORTED,
+                            f"fake backend cannot execute kernel {func.name!r} (known: {', '.join(sorted(KERNELS))})")
+        values = decode_params(kern, func.layout, params)
+        if values is None:
+            raise CudaError(Status.INVALID_VALUE,
+                            f"kernel {func.name!r}: parameter layout {func.layout} does not match the fake "
+                            f"{kern.name}({kern.signature})")
+        if min(grid) < 1 or min(block) < 1 or block[0] * block[1] * block[2] > ATTRIBUTES[1]:
+            raise CudaError(Status.INVALID_VALUE, f"invalid launch shape grid={grid} block={block}")
+        target = stream if stream is not None else ctx
+
+        def delay(seconds: float) -> None:
+            target.busy_until = max(time.monotonic(), target.busy_until) + seconds
+
+        try:
+            kern.run(KernelExec(grid[0] * block[0], self._view, delay), *values)
+        except IllegalAddress:
+            # As on a GPU: the launch itself succeeded; the context is now broken for good.
+            ctx.sticky = Status.ILLEGAL_ADDRESS
+
+    # -- streams and events ------------------------------------------------------------------------
+    def stream_create(self, ctx: FakeContext, flags: int) -> FakeStream:
+        ctx.check()
+        stream = FakeStream(ctx, flags)
+        ctx.streams.append(stream)
+        return stream
+
+    def stream_destroy(self, ctx, stream: FakeStream) -> None:
+        stream.ctx.streams.remove(stream)
+
+    def stream_synchronize(self, ctx, stream) -> None:
+        ctx.check()
+        self._stream_wait(ctx, stream)
+        ctx.check()
+
+    def stream_query(self, ctx, stream) -> bool:
+        ctx.check()
+        target = stream if stream is not None else ctx
+        return time.monotonic() >= target.busy_until
+
+    def stream_wait_event(self, ctx, stream, event: FakeEvent, flags) -> None:
+        ctx.check()
+        if event.timestamp is not None:
+            target = stream if stream is not None else ctx
+            target.busy_until = max(target.busy_until, event.timestamp)
+
+    def event_create(self, ctx, flags) -> FakeEvent:
+        ctx.check()
+        return FakeEvent(flags)
+
+    def event_destroy(self, ctx, event) -> None:
+        pass
+
+    def event_record(self, ctx, event: FakeEvent, stream) -> None:
+        ctx.check()
+        target = stream if stream is not None else ctx
+        event.timestamp = max(time.monotonic(), target.busy_until)
+
+    def event_synchronize(self, ctx, event: FakeEvent) -> None:
+        ctx.check()
+        if event.timestamp is not None:
+            _wait_until(event.timestamp)
+
+    def event_query(self, ctx, event: FakeEvent) -> bool:
+        ctx.check()
+        return event.timestamp is None or time.monotonic() >= event.timestamp
+
+    def event_elapsed(self, ctx, start: FakeEvent, end: FakeEvent) -> float:
+        ctx.check()
+        if (start.flags | end.flags) & 0x2:  # CU_EVENT_DISABLE_TIMING
+            raise CudaError(Status.INVALID_HANDLE, "event created with CU_EVENT_DISABLE_TIMING")
+        if start.timestamp is None or end.timestamp is None:
+            raise CudaError(Status.INVALID_HANDLE, "event was never recorded")
+        now = time.monotonic()
+        if now < start.timestamp or now < end.timestamp:
+            raise CudaError(Status.NOT_READY, "event has not completed")
+        return (end.timestamp - start.timestamp) * 1000.0
+
+
+def _wait_until(deadline: float) -> None:
+    # Only ever called from the session's worker thread (the dispatcher marks these calls blocking).
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)

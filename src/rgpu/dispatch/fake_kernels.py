@@ -1,0 +1,109 @@
+"""The kernels the fake backend can execute, chosen by source-level name (mangled names are reduced with
+ptx.base_name, so `_Z4vaddPKfS0_Pfi` runs `vadd`).
+
+Each kernel declares its parameter signature as struct codes; a launch whose parameter layout disagrees is
+refused with INVALID_VALUE rather than reading garbage. Only the x dimension of the launch decides how many
+elements are processed (one thread per element, `blockIdx.x * blockDim.x + threadIdx.x < n`), so a wrong
+launch configuration shows up as unprocessed elements, as it would on a GPU.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable
+
+import attrs
+import numpy as np
+
+
+@attrs.frozen(slots=True)
+class FakeKernel:
+    name: str
+    signature: str  # struct codes, one per parameter
+    run: Callable  # (exec: KernelExec, *params) -> None
+    doc: str = ""
+
+
+@attrs.frozen(slots=True)
+class KernelExec:
+    """What a fake kernel sees: its launch shape and device memory."""
+
+    threads_x: int
+    view: Callable  # (ptr, nbytes) -> writable np.uint8 array; raises IllegalAddress
+    stream_delay: Callable  # (seconds) -> None: keep the stream busy, like a long kernel
+
+    def array(self, ptr: int, count: int, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        return self.view(ptr, count * dtype.itemsize).view(dtype)
+
+    def elements(self, n: int) -> int:
+        return max(0, min(int(n), self.threads_x))
+
+
+KERNELS: dict[str, FakeKernel] = {}
+
+
+def kernel(name: str, signature: str, doc: str = "", aliases: tuple[str, ...] = ()):
+    def register(fn):
+        for n in (name, *aliases):
+            KERNELS[n] = FakeKernel(n, signature, fn, doc)
+        return fn
+
+    return register
+
+
+def decode_params(kern: FakeKernel, layout, params: bytes) -> tuple | None:
+    """Unpack a launch's parameter buffer per the kernel's signature; None if the layout does not fit it."""
+    codes = list(kern.signature)
+    if len(codes) != len(layout):
+        return None
+    values = []
+    for code, (offset, size) in zip(codes, layout):
+        if struct.calcsize("<" + code) != size or offset + size > len(params):
+            return None
+        values.append(struct.unpack_from("<" + code, params, offset)[0])
+    return tuple(values)
+
+
+@kernel("vadd", "QQQi", "c[i] = a[i] + b[i] (float32)")
+def _vadd(ex: KernelExec, a, b, c, n):
+    k = ex.elements(n)
+    ex.array(c, k, np.float32)[:] = ex.array(a, k, np.float32) + ex.array(b, k, np.float32)
+
+
+@kernel("vadd_mutated", "QQQi", "c[i] = a[i] + b[i] + 1 (float32): proves which kernel ran")
+def _vadd_mutated(ex: KernelExec, a, b, c, n):
+    k = ex.elements(n)
+    ex.array(c, k, np.float32)[:] = ex.array(a, k, np.float32) + ex.array(b, k, np.float32) + np.float32(1)
+
+
+@kernel("saxpy", "fQQi", "y[i] = a * x[i] + y[i] (float32)")
+def _saxpy(ex: KernelExec, a, x, y, n):
+    k = ex.elements(n)
+    ys = ex.array(y, k, np.float32)
+    ys[:] = np.float32(a) * ex.array(x, k, np.float32) + ys
+
+
+@kernel("fill", "Qfi", "p[i] = v (float32)")
+def _fill(ex: KernelExec, p, v, n):
+    k = ex.elements(n)
+    ex.array(p, k, np.float32)[:] = np.float32(v)
+
+
+@kernel("mail", "QQi", "out[i] = in[i] (bytes): the bridge's message round trip",
+        aliases=("mail_kernel", "copy", "copy_bytes"))
+def _mail(ex: KernelExec, src, dst, n):
+    k = ex.elements(n)
+    ex.view(dst, k)[:] = ex.view(src, k)
+
+
+@kernel("spin_ns", "Q", "keeps its stream busy for ns nanoseconds (a long-running kernel)",
+        aliases=("sleep_ns", "spin"))
+def _spin(ex: KernelExec, ns):
+    ex.stream_delay(ns / 1e9)
+
+
+@kernel("fault", "Q", "writes through its pointer argument; a bad pointer faults the context",
+        aliases=("illegal_write",))
+def _fault(ex: KernelExec, p):
+    ex.view(p, 4)[:] = 0xFF

@@ -1,0 +1,436 @@
+"""Opcode -> handler. Handlers are plain functions `(session, args, bulk) -> results`; results are a tuple for
+the reply's fixed fields, or `Reply(values, bulk)`.
+
+`blocking=True` marks calls that can wait on the GPU (synchronisation, synchronous copies, frees, module
+loads that JIT): the dispatcher runs those on the session's worker thread, everything else inline, so the
+event loop -- and every other session -- never waits for a GPU.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable
+
+import attrs
+
+from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED
+from rgpu.errors import CudaError, Status
+from rgpu.protocol import ops
+from rgpu.session.handles import Kind
+from rgpu.session.state import Session
+
+
+@attrs.frozen(slots=True)
+class Reply:
+    values: tuple = ()
+    bulk: bytes | bytearray | memoryview = b""
+
+
+@attrs.frozen(slots=True)
+class Handler:
+    op: ops.Op
+    fn: Callable
+    blocking: bool
+
+
+HANDLERS: dict[int, Handler] = {}
+
+
+def handles(op: ops.Op, *, blocking: bool = False):
+    def register(fn):
+        HANDLERS[op.code] = Handler(op, fn, blocking)
+        return fn
+
+    return register
+
+
+def _text(bulk) -> str:
+    try:
+        return bytes(bulk).decode("utf-8")
+    except UnicodeDecodeError:
+        raise CudaError(Status.INVALID_VALUE, "name is not UTF-8") from None
+
+
+# -- init and devices ------------------------------------------------------------------------------
+@handles(ops.INIT)
+def _init(s: Session, args, bulk):
+    (flags,) = args
+    if flags:
+        raise CudaError(Status.INVALID_VALUE, "cuInit flags must be 0")
+
+
+@handles(ops.DRIVER_GET_VERSION)
+def _driver_version(s, args, bulk):
+    return (s.backend.driver_version(),)
+
+
+@handles(ops.DEVICE_GET_COUNT)
+def _device_count(s, args, bulk):
+    return (s.backend.device_count(),)
+
+
+@handles(ops.DEVICE_GET)
+def _device_get(s, args, bulk):
+    (ordinal,) = args
+    if not 0 <= ordinal < s.backend.device_count():
+        raise CudaError(Status.INVALID_DEVICE, f"device ordinal {ordinal} out of range")
+    return (ordinal,)
+
+
+@handles(ops.DEVICE_GET_NAME)
+def _device_name(s, args, bulk):
+    return Reply((), s.backend.device_name(args[0]).encode())
+
+
+@handles(ops.DEVICE_GET_ATTRIBUTE)
+def _device_attribute(s, args, bulk):
+    attrib, dev = args
+    return (s.backend.device_attribute(attrib, dev),)
+
+
+@handles(ops.DEVICE_TOTAL_MEM)
+def _device_total_mem(s, args, bulk):
+    return (s.backend.device_total_mem(args[0]),)
+
+
+@handles(ops.DEVICE_GET_UUID)
+def _device_uuid(s, args, bulk):
+    return (s.backend.device_uuid(args[0]),)
+
+
+@handles(ops.DEVICE_GET_ATTRIBUTES)
+def _device_attributes(s, args, bulk):
+    dev, count = args
+    if count > 1024:
+        raise CudaError(Status.INVALID_VALUE, "at most 1024 attributes per call")
+    values = []
+    for attrib in range(1, count + 1):
+        try:
+            values.append(s.backend.device_attribute(attrib, dev))
+        except CudaError as e:
+            if e.code == Status.INVALID_DEVICE:
+                raise
+            values.append(ATTRIBUTE_UNSUPPORTED)
+    return Reply((count,), struct.pack(f"<{count}i", *values))
+
+
+# -- contexts --------------------------------------------------------------------------------------
+@handles(ops.PRIMARY_CTX_RETAIN)
+def _primary_retain(s: Session, args, bulk):
+    (dev,) = args
+    slot = s.primary.get(dev)
+    if slot is None:
+        ctx = s.backend.ctx_create(0, dev)
+        slot = s.primary[dev] = [s.handles.add(Kind.CONTEXT, ctx, info=dev), 0]
+    slot[1] += 1
+    return (slot[0],)
+
+
+@handles(ops.PRIMARY_CTX_RELEASE, blocking=True)
+def _primary_release(s: Session, args, bulk):
+    (dev,) = args
+    slot = s.primary.get(dev)
+    if slot is None:
+        raise CudaError(Status.INVALID_CONTEXT, f"primary context of device {dev} is not retained")
+    slot[1] -= 1
+    if slot[1] == 0:
+        del s.primary[dev]
+        s.destroy_context(slot[0])
+
+
+@handles(ops.CTX_CREATE)
+def _ctx_create(s: Session, args, bulk):
+    flags, dev = args
+    handle = s.handles.add(Kind.CONTEXT, s.backend.ctx_create(flags, dev), info=dev)
+    s.current_ctx = handle
+    return (handle,)
+
+
+@handles(ops.CTX_DESTROY, blocking=True)
+def _ctx_destroy(s: Session, args, bulk):
+    (handle,) = args
+    s.context(handle)
+    if any(slot[0] == handle for slot in s.primary.values()):
+        raise CudaError(Status.INVALID_CONTEXT, "a primary context is released, not destroyed")
+    s.destroy_context(handle)
+
+
+@handles(ops.CTX_SET_CURRENT)
+def _ctx_set_current(s: Session, args, bulk):
+    (handle,) = args
+    if handle:
+        s.context(handle)
+    s.current_ctx = handle
+
+
+@handles(ops.CTX_GET_CURRENT)
+def _ctx_get_current(s: Session, args, bulk):
+    return (s.current_ctx,)
+
+
+@handles(ops.CTX_SYNCHRONIZE, blocking=True)
+def _ctx_synchronize(s: Session, args, bulk):
+    s.backend.ctx_synchronize(s.context().obj)
+
+
+# -- memory ----------------------------------------------------------------------------------------
+@handles(ops.MEM_ALLOC)
+def _mem_alloc(s: Session, args, bulk):
+    (size,) = args
+    ctx = s.context()
+    if size == 0:
+        raise CudaError(Status.INVALID_VALUE, "cuMemAlloc of 0 bytes")
+    s.memory.reserve(size)
+    ptr = s.backend.mem_alloc(ctx.obj, size)
+    s.add_region(ptr, size, s.current_ctx, "alloc")
+    return (ptr,)
+
+
+@handles(ops.MEM_FREE, blocking=True)
+def _mem_free(s: Session, args, bulk):
+    (ptr,) = args
+    region = s.memory.allocation_at(ptr)
+    s.backend.mem_free(s.context(region.ctx).obj, ptr)
+    s.memory.remove(ptr)
+
+
+@handles(ops.MEM_GET_INFO)
+def _mem_get_info(s: Session, args, bulk):
+    free, total = s.backend.mem_get_info(s.context().obj)
+    if s.memory.limit is not None:
+        # Report what this session may still take, as a container would.
+        total = min(total, s.memory.limit)
+        free = min(free, max(0, s.memory.limit - s.memory.allocated))
+    return (free, total)
+
+
+@handles(ops.MEMCPY_HTOD, blocking=True)
+def _memcpy_htod(s: Session, args, bulk):
+    (dst,) = args
+    s.memory.check(dst, len(bulk))
+    s.backend.memcpy_htod(s.context().obj, dst, bulk)
+
+
+@handles(ops.MEMCPY_HTOD_ASYNC, blocking=True)
+def _memcpy_htod_async(s: Session, args, bulk):
+    dst, stream = args
+    ctx, strm = s.stream(stream)
+    s.memory.check(dst, len(bulk))
+    s.backend.memcpy_htod(ctx.obj, dst, bulk, strm if stream else None)
+
+
+def _dtoh(s: Session, src: int, nbytes: int, stream: int | None):
+    s.memory.check(src, nbytes)
+    ctx, strm = s.stream(stream or 0)
+    return Reply((), s.backend.memcpy_dtoh(ctx.obj, src, nbytes, strm))
+
+
+@handles(ops.MEMCPY_DTOH, blocking=True)
+def _memcpy_dtoh(s: Session, args, bulk):
+    src, nbytes = args
+    return _dtoh(s, src, nbytes, None)
+
+
+@handles(ops.MEMCPY_DTOH_ASYNC, blocking=True)
+def _memcpy_dtoh_async(s: Session, args, bulk):
+    src, nbytes, stream = args
+    return _dtoh(s, src, nbytes, stream)
+
+
+@handles(ops.MEMCPY_DTOD, blocking=True)
+def _memcpy_dtod(s: Session, args, bulk):
+    dst, src, nbytes = args
+    s.memory.check(dst, nbytes)
+    s.memory.check(src, nbytes)
+    s.backend.memcpy_dtod(s.context().obj, dst, src, nbytes)
+
+
+@handles(ops.MEMCPY_DTOD_ASYNC)
+def _memcpy_dtod_async(s: Session, args, bulk):
+    dst, src, nbytes, stream = args
+    s.memory.check(dst, nbytes)
+    s.memory.check(src, nbytes)
+    ctx, strm = s.stream(stream)
+    s.backend.memcpy_dtod(ctx.obj, dst, src, nbytes, strm, asynchronous=True)
+
+
+def _memset(s: Session, dst, value, count, width, stream=None):
+    s.memory.check(dst, count * width)
+    ctx, strm = s.stream(stream or 0)
+    s.backend.memset(ctx.obj, dst, value, count, width, strm, asynchronous=stream is not None)
+
+
+@handles(ops.MEMSET_D8, blocking=True)
+def _memset_d8(s, args, bulk):
+    _memset(s, *args, 1)
+
+
+@handles(ops.MEMSET_D32, blocking=True)
+def _memset_d32(s, args, bulk):
+    _memset(s, *args, 4)
+
+
+@handles(ops.MEMSET_D8_ASYNC)
+def _memset_d8_async(s, args, bulk):
+    dst, value, count, stream = args
+    _memset(s, dst, value, count, 1, stream)
+
+
+@handles(ops.MEMSET_D32_ASYNC)
+def _memset_d32_async(s, args, bulk):
+    dst, value, count, stream = args
+    _memset(s, dst, value, count, 4, stream)
+
+
+# -- modules and launches --------------------------------------------------------------------------
+@handles(ops.MODULE_LOAD_DATA, blocking=True)
+def _module_load(s: Session, args, bulk):
+    if not len(bulk):
+        raise CudaError(Status.INVALID_VALUE, "empty module image")
+    ctx = s.context()
+    module = s.backend.module_load(ctx.obj, bytes(bulk))
+    return (s.handles.add(Kind.MODULE, module, ctx=s.current_ctx),)
+
+
+@handles(ops.MODULE_UNLOAD, blocking=True)
+def _module_unload(s: Session, args, bulk):
+    (handle,) = args
+    ctx, entry = s.object(handle, Kind.MODULE)
+    for h in s.handles.owned_by(parent=handle):
+        s.handles.pop(h, Kind.FUNCTION)
+    for region in s.memory.regions(owner=f"module:{handle:x}"):
+        s.memory.remove(region.start)
+    s.handles.pop(handle, Kind.MODULE)
+    s.backend.module_unload(ctx.obj, entry.obj)
+
+
+@handles(ops.MODULE_GET_FUNCTION)
+def _module_get_function(s: Session, args, bulk):
+    (handle,) = args
+    ctx, entry = s.object(handle, Kind.MODULE)
+    func = s.backend.module_get_function(ctx.obj, entry.obj, _text(bulk))
+    layout = tuple(s.backend.func_param_info(ctx.obj, func))
+    handle = s.handles.add(Kind.FUNCTION, func, ctx=entry.ctx, parent=handle, info=layout)
+    return Reply((handle, len(layout)), _layout_bytes(layout))
+
+
+def _layout_bytes(layout) -> bytes:
+    return b"".join(struct.pack("<II", o, n) for o, n in layout)
+
+
+@handles(ops.MODULE_GET_GLOBAL)
+def _module_get_global(s: Session, args, bulk):
+    (handle,) = args
+    ctx, entry = s.object(handle, Kind.MODULE)
+    ptr, size = s.backend.module_get_global(ctx.obj, entry.obj, _text(bulk))
+    owner = f"module:{handle:x}"
+    if not any(r.start == ptr for r in s.memory.regions(owner=owner)):
+        s.add_region(ptr, size, entry.ctx, owner)
+    return (ptr, size)
+
+
+@handles(ops.FUNC_GET_PARAM_INFO)
+def _func_param_info(s: Session, args, bulk):
+    (handle,) = args
+    layout = s.handles.get(handle, Kind.FUNCTION).info
+    return Reply((len(layout),), _layout_bytes(layout))
+
+
+@handles(ops.LAUNCH_KERNEL)
+def _launch(s: Session, args, bulk):
+    func_h, gx, gy, gz, bx, by, bz, shmem, stream = args
+    _, func = s.object(func_h, Kind.FUNCTION)
+    expected = max((o + n for o, n in func.info), default=0)
+    if len(bulk) != expected:
+        raise CudaError(Status.INVALID_VALUE,
+                        f"parameter buffer is {len(bulk)} bytes; the kernel's layout needs {expected}")
+    ctx, strm = s.stream(stream)
+    if stream and ctx.obj is not s.context(func.ctx).obj:
+        raise CudaError(Status.INVALID_HANDLE, "stream and function belong to different contexts")
+    s.backend.launch(s.context(func.ctx).obj, func.obj, (gx, gy, gz), (bx, by, bz), shmem, strm, bulk)
+
+
+# -- streams and events ----------------------------------------------------------------------------
+@handles(ops.STREAM_CREATE)
+def _stream_create(s: Session, args, bulk):
+    (flags,) = args
+    ctx = s.context()
+    return (s.handles.add(Kind.STREAM, s.backend.stream_create(ctx.obj, flags), ctx=s.current_ctx),)
+
+
+@handles(ops.STREAM_DESTROY, blocking=True)
+def _stream_destroy(s: Session, args, bulk):
+    ctx, entry = s.object(args[0], Kind.STREAM)
+    s.handles.pop(args[0], Kind.STREAM)
+    s.backend.stream_destroy(ctx.obj, entry.obj)
+
+
+@handles(ops.STREAM_SYNCHRONIZE, blocking=True)
+def _stream_synchronize(s: Session, args, bulk):
+    ctx, strm = s.stream(args[0])
+    s.backend.stream_synchronize(ctx.obj, strm)
+
+
+def _ready_or_not(ready: bool):
+    if not ready:
+        raise CudaError(Status.NOT_READY)
+
+
+@handles(ops.STREAM_QUERY)
+def _stream_query(s: Session, args, bulk):
+    ctx, strm = s.stream(args[0])
+    _ready_or_not(s.backend.stream_query(ctx.obj, strm))
+
+
+@handles(ops.STREAM_WAIT_EVENT)
+def _stream_wait_event(s: Session, args, bulk):
+    stream, event, flags = args
+    ctx, strm = s.stream(stream)
+    _, ev = s.object(event, Kind.EVENT)
+    s.backend.stream_wait_event(ctx.obj, strm, ev.obj, flags)
+
+
+@handles(ops.EVENT_CREATE)
+def _event_create(s: Session, args, bulk):
+    ctx = s.context()
+    return (s.handles.add(Kind.EVENT, s.backend.event_create(ctx.obj, args[0]), ctx=s.current_ctx),)
+
+
+@handles(ops.EVENT_DESTROY)
+def _event_destroy(s: Session, args, bulk):
+    ctx, entry = s.object(args[0], Kind.EVENT)
+    s.handles.pop(args[0], Kind.EVENT)
+    s.backend.event_destroy(ctx.obj, entry.obj)
+
+
+@handles(ops.EVENT_RECORD)
+def _event_record(s: Session, args, bulk):
+    event, stream = args
+    ctx, ev = s.object(event, Kind.EVENT)
+    _, strm = s.stream(stream)
+    s.backend.event_record(ctx.obj, ev.obj, strm)
+
+
+@handles(ops.EVENT_SYNCHRONIZE, blocking=True)
+def _event_synchronize(s: Session, args, bulk):
+    ctx, ev = s.object(args[0], Kind.EVENT)
+    s.backend.event_synchronize(ctx.obj, ev.obj)
+
+
+@handles(ops.EVENT_QUERY)
+def _event_query(s: Session, args, bulk):
+    ctx, ev = s.object(args[0], Kind.EVENT)
+    _ready_or_not(s.backend.event_query(ctx.obj, ev.obj))
+
+
+@handles(ops.EVENT_ELAPSED_TIME)
+def _event_elapsed(s: Session, args, bulk):
+    start, end = args
+    ctx, a = s.object(start, Kind.EVENT)
+    _, b = s.object(end, Kind.EVENT)
+    return (s.backend.event_elapsed(ctx.obj, a.obj, b.obj),)
+
+
+@handles(ops.NOP)
+def _nop(s, args, bulk):
+    return ()

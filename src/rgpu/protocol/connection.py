@@ -1,0 +1,51 @@
+"""One side of a connection, sans-IO: bytes in -> frames out, frames in -> buffers out.
+
+Before the handshake completes records are plain frames; after `protect()` each record is one AEAD-sealed
+frame. The I/O layer only moves bytes (see rgpu.transport).
+"""
+
+from __future__ import annotations
+
+from rgpu.protocol.frames import DEFAULT_MAX_RECORD, Frame, RecordDecoder, encode_frame, parse_frame
+from rgpu.protocol.handshake import TAG_SIZE, RecordProtector
+
+
+class Connection:
+    def __init__(self, max_record: int = DEFAULT_MAX_RECORD):
+        self.decoder = RecordDecoder(max_record)
+        self.protector: RecordProtector | None = None
+
+    @property
+    def max_record(self) -> int:
+        return self.decoder.max_record
+
+    def protect(self, protector: RecordProtector) -> None:
+        self.protector = protector
+        self.decoder.max_record += TAG_SIZE
+
+    # input
+    def get_buffer(self) -> memoryview:
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.decoder.buffer_updated(nbytes)
+
+    def receive_data(self, data: bytes) -> None:
+        self.decoder.feed(data)
+
+    def next_frame(self) -> Frame | None:
+        record = self.decoder.next_record()
+        if record is None:
+            return None
+        if self.protector is not None:
+            record = self.protector.open(record)
+        return parse_frame(record)
+
+    @property
+    def has_partial_frame(self) -> bool:
+        return self.decoder.has_partial_record
+
+    # output
+    def encode(self, frame: Frame) -> list:
+        parts = encode_frame(frame)
+        return self.protector.seal(parts) if self.protector is not None else parts

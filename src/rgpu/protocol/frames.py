@@ -1,0 +1,188 @@
+"""Frames and records: the byte layout of everything on the wire (docs/protocol.md, "Framing").
+
+Sans-IO: nothing here touches a socket. `RecordDecoder` follows asyncio's BufferedProtocol shape
+(`get_buffer()` / `buffer_updated(n)`) so the I/O layer can `recv_into` straight into decoder memory; a record
+larger than the decoder's scratch buffer gets its own exactly-sized buffer, so bulk data (a 64 MiB upload)
+lands once and is handed on as a memoryview without another copy.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import struct
+
+import attrs
+
+from rgpu.errors import ProtocolError, Status
+
+LENGTH = struct.Struct("<I")
+# opcode, flags, request_id, status, deferred_status, bulk_len -- everything after the length prefix.
+HEADER = struct.Struct("<HHIIII")
+HEADER_SIZE = HEADER.size  # 20
+PREFIX_SIZE = LENGTH.size  # 4
+DEFAULT_MAX_RECORD = 64 * 1024 * 1024 + 4096
+SCRATCH_SIZE = 64 * 1024
+
+
+class Flags(enum.IntFlag):
+    NONE = 0
+    REPLY = 0x1
+    # A request the client does not wait for (deferred call). The server sends no reply; a failure becomes
+    # the session's pending deferred error, reported by the next reply.
+    NO_REPLY = 0x2
+    # Set in a reply whose deferred_status carries an earlier deferred call's failure.
+    DEFERRED_ERROR = 0x4
+
+
+KNOWN_FLAGS = Flags.REPLY | Flags.NO_REPLY | Flags.DEFERRED_ERROR
+
+
+@attrs.frozen(slots=True)
+class Frame:
+    opcode: int
+    request_id: int = 0
+    flags: int = 0
+    status: int = 0
+    deferred_status: int = 0
+    args: bytes | memoryview = b""
+    bulk: bytes | bytearray | memoryview = b""
+
+    @property
+    def is_reply(self) -> bool:
+        return bool(self.flags & Flags.REPLY)
+
+    def reply(self, *, status: int = 0, args: bytes = b"", bulk=b"", deferred_status: int = 0) -> "Frame":
+        flags = Flags.REPLY | (Flags.DEFERRED_ERROR if deferred_status else 0)
+        return Frame(self.opcode, self.request_id, int(flags), status, deferred_status, args, bulk)
+
+
+def encode_frame(frame: Frame) -> list[bytes | memoryview]:
+    """Return the frame as buffers to write in order (the bulk is not copied)."""
+    args_len = len(frame.args)
+    bulk_len = len(memoryview(frame.bulk).cast("B")) if frame.bulk else 0
+    body = HEADER_SIZE + args_len + bulk_len
+    head = LENGTH.pack(body) + HEADER.pack(
+        frame.opcode, frame.flags, frame.request_id, frame.status, frame.deferred_status, bulk_len
+    ) + bytes(frame.args)
+    return [head, memoryview(frame.bulk).cast("B")] if bulk_len else [head]
+
+
+def frame_bytes(frame: Frame) -> bytes:
+    return b"".join(bytes(b) for b in encode_frame(frame))
+
+
+def parse_frame(payload: bytes | bytearray | memoryview) -> Frame:
+    """Decode one record payload (everything after the length prefix) into a Frame."""
+    view = memoryview(payload)
+    if len(view) < HEADER_SIZE:
+        raise ProtocolError(f"frame of {len(view)} bytes is shorter than its {HEADER_SIZE}-byte header")
+    opcode, flags, request_id, status, deferred, bulk_len = HEADER.unpack_from(view)
+    if flags & ~int(KNOWN_FLAGS):
+        raise ProtocolError(f"frame has unknown flag bits 0x{flags & ~int(KNOWN_FLAGS):x}")
+    args_len = len(view) - HEADER_SIZE - bulk_len
+    if args_len < 0:
+        raise ProtocolError(f"frame declares {bulk_len} bulk bytes but carries only {len(view) - HEADER_SIZE}")
+    args_end = HEADER_SIZE + args_len
+    args = bytes(view[HEADER_SIZE:args_end])
+    bulk = view[args_end:] if bulk_len else b""
+    return Frame(opcode, request_id, flags, status, deferred, args, bulk)
+
+
+def split_batch(bulk: bytes | memoryview, max_record: int) -> list[Frame]:
+    """A BATCH frame's bulk is a plain concatenation of complete (length-prefixed) frames."""
+    view = memoryview(bulk).cast("B")
+    frames = []
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < PREFIX_SIZE:
+            raise ProtocolError("batch ends inside a length prefix")
+        (length,) = LENGTH.unpack_from(view, pos)
+        if length > max_record:
+            raise ProtocolError(f"batched frame of {length} bytes exceeds the limit", Status.FRAME_TOO_LARGE)
+        pos += PREFIX_SIZE
+        if len(view) - pos < length:
+            raise ProtocolError("batch ends inside a frame")
+        frames.append(parse_frame(view[pos : pos + length]))
+        pos += length
+    return frames
+
+
+class RecordDecoder:
+    """Incremental decoder of length-prefixed records (`u32 length | payload`).
+
+    Complete records are moved out of the scratch buffer as soon as their last byte arrives, so the scratch
+    only ever holds the head of one partial record and get_buffer() never returns an empty view.
+    """
+
+    def __init__(self, max_record: int = DEFAULT_MAX_RECORD, scratch_size: int = SCRATCH_SIZE):
+        self.max_record = max_record
+        self._buf = bytearray(scratch_size)
+        self._start = 0
+        self._end = 0
+        self._big: bytearray | None = None  # exactly-sized buffer of a large record in flight
+        self._big_filled = 0
+        self._ready: collections.deque[bytes | memoryview] = collections.deque()
+
+    def get_buffer(self) -> memoryview:
+        """Memory the caller may fill with received bytes, then report via buffer_updated()."""
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled :]
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif len(self._buf) - self._end < 4096:
+            pending = self._end - self._start
+            self._buf[:pending] = self._buf[self._start : self._end]
+            self._start, self._end = 0, pending
+        return memoryview(self._buf)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                self._ready.append(memoryview(self._big))
+                self._big = None
+            return
+        self._end += nbytes
+        self._drain()
+
+    def feed(self, data: bytes | memoryview) -> None:
+        data = memoryview(data).cast("B")
+        while data:
+            target = self.get_buffer()
+            n = min(len(target), len(data))
+            target[:n] = data[:n]
+            self.buffer_updated(n)
+            data = data[n:]
+
+    @property
+    def has_partial_record(self) -> bool:
+        return self._big is not None or self._end > self._start
+
+    def next_record(self) -> bytes | memoryview | None:
+        """The next complete record's payload, owned by the caller; None when more bytes are needed."""
+        return self._ready.popleft() if self._ready else None
+
+    def _drain(self) -> None:
+        while True:
+            available = self._end - self._start
+            if available < PREFIX_SIZE:
+                return
+            (length,) = LENGTH.unpack_from(self._buf, self._start)
+            if length > self.max_record:
+                raise ProtocolError(
+                    f"record of {length} bytes exceeds the limit of {self.max_record}", Status.FRAME_TOO_LARGE
+                )
+            begin = self._start + PREFIX_SIZE
+            if available >= PREFIX_SIZE + length:
+                self._ready.append(bytes(self._buf[begin : begin + length]))
+                self._start = begin + length
+                continue
+            if PREFIX_SIZE + length > len(self._buf) // 2:
+                # Too big for scratch: give it its own buffer so the rest lands there directly.
+                big = bytearray(length)
+                have = available - PREFIX_SIZE
+                big[:have] = self._buf[begin : begin + have]
+                self._start = self._end = 0
+                self._big, self._big_filled = big, have
+            return

@@ -1,0 +1,291 @@
+"""HELLO negotiation and the optional PSK authentication (docs/protocol.md, "Handshake").
+
+Pure functions and two small state machines; frames in, frames out. Only primitives a C client gets from
+OpenSSL libcrypto are used: SHA-256, HMAC-SHA256, HKDF-SHA256 and AES-256-GCM / ChaCha20-Poly1305.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import os
+import struct
+
+import attrs
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from rgpu.errors import AuthenticationError, CudaError, ProtocolError, Status
+from rgpu.protocol import ops
+from rgpu.protocol.frames import LENGTH, Frame
+
+MAGIC = b"RGPUWIRE"
+PROTOCOL_MAJOR = 1
+PROTOCOL_MINOR = 0
+NONCE_SIZE = 32
+KEY_SIZE = 32
+TAG_SIZE = 16
+MIN_PSK_SIZE = 32
+
+LABEL_TRANSCRIPT = b"rgpu-v1 transcript"
+LABEL_CLIENT_PROOF = b"rgpu-v1 client proof"
+LABEL_SERVER_PROOF = b"rgpu-v1 server proof"
+LABEL_KEYS = b"rgpu-v1 keys"
+
+
+class Feature(enum.IntFlag):
+    BATCH = 0x1  # BATCH frames of NO_REPLY calls
+    DEFERRED_ERRORS = 0x2  # deferred_status in replies
+    PSK = 0x4  # this build can authenticate and protect frames
+
+
+SUPPORTED_FEATURES = Feature.BATCH | Feature.DEFERRED_ERRORS | Feature.PSK
+
+
+class Cipher(enum.IntFlag):
+    AES_256_GCM = 0x1
+    CHACHA20_POLY1305 = 0x2
+
+
+SUPPORTED_CIPHERS = Cipher.AES_256_GCM | Cipher.CHACHA20_POLY1305
+
+
+class HelloFlags(enum.IntFlag):
+    # In the client's hello: the client holds a PSK. In the server's: the server demands authentication.
+    PSK = 0x1
+
+
+@attrs.frozen(slots=True)
+class Hello:
+    major: int = PROTOCOL_MAJOR
+    minor: int = PROTOCOL_MINOR
+    features: int = int(SUPPORTED_FEATURES)
+    max_frame: int = 0
+    ciphers: int = 0
+    nonce: bytes = b"\0" * NONCE_SIZE
+    flags: int = 0
+    session_id: int = 0
+    agent: str = ""
+
+    def to_frame(self, request_id: int = 0, *, reply_to: Frame | None = None, status: int = 0) -> Frame:
+        args = ops.HELLO.request.pack(MAGIC, self.major, self.minor, self.features, self.max_frame,
+                                      self.ciphers, self.nonce, self.flags, self.session_id)
+        bulk = self.agent.encode()
+        if reply_to is not None:
+            return reply_to.reply(status=status, args=args, bulk=bulk)
+        return Frame(ops.HELLO.code, request_id, args=args, bulk=bulk)
+
+    @classmethod
+    def from_frame(cls, frame: Frame) -> "Hello":
+        if frame.opcode != ops.HELLO.code:
+            raise ProtocolError(f"expected HELLO, got opcode 0x{frame.opcode:04x}")
+        if len(frame.args) < 12 or bytes(frame.args[:8]) != MAGIC:
+            raise ProtocolError("not an rgpu peer (bad HELLO magic)")
+        if len(frame.args) != ops.HELLO.request.size:
+            # A different major version may lay out its hello differently; report versions, not garbage.
+            major, minor = struct.unpack_from("<HH", frame.args, 8)
+            return cls(major=major, minor=minor, agent=_agent(frame))
+        _, major, minor, features, max_frame, ciphers, nonce, flags, sid = ops.HELLO.request.unpack(frame.args)
+        return cls(major, minor, features, max_frame, ciphers, nonce, flags, sid, _agent(frame))
+
+
+def _agent(frame: Frame) -> str:
+    return bytes(frame.bulk).decode("utf-8", "replace")[:200]
+
+
+def transcript_hash(client_hello: Frame, server_hello: Frame) -> bytes:
+    h = hashlib.sha256(LABEL_TRANSCRIPT)
+    for frame in (client_hello, server_hello):
+        for part in (bytes(frame.args), bytes(frame.bulk)):
+            h.update(LENGTH.pack(len(part)))
+            h.update(part)
+    return h.digest()
+
+
+def proof(psk: bytes, label: bytes, th: bytes) -> bytes:
+    return hmac.new(psk, label + th, hashlib.sha256).digest()
+
+
+def derive_keys(psk: bytes, client_nonce: bytes, server_nonce: bytes, th: bytes) -> tuple[bytes, bytes]:
+    """(client-to-server key, server-to-client key)."""
+    okm = HKDF(hashes.SHA256(), 2 * KEY_SIZE, client_nonce + server_nonce, LABEL_KEYS + th).derive(psk)
+    return okm[:KEY_SIZE], okm[KEY_SIZE:]
+
+
+def record_nonce(counter: int) -> bytes:
+    return b"\0\0\0\0" + counter.to_bytes(8, "little")
+
+
+class RecordProtector:
+    """AEAD for every record after the handshake; one key and one counter per direction."""
+
+    def __init__(self, cipher: int, send_key: bytes, recv_key: bytes):
+        aead = AESGCM if cipher == Cipher.AES_256_GCM else ChaCha20Poly1305
+        self._send, self._recv = aead(send_key), aead(recv_key)
+        self._send_counter = 0
+        self._recv_counter = 0
+
+    def seal(self, parts: list) -> list:
+        """Turn an encoded frame (length prefix + body buffers) into one protected record."""
+        plaintext = b"".join(bytes(p) for p in parts)[LENGTH.size :]
+        aad = LENGTH.pack(len(plaintext) + TAG_SIZE)
+        sealed = self._send.encrypt(record_nonce(self._next("_send_counter")), plaintext, aad)
+        return [aad, sealed]
+
+    def open(self, record: bytes | memoryview) -> bytes:
+        try:
+            return self._recv.decrypt(record_nonce(self._next("_recv_counter")), bytes(record),
+                                      LENGTH.pack(len(record)))
+        except InvalidTag:
+            raise ProtocolError("frame failed authentication (tampered, replayed or wrong key)") from None
+
+    def _next(self, name: str) -> int:
+        value = getattr(self, name)
+        if value >= 2**63:
+            raise ProtocolError("record counter exhausted; reconnect")
+        setattr(self, name, value + 1)
+        return value
+
+
+def check_psk(psk: bytes) -> bytes:
+    if len(psk) < MIN_PSK_SIZE:
+        raise ValueError(f"a PSK must be at least {MIN_PSK_SIZE} bytes of random data (got {len(psk)})")
+    return psk
+
+
+def load_psk_file(path: str) -> bytes:
+    """A PSK file holds the key as hex (64+ hex digits) or as raw bytes; surrounding whitespace is ignored."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    text = raw.strip()
+    try:
+        key = bytes.fromhex(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        key = raw
+    return check_psk(key)
+
+
+def _pick_cipher(offered: int) -> int:
+    for cipher in (Cipher.AES_256_GCM, Cipher.CHACHA20_POLY1305):
+        if offered & cipher:
+            return int(cipher)
+    return 0
+
+
+class ServerHandshake:
+    """Server side: HELLO, then (with a PSK) AUTH. Each method returns the reply frame to send."""
+
+    def __init__(self, psk: bytes | None, *, max_frame: int, session_id: int, agent: str = "rgpu-server"):
+        self.psk = psk
+        self.max_frame = max_frame
+        self.session_id = session_id
+        self.agent = agent
+        self.client: Hello | None = None
+        self.failure: str | None = None
+        self.protector: RecordProtector | None = None
+        self._client_frame: Frame | None = None
+        self._server_frame: Frame | None = None
+        self._cipher = 0
+        self._nonce = os.urandom(NONCE_SIZE)
+
+    @property
+    def needs_auth(self) -> bool:
+        return self.psk is not None and self.failure is None
+
+    def on_hello(self, frame: Frame) -> Frame:
+        client = self.client = Hello.from_frame(frame)
+        self._client_frame = frame
+        ours = Hello(max_frame=self.max_frame, features=int(SUPPORTED_FEATURES) & client.features,
+                     nonce=self._nonce, session_id=self.session_id, agent=self.agent,
+                     flags=int(HelloFlags.PSK) if self.psk else 0)
+        if client.major != PROTOCOL_MAJOR:
+            self.failure = (f"protocol version mismatch: server speaks {PROTOCOL_MAJOR}.{PROTOCOL_MINOR}, "
+                            f"client {client.major}.{client.minor} ({client.agent or 'unknown agent'})")
+            return frame.reply(status=Status.VERSION_MISMATCH, args=ours.to_frame().args,
+                               bulk=self.failure.encode())
+        if self.psk is not None and client.flags & HelloFlags.PSK:
+            self._cipher = _pick_cipher(client.ciphers)
+            if not self._cipher:
+                self.failure = "client offers no cipher this server supports"
+                return frame.reply(status=Status.AUTH_FAILED, bulk=self.failure.encode())
+            ours = attrs.evolve(ours, ciphers=self._cipher)
+        reply = self._server_frame = ours.to_frame(reply_to=frame)
+        return reply
+
+    def on_auth(self, frame: Frame) -> Frame:
+        if frame.opcode != ops.AUTH.code:
+            self.failure = f"expected AUTH, got opcode 0x{frame.opcode:04x}"
+            return Frame(ops.AUTH.code, frame.request_id, 1, Status.AUTH_FAILED, bulk=self.failure.encode())
+        if not self._cipher:
+            self.failure = "client sent AUTH without announcing a key in its HELLO"
+            return frame.reply(status=Status.AUTH_FAILED, bulk=b"authentication failed")
+        (client_proof,) = ops.AUTH.unpack_request(frame.args)
+        th = transcript_hash(self._client_frame, self._server_frame)
+        if not hmac.compare_digest(client_proof, proof(self.psk, LABEL_CLIENT_PROOF, th)):
+            self.failure = "authentication failed: client proof does not match this server's key"
+            return frame.reply(status=Status.AUTH_FAILED, bulk=b"authentication failed")
+        c2s, s2c = derive_keys(self.psk, self.client.nonce, self._nonce, th)
+        self.protector = RecordProtector(self._cipher, send_key=s2c, recv_key=c2s)
+        return frame.reply(args=ops.AUTH.reply.pack(proof(self.psk, LABEL_SERVER_PROOF, th)))
+
+
+class ClientHandshake:
+    """Client side. hello() -> send; on_hello_reply() -> AUTH frame to send or None; on_auth_reply()."""
+
+    def __init__(self, psk: bytes | None, *, agent: str = "rgpu-python", major: int = PROTOCOL_MAJOR):
+        self.psk = psk
+        self.agent = agent
+        self.major = major
+        self.server: Hello | None = None
+        self.protector: RecordProtector | None = None
+        self._nonce = os.urandom(NONCE_SIZE)
+        self._hello_frame: Frame | None = None
+        self._server_frame: Frame | None = None
+        self._cipher = 0
+
+    def hello(self, request_id: int = 1) -> Frame:
+        flags = int(HelloFlags.PSK) if self.psk else 0
+        ciphers = int(SUPPORTED_CIPHERS) if self.psk else 0
+        self._hello_frame = Hello(major=self.major, ciphers=ciphers, nonce=self._nonce, flags=flags,
+                                  agent=self.agent).to_frame(request_id)
+        return self._hello_frame
+
+    def on_hello_reply(self, frame: Frame) -> Frame | None:
+        if frame.status:
+            message = bytes(frame.bulk).decode("utf-8", "replace")
+            if frame.status == Status.AUTH_FAILED:
+                raise AuthenticationError(message or "authentication failed")
+            raise CudaError(frame.status, message)
+        server = self.server = Hello.from_frame(frame)
+        if server.major != self.major:
+            raise CudaError(Status.VERSION_MISMATCH,
+                            f"server speaks protocol {server.major}.{server.minor}, client {self.major}")
+        self._server_frame = frame
+        server_wants_auth = bool(server.flags & HelloFlags.PSK)
+        if server_wants_auth and not self.psk:
+            raise AuthenticationError("authentication failed: the server requires a pre-shared key")
+        if self.psk and not server_wants_auth:
+            # A server (or a man in the middle) that skips authentication must not get our traffic in clear.
+            raise AuthenticationError("authentication failed: the server did not ask for the pre-shared key")
+        if not self.psk:
+            return None
+        self._cipher = _pick_cipher(server.ciphers)
+        if not self._cipher or self._cipher & ~int(SUPPORTED_CIPHERS):
+            raise AuthenticationError("authentication failed: server chose no supported cipher")
+        th = transcript_hash(self._hello_frame, frame)
+        return Frame(ops.AUTH.code, frame.request_id + 1,
+                     args=ops.AUTH.request.pack(proof(self.psk, LABEL_CLIENT_PROOF, th)))
+
+    def on_auth_reply(self, frame: Frame) -> None:
+        if frame.status or frame.opcode != ops.AUTH.code:
+            raise AuthenticationError("authentication failed: " +
+                                      (bytes(frame.bulk).decode("utf-8", "replace") or "rejected by server"))
+        (server_proof,) = ops.AUTH.unpack_reply(frame.args)
+        th = transcript_hash(self._hello_frame, self._server_frame)
+        if not hmac.compare_digest(server_proof, proof(self.psk, LABEL_SERVER_PROOF, th)):
+            raise AuthenticationError("authentication failed: the server does not hold our key")
+        c2s, s2c = derive_keys(self.psk, self._nonce, self.server.nonce, th)
+        self.protector = RecordProtector(self._cipher, send_key=c2s, recv_key=s2c)

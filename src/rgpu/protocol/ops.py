@@ -1,0 +1,155 @@
+"""The opcode table: one entry per operation, the single source of truth for both sides.
+
+Opcodes are fixed numbers (never positions in a list): adding an operation never renumbers another. Each
+entry names the little-endian layout of its request arguments and reply results (Python `struct` format
+codes, all fixed size) and what travels as bulk. `python -m rgpu.protocol.ops` prints the table that
+docs/protocol.md embeds; a test keeps the two identical.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+import attrs
+
+from rgpu.errors import ProtocolError
+
+
+@attrs.frozen(slots=True)
+class Op:
+    code: int
+    name: str
+    request: struct.Struct
+    reply: struct.Struct
+    # Deferrable: CUDA defines the call as asynchronous, so a client may queue it (NO_REPLY) and batch it.
+    deferrable: bool = False
+    request_bulk: str = ""
+    reply_bulk: str = ""
+    doc: str = ""
+
+    def pack_request(self, *values) -> bytes:
+        return self.request.pack(*values)
+
+    def unpack_request(self, args: bytes) -> tuple:
+        if len(args) != self.request.size:
+            raise ProtocolError(f"{self.name}: {len(args)} argument bytes, expected {self.request.size}")
+        return self.request.unpack(args)
+
+    def unpack_reply(self, args: bytes) -> tuple:
+        if len(args) != self.reply.size:
+            raise ProtocolError(f"{self.name} reply: {len(args)} result bytes, expected {self.reply.size}")
+        return self.reply.unpack(args)
+
+
+OPS: dict[int, Op] = {}
+BY_NAME: dict[str, Op] = {}
+
+
+def _op(code, name, request="", reply="", *, deferrable=False, request_bulk="", reply_bulk="", doc=""):
+    op = Op(code, name, struct.Struct("<" + request), struct.Struct("<" + reply), deferrable,
+            request_bulk, reply_bulk, doc)
+    assert code not in OPS and name not in BY_NAME, (code, name)
+    OPS[code] = op
+    BY_NAME[name] = op
+    return op
+
+
+# Connection control (0x00xx).
+HELLO = _op(0x0001, "HELLO", "8sHHQII32sIQ", "8sHHQII32sIQ", request_bulk="agent string (UTF-8)",
+            reply_bulk="agent string, or error message", doc="version/feature negotiation; always first")
+AUTH = _op(0x0002, "AUTH", "32s", "32s", doc="PSK proof exchange (client proof / server proof)")
+GOODBYE = _op(0x0003, "GOODBYE", doc="orderly close; the server frees the session, replies, closes")
+BATCH = _op(0x0004, "BATCH", request_bulk="concatenated NO_REPLY frames",
+            doc="deferred calls in one frame; no reply")
+NOP = _op(0x0005, "NOP", doc="null call (latency probe)")
+PROTOCOL_ERROR = _op(0x0006, "PROTOCOL_ERROR", reply_bulk="message (UTF-8)",
+                     doc="sent by the server before it closes a connection it cannot continue")
+
+# Initialisation and devices (0x001x, 0x002x).
+INIT = _op(0x0010, "INIT", "I", doc="cuInit(flags)")
+DRIVER_GET_VERSION = _op(0x0011, "DRIVER_GET_VERSION", "", "i", doc="cuDriverGetVersion")
+DEVICE_GET_COUNT = _op(0x0020, "DEVICE_GET_COUNT", "", "i", doc="cuDeviceGetCount")
+DEVICE_GET = _op(0x0021, "DEVICE_GET", "i", "i", doc="cuDeviceGet(ordinal)")
+DEVICE_GET_NAME = _op(0x0022, "DEVICE_GET_NAME", "i", reply_bulk="name (UTF-8)", doc="cuDeviceGetName")
+DEVICE_GET_ATTRIBUTE = _op(0x0023, "DEVICE_GET_ATTRIBUTE", "ii", "i", doc="cuDeviceGetAttribute(attrib, dev)")
+DEVICE_TOTAL_MEM = _op(0x0024, "DEVICE_TOTAL_MEM", "i", "Q", doc="cuDeviceTotalMem")
+DEVICE_GET_UUID = _op(0x0025, "DEVICE_GET_UUID", "i", "16s", doc="cuDeviceGetUuid")
+DEVICE_GET_ATTRIBUTES = _op(0x0026, "DEVICE_GET_ATTRIBUTES", "iI", "I",
+                            reply_bulk="count x i32, attributes 1..count (INT32_MIN: unsupported)",
+                            doc="all attributes in one call, for client-side caching")
+
+# Contexts (0x003x). Every context is the session's own (see "Sessions").
+PRIMARY_CTX_RETAIN = _op(0x0030, "PRIMARY_CTX_RETAIN", "i", "Q", doc="session's per-device context")
+PRIMARY_CTX_RELEASE = _op(0x0031, "PRIMARY_CTX_RELEASE", "i", doc="cuDevicePrimaryCtxRelease")
+CTX_CREATE = _op(0x0032, "CTX_CREATE", "Ii", "Q", doc="cuCtxCreate(flags, dev); becomes current")
+CTX_DESTROY = _op(0x0033, "CTX_DESTROY", "Q", doc="cuCtxDestroy; frees everything made in it")
+CTX_SET_CURRENT = _op(0x0034, "CTX_SET_CURRENT", "Q", deferrable=True,
+                      doc="context used by later calls (0: none)")
+CTX_GET_CURRENT = _op(0x0035, "CTX_GET_CURRENT", "", "Q", doc="cuCtxGetCurrent")
+CTX_SYNCHRONIZE = _op(0x0036, "CTX_SYNCHRONIZE", doc="cuCtxSynchronize")
+
+# Memory (0x004x). Device pointers are real (backend) addresses, range-checked against the session's own.
+MEM_ALLOC = _op(0x0040, "MEM_ALLOC", "Q", "Q", doc="cuMemAlloc(size) -> dptr")
+MEM_FREE = _op(0x0041, "MEM_FREE", "Q", doc="cuMemFree(dptr)")
+MEM_GET_INFO = _op(0x0042, "MEM_GET_INFO", "", "QQ", doc="cuMemGetInfo -> free, total")
+MEMCPY_HTOD = _op(0x0043, "MEMCPY_HTOD", "Q", request_bulk="bytes to copy", doc="cuMemcpyHtoD(dst)")
+MEMCPY_DTOH = _op(0x0044, "MEMCPY_DTOH", "QQ", reply_bulk="bytes copied", doc="cuMemcpyDtoH(src, n)")
+MEMCPY_DTOD = _op(0x0045, "MEMCPY_DTOD", "QQQ", doc="cuMemcpyDtoD(dst, src, n)")
+MEMCPY_HTOD_ASYNC = _op(0x0046, "MEMCPY_HTOD_ASYNC", "QQ", deferrable=True, request_bulk="bytes to copy",
+                        doc="cuMemcpyHtoDAsync(dst, stream)")
+MEMCPY_DTOH_ASYNC = _op(0x0047, "MEMCPY_DTOH_ASYNC", "QQQ", reply_bulk="bytes copied",
+                        doc="cuMemcpyDtoHAsync(src, n, stream); replies once the bytes are read")
+MEMCPY_DTOD_ASYNC = _op(0x0048, "MEMCPY_DTOD_ASYNC", "QQQQ", deferrable=True,
+                        doc="cuMemcpyDtoDAsync(dst, src, n, stream)")
+MEMSET_D8 = _op(0x0049, "MEMSET_D8", "QIQ", doc="cuMemsetD8(dst, value, count)")
+MEMSET_D32 = _op(0x004A, "MEMSET_D32", "QIQ", doc="cuMemsetD32(dst, value, count)")
+MEMSET_D8_ASYNC = _op(0x004B, "MEMSET_D8_ASYNC", "QIQQ", deferrable=True,
+                      doc="cuMemsetD8Async(dst, value, count, stream)")
+MEMSET_D32_ASYNC = _op(0x004C, "MEMSET_D32_ASYNC", "QIQQ", deferrable=True,
+                       doc="cuMemsetD32Async(dst, value, count, stream)")
+
+# Modules and launches (0x005x).
+MODULE_LOAD_DATA = _op(0x0050, "MODULE_LOAD_DATA", "", "Q", request_bulk="image: PTX, cubin or fatbin",
+                       doc="cuModuleLoadData")
+MODULE_UNLOAD = _op(0x0051, "MODULE_UNLOAD", "Q", doc="cuModuleUnload")
+MODULE_GET_FUNCTION = _op(0x0052, "MODULE_GET_FUNCTION", "Q", "QI", request_bulk="name (UTF-8)",
+                          reply_bulk="count x (u32 offset, u32 size)",
+                          doc="cuModuleGetFunction -> function, parameter count (+ layout: saves a round trip)")
+MODULE_GET_GLOBAL = _op(0x0053, "MODULE_GET_GLOBAL", "Q", "QQ", request_bulk="name (UTF-8)",
+                        doc="cuModuleGetGlobal -> dptr, size")
+FUNC_GET_PARAM_INFO = _op(0x0054, "FUNC_GET_PARAM_INFO", "Q", "I", reply_bulk="count x (u32 offset, u32 size)",
+                          doc="parameter layout (cuFuncGetParamInfo)")
+LAUNCH_KERNEL = _op(0x0055, "LAUNCH_KERNEL", "QIIIIIIIQ", deferrable=True,
+                    request_bulk="parameter buffer laid out per FUNC_GET_PARAM_INFO",
+                    doc="cuLaunchKernel(f, grid xyz, block xyz, shmem, stream)")
+
+# Streams (0x006x) and events (0x007x). Stream handle 0 is the current context's NULL stream.
+STREAM_CREATE = _op(0x0060, "STREAM_CREATE", "I", "Q", doc="cuStreamCreate(flags)")
+STREAM_DESTROY = _op(0x0061, "STREAM_DESTROY", "Q", doc="cuStreamDestroy")
+STREAM_SYNCHRONIZE = _op(0x0062, "STREAM_SYNCHRONIZE", "Q", doc="cuStreamSynchronize")
+STREAM_QUERY = _op(0x0063, "STREAM_QUERY", "Q", doc="cuStreamQuery (status NOT_READY is an answer)")
+STREAM_WAIT_EVENT = _op(0x0064, "STREAM_WAIT_EVENT", "QQI", deferrable=True, doc="cuStreamWaitEvent")
+EVENT_CREATE = _op(0x0070, "EVENT_CREATE", "I", "Q", doc="cuEventCreate(flags)")
+EVENT_DESTROY = _op(0x0071, "EVENT_DESTROY", "Q", doc="cuEventDestroy")
+EVENT_RECORD = _op(0x0072, "EVENT_RECORD", "QQ", deferrable=True, doc="cuEventRecord(event, stream)")
+EVENT_SYNCHRONIZE = _op(0x0073, "EVENT_SYNCHRONIZE", "Q", doc="cuEventSynchronize")
+EVENT_QUERY = _op(0x0074, "EVENT_QUERY", "Q", doc="cuEventQuery (status NOT_READY is an answer)")
+EVENT_ELAPSED_TIME = _op(0x0075, "EVENT_ELAPSED_TIME", "QQ", "f", doc="cuEventElapsedTime -> ms")
+
+CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
+
+
+def markdown_table() -> str:
+    rows = ["| code | name | request args | reply results | request bulk | reply bulk | deferrable | meaning |",
+            "|---|---|---|---|---|---|---|---|"]
+    for op in sorted(OPS.values(), key=lambda o: o.code):
+        rows.append(
+            f"| 0x{op.code:04X} | {op.name} | `{op.request.format[1:] or '-'}` | `{op.reply.format[1:] or '-'}` "
+            f"| {op.request_bulk or '-'} | {op.reply_bulk or '-'} | {'yes' if op.deferrable else ''} | {op.doc} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown_table())

@@ -1,0 +1,105 @@
+"""rgpu-server: accept connections, one session per connection, each in its own task."""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import itertools
+import logging
+import os
+import socket
+
+import attrs
+import trio
+
+from rgpu.dispatch.backend import Backend
+from rgpu.protocol.frames import DEFAULT_MAX_RECORD
+from rgpu.session.runner import run_session
+
+log = logging.getLogger("rgpu.server")
+
+DEFAULT_PORT = 9713
+
+
+@attrs.frozen
+class ServerConfig:
+    bind: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    psk: bytes | None = attrs.field(default=None, repr=False)
+    insecure: bool = False
+    max_sessions: int = 64
+    session_mem_limit: int | None = None
+    handshake_timeout: float = 10.0
+    max_frame: int = DEFAULT_MAX_RECORD
+    teardown_timeout: float = 30.0
+    port_file: str | None = None
+
+
+class ConfigError(Exception):
+    pass
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except socket.gaierror:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def check_config(config: ServerConfig) -> None:
+    if not is_loopback(config.bind) and config.psk is None and not config.insecure:
+        raise ConfigError(
+            f"refusing to listen on non-loopback address {config.bind!r} without a pre-shared key: anyone who "
+            "can reach the port could run code on the GPU and read its memory. Give --psk-file, or say "
+            "--insecure if the network is trusted."
+        )
+    if config.max_sessions < 1:
+        raise ConfigError("--max-sessions must be at least 1")
+
+
+class Server:
+    def __init__(self, config: ServerConfig, backend: Backend):
+        check_config(config)
+        self.config = config
+        self.backend = backend
+        self.sessions: dict = {}
+        self._ids = itertools.count(1)
+        self.ports: list[int] = []
+
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.bind)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise ConfigError(f"{self.config.bind}:{self.config.port} is already in use") from None
+            raise
+        self.ports = sorted({lst.socket.getsockname()[1] for lst in listeners})
+        where = ", ".join(f"{self.config.bind}:{p}" for p in self.ports)
+        log.info("listening on %s (backend %s, %s)", where, self.backend.name,
+                 "PSK authentication on" if self.config.psk else "no authentication")
+        if self.config.port_file:
+            tmp = self.config.port_file + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(f"{self.ports[0]}\n")
+            os.replace(tmp, self.config.port_file)
+        task_status.started(self.ports)
+        await trio.serve_listeners(self._handle, listeners)
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        session_id = next(self._ids)
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            peer = f"{host}:{port}"
+            stream.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            peer = "?"
+        try:
+            await run_session(self, stream, session_id, peer)
+        except Exception:
+            # One broken session must never take the server down.
+            log.exception("[session %d] crashed; server continues", session_id)

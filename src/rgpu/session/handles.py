@@ -1,0 +1,139 @@
+"""What a session owns: its handles and its device memory, and the checks that keep it to them."""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import secrets
+from typing import Any
+
+import attrs
+
+from rgpu.errors import CudaError, Status
+
+
+class Kind(enum.IntEnum):
+    CONTEXT = 1
+    MODULE = 2
+    FUNCTION = 3
+    STREAM = 4
+    EVENT = 5
+
+
+_KIND_SHIFT = 56
+
+
+@attrs.define(slots=True)
+class Entry:
+    kind: Kind
+    obj: Any  # the backend's object
+    ctx: int  # handle of the owning context (0 for contexts themselves)
+    parent: int = 0  # a function's module
+    info: Any = None  # per-kind extras (a function's parameter layout, a context's device...)
+
+
+class HandleTable:
+    """Session-scoped handles: `kind << 56 | salt << 32 | n`. A session can only ever name entries in its own
+    table; the random per-session salt also makes another session's handle an unknown number here rather than
+    a coincidental match, so a client that mixes up connections gets INVALID_HANDLE, not the wrong object."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, Entry] = {}
+        self._next = 1
+        self._salt = secrets.randbits(24) << 32
+
+    def add(self, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None) -> int:
+        handle = (int(kind) << _KIND_SHIFT) | self._salt | self._next
+        self._next += 1
+        self._entries[handle] = Entry(kind, obj, ctx, parent, info)
+        return handle
+
+    def get(self, handle: int, kind: Kind) -> Entry:
+        entry = self._entries.get(handle)
+        if entry is None or entry.kind != kind:
+            raise CudaError(Status.INVALID_HANDLE, f"0x{handle:x} is not a {kind.name.lower()} of this session")
+        return entry
+
+    def pop(self, handle: int, kind: Kind) -> Entry:
+        entry = self.get(handle, kind)
+        del self._entries[handle]
+        return entry
+
+    def remove(self, handle: int) -> Entry:
+        return self._entries.pop(handle)
+
+    def owned_by(self, *, ctx: int | None = None, parent: int | None = None, kind: Kind | None = None):
+        """Handles (newest first, so dependants go before what they depend on) matching the filters."""
+        return [h for h, e in reversed(self._entries.items())
+                if (ctx is None or e.ctx == ctx) and (parent is None or e.parent == parent)
+                and (kind is None or e.kind == kind)]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, handle: int) -> bool:
+        return handle in self._entries
+
+
+@attrs.frozen(slots=True)
+class Region:
+    start: int
+    size: int
+    ctx: int
+    owner: str  # "alloc" (freeable) or "module:<handle>" (a module global)
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+class AllocationMap:
+    """The device address ranges a session may name, with a byte quota on what it allocates."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit = limit
+        self.allocated = 0
+        self._starts: list[int] = []
+        self._regions: dict[int, Region] = {}
+
+    def reserve(self, size: int) -> None:
+        """Check the quota before asking the backend for memory."""
+        if self.limit is not None and self.allocated + size > self.limit:
+            raise CudaError(Status.OUT_OF_MEMORY,
+                            f"session memory limit: {self.allocated} + {size} bytes exceeds {self.limit}")
+
+    def add(self, region: Region) -> None:
+        bisect.insort(self._starts, region.start)
+        self._regions[region.start] = region
+        if region.owner == "alloc":
+            self.allocated += region.size
+
+    def remove(self, start: int) -> Region:
+        region = self._regions.pop(start)
+        del self._starts[bisect.bisect_left(self._starts, start)]
+        if region.owner == "alloc":
+            self.allocated -= region.size
+        return region
+
+    def allocation_at(self, start: int) -> Region:
+        region = self._regions.get(start)
+        if region is None or region.owner != "alloc":
+            raise CudaError(Status.INVALID_VALUE, f"0x{start:x} is not the start of an allocation of this session")
+        return region
+
+    def check(self, ptr: int, size: int) -> Region:
+        """The region that holds [ptr, ptr+size), or INVALID_VALUE: a session may only touch its own memory."""
+        i = bisect.bisect_right(self._starts, ptr) - 1
+        if i >= 0:
+            region = self._regions[self._starts[i]]
+            if ptr + size <= region.end and size >= 0:
+                return region
+        raise CudaError(Status.INVALID_VALUE,
+                        f"device range 0x{ptr:x}+{size} is not inside memory owned by this session")
+
+    def regions(self, *, ctx: int | None = None, owner: str | None = None) -> list[Region]:
+        return [r for r in self._regions.values()
+                if (ctx is None or r.ctx == ctx) and (owner is None or r.owner == owner)]
+
+    def __len__(self) -> int:
+        return len(self._regions)

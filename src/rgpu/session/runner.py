@@ -1,0 +1,135 @@
+"""One connection, start to finish: handshake (with authentication when the server has a PSK), the request
+loop, and teardown of everything the session owns -- however the connection ends."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import trio
+
+from rgpu.dispatch.dispatcher import execute, execute_batch
+from rgpu.errors import ProtocolError, Status
+from rgpu.protocol import ops
+from rgpu.protocol.connection import Connection
+from rgpu.protocol.frames import Flags, Frame, split_batch
+from rgpu.protocol.handshake import ServerHandshake
+from rgpu.session.state import Session
+from rgpu.transport import TrioFrameStream
+
+log = logging.getLogger("rgpu.session")
+
+_LOST = (trio.BrokenResourceError, trio.ClosedResourceError, EOFError, ConnectionError)
+
+
+async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: str) -> None:
+    """`server` provides .config, .backend, .sessions (dict of live sessions)."""
+    cfg = server.config
+    io = TrioFrameStream(stream, Connection(cfg.max_frame))
+    session: Session | None = None
+    shutdown = False
+    try:
+        with trio.fail_after(cfg.handshake_timeout):
+            accepted = await _handshake(server, io, session_id, peer)
+        if not accepted:
+            return
+        session = Session(session_id, server.backend, mem_limit=cfg.session_mem_limit, peer=peer)
+        server.sessions[session_id] = session
+        session.log.info("opened for %s (%d live)", peer, len(server.sessions))
+        await _serve_requests(session, io)
+    except trio.TooSlowError:
+        log.warning("[session %d] %s: no complete handshake within %gs; closed", session_id, peer,
+                    cfg.handshake_timeout)
+    except ProtocolError as e:
+        log.warning("[session %d] %s: protocol error: %s; closing", session_id, peer, e)
+        await _send_quietly(io, Frame(ops.PROTOCOL_ERROR.code, 0, Flags.REPLY, e.status, bulk=str(e).encode()))
+    except _LOST as e:
+        log.info("[session %d] %s: connection lost (%s)", session_id, peer, type(e).__name__)
+    except trio.Cancelled:
+        shutdown = True
+        raise
+    finally:
+        if shutdown and session is not None:
+            await _send_quietly(io, Frame(ops.PROTOCOL_ERROR.code, 0, Flags.REPLY, Status.SHUTTING_DOWN,
+                                          bulk=b"server shutting down"))
+        if session is not None:
+            await _teardown(server, session)
+        with trio.CancelScope(shield=True), trio.move_on_after(1):
+            await stream.aclose()
+
+
+async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str) -> bool:
+    cfg = server.config
+    hs = ServerHandshake(cfg.psk, max_frame=cfg.max_frame, session_id=session_id)
+    frame = await io.receive_frame()
+    if frame is None:
+        return False
+    reply = hs.on_hello(frame)
+    if not reply.status and len(server.sessions) >= cfg.max_sessions:
+        hs.failure = f"server is at its limit of {cfg.max_sessions} sessions; try again later"
+        reply = frame.reply(status=Status.SESSION_LIMIT, bulk=hs.failure.encode())
+    await io.send_frame(reply)
+    if hs.failure:
+        log.warning("[session %d] %s: refused: %s", session_id, peer, hs.failure)
+        return False
+    if hs.needs_auth:
+        frame = await io.receive_frame()
+        if frame is None:
+            log.warning("[session %d] %s: authentication failed: client left before proving the key",
+                        session_id, peer)
+            return False
+        reply = hs.on_auth(frame)
+        await io.send_frame(reply)
+        if hs.failure:
+            log.warning("[session %d] %s: %s", session_id, peer, hs.failure)
+            return False
+        io.conn.protect(hs.protector)
+    return True
+
+
+async def _serve_requests(session: Session, io: TrioFrameStream) -> None:
+    while True:
+        frame = await io.receive_frame()
+        if frame is None:
+            session.log.info("client closed the connection")
+            return
+        session.frames_received += 1
+        if frame.flags & Flags.REPLY:
+            raise ProtocolError("client sent a reply frame")
+        code = frame.opcode
+        if code == ops.BATCH.code:
+            await execute_batch(session, split_batch(frame.bulk, io.conn.max_record))
+        elif code == ops.GOODBYE.code:
+            # Free before confirming, so a client that saw the reply knows its memory is back.
+            await trio.to_thread.run_sync(session.release_all, limiter=session.limiter)
+            await io.send_frame(frame.reply(deferred_status=session.take_deferred_error()))
+            session.log.info("closed by GOODBYE")
+            return
+        elif code in ops.CONTROL_OPS:
+            raise ProtocolError(f"{ops.OPS[code].name} is only valid during the handshake")
+        else:
+            reply = await execute(session, frame)
+            if reply is not None:
+                await io.send_frame(reply)
+
+
+async def _teardown(server, session: Session) -> None:
+    server.sessions.pop(session.id, None)
+    timeout = server.config.teardown_timeout
+    with trio.CancelScope(shield=True):
+        with trio.move_on_after(timeout if timeout > 0 else math.inf) as scope:
+            try:
+                await trio.to_thread.run_sync(session.release_all, limiter=session.limiter,
+                                              abandon_on_cancel=True)
+            except Exception:
+                session.log.exception("teardown failed")
+        if scope.cancelled_caught:
+            session.log.error("teardown did not finish within %gs (GPU hung?); left to the worker thread", timeout)
+
+
+async def _send_quietly(io: TrioFrameStream, frame: Frame) -> None:
+    with trio.CancelScope(shield=True), trio.move_on_after(1):
+        try:
+            await io.send_frame(frame)
+        except (*_LOST, trio.BusyResourceError):
+            pass

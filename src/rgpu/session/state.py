@@ -1,0 +1,113 @@
+"""Per-connection session state: what it owns, and how all of it is released."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from rgpu.dispatch.backend import Backend
+from rgpu.errors import CudaError, Status
+from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
+
+
+class _SessionLog(logging.LoggerAdapter):
+    def process(self, msg, kwargs):
+        return f"[session {self.extra['session']}] {msg}", kwargs
+
+
+class Session:
+    def __init__(self, session_id: int, backend: Backend, *, mem_limit: int | None = None, peer: str = ""):
+        self.id = session_id
+        self.backend = backend
+        self.peer = peer
+        self.log = _SessionLog(logging.getLogger("rgpu.session"), {"session": session_id})
+        self.handles = HandleTable()
+        self.memory = AllocationMap(mem_limit)
+        self.current_ctx = 0
+        self.primary: dict[int, list[int]] = {}  # device -> [context handle, retain count]
+        self.deferred_error = 0
+        # One call at a time leaves the event loop for this session, so its calls keep their order.
+        self.limiter = trio.CapacityLimiter(1)
+        self.closed = False
+        self.frames_received = 0  # frames off the wire (a BATCH counts once)
+        self.calls = 0  # operations executed
+
+    # -- lookups -----------------------------------------------------------------------------------
+    def context(self, handle: int = 0) -> Entry:
+        handle = handle or self.current_ctx
+        if not handle:
+            raise CudaError(Status.INVALID_CONTEXT, "no current context (retain or create one first)")
+        try:
+            return self.handles.get(handle, Kind.CONTEXT)
+        except CudaError:
+            raise CudaError(Status.INVALID_CONTEXT, f"0x{handle:x} is not a context of this session") from None
+
+    def stream(self, handle: int) -> tuple[Entry, object | None]:
+        """(context entry, backend stream); handle 0 is the current context's NULL stream."""
+        if handle == 0:
+            return self.context(), None
+        entry = self.handles.get(handle, Kind.STREAM)
+        return self.context(entry.ctx), entry.obj
+
+    def object(self, handle: int, kind: Kind) -> tuple[Entry, Entry]:
+        """(context entry, object entry) for a session-owned object."""
+        entry = self.handles.get(handle, kind)
+        return self.context(entry.ctx), entry
+
+    # -- deferred errors ---------------------------------------------------------------------------
+    def defer_error(self, code: int, what: str, request_id: int) -> None:
+        self.log.info("deferred call %s (request %d) failed: %s; reported with the next reply", what,
+                      request_id, code)
+        if not self.deferred_error:
+            self.deferred_error = code
+
+    def take_deferred_error(self) -> int:
+        code, self.deferred_error = self.deferred_error, 0
+        return code
+
+    # -- teardown ----------------------------------------------------------------------------------
+    def destroy_context(self, handle: int) -> None:
+        """Free everything made in a context, then the context. Runs to the end even when the context is
+        broken (a faulted kernel makes most calls fail; cuCtxDestroy still releases it all)."""
+        ctx_entry = self.handles.get(handle, Kind.CONTEXT)
+        ctx = ctx_entry.obj
+        be = self.backend
+        for h in self.handles.owned_by(ctx=handle):
+            entry = self.handles.remove(h)
+            release = {Kind.EVENT: be.event_destroy, Kind.STREAM: be.stream_destroy,
+                       Kind.MODULE: be.module_unload}.get(entry.kind)
+            if release is not None:
+                self._quietly(release, ctx, entry.obj)
+        for region in self.memory.regions(ctx=handle):
+            self.memory.remove(region.start)
+            if region.owner == "alloc":
+                self._quietly(be.mem_free, ctx, region.start)
+        self.handles.pop(handle, Kind.CONTEXT)
+        if self.current_ctx == handle:
+            self.current_ctx = 0
+        be.ctx_destroy(ctx)
+
+    def _quietly(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except CudaError as e:
+            self.log.debug("teardown: %s failed (%s); the context's destruction releases it", fn.__name__, e)
+
+    def release_all(self) -> None:
+        """Everything the session owns, however the session ended. Blocking: run it off the event loop."""
+        if self.closed:
+            return
+        self.closed = True
+        contexts = self.handles.owned_by(kind=Kind.CONTEXT)
+        for handle in contexts:
+            try:
+                self.destroy_context(handle)
+            except Exception:
+                self.log.exception("teardown of context 0x%x failed", handle)
+        self.primary.clear()
+        if contexts:
+            self.log.info("released %d context(s) and everything in them", len(contexts))
+
+    def add_region(self, start: int, size: int, ctx: int, owner: str) -> None:
+        self.memory.add(Region(start, size, ctx, owner))

@@ -1,0 +1,61 @@
+"""Shared fixtures: an in-process server on the fake backend, bound to 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import attrs
+import pytest
+import trio
+
+import rgpu
+from rgpu.dispatch.fake import FakeBackend
+from rgpu.kernels import load
+from rgpu.server import Server, ServerConfig
+
+TEST_PSK = bytes(range(32))  # obviously-not-a-secret key for tests only
+DEMO_PTX = load("demo.ptx")
+
+
+@attrs.define
+class RunningServer:
+    server: Server
+    backend: FakeBackend
+    address: str
+    cancel: trio.CancelScope
+
+    async def connect(self, **kw) -> rgpu.AsyncClient:
+        return await rgpu.connect_async(self.address, **kw)
+
+
+@contextlib.asynccontextmanager
+async def running_server(**config):
+    backend = config.pop("backend", None) or FakeBackend()
+    cfg = ServerConfig(bind="127.0.0.1", port=0, **config)
+    server = Server(cfg, backend)
+    async with trio.open_nursery() as nursery:
+        ports = await nursery.start(server.serve)
+        yield RunningServer(server, backend, f"127.0.0.1:{ports[0]}", nursery.cancel_scope)
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def srv():
+    async with running_server() as s:
+        yield s
+
+
+@pytest.fixture
+async def client(srv):
+    c = await srv.connect()
+    yield c
+    with trio.CancelScope(shield=True):
+        with contextlib.suppress(Exception):
+            await c.aclose()
+
+
+async def wait_for(predicate, timeout: float = 5.0) -> None:
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.01)

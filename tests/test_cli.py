@@ -1,0 +1,113 @@
+"""The real `rgpu-server` process: startup rules, clean shutdown, the blocking client, `rgpu demo`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import rgpu
+from rgpu.cli import local_server, run_demo
+from rgpu.errors import AuthenticationError, CudaError, Status
+from rgpu.kernels import load
+
+SERVER = [sys.executable, "-m", "rgpu.cli", "server"]
+
+
+def test_non_loopback_bind_without_psk_is_refused():
+    proc = subprocess.run(SERVER + ["--bind", "0.0.0.0", "--port", "0", "--backend", "fake"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "without a pre-shared key" in proc.stderr and "--insecure" in proc.stderr
+
+
+def test_short_psk_file_is_refused(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("0011223344")
+    proc = subprocess.run(SERVER + ["--port", "0", "--backend", "fake", "--psk-file", str(key)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "at least 32" in proc.stderr
+
+
+def test_sigterm_with_live_sessions_exits_zero_and_frees_them(tmp_path):
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen(SERVER + ["--port", "0", "--port-file", str(port_file), "--backend", "fake"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        c = rgpu.connect(f"127.0.0.1:{int(port_file.read_text())}")
+        c.mem_alloc(1 << 20)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        with pytest.raises(CudaError) as e:
+            c.nop()
+        assert e.value.code in (Status.SHUTTING_DOWN, Status.CONNECTION_LOST)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = proc.stderr.read()
+    assert "released 1 context" in log and "server stopped" in log
+
+
+def test_blocking_client_end_to_end_and_sigkilled_client_is_cleaned_up():
+    with local_server("fake") as address:
+        with rgpu.connect(address) as c:
+            free0, total = c.mem_get_info()
+            mod = c.module_load(load("demo.ptx"))
+            fill = c.get_function(mod, "fill")
+            p = c.mem_alloc(4096)
+            c.launch(fill, 4, 256, (p, 7.5, 1024))
+            assert (np.frombuffer(c.memcpy_dtoh(p, 4096), np.float32) == 7.5).all()
+            assert c.stream_query(0) is True
+            script = textwrap.dedent(f"""
+                import os, rgpu
+                c = rgpu.connect({address!r})
+                c.mem_alloc(64 << 20)
+                print("allocated", flush=True)
+                os.kill(os.getpid(), 9)
+            """)
+            child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+            assert child.returncode == -9 and "allocated" in child.stdout
+            # Our own 4096-byte buffer and demo.ptx's 16-byte `counters` global are still held.
+            expected_free = free0 - 4096 - 16
+            deadline = time.monotonic() + 10
+            while c.mem_get_info()[0] != expected_free:
+                assert time.monotonic() < deadline, "memory of a SIGKILLed client was not returned"
+                time.sleep(0.05)
+
+
+def test_psk_files_between_real_processes(tmp_path):
+    key = tmp_path / "key"
+    subprocess.run([sys.executable, "-m", "rgpu.cli", "keygen", str(key)], check=True, timeout=60)
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    other = tmp_path / "other"
+    other.write_text(os.urandom(32).hex())
+    with local_server("fake", ["--psk-file", str(key)]) as address:
+        run_demo(address, psk_file=str(key), n=4096)
+        with pytest.raises(AuthenticationError):
+            rgpu.connect(address, psk_file=str(other))
+        with pytest.raises(AuthenticationError):
+            rgpu.connect(address)
+        run_demo(address, psk_file=str(key), n=4096)
+
+
+def test_rgpu_demo_command():
+    proc = subprocess.run([sys.executable, "-m", "rgpu.cli", "demo", "--backend", "fake"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "vadd  n=1048576: OK" in proc.stdout and "saxpy n=1048576: OK" in proc.stdout
+
+
+def test_rgpu_info_reports_a_missing_server_clearly():
+    proc = subprocess.run([sys.executable, "-m", "rgpu.cli", "info", "--server", "127.0.0.1:1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "rgpu:" in proc.stderr and "Traceback" not in proc.stderr
