@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU, in one command on the GPU box (device tool), with the missing Python
+# packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
+#   bash tests/gpu/run_on_gpu.sh [sections...]     sections: info tests suite demo bench bridge (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/rgpu-out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
+sections=${*:-info tests suite demo bench bridge}
+rc=0
+for s in $sections; do
+  echo "=== $s ==="
+  case $s in
+    info)
+      nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
+      python3 -c "import cuda.bindings, sys; print('cuda-bindings', cuda.bindings.__version__, 'python', sys.version.split()[0])"
+      nvcc --version | tail -1 ;;
+    tests)
+      RGPU_TEST_BACKEND=cuda python3 -m pytest -s -v -p no:cacheprovider tests/gpu 2>&1 | tee "$OUT/gpu_tests.log" | grep -vE "^$"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    suite)
+      python3 -m pytest -q -p no:cacheprovider tests --ignore=tests/gpu 2>&1 | tail -3
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    demo)
+      python3 -m rgpu.cli demo --backend cuda 2>&1 | tee "$OUT/demo.log" || rc=1 ;;
+    bench)
+      python3 bench/rpc_bench.py --backend both --psk --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
+    bridge)
+      if [ -d bridge ] && python3 -c "import rgpu.bridge" 2>/dev/null; then
+        bash bridge/run_on_gpu.sh 2>&1 | tee "$OUT/bridge.log" || rc=1
+      else
+        echo "bridge not built yet"
+      fi ;;
+  esac
+done
+echo "overall rc=$rc"
+exit $rc
