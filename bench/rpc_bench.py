@@ -158,9 +158,9 @@ def native_cuda_baselines(n_launch, sizes):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def bench_backend(backend, args, psk_file, rows, raw):
-    extra = ["--psk-file", psk_file] if psk_file else []
-    label = backend + ("+psk" if psk_file else "")
+def bench_backend(backend, isolation, args, psk_file, rows, raw):
+    extra = (["--psk-file", psk_file] if psk_file else []) + ["--isolation", isolation]
+    label = backend + ("+psk" if psk_file else "") + ("" if isolation == "process" else f" {isolation}")
     with local_server(backend, extra + ["--log-level", "warning"]) as address:
         with rgpu.connect(address, psk_file=psk_file) as c:
             p50, p99 = timed_calls(c.nop, args.calls)
@@ -204,6 +204,7 @@ def main():
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--sizes", type=lambda s: [int(x) << 20 for x in s.split(",")], default=[1 << 20, 64 << 20])
+    ap.add_argument("--isolation", default="process", help="comma list of process,thread")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args()
     backends = ["fake", "cuda"] if args.backend == "both" else [args.backend]
@@ -229,9 +230,10 @@ def main():
             with open(psk_file, "w") as f:
                 f.write(os.urandom(32).hex())
         for backend in backends:
-            bench_backend(backend, args, None, rows, raw)
+            for isolation in args.isolation.split(","):
+                bench_backend(backend, isolation, args, None, rows, raw)
             if psk_file:
-                bench_backend(backend, args, psk_file, rows, raw)
+                bench_backend(backend, "process", args, psk_file, rows, raw)
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'rgpu':>14}  {'baseline (same run)':<36} ratio")
     for name, value, base, ratio in rows:

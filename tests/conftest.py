@@ -31,7 +31,14 @@ class RunningServer:
 
 @contextlib.asynccontextmanager
 async def running_server(**config):
-    backend = config.pop("backend", None) or FakeBackend()
+    """In-process sessions (isolation "thread") by default, so tests can inspect the backend; pass
+    isolation="process" for worker processes (then `backend` names a kind, e.g. "fake")."""
+    config.setdefault("isolation", "thread")
+    if config["isolation"] == "thread":
+        backend = config.pop("backend", None) or FakeBackend()
+    else:
+        config.setdefault("backend", "fake")
+        backend = None
     cfg = ServerConfig(bind="127.0.0.1", port=0, **config)
     server = Server(cfg, backend)
     async with trio.open_nursery() as nursery:

@@ -59,7 +59,8 @@ def test_sigterm_with_live_sessions_exits_zero_and_frees_them(tmp_path):
 
 
 def test_blocking_client_end_to_end_and_sigkilled_client_is_cleaned_up():
-    with local_server("fake") as address:
+    # In-process sessions share one fake device, so one session can watch another's memory come back.
+    with local_server("fake", ["--isolation", "thread"]) as address:
         with rgpu.connect(address) as c:
             free0, total = c.mem_get_info()
             mod = c.module_load(load("demo.ptx"))

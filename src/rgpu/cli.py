@@ -44,6 +44,11 @@ def server_parser() -> argparse.ArgumentParser:
                                       "frames are encrypted and authenticated")
     p.add_argument("--insecure", action="store_true",
                    help="allow a non-loopback --bind without a PSK (trusted networks only)")
+    p.add_argument("--isolation", choices=("process", "thread"), default="process",
+                   help="process (default): each session in its own worker process, so a kernel fault or a "
+                        "crash stays in its session; thread: all sessions in this process")
+    p.add_argument("--worker-pool", type=int, default=2, metavar="N",
+                   help="worker processes kept started and ready for new sessions (default 2)")
     p.add_argument("--max-sessions", type=int, default=64)
     p.add_argument("--session-mem-limit", type=_size, default=None, metavar="BYTES",
                    help="device memory one session may allocate (e.g. 8G)")
@@ -54,10 +59,10 @@ def server_parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _run_server(config: ServerConfig, backend_kind: str, extra_tasks=()) -> None:
+async def _run_server(config: ServerConfig, extra_tasks=()) -> None:
     from rgpu.dispatch.backend import make_backend
 
-    backend = make_backend(backend_kind)
+    backend = make_backend(config.backend) if config.isolation == "thread" else None
     server = Server(config, backend)
     try:
         async with trio.open_nursery() as nursery:
@@ -66,7 +71,8 @@ async def _run_server(config: ServerConfig, backend_kind: str, extra_tasks=()) -
             for task in extra_tasks:
                 nursery.start_soon(task, server)
     finally:
-        backend.close()
+        if backend is not None:
+            backend.close()
         log.info("server stopped")
 
 
@@ -87,14 +93,15 @@ def server_main(argv=None) -> int:
             from rgpu.protocol.handshake import load_psk_file
 
             psk = load_psk_file(args.psk_file)
-        config = ServerConfig(bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
+        config = ServerConfig(isolation=args.isolation, backend=args.backend, worker_pool=args.worker_pool,
+                              log_level=args.log_level, bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
                               handshake_timeout=args.handshake_timeout, max_frame=args.max_frame,
                               port_file=args.port_file)
         from rgpu.server import check_config
 
         check_config(config)
-        trio.run(_run_server, config, args.backend)
+        trio.run(_run_server, config)
     except (ConfigError, ValueError, OSError) as e:
         log.error("%s", e)
         return 2

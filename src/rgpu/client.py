@@ -28,6 +28,10 @@ from rgpu.transport import SocketFrameStream, TrioFrameStream
 MAX_BATCH_CALLS = 256
 MAX_BATCH_BYTES = 1 << 20
 _CHUNK_HEADROOM = 4096  # frame header + AEAD tag + args, kept out of each copy chunk
+# Copies move in chunks this size (or the server's frame limit, if smaller): small enough that the server
+# copies one chunk while the next is on the wire and that receive buffers come from reused heap memory
+# rather than fresh pages, large enough that per-frame costs vanish.
+COPY_CHUNK = 4 << 20
 
 
 @attrs.frozen(slots=True)
@@ -170,7 +174,7 @@ class _Operations:
         return self._call(_Request(ops.MEM_GET_INFO))
 
     def _chunks(self, nbytes: int):
-        step = self.max_frame - _CHUNK_HEADROOM
+        step = min(COPY_CHUNK, self.max_frame - _CHUNK_HEADROOM)
         return [(off, min(step, nbytes - off)) for off in range(0, nbytes, step)] or [(0, 0)]
 
     def memcpy_htod(self, dst: int, data):

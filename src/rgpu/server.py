@@ -14,6 +14,7 @@ import trio
 
 from rgpu.dispatch.backend import Backend
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
+from rgpu.session.pool import WorkerPool
 from rgpu.session.runner import run_session
 
 log = logging.getLogger("rgpu.server")
@@ -23,6 +24,12 @@ DEFAULT_PORT = 9713
 
 @attrs.frozen
 class ServerConfig:
+    # "process": every session in its own worker process (a kernel fault is sticky for a whole CUDA
+    # process, so this is the only real isolation); "thread": sessions share this process (tests, debugging).
+    isolation: str = "process"
+    backend: str = "auto"  # what workers run (process isolation)
+    worker_pool: int = 2  # workers kept started and initialised, ready for the next session
+    log_level: str = "info"
     bind: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     psk: bytes | None = attrs.field(default=None, repr=False)
@@ -60,18 +67,34 @@ def check_config(config: ServerConfig) -> None:
         )
     if config.max_sessions < 1:
         raise ConfigError("--max-sessions must be at least 1")
+    if config.isolation not in ("process", "thread"):
+        raise ConfigError(f"--isolation must be process or thread, not {config.isolation!r}")
 
 
 class Server:
-    def __init__(self, config: ServerConfig, backend: Backend):
+    """`backend` serves sessions in this process (isolation "thread"); with process isolation the workers
+    make their own from `config.backend`, and this process never touches the GPU."""
+
+    def __init__(self, config: ServerConfig, backend: Backend | None = None):
         check_config(config)
+        if config.isolation == "thread" and backend is None:
+            raise ConfigError("thread isolation needs a backend object")
         self.config = config
         self.backend = backend
+        self.pool = WorkerPool(config.backend, config.worker_pool, config.log_level) \
+            if config.isolation == "process" else None
         self.sessions: dict = {}
         self._ids = itertools.count(1)
         self.ports: list[int] = []
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            if self.pool is not None:
+                await nursery.start(self.pool.run)
+            ports = await nursery.start(self._listen)
+            task_status.started(ports)
+
+    async def _listen(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
             listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.bind)
         except OSError as e:
@@ -80,7 +103,8 @@ class Server:
             raise
         self.ports = sorted({lst.socket.getsockname()[1] for lst in listeners})
         where = ", ".join(f"{self.config.bind}:{p}" for p in self.ports)
-        log.info("listening on %s (backend %s, %s)", where, self.backend.name,
+        backend = self.backend.name if self.backend else f"{self.config.backend} in one process per session"
+        log.info("listening on %s (backend %s, %s)", where, backend,
                  "PSK authentication on" if self.config.psk else "no authentication")
         if self.config.port_file:
             tmp = self.config.port_file + ".tmp"

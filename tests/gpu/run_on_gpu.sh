@@ -26,7 +26,7 @@ for s in $sections; do
     demo)
       python3 -m rgpu.cli demo --backend cuda 2>&1 | tee "$OUT/demo.log" || rc=1 ;;
     bench)
-      python3 bench/rpc_bench.py --backend both --psk --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
+      python3 bench/rpc_bench.py --backend both --isolation process,thread --psk --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
     bridge)
       if [ -d bridge ] && python3 -c "import rgpu.bridge" 2>/dev/null; then
         bash bridge/run_on_gpu.sh 2>&1 | tee "$OUT/bridge.log" || rc=1

@@ -21,18 +21,10 @@ pytestmark = pytest.mark.skipif(os.environ.get("RGPU_TEST_BACKEND") != "cuda",
                                 reason="GPU box only (RGPU_TEST_BACKEND=cuda)")
 
 
-@pytest.fixture(scope="module")
-def backend():
-    from rgpu.dispatch.cuda import CudaBackend
-
-    be = CudaBackend()
-    be.init()
-    return be
-
-
 @pytest.fixture
-async def gpu(backend):
-    async with running_server(backend=backend) as s:
+async def gpu():
+    # Process isolation, as deployed: this test process never loads the CUDA driver itself.
+    async with running_server(isolation="process", backend="cuda", worker_pool=4) as s:
         yield s
 
 
@@ -101,8 +93,10 @@ async def test_teardown_returns_gpu_memory_exactly(gpu):
         else:
             await c.aclose()
         await wait_for(lambda: len(gpu.server.sessions) == 1, 30)
+        stats = gpu.server.pool.finished[-1]
         after, _ = await observer.mem_get_info()
-        print(f"\nround {round_}: free before {baseline >> 20} MiB, during {during >> 20} MiB, after {after >> 20} MiB")
+        print(f"\nround {round_} ({stats['reason']}, worker exit {stats['exit_code']}): free before "
+              f"{baseline >> 20} MiB, during {during >> 20} MiB, after {after >> 20} MiB")
         assert baseline - during >= 1 << 30
         assert after == baseline
     await observer.aclose()
@@ -121,7 +115,10 @@ async def test_kernel_fault_is_isolated_to_its_session(gpu):
     await a.stream.aclose()
     await wait_for(lambda: len(gpu.server.sessions) == 1, 30)
     assert await vadd_roundtrip(b, 1 << 16)
+    c = await gpu.connect()  # sessions opened after the fault are healthy too
+    assert await vadd_roundtrip(c, 1 << 16)
     await b.aclose()
+    await c.aclose()
 
 
 async def test_two_second_kernel_does_not_delay_another_session(gpu):
@@ -185,8 +182,8 @@ async def test_many_sessions_each_with_its_own_context(gpu):
     await observer.aclose()
 
 
-async def test_psk_session_on_gpu(backend):
-    async with running_server(backend=backend, psk=TEST_PSK) as s:
+async def test_psk_session_on_gpu():
+    async with running_server(isolation="process", backend="cuda", psk=TEST_PSK) as s:
         c = await s.connect(psk=TEST_PSK)
         assert await vadd_roundtrip(c, 1 << 20)
         await c.aclose()

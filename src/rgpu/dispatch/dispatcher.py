@@ -73,6 +73,11 @@ def _reply(session: Session, frame: Frame, outcome) -> Frame | None:
     return frame.reply(args=args, bulk=result.bulk, deferred_status=deferred)
 
 
+def execute_sync(session: Session, frame: Frame) -> Frame | None:
+    """One request, run on the calling thread (a session's worker process or worker thread)."""
+    return _reply(session, frame, call(session, frame))
+
+
 async def execute(session: Session, frame: Frame) -> Frame | None:
     """One request frame -> its reply (None for NO_REPLY requests)."""
     handler = HANDLERS.get(frame.opcode)
@@ -83,7 +88,9 @@ async def execute(session: Session, frame: Frame) -> Frame | None:
     return _reply(session, frame, outcome)
 
 
-def _run_batch(session: Session, frames: list[Frame]) -> None:
+def execute_batch_sync(session: Session, frames: list[Frame]) -> None:
+    if any(not f.flags & Flags.NO_REPLY for f in frames):
+        raise ProtocolError("every frame inside a BATCH must carry NO_REPLY")
     for frame in frames:
         _reply(session, frame, call(session, frame))
 
@@ -91,6 +98,4 @@ def _run_batch(session: Session, frames: list[Frame]) -> None:
 async def execute_batch(session: Session, frames: list[Frame]) -> None:
     """A BATCH of deferred calls: one hop off the event loop for the lot (a launch can block when the
     GPU's queue is full, and one hop per batch is cheap next to one per call)."""
-    if any(not f.flags & Flags.NO_REPLY for f in frames):
-        raise ProtocolError("every frame inside a BATCH must carry NO_REPLY")
-    await trio.to_thread.run_sync(_run_batch, session, frames, limiter=session.limiter)
+    await trio.to_thread.run_sync(execute_batch_sync, session, frames, limiter=session.limiter)

@@ -202,7 +202,7 @@ class FakeBackend(Backend):
     def memcpy_dtoh(self, ctx, src, nbytes, stream=None) -> bytearray:
         ctx.check()
         self._stream_wait(ctx, stream)
-        return bytearray(self._checked_view(src, nbytes).tobytes())
+        return bytearray(self._checked_view(src, nbytes))
 
     def memcpy_dtod(self, ctx, dst, src, nbytes, stream=None, asynchronous=False) -> None:
         ctx.check()

@@ -159,6 +159,11 @@ class RecordDecoder:
     def has_partial_record(self) -> bool:
         return self._big is not None or self._end > self._start
 
+    @property
+    def has_buffered_data(self) -> bool:
+        """Anything received but not yet taken: complete records or part of one."""
+        return bool(self._ready) or self.has_partial_record
+
     def next_record(self) -> bytes | memoryview | None:
         """The next complete record's payload, owned by the caller; None when more bytes are needed."""
         return self._ready.popleft() if self._ready else None

@@ -186,6 +186,7 @@ class ServerHandshake:
         self.client: Hello | None = None
         self.failure: str | None = None
         self.protector: RecordProtector | None = None
+        self.keys: tuple[int, bytes, bytes] | None = None  # (cipher, c2s key, s2c key) once authenticated
         self._client_frame: Frame | None = None
         self._server_frame: Frame | None = None
         self._cipher = 0
@@ -228,6 +229,7 @@ class ServerHandshake:
             self.failure = "authentication failed: client proof does not match this server's key"
             return frame.reply(status=Status.AUTH_FAILED, bulk=b"authentication failed")
         c2s, s2c = derive_keys(self.psk, self.client.nonce, self._nonce, th)
+        self.keys = (self._cipher, c2s, s2c)
         self.protector = RecordProtector(self._cipher, send_key=s2c, recv_key=c2s)
         return frame.reply(args=ops.AUTH.reply.pack(proof(self.psk, LABEL_SERVER_PROOF, th)))
 

@@ -12,8 +12,10 @@ from rgpu.dispatch.dispatcher import execute, execute_batch
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
-from rgpu.protocol.frames import Flags, Frame, split_batch
+from rgpu.protocol.frames import Flags, Frame
 from rgpu.protocol.handshake import ServerHandshake
+from rgpu.session.pool import run_session_in_worker
+from rgpu.session.requests import Step, classify
 from rgpu.session.state import Session
 from rgpu.transport import TrioFrameStream
 
@@ -23,15 +25,19 @@ _LOST = (trio.BrokenResourceError, trio.ClosedResourceError, EOFError, Connectio
 
 
 async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: str) -> None:
-    """`server` provides .config, .backend, .sessions (dict of live sessions)."""
+    """`server` provides .config, .backend (in-process isolation), .pool (process isolation), .sessions."""
     cfg = server.config
     io = TrioFrameStream(stream, Connection(cfg.max_frame))
     session: Session | None = None
     shutdown = False
     try:
         with trio.fail_after(cfg.handshake_timeout):
-            accepted = await _handshake(server, io, session_id, peer)
-        if not accepted:
+            hs = await _handshake(server, io, session_id, peer)
+        if hs is None:
+            return
+        if cfg.isolation == "process":
+            server.sessions[session_id] = peer
+            await _run_in_worker(server, stream, io, hs, session_id, peer)
             return
         session = Session(session_id, server.backend, mem_limit=cfg.session_mem_limit, peer=peer)
         server.sessions[session_id] = session
@@ -54,16 +60,34 @@ async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: st
                                           bulk=b"server shutting down"))
         if session is not None:
             await _teardown(server, session)
+        # Only after teardown: whoever sees the session gone may rely on its memory being back.
+        server.sessions.pop(session_id, None)
         with trio.CancelScope(shield=True), trio.move_on_after(1):
             await stream.aclose()
 
 
-async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str) -> bool:
+async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshake, session_id: int,
+                         peer: str) -> None:
+    if io.conn.decoder.has_buffered_data:
+        raise ProtocolError("client sent frames before the handshake completed")
+    cfg = server.config
+    params = {"session_id": session_id, "peer": peer, "max_frame": cfg.max_frame,
+              "mem_limit": cfg.session_mem_limit}
+    if hs.keys is not None:
+        cipher, c2s, s2c = hs.keys
+        params.update(cipher=cipher, c2s=c2s.hex(), s2c=s2c.hex())
+    log.info("[session %d] opened for %s in a worker process (%d live)", session_id, peer, len(server.sessions))
+    stats = await run_session_in_worker(server.pool, stream, params, grace=cfg.teardown_timeout)
+    log.info("[session %d] ended: %s (%d frames, %d calls)", session_id, stats.get("reason"),
+             stats.get("frames", 0), stats.get("calls", 0))
+
+
+async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str) -> ServerHandshake | None:
     cfg = server.config
     hs = ServerHandshake(cfg.psk, max_frame=cfg.max_frame, session_id=session_id)
     frame = await io.receive_frame()
     if frame is None:
-        return False
+        return None
     reply = hs.on_hello(frame)
     if not reply.status and len(server.sessions) >= cfg.max_sessions:
         hs.failure = f"server is at its limit of {cfg.max_sessions} sessions; try again later"
@@ -71,20 +95,20 @@ async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str) ->
     await io.send_frame(reply)
     if hs.failure:
         log.warning("[session %d] %s: refused: %s", session_id, peer, hs.failure)
-        return False
+        return None
     if hs.needs_auth:
         frame = await io.receive_frame()
         if frame is None:
             log.warning("[session %d] %s: authentication failed: client left before proving the key",
                         session_id, peer)
-            return False
+            return None
         reply = hs.on_auth(frame)
         await io.send_frame(reply)
         if hs.failure:
             log.warning("[session %d] %s: %s", session_id, peer, hs.failure)
-            return False
+            return None
         io.conn.protect(hs.protector)
-    return True
+    return hs
 
 
 async def _serve_requests(session: Session, io: TrioFrameStream) -> None:
@@ -94,19 +118,15 @@ async def _serve_requests(session: Session, io: TrioFrameStream) -> None:
             session.log.info("client closed the connection")
             return
         session.frames_received += 1
-        if frame.flags & Flags.REPLY:
-            raise ProtocolError("client sent a reply frame")
-        code = frame.opcode
-        if code == ops.BATCH.code:
-            await execute_batch(session, split_batch(frame.bulk, io.conn.max_record))
-        elif code == ops.GOODBYE.code:
+        step, frames = classify(frame, io.conn.max_record)
+        if step is Step.BATCH:
+            await execute_batch(session, frames)
+        elif step is Step.GOODBYE:
             # Free before confirming, so a client that saw the reply knows its memory is back.
             await trio.to_thread.run_sync(session.release_all, limiter=session.limiter)
             await io.send_frame(frame.reply(deferred_status=session.take_deferred_error()))
             session.log.info("closed by GOODBYE")
             return
-        elif code in ops.CONTROL_OPS:
-            raise ProtocolError(f"{ops.OPS[code].name} is only valid during the handshake")
         else:
             reply = await execute(session, frame)
             if reply is not None:
@@ -114,7 +134,6 @@ async def _serve_requests(session: Session, io: TrioFrameStream) -> None:
 
 
 async def _teardown(server, session: Session) -> None:
-    server.sessions.pop(session.id, None)
     timeout = server.config.teardown_timeout
     with trio.CancelScope(shield=True):
         with trio.move_on_after(timeout if timeout > 0 else math.inf) as scope:

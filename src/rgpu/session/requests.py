@@ -1,0 +1,28 @@
+"""What a request frame asks of a session, decided once for both session loops (the in-process trio loop
+in runner.py and the worker process's blocking loop in worker.py)."""
+
+from __future__ import annotations
+
+import enum
+
+from rgpu.errors import ProtocolError
+from rgpu.protocol import ops
+from rgpu.protocol.frames import Flags, Frame, split_batch
+
+
+class Step(enum.Enum):
+    CALL = "call"  # one operation; reply unless NO_REPLY
+    BATCH = "batch"  # deferred operations, no reply
+    GOODBYE = "goodbye"  # free everything, reply, close
+
+
+def classify(frame: Frame, max_record: int) -> tuple[Step, list[Frame]]:
+    if frame.flags & Flags.REPLY:
+        raise ProtocolError("client sent a reply frame")
+    if frame.opcode == ops.BATCH.code:
+        return Step.BATCH, split_batch(frame.bulk, max_record)
+    if frame.opcode == ops.GOODBYE.code:
+        return Step.GOODBYE, []
+    if frame.opcode in ops.CONTROL_OPS:
+        raise ProtocolError(f"{ops.OPS[frame.opcode].name} is only valid during the handshake")
+    return Step.CALL, [frame]
