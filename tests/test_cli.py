@@ -112,3 +112,12 @@ def test_rgpu_info_reports_a_missing_server_clearly():
     proc = subprocess.run([sys.executable, "-m", "rgpu.cli", "info", "--server", "127.0.0.1:1"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "rgpu:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this host has a GPU")
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_cuda_backend_without_a_gpu_is_a_clear_startup_error(isolation):
+    proc = subprocess.run(SERVER + ["--port", "0", "--backend", "cuda", "--isolation", isolation],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "cuda backend unavailable" in proc.stderr and "Traceback" not in proc.stderr

@@ -56,6 +56,9 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-frame", type=_size, default=DEFAULT_MAX_RECORD, metavar="BYTES")
     p.add_argument("--port-file", help="write the listening port here once ready (useful with --port 0)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    from rgpu.bridge.cli import add_location_args
+
+    add_location_args(p, prefix="bridge-")
     return p
 
 
@@ -76,12 +79,32 @@ async def _run_server(config: ServerConfig, extra_tasks=()) -> None:
         log.info("server stopped")
 
 
+def _bridge_task(bridge_config):
+    async def run(server):
+        from rgpu.bridge.daemon import run_bridge
+
+        # Thread isolation shares the server's backend object; otherwise the bridge makes its own here
+        # (sessions live in worker processes, so a bridge fault cannot reach them).
+        await run_bridge(bridge_config, backend=server.backend)
+
+    return run
+
+
 async def _stop_on_signal(scope: trio.CancelScope) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             log.info("%s: shutting down; freeing every session's resources", signal.Signals(signum).name)
             scope.cancel()
             return
+
+
+def _leaves(exc: BaseException):
+    """The plain exceptions inside (nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
 
 
 def server_main(argv=None) -> int:
@@ -101,15 +124,21 @@ def server_main(argv=None) -> int:
         from rgpu.server import check_config
 
         check_config(config)
-        trio.run(_run_server, config)
+        from rgpu.bridge.cli import config_from_args
+
+        bridge = config_from_args(args, prefix="bridge-", backend=args.backend)
+        trio.run(_run_server, config, [_bridge_task(bridge)] if bridge else [])
     except (ConfigError, ValueError, OSError) as e:
         log.error("%s", e)
         return 2
     except Exception as e:
         from rgpu.dispatch.backend import BackendUnavailable
+        from rgpu.session.pool import WorkerStartError
 
-        if isinstance(e, BackendUnavailable):
-            log.error("%s", e)
+        startup = (BackendUnavailable, WorkerStartError)
+        known = [x for x in _leaves(e) if isinstance(x, startup)]
+        if known:
+            log.error("%s", known[0])
             return 2
         raise
     return 0
@@ -237,6 +266,9 @@ def main(argv=None) -> int:
     keygen.add_argument("path")
     keygen.set_defaults(fn=cmd_keygen)
     sub.add_parser("server", help="same as rgpu-server")
+    from rgpu.bridge.cli import add_parser as add_bridge_parser
+
+    add_bridge_parser(sub, common)
     args = p.parse_args(argv)
     _setup_logging(getattr(args, "log_level", "warning"))
     if getattr(args, "server", None) is None and args.command == "info":

@@ -15,14 +15,16 @@ HERE = pathlib.Path(__file__).parent
 ARCH = "compute_75"
 
 
-def sources() -> list[pathlib.Path]:
-    bridge = HERE.parents[2] / "bridge" / "kernels.cu"
-    return sorted(HERE.glob("*.cu")) + ([bridge] if bridge.exists() else [])
+def sources(repo: pathlib.Path | None = None) -> list[pathlib.Path]:
+    """The .cu files of a source checkout (default: the one this file sits in)."""
+    repo = repo or HERE.parents[2]
+    return [repo / "src" / "rgpu" / "kernels" / "demo.cu", repo / "bridge" / "kernels.cu"]
 
 
 def ptx_path(source: pathlib.Path) -> pathlib.Path:
-    name = "bridge.ptx" if source.parent.name == "bridge" else source.with_suffix(".ptx").name
-    return HERE / name
+    """Where a source's PTX is committed: src/rgpu/kernels/<name>.ptx (the bridge's is bridge.ptx)."""
+    kernels = source.parents[1] / "src" / "rgpu" / "kernels" if source.parent.name == "bridge" else source.parent
+    return kernels / ("bridge.ptx" if source.parent.name == "bridge" else source.with_suffix(".ptx").name)
 
 
 def compile_ptx(source: pathlib.Path, out: pathlib.Path, nvcc: str = "nvcc") -> None:

@@ -25,6 +25,10 @@ log = logging.getLogger("rgpu.pool")
 READY_TIMEOUT = 120.0  # cuInit on a big GPU box can take a while
 
 
+class WorkerStartError(Exception):
+    pass
+
+
 @attrs.define(eq=False)
 class Worker:
     process: trio.Process
@@ -71,6 +75,9 @@ class WorkerPool:
         self.finished: collections.deque[dict] = collections.deque(maxlen=256)  # recent session stats
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        # One worker up front: a backend that cannot start is a startup error, not a later session failure.
+        first = await self._spawn()
+        self._idle.append(first)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -121,7 +128,8 @@ class WorkerPool:
                 return worker
         await worker.stop(1)
         worker.control.close()
-        raise RuntimeError(f"worker {process.pid} did not become ready (it said {info})")
+        reason = (info or {}).get("error") or f"no READY within {READY_TIMEOUT:g}s"
+        raise WorkerStartError(f"session worker could not start: {reason}")
 
     async def acquire(self) -> Worker:
         """A ready worker: an idle one if there is one (then start a replacement), else a fresh one."""

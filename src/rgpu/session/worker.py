@@ -22,7 +22,7 @@ import signal
 import socket
 import sys
 
-from rgpu.dispatch.backend import make_backend
+from rgpu.dispatch.backend import BackendUnavailable, make_backend
 from rgpu.dispatch.dispatcher import execute_batch_sync, execute_sync
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol import ops
@@ -153,6 +153,10 @@ def main(argv=None) -> int:
         return 0
     except ShuttingDown:
         return 0
+    except BackendUnavailable as e:
+        log.error("%s", e)
+        send_json(control, {"error": str(e)})
+        return 2
     except Exception as e:
         log.exception("worker failed")
         try:

@@ -1,0 +1,1 @@
+"""The CUDA bridge for Open-IOV: runs guest kernel jobs written as binary records (bridge/PROTOCOL.md)."""
