@@ -42,6 +42,7 @@ async def test_abrupt_disconnect_ends_the_worker_with_everything_freed(psrv):
     await wait_for(lambda: finished(psrv) and not psrv.server.sessions)
     (stats,) = finished(psrv)
     assert stats["exit_code"] == 0 and "closed the connection" in stats["reason"]
+    await wait_for(lambda: psrv.server.pool.settled, 30)  # the used worker was replaced
     assert stats["backend_bytes_in_use"] == 0 and stats["contexts_alive"] == 0
 
 

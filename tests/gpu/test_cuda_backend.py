@@ -78,10 +78,18 @@ async def test_memset_dtod_globals_events(gpu):
     await c.aclose()
 
 
-async def free_memory_back_to(observer, baseline: int, timeout: float = 10.0) -> tuple[int, float]:
-    """Poll until the GPU's free memory is exactly `baseline` again: the driver finishes releasing an exited
-    process's memory asynchronously (the last 64-256 KiB arrive some ms after wait() returns)."""
+async def settled_free_memory(gpu, observer) -> int:
+    """Free GPU memory once no pool worker is starting: a worker takes ~64-128 KiB of device memory during
+    its start-up, so readings taken while the pool refills are not comparable."""
+    await wait_for(lambda: gpu.server.pool.settled, 60)
+    return (await observer.mem_get_info())[0]
+
+
+async def free_memory_back_to(gpu, observer, baseline: int, timeout: float = 10.0) -> tuple[int, float]:
+    """Poll until the GPU's free memory is exactly `baseline` again (pool settled first): the driver
+    releases an exited process's memory asynchronously."""
     t0 = time.monotonic()
+    await wait_for(lambda: gpu.server.pool.settled, 60)
     while True:
         free, _ = await observer.mem_get_info()
         if free == baseline or time.monotonic() - t0 > timeout:
@@ -91,7 +99,7 @@ async def free_memory_back_to(observer, baseline: int, timeout: float = 10.0) ->
 
 async def test_teardown_returns_gpu_memory_exactly(gpu):
     observer = await gpu.connect()
-    baseline, total = await observer.mem_get_info()
+    baseline = await settled_free_memory(gpu, observer)
     for round_ in range(3):
         c = await gpu.connect()
         for _ in range(4):
@@ -105,7 +113,7 @@ async def test_teardown_returns_gpu_memory_exactly(gpu):
             await c.aclose()
         await wait_for(lambda: len(gpu.server.sessions) == 1, 30)
         stats = gpu.server.pool.finished[-1]
-        after, waited = await free_memory_back_to(observer, baseline)
+        after, waited = await free_memory_back_to(gpu, observer, baseline)
         print(f"\nround {round_} ({stats['reason']}, worker exit {stats['exit_code']}): free before "
               f"{baseline} B, during {during} B, after {after} B (exact after {waited * 1000:.0f} ms)")
         assert baseline - during >= 1 << 30
@@ -175,7 +183,7 @@ async def test_cross_session_pointers_and_handles_refused(gpu):
 
 async def test_many_sessions_each_with_its_own_context(gpu):
     observer = await gpu.connect()
-    baseline, _ = await observer.mem_get_info()
+    baseline = await settled_free_memory(gpu, observer)
     ok = []
 
     async def one(i):
@@ -188,7 +196,7 @@ async def test_many_sessions_each_with_its_own_context(gpu):
             n.start_soon(one, i)
     assert ok == [True] * 16
     await wait_for(lambda: len(gpu.server.sessions) == 1, 30)
-    after, waited = await free_memory_back_to(observer, baseline)
+    after, waited = await free_memory_back_to(gpu, observer, baseline)
     print(f"\n16 concurrent sessions: free memory before {baseline} B, after {after} B "
           f"(exact after {waited * 1000:.0f} ms)")
     assert after == baseline

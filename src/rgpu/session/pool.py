@@ -118,18 +118,30 @@ class WorkerPool:
             child.close()
         worker = Worker(process, trio.socket.from_stdlib_socket(parent), {})
         info = None
-        with trio.move_on_after(READY_TIMEOUT):
-            info = await worker.read_json()
-            if info and info.get("ready"):
-                worker.info = info
-                if self.backend_info is None:
-                    self.backend_info = info
-                    log.info("workers run the %s backend on %s", info["backend"], info["device"])
-                return worker
+        try:
+            with trio.move_on_after(READY_TIMEOUT):
+                info = await worker.read_json()
+        except BaseException:
+            # Cancelled while it started (server shutting down): do not leave the process behind.
+            await worker.stop(1)
+            worker.control.close()
+            raise
+        if info and info.get("ready"):
+            worker.info = info
+            if self.backend_info is None:
+                self.backend_info = info
+                log.info("workers run the %s backend on %s", info["backend"], info["device"])
+            return worker
         await worker.stop(1)
         worker.control.close()
         reason = (info or {}).get("error") or f"no READY within {READY_TIMEOUT:g}s"
         raise WorkerStartError(f"session worker could not start: {reason}")
+
+    @property
+    def settled(self) -> bool:
+        """Every idle slot filled and no worker still starting (a starting worker is still taking GPU
+        resources, so only now are device-wide memory figures comparable)."""
+        return self._starting == 0 and len(self._idle) >= self.size
 
     async def acquire(self) -> Worker:
         """A ready worker: an idle one if there is one (then start a replacement), else a fresh one."""

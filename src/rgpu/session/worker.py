@@ -151,8 +151,8 @@ def main(argv=None) -> int:
         stats = run_session(params, client, backend)
         send_json(control, stats)
         return 0
-    except ShuttingDown:
-        return 0
+    except (ShuttingDown, BrokenPipeError, ConnectionResetError):
+        return 0  # stopped, or the supervisor went away before needing us
     except BackendUnavailable as e:
         log.error("%s", e)
         send_json(control, {"error": str(e)})
