@@ -22,6 +22,14 @@ pytestmark = pytest.mark.skipif(os.environ.get("RGPU_TEST_BACKEND") != "cuda",
 
 
 @pytest.fixture
+async def gpu_no_pool():
+    # No idle workers: each session's worker starts on demand, so device-wide free memory depends only on
+    # live sessions (an idle worker holds 64-128 KiB after cuInit).
+    async with running_server(isolation="process", backend="cuda", worker_pool=0) as s:
+        yield s
+
+
+@pytest.fixture
 async def gpu():
     # Process isolation, as deployed: this test process never loads the CUDA driver itself.
     async with running_server(isolation="process", backend="cuda", worker_pool=4) as s:
@@ -97,7 +105,8 @@ async def free_memory_back_to(gpu, observer, baseline: int, timeout: float = 10.
         await trio.sleep(0.01)
 
 
-async def test_teardown_returns_gpu_memory_exactly(gpu):
+async def test_teardown_returns_gpu_memory_exactly(gpu_no_pool):
+    gpu = gpu_no_pool
     observer = await gpu.connect()
     baseline = await settled_free_memory(gpu, observer)
     for round_ in range(3):
@@ -181,7 +190,8 @@ async def test_cross_session_pointers_and_handles_refused(gpu):
     await b.aclose()
 
 
-async def test_many_sessions_each_with_its_own_context(gpu):
+async def test_many_sessions_each_with_its_own_context(gpu_no_pool):
+    gpu = gpu_no_pool
     observer = await gpu.connect()
     baseline = await settled_free_memory(gpu, observer)
     ok = []
