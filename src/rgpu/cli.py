@@ -246,6 +246,51 @@ def cmd_keygen(args) -> int:
     return 0
 
 
+def cmd_build_shims(args) -> int:
+    import pathlib
+
+    from rgpu import shims
+
+    import subprocess
+
+    out = pathlib.Path(args.out) if args.out else None
+    try:
+        lib = shims.build(out, verbose=args.verbose)
+        examples = shims.build_examples(out)
+    except subprocess.CalledProcessError as e:
+        print(f"rgpu: build failed: {' '.join(e.cmd[:3])} ... exited with {e.returncode}", file=sys.stderr)
+        return 1
+    print(f"built {lib} and examples {', '.join(e.name for e in examples)}")
+    return 0
+
+
+def _program(args) -> list[str]:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise SystemExit("rgpu: give a program after --")
+    if args.server:
+        os.environ["RGPU_SERVER"] = args.server
+    if args.psk_file:
+        os.environ["RGPU_PSK_FILE"] = args.psk_file
+    return argv
+
+
+def cmd_run(args) -> int:
+    import pathlib
+
+    from rgpu import shims
+
+    return shims.run(_program(args), pathlib.Path(args.shims) if args.shims else None)
+
+
+def cmd_doctor(args) -> int:
+    import pathlib
+
+    from rgpu import shims
+
+    return shims.doctor(_program(args), pathlib.Path(args.shims) if args.shims else None)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["server"]:
@@ -266,6 +311,16 @@ def main(argv=None) -> int:
     keygen.add_argument("path")
     keygen.set_defaults(fn=cmd_keygen)
     sub.add_parser("server", help="same as rgpu-server")
+    bs = sub.add_parser("build-shims", help="compile the native stand-in libraries (libcuda.so.1)")
+    bs.add_argument("--out", help="output directory (default build/shims in the checkout, or $RGPU_SHIM_DIR)")
+    bs.add_argument("-v", "--verbose", action="store_true")
+    bs.set_defaults(fn=cmd_build_shims)
+    for name, fn, text in (("run", cmd_run, "run a program with rgpu's CUDA libraries"),
+                           ("doctor", cmd_doctor, "run a program and report which CUDA libraries it loaded")):
+        rp = sub.add_parser(name, parents=[common], help=text)
+        rp.add_argument("--shims", help="directory with the built shims")
+        rp.add_argument("argv", nargs=argparse.REMAINDER, help="-- program [args...]")
+        rp.set_defaults(fn=fn)
     from rgpu.bridge.cli import add_parser as add_bridge_parser
 
     add_bridge_parser(sub, common)

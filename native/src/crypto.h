@@ -1,0 +1,28 @@
+/* PSK handshake primitives and record protection, on OpenSSL's libcrypto loaded at run time (dlopen), so
+ * building the shim needs no OpenSSL headers and programs that never use a PSK never load libcrypto. */
+#ifndef RGPU_CRYPTO_H
+#define RGPU_CRYPTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RGPU_CIPHER_AES_256_GCM 1
+#define RGPU_CIPHER_CHACHA20_POLY1305 2
+
+struct rgpu_aead {
+    int cipher;
+    uint8_t key[32];
+    uint64_t counter;
+};
+
+int rgpu_crypto_load(void); /* 0, or -1 (logged) */
+int rgpu_sha256(const void *data, size_t len, uint8_t out[32]);
+int rgpu_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len, uint8_t out[32]);
+int rgpu_hkdf_sha256(const void *ikm, size_t ikm_len, const void *salt, size_t salt_len, const void *info,
+                     size_t info_len, uint8_t *out, size_t out_len);
+/* out gets len + 16 bytes (ciphertext, tag). aad is the record's 4-byte length prefix. */
+int rgpu_aead_seal(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out);
+/* in is ciphertext + tag (len includes the tag); out gets len - 16 bytes. -1 if authentication fails. */
+int rgpu_aead_open(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out);
+
+#endif

@@ -1,0 +1,739 @@
+/* Hand-written driver entry points: what needs local state (device cache, thread-local contexts, function
+ * layouts), bulk data, or a special ABI. The plain ones are generated (native/gen/forward_cuda*.c). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_shim.h"
+
+#define API __attribute__((visibility("default")))
+#define MAX_ATTRS 256
+#define CTX_STACK 16
+
+/* -- devices: fetched once, answered locally ------------------------------------------------------------- */
+struct device {
+    int loaded;
+    char name[256];
+    uint64_t total_mem;
+    uint8_t uuid[16];
+    int32_t attrs[MAX_ATTRS + 1]; /* by attribute id; INT32_MIN = unsupported */
+    int retained;
+};
+
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static int driver_version = -1, device_count = -1;
+static struct device *devices;
+
+static CUresult basics(void)
+{
+    CUresult r = rgpu_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&dev_lock);
+    if (device_count < 0) {
+        uint8_t v[4], n[4];
+        r = rgpu_call(RGPU_OP_DRIVER_GET_VERSION, NULL, 0, NULL, 0, v, 4, NULL);
+        if (r == CUDA_SUCCESS)
+            r = rgpu_call(RGPU_OP_DEVICE_GET_COUNT, NULL, 0, NULL, 0, n, 4, NULL);
+        if (r == CUDA_SUCCESS) {
+            driver_version = (int)rgpu_get_u32(v);
+            device_count = (int)rgpu_get_u32(n);
+            devices = calloc((size_t)(device_count > 0 ? device_count : 1), sizeof *devices);
+            if (!devices)
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    pthread_mutex_unlock(&dev_lock);
+    return r;
+}
+
+static CUresult device(CUdevice dev, struct device **out)
+{
+    CUresult r = basics();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dev < 0 || dev >= device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&dev_lock);
+    struct device *d = &devices[dev];
+    if (!d->loaded) {
+        uint8_t a[8], rep[16];
+        rgpu_put_u32(a, (uint32_t)dev);
+        struct rgpu_sink name = {d->name, sizeof d->name - 1, 0};
+        r = rgpu_call(RGPU_OP_DEVICE_GET_NAME, a, 4, NULL, 0, NULL, 0, &name);
+        if (r == CUDA_SUCCESS) {
+            d->name[name.len < sizeof d->name ? name.len : sizeof d->name - 1] = 0;
+            r = rgpu_call(RGPU_OP_DEVICE_TOTAL_MEM, a, 4, NULL, 0, rep, 8, NULL);
+        }
+        if (r == CUDA_SUCCESS) {
+            d->total_mem = rgpu_get_u64(rep);
+            r = rgpu_call(RGPU_OP_DEVICE_GET_UUID, a, 4, NULL, 0, d->uuid, 16, NULL);
+        }
+        if (r == CUDA_SUCCESS) {
+            uint8_t raw[4 * MAX_ATTRS];
+            struct rgpu_sink s = {raw, sizeof raw, 0};
+            rgpu_put_u32(a + 4, MAX_ATTRS);
+            r = rgpu_call(RGPU_OP_DEVICE_GET_ATTRIBUTES, a, 8, NULL, 0, rep, 4, &s);
+            for (int i = 1; r == CUDA_SUCCESS && i <= MAX_ATTRS; i++)
+                d->attrs[i] = (size_t)(4 * i) <= s.len ? (int32_t)rgpu_get_u32(raw + 4 * (i - 1)) : INT32_MIN;
+        }
+        d->loaded = r == CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&dev_lock);
+    *out = d;
+    return r;
+}
+
+API CUresult cuInit(unsigned int flags)
+{
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_connect();
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint8_t a[4] = {0};
+    r = rgpu_call(RGPU_OP_INIT, a, 4, NULL, 0, NULL, 0, NULL);
+    return r == CUDA_SUCCESS ? basics() : r;
+}
+
+API CUresult cuDriverGetVersion(int *version)
+{
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Allowed before cuInit: connect if needed, but leave cuInit's own result to cuInit. */
+    if (rgpu_ready() != CUDA_SUCCESS && rgpu_connect() != CUDA_SUCCESS) {
+        *version = CUDA_VERSION;
+        return CUDA_SUCCESS;
+    }
+    CUresult r = basics();
+    if (r == CUDA_SUCCESS)
+        *version = driver_version;
+    return r;
+}
+
+API CUresult cuDeviceGetCount(int *count)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = basics();
+    if (r == CUDA_SUCCESS)
+        *count = device_count;
+    return r;
+}
+
+API CUresult cuDeviceGet(CUdevice *dev, int ordinal)
+{
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = basics();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ordinal < 0 || ordinal >= device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *dev = ordinal;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    struct device *d;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device(dev, &d);
+    if (r == CUDA_SUCCESS)
+        snprintf(name, (size_t)len, "%s", d->name);
+    return r;
+}
+
+API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    struct device *d;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device(dev, &d);
+    if (r == CUDA_SUCCESS)
+        *bytes = (size_t)d->total_mem;
+    return r;
+}
+
+API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    struct device *d;
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device(dev, &d);
+    if (r == CUDA_SUCCESS)
+        memcpy(uuid->bytes, d->uuid, 16);
+    return r;
+}
+
+/* The pre-CUDA-13 entry point of the same call: cuda.h 13 turns the name into a macro for the _v2 one. */
+#undef cuDeviceGetUuid
+API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+
+API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevice dev)
+{
+    struct device *d;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device(dev, &d);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((int)attrib < 1 || (int)attrib > MAX_ATTRS || d->attrs[attrib] == INT32_MIN)
+        return CUDA_ERROR_INVALID_VALUE;
+    *value = d->attrs[attrib];
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+    if (!major || !minor)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    return r == CUDA_SUCCESS ? cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) : r;
+}
+
+/* -- contexts: current context is per thread, told to the server lazily (conn.c) ---------------------------- */
+static __thread uint64_t ctx_stack[CTX_STACK];
+static __thread int ctx_depth;
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { uint64_t ctx; int dev; } ctx_devices[256];
+static int n_ctx_devices;
+
+static void remember_device(uint64_t ctx, int dev)
+{
+    pthread_mutex_lock(&ctx_lock);
+    if (n_ctx_devices < 256)
+        ctx_devices[n_ctx_devices++] = (typeof(ctx_devices[0])){ctx, dev};
+    pthread_mutex_unlock(&ctx_lock);
+}
+
+static int device_of(uint64_t ctx)
+{
+    int dev = -1;
+    pthread_mutex_lock(&ctx_lock);
+    for (int i = 0; i < n_ctx_devices; i++)
+        if (ctx_devices[i].ctx == ctx)
+            dev = ctx_devices[i].dev;
+    pthread_mutex_unlock(&ctx_lock);
+    return dev;
+}
+
+API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    uint8_t a[4], rep[8];
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    rgpu_put_u32(a, (uint32_t)dev);
+    CUresult r = rgpu_call(RGPU_OP_PRIMARY_CTX_RETAIN, a, 4, NULL, 0, rep, 8, NULL);
+    if (r == CUDA_SUCCESS) {
+        uint64_t h = rgpu_get_u64(rep);
+        *pctx = (CUcontext)(uintptr_t)h;
+        remember_device(h, dev);
+        pthread_mutex_lock(&dev_lock);
+        if (devices && dev >= 0 && dev < device_count)
+            devices[dev].retained++;
+        pthread_mutex_unlock(&dev_lock);
+    }
+    return r;
+}
+
+API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    uint8_t a[4];
+    rgpu_put_u32(a, (uint32_t)dev);
+    CUresult r = rgpu_call(RGPU_OP_PRIMARY_CTX_RELEASE, a, 4, NULL, 0, NULL, 0, NULL);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&dev_lock);
+        if (devices && dev >= 0 && dev < device_count && devices[dev].retained > 0)
+            devices[dev].retained--;
+        pthread_mutex_unlock(&dev_lock);
+    }
+    return r;
+}
+
+API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    struct device *d;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device(dev, &d);
+    if (r == CUDA_SUCCESS) {
+        *flags = 0;
+        *active = d->retained > 0;
+    }
+    return r;
+}
+
+API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    struct device *d;
+    (void)flags; /* scheduling flags are the server's business; accepted so runtimes can start */
+    return device(dev, &d);
+}
+
+API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    static int logged;
+    (void)dev;
+    return rgpu_unsupported(&logged, "cuDevicePrimaryCtxReset_v2");
+}
+
+static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    uint8_t a[8], rep[8];
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    rgpu_put_u32(a, flags);
+    rgpu_put_u32(a + 4, (uint32_t)dev);
+    CUresult r = rgpu_call(RGPU_OP_CTX_CREATE, a, 8, NULL, 0, rep, 8, NULL);
+    if (r == CUDA_SUCCESS) {
+        uint64_t h = rgpu_get_u64(rep);
+        *pctx = (CUcontext)(uintptr_t)h;
+        remember_device(h, dev);
+        if (ctx_depth < CTX_STACK)
+            ctx_stack[ctx_depth++] = rgpu_thread_ctx();
+        rgpu_set_thread_ctx(h);
+        rgpu_note_server_ctx(h); /* the server made it current already */
+    }
+    return r;
+}
+
+API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+{
+    static int logged;
+    if (params && (params->execAffinityParams || params->numExecAffinityParams || params->cigParams))
+        return rgpu_unsupported(&logged, "cuCtxCreate_v4 with execution affinity or CIG parameters");
+    return ctx_create(pctx, flags, dev);
+}
+
+API CUresult cuCtxCreate_v3(CUcontext *pctx, void *params, int n, unsigned int flags, CUdevice dev)
+{
+    static int logged;
+    if (params && n > 0)
+        return rgpu_unsupported(&logged, "cuCtxCreate_v3 with execution affinity");
+    return ctx_create(pctx, flags, dev);
+}
+
+API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) { return ctx_create(pctx, flags, dev); }
+
+API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    uint8_t a[8];
+    uint64_t h = (uint64_t)(uintptr_t)ctx;
+    rgpu_put_u64(a, h);
+    CUresult r = rgpu_call(RGPU_OP_CTX_DESTROY, a, 8, NULL, 0, NULL, 0, NULL);
+    if (r == CUDA_SUCCESS) {
+        rgpu_forget_server_ctx(h);
+        if (rgpu_thread_ctx() == h)
+            rgpu_set_thread_ctx(ctx_depth > 0 ? ctx_stack[--ctx_depth] : 0);
+    }
+    return r;
+}
+
+API CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    rgpu_set_thread_ctx((uint64_t)(uintptr_t)ctx);
+    return rgpu_ready();
+}
+
+API CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)(uintptr_t)rgpu_thread_ctx();
+    return rgpu_ready();
+}
+
+API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    if (ctx_depth >= CTX_STACK)
+        return CUDA_ERROR_INVALID_VALUE;
+    ctx_stack[ctx_depth++] = rgpu_thread_ctx();
+    rgpu_set_thread_ctx((uint64_t)(uintptr_t)ctx);
+    return rgpu_ready();
+}
+
+API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    uint64_t cur = rgpu_thread_ctx();
+    if (!cur)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (pctx)
+        *pctx = (CUcontext)(uintptr_t)cur;
+    rgpu_set_thread_ctx(ctx_depth > 0 ? ctx_stack[--ctx_depth] : 0);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetDevice(CUdevice *dev)
+{
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t cur = rgpu_thread_ctx();
+    if (!cur)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    int d = device_of(cur);
+    *dev = d < 0 ? 0 : d;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    (void)ctx;
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = 3020; /* the context API version every current context reports */
+    return rgpu_ready();
+}
+
+/* -- copies: chunked to the server's frame limit; device->host bytes land in the caller's buffer ----------- */
+static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
+{
+    const uint8_t *p = src;
+    size_t chunk = rgpu_max_chunk(), off = 0;
+    if (!src && n)
+        return CUDA_ERROR_INVALID_VALUE;
+    do {
+        size_t k = n - off < chunk ? n - off : chunk;
+        uint8_t a[16];
+        rgpu_put_u64(a, dst + off);
+        CUresult r;
+        if (op == RGPU_OP_MEMCPY_HTOD_ASYNC) {
+            rgpu_put_u64(a + 8, stream);
+            r = rgpu_defer(op, a, 16, p + off, k); /* the data is on its way (or copied) before we return */
+        } else {
+            r = rgpu_call(op, a, 8, p + off, k, NULL, 0, NULL);
+        }
+        if (r != CUDA_SUCCESS)
+            return r;
+        off += k;
+    } while (off < n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t stream)
+{
+    uint8_t *p = dst;
+    size_t chunk = rgpu_max_chunk(), off = 0;
+    if (!dst && n)
+        return CUDA_ERROR_INVALID_VALUE;
+    while (off < n) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        uint8_t a[24];
+        rgpu_put_u64(a, src + off);
+        rgpu_put_u64(a + 8, k);
+        rgpu_put_u64(a + 16, stream);
+        struct rgpu_sink s = {p + off, k, 0};
+        CUresult r = rgpu_call(op, a, op == RGPU_OP_MEMCPY_DTOH_ASYNC ? 24 : 16, NULL, 0, NULL, 0, &s);
+        if (r != CUDA_SUCCESS)
+            return r;
+        if (s.len != k)
+            return CUDA_ERROR_UNKNOWN;
+        off += k;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return htod(RGPU_OP_MEMCPY_HTOD, dst, src, n, 0); }
+API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) { return cuMemcpyHtoD_v2(dst, src, n); }
+API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return dtoh(RGPU_OP_MEMCPY_DTOH, dst, src, n, 0); }
+API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoH_v2(dst, src, n); }
+
+API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    return htod(RGPU_OP_MEMCPY_HTOD_ASYNC, dst, src, n, rgpu_stream_handle(s));
+}
+API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    return cuMemcpyHtoDAsync_v2(dst, src, n, s);
+}
+API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    /* The bytes must be in host memory when the stream reaches this point; rgpu simply waits for them. */
+    return dtoh(RGPU_OP_MEMCPY_DTOH_ASYNC, dst, src, n, rgpu_stream_handle(s));
+}
+API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return cuMemcpyDtoHAsync_v2(dst, src, n, s);
+}
+
+/* -- modules ------------------------------------------------------------------------------------------------ */
+#define FATBIN_MAGIC 0xBA55ED50u
+#define FATBIN_WRAPPER_MAGIC 0x466243B1u
+
+/* How many bytes a module image spans: cuModuleLoadData gets only a pointer. */
+static size_t image_size(const void *image)
+{
+    const uint8_t *p = image;
+    if (rgpu_get_u32(p) == FATBIN_MAGIC)
+        return rgpu_get_u16(p + 6) + (size_t)rgpu_get_u64(p + 8);
+    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2 /* 64-bit */) {
+        uint64_t shoff = rgpu_get_u64(p + 0x28), phoff = rgpu_get_u64(p + 0x20);
+        uint16_t shentsize = rgpu_get_u16(p + 0x3A), shnum = rgpu_get_u16(p + 0x3C);
+        uint16_t phentsize = rgpu_get_u16(p + 0x36), phnum = rgpu_get_u16(p + 0x38);
+        size_t end = shoff + (size_t)shentsize * shnum;
+        if (phoff + (size_t)phentsize * phnum > end)
+            end = phoff + (size_t)phentsize * phnum;
+        for (uint16_t i = 0; i < shnum; i++) {
+            const uint8_t *sh = p + shoff + (size_t)i * shentsize;
+            uint32_t type = rgpu_get_u32(sh + 4);
+            uint64_t off = rgpu_get_u64(sh + 0x18), size = rgpu_get_u64(sh + 0x20);
+            if (type != 8 /* SHT_NOBITS */ && off + size > end)
+                end = off + size;
+        }
+        return end;
+    }
+    return strlen((const char *)image) + 1; /* PTX text */
+}
+
+__attribute__((visibility("default"))) size_t rgpu_test_image_size(const void *image) { return image_size(image); }
+
+static CUresult load_image(CUmodule *mod, const void *image, size_t size)
+{
+    uint8_t rep[8];
+    if (!mod || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_MODULE_LOAD_DATA, NULL, 0, image, size, rep, 8, NULL);
+    if (r == CUDA_SUCCESS)
+        *mod = (CUmodule)(uintptr_t)rgpu_get_u64(rep);
+    return r;
+}
+
+API CUresult cuModuleLoadData(CUmodule *mod, const void *image)
+{
+    return image ? load_image(mod, image, image_size(image)) : CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned int n, CUjit_option *options, void **values)
+{
+    static int logged;
+    (void)options;
+    (void)values;
+    if (n && !__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+        rgpu_log(RGPU_LOG_INFO, "cuModuleLoadDataEx: JIT options are ignored (the server JITs with defaults)");
+    return cuModuleLoadData(mod, image);
+}
+
+API CUresult cuModuleLoadFatBinary(CUmodule *mod, const void *fat)
+{
+    if (!fat)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (rgpu_get_u32(fat) == FATBIN_WRAPPER_MAGIC) /* __fatBinC_Wrapper_t: { magic, version, data, ... } */
+        fat = *(const void *const *)((const uint8_t *)fat + 8);
+    return cuModuleLoadData(mod, fat);
+}
+
+API CUresult cuModuleLoad(CUmodule *mod, const char *path)
+{
+    if (!path)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = n > 0 ? malloc((size_t)n + 1) : NULL;
+    CUresult r = CUDA_ERROR_INVALID_IMAGE;
+    if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+        buf[n] = 0; /* PTX files need not end in NUL */
+        r = load_image(mod, buf, (size_t)n + (memchr(buf, 0, (size_t)n) ? 0 : 1));
+    }
+    fclose(f);
+    free(buf);
+    return r;
+}
+
+API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name)
+{
+    uint8_t a[8], rep[16];
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    rgpu_put_u64(a, (uint64_t)(uintptr_t)mod);
+    CUresult r = rgpu_call(RGPU_OP_MODULE_GET_GLOBAL, a, 8, name, strlen(name), rep, 16, NULL);
+    if (r == CUDA_SUCCESS) {
+        if (dptr)
+            *dptr = (CUdeviceptr)rgpu_get_u64(rep);
+        if (bytes)
+            *bytes = (size_t)rgpu_get_u64(rep + 8);
+    }
+    return r;
+}
+
+/* A CUfunction is a pointer to one of these: the launch needs the parameter layout, not a round trip. */
+struct rgpu_function {
+    uint64_t handle;
+    uint64_t module;
+    char *name;
+    uint32_t count;
+    uint32_t (*layout)[2];
+    size_t param_bytes;
+    struct rgpu_function *next;
+};
+
+static struct rgpu_function *functions;
+static pthread_mutex_t fn_lock = PTHREAD_MUTEX_INITIALIZER;
+
+API CUresult cuModuleGetFunction(CUfunction *pfunc, CUmodule mod, const char *name)
+{
+    if (!pfunc || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t m = (uint64_t)(uintptr_t)mod;
+    pthread_mutex_lock(&fn_lock);
+    for (struct rgpu_function *f = functions; f; f = f->next)
+        if (f->module == m && !strcmp(f->name, name)) {
+            *pfunc = (CUfunction)f;
+            pthread_mutex_unlock(&fn_lock);
+            return CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&fn_lock);
+    uint8_t a[8], rep[12], raw[8 * 512];
+    struct rgpu_sink s = {raw, sizeof raw, 0};
+    rgpu_put_u64(a, m);
+    CUresult r = rgpu_call(RGPU_OP_MODULE_GET_FUNCTION, a, 8, name, strlen(name), rep, 12, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint32_t count = rgpu_get_u32(rep + 8);
+    if (s.len != 8u * count || count > 512)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct rgpu_function *f = calloc(1, sizeof *f);
+    if (!f || !(f->name = strdup(name)) || !(f->layout = calloc(count ? count : 1, sizeof *f->layout)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    f->handle = rgpu_get_u64(rep);
+    f->module = m;
+    f->count = count;
+    for (uint32_t i = 0; i < count; i++) {
+        f->layout[i][0] = rgpu_get_u32(raw + 8 * i);
+        f->layout[i][1] = rgpu_get_u32(raw + 8 * i + 4);
+        if (f->layout[i][0] + f->layout[i][1] > f->param_bytes)
+            f->param_bytes = f->layout[i][0] + f->layout[i][1];
+    }
+    pthread_mutex_lock(&fn_lock);
+    f->next = functions;
+    functions = f;
+    pthread_mutex_unlock(&fn_lock);
+    *pfunc = (CUfunction)f;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, size_t *size)
+{
+    struct rgpu_function *f = (struct rgpu_function *)func;
+    if (!f || !offset)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (index >= f->count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *offset = f->layout[index][0];
+    if (size)
+        *size = f->layout[index][1];
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
+                            void **extra)
+{
+    struct rgpu_function *f = (struct rgpu_function *)func;
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    uint8_t buf[4096];
+    if (f->param_bytes > sizeof buf)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(buf, 0, f->param_bytes);
+    if (params) {
+        for (uint32_t i = 0; i < f->count; i++) {
+            if (!params[i])
+                return CUDA_ERROR_INVALID_VALUE;
+            memcpy(buf + f->layout[i][0], params[i], f->layout[i][1]);
+        }
+    } else if (extra) {
+        const void *pbuf = NULL;
+        size_t psize = 0;
+        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                pbuf = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+                psize = *(size_t *)extra[i + 1];
+            else
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (!pbuf || psize < f->param_bytes)
+            return CUDA_ERROR_INVALID_VALUE;
+        memcpy(buf, pbuf, f->param_bytes);
+    } else if (f->count) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    uint8_t a[44];
+    rgpu_put_u64(a, f->handle);
+    rgpu_put_u32(a + 8, gx);
+    rgpu_put_u32(a + 12, gy);
+    rgpu_put_u32(a + 16, gz);
+    rgpu_put_u32(a + 20, bx);
+    rgpu_put_u32(a + 24, by);
+    rgpu_put_u32(a + 28, bz);
+    rgpu_put_u32(a + 32, shmem);
+    rgpu_put_u64(a + 36, rgpu_stream_handle(stream));
+    return rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, f->param_bytes);
+}
+
+API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                 unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params,
+                                 void **extra)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+
+/* -- errors and entry points -------------------------------------------------------------------------------- */
+API CUresult cuGetErrorName(CUresult error, const char **str)
+{
+    if (!str)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (const struct rgpu_error_name *e = rgpu_error_names; e->name; e++)
+        if (e->code == (int)error) {
+            *str = e->name;
+            return CUDA_SUCCESS;
+        }
+    *str = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGetErrorString(CUresult error, const char **str)
+{
+    return cuGetErrorName(error, str); /* the name is the description rgpu has */
+}
+
+API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                 CUdriverProcAddressQueryResult *status)
+{
+    (void)version;
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (const struct rgpu_proc *p = rgpu_proc_table; p->name; p++)
+        if (!strcmp(p->name, symbol)) {
+            *pfn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? p->fn_per_thread : p->fn;
+            if (status)
+                *status = CU_GET_PROC_ADDRESS_SUCCESS;
+            return CUDA_SUCCESS;
+        }
+    *pfn = NULL;
+    if (status)
+        *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    rgpu_log(RGPU_LOG_DEBUG, "cuGetProcAddress: no entry point named %s", symbol);
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+#undef cuGetProcAddress /* the CUDA 11 entry point, for binaries built against older headers */
+API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
+}
+
+API CUresult cuGetExportTable(const void **table, const CUuuid *id)
+{
+    static int logged;
+    (void)id;
+    if (table)
+        *table = NULL;
+    return rgpu_unsupported(&logged, "cuGetExportTable (private driver interfaces)");
+}

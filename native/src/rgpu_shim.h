@@ -1,0 +1,50 @@
+/* Internal interface of the driver shim (libcuda.so.1). */
+#ifndef RGPU_SHIM_H
+#define RGPU_SHIM_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rgpu_ops.h"
+#include "rgpu_proc.h"
+#include "rgpu_wire.h"
+
+/* Reply bulk destination: bytes land in buf (up to cap); len says how many came. */
+struct rgpu_sink {
+    void *buf;
+    size_t cap;
+    size_t len;
+};
+
+/* One synchronous request/reply (flushes queued deferred calls first). */
+CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
+                   void *reply, size_t reply_len, struct rgpu_sink *sink);
+/* Queue a deferred call (batched); with RGPU_BATCH=0 it is a plain rgpu_call. */
+CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
+CUresult rgpu_flush(void);
+/* Connect + handshake once per process; later calls return the first outcome. */
+CUresult rgpu_connect(void);
+CUresult rgpu_ready(void); /* CUDA_ERROR_NOT_INITIALIZED before a successful cuInit */
+uint32_t rgpu_max_chunk(void);
+
+/* Thread-local current context (rgpu handle); the connection tells the server lazily. */
+uint64_t rgpu_thread_ctx(void);
+void rgpu_set_thread_ctx(uint64_t ctx);
+void rgpu_forget_server_ctx(uint64_t ctx);
+void rgpu_note_server_ctx(uint64_t ctx);
+
+uint64_t rgpu_stream_handle(CUstream s);
+CUresult rgpu_unsupported(int *logged, const char *name);
+
+/* Logging: RGPU_LOG=error|warn|info|debug (default warn), to stderr. */
+enum { RGPU_LOG_ERROR = 0, RGPU_LOG_WARN = 1, RGPU_LOG_INFO = 2, RGPU_LOG_DEBUG = 3 };
+void rgpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+struct rgpu_error_name {
+    int code;
+    const char *name;
+};
+extern const struct rgpu_error_name rgpu_error_names[];
+
+#endif

@@ -1,0 +1,131 @@
+"""Build and use the native stand-in libraries (`rgpu build-shims`, `rgpu run`, `rgpu doctor`).
+
+The C sources live in native/ of a source checkout; CUDA headers come from the nvidia-cuda-runtime wheels
+(`pip install 'rgpu[shims]'`), so no CUDA toolkit is needed on a client.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+CUDA_WHEELS = {13: ("cu13", "nvidia-cuda-runtime"), 12: ("cuda_runtime", "nvidia-cuda-runtime-cu12")}
+
+
+def native_dir() -> pathlib.Path:
+    candidates = [pathlib.Path(__file__).resolve().parents[2] / "native", pathlib.Path.cwd() / "native"]
+    for path in candidates:
+        if (path / "src" / "driver.c").exists():
+            return path
+    raise SystemExit("rgpu: native sources not found; run this from an rgpu source checkout")
+
+
+def default_out_dir() -> pathlib.Path:
+    env = os.environ.get("RGPU_SHIM_DIR")
+    return pathlib.Path(env) if env else native_dir().parent / "build" / "shims"
+
+
+def cuda_include(major: int) -> pathlib.Path:
+    sub, wheel = CUDA_WHEELS[major]
+    try:
+        import nvidia
+    except ImportError:
+        raise SystemExit(f"rgpu: CUDA {major} headers missing: pip install {wheel}") from None
+    for base in nvidia.__path__:
+        inc = pathlib.Path(base) / sub / "include"
+        if (inc / "cuda.h").exists():
+            return inc
+    raise SystemExit(f"rgpu: CUDA {major} headers missing: pip install {wheel}")
+
+
+def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = False) -> pathlib.Path:
+    """Compile libcuda.so.1 into `out`; returns its path."""
+    nat = native_dir()
+    out = out or default_out_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    src, gen = nat / "src", nat / "gen"
+    flags = ["-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations", f"-I{src}", f"-I{gen}"]
+    units = [([*src.glob("*.c"), gen / "forward_cuda13.c", gen / "unsupported_cuda13.c", gen / "errors.c"],
+              [f"-I{cuda_include(13)}"]),
+             ([gen / "forward_cuda12.c", gen / "unsupported_cuda12.c"], [f"-I{cuda_include(12)}"]),
+             ([gen / "proctable.c"], [])]
+    with tempfile.TemporaryDirectory() as tmp:
+        objects = []
+        for files, extra in units:
+            for f in files:
+                obj = pathlib.Path(tmp) / (f.parent.name + "_" + f.stem + ".o")
+                _run([cc, *flags, *extra, "-c", str(f), "-o", str(obj)], verbose)
+                objects.append(str(obj))
+        lib = out / "libcuda.so.1"
+        _run([cc, "-shared", "-Wl,-soname,libcuda.so.1", f"-Wl,--version-script={src / 'libcuda.map'}",
+              "-o", str(lib), *objects, "-ldl", "-lpthread"], verbose)
+    link = out / "libcuda.so"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to("libcuda.so.1")
+    return lib
+
+
+EXAMPLES = ("rpc_smoke", "vecadd", "bench_calls")
+
+
+def build_examples(out: pathlib.Path | None = None, cc: str = "gcc") -> list[pathlib.Path]:
+    """The C examples in native/examples, linked against the shim in `out` (which must be built)."""
+    nat = native_dir()
+    out = out or default_out_dir()
+    built = []
+    for name in EXAMPLES:
+        exe = out / name
+        _run([cc, "-O2", "-Wall", f"-I{cuda_include(13)}", str(nat / "examples" / f"{name}.c"), f"-L{out}",
+              "-lcuda", "-o", str(exe)], False)
+        built.append(exe)
+    return built
+
+
+def _run(cmd, verbose):
+    if verbose:
+        print(" ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True)
+
+
+def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:
+    """The environment that makes a program load rgpu's libcuda.so.1 instead of a real driver."""
+    env = dict(os.environ if base is None else base)
+    env["LD_LIBRARY_PATH"] = str(shim_dir) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env.setdefault("RGPU_SERVER", "127.0.0.1:9713")
+    return env
+
+
+def run(argv: list[str], shim_dir: pathlib.Path | None = None) -> int:
+    shim_dir = shim_dir or default_out_dir()
+    if not (shim_dir / "libcuda.so.1").exists():
+        raise SystemExit(f"rgpu: no shims in {shim_dir}; run `rgpu build-shims` first")
+    return subprocess.call(argv, env=environment(shim_dir))
+
+
+def doctor(argv: list[str], shim_dir: pathlib.Path | None = None) -> int:
+    """Run the program with the loader's trace on and report which CUDA libraries it really loaded."""
+    shim_dir = shim_dir or default_out_dir()
+    env = environment(shim_dir)
+    env["LD_DEBUG"] = "libs"
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    loaded = {}
+    for line in proc.stderr.splitlines():
+        m = re.search(r"calling init: (\S+)", line)
+        if m:
+            path = m.group(1)
+            name = os.path.basename(path)
+            if re.match(r"lib(cuda|cudart|cublas|cublasLt|cudnn)\b", name):
+                loaded[name] = path
+    print(f"program exited with {proc.returncode}")
+    if not loaded:
+        print("no CUDA library was loaded (the program may dlopen them later, or not use CUDA)")
+    for name, path in sorted(loaded.items()):
+        origin = "rgpu shim" if str(shim_dir) in path else "NOT rgpu: a real library"
+        print(f"  {name:24} {path}  [{origin}]")
+    return proc.returncode

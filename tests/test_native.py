@@ -1,0 +1,263 @@
+"""The native driver shim (libcuda.so.1): C codec and crypto against the golden vectors, and real programs
+through it against a local rgpu-server on the fake backend. Each program runs in its own process (the shim
+keeps one connection per process, configured from the environment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+
+import cffi
+import pytest
+
+from rgpu import shims
+from rgpu.cli import local_server
+from rgpu.protocol import ops
+from rgpu.protocol.frames import Frame, frame_bytes, parse_frame
+from rgpu.protocol.handshake import Hello
+
+REPO = pathlib.Path(__file__).parents[1]
+VECTORS = REPO / "tests" / "vectors"
+PTX = REPO / "src" / "rgpu" / "kernels" / "demo.ptx"
+TEST_KEY = bytes(range(32)).hex()
+
+
+@pytest.fixture(scope="session")
+def shim_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("shims")
+    shims.build(out)
+    shims.build_examples(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def lib(shim_dir):
+    ffi = cffi.FFI()
+    ffi.cdef("""
+        long rgpu_test_encode(uint16_t op, uint16_t flags, uint32_t rid, uint32_t status, uint32_t deferred,
+                              const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
+                              uint8_t *out, size_t cap);
+        int rgpu_test_decode(const uint8_t *rec, size_t len, uint32_t fields[6], size_t *args_off,
+                             size_t *args_len, size_t *bulk_off);
+        int rgpu_test_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt, size_t salt_len,
+                           const uint8_t *info, size_t info_len, uint8_t *out, size_t out_len);
+        int rgpu_test_hmac(const uint8_t *key, size_t key_len, const uint8_t *data, size_t len, uint8_t out[32]);
+        int rgpu_test_seal(int cipher, const uint8_t key[32], uint64_t counter, const uint8_t aad[4],
+                           const uint8_t *in, size_t len, uint8_t *out);
+        int rgpu_test_open(int cipher, const uint8_t key[32], uint64_t counter, const uint8_t aad[4],
+                           const uint8_t *in, size_t len, uint8_t *out);
+        size_t rgpu_test_image_size(const void *image);
+        int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status);
+        int cuMemAlloc_v2(uint64_t *p, size_t n);
+        int cuLaunchKernel(void *f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           void *s, void **params, void **extra);
+        int cuGetErrorName(int error, const char **name);
+    """)
+    return ffi, ffi.dlopen(str(shim_dir / "libcuda.so.1"))
+
+
+def test_c_codec_matches_every_golden_frame(lib):
+    ffi, c = lib
+    for v in json.loads((VECTORS / "frames.json").read_text()):
+        args, bulk = bytes.fromhex(v["args_hex"]), bytes.fromhex(v["bulk_hex"])
+        out = ffi.new("uint8_t[]", len(v["hex"]) // 2 + 64)
+        n = c.rgpu_test_encode(v["opcode"], v["flags"], v["request_id"], v["status"], v["deferred_status"], args,
+                               len(args), bulk, len(bulk), out, len(out))
+        assert ffi.buffer(out, n)[:].hex() == v["hex"], v["name"]
+        fields, ao, al, bo = ffi.new("uint32_t[6]"), ffi.new("size_t *"), ffi.new("size_t *"), ffi.new("size_t *")
+        raw = bytes.fromhex(v["hex"])
+        assert c.rgpu_test_decode(raw, len(raw), fields, ao, al, bo) == 0
+        assert list(fields)[:5] == [v["opcode"], v["flags"], v["request_id"], v["status"], v["deferred_status"]]
+        assert raw[ao[0] : ao[0] + al[0]] == args and raw[bo[0] :] == bulk
+    bad = bytes.fromhex("14000000" "0100" "8000" + "00" * 16)  # unknown flag bit
+    assert c.rgpu_test_decode(bad, len(bad), ffi.new("uint32_t[6]"), ao, al, bo) == -1
+
+
+def test_c_crypto_matches_the_handshake_vectors(lib):
+    ffi, c = lib
+    hs = json.loads((VECTORS / "handshake.json").read_text())
+    psk, th = bytes.fromhex(hs["psk_hex"]), bytes.fromhex(hs["transcript_hash_hex"])
+    out = ffi.new("uint8_t[64]")
+    for label, key in ((b"rgpu-v1 client proof", "client_proof_hex"), (b"rgpu-v1 server proof", "server_proof_hex")):
+        assert c.rgpu_test_hmac(psk, 32, label + th, len(label) + 32, out) == 0
+        assert ffi.buffer(out, 32)[:].hex() == hs[key]
+    ch = parse_frame(bytes.fromhex(hs["client_hello_hex"])[4:])
+    sh = parse_frame(bytes.fromhex(hs["server_hello_hex"])[4:])
+    salt = Hello.from_frame(ch).nonce + Hello.from_frame(sh).nonce
+    info = b"rgpu-v1 keys" + th
+    assert c.rgpu_test_hkdf(psk, 32, salt, 64, info, len(info), out, 64) == 0
+    assert ffi.buffer(out, 64)[:].hex() == hs["c2s_key_hex"] + hs["s2c_key_hex"]
+    c2s = bytes.fromhex(hs["c2s_key_hex"])
+    for cipher, records in (("AES_256_GCM", 1), ("CHACHA20_POLY1305", 2)):
+        for counter, record_hex in enumerate(hs["client_records_nop_2_3"][cipher]):
+            record = bytes.fromhex(record_hex)
+            plain = frame_bytes(Frame(ops.NOP.code, 2 + counter))[4:]
+            sealed = ffi.new("uint8_t[]", len(plain) + 16)
+            assert c.rgpu_test_seal(records, c2s, counter, record[:4], plain, len(plain), sealed) == 0
+            assert record[:4] + ffi.buffer(sealed)[:] == record, cipher
+            opened = ffi.new("uint8_t[]", len(plain))
+            assert c.rgpu_test_open(records, c2s, counter, record[:4], record[4:], len(record) - 4, opened) == 0
+            tampered = bytearray(record[4:])
+            tampered[3] ^= 1
+            assert c.rgpu_test_open(records, c2s, counter, record[:4], bytes(tampered), len(tampered), opened) == -1
+
+
+def test_get_proc_address_returns_shim_entry_points(lib):
+    ffi, c = lib
+    pfn, status = ffi.new("void **"), ffi.new("int *")
+    assert c.cuGetProcAddress_v2(b"cuMemAlloc", pfn, 13000, 0, status) == 0 and status[0] == 0
+    assert pfn[0] == ffi.cast("void *", c.cuMemAlloc_v2)
+    assert c.cuGetProcAddress_v2(b"cuLaunchKernel", pfn, 13000, 2, status) == 0  # per-thread variant
+    assert c.cuGetProcAddress_v2(b"cuNoSuchThing", pfn, 13000, 0, status) == 500 and pfn[0] == ffi.NULL
+    name = ffi.new("const char **")
+    assert c.cuGetErrorName(801, name) == 0 and ffi.string(name[0]) == b"CUDA_ERROR_NOT_SUPPORTED"
+
+
+def test_calls_before_cuinit_fail_cleanly(lib):
+    ffi, c = lib
+    assert c.cuMemAlloc_v2(ffi.new("uint64_t *"), 16) == 3  # CUDA_ERROR_NOT_INITIALIZED, no crash
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to make images")
+def test_image_size_of_cubin_fatbin_and_ptx(lib, tmp_path):
+    ffi, c = lib
+    for kind, flags in (("cubin", ["-arch=sm_90"]), ("fatbin", ["-gencode", "arch=compute_75,code=compute_75",
+                                                                 "-gencode", "arch=compute_90,code=sm_90"])):
+        out = tmp_path / f"demo.{kind}"
+        subprocess.run(["nvcc", f"--{kind}", *flags, "-o", str(out), str(REPO / "src/rgpu/kernels/demo.cu")], check=True)
+        data = out.read_bytes()
+        assert c.rgpu_test_image_size(data + b"\xcc" * 64) == len(data), kind
+    text = PTX.read_bytes() + b"\0"
+    assert c.rgpu_test_image_size(text) == len(text)
+
+
+def run(shim_dir, prog, *args, env=None, timeout=60):
+    e = shims.environment(shim_dir)
+    e.update(env or {})
+    return subprocess.run([str(shim_dir / prog), *map(str, args)], env=e, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_rpc_smoke_and_vecadd_through_the_shim(shim_dir):
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        smoke = run(shim_dir, "rpc_smoke", env={"RGPU_SERVER": address})
+        assert smoke.returncode == 0, smoke.stderr
+        assert "round trip of 3145728 bytes OK" in smoke.stdout and "rgpu fake GPU 0" in smoke.stdout
+        for batch in ("1", "0"):
+            vec = run(shim_dir, "vecadd", PTX, 100_000, env={"RGPU_SERVER": address, "RGPU_BATCH": batch})
+            assert vec.returncode == 0, vec.stderr
+            assert "vecadd n=100000" in vec.stdout and "OK (0 wrong)" in vec.stdout
+
+
+def test_psk_through_the_shim(shim_dir, tmp_path):
+    key, wrong = tmp_path / "key", tmp_path / "wrong"
+    key.write_text(TEST_KEY)
+    wrong.write_text(os.urandom(32).hex())
+    with local_server("fake", ["--psk-file", str(key), "--log-level", "warning"]) as address:
+        ok = run(shim_dir, "vecadd", PTX, 50_000, env={"RGPU_SERVER": address, "RGPU_PSK_FILE": str(key)})
+        assert ok.returncode == 0 and "OK (0 wrong)" in ok.stdout, ok.stderr
+        bad = run(shim_dir, "rpc_smoke", env={"RGPU_SERVER": address, "RGPU_PSK_FILE": str(wrong)})
+        assert bad.returncode == 2 and "authentication failed" in bad.stderr
+        assert "cuInit(0) failed: CUDA_ERROR_NOT_INITIALIZED" in bad.stderr
+        none = run(shim_dir, "rpc_smoke", env={"RGPU_SERVER": address})
+        assert none.returncode == 2 and "requires a pre-shared key" in none.stderr
+
+
+def test_server_gone_gives_no_device_quickly(shim_dir):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    res = run(shim_dir, "rpc_smoke", env={"RGPU_SERVER": f"127.0.0.1:{port}"}, timeout=30)
+    assert res.returncode == 2 and "CUDA_ERROR_NO_DEVICE" in res.stderr and "cannot reach rgpu-server" in res.stderr
+
+
+def _fake_server(reply_for):
+    """A one-connection TCP peer on 127.0.0.1 that answers the HELLO with reply_for(hello_frame) bytes."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve():
+        conn, _ = srv.accept()
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "little"):
+            data += conn.recv(4096)
+        reply = reply_for(parse_frame(data[4:]))
+        try:
+            if reply:
+                conn.sendall(reply)
+            conn.recv(1)
+        except OSError:
+            pass  # the client hung up first: that is the behaviour under test
+        conn.close()
+        srv.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"127.0.0.1:{srv.getsockname()[1]}"
+
+
+def test_version_mismatch_and_silent_or_garbage_servers_fail_cleanly(shim_dir):
+    def newer(frame):
+        return frame_bytes(Hello(major=2, max_frame=1 << 20).to_frame(reply_to=frame))
+
+    res = run(shim_dir, "rpc_smoke", env={"RGPU_SERVER": _fake_server(newer)})
+    assert res.returncode == 2 and "speaks protocol 2.x" in res.stderr and "NOT_INITIALIZED" in res.stderr
+    res = run(shim_dir, "rpc_smoke", env={"RGPU_SERVER": _fake_server(lambda f: b"HTTP/1.1 400 Bad\r\n\r\n")})
+    assert res.returncode == 2 and "NOT_INITIALIZED" in res.stderr
+
+
+def test_deferred_launch_error_surfaces_at_the_next_sync_and_unsupported_calls_log_once(shim_dir, tmp_path):
+    script = tmp_path / "drive.py"
+    script.write_text(textwrap.dedent(f"""
+        import cffi, sys
+        ffi = cffi.FFI()
+        ffi.cdef('''
+            int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
+            int cuCtxSetCurrent(void *); int cuModuleLoadData(void **, const void *);
+            int cuModuleGetFunction(void **, void *, const char *);
+            int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               void *, void **, void **);
+            int cuCtxSynchronize(void); int cuMemAlloc_v2(unsigned long long *, size_t);
+            int cuMemAllocManaged(unsigned long long *, size_t, unsigned);
+        ''')
+        c = ffi.dlopen(sys.argv[1])
+        dev, ctx, mod, fn = ffi.new("int *"), ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
+        assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0
+        assert c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0 and c.cuCtxSetCurrent(ctx[0]) == 0
+        assert c.cuModuleLoadData(mod, open(sys.argv[2], "rb").read() + b"\\0") == 0
+        assert c.cuModuleGetFunction(fn, mod[0], b"fill") == 0
+        p = ffi.new("unsigned long long *")
+        assert c.cuMemAlloc_v2(p, 1024) == 0
+        args = [ffi.new("unsigned long long *", p[0]), ffi.new("float *", 1.0), ffi.new("int *", 4)]
+        params = ffi.new("void *[3]", [ffi.cast("void *", a) for a in args])
+        bogus_stream = ffi.cast("void *", 0x0400000000000099)
+        launch = c.cuLaunchKernel(fn[0], 1, 1, 1, 4, 1, 1, 0, bogus_stream, params, ffi.NULL)
+        sync = c.cuCtxSynchronize()
+        again = c.cuCtxSynchronize()
+        managed = [c.cuMemAllocManaged(p, 64, 1) for _ in range(3)]
+        print(launch, sync, again, managed)
+    """))
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        for batch, expected in (("1", "0 400 0 [801, 801, 801]"), ("0", "400 0 0 [801, 801, 801]")):
+            e = shims.environment(shim_dir)
+            e.update(RGPU_SERVER=address, RGPU_BATCH=batch)
+            res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1"), str(PTX)], env=e,
+                                 capture_output=True, text=True, timeout=60)
+            assert res.returncode == 0, res.stderr
+            assert res.stdout.strip() == expected, (batch, res.stdout, res.stderr)
+            assert res.stderr.count("cuMemAllocManaged is not supported") == 1
+
+
+def test_doctor_reports_the_shim(shim_dir):
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        res = subprocess.run([sys.executable, "-m", "rgpu.cli", "doctor", "--shims", str(shim_dir), "--server",
+                              address, "--", str(shim_dir / "rpc_smoke")], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "libcuda.so.1" in res.stdout and "[rgpu shim]" in res.stdout
