@@ -31,16 +31,27 @@ def default_out_dir() -> pathlib.Path:
 
 
 def cuda_include(major: int) -> pathlib.Path:
+    """cuda.h of CUDA `major`: $RGPU_CUDA<major>_INCLUDE, the nvidia-cuda-runtime wheel on any sys.path entry
+    (another `nvidia` package, such as torch's, may shadow the namespace), then a toolkit of that version."""
     sub, wheel = CUDA_WHEELS[major]
-    try:
-        import nvidia
-    except ImportError:
-        raise SystemExit(f"rgpu: CUDA {major} headers missing: pip install {wheel}") from None
-    for base in nvidia.__path__:
-        inc = pathlib.Path(base) / sub / "include"
-        if (inc / "cuda.h").exists():
-            return inc
+    candidates = [os.environ.get(f"RGPU_CUDA{major}_INCLUDE", "")]
+    candidates += [os.path.join(entry, "nvidia", sub, "include") for entry in sys.path if entry]
+    for home in (os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"):
+        if home and _toolkit_major(home) == major:
+            candidates.append(os.path.join(home, "include"))
+    for inc in candidates:
+        if inc and os.path.exists(os.path.join(inc, "cuda.h")):
+            return pathlib.Path(inc)
     raise SystemExit(f"rgpu: CUDA {major} headers missing: pip install {wheel}")
+
+
+def _toolkit_major(home: str) -> int | None:
+    try:
+        text = pathlib.Path(home, "include", "cuda.h").read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"#define CUDA_VERSION (\d+)", text)
+    return int(m.group(1)) // 1000 if m else None
 
 
 def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = False) -> pathlib.Path:
@@ -81,7 +92,7 @@ def build_examples(out: pathlib.Path | None = None, cc: str = "gcc") -> list[pat
     built = []
     for name in EXAMPLES:
         exe = out / name
-        _run([cc, "-O2", "-Wall", f"-I{cuda_include(13)}", str(nat / "examples" / f"{name}.c"), f"-L{out}",
+        _run([cc, "-O2", "-Wall", "-Wno-deprecated-declarations", f"-I{cuda_include(13)}", str(nat / "examples" / f"{name}.c"), f"-L{out}",
               "-lcuda", "-o", str(exe)], False)
         built.append(exe)
     return built

@@ -8,7 +8,7 @@ OUT=${OUT:-/tmp/rgpu-out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
-sections=${*:-info tests suite demo bench bridge}
+sections=${*:-info tests suite demo bench bridge shim}
 rc=0
 for s in $sections; do
   echo "=== $s ==="
@@ -27,6 +27,9 @@ for s in $sections; do
       python3 -m rgpu.cli demo --backend cuda 2>&1 | tee "$OUT/demo.log" || rc=1 ;;
     bench)
       python3 bench/rpc_bench.py --backend both --isolation process,thread --psk --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
+    shim)
+      bash native/run_on_gpu.sh 2>&1 | tee "$OUT/shim.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     bridge)
       if [ -d bridge ] && python3 -c "import rgpu.bridge" 2>/dev/null; then
         bash bridge/run_on_gpu.sh 2>&1 | tee "$OUT/bridge.log" || rc=1

@@ -1,0 +1,74 @@
+"""The C driver shim vs the native driver, measured in one run with the same program (bench_calls):
+null-call latency (a synchronous cuMemGetInfo) and kernel launch rate, batched and with RGPU_BATCH=0.
+
+    python bench/shim_bench.py --backend cuda [--psk]      # on a GPU host: native numbers + ratios
+    python bench/shim_bench.py --backend fake              # anywhere: rgpu numbers only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+from rgpu import shims
+from rgpu.cli import local_server
+
+PTX = pathlib.Path(__file__).parents[1] / "src" / "rgpu" / "kernels" / "demo.ptx"
+
+
+def bench(exe: pathlib.Path, env: dict, calls: int, launches: int) -> dict:
+    res = subprocess.run([str(exe), str(PTX), str(calls), str(launches)], env=env, capture_output=True, text=True,
+                         timeout=600)
+    if res.returncode:
+        raise SystemExit(f"{exe} failed: {res.stderr[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="fake", choices=("fake", "cuda"))
+    ap.add_argument("--shims", help="directory with built shims (default: build them into a temp dir)")
+    ap.add_argument("--psk", action="store_true")
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--launches", type=int, default=50000)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        shim_dir = pathlib.Path(args.shims) if args.shims else pathlib.Path(tmp)
+        if not (shim_dir / "bench_calls").exists():
+            shims.build(shim_dir)
+            shims.build_examples(shim_dir)
+        exe = shim_dir / "bench_calls"
+        rows = []
+        native = None
+        if args.backend == "cuda":
+            env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+            native = bench(exe, env, args.calls, args.launches)
+            rows.append(("native driver", native))
+        configs = [("rgpu batched", {}), ("rgpu RGPU_BATCH=0", {"RGPU_BATCH": "0"})]
+        extra = []
+        if args.psk:
+            key = pathlib.Path(tmp) / "key"
+            key.write_text(os.urandom(32).hex())
+            extra = ["--psk-file", str(key)]
+            configs.append(("rgpu batched + PSK", {"RGPU_PSK_FILE": str(key)}))
+        with local_server(args.backend, extra + ["--log-level", "warning"]) as address:
+            for label, more in configs:
+                env = shims.environment(shim_dir)
+                env.update(RGPU_SERVER=address, **more)
+                launches = args.launches if "BATCH=0" not in label else max(2000, args.launches // 10)
+                rows.append((label, bench(exe, env, args.calls, launches)))
+    print(f"{'':24} {'null p50 us':>12} {'null p99 us':>12} {'launches/s':>12}   ratio vs native (p50 / rate)")
+    for label, r in rows:
+        ratio = ""
+        if native and label != "native driver":
+            ratio = f"{r['null_p50_us'] / native['null_p50_us']:.0f}x slower / {r['launches_per_s'] / native['launches_per_s']:.1%}"
+        print(f"{label:24} {r['null_p50_us']:12.2f} {r['null_p99_us']:12.2f} {r['launches_per_s']:12,.0f}   {ratio}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
