@@ -106,6 +106,7 @@ def test_rgpu_demo_command():
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "vadd  n=1048576: OK" in proc.stdout and "saxpy n=1048576: OK" in proc.stdout
+    assert "C program through libcuda.so.1 shim: vecadd n=1048576" in proc.stdout and "OK (0 wrong)" in proc.stdout
 
 
 def test_rgpu_info_reports_a_missing_server_clearly():

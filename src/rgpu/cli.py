@@ -228,13 +228,42 @@ def run_demo(address: str, psk_file: str | None = None, n: int = 1 << 20) -> Non
             raise SystemExit(1)
 
 
+def run_native_demo(address: str, psk_file: str | None = None) -> bool:
+    """The same vector add as a compiled C program on the driver API, through rgpu's libcuda.so.1."""
+    import shutil
+
+    from rgpu import shims
+    from rgpu.kernels import build as kernels
+
+    if shutil.which("gcc") is None:
+        print("native demo skipped: no C compiler (gcc) to build the libcuda.so.1 shim")
+        return True
+    try:
+        shim_dir = shims.default_out_dir()
+        if not (shim_dir / "vecadd").exists():
+            shims.build(shim_dir)
+            shims.build_examples(shim_dir)
+    except (SystemExit, subprocess.CalledProcessError) as e:
+        print(f"native demo skipped: cannot build the shim ({e})")
+        return True
+    env = shims.environment(shim_dir)
+    env["RGPU_SERVER"] = address
+    if psk_file:
+        env["RGPU_PSK_FILE"] = psk_file
+    ptx = kernels.HERE / "demo.ptx"
+    proc = subprocess.run([str(shim_dir / "vecadd"), str(ptx)], env=env, capture_output=True, text=True)
+    print(f"C program through libcuda.so.1 shim: {proc.stdout.strip() or proc.stderr.strip()}")
+    return proc.returncode == 0
+
+
 def cmd_demo(args) -> int:
     if args.server:
         run_demo(args.server, args.psk_file)
-        return 0
+        return 0 if run_native_demo(args.server, args.psk_file) else 1
     with local_server(args.backend) as address:
         run_demo(address)
-    return 0
+        ok = run_native_demo(address)
+    return 0 if ok else 1
 
 
 def cmd_keygen(args) -> int:
