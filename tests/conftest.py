@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 
 import attrs
 import pytest
@@ -66,3 +65,32 @@ async def wait_for(predicate, timeout: float = 5.0) -> None:
     with trio.fail_after(timeout):
         while not predicate():
             await trio.sleep(0.01)
+
+
+async def long_kernel_vs_other_session(a: rgpu.AsyncClient, b: rgpu.AsyncClient, seconds: float):
+    """Session `a` runs a `seconds`-long kernel and synchronises while session `b` keeps making calls.
+    Returns (a's synchronise time, b's slowest call) in seconds."""
+    import time
+
+    mod = await a.module_load(DEMO_PTX)
+    spin = await a.get_function(mod, "spin_ns")
+    elapsed, worst = [], 0.0
+    done = trio.Event()
+
+    async def long_job():
+        t0 = time.monotonic()
+        await a.launch(spin, 1, 1, (int(seconds * 1e9),))
+        await a.synchronize()
+        elapsed.append(time.monotonic() - t0)
+        done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(long_job)
+        await trio.sleep(0.1)
+        while not done.is_set():
+            t0 = time.monotonic()
+            await b.nop()
+            await b.mem_get_info()
+            worst = max(worst, time.monotonic() - t0)
+            await trio.sleep(0.01)
+    return elapsed[0], worst

@@ -87,7 +87,7 @@ def test_tampered_or_reordered_record_is_rejected():
     with pytest.raises(ProtocolError, match="failed authentication"):
         s.protector.open(bytes(rec))
     c2, s2 = run(TEST_PSK, TEST_PSK)
-    first = b"".join(c2.protector.seal([b"\x14\0\0\0" + b"\0" * 20]))[4:]
+    c2.protector.seal([b"\x14\0\0\0" + b"\0" * 20])  # record 0: sealed, never delivered
     second = b"".join(c2.protector.seal([b"\x14\0\0\0" + b"\0" * 20]))[4:]
     with pytest.raises(ProtocolError):
         s2.protector.open(second)  # out of order: counter 0 expected

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import trio
 
 from rgpu.errors import AuthenticationError, CudaError, Status
 
-from .conftest import DEMO_PTX, TEST_PSK, running_server, wait_for
+from .conftest import DEMO_PTX, TEST_PSK, long_kernel_vs_other_session, running_server, wait_for
 from .test_session import vadd_roundtrip
 
 
@@ -101,15 +100,7 @@ async def test_shutdown_stops_workers_and_tells_clients():
 
 async def test_long_kernel_does_not_delay_another_worker_session(psrv):
     a, b = await psrv.connect(), await psrv.connect()
-    mod = await a.module_load(DEMO_PTX)
-    spin = await a.get_function(mod, "spin_ns")
-    await a.launch(spin, 1, 1, (1_000_000_000,))
-    worst = 0.0
-    async with trio.open_nursery() as n:
-        n.start_soon(a.synchronize)
-        for _ in range(20):
-            with trio.fail_after(0.25):
-                await b.nop()
-            await trio.sleep(0.02)
+    elapsed, worst = await long_kernel_vs_other_session(a, b, 1.0)
+    assert elapsed >= 0.9 and worst < 0.25, (elapsed, worst)
     await a.aclose()
     await b.aclose()

@@ -215,7 +215,7 @@ def test_version_mismatch_and_silent_or_garbage_servers_fail_cleanly(shim_dir):
 
 def test_deferred_launch_error_surfaces_at_the_next_sync_and_unsupported_calls_log_once(shim_dir, tmp_path):
     script = tmp_path / "drive.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(textwrap.dedent("""
         import cffi, sys
         ffi = cffi.FFI()
         ffi.cdef('''

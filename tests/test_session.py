@@ -3,9 +3,7 @@ bad input, authentication, concurrency. Everything binds 127.0.0.1."""
 
 from __future__ import annotations
 
-import socket
 import struct
-import time
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from rgpu.protocol import ops
 from rgpu.protocol.frames import Flags, Frame, frame_bytes, parse_frame
 from rgpu.protocol.handshake import ClientHandshake
 
-from .conftest import DEMO_PTX, TEST_PSK, running_server, wait_for
+from .conftest import DEMO_PTX, TEST_PSK, long_kernel_vs_other_session, running_server, wait_for
 
 N = 4096
 
@@ -358,29 +356,8 @@ async def test_kernel_fault_breaks_only_its_own_session(srv):
 
 async def test_long_kernel_in_one_session_does_not_delay_another(srv):
     a, b = await srv.connect(), await srv.connect()
-    mod = await a.module_load(DEMO_PTX)
-    spin = await a.get_function(mod, "spin_ns")
-    worst = 0.0
-    done = trio.Event()
-    elapsed = []
-
-    async def long_job():
-        t0 = time.monotonic()
-        await a.launch(spin, 1, 1, (2_000_000_000,))
-        await a.synchronize()
-        elapsed.append(time.monotonic() - t0)
-        done.set()
-
-    async with trio.open_nursery() as n:
-        n.start_soon(long_job)
-        await trio.sleep(0.1)
-        while not done.is_set():
-            t0 = time.monotonic()
-            await b.nop()
-            await b.mem_get_info()
-            worst = max(worst, time.monotonic() - t0)
-            await trio.sleep(0.01)
-    assert elapsed[0] >= 1.9
+    elapsed, worst = await long_kernel_vs_other_session(a, b, 2.0)
+    assert elapsed >= 1.9
     assert worst < 0.25, f"session B waited {worst:.3f}s behind session A's kernel"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 import tempfile

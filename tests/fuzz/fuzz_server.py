@@ -51,11 +51,11 @@ class InternalErrors(logging.Handler):
 
 class Harness:
     def __init__(self):
-        fake._wait_until = _no_wait
         self.internal = InternalErrors()
         logging.getLogger("rgpu").addHandler(self.internal)
         logging.getLogger("rgpu.dispatch").setLevel(logging.ERROR)  # unknown-opcode notices are expected
         self.backend = fake.FakeBackend(total_mem=1 << 30)
+        self.backend.wait_until = _no_wait
         self.reset()
 
     def reset(self) -> None:

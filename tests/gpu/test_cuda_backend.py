@@ -14,7 +14,7 @@ import trio
 
 from rgpu.errors import CudaError, Status
 
-from ..conftest import DEMO_PTX, TEST_PSK, running_server, wait_for
+from ..conftest import DEMO_PTX, TEST_PSK, long_kernel_vs_other_session, running_server, wait_for
 from ..test_session import vadd_roundtrip
 
 pytestmark = pytest.mark.skipif(os.environ.get("RGPU_TEST_BACKEND") != "cuda",
@@ -113,7 +113,7 @@ async def test_teardown_returns_gpu_memory_exactly(gpu_no_pool):
         c = await gpu.connect()
         for _ in range(4):
             await c.mem_alloc(256 << 20)
-        mod = await c.module_load(DEMO_PTX)
+        await c.module_load(DEMO_PTX)
         await c.stream_create()
         during, _ = await observer.mem_get_info()
         if round_ % 2:
@@ -151,29 +151,9 @@ async def test_kernel_fault_is_isolated_to_its_session(gpu):
 
 async def test_two_second_kernel_does_not_delay_another_session(gpu):
     a, b = await gpu.connect(), await gpu.connect()
-    mod = await a.module_load(DEMO_PTX)
-    spin = await a.get_function(mod, "spin_ns")
-    elapsed, worst = [], 0.0
-    done = trio.Event()
-
-    async def long_job():
-        t0 = time.monotonic()
-        await a.launch(spin, 1, 1, (2_000_000_000,))
-        await a.synchronize()
-        elapsed.append(time.monotonic() - t0)
-        done.set()
-
-    async with trio.open_nursery() as n:
-        n.start_soon(long_job)
-        await trio.sleep(0.1)
-        while not done.is_set():
-            t0 = time.monotonic()
-            await b.nop()
-            await b.mem_get_info()
-            worst = max(worst, time.monotonic() - t0)
-            await trio.sleep(0.01)
-    print(f"\nsession A's 2 s kernel took {elapsed[0]:.2f} s; B's worst reply {worst * 1000:.1f} ms")
-    assert elapsed[0] >= 1.9 and worst < 0.25
+    elapsed, worst = await long_kernel_vs_other_session(a, b, 2.0)
+    print(f"\nsession A's 2 s kernel took {elapsed:.2f} s; B's worst reply {worst * 1000:.1f} ms")
+    assert elapsed >= 1.9 and worst < 0.25
     await a.aclose()
     await b.aclose()
 

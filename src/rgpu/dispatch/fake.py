@@ -89,6 +89,7 @@ class FakeBackend(Backend):
         self._next = BASE_ADDRESS
         self.used = 0
         self.contexts_alive = 0
+        self.wait_until = _wait_until  # replaceable per instance (the fuzzer must never sleep)
 
     # -- devices -----------------------------------------------------------------------------------
     def init(self) -> None:
@@ -137,7 +138,7 @@ class FakeBackend(Backend):
 
     def ctx_synchronize(self, ctx: FakeContext) -> None:
         ctx.check()
-        _wait_until(max([ctx.busy_until] + [s.busy_until for s in ctx.streams]))
+        self.wait_until(max([ctx.busy_until] + [s.busy_until for s in ctx.streams]))
         ctx.check()
 
     # -- memory ------------------------------------------------------------------------------------
@@ -192,7 +193,7 @@ class FakeBackend(Backend):
             raise CudaError(Status.INVALID_VALUE, f"device range {e} is not allocated") from None
 
     def _stream_wait(self, ctx: FakeContext, stream: FakeStream | None) -> None:
-        _wait_until(stream.busy_until if stream is not None else ctx.busy_until)
+        self.wait_until(stream.busy_until if stream is not None else ctx.busy_until)
 
     def memcpy_htod(self, ctx, dst, data, stream=None) -> None:
         ctx.check()
@@ -322,7 +323,7 @@ class FakeBackend(Backend):
     def event_synchronize(self, ctx, event: FakeEvent) -> None:
         ctx.check()
         if event.timestamp is not None:
-            _wait_until(event.timestamp)
+            self.wait_until(event.timestamp)
 
     def event_query(self, ctx, event: FakeEvent) -> bool:
         ctx.check()

@@ -40,8 +40,22 @@ class ShuttingDown(BaseException):
     """SIGTERM from the supervisor: finish the current call, tell the client, free everything, exit."""
 
 
+_interruptible = False  # only while waiting for a client or serving one; elsewhere we are exiting anyway
+
+
 def _on_sigterm(signum, frame):
-    raise ShuttingDown()
+    if _interruptible:
+        raise ShuttingDown()
+
+
+class _Interruptible:
+    def __enter__(self):
+        global _interruptible
+        _interruptible = True
+
+    def __exit__(self, *exc):
+        global _interruptible
+        _interruptible = False
 
 
 def send_json(sock: socket.socket, obj: dict) -> None:
@@ -98,7 +112,8 @@ def run_session(params: dict, client: socket.socket, backend) -> dict:
     io = SocketFrameStream(client, conn)
     reason = "?"
     try:
-        reason = serve_blocking(session, io)
+        with _Interruptible():
+            reason = serve_blocking(session, io)
     except ShuttingDown:
         reason = "server shutting down"
         _send_quietly(io, Frame(ops.PROTOCOL_ERROR.code, 0, Flags.REPLY, Status.SHUTTING_DOWN,
@@ -110,7 +125,6 @@ def run_session(params: dict, client: socket.socket, backend) -> dict:
     except OSError as e:
         reason = f"connection lost ({type(e).__name__})"
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # teardown must not be interrupted
         session.release_all()
         client.close()
     session.log.info("%s", reason)
@@ -144,7 +158,8 @@ def main(argv=None) -> int:
         backend = make_backend(args.backend)
         name = backend.device_name(0) if backend.device_count() else "no device"
         send_json(control, {"ready": True, "pid": os.getpid(), "backend": backend.name, "device": name})
-        assignment = receive_assignment(control)
+        with _Interruptible():
+            assignment = receive_assignment(control)
         if assignment is None:
             return 0
         params, client = assignment
