@@ -62,12 +62,15 @@ def main() -> None:
                 env.update(RGPU_SERVER=address, **more)
                 launches = args.launches if "BATCH=0" not in label else max(2000, args.launches // 10)
                 rows.append((label, bench(exe, env, args.calls, launches)))
-    print(f"{'':24} {'null p50 us':>12} {'null p99 us':>12} {'launches/s':>12}   ratio vs native (p50 / rate)")
+    print(f"{'':24} {'null p50 us':>12} {'null p99 us':>12} {'launches/s':>12} {'H2D GB/s':>9} {'D2H GB/s':>9}"
+          f"   vs native: p50 / launch rate / H2D / D2H")
     for label, r in rows:
         ratio = ""
         if native and label != "native driver":
-            ratio = f"{r['null_p50_us'] / native['null_p50_us']:.0f}x slower / {r['launches_per_s'] / native['launches_per_s']:.1%}"
-        print(f"{label:24} {r['null_p50_us']:12.2f} {r['null_p99_us']:12.2f} {r['launches_per_s']:12,.0f}   {ratio}")
+            ratio = (f"{r['null_p50_us'] / native['null_p50_us']:.0f}x / {r['launches_per_s'] / native['launches_per_s']:.1%}"
+                     f" / {r['h2d_gbps'] / native['h2d_gbps']:.1%} / {r['d2h_gbps'] / native['d2h_gbps']:.1%}")
+        print(f"{label:24} {r['null_p50_us']:12.2f} {r['null_p99_us']:12.2f} {r['launches_per_s']:12,.0f} "
+              f"{r['h2d_gbps']:9.2f} {r['d2h_gbps']:9.2f}   {ratio}")
 
 
 if __name__ == "__main__":
