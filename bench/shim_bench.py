@@ -49,19 +49,18 @@ def main() -> None:
             env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
             native = bench(exe, env, args.calls, args.launches)
             rows.append(("native driver", native))
-        configs = [("rgpu batched", {}), ("rgpu RGPU_BATCH=0", {"RGPU_BATCH": "0"})]
-        extra = []
+        servers = [([], [("rgpu batched", {}), ("rgpu RGPU_BATCH=0", {"RGPU_BATCH": "0"})])]
         if args.psk:
             key = pathlib.Path(tmp) / "key"
             key.write_text(os.urandom(32).hex())
-            extra = ["--psk-file", str(key)]
-            configs.append(("rgpu batched + PSK", {"RGPU_PSK_FILE": str(key)}))
-        with local_server(args.backend, extra + ["--log-level", "warning"]) as address:
-            for label, more in configs:
-                env = shims.environment(shim_dir)
-                env.update(RGPU_SERVER=address, **more)
-                launches = args.launches if "BATCH=0" not in label else max(2000, args.launches // 10)
-                rows.append((label, bench(exe, env, args.calls, launches)))
+            servers.append((["--psk-file", str(key)], [("rgpu batched + PSK", {"RGPU_PSK_FILE": str(key)})]))
+        for server_args, configs in servers:
+            with local_server(args.backend, server_args + ["--log-level", "warning"]) as address:
+                for label, more in configs:
+                    env = shims.environment(shim_dir)
+                    env.update(RGPU_SERVER=address, **more)
+                    launches = args.launches if "BATCH=0" not in label else max(2000, args.launches // 10)
+                    rows.append((label, bench(exe, env, args.calls, launches)))
     print(f"{'':24} {'null p50 us':>12} {'null p99 us':>12} {'launches/s':>12} {'H2D GB/s':>9} {'D2H GB/s':>9}"
           f"   vs native: p50 / launch rate / H2D / D2H")
     for label, r in rows:
