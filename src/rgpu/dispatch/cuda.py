@@ -8,6 +8,8 @@ or a worker's), so every call first makes its context current: cuCtxSetCurrent c
 from __future__ import annotations
 
 import ctypes
+import threading
+import types
 
 import numpy as np
 
@@ -36,6 +38,22 @@ def _check(result):
     if len(result) == 1:
         return None
     return result[1] if len(result) == 2 else result[1:]
+
+
+_MAX_PARAMS = 32764  # the driver's limit on a kernel's parameter bytes
+_scratch = threading.local()
+
+
+def _launch_scratch():
+    """Per-thread parameter buffer and the `extra` array that points at it, built once."""
+    scratch = getattr(_scratch, "value", None)
+    if scratch is None:
+        buffer, size = ctypes.create_string_buffer(_MAX_PARAMS), ctypes.c_size_t(0)
+        extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(buffer), _BUFFER_SIZE,
+                                      ctypes.addressof(size), _END)
+        scratch = _scratch.value = types.SimpleNamespace(buffer=buffer, size=size, extra=extra,
+                                                         extra_address=ctypes.addressof(extra))
+    return scratch
 
 
 def _stream(stream):
@@ -190,13 +208,14 @@ class CudaBackend(Backend):
     def launch(self, ctx, func, grid, block, shared_mem, stream, params) -> None:
         self._use(ctx)
         # Hand the packed buffer over as-is (CU_LAUNCH_PARAM_BUFFER_POINTER): no per-parameter pointers.
+        # cuLaunchKernel copies the parameters before returning, so one scratch area per thread serves all.
+        scratch = _launch_scratch()
         size = len(params)
-        buf = ctypes.create_string_buffer(bytes(params), max(size, 1))
-        size_c = ctypes.c_size_t(size)
-        extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(buf), _BUFFER_SIZE,
-                                      ctypes.addressof(size_c), _END)
-        _check(cu.cuLaunchKernel(func, *grid, *block, shared_mem, _stream(stream), 0,
-                                 ctypes.addressof(extra)))
+        if size > _MAX_PARAMS:
+            raise CudaError(Status.INVALID_VALUE, f"{size} bytes of kernel parameters (at most {_MAX_PARAMS})")
+        ctypes.memmove(scratch.buffer, bytes(params), size)
+        scratch.size.value = size
+        _check(cu.cuLaunchKernel(func, *grid, *block, shared_mem, _stream(stream), 0, scratch.extra_address))
 
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, ctx, flags: int):

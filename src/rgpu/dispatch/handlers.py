@@ -340,14 +340,17 @@ def _func_param_info(s: Session, args, bulk):
 def _launch(s: Session, args, bulk):
     func_h, gx, gy, gz, bx, by, bz, shmem, stream = args
     _, func = s.object(func_h, Kind.FUNCTION)
-    expected = max((o + n for o, n in func.info), default=0)
+    expected = func.info[-1][0] + func.info[-1][1] if func.info else 0
     if len(bulk) != expected:
         raise CudaError(Status.INVALID_VALUE,
                         f"parameter buffer is {len(bulk)} bytes; the kernel's layout needs {expected}")
-    ctx, strm = s.stream(stream)
-    if stream and ctx.obj is not s.context(func.ctx).obj:
-        raise CudaError(Status.INVALID_HANDLE, "stream and function belong to different contexts")
-    s.backend.launch(s.context(func.ctx).obj, func.obj, (gx, gy, gz), (bx, by, bz), shmem, strm, bulk)
+    ctx = s.context(func.ctx)
+    strm = None
+    if stream:
+        stream_ctx, strm = s.stream(stream)
+        if stream_ctx is not ctx:
+            raise CudaError(Status.INVALID_HANDLE, "stream and function belong to different contexts")
+    s.backend.launch(ctx.obj, func.obj, (gx, gy, gz), (bx, by, bz), shmem, strm, bulk)
 
 
 # -- streams and events ----------------------------------------------------------------------------

@@ -35,7 +35,7 @@ class Flags(enum.IntFlag):
     DEFERRED_ERROR = 0x4
 
 
-KNOWN_FLAGS = Flags.REPLY | Flags.NO_REPLY | Flags.DEFERRED_ERROR
+KNOWN_FLAGS = int(Flags.REPLY | Flags.NO_REPLY | Flags.DEFERRED_ERROR)
 
 
 @attrs.frozen(slots=True)
@@ -78,8 +78,8 @@ def parse_frame(payload: bytes | bytearray | memoryview) -> Frame:
     if len(view) < HEADER_SIZE:
         raise ProtocolError(f"frame of {len(view)} bytes is shorter than its {HEADER_SIZE}-byte header")
     opcode, flags, request_id, status, deferred, bulk_len = HEADER.unpack_from(view)
-    if flags & ~int(KNOWN_FLAGS):
-        raise ProtocolError(f"frame has unknown flag bits 0x{flags & ~int(KNOWN_FLAGS):x}")
+    if flags & ~KNOWN_FLAGS:
+        raise ProtocolError(f"frame has unknown flag bits 0x{flags & ~KNOWN_FLAGS:x}")
     args_len = len(view) - HEADER_SIZE - bulk_len
     if args_len < 0:
         raise ProtocolError(f"frame declares {bulk_len} bulk bytes but carries only {len(view) - HEADER_SIZE}")
