@@ -51,7 +51,8 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def memcpy_htod(self, ctx, dst: int, data: memoryview, stream=None) -> None: ...
     @abc.abstractmethod
-    def memcpy_dtoh(self, ctx, src: int, nbytes: int, stream=None) -> bytearray: ...
+    def memcpy_dtoh(self, ctx, src: int, nbytes: int, stream=None) -> bytes | bytearray | memoryview:
+        """The bytes, possibly in a buffer the backend reuses at the next device->host copy in `ctx`."""
     @abc.abstractmethod
     def memcpy_dtod(self, ctx, dst: int, src: int, nbytes: int, stream=None, asynchronous=False) -> None: ...
     @abc.abstractmethod

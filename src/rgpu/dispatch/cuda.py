@@ -41,6 +41,7 @@ def _check(result):
 
 
 _MAX_PARAMS = 32764  # the driver's limit on a kernel's parameter bytes
+_STAGING_MIN = 4 << 20
 _scratch = threading.local()
 
 
@@ -66,6 +67,12 @@ def _address(buf) -> int:
 
 class CudaBackend(Backend):
     name = "cuda"
+
+    def __init__(self):
+        # Device->host copies land in one pinned buffer per context, reused: a reply is always sent before the
+        # session's next call runs, and pinned memory copies ~5x faster than a fresh pageable buffer.
+        self._staging: dict[int, tuple[int, memoryview]] = {}
+        self._staging_lock = threading.Lock()
 
     def init(self) -> None:
         try:
@@ -117,7 +124,26 @@ class CudaBackend(Backend):
         _check(cu.cuCtxSetCurrent(ctx))
 
     def ctx_destroy(self, ctx) -> None:
+        with self._staging_lock:
+            staging = self._staging.pop(int(ctx), None)
+        if staging is not None:
+            self._use(ctx)
+            cu.cuMemFreeHost(staging[0])
         _check(cu.cuCtxDestroy(ctx))
+
+    def _staging_buffer(self, ctx, nbytes: int) -> memoryview:
+        """Pinned host memory for a reply's bulk; valid until the next device->host copy in this context."""
+        key = int(ctx)
+        with self._staging_lock:
+            ptr, view = self._staging.get(key, (0, memoryview(b"")))
+            if len(view) < nbytes:
+                if ptr:
+                    cu.cuMemFreeHost(ptr)
+                size = max(nbytes, _STAGING_MIN)
+                ptr = int(_check(cu.cuMemHostAlloc(size, 0)))
+                view = memoryview((ctypes.c_char * size).from_address(ptr)).cast("B")
+                self._staging[key] = (ptr, view)
+        return view[:nbytes]
 
     def ctx_synchronize(self, ctx) -> None:
         self._use(ctx)
@@ -147,9 +173,9 @@ class CudaBackend(Backend):
             _check(cu.cuMemcpyHtoDAsync(dst, _address(data), len(data), stream))
             _check(cu.cuStreamSynchronize(stream))
 
-    def memcpy_dtoh(self, ctx, src, nbytes, stream=None) -> bytearray:
+    def memcpy_dtoh(self, ctx, src, nbytes, stream=None) -> memoryview:
         self._use(ctx)
-        out = bytearray(nbytes)
+        out = self._staging_buffer(ctx, nbytes)
         if stream is None:
             _check(cu.cuMemcpyDtoH(_address(out), src, nbytes))
         else:
