@@ -174,9 +174,10 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, par
                 with trio.move_on_after(1):
                     stats = await worker.read_json()  # written just before it exited, if it could
             worker.control.close()
+        reported = stats is not None
         stats = stats or {"reason": "worker ended without a report"}
         code = worker.process.returncode
-        if code != 0:
+        if code != 0 and not (reported and code == -signal.SIGTERM):
             log.error("[session %d] worker %d exited with %s (the OS released its GPU resources)",
                       params["session_id"], worker.process.pid,
                       code if code is None or code > 0 else signal.Signals(-code).name)

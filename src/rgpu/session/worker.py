@@ -164,6 +164,9 @@ def main(argv=None) -> int:
             return 0
         params, client = assignment
         stats = run_session(params, client, backend)
+        # Nothing left to interrupt; SIG_IGN survives interpreter shutdown, where Python would otherwise
+        # restore the default action and a late SIGTERM would kill us mid-exit.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         send_json(control, stats)
         return 0
     except (ShuttingDown, BrokenPipeError, ConnectionResetError):
