@@ -22,8 +22,7 @@ from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Flags, Frame, frame_bytes
 from rgpu.protocol.handshake import ClientHandshake, load_psk_file
-from rgpu.server import DEFAULT_PORT
-from rgpu.transport import SocketFrameStream, TrioFrameStream
+from rgpu.transport import DEFAULT_PORT, SocketFrameStream, TrioFrameStream
 
 MAX_BATCH_CALLS = 256
 MAX_BATCH_BYTES = 1 << 20

@@ -16,11 +16,9 @@ from rgpu.dispatch.backend import Backend
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
 from rgpu.session.pool import WorkerPool
 from rgpu.session.runner import run_session
+from rgpu.transport import DEFAULT_PORT
 
 log = logging.getLogger("rgpu.server")
-
-DEFAULT_PORT = 9713
-
 
 @attrs.frozen
 class ServerConfig:

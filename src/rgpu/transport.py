@@ -9,6 +9,8 @@ import trio
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Frame
 
+DEFAULT_PORT = 9713
+
 # Below this, joining header and bulk into one write beats a second syscall.
 _JOIN_LIMIT = 256 * 1024
 

@@ -9,6 +9,7 @@ import attrs
 import numpy as np
 
 from rgpu.bridge.records import DoneStatus, Op
+from rgpu.client import pack_params
 from rgpu.dispatch.backend import Backend
 from rgpu.errors import CudaError
 from rgpu.kernels import load
@@ -80,7 +81,7 @@ class Engine:
                 args = (src, dst, n)
             else:
                 args = (src, src + 4 * n, dst, n)
-            params = _pack(self.layouts[op], args)
+            params = pack_params(self.layouts[op], args)
             start, end = self._events
             be.event_record(ctx, start, None)
             be.launch(ctx, self.functions[op], ((n + BLOCK - 1) // BLOCK, 1, 1), (BLOCK, 1, 1), 0, None, params)
@@ -99,9 +100,3 @@ class Engine:
             self.backend.ctx_destroy(self.ctx)
         except CudaError:
             pass
-
-
-def _pack(layout, args) -> bytes:
-    from rgpu.client import pack_params
-
-    return pack_params(layout, args)
