@@ -125,3 +125,38 @@ def test_protocol_doc_embeds_the_current_opcode_table():
 
     doc = (pathlib.Path(__file__).parents[1] / "docs" / "protocol.md").read_text()
     assert ops.markdown_table() in doc, "docs/protocol.md is stale: paste `python -m rgpu.protocol.ops`"
+
+
+def test_registered_sink_receives_large_bulk_without_a_copy():
+    from rgpu.protocol.connection import Connection
+
+    conn = Connection()
+    bulk = bytes(range(256)) * 2048  # 512 KiB
+    target = memoryview(bytearray(len(bulk)))
+    assert conn.expect_bulk(9, target)
+    small = frame_bytes(Frame(ops.NOP.code, 8, Flags.REPLY))
+    data = small + frame_bytes(Frame(ops.MEMCPY_DTOH.code, 9, Flags.REPLY, bulk=bulk)) + small
+    pos = 0
+    while pos < len(data):  # recv_into-style, in uneven pieces
+        buf = conn.get_buffer()
+        n = min(len(buf), len(data) - pos, 70_001)
+        buf[:n] = data[pos : pos + n]
+        conn.buffer_updated(n)
+        pos += n
+    frames = [conn.next_frame() for _ in range(3)]
+    assert [f.request_id for f in frames] == [8, 9, 8]
+    assert frames[1].bulk is target and bytes(target) == bulk
+
+
+def test_sink_is_skipped_for_error_replies_and_other_sizes():
+    from rgpu.protocol.connection import Connection
+
+    for reply in (Frame(ops.MEMCPY_DTOH.code, 4, Flags.REPLY, status=1, bulk=b"e" * 100_000),
+                  Frame(ops.MEMCPY_DTOH.code, 4, Flags.REPLY, bulk=b"x" * 100_001)):
+        conn = Connection()
+        target = memoryview(bytearray(100_000))
+        conn.expect_bulk(4, target)
+        conn.receive_data(frame_bytes(reply))
+        frame = conn.next_frame()
+        assert frame.bulk is not target and bytes(frame.bulk) == bytes(reply.bulk)
+        assert bytes(target) == b"\0" * 100_000

@@ -46,6 +46,7 @@ class _Request:
     values: tuple = ()
     bulk: Any = b""
     decode: Callable | None = None  # (values, bulk) -> result
+    sink: memoryview | None = None  # where the reply's bulk should land (no copy), if the transport can
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -190,12 +191,19 @@ class _Operations:
         if len(target) < nbytes:
             raise ValueError(f"output buffer of {len(target)} bytes is smaller than {nbytes}")
 
-        def landing(off):
-            def decode(values, bulk):
-                target[off : off + len(bulk)] = bulk
-            return decode
+        def landing(off, n):
+            sink = target[off : off + n]
 
-        reqs = [_Request(ops.MEMCPY_DTOH, (src + off, n), decode=landing(off)) for off, n in self._chunks(nbytes)]
+            def decode(values, bulk):
+                if bulk is not sink:  # landed elsewhere (sealed records, small replies): copy it over
+                    sink[: len(bulk)] = bulk
+
+            return sink, decode
+
+        reqs = []
+        for off, n in self._chunks(nbytes):
+            sink, decode = landing(off, n)
+            reqs.append(_Request(ops.MEMCPY_DTOH, (src + off, n), decode=decode, sink=sink))
         return self._then(self._call_many(reqs), lambda _: out if out is not None else target.obj)
 
     def memcpy_dtod(self, dst: int, src: int, nbytes: int):
@@ -293,8 +301,11 @@ class _Operations:
         self._pending_bytes = 0
 
     def _frame(self, req: _Request, flags: int = 0) -> Frame:
-        return Frame(req.op.code, next(self._ids) & 0xFFFFFFFF, flags, args=req.op.pack_request(*req.values),
-                     bulk=req.bulk)
+        frame = Frame(req.op.code, next(self._ids) & 0xFFFFFFFF, flags, args=req.op.pack_request(*req.values),
+                      bulk=req.bulk)
+        if req.sink is not None:
+            self.io.conn.expect_bulk(frame.request_id, req.sink)
+        return frame
 
     def _queue(self, req: _Request) -> bool:
         """Queue a deferred call; True when the queue should be sent now."""

@@ -6,7 +6,9 @@ frame. The I/O layer only moves bytes (see rgpu.transport).
 
 from __future__ import annotations
 
-from rgpu.protocol.frames import DEFAULT_MAX_RECORD, Frame, RecordDecoder, encode_frame, parse_frame
+from rgpu.protocol.frames import (
+    DEFAULT_MAX_RECORD, Frame, RecordDecoder, SplitRecord, encode_frame, parse_frame, parse_split,
+)
 from rgpu.protocol.handshake import TAG_SIZE, RecordProtector
 
 
@@ -33,13 +35,25 @@ class Connection:
     def receive_data(self, data: bytes) -> None:
         self.decoder.feed(data)
 
+    def expect_bulk(self, request_id: int, target: memoryview) -> bool:
+        """Ask for the reply's bulk to land in `target` (plain connections; sealed records must be opened
+        whole). True if registered: then a frame whose bulk `is` target needs no copy."""
+        if self.protector is not None:
+            return False
+        self.decoder.expect_bulk(request_id, target)
+        return True
+
     def next_frame(self) -> Frame | None:
         record = self.decoder.next_record()
         if record is None:
             return None
+        if isinstance(record, SplitRecord):
+            return parse_split(record)
         if self.protector is not None:
             record = self.protector.open(record)
-        return parse_frame(record)
+        frame = parse_frame(record)
+        self.decoder.forget_bulk(frame.request_id)
+        return frame
 
     @property
     def has_partial_frame(self) -> bool:

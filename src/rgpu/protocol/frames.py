@@ -89,6 +89,22 @@ def parse_frame(payload: bytes | bytearray | memoryview) -> Frame:
     return Frame(opcode, request_id, flags, status, deferred, args, bulk)
 
 
+@attrs.frozen(slots=True)
+class SplitRecord:
+    """A record whose bulk landed in a caller-registered buffer (RecordDecoder.expect_bulk)."""
+
+    head: bytearray  # header + args
+    bulk: memoryview
+
+
+def parse_split(record: SplitRecord) -> Frame:
+    head = memoryview(record.head)
+    opcode, flags, request_id, status, deferred, bulk_len = HEADER.unpack_from(head)
+    if bulk_len != len(record.bulk):
+        raise ProtocolError("split record does not match its header")
+    return Frame(opcode, request_id, flags, status, deferred, bytes(head[HEADER_SIZE:]), record.bulk)
+
+
 def split_batch(bulk: bytes | memoryview, max_record: int) -> list[Frame]:
     """A BATCH frame's bulk is a plain concatenation of complete (length-prefixed) frames."""
     view = memoryview(bulk).cast("B")
@@ -122,10 +138,28 @@ class RecordDecoder:
         self._end = 0
         self._big: bytearray | None = None  # exactly-sized buffer of a large record in flight
         self._big_filled = 0
-        self._ready: collections.deque[bytes | memoryview] = collections.deque()
+        self._ready: collections.deque = collections.deque()
+        # Zero-copy landing: request id -> where that reply's bulk should go (plain connections only).
+        self._sinks: dict[int, memoryview] = {}
+        self._sink_head: bytearray | None = None
+        self._sink: memoryview | None = None
+        self._sink_filled = 0  # bytes of head + bulk received
+
+    def expect_bulk(self, request_id: int, target: memoryview) -> None:
+        """Land the bulk of the reply to `request_id` in `target` if it arrives with status 0 and exactly
+        len(target) bulk bytes; otherwise that reply decodes as usual."""
+        self._sinks[request_id] = target
+
+    def forget_bulk(self, request_id: int) -> None:
+        self._sinks.pop(request_id, None)
 
     def get_buffer(self) -> memoryview:
         """Memory the caller may fill with received bytes, then report via buffer_updated()."""
+        if self._sink is not None:
+            head = len(self._sink_head)
+            if self._sink_filled < head:
+                return memoryview(self._sink_head)[self._sink_filled :]
+            return self._sink[self._sink_filled - head :]
         if self._big is not None:
             return memoryview(self._big)[self._big_filled :]
         if self._start == self._end:
@@ -137,6 +171,12 @@ class RecordDecoder:
         return memoryview(self._buf)[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._sink is not None:
+            self._sink_filled += nbytes
+            if self._sink_filled == len(self._sink_head) + len(self._sink):
+                self._ready.append(SplitRecord(self._sink_head, self._sink))
+                self._sink_head, self._sink = None, None
+            return
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled == len(self._big):
@@ -157,7 +197,7 @@ class RecordDecoder:
 
     @property
     def has_partial_record(self) -> bool:
-        return self._big is not None or self._end > self._start
+        return self._big is not None or self._sink is not None or self._end > self._start
 
     @property
     def has_buffered_data(self) -> bool:
@@ -167,6 +207,29 @@ class RecordDecoder:
     def next_record(self) -> bytes | memoryview | None:
         """The next complete record's payload, owned by the caller; None when more bytes are needed."""
         return self._ready.popleft() if self._ready else None
+
+    def _to_sink(self, begin: int, length: int, available: int) -> bool:
+        """Start landing a large reply's bulk in its registered sink; False if it has none or does not fit."""
+        if not self._sinks or available < PREFIX_SIZE + HEADER_SIZE:
+            return False
+        _op, _flags, request_id, status, _deferred, bulk_len = HEADER.unpack_from(self._buf, begin)
+        sink = self._sinks.pop(request_id, None)
+        if sink is None or status != 0 or bulk_len != len(sink) or bulk_len > length - HEADER_SIZE:
+            return False
+        head_len = length - bulk_len
+        have = available - PREFIX_SIZE
+        head = bytearray(head_len)
+        take = min(have, head_len)
+        head[:take] = self._buf[begin : begin + take]
+        rest = have - take  # bytes of bulk already in scratch
+        if rest:
+            sink[:rest] = self._buf[begin + take : begin + take + rest]
+        self._start = self._end = 0
+        self._sink_head, self._sink, self._sink_filled = head, sink, take + rest
+        if self._sink_filled == head_len + bulk_len:  # cannot happen for records this size, but be exact
+            self._ready.append(SplitRecord(head, sink))
+            self._sink_head, self._sink = None, None
+        return True
 
     def _drain(self) -> None:
         while True:
@@ -183,6 +246,8 @@ class RecordDecoder:
                 self._ready.append(bytes(self._buf[begin : begin + length]))
                 self._start = begin + length
                 continue
+            if PREFIX_SIZE + length > len(self._buf) // 2 and self._to_sink(begin, length, available):
+                return
             if PREFIX_SIZE + length > len(self._buf) // 2:
                 # Too big for scratch: give it its own buffer so the rest lands there directly.
                 big = bytearray(length)
