@@ -7,7 +7,7 @@ import enum
 
 from rgpu.errors import ProtocolError
 from rgpu.protocol import ops
-from rgpu.protocol.frames import Flags, Frame, split_batch
+from rgpu.protocol.frames import FLAG_REPLY, Frame, split_batch
 
 
 class Step(enum.Enum):
@@ -17,7 +17,7 @@ class Step(enum.Enum):
 
 
 def classify(frame: Frame, max_record: int) -> tuple[Step, list[Frame]]:
-    if frame.flags & Flags.REPLY:
+    if frame.flags & FLAG_REPLY:
         raise ProtocolError("client sent a reply frame")
     if frame.opcode == ops.BATCH.code:
         return Step.BATCH, split_batch(frame.bulk, max_record)
