@@ -261,3 +261,16 @@ def test_doctor_reports_the_shim(shim_dir):
                               address, "--", str(shim_dir / "rpc_smoke")], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "libcuda.so.1" in res.stdout and "[rgpu shim]" in res.stdout
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to make images")
+def test_default_compressed_fatbin_runs_on_the_fake_backend(shim_dir, tmp_path):
+    """nvcc 13 zstd-compresses the PTX in fatbins by default; the fake backend must still run them."""
+    fatbin = tmp_path / "demo.fatbin"
+    subprocess.run(["nvcc", "--fatbin", "-gencode", "arch=compute_75,code=compute_75", "-o", str(fatbin),
+                    str(REPO / "src/rgpu/kernels/demo.cu")], check=True)
+    data = fatbin.read_bytes()
+    assert b".entry" not in data  # really compressed
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        res = run(shim_dir, "vecadd", fatbin, 100_000, env={"RGPU_SERVER": address})
+    assert res.returncode == 0 and "OK (0 wrong)" in res.stdout, res.stderr

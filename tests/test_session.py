@@ -453,3 +453,16 @@ def test_plain_socket_bytes_after_psk_handshake_are_ciphertext():
     secret = b"TOP-SECRET-WEIGHTS" * 4
     wire = b"".join(c.protector.seal([frame_bytes(Frame(ops.MEMCPY_HTOD.code, 9, args=b"\0" * 8, bulk=secret))]))
     assert secret[:18] not in wire
+
+
+def test_fatbin_parsing_of_plain_and_malformed_images():
+    from rgpu.dispatch import ptx
+
+    text = DEMO_PTX
+    entry = struct.pack("<HHIQ", 1, 0x101, 64, len(text)) + b"\0" * 48
+    fatbin = struct.pack("<IHHQ", ptx.FATBIN_MAGIC, 1, 16, len(entry) + len(text)) + entry + text
+    assert ptx.fatbin_ptx(fatbin) == text.split(b"\0")[0]
+    assert ptx.extract_ptx(fatbin) == text.split(b"\0")[0]
+    bad = struct.pack("<IHHQ", ptx.FATBIN_MAGIC, 1, 16, 200) + struct.pack("<HHIQ", 1, 0x101, 8, 10**9) + b"\0" * 200
+    with pytest.raises(ptx.UnsupportedImage):
+        ptx.fatbin_ptx(bad)

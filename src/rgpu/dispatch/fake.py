@@ -221,10 +221,13 @@ class FakeBackend(Backend):
     # -- modules -----------------------------------------------------------------------------------
     def module_load(self, ctx: FakeContext, image: bytes) -> FakeModule:
         ctx.check()
-        text = ptx.extract_ptx(bytes(image))
+        try:
+            text = ptx.extract_ptx(bytes(image))
+        except ptx.UnsupportedImage as e:
+            raise CudaError(Status.INVALID_IMAGE, str(e)) from None
         if text is None:
-            raise CudaError(Status.INVALID_IMAGE, "fake backend runs PTX only (plain, or uncompressed inside "
-                                                  "a cubin/fatbin); this image has none")
+            raise CudaError(Status.INVALID_IMAGE, "fake backend runs PTX only (plain, in a fatbin, or "
+                                                  "uncompressed in a cubin); this image has none")
         try:
             mod = ptx.parse_ptx(text)
         except ValueError as e:

@@ -4,6 +4,7 @@ the ISA version, and PTX text embedded (uncompressed) in cubin/fatbin images."""
 from __future__ import annotations
 
 import re
+import struct
 
 import attrs
 
@@ -27,13 +28,60 @@ class PtxModule:
     globals: dict[str, int]  # name -> size in bytes
 
 
+FATBIN_MAGIC = 0xBA55ED50
+_FATBIN_HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries
+_ENTRY_HEADER = struct.Struct("<HHIQ")  # kind, version, header size, payload size (padded)
+_ENTRY_PTX = 1
+_FLAG_ZSTD = 0x8000  # nvcc 13's default compression (an older, LZ4-like scheme used 0x2000)
+_FLAG_LEGACY_COMPRESSED = 0x2000
+
+
+class UnsupportedImage(ValueError):
+    pass
+
+
+def fatbin_ptx(image: bytes) -> bytes | None:
+    """The first PTX entry of a fatbin (decompressing zstd entries); None if the fatbin holds no PTX."""
+    if len(image) < _FATBIN_HEADER.size:
+        return None
+    magic, _version, header_size, size = _FATBIN_HEADER.unpack_from(image)
+    if magic != FATBIN_MAGIC:
+        return None
+    pos, end = header_size, min(len(image), header_size + size)
+    while pos + 64 <= end:
+        kind, _ver, entry_header, payload_size = _ENTRY_HEADER.unpack_from(image, pos)
+        if entry_header < 64 or payload_size > end:
+            raise UnsupportedImage("malformed fatbin entry")
+        payload = image[pos + entry_header : pos + entry_header + payload_size]
+        if kind == _ENTRY_PTX:
+            (compressed_size,) = struct.unpack_from("<I", image, pos + 16)
+            (flags,) = struct.unpack_from("<Q", image, pos + 40)
+            (plain_size,) = struct.unpack_from("<Q", image, pos + 56)
+            if flags & _FLAG_ZSTD:
+                try:
+                    import zstandard
+                except ImportError:
+                    raise UnsupportedImage("compressed fatbin: pip install zstandard") from None
+                payload = zstandard.ZstdDecompressor().decompress(payload[:compressed_size],
+                                                                  max_output_size=plain_size)
+            elif flags & _FLAG_LEGACY_COMPRESSED:
+                raise UnsupportedImage("fatbin PTX uses the pre-CUDA-13 compression, which the fake backend "
+                                       "cannot read (build with -Xfatbin --compress=false)")
+            return payload.split(b"\0", 1)[0]
+        pos += entry_header + payload_size
+    return None
+
+
 def looks_like_ptx(image: bytes) -> bool:
     return _VERSION.search(image[:4096]) is not None and b".target" in image[:8192]
 
 
 def extract_ptx(image: bytes) -> bytes | None:
     """PTX text inside a fatbin/cubin/ELF, if it is stored uncompressed; None otherwise."""
-    if looks_like_ptx(image):
+    text = fatbin_ptx(image)
+    if text is not None:
+        return text
+    if looks_like_ptx(image) and not image.startswith(b"\x7fELF"):
         return image.split(b"\0", 1)[0]
     m = _VERSION.search(image)
     if m is None:
