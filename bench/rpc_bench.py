@@ -192,7 +192,7 @@ def bench_backend(backend, isolation, args, psk_file, rows, raw):
                 c.mem_free(d)
                 base = raw["stream_bw"]
                 for name, bw in (("H2D", h2d), ("D2H", d2h)):
-                    rows.append((f"{name} {size >> 20} MiB [{label}]", f"{bw / 1e9:.2f} GB/s",
+                    rows.append((f"{name} {size_label(size)} [{label}]", f"{bw / 1e9:.2f} GB/s",
                                  f"raw loopback TCP {base / 1e9:.2f} GB/s", f"{bw / base:.1%}"))
 
 
@@ -202,7 +202,10 @@ def main():
     ap.add_argument("--psk", action="store_true", help="also measure with PSK authentication + AEAD")
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--launches", type=int, default=20000)
-    ap.add_argument("--sizes", type=lambda s: [int(x) << 20 for x in s.split(",")], default=[1 << 20, 64 << 20])
+    ap.add_argument("--sizes", type=parse_sizes, default=[1 << 20, 64 << 20],
+                    help="copy sizes, comma-separated, with K/M/G units (plain numbers are MiB); "
+                         "e.g. 4K,64K,1M,16M,256M,1G for the full sweep")
+    ap.add_argument("--plot", help="also write a PNG of every ratio here (needs matplotlib)")
     ap.add_argument("--isolation", default="process", help="comma list of process,thread")
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args()
@@ -220,7 +223,7 @@ def main():
         rows.append(("baseline: native cuCtxGetDevice", f"{n['null_us']:.2f} us", "", ""))
         rows.append(("baseline: native launches/s", f"{n['launch_rate']:,.0f}", "", ""))
         for size in args.sizes:
-            rows.append((f"baseline: native pageable H2D/D2H {size >> 20} MiB",
+            rows.append((f"baseline: native pageable H2D/D2H {size_label(size)}",
                          f"{n[f'h2d_{size}'] / 1e9:.2f} / {n[f'd2h_{size}'] / 1e9:.2f} GB/s", "", ""))
     with tempfile.TemporaryDirectory() as tmp:
         psk_file = None
@@ -240,6 +243,52 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.plot:
+        plot(rows, args.plot)
+
+
+def parse_sizes(text: str) -> list[int]:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    sizes = []
+    for item in text.upper().split(","):
+        item = item.strip().removesuffix("IB").removesuffix("B")
+        sizes.append(int(item[:-1]) * units[item[-1]] if item[-1] in units else int(item) << 20)
+    return sizes
+
+
+def size_label(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def plot(rows, path: str) -> None:
+    """One horizontal bar per measurement that has a ratio against its same-run baseline."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("--plot needs matplotlib (pip install matplotlib); table only", file=sys.stderr)
+        return
+    points = []
+    for name, _value, _base, ratio in rows:
+        if ratio.endswith("%"):
+            points.append((name, float(ratio[:-1]) / 100))
+        elif ratio.endswith("x"):
+            points.append((name, 1 / float(ratio[:-1])))  # latency: baseline / rgpu, so higher is better
+    if not points:
+        return
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(points) + 1.2))
+    ax.barh([p[0] for p in points][::-1], [p[1] for p in points][::-1], color="#4a7ab5")
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_xlabel("rgpu relative to the same-run baseline (1.0 = equal; latency shown as baseline/rgpu)")
+    ax.set_title("rgpu over loopback vs baselines measured in the same run")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot written to {path}")
 
 
 if __name__ == "__main__":
