@@ -430,14 +430,6 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
     return r;
 }
 
-CUresult rgpu_flush(void)
-{
-    pthread_mutex_lock(&g.lock);
-    CUresult r = g.state == 1 ? flush_locked() : not_ready();
-    pthread_mutex_unlock(&g.lock);
-    return r;
-}
-
 CUresult rgpu_ready(void)
 {
     pthread_mutex_lock(&g.lock);

@@ -22,7 +22,6 @@ CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *b
                    void *reply, size_t reply_len, struct rgpu_sink *sink);
 /* Queue a deferred call (batched); with RGPU_BATCH=0 it is a plain rgpu_call. */
 CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
-CUresult rgpu_flush(void);
 /* Connect + handshake once per process; later calls return the first outcome. */
 CUresult rgpu_connect(void);
 CUresult rgpu_ready(void); /* CUDA_ERROR_NOT_INITIALIZED before a successful cuInit */

@@ -334,6 +334,9 @@ class _Operations:
                                     f"{sent.request_id}/0x{sent.opcode:04x}")
             if error is None and reply.deferred_status:
                 error = CudaError(reply.deferred_status, deferred=True)
+            if reply.status == Status.NOT_READY and req.decode is _true:
+                results.append(False)  # a query's "not finished" is an answer, not an error
+                continue
             if reply.status:
                 if error is None:
                     error = CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
@@ -355,12 +358,6 @@ def _none(values, bulk):
 
 def _true(values, bulk):
     return True
-
-
-def _query_result(exc: CudaError) -> bool:
-    if exc.code == Status.NOT_READY and not exc.deferred:
-        return False
-    raise exc
 
 
 def _handshake_flow(hs: ClientHandshake):
@@ -396,12 +393,7 @@ class Client(_Operations):
             replies = [self.io.receive_frame() for _ in frames]
         except OSError as e:
             raise CudaError(Status.CONNECTION_LOST, f"connection to the server lost ({e})") from e
-        try:
-            return self._results(reqs, frames, replies)
-        except CudaError as e:
-            if len(reqs) == 1 and reqs[0].decode is _true:
-                return [_query_result(e)]
-            raise
+        return self._results(reqs, frames, replies)
 
     def _then(self, value, fn):
         return fn(value)
@@ -460,12 +452,7 @@ class AsyncClient(_Operations):
                 if reply is None:
                     raise CudaError(Status.CONNECTION_LOST, "server closed the connection")
                 replies.append(reply)
-        try:
-            return self._results(reqs, frames, replies)
-        except CudaError as e:
-            if len(reqs) == 1 and reqs[0].decode is _true:
-                return [_query_result(e)]
-            raise
+        return self._results(reqs, frames, replies)
 
     async def _then(self, awaitable, fn):
         return fn(await awaitable)

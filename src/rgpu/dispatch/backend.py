@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import logging
 
-from rgpu.errors import CudaError, Status
+from rgpu.errors import CudaError
 
 log = logging.getLogger("rgpu.backend")
 
@@ -129,6 +129,3 @@ def make_backend(kind: str) -> Backend:
             return FakeBackend()
     raise ValueError(f"unknown backend {kind!r} (cuda, fake, auto)")
 
-
-def not_supported(what: str) -> CudaError:
-    return CudaError(Status.NOT_SUPPORTED, what)

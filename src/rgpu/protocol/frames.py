@@ -52,10 +52,6 @@ class Frame:
     args: bytes | memoryview = b""
     bulk: bytes | bytearray | memoryview = b""
 
-    @property
-    def is_reply(self) -> bool:
-        return bool(self.flags & FLAG_REPLY)
-
     def reply(self, *, status: int = 0, args: bytes = b"", bulk=b"", deferred_status: int = 0) -> "Frame":
         flags = FLAG_REPLY | FLAG_DEFERRED_ERROR if deferred_status else FLAG_REPLY
         return Frame(self.opcode, self.request_id, flags, status, deferred_status, args, bulk)
