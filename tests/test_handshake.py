@@ -7,7 +7,7 @@ import pytest
 from rgpu.errors import AuthenticationError, CudaError, ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.frames import Frame, frame_bytes, parse_frame
-from rgpu.protocol.handshake import ClientHandshake, Hello, ServerHandshake, check_psk, load_psk_file
+from rgpu.protocol.handshake import PROTOCOL_MINOR, ClientHandshake, Hello, ServerHandshake, check_psk, load_psk_file
 
 from .conftest import TEST_PSK
 
@@ -97,10 +97,10 @@ def test_version_mismatch_is_reported_with_both_versions():
     c = ClientHandshake(None, major=2)
     s = ServerHandshake(None, max_frame=1 << 20, session_id=1)
     reply = s.on_hello(c.hello())
-    assert reply.status == Status.VERSION_MISMATCH and "client 2.0" in s.failure
+    assert reply.status == Status.VERSION_MISMATCH and f"client 2.{PROTOCOL_MINOR}" in s.failure
     with pytest.raises(CudaError) as e:
         c.on_hello_reply(reply)
-    assert e.value.code == Status.VERSION_MISMATCH and "server speaks 1.0" in str(e.value)
+    assert e.value.code == Status.VERSION_MISMATCH and f"server speaks 1.{PROTOCOL_MINOR}" in str(e.value)
 
 
 def test_bad_magic_is_a_protocol_error():

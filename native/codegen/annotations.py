@@ -12,8 +12,6 @@ Everything else in cuda.h becomes a stub returning CUDA_ERROR_NOT_SUPPORTED that
 """
 
 FORWARD = {
-    "cuMemAlloc_v2": ("MEM_ALLOC", "out0 in0"),
-    "cuMemFree_v2": ("MEM_FREE", "in0"),
     "cuMemGetInfo_v2": ("MEM_GET_INFO", "out0 out1"),
     "cuCtxSynchronize": ("CTX_SYNCHRONIZE", ""),
     "cuMemcpyDtoD_v2": ("MEMCPY_DTOD", "in0 in1 in2"),
@@ -35,6 +33,10 @@ FORWARD = {
     "cuEventQuery": ("EVENT_QUERY", "in0"),
     "cuEventElapsedTime": ("EVENT_ELAPSED_TIME", "out0 in0 in1"),
     "cuEventElapsedTime_v2": ("EVENT_ELAPSED_TIME", "out0 in0 in1"),
+    "cuCtxGetLimit": ("CTX_GET_LIMIT", "out0 in0"),
+    "cuCtxSetLimit": ("CTX_SET_LIMIT", "in0 in1"),
+    "cuCtxGetStreamPriorityRange": ("CTX_GET_STREAM_PRIORITY_RANGE", "out0 out1"),
+    "cuStreamCreateWithPriority": ("STREAM_CREATE_WITH_PRIORITY", "out0 in0 in1"),
 }
 
 # Per-thread-default-stream variants (_ptsz / _ptds) of forwarded functions behave the same here: rgpu has
@@ -52,10 +54,29 @@ HAND_WRITTEN = {
     "cuCtxGetCurrent", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuCtxGetDevice",
     "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxGetState",
     "cuDevicePrimaryCtxSetFlags_v2", "cuDevicePrimaryCtxReset_v2", "cuCtxGetApiVersion",
-    # bulk data
+    "cuDeviceGetPCIBusId", "cuDeviceCanAccessPeer",
+    # memory (native/src/memory.c): local device/host range tables, bulk data, 2D copies, memsets
+    "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemFree_v2", "cuMemGetAddressRange_v2",
+    "cuMemHostAlloc", "cuMemAllocHost_v2", "cuMemFreeHost", "cuMemHostRegister_v2", "cuMemHostUnregister",
+    "cuMemHostGetFlags", "cuMemHostGetDevicePointer_v2", "cuPointerGetAttribute", "cuPointerGetAttributes",
     "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
     "cuMemcpyHtoD_v2_ptds", "cuMemcpyDtoH_v2_ptds", "cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyDtoHAsync_v2_ptsz",
+    "cuMemcpy", "cuMemcpy_ptds", "cuMemcpyAsync", "cuMemcpyAsync_ptsz",
+    "cuMemcpy2D_v2", "cuMemcpy2D_v2_ptds", "cuMemcpy2DUnaligned_v2", "cuMemcpy2DUnaligned_v2_ptds",
+    "cuMemcpy2DAsync_v2", "cuMemcpy2DAsync_v2_ptsz",
+    "cuMemsetD16_v2", "cuMemsetD16_v2_ptds", "cuMemsetD16Async", "cuMemsetD16Async_ptsz",
+    "cuMemsetD2D8_v2", "cuMemsetD2D8_v2_ptds", "cuMemsetD2D8Async", "cuMemsetD2D8Async_ptsz",
+    "cuMemsetD2D16_v2", "cuMemsetD2D16_v2_ptds", "cuMemsetD2D16Async", "cuMemsetD2D16Async_ptsz",
+    "cuMemsetD2D32_v2", "cuMemsetD2D32_v2_ptds", "cuMemsetD2D32Async", "cuMemsetD2D32Async_ptsz",
     # modules and launches: image sizes, parameter layouts
     "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoad", "cuModuleLoadFatBinary", "cuModuleGetFunction",
-    "cuModuleGetGlobal_v2", "cuFuncGetParamInfo", "cuLaunchKernel", "cuLaunchKernel_ptsz",
+    "cuModuleGetGlobal_v2", "cuModuleGetLoadingMode",
+    # functions and launches (native/src/launch.c): cached layouts and attributes, local stream-capture state
+    "cuFuncGetParamInfo", "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuFuncGetAttribute", "cuFuncSetAttribute",
+    "cuFuncSetCacheConfig", "cuFuncSetSharedMemConfig", "cuFuncGetName",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz",
+    "cuStreamAddCallback", "cuStreamAddCallback_ptsz", "cuThreadExchangeStreamCaptureMode",
+    "cuStreamIsCapturing", "cuStreamIsCapturing_ptsz", "cuStreamGetCaptureInfo_v3",
+    "cuStreamGetCaptureInfo_v3_ptsz",
 }

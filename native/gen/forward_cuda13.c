@@ -2,6 +2,41 @@
 
 #include "rgpu_shim.h"
 
+CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    uint8_t args[4];
+    uint8_t rep[8];
+    if (pvalue == NULL) return CUDA_ERROR_INVALID_VALUE;
+    rgpu_put_u32(args + 0, (uint64_t)limit);
+    CUresult r = rgpu_call(RGPU_OP_CTX_GET_LIMIT, args, 4, NULL, 0, rep, 8, NULL);
+    if (r == CUDA_SUCCESS) {
+        *pvalue = (size_t)rgpu_get_u64(rep + 0);
+    }
+    return r;
+}
+
+CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    uint8_t rep[8];
+    if (leastPriority == NULL) return CUDA_ERROR_INVALID_VALUE;
+    if (greatestPriority == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_CTX_GET_STREAM_PRIORITY_RANGE, NULL, 0, NULL, 0, rep, 8, NULL);
+    if (r == CUDA_SUCCESS) {
+        *leastPriority = (int)rgpu_get_u32(rep + 0);
+        *greatestPriority = (int)rgpu_get_u32(rep + 4);
+    }
+    return r;
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    uint8_t args[12];
+    rgpu_put_u32(args + 0, (uint64_t)limit);
+    rgpu_put_u64(args + 4, (uint64_t)value);
+    CUresult r = rgpu_call(RGPU_OP_CTX_SET_LIMIT, args, 12, NULL, 0, NULL, 0, NULL);
+    return r;
+}
+
 CUresult cuCtxSynchronize(void)
 {
     CUresult r = rgpu_call(RGPU_OP_CTX_SYNCHRONIZE, NULL, 0, NULL, 0, NULL, 0, NULL);
@@ -72,27 +107,6 @@ CUresult cuEventSynchronize(CUevent hEvent)
     uint8_t args[8];
     rgpu_put_u64(args + 0, (uint64_t)(uintptr_t)hEvent);
     CUresult r = rgpu_call(RGPU_OP_EVENT_SYNCHRONIZE, args, 8, NULL, 0, NULL, 0, NULL);
-    return r;
-}
-
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
-{
-    uint8_t args[8];
-    uint8_t rep[8];
-    if (dptr == NULL) return CUDA_ERROR_INVALID_VALUE;
-    rgpu_put_u64(args + 0, (uint64_t)bytesize);
-    CUresult r = rgpu_call(RGPU_OP_MEM_ALLOC, args, 8, NULL, 0, rep, 8, NULL);
-    if (r == CUDA_SUCCESS) {
-        *dptr = (CUdeviceptr)rgpu_get_u64(rep + 0);
-    }
-    return r;
-}
-
-CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-    uint8_t args[8];
-    rgpu_put_u64(args + 0, (uint64_t)dptr);
-    CUresult r = rgpu_call(RGPU_OP_MEM_FREE, args, 8, NULL, 0, NULL, 0, NULL);
     return r;
 }
 
@@ -244,6 +258,20 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     if (phStream == NULL) return CUDA_ERROR_INVALID_VALUE;
     rgpu_put_u32(args + 0, (uint64_t)Flags);
     CUresult r = rgpu_call(RGPU_OP_STREAM_CREATE, args, 4, NULL, 0, rep, 8, NULL);
+    if (r == CUDA_SUCCESS) {
+        *phStream = (CUstream)(uintptr_t)rgpu_get_u64(rep + 0);
+    }
+    return r;
+}
+
+CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    uint8_t args[8];
+    uint8_t rep[8];
+    if (phStream == NULL) return CUDA_ERROR_INVALID_VALUE;
+    rgpu_put_u32(args + 0, (uint64_t)flags);
+    rgpu_put_u32(args + 4, (uint64_t)priority);
+    CUresult r = rgpu_call(RGPU_OP_STREAM_CREATE_WITH_PRIORITY, args, 8, NULL, 0, rep, 8, NULL);
     if (r == CUDA_SUCCESS) {
         *phStream = (CUstream)(uintptr_t)rgpu_get_u64(rep + 0);
     }

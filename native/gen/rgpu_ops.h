@@ -25,10 +25,13 @@
 #define RGPU_OP_CTX_SET_CURRENT 0x0034  /* args 8 B, reply 0 B, deferrable */
 #define RGPU_OP_CTX_GET_CURRENT 0x0035  /* args 0 B, reply 8 B */
 #define RGPU_OP_CTX_SYNCHRONIZE 0x0036  /* args 0 B, reply 0 B */
+#define RGPU_OP_CTX_GET_LIMIT 0x0037  /* args 4 B, reply 8 B */
+#define RGPU_OP_CTX_SET_LIMIT 0x0038  /* args 12 B, reply 0 B */
+#define RGPU_OP_CTX_GET_STREAM_PRIORITY_RANGE 0x0039  /* args 0 B, reply 8 B */
 #define RGPU_OP_MEM_ALLOC 0x0040  /* args 8 B, reply 8 B */
 #define RGPU_OP_MEM_FREE 0x0041  /* args 8 B, reply 0 B */
 #define RGPU_OP_MEM_GET_INFO 0x0042  /* args 0 B, reply 16 B */
-#define RGPU_OP_MEMCPY_HTOD 0x0043  /* args 8 B, reply 0 B */
+#define RGPU_OP_MEMCPY_HTOD 0x0043  /* args 8 B, reply 0 B, deferrable */
 #define RGPU_OP_MEMCPY_DTOH 0x0044  /* args 16 B, reply 0 B */
 #define RGPU_OP_MEMCPY_DTOD 0x0045  /* args 24 B, reply 0 B */
 #define RGPU_OP_MEMCPY_HTOD_ASYNC 0x0046  /* args 16 B, reply 0 B, deferrable */
@@ -44,16 +47,25 @@
 #define RGPU_OP_MODULE_GET_GLOBAL 0x0053  /* args 8 B, reply 16 B */
 #define RGPU_OP_FUNC_GET_PARAM_INFO 0x0054  /* args 8 B, reply 4 B */
 #define RGPU_OP_LAUNCH_KERNEL 0x0055  /* args 44 B, reply 0 B, deferrable */
+#define RGPU_OP_FUNC_GET_ATTRIBUTES 0x0056  /* args 12 B, reply 4 B */
+#define RGPU_OP_FUNC_SET_ATTRIBUTE 0x0057  /* args 16 B, reply 0 B, deferrable */
+#define RGPU_OP_OCCUPANCY_MAX_BLOCKS 0x0058  /* args 24 B, reply 4 B */
+#define RGPU_OP_MODULE_LOAD_CACHED 0x0059  /* args 32 B, reply 8 B */
 #define RGPU_OP_STREAM_CREATE 0x0060  /* args 4 B, reply 8 B */
 #define RGPU_OP_STREAM_DESTROY 0x0061  /* args 8 B, reply 0 B */
 #define RGPU_OP_STREAM_SYNCHRONIZE 0x0062  /* args 8 B, reply 0 B */
 #define RGPU_OP_STREAM_QUERY 0x0063  /* args 8 B, reply 0 B */
 #define RGPU_OP_STREAM_WAIT_EVENT 0x0064  /* args 20 B, reply 0 B, deferrable */
+#define RGPU_OP_STREAM_CREATE_WITH_PRIORITY 0x0065  /* args 8 B, reply 8 B */
 #define RGPU_OP_EVENT_CREATE 0x0070  /* args 4 B, reply 8 B */
 #define RGPU_OP_EVENT_DESTROY 0x0071  /* args 8 B, reply 0 B */
 #define RGPU_OP_EVENT_RECORD 0x0072  /* args 16 B, reply 0 B, deferrable */
 #define RGPU_OP_EVENT_SYNCHRONIZE 0x0073  /* args 8 B, reply 0 B */
 #define RGPU_OP_EVENT_QUERY 0x0074  /* args 8 B, reply 0 B */
 #define RGPU_OP_EVENT_ELAPSED_TIME 0x0075  /* args 16 B, reply 4 B */
+#define RGPU_OP_MEMCPY_2D 0x0080  /* args 60 B, reply 0 B */
+#define RGPU_OP_MEMCPY_2D_ASYNC 0x0081  /* args 60 B, reply 0 B, deferrable */
+#define RGPU_OP_MEMSET_2D 0x0082  /* args 48 B, reply 0 B */
+#define RGPU_OP_MEMSET_2D_ASYNC 0x0083  /* args 48 B, reply 0 B, deferrable */
 
 #endif

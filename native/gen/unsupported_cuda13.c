@@ -176,22 +176,10 @@ CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
     return rgpu_unsupported(&logged, "cuCtxGetId");
 }
 
-CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxGetLimit");
-}
-
 CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuCtxGetSharedMemConfig");
-}
-
-CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxGetStreamPriorityRange");
 }
 
 CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
@@ -216,12 +204,6 @@ CUresult cuCtxSetFlags(unsigned int flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuCtxSetFlags");
-}
-
-CUresult cuCtxSetLimit(CUlimit limit, size_t value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxSetLimit");
 }
 
 CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
@@ -264,12 +246,6 @@ CUresult cuDevSmResourceSplitByCount(CUdevResource* result, unsigned int* nbGrou
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuDevSmResourceSplitByCount");
-}
-
-CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceCanAccessPeer");
 }
 
 CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
@@ -336,12 +312,6 @@ CUresult cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attrib, CUdev
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuDeviceGetP2PAttribute");
-}
-
-CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceGetPCIBusId");
 }
 
 CUresult cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)
@@ -416,22 +386,10 @@ CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUf
     return rgpu_unsupported(&logged, "cuFlushGPUDirectRDMAWrites");
 }
 
-CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncGetAttribute");
-}
-
 CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuFuncGetModule");
-}
-
-CUresult cuFuncGetName(const char **name, CUfunction hfunc)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncGetName");
 }
 
 CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
@@ -446,28 +404,10 @@ CUresult cuFuncLoad(CUfunction function)
     return rgpu_unsupported(&logged, "cuFuncLoad");
 }
 
-CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncSetAttribute");
-}
-
 CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuFuncSetBlockShape");
-}
-
-CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncSetCacheConfig");
-}
-
-CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncSetSharedMemConfig");
 }
 
 CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)
@@ -1166,30 +1106,6 @@ CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstre
     return rgpu_unsupported(&logged, "cuLaunchGridAsync");
 }
 
-CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLaunchHostFunc");
-}
-
-CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLaunchHostFunc_ptsz");
-}
-
-CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLaunchKernelEx");
-}
-
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLaunchKernelEx_ptsz");
-}
-
 CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
 {
     static int logged;
@@ -1352,22 +1268,10 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
     return rgpu_unsupported(&logged, "cuMemAllocFromPoolAsync_ptsz");
 }
 
-CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocHost_v2");
-}
-
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemAllocManaged");
-}
-
-CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocPitch_v2");
 }
 
 CUresult cuMemBatchDecompressAsync(CUmemDecompressParams *paramsArray, size_t count, unsigned int flags, size_t *errorIndex, CUstream stream)
@@ -1430,22 +1334,10 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return rgpu_unsupported(&logged, "cuMemFreeAsync_ptsz");
 }
 
-CUresult cuMemFreeHost(void *p)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemFreeHost");
-}
-
 CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemGetAccess");
-}
-
-CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetAddressRange_v2");
 }
 
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)
@@ -1476,36 +1368,6 @@ CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAlloc
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemGetMemPool");
-}
-
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemHostAlloc");
-}
-
-CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemHostGetDevicePointer_v2");
-}
-
-CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemHostGetFlags");
-}
-
-CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemHostRegister_v2");
-}
-
-CUresult cuMemHostUnregister(void *p)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemHostUnregister");
 }
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType)
@@ -1664,48 +1526,6 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return rgpu_unsupported(&logged, "cuMemUnmap");
 }
 
-CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy");
-}
-
-CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy2DAsync_v2");
-}
-
-CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy2DAsync_v2_ptsz");
-}
-
-CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy2DUnaligned_v2");
-}
-
-CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy2DUnaligned_v2_ptds");
-}
-
-CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy2D_v2");
-}
-
-CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy2D_v2_ptds");
-}
-
 CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
     static int logged;
@@ -1764,18 +1584,6 @@ CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemcpy3D_v2_ptds");
-}
-
-CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAsync");
-}
-
-CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAsync_ptsz");
 }
 
 CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)
@@ -1898,108 +1706,6 @@ CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdevice
     return rgpu_unsupported(&logged, "cuMemcpyPeer_ptds");
 }
 
-CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy_ptds");
-}
-
-CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD16Async");
-}
-
-CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD16Async_ptsz");
-}
-
-CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD16_v2");
-}
-
-CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD16_v2_ptds");
-}
-
-CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D16Async");
-}
-
-CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D16Async_ptsz");
-}
-
-CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D16_v2");
-}
-
-CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D16_v2_ptds");
-}
-
-CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D32Async");
-}
-
-CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D32Async_ptsz");
-}
-
-CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D32_v2");
-}
-
-CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D32_v2_ptds");
-}
-
-CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D8Async");
-}
-
-CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D8Async_ptsz");
-}
-
-CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D8_v2");
-}
-
-CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemsetD2D8_v2_ptds");
-}
-
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels)
 {
     static int logged;
@@ -2040,12 +1746,6 @@ CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuModuleGetFunctionCount");
-}
-
-CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuModuleGetLoadingMode");
 }
 
 CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name)
@@ -2102,18 +1802,6 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunc
     return rgpu_unsupported(&logged, "cuOccupancyAvailableDynamicSMemPerBlock");
 }
 
-CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-}
-
-CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
-}
-
 CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
 {
     static int logged;
@@ -2168,18 +1856,6 @@ CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numby
     return rgpu_unsupported(&logged, "cuParamSetv");
 }
 
-CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuPointerGetAttribute");
-}
-
-CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data, CUdeviceptr ptr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuPointerGetAttributes");
-}
-
 CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
     static int logged;
@@ -2196,18 +1872,6 @@ CUresult cuSignalExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *extSemA
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuSignalExternalSemaphoresAsync_ptsz");
-}
-
-CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamAddCallback");
-}
-
-CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamAddCallback_ptsz");
 }
 
 CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)
@@ -2270,12 +1934,6 @@ CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
     return rgpu_unsupported(&logged, "cuStreamCopyAttributes_ptsz");
 }
 
-CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamCreateWithPriority");
-}
-
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
     static int logged;
@@ -2298,18 +1956,6 @@ CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstre
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuStreamGetAttribute_ptsz");
-}
-
-CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetCaptureInfo_v3");
-}
-
-CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetCaptureInfo_v3_ptsz");
 }
 
 CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
@@ -2388,18 +2034,6 @@ CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuStreamGetPriority_ptsz");
-}
-
-CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamIsCapturing");
-}
-
-CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamIsCapturing_ptsz");
 }
 
 CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)
@@ -2718,12 +2352,6 @@ CUresult cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmapped
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuTexRefSetMipmappedArray");
-}
-
-CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuThreadExchangeStreamCaptureMode");
 }
 
 CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags)

@@ -23,7 +23,7 @@
 #include "rgpu_shim.h"
 
 #define PROTO_MAJOR 1
-#define PROTO_MINOR 0
+#define PROTO_MINOR 1
 #define FEATURES 0x7ull
 #define HELLO_ARGS 72
 #define BATCH_MAX_CALLS 256
@@ -41,6 +41,7 @@ static struct {
     int fd;
     uint32_t next_id;
     uint32_t max_frame;
+    uint16_t server_minor;
     int batching;
     uint8_t *batch;
     size_t batch_len, batch_cap;
@@ -72,6 +73,8 @@ void rgpu_forget_server_ctx(uint64_t ctx)
         g.server_ctx = 0;
     pthread_mutex_unlock(&g.lock);
 }
+
+uint16_t rgpu_server_minor(void) { return g.server_minor; }
 
 uint64_t rgpu_stream_handle(CUstream s)
 {
@@ -596,6 +599,10 @@ static CUresult handshake(void)
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     g.max_frame = rgpu_get_u32(sh + 20);
+    g.server_minor = rgpu_get_u16(sh + 10);
+    if (g.server_minor < PROTO_MINOR)
+        rgpu_log(RGPU_LOG_WARN, "rgpu-server speaks protocol 1.%u, this library 1.%d: newer calls will fail with "
+                                "CUDA_ERROR_NOT_SUPPORTED; upgrade the server", g.server_minor, PROTO_MINOR);
     int server_auth = rgpu_get_u32(sh + 60) & 1;
     if (server_auth && !psk_len) {
         rgpu_log(RGPU_LOG_ERROR, "authentication failed: the server requires a pre-shared key (set RGPU_PSK_FILE)");

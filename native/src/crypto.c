@@ -16,7 +16,6 @@ typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
 
 static struct {
     const EVP_MD *(*sha256)(void);
-    int (*digest)(const void *, size_t, unsigned char *, unsigned int *, const EVP_MD *, void *);
     unsigned char *(*hmac)(const EVP_MD *, const void *, int, const unsigned char *, size_t, unsigned char *,
                            unsigned int *);
     const EVP_CIPHER *(*aes_256_gcm)(void);
@@ -48,7 +47,6 @@ static void load(void)
 #define SYM(field, name) if (!(*(void **)&C.field = dlsym(lib, name))) { \
         rgpu_log(RGPU_LOG_ERROR, "libcrypto lacks %s", name); return; }
     SYM(sha256, "EVP_sha256");
-    SYM(digest, "EVP_Digest");
     SYM(hmac, "HMAC");
     SYM(aes_256_gcm, "EVP_aes_256_gcm");
     SYM(chacha20_poly1305, "EVP_chacha20_poly1305");
@@ -69,12 +67,6 @@ int rgpu_crypto_load(void)
 {
     pthread_once(&once, load);
     return loaded ? 0 : -1;
-}
-
-int rgpu_sha256(const void *data, size_t len, uint8_t out[32])
-{
-    unsigned int n = 32;
-    return rgpu_crypto_load() || C.digest(data, len, out, &n, C.sha256(), NULL) != 1 ? -1 : 0;
 }
 
 int rgpu_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len, uint8_t out[32])

@@ -16,7 +16,7 @@ struct rgpu_aead {
 };
 
 int rgpu_crypto_load(void); /* 0, or -1 (logged) */
-int rgpu_sha256(const void *data, size_t len, uint8_t out[32]);
+int rgpu_sha256(const void *data, size_t len, uint8_t out[32]); /* sha256.c: no libcrypto needed */
 int rgpu_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len, uint8_t out[32]);
 int rgpu_hkdf_sha256(const void *ikm, size_t ikm_len, const void *salt, size_t salt_len, const void *info,
                      size_t info_len, uint8_t *out, size_t out_len);

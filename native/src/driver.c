@@ -19,6 +19,7 @@ struct device {
     uint8_t uuid[16];
     int32_t attrs[MAX_ATTRS + 1]; /* by attribute id; INT32_MIN = unsupported */
     int retained;
+    uint64_t primary; /* the session's primary context handle while retained */
 };
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -194,6 +195,32 @@ API CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
     return r == CUDA_SUCCESS ? cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) : r;
 }
 
+API CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
+{
+    struct device *d;
+    if (!bus_id || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device(dev, &d);
+    if (r == CUDA_SUCCESS)
+        snprintf(bus_id, (size_t)len, "%08X:%02X:%02X.0", d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID] == INT32_MIN ? 0 :
+                 d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID], d->attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID],
+                 d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID]);
+    return r;
+}
+
+API CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
+{
+    struct device *d;
+    if (!can)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = device(dev, &d);
+    if (r == CUDA_SUCCESS)
+        r = device(peer, &d);
+    if (r == CUDA_SUCCESS)
+        *can = 0; /* peer access is not forwarded */
+    return r;
+}
+
 /* -- contexts: current context is per thread, told to the server lazily (conn.c) ---------------------------- */
 static __thread uint64_t ctx_stack[CTX_STACK];
 static __thread int ctx_depth;
@@ -209,7 +236,7 @@ static void remember_device(uint64_t ctx, int dev)
     pthread_mutex_unlock(&ctx_lock);
 }
 
-static int device_of(uint64_t ctx)
+int rgpu_ctx_device(uint64_t ctx)
 {
     int dev = -1;
     pthread_mutex_lock(&ctx_lock);
@@ -232,8 +259,10 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         *pctx = (CUcontext)(uintptr_t)h;
         remember_device(h, dev);
         pthread_mutex_lock(&dev_lock);
-        if (devices && dev >= 0 && dev < device_count)
+        if (devices && dev >= 0 && dev < device_count) {
             devices[dev].retained++;
+            devices[dev].primary = h;
+        }
         pthread_mutex_unlock(&dev_lock);
     }
     return r;
@@ -245,10 +274,15 @@ API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     rgpu_put_u32(a, (uint32_t)dev);
     CUresult r = rgpu_call(RGPU_OP_PRIMARY_CTX_RELEASE, a, 4, NULL, 0, NULL, 0, NULL);
     if (r == CUDA_SUCCESS) {
+        uint64_t gone = 0;
         pthread_mutex_lock(&dev_lock);
-        if (devices && dev >= 0 && dev < device_count && devices[dev].retained > 0)
-            devices[dev].retained--;
+        if (devices && dev >= 0 && dev < device_count && devices[dev].retained > 0 && --devices[dev].retained == 0)
+            gone = devices[dev].primary;
         pthread_mutex_unlock(&dev_lock);
+        if (gone) { /* the server destroyed the context with everything in it */
+            rgpu_ranges_drop_ctx(gone);
+            rgpu_forget_server_ctx(gone);
+        }
     }
     return r;
 }
@@ -326,6 +360,7 @@ API CUresult cuCtxDestroy_v2(CUcontext ctx)
     CUresult r = rgpu_call(RGPU_OP_CTX_DESTROY, a, 8, NULL, 0, NULL, 0, NULL);
     if (r == CUDA_SUCCESS) {
         rgpu_forget_server_ctx(h);
+        rgpu_ranges_drop_ctx(h);
         if (rgpu_thread_ctx() == h)
             rgpu_set_thread_ctx(ctx_depth > 0 ? ctx_stack[--ctx_depth] : 0);
     }
@@ -373,7 +408,7 @@ API CUresult cuCtxGetDevice(CUdevice *dev)
     uint64_t cur = rgpu_thread_ctx();
     if (!cur)
         return CUDA_ERROR_INVALID_CONTEXT;
-    int d = device_of(cur);
+    int d = rgpu_ctx_device(cur);
     *dev = d < 0 ? 0 : d;
     return CUDA_SUCCESS;
 }
@@ -385,77 +420,6 @@ API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
         return CUDA_ERROR_INVALID_VALUE;
     *version = 3020; /* the context API version every current context reports */
     return rgpu_ready();
-}
-
-/* -- copies: chunked to the server's frame limit; device->host bytes land in the caller's buffer ----------- */
-static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
-{
-    const uint8_t *p = src;
-    size_t chunk = rgpu_max_chunk(), off = 0;
-    if (!src && n)
-        return CUDA_ERROR_INVALID_VALUE;
-    do {
-        size_t k = n - off < chunk ? n - off : chunk;
-        uint8_t a[16];
-        rgpu_put_u64(a, dst + off);
-        CUresult r;
-        if (op == RGPU_OP_MEMCPY_HTOD_ASYNC) {
-            rgpu_put_u64(a + 8, stream);
-            r = rgpu_defer(op, a, 16, p + off, k); /* the data is on its way (or copied) before we return */
-        } else {
-            r = rgpu_call(op, a, 8, p + off, k, NULL, 0, NULL);
-        }
-        if (r != CUDA_SUCCESS)
-            return r;
-        off += k;
-    } while (off < n);
-    return CUDA_SUCCESS;
-}
-
-static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t stream)
-{
-    uint8_t *p = dst;
-    size_t chunk = rgpu_max_chunk(), off = 0;
-    if (!dst && n)
-        return CUDA_ERROR_INVALID_VALUE;
-    while (off < n) {
-        size_t k = n - off < chunk ? n - off : chunk;
-        uint8_t a[24];
-        rgpu_put_u64(a, src + off);
-        rgpu_put_u64(a + 8, k);
-        rgpu_put_u64(a + 16, stream);
-        struct rgpu_sink s = {p + off, k, 0};
-        CUresult r = rgpu_call(op, a, op == RGPU_OP_MEMCPY_DTOH_ASYNC ? 24 : 16, NULL, 0, NULL, 0, &s);
-        if (r != CUDA_SUCCESS)
-            return r;
-        if (s.len != k)
-            return CUDA_ERROR_UNKNOWN;
-        off += k;
-    }
-    return CUDA_SUCCESS;
-}
-
-API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return htod(RGPU_OP_MEMCPY_HTOD, dst, src, n, 0); }
-API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) { return cuMemcpyHtoD_v2(dst, src, n); }
-API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return dtoh(RGPU_OP_MEMCPY_DTOH, dst, src, n, 0); }
-API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoH_v2(dst, src, n); }
-
-API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
-{
-    return htod(RGPU_OP_MEMCPY_HTOD_ASYNC, dst, src, n, rgpu_stream_handle(s));
-}
-API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
-{
-    return cuMemcpyHtoDAsync_v2(dst, src, n, s);
-}
-API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    /* The bytes must be in host memory when the stream reaches this point; rgpu simply waits for them. */
-    return dtoh(RGPU_OP_MEMCPY_DTOH_ASYNC, dst, src, n, rgpu_stream_handle(s));
-}
-API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    return cuMemcpyDtoHAsync_v2(dst, src, n, s);
 }
 
 /* -- modules ------------------------------------------------------------------------------------------------ */
@@ -489,12 +453,24 @@ static size_t image_size(const void *image)
 
 __attribute__((visibility("default"))) size_t rgpu_test_image_size(const void *image) { return image_size(image); }
 
+#define CACHED_IMAGE_MIN (16u << 10) /* smaller images cost less to send than a lookup round trip */
+
+/* Large images go by content: the server loads one it has cached (from any session) without the upload. */
 static CUresult load_image(CUmodule *mod, const void *image, size_t size)
 {
     uint8_t rep[8];
     if (!mod || !image)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = rgpu_call(RGPU_OP_MODULE_LOAD_DATA, NULL, 0, image, size, rep, 8, NULL);
+    CUresult r = CUDA_ERROR_NOT_FOUND;
+    if (size >= CACHED_IMAGE_MIN && rgpu_server_minor() >= 1) {
+        uint8_t digest[32];
+        rgpu_sha256(image, size, digest);
+        r = rgpu_call(RGPU_OP_MODULE_LOAD_CACHED, digest, 32, NULL, 0, rep, 8, NULL);
+        if (r == CUDA_SUCCESS)
+            rgpu_log(RGPU_LOG_DEBUG, "module image of %zu bytes loaded from the server's cache", size);
+    }
+    if (r == CUDA_ERROR_NOT_FOUND)
+        r = rgpu_call(RGPU_OP_MODULE_LOAD_DATA, NULL, 0, image, size, rep, 8, NULL);
     if (r == CUDA_SUCCESS)
         *mod = (CUmodule)(uintptr_t)rgpu_get_u64(rep);
     return r;
@@ -545,6 +521,14 @@ API CUresult cuModuleLoad(CUmodule *mod, const char *path)
     return r;
 }
 
+API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
+{
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    *mode = CU_MODULE_EAGER_LOADING; /* what the server's driver does is its own business */
+    return CUDA_SUCCESS;
+}
+
 API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name)
 {
     uint8_t a[8], rep[16];
@@ -553,135 +537,13 @@ API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod
     rgpu_put_u64(a, (uint64_t)(uintptr_t)mod);
     CUresult r = rgpu_call(RGPU_OP_MODULE_GET_GLOBAL, a, 8, name, strlen(name), rep, 16, NULL);
     if (r == CUDA_SUCCESS) {
+        rgpu_ranges_note_device(rgpu_get_u64(rep), rgpu_get_u64(rep + 8), rgpu_thread_ctx());
         if (dptr)
             *dptr = (CUdeviceptr)rgpu_get_u64(rep);
         if (bytes)
             *bytes = (size_t)rgpu_get_u64(rep + 8);
     }
     return r;
-}
-
-/* A CUfunction is a pointer to one of these: the launch needs the parameter layout, not a round trip. */
-struct rgpu_function {
-    uint64_t handle;
-    uint64_t module;
-    char *name;
-    uint32_t count;
-    uint32_t (*layout)[2];
-    size_t param_bytes;
-    struct rgpu_function *next;
-};
-
-static struct rgpu_function *functions;
-static pthread_mutex_t fn_lock = PTHREAD_MUTEX_INITIALIZER;
-
-API CUresult cuModuleGetFunction(CUfunction *pfunc, CUmodule mod, const char *name)
-{
-    if (!pfunc || !name)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t m = (uint64_t)(uintptr_t)mod;
-    pthread_mutex_lock(&fn_lock);
-    for (struct rgpu_function *f = functions; f; f = f->next)
-        if (f->module == m && !strcmp(f->name, name)) {
-            *pfunc = (CUfunction)f;
-            pthread_mutex_unlock(&fn_lock);
-            return CUDA_SUCCESS;
-        }
-    pthread_mutex_unlock(&fn_lock);
-    uint8_t a[8], rep[12], raw[8 * 512];
-    struct rgpu_sink s = {raw, sizeof raw, 0};
-    rgpu_put_u64(a, m);
-    CUresult r = rgpu_call(RGPU_OP_MODULE_GET_FUNCTION, a, 8, name, strlen(name), rep, 12, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    uint32_t count = rgpu_get_u32(rep + 8);
-    if (s.len != 8u * count || count > 512)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    struct rgpu_function *f = calloc(1, sizeof *f);
-    if (!f || !(f->name = strdup(name)) || !(f->layout = calloc(count ? count : 1, sizeof *f->layout)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    f->handle = rgpu_get_u64(rep);
-    f->module = m;
-    f->count = count;
-    for (uint32_t i = 0; i < count; i++) {
-        f->layout[i][0] = rgpu_get_u32(raw + 8 * i);
-        f->layout[i][1] = rgpu_get_u32(raw + 8 * i + 4);
-        if (f->layout[i][0] + f->layout[i][1] > f->param_bytes)
-            f->param_bytes = f->layout[i][0] + f->layout[i][1];
-    }
-    pthread_mutex_lock(&fn_lock);
-    f->next = functions;
-    functions = f;
-    pthread_mutex_unlock(&fn_lock);
-    *pfunc = (CUfunction)f;
-    return CUDA_SUCCESS;
-}
-
-API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, size_t *size)
-{
-    struct rgpu_function *f = (struct rgpu_function *)func;
-    if (!f || !offset)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (index >= f->count)
-        return CUDA_ERROR_INVALID_VALUE;
-    *offset = f->layout[index][0];
-    if (size)
-        *size = f->layout[index][1];
-    return CUDA_SUCCESS;
-}
-
-API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
-                            void **extra)
-{
-    struct rgpu_function *f = (struct rgpu_function *)func;
-    if (!f)
-        return CUDA_ERROR_INVALID_HANDLE;
-    uint8_t buf[4096];
-    if (f->param_bytes > sizeof buf)
-        return CUDA_ERROR_INVALID_VALUE;
-    memset(buf, 0, f->param_bytes);
-    if (params) {
-        for (uint32_t i = 0; i < f->count; i++) {
-            if (!params[i])
-                return CUDA_ERROR_INVALID_VALUE;
-            memcpy(buf + f->layout[i][0], params[i], f->layout[i][1]);
-        }
-    } else if (extra) {
-        const void *pbuf = NULL;
-        size_t psize = 0;
-        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-                pbuf = extra[i + 1];
-            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
-                psize = *(size_t *)extra[i + 1];
-            else
-                return CUDA_ERROR_INVALID_VALUE;
-        }
-        if (!pbuf || psize < f->param_bytes)
-            return CUDA_ERROR_INVALID_VALUE;
-        memcpy(buf, pbuf, f->param_bytes);
-    } else if (f->count) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    uint8_t a[44];
-    rgpu_put_u64(a, f->handle);
-    rgpu_put_u32(a + 8, gx);
-    rgpu_put_u32(a + 12, gy);
-    rgpu_put_u32(a + 16, gz);
-    rgpu_put_u32(a + 20, bx);
-    rgpu_put_u32(a + 24, by);
-    rgpu_put_u32(a + 28, bz);
-    rgpu_put_u32(a + 32, shmem);
-    rgpu_put_u64(a + 36, rgpu_stream_handle(stream));
-    return rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, f->param_bytes);
-}
-
-API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                                 unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params,
-                                 void **extra)
-{
-    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
 
 /* -- errors and entry points -------------------------------------------------------------------------------- */

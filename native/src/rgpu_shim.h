@@ -26,6 +26,14 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
 CUresult rgpu_connect(void);
 CUresult rgpu_ready(void); /* CUDA_ERROR_NOT_INITIALIZED before a successful cuInit */
 uint32_t rgpu_max_chunk(void);
+uint16_t rgpu_server_minor(void); /* the server's protocol minor version (newer operations need >= 1) */
+
+/* Device ranges the shim was given (memory.c): pointer queries, unified copies, deferrable copies. */
+void rgpu_ranges_note_device(uint64_t start, uint64_t size, uint64_t ctx);
+void rgpu_ranges_drop_ctx(uint64_t ctx);
+int rgpu_is_device_range(uint64_t ptr, uint64_t n);
+int rgpu_ctx_device(uint64_t ctx); /* device ordinal of a context, -1 if unknown */
+int rgpu_sha256(const void *data, size_t len, uint8_t out[32]); /* always 0 */
 
 /* Thread-local current context (rgpu handle); the connection tells the server lazily. */
 uint64_t rgpu_thread_ctx(void);

@@ -54,6 +54,9 @@ def server_parser() -> argparse.ArgumentParser:
                    help="device memory one session may allocate (e.g. 8G)")
     p.add_argument("--handshake-timeout", type=float, default=10.0, metavar="SECONDS")
     p.add_argument("--max-frame", type=_size, default=DEFAULT_MAX_RECORD, metavar="BYTES")
+    p.add_argument("--module-cache", metavar="DIR|off",
+                   help="where module images are cached by content across sessions (default: a private "
+                        "temporary directory removed at exit; off: no cache)")
     p.add_argument("--port-file", help="write the listening port here once ready (useful with --port 0)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     from rgpu.bridge.cli import add_location_args
@@ -120,7 +123,7 @@ def server_main(argv=None) -> int:
                               log_level=args.log_level, bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
                               handshake_timeout=args.handshake_timeout, max_frame=args.max_frame,
-                              port_file=args.port_file)
+                              port_file=args.port_file, module_cache=args.module_cache)
         from rgpu.server import check_config
 
         check_config(config)

@@ -7,6 +7,7 @@ import ipaddress
 import itertools
 import logging
 import os
+import pathlib
 import socket
 
 import attrs
@@ -14,6 +15,7 @@ import trio
 
 from rgpu.dispatch.backend import Backend
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
+from rgpu.session.modcache import ModuleCache
 from rgpu.session.pool import WorkerPool
 from rgpu.session.runner import run_session
 from rgpu.transport import DEFAULT_PORT
@@ -38,10 +40,27 @@ class ServerConfig:
     max_frame: int = DEFAULT_MAX_RECORD
     teardown_timeout: float = 30.0
     port_file: str | None = None
+    # Module images by content, shared by sessions: None = a private temporary directory removed at exit,
+    # "off" = no cache, else a directory the operator keeps (it must not be writable by others).
+    module_cache: str | None = None
+    module_cache_bytes: int = 2 << 30
 
 
 class ConfigError(Exception):
     pass
+
+
+def _module_cache(config: ServerConfig) -> ModuleCache | None:
+    if config.module_cache == "off":
+        return None
+    if config.module_cache is None:
+        return ModuleCache.temporary(config.module_cache_bytes)
+    path = pathlib.Path(config.module_cache)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o022:
+        raise ConfigError(f"--module-cache {path} is writable by other users; images there would be loaded "
+                          "into sessions (chmod 700 it)")
+    return ModuleCache(path, config.module_cache_bytes)
 
 
 def is_loopback(host: str) -> bool:
@@ -81,16 +100,21 @@ class Server:
         self.backend = backend
         self.pool = WorkerPool(config.backend, config.worker_pool, config.log_level) \
             if config.isolation == "process" else None
+        self.module_cache = _module_cache(config)
         self.sessions: dict = {}
         self._ids = itertools.count(1)
         self.ports: list[int] = []
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            if self.pool is not None:
-                await nursery.start(self.pool.run)
-            ports = await nursery.start(self._listen)
-            task_status.started(ports)
+        try:
+            async with trio.open_nursery() as nursery:
+                if self.pool is not None:
+                    await nursery.start(self.pool.run)
+                ports = await nursery.start(self._listen)
+                task_status.started(ports)
+        finally:
+            if self.module_cache is not None and self.config.module_cache is None:
+                self.module_cache.remove()
 
     async def _listen(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:

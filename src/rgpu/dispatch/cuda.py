@@ -13,7 +13,7 @@ import types
 
 import numpy as np
 
-from rgpu.dispatch.backend import Backend, BackendUnavailable
+from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, Backend, BackendUnavailable
 from rgpu.errors import CudaError, Status
 
 try:
@@ -149,6 +149,14 @@ class CudaBackend(Backend):
         self._use(ctx)
         _check(cu.cuCtxSynchronize())
 
+    def ctx_get_limit(self, ctx, limit: int) -> int:
+        self._use(ctx)
+        return int(_check(cu.cuCtxGetLimit(cu.CUlimit(limit))))
+
+    def ctx_set_limit(self, ctx, limit: int, value: int) -> None:
+        self._use(ctx)
+        _check(cu.cuCtxSetLimit(cu.CUlimit(limit), value))
+
     # -- memory ------------------------------------------------------------------------------------
     def mem_alloc(self, ctx, size: int) -> int:
         self._use(ctx)
@@ -199,6 +207,43 @@ class CudaBackend(Backend):
             fn = cu.cuMemsetD8 if width == 1 else cu.cuMemsetD32
             _check(fn(dst, value, count))
 
+    def _copy_2d(self, kind, dst, dpitch, src, spitch, width, height, host: int):
+        p = cu.CUDA_MEMCPY2D()
+        p.WidthInBytes, p.Height = width, height
+        if kind == 1:
+            p.srcMemoryType, p.srcHost, p.srcPitch = cu.CUmemorytype.CU_MEMORYTYPE_HOST, host, width
+        else:
+            p.srcMemoryType, p.srcDevice, p.srcPitch = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, src, spitch
+        if kind == 2:
+            p.dstMemoryType, p.dstHost, p.dstPitch = cu.CUmemorytype.CU_MEMORYTYPE_HOST, host, width
+        else:
+            p.dstMemoryType, p.dstDevice, p.dstPitch = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE, dst, dpitch
+        return p
+
+    def memcpy_2d(self, ctx, kind, dst, dpitch, src, spitch, width, height, rows, stream=None,
+                  asynchronous=False):
+        self._use(ctx)
+        out = self._staging_buffer(ctx, width * height) if kind == 2 else None
+        host = _address(rows) if kind == 1 else (_address(out) if kind == 2 else 0)
+        params = self._copy_2d(kind, dst, dpitch, src, spitch, width, height, host)
+        if asynchronous and kind == 3:
+            _check(cu.cuMemcpy2DAsync(params, _stream(stream)))
+        elif stream is not None:
+            # Host rows live in a receive/staging buffer reused after this call: finish before returning.
+            _check(cu.cuMemcpy2DAsync(params, stream))
+            _check(cu.cuStreamSynchronize(stream))
+        else:
+            _check(cu.cuMemcpy2D(params))
+        return out
+
+    def memset_2d(self, ctx, dst, pitch, value, elem, width, height, stream=None, asynchronous=False) -> None:
+        self._use(ctx)
+        name = {1: "cuMemsetD2D8", 2: "cuMemsetD2D16", 4: "cuMemsetD2D32"}[elem]
+        if asynchronous:
+            _check(getattr(cu, name + "Async")(dst, pitch, value, width, height, _stream(stream)))
+        else:
+            _check(getattr(cu, name)(dst, pitch, value, width, height))
+
     # -- modules -----------------------------------------------------------------------------------
     def module_load(self, ctx, image: bytes):
         self._use(ctx)
@@ -231,6 +276,29 @@ class CudaBackend(Backend):
                 _check((err,))
             layout.append((int(offset), int(size)))
 
+    def func_attributes(self, ctx, func, count: int) -> list[int]:
+        self._use(ctx)
+        values = []
+        for attrib in range(count):
+            try:
+                values.append(int(_check(cu.cuFuncGetAttribute(cu.CUfunction_attribute(attrib), func))))
+            except (CudaError, ValueError):
+                values.append(ATTRIBUTE_UNSUPPORTED)
+        return values
+
+    def func_set_attribute(self, ctx, func, attrib: int, value: int) -> None:
+        self._use(ctx)
+        try:
+            attr = cu.CUfunction_attribute(attrib)
+        except ValueError:
+            raise CudaError(Status.INVALID_VALUE, f"unknown function attribute {attrib}") from None
+        _check(cu.cuFuncSetAttribute(func, attr, value))
+
+    def occupancy_max_blocks(self, ctx, func, block_size: int, dynamic_smem: int, flags: int) -> int:
+        self._use(ctx)
+        return int(_check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(func, block_size,
+                                                                                  dynamic_smem, flags)))
+
     def launch(self, ctx, func, grid, block, shared_mem, stream, params) -> None:
         self._use(ctx)
         # Hand the packed buffer over as-is (CU_LAUNCH_PARAM_BUFFER_POINTER): no per-parameter pointers.
@@ -244,9 +312,16 @@ class CudaBackend(Backend):
         _check(cu.cuLaunchKernel(func, *grid, *block, shared_mem, _stream(stream), 0, scratch.extra_address))
 
     # -- streams and events ------------------------------------------------------------------------
-    def stream_create(self, ctx, flags: int):
+    def stream_create(self, ctx, flags: int, priority: int = 0):
         self._use(ctx)
+        if priority:
+            return _check(cu.cuStreamCreateWithPriority(flags, priority))
         return _check(cu.cuStreamCreate(flags))
+
+    def stream_priority_range(self, ctx) -> tuple[int, int]:
+        self._use(ctx)
+        least, greatest = _check(cu.cuCtxGetStreamPriorityRange())
+        return int(least), int(greatest)
 
     def stream_destroy(self, ctx, stream) -> None:
         self._use(ctx)

@@ -16,7 +16,7 @@ import attrs
 import numpy as np
 
 from rgpu.dispatch import ptx
-from rgpu.dispatch.backend import Backend
+from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, Backend
 from rgpu.dispatch.fake_kernels import KERNELS, KernelExec, decode_params
 from rgpu.errors import CudaError, Status
 
@@ -29,7 +29,8 @@ ATTRIBUTES = {
     1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 2**31 - 1, 6: 65535, 7: 65535, 8: 49152, 9: 65536, 10: 32,
     11: 2**31 - 1, 12: 65536, 13: 1_980_000, 14: 512, 15: 1, 16: 4, 17: 0, 18: 0, 19: 1, 20: 0, 31: 1,
     33: 0, 34: 0, 35: 0, 36: 3_201_000, 37: 5120, 38: 60 * 1024 * 1024, 39: 2048, 40: 2, 41: 1,
-    75: 9, 76: 0, 81: 233472, 82: 65536, 97: 232448, 106: 1,
+    50: 0, 75: 9, 76: 0, 78: 1, 79: 1, 80: 1, 81: 233472, 82: 65536, 83: 0, 84: 0, 95: 1, 97: 232448,
+    106: 32, 111: 1024, 115: 0,
 }
 
 
@@ -45,6 +46,7 @@ class FakeContext:
     busy_until: float = 0.0  # NULL stream
     allocations: set = attrs.Factory(set)
     streams: list = attrs.Factory(list)
+    limits: dict = attrs.Factory(lambda: dict(DEFAULT_LIMITS))
 
     def check(self) -> None:
         if self.sticky:
@@ -56,6 +58,7 @@ class FakeStream:
     ctx: FakeContext
     flags: int
     busy_until: float = 0.0
+    priority: int = 0
 
 
 @attrs.define(eq=False)
@@ -74,6 +77,17 @@ class FakeModule:
 class FakeFunction:
     name: str
     layout: tuple
+    ptx_version: int = 0
+    attributes: dict = attrs.Factory(dict)  # set by cuFuncSetAttribute
+
+
+# cuFuncGetAttribute defaults, by attribute id (registers and sizes as a small kernel has them).
+FUNC_ATTRIBUTES = {0: 1024, 1: 0, 2: 0, 3: 0, 4: 16, 6: 75, 7: 0, 8: 48 * 1024, 9: -1, 10: 0, 11: 0, 12: 0,
+                   13: 0, 14: 0, 15: 0}
+_SETTABLE_FUNC_ATTRIBUTES = {8, 9, 10, 11, 12, 13, 14, 15}
+MAX_SHARED_PER_BLOCK_OPTIN = ATTRIBUTES[97]
+DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
+STREAM_PRIORITIES = (0, -5)  # least, greatest, as on Hopper
 
 
 class FakeBackend(Backend):
@@ -140,6 +154,16 @@ class FakeBackend(Backend):
         ctx.check()
         self.wait_until(max([ctx.busy_until] + [s.busy_until for s in ctx.streams]))
         ctx.check()
+
+    def ctx_get_limit(self, ctx: FakeContext, limit: int) -> int:
+        ctx.check()
+        return ctx.limits[limit]
+
+    def ctx_set_limit(self, ctx: FakeContext, limit: int, value: int) -> None:
+        ctx.check()
+        if limit == 5 and value not in (0, 32, 64, 128):  # L2 fetch granularity
+            raise CudaError(Status.INVALID_VALUE, f"L2 fetch granularity {value}")
+        ctx.limits[limit] = value
 
     # -- memory ------------------------------------------------------------------------------------
     def mem_alloc(self, ctx: FakeContext, size: int) -> int:
@@ -218,6 +242,30 @@ class FakeBackend(Backend):
         dtype = np.uint8 if width == 1 else np.uint32
         self._checked_view(dst, count * width).view(dtype)[:] = value & (0xFF if width == 1 else 0xFFFFFFFF)
 
+    def _rows(self, ptr: int, pitch: int, width: int, height: int) -> list[np.ndarray]:
+        return [self._checked_view(ptr + y * pitch, width) for y in range(height)]
+
+    def memcpy_2d(self, ctx, kind, dst, dpitch, src, spitch, width, height, rows, stream=None,
+                  asynchronous=False):
+        ctx.check()
+        if not asynchronous:
+            self._stream_wait(ctx, stream)
+        if kind == 2:
+            return bytearray(b"".join(r.tobytes() for r in self._rows(src, spitch, width, height)))
+        sources = (np.frombuffer(rows, dtype=np.uint8).reshape(height, width) if kind == 1
+                   else [r.copy() for r in self._rows(src, spitch, width, height)])
+        for target, row in zip(self._rows(dst, dpitch, width, height), sources):
+            target[:] = row
+        return None
+
+    def memset_2d(self, ctx, dst, pitch, value, elem, width, height, stream=None, asynchronous=False) -> None:
+        ctx.check()
+        if not asynchronous:
+            self._stream_wait(ctx, stream)
+        dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32}[elem]
+        for row in self._rows(dst, pitch, width * elem, height):
+            row.view(dtype)[:] = value & ((1 << (8 * elem)) - 1)
+
     # -- modules -----------------------------------------------------------------------------------
     def module_load(self, ctx: FakeContext, image: bytes) -> FakeModule:
         ctx.check()
@@ -250,7 +298,29 @@ class FakeBackend(Backend):
         layout = module.ptx.entries.get(name)
         if layout is None:
             raise CudaError(Status.NOT_FOUND, f"no kernel named {name!r} in the module")
-        return FakeFunction(name, layout)
+        return FakeFunction(name, layout, module.ptx.version[0] * 10 + module.ptx.version[1])
+
+    def func_attributes(self, ctx, func: FakeFunction, count: int) -> list[int]:
+        values = {**FUNC_ATTRIBUTES, 5: func.ptx_version, **func.attributes}
+        return [values.get(i, ATTRIBUTE_UNSUPPORTED) for i in range(count)]
+
+    def func_set_attribute(self, ctx, func: FakeFunction, attrib: int, value: int) -> None:
+        ctx.check()
+        if attrib not in _SETTABLE_FUNC_ATTRIBUTES:
+            raise CudaError(Status.INVALID_VALUE, f"function attribute {attrib} cannot be set")
+        if attrib == 8 and not 0 <= value <= MAX_SHARED_PER_BLOCK_OPTIN:
+            raise CudaError(Status.INVALID_VALUE, f"dynamic shared memory {value} exceeds the opt-in maximum")
+        func.attributes[attrib] = value
+
+    def occupancy_max_blocks(self, ctx, func: FakeFunction, block_size, dynamic_smem, flags) -> int:
+        ctx.check()
+        if block_size > ATTRIBUTES[1]:
+            return 0
+        warps = (block_size + 31) // 32
+        blocks = min(32, 64 // warps)  # 64 warps and 32 blocks per SM
+        if dynamic_smem:
+            blocks = min(blocks, ATTRIBUTES[81] // dynamic_smem)
+        return blocks
 
     def module_get_global(self, ctx, module: FakeModule, name: str) -> tuple[int, int]:
         ctx.check()
@@ -286,11 +356,15 @@ class FakeBackend(Backend):
             ctx.sticky = Status.ILLEGAL_ADDRESS
 
     # -- streams and events ------------------------------------------------------------------------
-    def stream_create(self, ctx: FakeContext, flags: int) -> FakeStream:
+    def stream_create(self, ctx: FakeContext, flags: int, priority: int = 0) -> FakeStream:
         ctx.check()
-        stream = FakeStream(ctx, flags)
+        least, greatest = STREAM_PRIORITIES
+        stream = FakeStream(ctx, flags, priority=min(least, max(greatest, priority)))
         ctx.streams.append(stream)
         return stream
+
+    def stream_priority_range(self, ctx) -> tuple[int, int]:
+        return STREAM_PRIORITIES
 
     def stream_destroy(self, ctx, stream: FakeStream) -> None:
         stream.ctx.streams.remove(stream)

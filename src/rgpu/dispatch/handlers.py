@@ -173,6 +173,26 @@ def _ctx_synchronize(s: Session, args, bulk):
     s.backend.ctx_synchronize(s.context().obj)
 
 
+# cuCtxSetLimit can resize per-thread stacks or the heap of a busy context: it may block.
+_LIMITS = range(0, 7)  # CU_LIMIT_STACK_SIZE .. CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+
+
+@handles(ops.CTX_GET_LIMIT)
+def _ctx_get_limit(s: Session, args, bulk):
+    (limit,) = args
+    if limit not in _LIMITS:
+        raise CudaError(Status.INVALID_VALUE, f"unknown limit {limit}")
+    return (s.backend.ctx_get_limit(s.context().obj, limit),)
+
+
+@handles(ops.CTX_SET_LIMIT, blocking=True)
+def _ctx_set_limit(s: Session, args, bulk):
+    limit, value = args
+    if limit not in _LIMITS:
+        raise CudaError(Status.INVALID_VALUE, f"unknown limit {limit}")
+    s.backend.ctx_set_limit(s.context().obj, limit, value)
+
+
 # -- memory ----------------------------------------------------------------------------------------
 @handles(ops.MEM_ALLOC)
 def _mem_alloc(s: Session, args, bulk):
@@ -283,13 +303,30 @@ def _memset_d32_async(s, args, bulk):
 
 
 # -- modules and launches --------------------------------------------------------------------------
+def _load_module(s: Session, image: bytes) -> int:
+    ctx = s.context()
+    module = s.backend.module_load(ctx.obj, image)
+    return s.handles.add(Kind.MODULE, module, ctx=s.current_ctx)
+
+
 @handles(ops.MODULE_LOAD_DATA, blocking=True)
 def _module_load(s: Session, args, bulk):
     if not len(bulk):
         raise CudaError(Status.INVALID_VALUE, "empty module image")
-    ctx = s.context()
-    module = s.backend.module_load(ctx.obj, bytes(bulk))
-    return (s.handles.add(Kind.MODULE, module, ctx=s.current_ctx),)
+    image = bytes(bulk)
+    handle = _load_module(s, image)
+    if s.module_cache is not None:
+        s.module_cache.put(image)  # only images the backend accepted
+    return (handle,)
+
+
+@handles(ops.MODULE_LOAD_CACHED, blocking=True)
+def _module_load_cached(s: Session, args, bulk):
+    (digest,) = args
+    image = s.module_cache.get(digest) if s.module_cache is not None else None
+    if image is None:
+        raise CudaError(Status.NOT_FOUND, "image not cached; send it with MODULE_LOAD_DATA")
+    return (_load_module(s, image),)
 
 
 @handles(ops.MODULE_UNLOAD, blocking=True)
@@ -353,12 +390,108 @@ def _launch(s: Session, args, bulk):
     s.backend.launch(ctx.obj, func.obj, (gx, gy, gz), (bx, by, bz), shmem, strm, bulk)
 
 
+FUNC_ATTRIBUTE_COUNT = 16  # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK .. CLUSTER_SCHEDULING_POLICY_PREFERENCE
+
+
+@handles(ops.FUNC_GET_ATTRIBUTES)
+def _func_attributes(s: Session, args, bulk):
+    handle, count = args
+    ctx, func = s.object(handle, Kind.FUNCTION)
+    count = min(count, FUNC_ATTRIBUTE_COUNT)
+    values = s.backend.func_attributes(ctx.obj, func.obj, count)
+    return Reply((count,), struct.pack(f"<{count}i", *values))
+
+
+@handles(ops.FUNC_SET_ATTRIBUTE)
+def _func_set_attribute(s: Session, args, bulk):
+    handle, attrib, value = args
+    ctx, func = s.object(handle, Kind.FUNCTION)
+    s.backend.func_set_attribute(ctx.obj, func.obj, attrib, value)
+
+
+@handles(ops.OCCUPANCY_MAX_BLOCKS)
+def _occupancy(s: Session, args, bulk):
+    handle, block_size, dynamic_smem, flags = args
+    ctx, func = s.object(handle, Kind.FUNCTION)
+    if block_size <= 0:
+        raise CudaError(Status.INVALID_VALUE, f"block size {block_size}")
+    return (s.backend.occupancy_max_blocks(ctx.obj, func.obj, block_size, dynamic_smem, flags),)
+
+
+# -- 2D memory -------------------------------------------------------------------------------------
+_H2D, _D2H, _D2D = 1, 2, 3
+
+
+def _extent(pitch: int, width: int, height: int) -> int:
+    if height > 1 and width > pitch:
+        raise CudaError(Status.INVALID_VALUE, f"width {width} exceeds pitch {pitch}")
+    return pitch * (height - 1) + width if height else 0
+
+
+def _memcpy_2d(s: Session, args, bulk, asynchronous: bool):
+    kind, dst, dpitch, src, spitch, width, height, stream = args
+    if kind not in (_H2D, _D2H, _D2D) or (asynchronous and kind == _D2H):
+        raise CudaError(Status.INVALID_VALUE, f"2D copy kind {kind}")
+    if kind != _H2D:
+        s.memory.check(src, _extent(spitch, width, height))
+    if kind != _D2H:
+        s.memory.check(dst, _extent(dpitch, width, height))
+    if kind == _H2D and len(bulk) != width * height:
+        raise CudaError(Status.INVALID_VALUE, f"{len(bulk)} bytes of rows for a {width}x{height} copy")
+    ctx, strm = s.stream(stream)
+    out = s.backend.memcpy_2d(ctx.obj, kind, dst, dpitch, src, spitch, width, height,
+                              bulk if kind == _H2D else None, strm, asynchronous)
+    return Reply((), out) if kind == _D2H else None
+
+
+@handles(ops.MEMCPY_2D, blocking=True)
+def _memcpy_2d_sync(s: Session, args, bulk):
+    return _memcpy_2d(s, args, bulk, False)
+
+
+@handles(ops.MEMCPY_2D_ASYNC, blocking=True)
+def _memcpy_2d_async(s: Session, args, bulk):
+    _memcpy_2d(s, args, bulk, True)
+
+
+def _memset_2d(s: Session, args, asynchronous: bool):
+    dst, pitch, value, elem, width, height, stream = args
+    if elem not in (1, 2, 4):
+        raise CudaError(Status.INVALID_VALUE, f"element size {elem}")
+    s.memory.check(dst, _extent(pitch, width * elem, height))
+    ctx, strm = s.stream(stream)
+    s.backend.memset_2d(ctx.obj, dst, pitch, value, elem, width, height, strm, asynchronous)
+
+
+@handles(ops.MEMSET_2D, blocking=True)
+def _memset_2d_sync(s: Session, args, bulk):
+    _memset_2d(s, args, False)
+
+
+@handles(ops.MEMSET_2D_ASYNC)
+def _memset_2d_async(s: Session, args, bulk):
+    _memset_2d(s, args, True)
+
+
 # -- streams and events ----------------------------------------------------------------------------
 @handles(ops.STREAM_CREATE)
 def _stream_create(s: Session, args, bulk):
     (flags,) = args
     ctx = s.context()
     return (s.handles.add(Kind.STREAM, s.backend.stream_create(ctx.obj, flags), ctx=s.current_ctx),)
+
+
+@handles(ops.STREAM_CREATE_WITH_PRIORITY)
+def _stream_create_with_priority(s: Session, args, bulk):
+    flags, priority = args
+    ctx = s.context()
+    stream = s.backend.stream_create(ctx.obj, flags, priority)
+    return (s.handles.add(Kind.STREAM, stream, ctx=s.current_ctx),)
+
+
+@handles(ops.CTX_GET_STREAM_PRIORITY_RANGE)
+def _stream_priority_range(s: Session, args, bulk):
+    return s.backend.stream_priority_range(s.context().obj)
 
 
 @handles(ops.STREAM_DESTROY, blocking=True)

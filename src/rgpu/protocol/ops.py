@@ -88,12 +88,19 @@ CTX_SET_CURRENT = _op(0x0034, "CTX_SET_CURRENT", "Q", deferrable=True,
                       doc="context used by later calls (0: none)")
 CTX_GET_CURRENT = _op(0x0035, "CTX_GET_CURRENT", "", "Q", doc="cuCtxGetCurrent")
 CTX_SYNCHRONIZE = _op(0x0036, "CTX_SYNCHRONIZE", doc="cuCtxSynchronize")
+CTX_GET_LIMIT = _op(0x0037, "CTX_GET_LIMIT", "I", "Q", doc="cuCtxGetLimit(limit) -> value")
+CTX_SET_LIMIT = _op(0x0038, "CTX_SET_LIMIT", "IQ", doc="cuCtxSetLimit(limit, value)")
+CTX_GET_STREAM_PRIORITY_RANGE = _op(0x0039, "CTX_GET_STREAM_PRIORITY_RANGE", "", "ii",
+                                    doc="cuCtxGetStreamPriorityRange -> least, greatest")
 
 # Memory (0x004x). Device pointers are real (backend) addresses, range-checked against the session's own.
 MEM_ALLOC = _op(0x0040, "MEM_ALLOC", "Q", "Q", doc="cuMemAlloc(size) -> dptr")
 MEM_FREE = _op(0x0041, "MEM_FREE", "Q", doc="cuMemFree(dptr)")
 MEM_GET_INFO = _op(0x0042, "MEM_GET_INFO", "", "QQ", doc="cuMemGetInfo -> free, total")
-MEMCPY_HTOD = _op(0x0043, "MEMCPY_HTOD", "Q", request_bulk="bytes to copy", doc="cuMemcpyHtoD(dst)")
+# cuMemcpyHtoD returns once the source is staged, before the DMA ends (CUDA's pageable-copy rule), so a client
+# that knows the destination is valid may defer it like an asynchronous copy.
+MEMCPY_HTOD = _op(0x0043, "MEMCPY_HTOD", "Q", deferrable=True, request_bulk="bytes to copy",
+                  doc="cuMemcpyHtoD(dst)")
 MEMCPY_DTOH = _op(0x0044, "MEMCPY_DTOH", "QQ", reply_bulk="bytes copied", doc="cuMemcpyDtoH(src, n)")
 MEMCPY_DTOD = _op(0x0045, "MEMCPY_DTOD", "QQQ", doc="cuMemcpyDtoD(dst, src, n)")
 MEMCPY_HTOD_ASYNC = _op(0x0046, "MEMCPY_HTOD_ASYNC", "QQ", deferrable=True, request_bulk="bytes to copy",
@@ -123,6 +130,16 @@ FUNC_GET_PARAM_INFO = _op(0x0054, "FUNC_GET_PARAM_INFO", "Q", "I", reply_bulk="c
 LAUNCH_KERNEL = _op(0x0055, "LAUNCH_KERNEL", "QIIIIIIIQ", deferrable=True,
                     request_bulk="parameter buffer laid out per FUNC_GET_PARAM_INFO",
                     doc="cuLaunchKernel(f, grid xyz, block xyz, shmem, stream)")
+FUNC_GET_ATTRIBUTES = _op(0x0056, "FUNC_GET_ATTRIBUTES", "QI", "I",
+                          reply_bulk="count x i32, attributes 0..count-1 (INT32_MIN: unsupported)",
+                          doc="all cuFuncGetAttribute values in one call, for client-side caching")
+FUNC_SET_ATTRIBUTE = _op(0x0057, "FUNC_SET_ATTRIBUTE", "QIi", deferrable=True,
+                         doc="cuFuncSetAttribute(f, attribute, value)")
+OCCUPANCY_MAX_BLOCKS = _op(0x0058, "OCCUPANCY_MAX_BLOCKS", "QiQI", "i",
+                           doc="cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(f, block, dyn smem, flags)")
+MODULE_LOAD_CACHED = _op(0x0059, "MODULE_LOAD_CACHED", "32s", "Q",
+                         doc="cuModuleLoadData of an image the server has cached, by SHA-256; NOT_FOUND: "
+                             "send it with MODULE_LOAD_DATA")
 
 # Streams (0x006x) and events (0x007x). Stream handle 0 is the current context's NULL stream.
 STREAM_CREATE = _op(0x0060, "STREAM_CREATE", "I", "Q", doc="cuStreamCreate(flags)")
@@ -130,12 +147,26 @@ STREAM_DESTROY = _op(0x0061, "STREAM_DESTROY", "Q", doc="cuStreamDestroy")
 STREAM_SYNCHRONIZE = _op(0x0062, "STREAM_SYNCHRONIZE", "Q", doc="cuStreamSynchronize")
 STREAM_QUERY = _op(0x0063, "STREAM_QUERY", "Q", doc="cuStreamQuery (status NOT_READY is an answer)")
 STREAM_WAIT_EVENT = _op(0x0064, "STREAM_WAIT_EVENT", "QQI", deferrable=True, doc="cuStreamWaitEvent")
+STREAM_CREATE_WITH_PRIORITY = _op(0x0065, "STREAM_CREATE_WITH_PRIORITY", "Ii", "Q",
+                                  doc="cuStreamCreateWithPriority(flags, priority)")
 EVENT_CREATE = _op(0x0070, "EVENT_CREATE", "I", "Q", doc="cuEventCreate(flags)")
 EVENT_DESTROY = _op(0x0071, "EVENT_DESTROY", "Q", doc="cuEventDestroy")
 EVENT_RECORD = _op(0x0072, "EVENT_RECORD", "QQ", deferrable=True, doc="cuEventRecord(event, stream)")
 EVENT_SYNCHRONIZE = _op(0x0073, "EVENT_SYNCHRONIZE", "Q", doc="cuEventSynchronize")
 EVENT_QUERY = _op(0x0074, "EVENT_QUERY", "Q", doc="cuEventQuery (status NOT_READY is an answer)")
 EVENT_ELAPSED_TIME = _op(0x0075, "EVENT_ELAPSED_TIME", "QQ", "f", doc="cuEventElapsedTime -> ms")
+
+# 2D memory (0x008x).
+# 2D copies: the host side of a copy travels packed (rows of `width` bytes, no pitch), so the wire carries
+# exactly width x height bytes whatever the host pitch. kind: 1 host->device, 2 device->host, 3 device->device.
+MEMCPY_2D = _op(0x0080, "MEMCPY_2D", "IQQQQQQQ", request_bulk="packed rows (host->device)",
+                reply_bulk="packed rows (device->host)",
+                doc="cuMemcpy2D(kind, dst, dpitch, src, spitch, width, height, stream)")
+MEMCPY_2D_ASYNC = _op(0x0081, "MEMCPY_2D_ASYNC", "IQQQQQQQ", deferrable=True, request_bulk="packed rows",
+                      doc="cuMemcpy2DAsync, host->device and device->device only")
+MEMSET_2D = _op(0x0082, "MEMSET_2D", "QQIIQQQ",
+                doc="cuMemsetD2D8/16/32(dst, pitch, value, element size, width, height, stream)")
+MEMSET_2D_ASYNC = _op(0x0083, "MEMSET_2D_ASYNC", "QQIIQQQ", deferrable=True, doc="cuMemsetD2D*Async")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 

@@ -39,7 +39,8 @@ async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: st
             server.sessions[session_id] = peer
             await _run_in_worker(server, stream, io, hs, session_id, peer)
             return
-        session = Session(session_id, server.backend, mem_limit=cfg.session_mem_limit, peer=peer)
+        session = Session(session_id, server.backend, mem_limit=cfg.session_mem_limit, peer=peer,
+                          module_cache=server.module_cache)
         server.sessions[session_id] = session
         session.log.info("opened for %s (%d live)", peer, len(server.sessions))
         await _serve_requests(session, io)
@@ -72,7 +73,9 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
         raise ProtocolError("client sent frames before the handshake completed")
     cfg = server.config
     params = {"session_id": session_id, "peer": peer, "max_frame": cfg.max_frame,
-              "mem_limit": cfg.session_mem_limit}
+              "mem_limit": cfg.session_mem_limit,
+              "module_cache": str(server.module_cache.dir) if server.module_cache else None,
+              "module_cache_bytes": server.module_cache.max_bytes if server.module_cache else 0}
     if hs.keys is not None:
         cipher, c2s, s2c = hs.keys
         params.update(cipher=cipher, c2s=c2s.hex(), s2c=s2c.hex())

@@ -9,6 +9,7 @@ import trio
 from rgpu.dispatch.backend import Backend
 from rgpu.errors import CudaError, Status
 from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
+from rgpu.session.modcache import ModuleCache
 
 
 class _SessionLog(logging.LoggerAdapter):
@@ -17,9 +18,11 @@ class _SessionLog(logging.LoggerAdapter):
 
 
 class Session:
-    def __init__(self, session_id: int, backend: Backend, *, mem_limit: int | None = None, peer: str = ""):
+    def __init__(self, session_id: int, backend: Backend, *, mem_limit: int | None = None, peer: str = "",
+                 module_cache: ModuleCache | None = None):
         self.id = session_id
         self.backend = backend
+        self.module_cache = module_cache
         self.peer = peer
         self.log = _SessionLog(logging.getLogger("rgpu.session"), {"session": session_id})
         self.handles = HandleTable()

@@ -30,6 +30,7 @@ from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Flags, Frame
 from rgpu.protocol.handshake import RecordProtector
 from rgpu.session.requests import Step, classify
+from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
 from rgpu.transport import SocketFrameStream
 
@@ -101,7 +102,9 @@ def serve_blocking(session: Session, io: SocketFrameStream) -> str:
 
 
 def run_session(params: dict, client: socket.socket, backend) -> dict:
-    session = Session(params["session_id"], backend, mem_limit=params.get("mem_limit"), peer=params.get("peer", ""))
+    cache = ModuleCache(params["module_cache"], params["module_cache_bytes"]) if params.get("module_cache") else None
+    session = Session(params["session_id"], backend, mem_limit=params.get("mem_limit"), peer=params.get("peer", ""),
+                      module_cache=cache)
     conn = Connection(params["max_frame"])
     if params.get("cipher"):
         conn.protect(RecordProtector(params["cipher"], send_key=bytes.fromhex(params["s2c"]),

@@ -1,0 +1,535 @@
+/* Memory: what the shim knows locally about device and host ranges, and every copy and memset.
+ *
+ * The shim records the device ranges it was given (allocations and module globals). That answers pointer
+ * queries without a round trip, tells device from host pointers for unified copies, and lets a synchronous
+ * host->device copy into a known range be deferred: CUDA returns from such a copy once the source is staged,
+ * and the shim has staged it once the bytes are queued, so the program cannot tell -- except in speed.
+ * "Pinned" host memory is ordinary memory here: there is no DMA engine on this side of the wire. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rgpu_shim.h"
+
+#define API __attribute__((visibility("default")))
+
+/* -- range sets: sorted by start, binary-searched ------------------------------------------------------- */
+struct range {
+    uint64_t start, size, ctx;
+    unsigned flags;
+};
+struct range_set {
+    pthread_mutex_t lock;
+    struct range *v;
+    size_t n, cap;
+};
+
+static struct range_set device_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+static struct range_set host_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+/* Index of the last range starting at or below ptr, or -1. Caller holds the lock. */
+static long below(const struct range_set *set, uint64_t ptr)
+{
+    long lo = 0, hi = (long)set->n - 1, found = -1;
+    while (lo <= hi) {
+        long mid = (lo + hi) / 2;
+        if (set->v[mid].start <= ptr) {
+            found = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return found;
+}
+
+static int set_add(struct range_set *set, uint64_t start, uint64_t size, uint64_t ctx, unsigned flags)
+{
+    int rc = 0;
+    pthread_mutex_lock(&set->lock);
+    long i = below(set, start);
+    if (i >= 0 && set->v[i].start == start) {
+        set->v[i] = (struct range){start, size, ctx, flags}; /* a module global looked up again */
+    } else if (set->n == set->cap && !(set->v = realloc(set->v, (set->cap = set->cap ? 2 * set->cap : 64) * sizeof *set->v))) {
+        set->n = set->cap = 0;
+        rc = -1;
+    } else {
+        memmove(set->v + i + 2, set->v + i + 1, (set->n - (size_t)(i + 1)) * sizeof *set->v);
+        set->v[i + 1] = (struct range){start, size, ctx, flags};
+        set->n++;
+    }
+    pthread_mutex_unlock(&set->lock);
+    return rc;
+}
+
+static int set_remove(struct range_set *set, uint64_t start, struct range *out)
+{
+    int rc = -1;
+    pthread_mutex_lock(&set->lock);
+    long i = below(set, start);
+    if (i >= 0 && set->v[i].start == start) {
+        if (out)
+            *out = set->v[i];
+        memmove(set->v + i, set->v + i + 1, (set->n - (size_t)i - 1) * sizeof *set->v);
+        set->n--;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&set->lock);
+    return rc;
+}
+
+/* The range holding [ptr, ptr+n): 0 and *out filled, or -1. */
+static int set_find(struct range_set *set, uint64_t ptr, uint64_t n, struct range *out)
+{
+    int rc = -1;
+    pthread_mutex_lock(&set->lock);
+    long i = below(set, ptr);
+    if (i >= 0 && ptr + n <= set->v[i].start + set->v[i].size && ptr + n >= ptr) {
+        if (out)
+            *out = set->v[i];
+        rc = 0;
+    }
+    pthread_mutex_unlock(&set->lock);
+    return rc;
+}
+
+void rgpu_ranges_note_device(uint64_t start, uint64_t size, uint64_t ctx) { set_add(&device_ranges, start, size, ctx, 0); }
+
+void rgpu_ranges_drop_ctx(uint64_t ctx)
+{
+    pthread_mutex_lock(&device_ranges.lock);
+    size_t k = 0;
+    for (size_t i = 0; i < device_ranges.n; i++)
+        if (device_ranges.v[i].ctx != ctx)
+            device_ranges.v[k++] = device_ranges.v[i];
+    device_ranges.n = k;
+    pthread_mutex_unlock(&device_ranges.lock);
+}
+
+int rgpu_is_device_range(uint64_t ptr, uint64_t n) { return set_find(&device_ranges, ptr, n ? n : 1, NULL) == 0; }
+
+/* -- allocation --------------------------------------------------------------------------------------------- */
+API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+{
+    uint8_t a[8], rep[8];
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    rgpu_put_u64(a, bytes);
+    CUresult r = rgpu_call(RGPU_OP_MEM_ALLOC, a, 8, NULL, 0, rep, 8, NULL);
+    if (r == CUDA_SUCCESS) {
+        *dptr = (CUdeviceptr)rgpu_get_u64(rep);
+        rgpu_ranges_note_device(*dptr, bytes, rgpu_thread_ctx());
+    }
+    return r;
+}
+
+API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem)
+{
+    if (!dptr || !pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t p = (width + 511) / 512 * 512; /* the texture pitch alignment of every current GPU */
+    CUresult r = cuMemAlloc_v2(dptr, p * height);
+    if (r == CUDA_SUCCESS)
+        *pitch = p;
+    return r;
+}
+
+API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    uint8_t a[8];
+    if (!dptr)
+        return CUDA_SUCCESS;
+    rgpu_put_u64(a, dptr);
+    CUresult r = rgpu_call(RGPU_OP_MEM_FREE, a, 8, NULL, 0, NULL, 0, NULL);
+    if (r == CUDA_SUCCESS)
+        set_remove(&device_ranges, dptr, NULL);
+    return r;
+}
+
+API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
+{
+    struct range rg;
+    CUresult r = rgpu_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (set_find(&device_ranges, dptr, 1, &rg))
+        return CUDA_ERROR_NOT_FOUND;
+    if (base)
+        *base = (CUdeviceptr)rg.start;
+    if (size)
+        *size = (size_t)rg.size;
+    return CUDA_SUCCESS;
+}
+
+/* -- host memory: local; "pinned" only in name ---------------------------------------------------------------- */
+static int logged_mapped;
+
+API CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags)
+{
+    if (!pp)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_MEMHOSTALLOC_DEVICEMAP)
+        return rgpu_unsupported(&logged_mapped, "mapped (zero-copy) host memory: the GPU is on another machine");
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, bytes ? bytes : 1))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (set_add(&host_ranges, (uint64_t)(uintptr_t)p, bytes, 0, flags | 0x80000000u)) {
+        free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemAllocHost_v2(void **pp, size_t bytes) { return cuMemHostAlloc(pp, bytes, 0); }
+
+API CUresult cuMemFreeHost(void *p)
+{
+    struct range rg;
+    if (set_remove(&host_ranges, (uint64_t)(uintptr_t)p, &rg) || !(rg.flags & 0x80000000u))
+        return CUDA_ERROR_INVALID_VALUE;
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)
+{
+    if (!p || !bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_MEMHOSTREGISTER_DEVICEMAP)
+        return rgpu_unsupported(&logged_mapped, "mapped (zero-copy) host memory: the GPU is on another machine");
+    if (set_find(&host_ranges, (uint64_t)(uintptr_t)p, 1, NULL) == 0)
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    return set_add(&host_ranges, (uint64_t)(uintptr_t)p, bytes, 0, flags) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostUnregister(void *p)
+{
+    struct range rg;
+    if (set_find(&host_ranges, (uint64_t)(uintptr_t)p, 1, &rg) || rg.start != (uint64_t)(uintptr_t)p ||
+        (rg.flags & 0x80000000u))
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    set_remove(&host_ranges, rg.start, NULL);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostGetFlags(unsigned int *flags, void *p)
+{
+    struct range rg;
+    if (!flags || set_find(&host_ranges, (uint64_t)(uintptr_t)p, 1, &rg))
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = rg.flags & ~0x80000000u;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned int flags)
+{
+    (void)dptr, (void)p, (void)flags;
+    return rgpu_unsupported(&logged_mapped, "mapped (zero-copy) host memory: the GPU is on another machine");
+}
+
+/* -- pointer attributes, answered from the range sets ---------------------------------------------------------- */
+static CUresult pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr, int lenient)
+{
+    struct range rg;
+    int is_dev = set_find(&device_ranges, ptr, 1, &rg) == 0;
+    int is_host = !is_dev && set_find(&host_ranges, ptr, 1, &rg) == 0;
+    if (!is_dev && !is_host && !lenient)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = is_dev ? (CUcontext)(uintptr_t)rg.ctx : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data = is_dev ? CU_MEMORYTYPE_DEVICE : is_host ? CU_MEMORYTYPE_HOST : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        if (!is_dev && !lenient)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(CUdeviceptr *)data = is_dev ? ptr : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (!is_host && !lenient)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = is_host ? (void *)(uintptr_t)ptr : NULL;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(int *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = is_dev ? rgpu_ctx_device(rg.ctx) : -2;
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(int *)data = is_dev;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = is_dev ? rg.start : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (is_dev || is_host) ? rg.start : 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = (is_dev || is_host) ? rg.size : 0;
+        break;
+    default:
+        if (!lenient)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_ready();
+    return r == CUDA_SUCCESS ? pointer_attribute(data, attr, ptr, 0) : r;
+}
+
+API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr)
+{
+    if (!attrs || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_ready();
+    for (unsigned i = 0; r == CUDA_SUCCESS && i < n; i++)
+        if (data[i])
+            r = pointer_attribute(data[i], attrs[i], ptr, 1);
+    return r;
+}
+
+/* -- 1D copies: chunked to the server's frame limit; device->host bytes land in the caller's buffer ------------ */
+static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
+{
+    const uint8_t *p = src;
+    size_t chunk = rgpu_max_chunk(), off = 0;
+    if (!src && n)
+        return CUDA_ERROR_INVALID_VALUE;
+    int defer = op == RGPU_OP_MEMCPY_HTOD_ASYNC ||
+                (rgpu_server_minor() >= 1 && set_find(&device_ranges, dst, n, NULL) == 0);
+    do {
+        size_t k = n - off < chunk ? n - off : chunk;
+        uint8_t a[16];
+        rgpu_put_u64(a, dst + off);
+        rgpu_put_u64(a + 8, stream);
+        size_t alen = op == RGPU_OP_MEMCPY_HTOD_ASYNC ? 16 : 8;
+        /* Deferred: the bytes are queued or sent before we return, which is all CUDA promises here. */
+        CUresult r = defer ? rgpu_defer(op, a, alen, p + off, k) : rgpu_call(op, a, alen, p + off, k, NULL, 0, NULL);
+        if (r != CUDA_SUCCESS)
+            return r;
+        off += k;
+    } while (off < n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t stream)
+{
+    uint8_t *p = dst;
+    size_t chunk = rgpu_max_chunk(), off = 0;
+    if (!dst && n)
+        return CUDA_ERROR_INVALID_VALUE;
+    while (off < n) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        uint8_t a[24];
+        rgpu_put_u64(a, src + off);
+        rgpu_put_u64(a + 8, k);
+        rgpu_put_u64(a + 16, stream);
+        struct rgpu_sink s = {p + off, k, 0};
+        CUresult r = rgpu_call(op, a, op == RGPU_OP_MEMCPY_DTOH_ASYNC ? 24 : 16, NULL, 0, NULL, 0, &s);
+        if (r != CUDA_SUCCESS)
+            return r;
+        if (s.len != k)
+            return CUDA_ERROR_UNKNOWN;
+        off += k;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return htod(RGPU_OP_MEMCPY_HTOD, dst, src, n, 0); }
+API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) { return cuMemcpyHtoD_v2(dst, src, n); }
+API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return dtoh(RGPU_OP_MEMCPY_DTOH, dst, src, n, 0); }
+API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoH_v2(dst, src, n); }
+
+API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    return htod(RGPU_OP_MEMCPY_HTOD_ASYNC, dst, src, n, rgpu_stream_handle(s));
+}
+API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    return cuMemcpyHtoDAsync_v2(dst, src, n, s);
+}
+API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    /* The bytes must be in host memory when the stream reaches this point; rgpu simply waits for them. */
+    return dtoh(RGPU_OP_MEMCPY_DTOH_ASYNC, dst, src, n, rgpu_stream_handle(s));
+}
+API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return cuMemcpyDtoHAsync_v2(dst, src, n, s);
+}
+
+/* Unified copies: the range sets say which side each pointer is on. */
+static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async)
+{
+    int d = rgpu_is_device_range(dst, n), sdev = rgpu_is_device_range(src, n);
+    if (d && sdev)
+        return async ? cuMemcpyDtoDAsync_v2(dst, src, n, s) : cuMemcpyDtoD_v2(dst, src, n);
+    if (d)
+        return async ? cuMemcpyHtoDAsync_v2(dst, (const void *)(uintptr_t)src, n, s)
+                     : cuMemcpyHtoD_v2(dst, (const void *)(uintptr_t)src, n);
+    if (sdev)
+        return async ? cuMemcpyDtoHAsync_v2((void *)(uintptr_t)dst, src, n, s)
+                     : cuMemcpyDtoH_v2((void *)(uintptr_t)dst, src, n);
+    if (async) {
+        CUresult r = cuStreamSynchronize(s);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return unified(dst, src, n, NULL, 0); }
+API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return unified(dst, src, n, NULL, 0); }
+API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return unified(dst, src, n, s, 1); }
+API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return unified(dst, src, n, s, 1); }
+
+/* -- 2D copies: host rows travel packed, so the wire carries width x height bytes whatever the host pitch ------- */
+enum { KIND_H2D = 1, KIND_D2H = 2, KIND_D2D = 3 };
+
+static int resolve(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t pitch,
+                   uint64_t *addr)
+{
+    if (type == CU_MEMORYTYPE_UNIFIED)
+        type = rgpu_is_device_range(dev, 1) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    uint64_t base = type == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)(host ? host : (const void *)(uintptr_t)dev) : dev;
+    *addr = base + y * pitch + x;
+    return type;
+}
+
+static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
+{
+    static int logged_arrays;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        return rgpu_unsupported(&logged_arrays, "2D copies to or from CUDA arrays");
+    uint64_t src, dst;
+    int st = resolve(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcPitch, &src);
+    int dt = resolve(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstPitch, &dst);
+    size_t w = p->WidthInBytes, h = p->Height;
+    size_t sp = p->srcPitch ? p->srcPitch : w, dp = p->dstPitch ? p->dstPitch : w;
+    if (!w || !h)
+        return CUDA_SUCCESS;
+    if ((h > 1 && (sp < w || dp < w)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (st == CU_MEMORYTYPE_HOST && dt == CU_MEMORYTYPE_HOST) {
+        if (async) {
+            CUresult r = cuStreamSynchronize(stream);
+            if (r != CUDA_SUCCESS)
+                return r;
+        }
+        for (size_t y = 0; y < h; y++)
+            memmove((void *)(uintptr_t)(dst + y * dp), (const void *)(uintptr_t)(src + y * sp), w);
+        return CUDA_SUCCESS;
+    }
+    int kind = st == CU_MEMORYTYPE_HOST ? KIND_H2D : dt == CU_MEMORYTYPE_HOST ? KIND_D2H : KIND_D2D;
+    uint64_t sh = rgpu_stream_handle(stream);
+    uint8_t a[60];
+    if (kind == KIND_D2D) {
+        rgpu_put_u32(a, kind);
+        rgpu_put_u64(a + 4, dst), rgpu_put_u64(a + 12, dp), rgpu_put_u64(a + 20, src), rgpu_put_u64(a + 28, sp);
+        rgpu_put_u64(a + 36, w), rgpu_put_u64(a + 44, h), rgpu_put_u64(a + 52, sh);
+        return async ? rgpu_defer(RGPU_OP_MEMCPY_2D_ASYNC, a, 60, NULL, 0)
+                     : rgpu_call(RGPU_OP_MEMCPY_2D, a, 60, NULL, 0, NULL, 0, NULL);
+    }
+    size_t chunk = rgpu_max_chunk();
+    if (w > chunk) { /* rows wider than a frame: row by row, each a chunked 1D copy */
+        for (size_t y = 0; y < h; y++) {
+            CUresult r = kind == KIND_H2D ? cuMemcpyHtoD_v2(dst + y * dp, (const void *)(uintptr_t)(src + y * sp), w)
+                                          : cuMemcpyDtoH_v2((void *)(uintptr_t)(dst + y * dp), src + y * sp, w);
+            if (r != CUDA_SUCCESS)
+                return r;
+        }
+        return CUDA_SUCCESS;
+    }
+    size_t rows = chunk / w;
+    int packed = kind == KIND_H2D ? sp == w : dp == w;
+    uint8_t *buf = packed ? NULL : malloc(rows * w);
+    if (!packed && !buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t y = 0; y < h && r == CUDA_SUCCESS; y += rows) {
+        size_t k = h - y < rows ? h - y : rows;
+        rgpu_put_u32(a, kind);
+        rgpu_put_u64(a + 4, kind == KIND_H2D ? dst + y * dp : 0), rgpu_put_u64(a + 12, dp);
+        rgpu_put_u64(a + 20, kind == KIND_D2H ? src + y * sp : 0), rgpu_put_u64(a + 28, sp);
+        rgpu_put_u64(a + 36, w), rgpu_put_u64(a + 44, k), rgpu_put_u64(a + 52, sh);
+        if (kind == KIND_H2D) {
+            const uint8_t *rows_at = (const uint8_t *)(uintptr_t)(src + y * sp);
+            if (!packed)
+                for (size_t i = 0; i < k; i++)
+                    memcpy(buf + i * w, rows_at + i * sp, w);
+            r = async ? rgpu_defer(RGPU_OP_MEMCPY_2D_ASYNC, a, 60, packed ? rows_at : buf, k * w)
+                      : rgpu_call(RGPU_OP_MEMCPY_2D, a, 60, packed ? rows_at : buf, k * w, NULL, 0, NULL);
+        } else {
+            uint8_t *land = packed ? (uint8_t *)(uintptr_t)(dst + y * dp) : buf;
+            struct rgpu_sink s = {land, k * w, 0};
+            r = rgpu_call(RGPU_OP_MEMCPY_2D, a, 60, NULL, 0, NULL, 0, &s);
+            if (r == CUDA_SUCCESS && s.len != k * w)
+                r = CUDA_ERROR_UNKNOWN;
+            if (r == CUDA_SUCCESS && !packed)
+                for (size_t i = 0; i < k; i++)
+                    memcpy((uint8_t *)(uintptr_t)(dst + (y + i) * dp), buf + i * w, w);
+        }
+    }
+    free(buf);
+    return r;
+}
+
+API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, 0); }
+API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, 0); }
+API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, 0); }
+API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, 0); }
+API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s) { return copy_2d(p, s, 1); }
+API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { return copy_2d(p, s, 1); }
+
+/* -- memsets of 16-bit elements and 2D memsets ------------------------------------------------------------- */
+static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height,
+                          CUstream s, int async)
+{
+    uint8_t a[48];
+    if (!width || !height)
+        return CUDA_SUCCESS;
+    rgpu_put_u64(a, dst), rgpu_put_u64(a + 8, pitch), rgpu_put_u32(a + 16, value), rgpu_put_u32(a + 20, elem);
+    rgpu_put_u64(a + 24, width), rgpu_put_u64(a + 32, height), rgpu_put_u64(a + 40, rgpu_stream_handle(s));
+    return async ? rgpu_defer(RGPU_OP_MEMSET_2D_ASYNC, a, 48, NULL, 0)
+                 : rgpu_call(RGPU_OP_MEMSET_2D, a, 48, NULL, 0, NULL, 0, NULL);
+}
+
+API CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { return memset_2d(d, 2 * n, v, 2, n, 1, NULL, 0); }
+API CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) { return cuMemsetD16_v2(d, v, n); }
+API CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { return memset_2d(d, 2 * n, v, 2, n, 1, s, 1); }
+API CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { return cuMemsetD16Async(d, v, n, s); }
+
+#define MEMSET2D(bits, type, elem)                                                                                   \
+    API CUresult cuMemsetD2D##bits##_v2(CUdeviceptr d, size_t pitch, type v, size_t w, size_t h)                  \
+    {                                                                                                                \
+        return memset_2d(d, pitch, v, elem, w, h, NULL, 0);                                                          \
+    }                                                                                                                \
+    API CUresult cuMemsetD2D##bits##_v2_ptds(CUdeviceptr d, size_t pitch, type v, size_t w, size_t h)             \
+    {                                                                                                                \
+        return memset_2d(d, pitch, v, elem, w, h, NULL, 0);                                                          \
+    }                                                                                                                \
+    API CUresult cuMemsetD2D##bits##Async(CUdeviceptr d, size_t pitch, type v, size_t w, size_t h, CUstream s)    \
+    {                                                                                                                \
+        return memset_2d(d, pitch, v, elem, w, h, s, 1);                                                             \
+    }                                                                                                                \
+    API CUresult cuMemsetD2D##bits##Async_ptsz(CUdeviceptr d, size_t pitch, type v, size_t w, size_t h, CUstream s) \
+    {                                                                                                                \
+        return memset_2d(d, pitch, v, elem, w, h, s, 1);                                                             \
+    }
+MEMSET2D(8, unsigned char, 1)
+MEMSET2D(16, unsigned short, 2)
+MEMSET2D(32, unsigned int, 4)
