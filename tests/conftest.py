@@ -94,3 +94,14 @@ async def long_kernel_vs_other_session(a: rgpu.AsyncClient, b: rgpu.AsyncClient,
             worst = max(worst, time.monotonic() - t0)
             await trio.sleep(0.01)
     return elapsed[0], worst
+
+
+@pytest.fixture(scope="session")
+def shim_dir(tmp_path_factory):
+    """The native stand-ins (libcuda.so.1, libcudart.so.12/.13) and the C examples, built once per run."""
+    from rgpu import shims
+
+    out = tmp_path_factory.mktemp("shims")
+    shims.build(out)
+    shims.build_examples(out)
+    return out

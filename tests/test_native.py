@@ -30,14 +30,6 @@ TEST_KEY = bytes(range(32)).hex()
 
 
 @pytest.fixture(scope="session")
-def shim_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("shims")
-    shims.build(out)
-    shims.build_examples(out)
-    return out
-
-
-@pytest.fixture(scope="session")
 def lib(shim_dir):
     ffi = cffi.FFI()
     ffi.cdef("""

@@ -231,10 +231,30 @@ class _Operations:
     def memset_d32_async(self, dst: int, value: int, count: int, stream: int = 0):
         return self._defer(_Request(ops.MEMSET_D32_ASYNC, (dst, value & 0xFFFFFFFF, count, stream)))
 
+    # -- 2D memory: host rows travel packed (width bytes each) --------------------------------------
+    def memcpy_2d_htod(self, dst: int, dpitch: int, rows, width: int, height: int, stream: int = 0):
+        data = bytes(rows)
+        return self._call(_Request(ops.MEMCPY_2D, (1, dst, dpitch, 0, 0, width, height, stream), data))
+
+    def memcpy_2d_dtoh(self, src: int, spitch: int, width: int, height: int, stream: int = 0):
+        return self._call(_Request(ops.MEMCPY_2D, (2, 0, 0, src, spitch, width, height, stream),
+                                   decode=lambda v, b: bytes(b)))
+
+    def memcpy_2d_dtod(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int,
+                       stream: int = 0):
+        return self._call(_Request(ops.MEMCPY_2D, (3, dst, dpitch, src, spitch, width, height, stream)))
+
+    def memset_2d(self, dst: int, pitch: int, value: int, elem: int, width: int, height: int, stream: int = 0):
+        return self._call(_Request(ops.MEMSET_2D, (dst, pitch, value, elem, width, height, stream)))
+
     # -- modules and launches ----------------------------------------------------------------------
     def module_load(self, image: bytes | str):
         data = image.encode() if isinstance(image, str) else bytes(image)
         return self._call(_Request(ops.MODULE_LOAD_DATA, (), data))
+
+    def module_load_cached(self, digest: bytes):
+        """Load an image the server cached earlier (from any session) by its SHA-256; NOT_FOUND if it has none."""
+        return self._call(_Request(ops.MODULE_LOAD_CACHED, (bytes(digest),)))
 
     def module_unload(self, module: int):
         return self._call(_Request(ops.MODULE_UNLOAD, (module,)))
@@ -250,6 +270,19 @@ class _Operations:
         handle = func.handle if isinstance(func, Function) else func
         return self._call(_Request(ops.FUNC_GET_PARAM_INFO, (handle,), decode=lambda v, b: _layout(v[0], b)))
 
+    def func_attributes(self, func: Function | int, count: int = 16):
+        handle = func.handle if isinstance(func, Function) else func
+        return self._call(_Request(ops.FUNC_GET_ATTRIBUTES, (handle, count),
+                                   decode=lambda v, b: list(struct.unpack(f"<{v[0]}i", bytes(b)))))
+
+    def func_set_attribute(self, func: Function | int, attrib: int, value: int):
+        handle = func.handle if isinstance(func, Function) else func
+        return self._defer(_Request(ops.FUNC_SET_ATTRIBUTE, (handle, attrib, value)))
+
+    def occupancy_max_blocks(self, func: Function | int, block_size: int, dynamic_smem: int = 0, flags: int = 0):
+        handle = func.handle if isinstance(func, Function) else func
+        return self._call(_Request(ops.OCCUPANCY_MAX_BLOCKS, (handle, block_size, dynamic_smem, flags)))
+
     def launch(self, func: Function, grid, block, args: Sequence = (), *, shared_mem: int = 0, stream: int = 0):
         grid = tuple(grid) + (1,) * (3 - len(grid)) if not isinstance(grid, int) else (grid, 1, 1)
         block = tuple(block) + (1,) * (3 - len(block)) if not isinstance(block, int) else (block, 1, 1)
@@ -259,6 +292,18 @@ class _Operations:
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, flags: int = 0):
         return self._call(_Request(ops.STREAM_CREATE, (flags,)))
+
+    def stream_create_with_priority(self, flags: int = 0, priority: int = 0):
+        return self._call(_Request(ops.STREAM_CREATE_WITH_PRIORITY, (flags, priority)))
+
+    def stream_priority_range(self):
+        return self._call(_Request(ops.CTX_GET_STREAM_PRIORITY_RANGE))
+
+    def ctx_get_limit(self, limit: int):
+        return self._call(_Request(ops.CTX_GET_LIMIT, (limit,), decode=lambda v, b: v[0]))
+
+    def ctx_set_limit(self, limit: int, value: int):
+        return self._call(_Request(ops.CTX_SET_LIMIT, (limit, value)))
 
     def stream_destroy(self, stream: int):
         return self._call(_Request(ops.STREAM_DESTROY, (stream,)))

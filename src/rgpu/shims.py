@@ -53,14 +53,24 @@ def _toolkit_major(home: str) -> int | None:
     return int(m.group(1)) // 1000 if m else None
 
 
+def crt_include() -> pathlib.Path:
+    """crt/host_defines.h for cuda_runtime_api.h: the nvidia-cuda-crt wheel (it serves CUDA 12 headers too),
+    or a toolkit."""
+    for inc in (cuda_include(13), *(pathlib.Path(h, "include") for h in (os.environ.get("CUDA_HOME", ""),
+                                                                       "/usr/local/cuda") if h)):
+        if (inc / "crt" / "host_defines.h").exists():
+            return inc
+    raise SystemExit("rgpu: crt/host_defines.h missing: pip install nvidia-cuda-crt")
+
+
 def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = False) -> pathlib.Path:
-    """Compile libcuda.so.1 into `out`; returns its path."""
+    """Compile libcuda.so.1, libcudart.so.13 and libcudart.so.12 into `out`; returns libcuda's path."""
     nat = native_dir()
     out = out or default_out_dir()
     out.mkdir(parents=True, exist_ok=True)
     src, gen = nat / "src", nat / "gen"
     flags = ["-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations", f"-I{src}", f"-I{gen}"]
-    units = [([*src.glob("*.c"), gen / "forward_cuda13.c", gen / "unsupported_cuda13.c", gen / "errors.c"],
+    units = [([*sorted(src.glob("*.c")), gen / "forward_cuda13.c", gen / "unsupported_cuda13.c", gen / "errors.c"],
               [f"-I{cuda_include(13)}"]),
              ([gen / "forward_cuda12.c", gen / "unsupported_cuda12.c"], [f"-I{cuda_include(12)}"]),
              ([gen / "proctable.c"], [])]
@@ -74,11 +84,33 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
         lib = out / "libcuda.so.1"
         _run([cc, "-shared", "-Wl,-soname,libcuda.so.1", f"-Wl,--version-script={src / 'libcuda.map'}",
               "-o", str(lib), *objects, "-ldl", "-lpthread"], verbose)
-    link = out / "libcuda.so"
+    _symlink(out / "libcuda.so", "libcuda.so.1")
+    for major in (13, 12):
+        _build_runtime(out, major, cc, flags, verbose)
+    return lib
+
+
+def _build_runtime(out: pathlib.Path, major: int, cc: str, flags: list[str], verbose: bool) -> pathlib.Path:
+    """libcudart.so.<major>: native/src/cudart on the driver API, linked against the libcuda.so.1 in `out`."""
+    nat = native_dir()
+    rt, gen = nat / "src" / "cudart", nat / "gen"
+    sources = [*sorted(rt.glob("*.c")), gen / f"cudart_unsupported{major}.c", gen / f"cudart_errors{major}.c"]
+    lib = out / f"libcudart.so.{major}"
+    with tempfile.TemporaryDirectory() as tmp:
+        script = pathlib.Path(tmp) / "libcudart.map"
+        # CUDA's runtime versions its symbols with the soname; programs linked against it ask for that version.
+        script.write_text(f"libcudart.so.{major} {{\n    global: cuda*; __cuda*;\n    local: *;\n}};\n")
+        _run([cc, *flags, f"-I{rt}", f"-I{cuda_include(major)}", f"-I{crt_include()}", "-shared",
+              f"-Wl,-soname,libcudart.so.{major}", f"-Wl,--version-script={script}", "-o", str(lib),
+              *map(str, sources), f"-L{out}", "-l:libcuda.so.1", "-lpthread"], verbose)
+    _symlink(out / "libcudart.so", f"libcudart.so.{major}") if major == 13 else None
+    return lib
+
+
+def _symlink(link: pathlib.Path, target: str) -> None:
     if link.is_symlink() or link.exists():
         link.unlink()
-    link.symlink_to("libcuda.so.1")
-    return lib
+    link.symlink_to(target)
 
 
 EXAMPLES = ("rpc_smoke", "vecadd", "bench_calls")

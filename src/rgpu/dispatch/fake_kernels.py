@@ -9,6 +9,7 @@ launch configuration shows up as unprocessed elements, as it would on a GPU.
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Callable
 
@@ -19,7 +20,7 @@ import numpy as np
 @attrs.frozen(slots=True)
 class FakeKernel:
     name: str
-    signature: str  # struct codes, one per parameter
+    signature: str  # struct codes, one per parameter ("16s" is a 16-byte struct by value)
     run: Callable  # (exec: KernelExec, *params) -> None
     doc: str = ""
 
@@ -54,7 +55,7 @@ def kernel(name: str, signature: str, doc: str = "", aliases: tuple[str, ...] = 
 
 def decode_params(kern: FakeKernel, layout, params: bytes) -> tuple | None:
     """Unpack a launch's parameter buffer per the kernel's signature; None if the layout does not fit it."""
-    codes = list(kern.signature)
+    codes = re.findall(r"\d*[a-zA-Z?]", kern.signature)
     if len(codes) != len(layout):
         return None
     values = []
@@ -95,6 +96,18 @@ def _fill(ex: KernelExec, p, v, n):
 def _mail(ex: KernelExec, src, dst, n):
     k = ex.elements(n)
     ex.view(dst, k)[:] = ex.view(src, k)
+
+
+@kernel("noop", "", "does nothing (launch overhead, module reloads)")
+def _noop(ex: KernelExec):
+    pass
+
+
+@kernel("mixed_params", "bhid16sQ",
+        "out[0..4] = c, s, i, d, p.scale * p.offset + p.bias: every parameter size, a struct by value")
+def _mixed_params(ex: KernelExec, c, s, i, d, params, out):
+    scale, offset, bias = struct.unpack("<fid", params)  # float, int, double: no padding
+    ex.array(out, 5, np.float32)[:] = [c, s, i, d, scale * offset + bias]
 
 
 @kernel("spin_ns", "Q", "keeps its stream busy for ns nanoseconds (a long-running kernel)",

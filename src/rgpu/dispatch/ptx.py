@@ -15,7 +15,7 @@ _PARAM = re.compile(
     rb"(?:\s+\.align\s+\d+)?)\s+([\w$]+)(?:\[(\d+)\])?"
 )
 _GLOBAL = re.compile(
-    rb"^\s*((?:\.(?:visible|extern|weak)\s+)*)\.global\s+(?:\.align\s+(\d+)\s+)?\.([a-z]+)(\d+)\s+([\w$]+)"
+    rb"^\s*((?:\.(?:visible|extern|weak)\s+)*)\.(?:global|const)\s+(?:\.align\s+(\d+)\s+)?\.([a-z]+)(\d+)\s+([\w$]+)"
     rb"(?:\[(\d+)\])?", re.M
 )
 _VERSION = re.compile(rb"^\s*\.version\s+(\d+)\.(\d+)", re.M)

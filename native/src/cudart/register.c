@@ -1,0 +1,530 @@
+/* nvcc's registration ABI and everything keyed by a host-side stub: kernels, device variables, launches.
+ *
+ * Registration (static constructors) only records pointers. A fatbin becomes a module on first use of one of
+ * its kernels or variables, per device, so a program (or a library such as PyTorch, with thousands of
+ * kernels) pays for the images it uses, and the driver shim sends each image once per content. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+#define FATBIN_WRAPPER_MAGIC 0x466243B1u
+#define FATBIN_MAGIC 0xBA55ED50u
+
+struct fatbin_wrapper { /* __fatBinC_Wrapper_t */
+    int magic;
+    int version;
+    const unsigned long long *data;
+    void *filename_or_fatbins;
+};
+
+struct rt_fatbin {
+    const void *image;
+    int has_managed;
+    CUmodule module[RT_MAX_DEVICES];
+    uint32_t module_gen[RT_MAX_DEVICES];
+    CUresult load_error[RT_MAX_DEVICES];
+};
+
+struct rt_kernel {
+    const void *host;
+    struct rt_fatbin *fatbin;
+    char *name;
+    CUfunction fn[RT_MAX_DEVICES];
+    uint32_t fn_gen[RT_MAX_DEVICES];
+};
+
+struct rt_var {
+    const void *host;
+    struct rt_fatbin *fatbin;
+    char *name;
+    size_t size;
+    CUdeviceptr ptr[RT_MAX_DEVICES];
+    uint32_t ptr_gen[RT_MAX_DEVICES];
+};
+
+/* -- pointer-keyed open-addressing maps -------------------------------------------------------------------- */
+struct map {
+    const void **keys;
+    void **values;
+    size_t cap, n;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;      /* the maps */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER; /* module loads: never blocks a lookup */
+static struct map kernels, vars;
+
+static size_t slot(const struct map *m, const void *key)
+{
+    size_t h = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull, i = h & (m->cap - 1);
+    while (m->keys[i] && m->keys[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static int map_put(struct map *m, const void *key, void *value)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        struct map bigger = {NULL, NULL, m->cap ? 2 * m->cap : 256, 0};
+        bigger.keys = calloc(bigger.cap, sizeof *bigger.keys);
+        bigger.values = calloc(bigger.cap, sizeof *bigger.values);
+        if (!bigger.keys || !bigger.values) {
+            free(bigger.keys), free(bigger.values);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) {
+                size_t j = slot(&bigger, m->keys[i]);
+                bigger.keys[j] = m->keys[i], bigger.values[j] = m->values[i], bigger.n++;
+            }
+        free(m->keys), free(m->values);
+        *m = bigger;
+    }
+    size_t i = slot(m, key);
+    if (!m->keys[i])
+        m->n++;
+    m->keys[i] = key, m->values[i] = value;
+    return 0;
+}
+
+static void *map_get(struct map *m, const void *key)
+{
+    pthread_mutex_lock(&lock);
+    void *v = NULL;
+    if (m->cap) {
+        size_t i = slot(m, key);
+        v = m->keys[i] ? m->values[i] : NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    return v;
+}
+
+/* -- registration ------------------------------------------------------------------------------------------- */
+RT_API void **__cudaRegisterFatBinary(void *wrapper)
+{
+    const struct fatbin_wrapper *w = wrapper;
+    struct rt_fatbin *fb = calloc(1, sizeof *fb);
+    if (!fb)
+        return NULL;
+    if (w && (unsigned)w->magic == FATBIN_WRAPPER_MAGIC && w->data)
+        fb->image = w->data;
+    else if (w && *(const uint32_t *)w == FATBIN_MAGIC)
+        fb->image = w;
+    else
+        rt_log("__cudaRegisterFatBinary: unrecognised image (magic 0x%x); its kernels will fail to launch",
+               w ? (unsigned)w->magic : 0);
+    return (void **)fb;
+}
+
+RT_API void __cudaRegisterFatBinaryEnd(void **handle) { (void)handle; }
+
+/* Modules go with the session when the program exits; nothing to send at exit (the connection may be closing). */
+RT_API void __cudaUnregisterFatBinary(void **handle) { (void)handle; }
+
+RT_API char __cudaInitModule(void **handle)
+{
+    (void)handle;
+    return 1;
+}
+
+RT_API void __cudaRegisterFunction(void **handle, const char *host, char *device_fun, const char *device_name,
+                                   int thread_limit, uint3 *tid, uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize)
+{
+    (void)device_fun, (void)thread_limit, (void)tid, (void)bid, (void)bdim, (void)gdim, (void)wsize;
+    struct rt_kernel *k = calloc(1, sizeof *k);
+    if (!k || !(k->name = strdup(device_name))) {
+        free(k);
+        return;
+    }
+    k->host = host;
+    k->fatbin = (struct rt_fatbin *)handle;
+    pthread_mutex_lock(&lock);
+    /* The record's own address works as a key too: it is the cudaKernel_t that __cudaGetKernel hands out. */
+    if (map_put(&kernels, host, k) || map_put(&kernels, k, k))
+        rt_log("out of memory registering kernel %s", device_name);
+    pthread_mutex_unlock(&lock);
+}
+
+RT_API void __cudaRegisterVar(void **handle, char *host, char *device_address, const char *device_name, int ext,
+                              size_t size, int constant, int global)
+{
+    (void)device_address, (void)ext, (void)constant, (void)global;
+    struct rt_var *v = calloc(1, sizeof *v);
+    if (!v || !(v->name = strdup(device_name))) {
+        free(v);
+        return;
+    }
+    v->host = host;
+    v->fatbin = (struct rt_fatbin *)handle;
+    v->size = size;
+    pthread_mutex_lock(&lock);
+    if (map_put(&vars, host, v))
+        rt_log("out of memory registering variable %s", device_name);
+    pthread_mutex_unlock(&lock);
+}
+
+RT_API void __cudaRegisterManagedVar(void **handle, void **host, char *device_address, const char *device_name,
+                                     int ext, size_t size, int constant, int global)
+{
+    (void)host, (void)device_address, (void)ext, (void)size, (void)constant, (void)global;
+    struct rt_fatbin *fb = (struct rt_fatbin *)handle;
+    if (fb)
+        fb->has_managed = 1;
+    rt_log("__managed__ variable %s: managed memory is not supported by rgpu; kernels of its image fail to "
+           "launch with cudaErrorNotSupported", device_name);
+}
+
+/* -- lazy modules ------------------------------------------------------------------------------------------- */
+static CUresult module_of(struct rt_fatbin *fb, int dev, CUmodule *out)
+{
+    uint32_t gen = rt_generation(dev);
+    if (!fb || !fb->image)
+        return CUDA_ERROR_INVALID_IMAGE;
+    if (fb->has_managed)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&load_lock);
+    if (!fb->module[dev] || fb->module_gen[dev] != gen) {
+        fb->module[dev] = NULL;
+        r = cuModuleLoadData(&fb->module[dev], fb->image);
+        fb->load_error[dev] = r;
+        fb->module_gen[dev] = gen;
+        if (r != CUDA_SUCCESS) {
+            fb->module[dev] = NULL;
+            const char *name = NULL;
+            cuGetErrorName(r, &name);
+            rt_log("loading a fatbin on device %d failed: %s", dev, name ? name : "?");
+        }
+    }
+    *out = fb->module[dev];
+    pthread_mutex_unlock(&load_lock);
+    return r;
+}
+
+struct rt_kernel *rt_kernel_of(const void *func) { return func ? map_get(&kernels, func) : NULL; }
+
+cudaError_t rt_kernel_function(struct rt_kernel *k, int dev, CUfunction *out)
+{
+    uint32_t gen = rt_generation(dev);
+    CUfunction f = __atomic_load_n(&k->fn[dev], __ATOMIC_ACQUIRE);
+    if (f && __atomic_load_n(&k->fn_gen[dev], __ATOMIC_ACQUIRE) == gen) {
+        *out = f;
+        return cudaSuccess;
+    }
+    CUmodule mod;
+    CUresult r = module_of(k->fatbin, dev, &mod);
+    if (r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_INVALID_IMAGE)
+        return cudaErrorInvalidDeviceFunction;
+    if (r != CUDA_SUCCESS)
+        return rt_map(r);
+    r = cuModuleGetFunction(&f, mod, k->name);
+    if (r != CUDA_SUCCESS)
+        return r == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : rt_map(r);
+    __atomic_store_n(&k->fn_gen[dev], gen, __ATOMIC_RELEASE);
+    __atomic_store_n(&k->fn[dev], f, __ATOMIC_RELEASE);
+    *out = f;
+    return cudaSuccess;
+}
+
+static cudaError_t function_of(const void *func, CUfunction *out)
+{
+    int dev;
+    struct rt_kernel *k = rt_kernel_of(func);
+    if (!k)
+        return cudaErrorInvalidDeviceFunction;
+    cudaError_t e = rt_context(&dev);
+    return e == cudaSuccess ? rt_kernel_function(k, dev, out) : e;
+}
+
+/* -- launches ----------------------------------------------------------------------------------------------- */
+#define CONFIG_DEPTH 16
+static __thread struct rt_launch_config configs[CONFIG_DEPTH];
+static __thread int n_configs;
+
+RT_API unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shmem, struct CUstream_st *stream)
+{
+    if (n_configs >= CONFIG_DEPTH)
+        return 1;
+    configs[n_configs++] = (struct rt_launch_config){grid, block, shmem, (cudaStream_t)stream};
+    return 0;
+}
+
+RT_API cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shmem, void *stream)
+{
+    if (n_configs <= 0)
+        return cudaErrorMissingConfiguration;
+    struct rt_launch_config *c = &configs[--n_configs];
+    *grid = c->grid, *block = c->block, *shmem = c->shmem;
+    *(cudaStream_t *)stream = c->stream;
+    return cudaSuccess;
+}
+
+static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s)
+{
+    int dev;
+    CUfunction f;
+    struct rt_kernel *k = rt_kernel_of(func);
+    if (!k)
+        return rt_record(cudaErrorInvalidDeviceFunction);
+    cudaError_t e = rt_context(&dev);
+    if (e == cudaSuccess)
+        e = rt_kernel_function(k, dev, &f);
+    if (e != cudaSuccess)
+        return rt_record(e);
+    /* Launches are deferred, so a shape the device cannot run is refused here, where CUDA reports it. */
+    const struct rt_device_limits *lim = rt_device_limits(dev);
+    if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z || (uint64_t)b.x * b.y * b.z > lim->threads ||
+        b.x > lim->block[0] || b.y > lim->block[1] || b.z > lim->block[2] || g.x > lim->grid[0] ||
+        g.y > lim->grid[1] || g.z > lim->grid[2])
+        return rt_record(cudaErrorInvalidConfiguration);
+    CUresult r = cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, args, NULL);
+    if (r == CUDA_ERROR_INVALID_VALUE)
+        return rt_record(cudaErrorInvalidConfiguration);
+    return rt_fail(r);
+}
+
+RT_API cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s)
+{
+    return launch(func, g, b, args, shmem, s);
+}
+
+RT_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s)
+{
+    return launch(func, g, b, args, shmem, s);
+}
+
+/* CUDA 13's launch stubs: __cudaGetKernel runs once per stub (a static initialiser), then every launch passes
+ * the handle. The handle is the kernel's record, and stays valid across cudaDeviceReset. */
+RT_API cudaError_t __cudaGetKernel(cudaKernel_t *out, const void *func)
+{
+    struct rt_kernel *k = rt_kernel_of(func);
+    if (!out)
+        return cudaErrorInvalidValue;
+    *out = (cudaKernel_t)k;
+    return k ? cudaSuccess : cudaErrorInvalidDeviceFunction;
+}
+
+RT_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s)
+{
+    return launch(kernel, g, b, args, shmem, s);
+}
+
+RT_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shmem,
+                                           cudaStream_t s)
+{
+    return launch(kernel, g, b, args, shmem, s);
+}
+
+static cudaError_t launch_ex(const cudaLaunchConfig_t *c, const void *func, void **args)
+{
+    static int logged;
+    if (!c)
+        return rt_record(cudaErrorInvalidValue);
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        enum cudaLaunchAttributeID id = c->attrs[i].id;
+        if (id != cudaLaunchAttributeIgnore && id != cudaLaunchAttributePriority &&
+            id != cudaLaunchAttributeAccessPolicyWindow) {
+            char what[80];
+            snprintf(what, sizeof what, "cudaLaunchKernelExC with launch attribute %d", (int)id);
+            return rt_unsupported(&logged, what);
+        }
+    }
+    return launch(func, c->gridDim, c->blockDim, args, c->dynamicSmemBytes, c->stream);
+}
+
+RT_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *func, void **args)
+{
+    return launch_ex(c, func, args);
+}
+
+RT_API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const void *func, void **args)
+{
+    return launch_ex(c, func, args);
+}
+
+/* -- functions: attributes and occupancy, from the driver shim's per-function cache ---------------------------- */
+RT_API cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *func)
+{
+    CUfunction f;
+    if (!a)
+        return rt_record(cudaErrorInvalidValue);
+    cudaError_t e = function_of(func, &f);
+    if (e != cudaSuccess)
+        return rt_record(e);
+    memset(a, 0, sizeof *a);
+    int v;
+#define GET(field, attr)                                                                                            \
+    if (cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_##attr, f) == CUDA_SUCCESS)                                        \
+        a->field = v;
+    GET(maxThreadsPerBlock, MAX_THREADS_PER_BLOCK)
+    GET(sharedSizeBytes, SHARED_SIZE_BYTES)
+    GET(constSizeBytes, CONST_SIZE_BYTES)
+    GET(localSizeBytes, LOCAL_SIZE_BYTES)
+    GET(numRegs, NUM_REGS)
+    GET(ptxVersion, PTX_VERSION)
+    GET(binaryVersion, BINARY_VERSION)
+    GET(cacheModeCA, CACHE_MODE_CA)
+    GET(maxDynamicSharedSizeBytes, MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    GET(preferredShmemCarveout, PREFERRED_SHARED_MEMORY_CARVEOUT)
+    GET(clusterDimMustBeSet, CLUSTER_SIZE_MUST_BE_SET)
+    GET(requiredClusterWidth, REQUIRED_CLUSTER_WIDTH)
+    GET(requiredClusterHeight, REQUIRED_CLUSTER_HEIGHT)
+    GET(requiredClusterDepth, REQUIRED_CLUSTER_DEPTH)
+    GET(clusterSchedulingPolicyPreference, CLUSTER_SCHEDULING_POLICY_PREFERENCE)
+    GET(nonPortableClusterSizeAllowed, NON_PORTABLE_CLUSTER_SIZE_ALLOWED)
+#undef GET
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    CUfunction f;
+    cudaError_t e = function_of(func, &f);
+    /* cudaFuncAttribute took CUfunction_attribute's numbers. */
+    return e != cudaSuccess ? rt_record(e) : rt_fail(cuFuncSetAttribute(f, (CUfunction_attribute)attr, value));
+}
+
+RT_API cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache config)
+{
+    CUfunction f;
+    cudaError_t e = function_of(func, &f);
+    return e != cudaSuccess ? rt_record(e) : rt_fail(cuFuncSetCacheConfig(f, (CUfunc_cache)config));
+}
+
+RT_API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *out, const void *func)
+{
+    CUfunction f;
+    if (!out)
+        return rt_record(cudaErrorInvalidValue);
+    cudaError_t e = function_of(func, &f);
+    if (e == cudaSuccess)
+        *out = (cudaFunction_t)f;
+    return rt_record(e);
+}
+
+RT_API cudaError_t cudaFuncGetName(const char **name, const void *func)
+{
+    struct rt_kernel *k = rt_kernel_of(func);
+    if (!name)
+        return rt_record(cudaErrorInvalidValue);
+    if (!k)
+        return rt_record(cudaErrorInvalidDeviceFunction);
+    *name = k->name;
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, const void *func, int block,
+                                                                          size_t smem, unsigned int flags)
+{
+    CUfunction f;
+    cudaError_t e = function_of(func, &f);
+    return e != cudaSuccess ? rt_record(e)
+                            : rt_fail(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block, smem, flags));
+}
+
+RT_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const void *func, int block, size_t smem)
+{
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block, smem, 0);
+}
+
+/* -- device variables (__device__, __constant__) -------------------------------------------------------------- */
+static cudaError_t var_address(const void *symbol, CUdeviceptr *ptr, size_t *size)
+{
+    int dev;
+    struct rt_var *v = symbol ? map_get(&vars, symbol) : NULL;
+    if (!v)
+        return cudaErrorInvalidSymbol;
+    cudaError_t e = rt_context(&dev);
+    if (e != cudaSuccess)
+        return e;
+    uint32_t gen = rt_generation(dev);
+    if (!v->ptr[dev] || v->ptr_gen[dev] != gen) {
+        CUmodule mod;
+        CUresult r = module_of(v->fatbin, dev, &mod);
+        size_t bytes = 0;
+        if (r == CUDA_SUCCESS)
+            r = cuModuleGetGlobal(&v->ptr[dev], &bytes, mod, v->name);
+        if (r != CUDA_SUCCESS)
+            return r == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidSymbol : rt_map(r);
+        v->ptr_gen[dev] = gen;
+    }
+    *ptr = v->ptr[dev];
+    *size = v->size;
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaGetSymbolAddress(void **dev_ptr, const void *symbol)
+{
+    CUdeviceptr p;
+    size_t n;
+    if (!dev_ptr)
+        return rt_record(cudaErrorInvalidValue);
+    cudaError_t e = var_address(symbol, &p, &n);
+    if (e == cudaSuccess)
+        *dev_ptr = (void *)(uintptr_t)p;
+    return rt_record(e);
+}
+
+RT_API cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
+{
+    CUdeviceptr p;
+    if (!size)
+        return rt_record(cudaErrorInvalidValue);
+    return rt_record(var_address(symbol, &p, size));
+}
+
+static cudaError_t symbol_copy(const void *symbol, size_t offset, size_t count, CUdeviceptr *at)
+{
+    size_t n;
+    cudaError_t e = var_address(symbol, at, &n);
+    if (e == cudaSuccess && (offset > n || count > n - offset))
+        e = cudaErrorInvalidValue;
+    *at += offset;
+    return e;
+}
+
+RT_API cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind)
+{
+    CUdeviceptr at;
+    cudaError_t e = symbol_copy(symbol, offset, count, &at);
+    if (e == cudaSuccess && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        e = cudaErrorInvalidMemcpyDirection;
+    if (e != cudaSuccess)
+        return rt_record(e);
+    return cudaMemcpy((void *)(uintptr_t)at, src, count, kind == cudaMemcpyDefault ? cudaMemcpyDefault : kind);
+}
+
+RT_API cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
+                                        enum cudaMemcpyKind kind)
+{
+    CUdeviceptr at;
+    cudaError_t e = symbol_copy(symbol, offset, count, &at);
+    if (e == cudaSuccess && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        e = cudaErrorInvalidMemcpyDirection;
+    if (e != cudaSuccess)
+        return rt_record(e);
+    return cudaMemcpy(dst, (const void *)(uintptr_t)at, count, kind);
+}
+
+RT_API cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, size_t offset,
+                                           enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    CUdeviceptr at;
+    cudaError_t e = symbol_copy(symbol, offset, count, &at);
+    if (e == cudaSuccess && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        e = cudaErrorInvalidMemcpyDirection;
+    return e != cudaSuccess ? rt_record(e) : cudaMemcpyAsync((void *)(uintptr_t)at, src, count, kind, s);
+}
+
+RT_API cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
+                                             enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    CUdeviceptr at;
+    cudaError_t e = symbol_copy(symbol, offset, count, &at);
+    if (e == cudaSuccess && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        e = cudaErrorInvalidMemcpyDirection;
+    return e != cudaSuccess ? rt_record(e) : cudaMemcpyAsync(dst, (const void *)(uintptr_t)at, count, kind, s);
+}
