@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one command on the GPU box (device tool), with the missing Python
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
-#   bash tests/gpu/run_on_gpu.sh [sections...]     sections: info tests suite demo bench bridge (default: all)
+#   bash tests/gpu/run_on_gpu.sh [sections...]
+#   sections: info tests suite demo bench bridge shim runtime torch (default: all but torch)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/rgpu-out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
-sections=${*:-info tests suite demo bench bridge shim}
+sections=${*:-info tests suite demo bench bridge shim runtime}
 rc=0
 for s in $sections; do
   echo "=== $s ==="
@@ -30,6 +31,26 @@ for s in $sections; do
     shim)
       bash native/run_on_gpu.sh 2>&1 | tee "$OUT/shim.log"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    runtime)
+      bash tests/cuda/run_on_gpu.sh 2>&1 | tee "$OUT/runtime.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+      RGPU_TEST_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests/test_runtime.py 2>&1 | tail -3
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    torch)
+      shims=/tmp/rgpu-shims
+      [ -e $shims/libcudart.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
+      port_file=$(mktemp)
+      python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info > "$OUT/torch_server.log" 2>&1 &
+      server=$!
+      for i in $(seq 150); do [ -s $port_file ] && break; sleep 0.2; done
+      lib=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
+      readelf -d $lib/libtorch_cuda.so | grep -iE "rpath|runpath" | cut -c1-200
+      echo "--- native"; timeout 300 python3 tests/gpu/torch_probe.py 2>&1 | grep -vE "^\s+(File|\^)" | tail -12
+      echo "--- through rgpu (LD_PRELOAD of the shims)"
+      RGPU_SERVER=127.0.0.1:$(cat $port_file) RGPU_LOG=info LD_PRELOAD="$shims/libcuda.so.1 $shims/libcudart.so.13" \
+        timeout 300 python3 tests/gpu/torch_probe.py > "$OUT/torch_probe.log" 2>&1
+      grep -vE "^\s+(File|\^)" "$OUT/torch_probe.log" | sort | uniq -c | sort -rn | head -40
+      kill -TERM $server; wait $server ;;
     bridge)
       if [ -d bridge ] && python3 -c "import rgpu.bridge" 2>/dev/null; then
         bash bridge/run_on_gpu.sh 2>&1 | tee "$OUT/bridge.log" || rc=1
