@@ -259,13 +259,39 @@ def run_native_demo(address: str, psk_file: str | None = None) -> bool:
     return proc.returncode == 0
 
 
+def run_runtime_demo(address: str, psk_file: str | None = None) -> bool:
+    """An unmodified `nvcc -cudart shared` program (<<<>>> launches) through rgpu's libcudart + libcuda."""
+    import shutil
+
+    from rgpu import shims
+
+    source = shims.native_dir().parent / "tests" / "cuda" / "vector_add.cu"
+    if shutil.which("nvcc") is None or not source.exists():
+        print("runtime demo skipped: needs nvcc and the source checkout")
+        return True
+    shim_dir = shims.default_out_dir()
+    exe = shim_dir / "vector_add_runtime"
+    if not (shim_dir / "libcudart.so.13").exists():
+        shims.build(shim_dir)
+    if not exe.exists() or exe.stat().st_mtime < source.stat().st_mtime:
+        subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(source)], check=True, capture_output=True)
+    env = shims.environment(shim_dir)
+    env["RGPU_SERVER"] = address
+    if psk_file:
+        env["RGPU_PSK_FILE"] = psk_file
+    proc = subprocess.run([str(exe)], env=env, capture_output=True, text=True)
+    print(f"nvcc program through libcudart + libcuda shims: {proc.stdout.strip() or proc.stderr.strip()}")
+    return proc.returncode == 0
+
+
 def cmd_demo(args) -> int:
     if args.server:
         run_demo(args.server, args.psk_file)
-        return 0 if run_native_demo(args.server, args.psk_file) else 1
+        ok = run_native_demo(args.server, args.psk_file) and run_runtime_demo(args.server, args.psk_file)
+        return 0 if ok else 1
     with local_server(args.backend) as address:
         run_demo(address)
-        ok = run_native_demo(address)
+        ok = run_native_demo(address) and run_runtime_demo(address)
     return 0 if ok else 1
 
 

@@ -135,10 +135,21 @@ def _run(cmd, verbose):
     subprocess.run(cmd, check=True)
 
 
+# Preloaded, not only found first on LD_LIBRARY_PATH: libraries such as PyTorch's carry an RPATH to their own
+# copy of libcudart, and RPATH beats LD_LIBRARY_PATH -- but the loader never loads a second library with the
+# soname of one already loaded. (A program that dlopens a driver by absolute path still gets that file.)
+PRELOADED = ("libcuda.so.1", "libcudart.so.13")
+
+
 def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:
-    """The environment that makes a program load rgpu's libcuda.so.1 instead of a real driver."""
+    """The environment that makes a program load rgpu's libcuda.so.1 and libcudart instead of CUDA's."""
     env = dict(os.environ if base is None else base)
     env["LD_LIBRARY_PATH"] = str(shim_dir) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    preload = [str(shim_dir / name) for name in PRELOADED if (shim_dir / name).exists()]
+    if env.get("LD_PRELOAD"):
+        preload.append(env["LD_PRELOAD"])
+    if preload:
+        env["LD_PRELOAD"] = " ".join(preload)
     env.setdefault("RGPU_SERVER", "127.0.0.1:9713")
     return env
 

@@ -475,56 +475,49 @@ RT_API cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
     return rt_record(var_address(symbol, &p, size));
 }
 
-static cudaError_t symbol_copy(const void *symbol, size_t offset, size_t count, CUdeviceptr *at)
+/* Where a copy to (to_symbol) or from a variable lands, with its bounds and direction checked. */
+static cudaError_t symbol_copy(const void *symbol, size_t offset, size_t count, enum cudaMemcpyKind kind,
+                               int to_symbol, CUdeviceptr *at)
 {
     size_t n;
+    enum cudaMemcpyKind host_side = to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    if (kind != host_side && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return rt_record(cudaErrorInvalidMemcpyDirection);
     cudaError_t e = var_address(symbol, at, &n);
     if (e == cudaSuccess && (offset > n || count > n - offset))
         e = cudaErrorInvalidValue;
     *at += offset;
-    return e;
+    return rt_record(e);
 }
 
 RT_API cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
                                       enum cudaMemcpyKind kind)
 {
     CUdeviceptr at;
-    cudaError_t e = symbol_copy(symbol, offset, count, &at);
-    if (e == cudaSuccess && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
-        e = cudaErrorInvalidMemcpyDirection;
-    if (e != cudaSuccess)
-        return rt_record(e);
-    return cudaMemcpy((void *)(uintptr_t)at, src, count, kind == cudaMemcpyDefault ? cudaMemcpyDefault : kind);
+    cudaError_t e = symbol_copy(symbol, offset, count, kind, 1, &at);
+    return e != cudaSuccess ? e : cudaMemcpy((void *)(uintptr_t)at, src, count, kind);
 }
 
 RT_API cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
                                         enum cudaMemcpyKind kind)
 {
     CUdeviceptr at;
-    cudaError_t e = symbol_copy(symbol, offset, count, &at);
-    if (e == cudaSuccess && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
-        e = cudaErrorInvalidMemcpyDirection;
-    if (e != cudaSuccess)
-        return rt_record(e);
-    return cudaMemcpy(dst, (const void *)(uintptr_t)at, count, kind);
+    cudaError_t e = symbol_copy(symbol, offset, count, kind, 0, &at);
+    return e != cudaSuccess ? e : cudaMemcpy(dst, (const void *)(uintptr_t)at, count, kind);
 }
 
 RT_API cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, size_t offset,
                                            enum cudaMemcpyKind kind, cudaStream_t s)
 {
     CUdeviceptr at;
-    cudaError_t e = symbol_copy(symbol, offset, count, &at);
-    if (e == cudaSuccess && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
-        e = cudaErrorInvalidMemcpyDirection;
-    return e != cudaSuccess ? rt_record(e) : cudaMemcpyAsync((void *)(uintptr_t)at, src, count, kind, s);
+    cudaError_t e = symbol_copy(symbol, offset, count, kind, 1, &at);
+    return e != cudaSuccess ? e : cudaMemcpyAsync((void *)(uintptr_t)at, src, count, kind, s);
 }
 
 RT_API cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
                                              enum cudaMemcpyKind kind, cudaStream_t s)
 {
     CUdeviceptr at;
-    cudaError_t e = symbol_copy(symbol, offset, count, &at);
-    if (e == cudaSuccess && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
-        e = cudaErrorInvalidMemcpyDirection;
-    return e != cudaSuccess ? rt_record(e) : cudaMemcpyAsync(dst, (const void *)(uintptr_t)at, count, kind, s);
+    cudaError_t e = symbol_copy(symbol, offset, count, kind, 0, &at);
+    return e != cudaSuccess ? e : cudaMemcpyAsync(dst, (const void *)(uintptr_t)at, count, kind, s);
 }
