@@ -107,3 +107,23 @@ def test_symbol_versions_match_cudas_runtime(shim_dir):
         assert f"libcudart.so.{major} cudaMalloc\n" in out
         assert f"libcudart.so.{major} __cudaRegisterFunction\n" in out
         assert " rt_" not in out  # internals stay private
+
+
+def test_layouts_from_the_image_when_the_server_cannot_report_them(shim_dir, cuda_programs, tmp_path, monkeypatch):
+    """A server whose driver predates cuFuncGetParamInfo (the fake emulates one): the runtime reads each
+    kernel's EIATTR_KPARAM_INFO from the cubin in its fatbin -- also when nvcc compressed it -- and the fake
+    checks the packed buffer against its own PTX-derived layout."""
+    compressed = tmp_path / "mixed_params_compressed"
+    subprocess.run(["nvcc", "-cudart", "shared", "-Xfatbin", "--compress-all", "-o", str(compressed),
+                    str(PROGRAMS / "mixed_params.cu")], check=True, capture_output=True)
+    monkeypatch.setenv("RGPU_FAKE_NO_PARAM_INFO", "1")
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        for exe, name in ((cuda_programs / "mixed_params", "mixed_params"), (compressed, "mixed_params"),
+                          (cuda_programs / "vector_add", "vector_add")):
+            proc = run(shim_dir, exe, env={"RGPU_SERVER": address, "RGPU_LOG": "info"})
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert f"{name} OK" in proc.stdout
+            assert "parameters laid out from its image" in proc.stderr
+        # The driver API alone cannot pack kernelParams without a layout: a clear refusal, not garbage.
+        vec = run(shim_dir, shim_dir / "vecadd", PTX, 1000, env={"RGPU_SERVER": address})
+        assert vec.returncode != 0 and "CU_LAUNCH_PARAM_BUFFER_POINTER" in vec.stderr

@@ -10,6 +10,7 @@
 
 #define API __attribute__((visibility("default")))
 #define FUNC_ATTRS 16
+#define LAYOUT_UNKNOWN 0xFFFFFFFFu /* MODULE_GET_FUNCTION's parameter count when the server cannot tell */
 
 /* A CUfunction is a pointer to one of these: the launch needs the parameter layout, not a round trip. */
 struct rgpu_function {
@@ -19,6 +20,7 @@ struct rgpu_function {
     uint32_t count;
     uint32_t (*layout)[2];
     size_t param_bytes;
+    int layout_unknown; /* launches must bring a packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER) */
     int attrs_loaded;
     int32_t attrs[FUNC_ATTRS]; /* cuFuncGetAttribute values, fetched once (INT32_MIN: unsupported) */
     struct rgpu_function *next;
@@ -47,6 +49,9 @@ API CUresult cuModuleGetFunction(CUfunction *pfunc, CUmodule mod, const char *na
     if (r != CUDA_SUCCESS)
         return r;
     uint32_t count = rgpu_get_u32(rep + 8);
+    int unknown = count == LAYOUT_UNKNOWN; /* the server's driver predates cuFuncGetParamInfo */
+    if (unknown)
+        count = 0;
     if (s.len != 8u * count || count > 512)
         return CUDA_ERROR_NOT_SUPPORTED;
     struct rgpu_function *f = calloc(1, sizeof *f);
@@ -55,6 +60,7 @@ API CUresult cuModuleGetFunction(CUfunction *pfunc, CUmodule mod, const char *na
     f->handle = rgpu_get_u64(rep);
     f->module = m;
     f->count = count;
+    f->layout_unknown = unknown;
     for (uint32_t i = 0; i < count; i++) {
         f->layout[i][0] = rgpu_get_u32(raw + 8 * i);
         f->layout[i][1] = rgpu_get_u32(raw + 8 * i + 4);
@@ -74,6 +80,8 @@ API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, s
     struct rgpu_function *f = (struct rgpu_function *)func;
     if (!f || !offset)
         return CUDA_ERROR_INVALID_VALUE;
+    if (f->layout_unknown)
+        return CUDA_ERROR_NOT_SUPPORTED;
     if (index >= f->count)
         return CUDA_ERROR_INVALID_VALUE;
     *offset = f->layout[index][0];
@@ -90,10 +98,17 @@ API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, u
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
     uint8_t buf[4096];
-    if (f->param_bytes > sizeof buf)
+    size_t param_bytes = f->param_bytes;
+    if (param_bytes > sizeof buf)
         return CUDA_ERROR_INVALID_VALUE;
-    memset(buf, 0, f->param_bytes);
-    if (params) {
+    memset(buf, 0, param_bytes);
+    if (f->layout_unknown && !extra) {
+        static int logged;
+        return rgpu_unsupported(&logged, "cuLaunchKernel with kernelParams of a function whose parameter layout "
+                                         "the server's driver cannot report (before CUDA 12.4); pass "
+                                         "CU_LAUNCH_PARAM_BUFFER_POINTER instead");
+    }
+    if (params && !f->layout_unknown) {
         for (uint32_t i = 0; i < f->count; i++) {
             if (!params[i])
                 return CUDA_ERROR_INVALID_VALUE;
@@ -110,9 +125,11 @@ API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, u
             else
                 return CUDA_ERROR_INVALID_VALUE;
         }
-        if (!pbuf || psize < f->param_bytes)
+        if (f->layout_unknown)
+            param_bytes = psize; /* the buffer's own size is all there is to go by */
+        if (!pbuf || psize < param_bytes || param_bytes > sizeof buf)
             return CUDA_ERROR_INVALID_VALUE;
-        memcpy(buf, pbuf, f->param_bytes);
+        memcpy(buf, pbuf, param_bytes);
     } else if (f->count) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -126,7 +143,7 @@ API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, u
     rgpu_put_u32(a + 28, bz);
     rgpu_put_u32(a + 32, shmem);
     rgpu_put_u64(a + 36, rgpu_stream_handle(stream));
-    return rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, f->param_bytes);
+    return rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, param_bytes);
 }
 
 API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,

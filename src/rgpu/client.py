@@ -59,7 +59,9 @@ def parse_address(address: str) -> tuple[str, int]:
     return address, DEFAULT_PORT
 
 
-def _layout(count: int, bulk) -> tuple:
+def _layout(count: int, bulk) -> tuple | None:
+    if count == 0xFFFF_FFFF:
+        return None  # the server's driver cannot report layouts (before CUDA 12.4)
     raw = bytes(bulk)
     if len(raw) != 8 * count:
         raise ProtocolError(f"parameter layout of {len(raw)} bytes for {count} parameters")
@@ -286,6 +288,9 @@ class _Operations:
     def launch(self, func: Function, grid, block, args: Sequence = (), *, shared_mem: int = 0, stream: int = 0):
         grid = tuple(grid) + (1,) * (3 - len(grid)) if not isinstance(grid, int) else (grid, 1, 1)
         block = tuple(block) + (1,) * (3 - len(block)) if not isinstance(block, int) else (block, 1, 1)
+        if func.layout is None:
+            raise CudaError(Status.NOT_SUPPORTED, f"{func.name}: the server cannot report this kernel's parameter "
+                                                  "layout; the Python client needs it to pack arguments")
         params = pack_params(func.layout, args)
         return self._defer(_Request(ops.LAUNCH_KERNEL, (func.handle, *grid, *block, shared_mem, stream), params))
 

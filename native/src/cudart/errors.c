@@ -48,16 +48,31 @@ cudaError_t rt_record(cudaError_t e)
 
 cudaError_t rt_fail(CUresult r) { return rt_record(rt_map(r)); }
 
-void rt_log(const char *fmt, ...)
+static void vlog(int info, const char *fmt, va_list ap)
 {
     const char *level = getenv("RGPU_LOG");
     if (level && (!strcmp(level, "error") || !strcmp(level, "off")))
         return;
-    va_list ap;
-    va_start(ap, fmt);
+    if (info && !(level && (!strcmp(level, "info") || !strcmp(level, "debug"))))
+        return;
     fprintf(stderr, "rgpu cudart: ");
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+}
+
+void rt_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(0, fmt, ap);
+    va_end(ap);
+}
+
+void rt_info(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(1, fmt, ap);
     va_end(ap);
 }
 

@@ -28,10 +28,16 @@ struct rt_fatbin {
     CUresult load_error[RT_MAX_DEVICES];
 };
 
+#define MAX_PARAMS 1024
+
 struct rt_kernel {
     const void *host;
     struct rt_fatbin *fatbin;
     char *name;
+    int own_layout;             /* 1: the driver cannot report the layout; launches pack it from the image */
+    int n_params;
+    size_t param_bytes;
+    uint32_t (*layout)[2];
     CUfunction fn[RT_MAX_DEVICES];
     uint32_t fn_gen[RT_MAX_DEVICES];
 };
@@ -203,6 +209,44 @@ static CUresult module_of(struct rt_fatbin *fb, int dev, CUmodule *out)
     return r;
 }
 
+/* Whether the driver knows the kernel's parameter layout; if not, read it from the image once. */
+static cudaError_t check_layout(struct rt_kernel *k, CUfunction f)
+{
+    static CUresult (*param_info)(CUfunction, size_t, size_t *, size_t *);
+    static int looked_up;
+    if (k->layout || __atomic_load_n(&k->own_layout, __ATOMIC_ACQUIRE) == -1)
+        return cudaSuccess;
+    if (!__atomic_exchange_n(&looked_up, 1, __ATOMIC_ACQ_REL))
+        cuGetProcAddress("cuFuncGetParamInfo", (void **)&param_info, 12040, CU_GET_PROC_ADDRESS_DEFAULT, NULL);
+    size_t offset, size;
+    CUresult r = param_info ? param_info(f, 0, &offset, &size) : CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_VALUE) { /* known (INVALID_VALUE: no parameters) */
+        __atomic_store_n(&k->own_layout, -1, __ATOMIC_RELEASE);
+        return cudaSuccess;
+    }
+    uint32_t (*layout)[2] = calloc(MAX_PARAMS, sizeof *layout);
+    int n = layout ? rt_image_param_layout(k->fatbin ? k->fatbin->image : NULL, k->name, layout, MAX_PARAMS) : -1;
+    if (n < 0) {
+        free(layout);
+        rt_log("kernel %s: the server cannot report its parameter layout and its image has none readable", k->name);
+        return cudaErrorNotSupported;
+    }
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++)
+        if (layout[i][0] + layout[i][1] > bytes)
+            bytes = layout[i][0] + layout[i][1];
+    rt_info("kernel %s: %d parameters laid out from its image (the server cannot report layouts)", k->name, n);
+    pthread_mutex_lock(&load_lock);
+    if (!k->layout) {
+        k->n_params = n, k->param_bytes = bytes, k->own_layout = 1;
+        __atomic_store_n(&k->layout, layout, __ATOMIC_RELEASE);
+        layout = NULL;
+    }
+    pthread_mutex_unlock(&load_lock);
+    free(layout);
+    return cudaSuccess;
+}
+
 struct rt_kernel *rt_kernel_of(const void *func) { return func ? map_get(&kernels, func) : NULL; }
 
 cudaError_t rt_kernel_function(struct rt_kernel *k, int dev, CUfunction *out)
@@ -222,6 +266,9 @@ cudaError_t rt_kernel_function(struct rt_kernel *k, int dev, CUfunction *out)
     r = cuModuleGetFunction(&f, mod, k->name);
     if (r != CUDA_SUCCESS)
         return r == CUDA_ERROR_NOT_FOUND ? cudaErrorInvalidDeviceFunction : rt_map(r);
+    cudaError_t e = check_layout(k, f);
+    if (e != cudaSuccess)
+        return e;
     __atomic_store_n(&k->fn_gen[dev], gen, __ATOMIC_RELEASE);
     __atomic_store_n(&k->fn[dev], f, __ATOMIC_RELEASE);
     *out = f;
@@ -279,7 +326,21 @@ static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t 
         b.x > lim->block[0] || b.y > lim->block[1] || b.z > lim->block[2] || g.x > lim->grid[0] ||
         g.y > lim->grid[1] || g.z > lim->grid[2])
         return rt_record(cudaErrorInvalidConfiguration);
-    CUresult r = cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, args, NULL);
+    CUresult r;
+    if (__atomic_load_n(&k->own_layout, __ATOMIC_ACQUIRE) == 1) {
+        /* The layout came from the image: pack the parameter buffer here and hand it over whole. */
+        uint8_t buf[4096];
+        size_t size = k->param_bytes;
+        if (size > sizeof buf || (k->n_params && !args))
+            return rt_record(cudaErrorInvalidValue);
+        memset(buf, 0, size);
+        for (int i = 0; i < k->n_params; i++)
+            memcpy(buf + k->layout[i][0], args[i], k->layout[i][1]);
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+        r = cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, NULL, extra);
+    } else {
+        r = cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, args, NULL);
+    }
     if (r == CUDA_ERROR_INVALID_VALUE)
         return rt_record(cudaErrorInvalidConfiguration);
     return rt_fail(r);

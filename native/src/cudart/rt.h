@@ -21,7 +21,8 @@ cudaError_t rt_map(CUresult r);           /* driver result -> runtime error */
 cudaError_t rt_record(cudaError_t e);     /* remember e as the thread's last error (if it is one); returns e */
 cudaError_t rt_fail(CUresult r);          /* rt_record(rt_map(r)) */
 cudaError_t rt_unsupported(int *logged, const char *name);
-void rt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void rt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  /* warnings: shown unless RGPU_LOG=error */
+void rt_info(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* shown with RGPU_LOG=info|debug */
 
 /* state.c: initialisation, the thread's device and its primary context */
 cudaError_t rt_context(int *device);      /* make the thread's context current; device may be NULL */
@@ -42,6 +43,9 @@ cudaError_t rt_kernel_function(struct rt_kernel *k, int device, CUfunction *out)
         cudaError_t e_ = rt_context(NULL);                                                                         \
         return e_ != cudaSuccess ? rt_record(e_) : rt_fail(call);                                                  \
     } while (0)
+
+/* params.c: a kernel's parameter layout from its fatbin (count, or -1), for drivers without cuFuncGetParamInfo */
+int rt_image_param_layout(const void *fatbin, const char *kernel, uint32_t (*layout)[2], int max);
 
 /* The thread's pending <<<>>> configurations (__cudaPushCallConfiguration / Pop). */
 struct rt_launch_config {

@@ -269,10 +269,15 @@ class CudaBackend(Backend):
         self._use(ctx)
         layout = []
         while True:
-            err, offset, size = cu.cuFuncGetParamInfo(func, len(layout))
+            try:
+                err, offset, size = cu.cuFuncGetParamInfo(func, len(layout))
+            except (AttributeError, RuntimeError) as e:  # a driver before CUDA 12.4 has no such entry point
+                raise CudaError(Status.NOT_SUPPORTED, f"cuFuncGetParamInfo unavailable: {e}") from None
             if err != _SUCCESS:
                 if err == cu.CUresult.CUDA_ERROR_INVALID_VALUE:
                     return layout  # past the last parameter
+                if not layout and err in (cu.CUresult.CUDA_ERROR_NOT_SUPPORTED, cu.CUresult.CUDA_ERROR_NOT_FOUND):
+                    raise CudaError(Status.NOT_SUPPORTED, "the driver cannot report parameter layouts")
                 _check((err,))
             layout.append((int(offset), int(size)))
 

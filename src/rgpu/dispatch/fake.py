@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import os
 import threading
 import time
 
@@ -93,8 +94,13 @@ STREAM_PRIORITIES = (0, -5)  # least, greatest, as on Hopper
 class FakeBackend(Backend):
     name = "fake"
 
-    def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1):
+    def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1, param_info: bool | None = None):
         self.total_mem = total_mem
+        # param_info=False (or RGPU_FAKE_NO_PARAM_INFO=1) emulates a driver before CUDA 12.4, which cannot
+        # report kernel parameter layouts, so clients must fall back to the image's own records.
+        if param_info is None:
+            param_info = os.environ.get("RGPU_FAKE_NO_PARAM_INFO", "") != "1"
+        self.param_info = param_info
         self._device_count = device_count
         self._lock = threading.Lock()
         self._starts: list[int] = []
@@ -329,6 +335,8 @@ class FakeBackend(Backend):
         return module.globals[name]
 
     def func_param_info(self, ctx, func: FakeFunction) -> list[tuple[int, int]]:
+        if not self.param_info:
+            raise CudaError(Status.NOT_SUPPORTED, "emulating a driver without cuFuncGetParamInfo")
         return list(func.layout)
 
     def launch(self, ctx: FakeContext, func: FakeFunction, grid, block, shared_mem, stream, params) -> None:

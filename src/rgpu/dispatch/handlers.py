@@ -346,9 +346,20 @@ def _module_get_function(s: Session, args, bulk):
     (handle,) = args
     ctx, entry = s.object(handle, Kind.MODULE)
     func = s.backend.module_get_function(ctx.obj, entry.obj, _text(bulk))
-    layout = tuple(s.backend.func_param_info(ctx.obj, func))
+    try:
+        layout = tuple(s.backend.func_param_info(ctx.obj, func))
+    except CudaError as e:
+        if e.code != Status.NOT_SUPPORTED:
+            raise
+        layout = None  # a driver before cuFuncGetParamInfo: the client packs the buffer from the image
     handle = s.handles.add(Kind.FUNCTION, func, ctx=entry.ctx, parent=handle, info=layout)
+    if layout is None:
+        return Reply((handle, LAYOUT_UNKNOWN), b"")
     return Reply((handle, len(layout)), _layout_bytes(layout))
+
+
+LAYOUT_UNKNOWN = 0xFFFF_FFFF
+MAX_PARAM_BYTES = 32764  # the driver's limit on a kernel's parameter buffer
 
 
 def _layout_bytes(layout) -> bytes:
@@ -370,6 +381,8 @@ def _module_get_global(s: Session, args, bulk):
 def _func_param_info(s: Session, args, bulk):
     (handle,) = args
     layout = s.handles.get(handle, Kind.FUNCTION).info
+    if layout is None:
+        raise CudaError(Status.NOT_SUPPORTED, "the server's driver cannot report this function's parameters")
     return Reply((len(layout),), _layout_bytes(layout))
 
 
@@ -377,7 +390,10 @@ def _func_param_info(s: Session, args, bulk):
 def _launch(s: Session, args, bulk):
     func_h, gx, gy, gz, bx, by, bz, shmem, stream = args
     _, func = s.object(func_h, Kind.FUNCTION)
-    expected = func.info[-1][0] + func.info[-1][1] if func.info else 0
+    if func.info is None:
+        expected = min(len(bulk), MAX_PARAM_BYTES)  # unknown layout: the driver checks the buffer itself
+    else:
+        expected = max((o + n for o, n in func.info), default=0)
     if len(bulk) != expected:
         raise CudaError(Status.INVALID_VALUE,
                         f"parameter buffer is {len(bulk)} bytes; the kernel's layout needs {expected}")
