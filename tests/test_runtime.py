@@ -62,6 +62,7 @@ def test_nvcc_program_runs_unchanged_through_rgpu(shim_dir, cuda_programs, serve
 def test_programs_load_rgpus_runtime_and_driver(shim_dir, cuda_programs):
     env = shims.environment(shim_dir)
     assert env["LD_PRELOAD"].split()[:2] == [f"{shim_dir}/libcuda.so.1", f"{shim_dir}/libcudart.so.13"]
+    assert f"{shim_dir}/libcublas.so.13" in env["LD_PRELOAD"].split()
     out = subprocess.run(["ldd", str(cuda_programs / "vector_add")], env=env, capture_output=True, text=True).stdout
     assert f"{shim_dir}/libcudart.so.13" in out and "libcudart.so.13 => /" not in out.replace(str(shim_dir), "")
     env.pop("LD_PRELOAD")  # found on LD_LIBRARY_PATH alone too

@@ -213,6 +213,7 @@ def generate() -> None:
     _proctable(exported)
     _errors(error_codes(include_dir(13)))
     generate_runtime()
+    generate_blas()
     print(f"generated {len(exported)} exported driver functions and the runtime's stubs into {GEN}")
 
 
@@ -290,6 +291,83 @@ def generate_runtime() -> None:
     abi = sorted(n for n in hand if n.startswith("__"))
     report += ["nvcc registration and launch ABI (hand-written): " + ", ".join(abi), ""]
     (HERE / "report_cudart.txt").write_text("\n".join(report))
+
+
+# -- cuBLAS / cuBLASLt stand-ins --------------------------------------------------------------------------------
+BLAS_DECL = re.compile(r"^\s*([A-Za-z_][\w\s\*]*?)\s*CUBLASWINAPI\s+(\w+)\s*\(", re.M)
+BLAS_DEFINED = re.compile(r"^BLAS_API\s+[^(;]*?\b(cublas\w+)\s*\(", re.M)
+BLAS_CONST = re.compile(r"\b((?:CUBLAS|CUBLASLT)_\w+)\s*=\s*([^,}\n]+?)\s*(?=[,}\n])")
+BLAS_SRC = NATIVE / "src" / "cublas"
+BLAS_LIBS = {"cublas_api.h": "cublas", "cublasLt.h": "cublasLt"}
+
+
+def blas_include() -> pathlib.Path | None:
+    import nvidia
+
+    for base in nvidia.__path__:
+        path = pathlib.Path(base) / "cu13" / "include"
+        if (path / "cublasLt.h").exists():
+            return path
+    return None
+
+
+def _constants(text: str, known: dict[str, int]) -> dict[str, int]:
+    """Enum constants, with values that are literals or expressions of earlier constants (A | B, 1 << 3)."""
+    out: dict[str, int] = dict(known)
+    text = re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
+    for name, expr in BLAS_CONST.findall(text):
+        expr = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr.strip())
+        expr = re.sub(r"\b[A-Z_][A-Z0-9_]+\b", lambda m: str(out.get(m[0], m[0])), expr)
+        if re.fullmatch(r"[\d\sx a-fA-F|+<()\-]+", expr):
+            try:
+                out.setdefault(name, int(eval(expr, {"__builtins__": {}})))  # digits and operators only
+            except (SyntaxError, TypeError):
+                pass
+    return out
+
+
+def generate_blas() -> None:
+    inc = blas_include()
+    if inc is None:
+        print("cuBLAS headers not installed (pip install nvidia-cublas): keeping the committed cuBLAS outputs")
+        return
+    hand = set()
+    for path in BLAS_SRC.glob("*.c"):
+        text = path.read_text()
+        hand.update(BLAS_DEFINED.findall(text))
+        for block in re.findall(r"/\* defines: (.*?)\*/", text, re.S):  # names a macro expands to
+            hand.update(re.findall(r"cublas\w+", block))
+    consts: dict[str, int] = {}
+    report = ["rgpu cuBLAS/cuBLASLt stand-in coverage (native/codegen/report_cublas.txt, GENERATED)", ""]
+    for header, lib in BLAS_LIBS.items():
+        text = (inc / header).read_text()
+        consts.update(_constants(text, consts))
+        decls = {name: " ".join(ret.split()) for ret, name in BLAS_DECL.findall(re.sub(r"/\*.*?\*/", "", text,
+                                                                                        flags=re.S))}
+        body = [BANNER.format(src=f"{header} + the BLAS_API definitions in native/src/cublas"), '#include "blas.h"', ""]
+        stubs = []
+        for name, ret in sorted(decls.items()):
+            if name in hand:
+                continue
+            if ret != "cublasStatus_t":
+                raise SystemExit(f"{name} returns {ret}: write it by hand in native/src/cublas")
+            # No parameters declared: a stub never reads them, and the C calling convention lets callers pass any.
+            body.append(f"BLAS_API int {name}()\n{{\n    static int logged;\n"
+                        f"    return rgpu_blas_unsupported(&logged, \"{name}\");\n}}\n")
+            stubs.append(name)
+        (GEN / f"{lib}_unsupported.c").write_text("\n".join(body))
+        implemented = sorted(n for n in decls if n in hand)
+        report += [f"{header}: {len(decls)} functions, {len(implemented)} implemented, {len(stubs)} NOT_SUPPORTED stubs",
+                   "  implemented: " + ", ".join(implemented), ""]
+    version = re.search(r"#define CUBLAS_VER_MAJOR (\d+).*?#define CUBLAS_VER_MINOR (\d+).*?#define CUBLAS_VER_PATCH (\d+)",
+                        (inc / "cublas_api.h").read_text(), re.S)
+    lines = [BANNER.format(src="cublas_api.h and cublasLt.h"), "#ifndef RGPU_CUBLAS_CONSTS_H",
+             "#define RGPU_CUBLAS_CONSTS_H", "",
+             f"#define RGPU_CUBLAS_VERSION ({version[1]} * 10000 + {version[2]} * 100 + {version[3]})", ""]
+    lines += [f"#define {name} {value}" for name, value in sorted(consts.items())]
+    lines += ["", "#endif", ""]
+    (GEN / "cublas_consts.h").write_text("\n".join(lines))
+    (HERE / "report_cublas.txt").write_text("\n".join(report))
 
 
 def _forward_key(name: str) -> str | None:

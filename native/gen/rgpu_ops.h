@@ -67,5 +67,10 @@
 #define RGPU_OP_MEMCPY_2D_ASYNC 0x0081  /* args 60 B, reply 0 B, deferrable */
 #define RGPU_OP_MEMSET_2D 0x0082  /* args 48 B, reply 0 B */
 #define RGPU_OP_MEMSET_2D_ASYNC 0x0083  /* args 48 B, reply 0 B, deferrable */
+#define RGPU_OP_BLAS_CREATE 0x0090  /* args 0 B, reply 8 B */
+#define RGPU_OP_BLAS_DESTROY 0x0091  /* args 8 B, reply 0 B */
+#define RGPU_OP_BLAS_GEMM 0x0092  /* args 204 B, reply 0 B, deferrable */
+#define RGPU_OP_LT_HEURISTIC 0x00A0  /* args 4 B, reply 4 B */
+#define RGPU_OP_LT_MATMUL 0x00A1  /* args 88 B, reply 0 B, deferrable */
 
 #endif

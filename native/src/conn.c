@@ -686,3 +686,24 @@ CUresult rgpu_connect(void)
     pthread_mutex_unlock(&g.lock);
     return r;
 }
+
+/* -- the private interface of rgpu's other stand-ins (libcublas, libcublasLt): the same one connection ---- */
+__attribute__((visibility("default"))) CUresult rgpu_ext_call(uint16_t op, const void *args, size_t args_len,
+                                                              const void *bulk, size_t bulk_len, void *reply,
+                                                              size_t reply_len, void *out, size_t out_cap,
+                                                              size_t *out_len)
+{
+    struct rgpu_sink sink = {out, out_cap, 0};
+    CUresult r = rgpu_call(op, args, args_len, bulk, bulk_len, reply, reply_len, out ? &sink : NULL);
+    if (out_len)
+        *out_len = sink.len;
+    return r;
+}
+
+__attribute__((visibility("default"))) CUresult rgpu_ext_defer(uint16_t op, const void *args, size_t args_len,
+                                                               const void *bulk, size_t bulk_len)
+{
+    return rgpu_defer(op, args, args_len, bulk, bulk_len);
+}
+
+__attribute__((visibility("default"))) uint64_t rgpu_ext_stream(void *stream) { return rgpu_stream_handle(stream); }

@@ -64,7 +64,8 @@ def crt_include() -> pathlib.Path:
 
 
 def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = False) -> pathlib.Path:
-    """Compile libcuda.so.1, libcudart.so.13 and libcudart.so.12 into `out`; returns libcuda's path."""
+    """Compile libcuda.so.1 and, for CUDA 13 and 12, libcudart, libcublasLt and libcublas into `out`; returns
+    libcuda's path."""
     nat = native_dir()
     out = out or default_out_dir()
     out.mkdir(parents=True, exist_ok=True)
@@ -87,6 +88,26 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
     _symlink(out / "libcuda.so", "libcuda.so.1")
     for major in (13, 12):
         _build_runtime(out, major, cc, flags, verbose)
+        for name, sources in BLAS_LIBRARIES.items():
+            _build_library(out, f"{name}.so.{major}", sources, major, cc, flags, verbose)
+    return lib
+
+
+# The cuBLAS stand-ins: native/src/cublas + their generated stubs (native/gen), one build per soname.
+BLAS_LIBRARIES = {"libcublasLt": ("src/cublas/common.c", "src/cublas/lt.c", "gen/cublasLt_unsupported.c"),
+                  "libcublas": ("src/cublas/common.c", "src/cublas/blas.c", "gen/cublas_unsupported.c")}
+
+
+def _build_library(out, soname, sources, major, cc, flags, verbose) -> pathlib.Path:
+    nat = native_dir()
+    lib = out / soname
+    with tempfile.TemporaryDirectory() as tmp:
+        script = pathlib.Path(tmp) / "exports.map"
+        script.write_text(f"{soname} {{\n    global: cublas*;\n    local: *;\n}};\n")
+        _run([cc, *flags, f"-I{nat / 'src' / 'cublas'}", f"-I{cuda_include(major)}", "-shared",
+              f"-Wl,-soname,{soname}", f"-Wl,--version-script={script}", "-o", str(lib),
+              *(str(nat / s) for s in sources), f"-L{out}", "-l:libcuda.so.1", f"-l:libcudart.so.{major}",
+              "-lpthread"], verbose)
     return lib
 
 
@@ -138,7 +159,7 @@ def _run(cmd, verbose):
 # Preloaded, not only found first on LD_LIBRARY_PATH: libraries such as PyTorch's carry an RPATH to their own
 # copy of libcudart, and RPATH beats LD_LIBRARY_PATH -- but the loader never loads a second library with the
 # soname of one already loaded. (A program that dlopens a driver by absolute path still gets that file.)
-PRELOADED = ("libcuda.so.1", "libcudart.so.13")
+PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13")
 
 
 def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:

@@ -2,7 +2,7 @@
 # Everything that needs the GPU, in one command on the GPU box (device tool), with the missing Python
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
-#   sections: info tests suite demo bench bridge shim runtime torch (default: all but torch)
+#   sections: info tests suite demo bench bridge shim runtime math torch (default: all but math and torch)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/rgpu-out}
@@ -36,20 +36,23 @@ for s in $sections; do
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1
       RGPU_TEST_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests/test_runtime.py 2>&1 | tail -3
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    math)
+      bash tests/hw/math_check.sh 2>&1 | tee "$OUT/math_check.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     torch)
       shims=/tmp/rgpu-shims
-      [ -e $shims/libcudart.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
+      [ -e $shims/libcublas.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
       port_file=$(mktemp)
       python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info > "$OUT/torch_server.log" 2>&1 &
       server=$!
       for i in $(seq 150); do [ -s $port_file ] && break; sleep 0.2; done
-      lib=$(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))")
-      readelf -d $lib/libtorch_cuda.so | grep -iE "rpath|runpath" | cut -c1-200
-      echo "--- native"; timeout 300 python3 tests/gpu/torch_probe.py 2>&1 | grep -vE "^\s+(File|\^)" | tail -12
-      echo "--- through rgpu (LD_PRELOAD of the shims)"
-      RGPU_SERVER=127.0.0.1:$(cat $port_file) RGPU_LOG=info LD_PRELOAD="$shims/libcuda.so.1 $shims/libcudart.so.13" \
-        timeout 300 python3 tests/gpu/torch_probe.py > "$OUT/torch_probe.log" 2>&1
-      grep -vE "^\s+(File|\^)" "$OUT/torch_probe.log" | sort | uniq -c | sort -rn | head -40
+      export RGPU_PROBE_NO_CUDNN=${RGPU_PROBE_NO_CUDNN:-1}
+      echo "--- native (cuDNN off: ${RGPU_PROBE_NO_CUDNN})"; timeout 300 python3 tests/gpu/torch_probe.py 2>&1 | grep -E " (OK|FAIL) "
+      echo "--- through rgpu (rgpu's libcuda, libcudart, libcublasLt, libcublas preloaded)"
+      RGPU_SERVER=127.0.0.1:$(cat $port_file) RGPU_LOG=info \
+        LD_PRELOAD="$shims/libcuda.so.1 $shims/libcudart.so.13 $shims/libcublasLt.so.13 $shims/libcublas.so.13" \
+        timeout 400 python3 tests/gpu/torch_probe.py > "$OUT/torch_probe.log" 2>&1
+      grep -E " (OK|FAIL) |not supported" "$OUT/torch_probe.log" | sort | uniq -c | sort -rn | head -40
       kill -TERM $server; wait $server ;;
     bridge)
       if [ -d bridge ] && python3 -c "import rgpu.bridge" 2>/dev/null; then

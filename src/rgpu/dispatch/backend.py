@@ -117,6 +117,20 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def event_elapsed(self, ctx, start, end) -> float: ...
 
+    # -- cuBLAS / cuBLASLt (requests decoded and range-checked by rgpu.dispatch.blas_wire) ------------------
+    @abc.abstractmethod
+    def blas_create(self, ctx): ...
+    @abc.abstractmethod
+    def blas_destroy(self, ctx, handle) -> None: ...
+    @abc.abstractmethod
+    def blas_gemm(self, ctx, handle, stream, gemm) -> None: ...
+    @abc.abstractmethod
+    def lt_heuristic(self, ctx, op, requested: int) -> list[bytes]:
+        """cublasLtMatmulHeuristicResult_t records (96 bytes each), best first."""
+    @abc.abstractmethod
+    def lt_matmul(self, ctx, op, pointers: tuple[int, int, int, int], alpha: bytes, beta: bytes, workspace: int,
+                  workspace_size: int, stream) -> None: ...
+
     def close(self) -> None:
         """Release process-wide backend state at server shutdown."""
 

@@ -73,6 +73,7 @@ class CudaBackend(Backend):
         # session's next call runs, and pinned memory copies ~5x faster than a fresh pageable buffer.
         self._staging: dict[int, tuple[int, memoryview]] = {}
         self._staging_lock = threading.Lock()
+        self._lt_handles: dict[int, object] = {}
 
     def init(self) -> None:
         try:
@@ -126,6 +127,12 @@ class CudaBackend(Backend):
     def ctx_destroy(self, ctx) -> None:
         with self._staging_lock:
             staging = self._staging.pop(int(ctx), None)
+            lt_handle = self._lt_handles.pop(int(ctx), None)
+        if lt_handle is not None:
+            from rgpu.dispatch import cuda_blas
+
+            self._use(ctx)
+            cuda_blas.destroy("cublasLt", lt_handle)
         if staging is not None:
             self._use(ctx)
             cu.cuMemFreeHost(staging[0])
@@ -315,6 +322,51 @@ class CudaBackend(Backend):
         ctypes.memmove(scratch.buffer, bytes(params), size)
         scratch.size.value = size
         _check(cu.cuLaunchKernel(func, *grid, *block, shared_mem, _stream(stream), 0, scratch.extra_address))
+
+    # -- cuBLAS / cuBLASLt (through cffi; see rgpu.dispatch.cuda_blas) ------------------------------
+    def blas_create(self, ctx):
+        from rgpu.dispatch import cuda_blas
+
+        self._use(ctx)
+        return cuda_blas.create("cublas")
+
+    def blas_destroy(self, ctx, handle) -> None:
+        from rgpu.dispatch import cuda_blas
+
+        self._use(ctx)
+        cuda_blas.destroy("cublas", handle)
+
+    def blas_gemm(self, ctx, handle, stream, gemm) -> None:
+        from rgpu.dispatch import cuda_blas
+
+        self._use(ctx)
+        cuda_blas.gemm(handle, int(_stream(stream)), gemm)
+
+    def _lt_handle(self, ctx):
+        """One cuBLASLt handle per context, made on first use and destroyed with the context."""
+        from rgpu.dispatch import cuda_blas
+
+        key = int(ctx)
+        with self._staging_lock:
+            handle = self._lt_handles.get(key)
+        if handle is None:
+            handle = cuda_blas.create("cublasLt")
+            with self._staging_lock:
+                self._lt_handles[key] = handle
+        return handle
+
+    def lt_heuristic(self, ctx, op, requested: int) -> list[bytes]:
+        from rgpu.dispatch import cuda_blas
+
+        self._use(ctx)
+        return cuda_blas.heuristic(self._lt_handle(ctx), op, requested)
+
+    def lt_matmul(self, ctx, op, pointers, alpha, beta, workspace, workspace_size, stream) -> None:
+        from rgpu.dispatch import cuda_blas
+
+        self._use(ctx)
+        cuda_blas.matmul(self._lt_handle(ctx), op, pointers, alpha, beta, workspace, workspace_size,
+                         int(_stream(stream)))
 
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, ctx, flags: int, priority: int = 0):

@@ -16,7 +16,7 @@ import time
 import attrs
 import numpy as np
 
-from rgpu.dispatch import ptx
+from rgpu.dispatch import fake_blas, ptx
 from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, Backend
 from rgpu.dispatch.fake_kernels import KERNELS, KernelExec, decode_params
 from rgpu.errors import CudaError, Status
@@ -362,6 +362,32 @@ class FakeBackend(Backend):
         except IllegalAddress:
             # As on a GPU: the launch itself succeeded; the context is now broken for good.
             ctx.sticky = Status.ILLEGAL_ADDRESS
+
+    # -- cuBLAS / cuBLASLt (numpy) ------------------------------------------------------------------
+    def blas_create(self, ctx: FakeContext):
+        ctx.check()
+        return object()
+
+    def blas_destroy(self, ctx, handle) -> None:
+        pass
+
+    def _blas_view(self, ptr: int, nbytes: int) -> np.ndarray:
+        try:
+            return self._view(ptr, nbytes)
+        except IllegalAddress:
+            raise CudaError(Status.ILLEGAL_ADDRESS, f"GEMM operand 0x{ptr:x}+{nbytes} is not allocated") from None
+
+    def blas_gemm(self, ctx: FakeContext, handle, stream, gemm) -> None:
+        ctx.check()
+        fake_blas.gemm(self._blas_view, gemm)
+
+    def lt_heuristic(self, ctx: FakeContext, op, requested: int) -> list[bytes]:
+        ctx.check()
+        return fake_blas.heuristic(requested)
+
+    def lt_matmul(self, ctx: FakeContext, op, pointers, alpha, beta, workspace, workspace_size, stream) -> None:
+        ctx.check()
+        fake_blas.lt_matmul(self._blas_view, op, pointers, alpha, beta)
 
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, ctx: FakeContext, flags: int, priority: int = 0) -> FakeStream:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import attrs
 
+from rgpu.dispatch import blas_wire
 from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
@@ -581,6 +582,54 @@ def _event_elapsed(s: Session, args, bulk):
     ctx, a = s.object(start, Kind.EVENT)
     _, b = s.object(end, Kind.EVENT)
     return (s.backend.event_elapsed(ctx.obj, a.obj, b.obj),)
+
+
+# -- cuBLAS and cuBLASLt ---------------------------------------------------------------------------
+def _check_ranges(s: Session, ranges) -> None:
+    for ptr, nbytes in ranges:
+        s.memory.check(ptr, nbytes)
+
+
+@handles(ops.BLAS_CREATE)
+def _blas_create(s: Session, args, bulk):
+    ctx = s.context()
+    return (s.handles.add(Kind.BLAS, s.backend.blas_create(ctx.obj), ctx=s.current_ctx),)
+
+
+@handles(ops.BLAS_DESTROY, blocking=True)
+def _blas_destroy(s: Session, args, bulk):
+    ctx, entry = s.object(args[0], Kind.BLAS)
+    s.handles.pop(args[0], Kind.BLAS)
+    s.backend.blas_destroy(ctx.obj, entry.obj)
+
+
+@handles(ops.BLAS_GEMM)
+def _blas_gemm(s: Session, args, bulk):
+    handle, stream, *rest = args
+    ctx, entry = s.object(handle, Kind.BLAS)
+    gemm = blas_wire.Gemm.from_args(tuple(rest))
+    _check_ranges(s, gemm.ranges())
+    _, strm = s.stream(stream)
+    s.backend.blas_gemm(ctx.obj, entry.obj, strm, gemm)
+
+
+@handles(ops.LT_HEURISTIC, blocking=True)
+def _lt_heuristic(s: Session, args, bulk):
+    (requested,) = args
+    if not 0 < requested <= 64:
+        raise CudaError(Status.INVALID_VALUE, f"{requested} heuristic results requested (1..64)")
+    op = blas_wire.parse_operation(bytes(bulk))
+    results = s.backend.lt_heuristic(s.context().obj, op, requested)
+    return Reply((len(results),), b"".join(results))
+
+
+@handles(ops.LT_MATMUL)
+def _lt_matmul(s: Session, args, bulk):
+    stream, a, b, c, d, workspace, workspace_size, alpha, beta = args
+    op = blas_wire.parse_operation(bytes(bulk))
+    _check_ranges(s, op.ranges(a, b, c, d) + ([(workspace, workspace_size)] if workspace_size else []))
+    ctx, strm = s.stream(stream)
+    s.backend.lt_matmul(ctx.obj, op, (a, b, c, d), alpha, beta, workspace, workspace_size, strm)
 
 
 @handles(ops.NOP)

@@ -168,6 +168,20 @@ MEMSET_2D = _op(0x0082, "MEMSET_2D", "QQIIQQQ",
                 doc="cuMemsetD2D8/16/32(dst, pitch, value, element size, width, height, stream)")
 MEMSET_2D_ASYNC = _op(0x0083, "MEMSET_2D_ASYNC", "QQIIQQQ", deferrable=True, doc="cuMemsetD2D*Async")
 
+# cuBLAS (0x009x) and cuBLASLt (0x00Ax). Handles and descriptors live on the client until execution: only
+# what needs the GPU travels (see docs/protocol.md, "Libraries").
+BLAS_CREATE = _op(0x0090, "BLAS_CREATE", "", "Q", doc="cublasCreate in the current context -> handle")
+BLAS_DESTROY = _op(0x0091, "BLAS_DESTROY", "Q", doc="cublasDestroy")
+BLAS_GEMM = _op(0x0092, "BLAS_GEMM", "QQIIqqqQIqqQIqqQIqqqIiII16s16sQQ", deferrable=True,
+                doc="cublasGemmStridedBatchedEx(handle, stream, transa, transb, m, n, k, A, Atype, lda, strideA, "
+                    "B..., C..., batch, compute type, algo, pointer mode, math mode, alpha, beta, workspace, size)")
+LT_HEURISTIC = _op(0x00A0, "LT_HEURISTIC", "i", "I", request_bulk="descriptors (matmul, layouts A-D, preference)",
+                   reply_bulk="count x cublasLtMatmulHeuristicResult_t (96 bytes)",
+                   doc="cublasLtMatmulAlgoGetHeuristic(requested count)")
+LT_MATMUL = _op(0x00A1, "LT_MATMUL", "QQQQQQQ16s16s", deferrable=True,
+                request_bulk="descriptors (matmul, layouts A-D, algo)",
+                doc="cublasLtMatmul(stream, A, B, C, D, workspace, size, alpha, beta)")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 
 

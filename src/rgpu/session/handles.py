@@ -18,6 +18,7 @@ class Kind(enum.IntEnum):
     FUNCTION = 3
     STREAM = 4
     EVENT = 5
+    BLAS = 6  # a cuBLAS handle
 
 
 _KIND_SHIFT = 56

@@ -1,0 +1,190 @@
+/* libcublas.so.13: handles and their settings are local; every GEMM variant becomes one deferred BLAS_GEMM
+ * (cublasGemmStridedBatchedEx on the server), so a training step costs no round trip per GEMM. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+
+struct handle {
+    uint64_t server;
+    void *stream;
+    void *workspace;
+    size_t workspace_size;
+    int math_mode, pointer_mode, atomics_mode;
+};
+
+BLAS_API int cublasCreate_v2(struct handle **out)
+{
+    if (!out)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (cudaFree(NULL) != 0) /* no device or no server: as cuBLAS reports it */
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    uint8_t rep[8];
+    int r = rgpu_ext_call(RGPU_OP_BLAS_CREATE, NULL, 0, NULL, 0, rep, 8, NULL, 0, NULL);
+    if (r)
+        return rgpu_blas_status(r);
+    struct handle *h = calloc(1, sizeof *h);
+    if (!h)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    h->server = rgpu_get_u64(rep);
+    *out = h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasDestroy_v2(struct handle *h)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    uint8_t a[8];
+    rgpu_put_u64(a, h->server);
+    int r = rgpu_ext_call(RGPU_OP_BLAS_DESTROY, a, 8, NULL, 0, NULL, 0, NULL, 0, NULL);
+    free(h);
+    return rgpu_blas_status(r);
+}
+
+#define SETTER(name, field, type)                                                                                   \
+    BLAS_API int cublasSet##name(struct handle *h, type v)                                                        \
+    {                                                                                                               \
+        if (!h)                                                                                                     \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                                                                   \
+        h->field = v;                                                                                               \
+        return CUBLAS_STATUS_SUCCESS;                                                                               \
+    }                                                                                                               \
+    BLAS_API int cublasGet##name(struct handle *h, type *v)                                                       \
+    {                                                                                                               \
+        if (!h)                                                                                                     \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                                                                   \
+        if (!v)                                                                                                     \
+            return CUBLAS_STATUS_INVALID_VALUE;                                                                     \
+        *v = h->field;                                                                                              \
+        return CUBLAS_STATUS_SUCCESS;                                                                               \
+    }
+/* defines: cublasSetStream_v2 cublasGetStream_v2 cublasSetMathMode cublasGetMathMode cublasSetPointerMode_v2
+ * cublasGetPointerMode_v2 cublasSetAtomicsMode cublasGetAtomicsMode */
+SETTER(Stream_v2, stream, void *)
+SETTER(MathMode, math_mode, int)
+SETTER(PointerMode_v2, pointer_mode, int)
+SETTER(AtomicsMode, atomics_mode, int)
+
+BLAS_API int cublasSetWorkspace_v2(struct handle *h, void *workspace, size_t size)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->workspace = workspace, h->workspace_size = size;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasGetVersion_v2(struct handle *h, int *version)
+{
+    (void)h;
+    if (!version)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *version = RGPU_CUBLAS_VERSION;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API int cublasGetProperty(int type, int *value)
+{
+    if (!value)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    int parts[] = {RGPU_CUBLAS_VERSION / 10000, RGPU_CUBLAS_VERSION / 100 % 100, RGPU_CUBLAS_VERSION % 100};
+    if (type < 0 || type > 2)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *value = parts[type];
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+BLAS_API size_t cublasGetCudartVersion(void) { return 13000; }
+BLAS_API const char *cublasGetStatusName(int s) { return rgpu_blas_status_name(s); }
+BLAS_API const char *cublasGetStatusString(int s) { return rgpu_blas_status_name(s); }
+BLAS_API void cublasXerbla(const char *name, int info) { rgpu_blas_log("parameter %d of %s is invalid", info, name); }
+
+/* -- GEMM: every variant is one strided-batched GemmEx --------------------------------------------------------- */
+struct operand {
+    const void *ptr;
+    int type;
+    long long ld, stride;
+};
+
+static int rows_ok(int trans, long long rows_n, long long rows_t, long long ld)
+{
+    long long rows = trans == CUBLAS_OP_N ? rows_n : rows_t;
+    return ld >= (rows > 1 ? rows : 1);
+}
+
+static int gemm(struct handle *h, int ta, int tb, long long m, long long n, long long k, const void *alpha,
+                struct operand a, struct operand b, const void *beta, struct operand c, long long batch,
+                int compute, int algo)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || !alpha || !beta || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T &&
+        ta != CUBLAS_OP_C) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T && tb != CUBLAS_OP_C) ||
+        !rows_ok(ta, m, k, a.ld) || !rows_ok(tb, k, n, b.ld) || c.ld < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!m || !n || !batch)
+        return CUBLAS_STATUS_SUCCESS;
+    if (h->math_mode & CUBLAS_TF32_TENSOR_OP_MATH && compute == CUBLAS_COMPUTE_32F)
+        compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    uint8_t args[232];
+    uint8_t *p = args;
+#define PUT(bits, v) (rgpu_put_u##bits(p, (uint64_t)(v)), p += (bits) / 8)
+    PUT(64, h->server), PUT(64, rgpu_ext_stream(h->stream)), PUT(32, ta), PUT(32, tb), PUT(64, m), PUT(64, n),
+        PUT(64, k);
+    struct operand ops[3] = {a, b, c};
+    for (int i = 0; i < 3; i++)
+        PUT(64, (uintptr_t)ops[i].ptr), PUT(32, ops[i].type), PUT(64, ops[i].ld), PUT(64, ops[i].stride);
+    PUT(64, batch), PUT(32, compute), PUT(32, algo), PUT(32, h->pointer_mode), PUT(32, h->math_mode);
+    size_t scalar = rgpu_blas_scalar_size(compute);
+    memset(p, 0, 32);
+    if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
+        rgpu_put_u64(p, (uintptr_t)alpha), rgpu_put_u64(p + 16, (uintptr_t)beta);
+    } else {
+        memcpy(p, alpha, scalar), memcpy(p + 16, beta, scalar);
+    }
+    p += 32;
+    PUT(64, (uintptr_t)h->workspace), PUT(64, h->workspace_size);
+#undef PUT
+    return rgpu_blas_status(rgpu_ext_defer(RGPU_OP_BLAS_GEMM, args, (size_t)(p - args), NULL, 0));
+}
+
+#define OPND(p, t, ld, s) ((struct operand){(p), (t), (ld), (s)})
+
+BLAS_API int cublasGemmStridedBatchedEx(struct handle *h, int ta, int tb, int m, int n, int k, const void *alpha,
+                                        const void *A, int at, int lda, long long sa, const void *B, int bt, int ldb,
+                                        long long sb, const void *beta, void *C, int ct, int ldc, long long sc,
+                                        int batch, int compute, int algo)
+{
+    return gemm(h, ta, tb, m, n, k, alpha, OPND(A, at, lda, sa), OPND(B, bt, ldb, sb), beta, OPND(C, ct, ldc, sc),
+                batch, compute, algo);
+}
+
+BLAS_API int cublasGemmEx(struct handle *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A,
+                          int at, int lda, const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc,
+                          int compute, int algo)
+{
+    return gemm(h, ta, tb, m, n, k, alpha, OPND(A, at, lda, 0), OPND(B, bt, ldb, 0), beta, OPND(C, ct, ldc, 0), 1,
+                compute, algo);
+}
+
+#define TYPED_GEMM(name, batched, ctype, dtype, compute)                                                            \
+    BLAS_API int name(struct handle *h, int ta, int tb, int m, int n, int k, const ctype *alpha, \
+                                         const ctype *A, int lda, const ctype *B, int ldb, const ctype *beta,       \
+                                         ctype *C, int ldc)                                                         \
+    {                                                                                                               \
+        return gemm(h, ta, tb, m, n, k, alpha, OPND(A, dtype, lda, 0), OPND(B, dtype, ldb, 0), beta,               \
+                    OPND(C, dtype, ldc, 0), 1, compute, CUBLAS_GEMM_DEFAULT);                                       \
+    }                                                                                                               \
+    BLAS_API int batched(struct handle *h, int ta, int tb, int m, int n, int k,         \
+                                                    const ctype *alpha, const ctype *A, int lda, long long sa,     \
+                                                    const ctype *B, int ldb, long long sb, const ctype *beta,      \
+                                                    ctype *C, int ldc, long long sc, int batch)                    \
+    {                                                                                                               \
+        return gemm(h, ta, tb, m, n, k, alpha, OPND(A, dtype, lda, sa), OPND(B, dtype, ldb, sb), beta,             \
+                    OPND(C, dtype, ldc, sc), batch, compute, CUBLAS_GEMM_DEFAULT);                                  \
+    }
+/* defines: cublasSgemm_v2 cublasSgemmStridedBatched cublasDgemm_v2 cublasDgemmStridedBatched cublasHgemm
+ * cublasHgemmStridedBatched */
+TYPED_GEMM(cublasSgemm_v2, cublasSgemmStridedBatched, float, CUDA_R_32F, CUBLAS_COMPUTE_32F)
+TYPED_GEMM(cublasDgemm_v2, cublasDgemmStridedBatched, double, CUDA_R_64F, CUBLAS_COMPUTE_64F)
+TYPED_GEMM(cublasHgemm, cublasHgemmStridedBatched, uint16_t, CUDA_R_16F, CUBLAS_COMPUTE_16F)

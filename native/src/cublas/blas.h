@@ -1,0 +1,34 @@
+/* Internal interface of rgpu's cuBLAS and cuBLASLt stand-ins (libcublas.so.13, libcublasLt.so.13).
+ *
+ * Handles, settings and descriptors live here; only execution (GEMMs, matmuls) and what truly needs the GPU
+ * (cuBLASLt heuristics) travel, over the driver shim's connection (its rgpu_ext_* entry points). Executions
+ * are deferred like kernel launches: their errors surface at the next synchronising call. These libraries
+ * need NVIDIA's headers only to regenerate native/gen (python native/codegen/gen.py). */
+#ifndef RGPU_BLAS_H
+#define RGPU_BLAS_H
+
+#include <library_types.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cublas_consts.h"
+#include "rgpu_ops.h"
+#include "rgpu_wire.h"
+
+#define BLAS_API __attribute__((visibility("default")))
+
+/* libcuda.so.1 (rgpu's driver shim): the one connection. */
+int rgpu_ext_call(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len, void *reply,
+                  size_t reply_len, void *out, size_t out_cap, size_t *out_len);
+int rgpu_ext_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
+uint64_t rgpu_ext_stream(void *stream);
+int cudaFree(void *); /* rgpu's libcudart: makes the thread's device context current, as cuBLAS's runtime does */
+
+int rgpu_blas_unsupported(int *logged, const char *name);
+void rgpu_blas_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int rgpu_blas_status(int cuda_result);           /* CUresult -> cublasStatus_t */
+size_t rgpu_blas_type_size(int cuda_data_type);  /* 0 if unknown */
+size_t rgpu_blas_scalar_size(int compute_type);  /* bytes of alpha/beta for a cublasComputeType_t */
+const char *rgpu_blas_status_name(int status);
+
+#endif

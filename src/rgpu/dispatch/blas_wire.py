@@ -1,0 +1,206 @@
+"""The server's view of cuBLAS/cuBLASLt requests: decoded, validated, and with the device ranges each one
+touches, so a session's GEMM can only read and write its own memory (docs/protocol.md, "Libraries")."""
+
+from __future__ import annotations
+
+import struct
+
+import attrs
+
+from rgpu.errors import CudaError, Status
+
+# cudaDataType -> element size; the types the fake backend can also compute with are in FAKE_DTYPES.
+TYPE_SIZES = {0: 4, 1: 8, 2: 2, 3: 1, 4: 8, 5: 16, 6: 4, 8: 1, 10: 4, 14: 2, 28: 1, 29: 1}
+OP_N, OP_T, OP_C = 0, 1, 2
+POINTER_MODE_DEVICE = 1
+COMPUTE_16F, COMPUTE_64F = (64, 65), (70, 71)
+
+# cuBLASLt matmul-description attributes a client may set; pointer-valued ones are range-checked below.
+MATMUL_ATTRS = {0: "COMPUTE_TYPE", 1: "SCALE_TYPE", 2: "POINTER_MODE", 3: "TRANSA", 4: "TRANSB", 5: "TRANSC",
+                6: "FILL_MODE", 7: "EPILOGUE", 8: "BIAS_POINTER", 10: "BIAS_BATCH_STRIDE", 15: "SM_COUNT_TARGET",
+                25: "FAST_ACCUM", 26: "BIAS_DATA_TYPE"}
+LAYOUT_ATTRS = {0: "TYPE", 1: "ORDER", 2: "ROWS", 3: "COLS", 4: "LD", 5: "BATCH_COUNT", 6: "STRIDED_BATCH_OFFSET"}
+EPILOGUES = {1: "DEFAULT", 2: "RELU", 4: "BIAS", 6: "RELU_BIAS", 32: "GELU", 36: "GELU_BIAS"}
+
+
+def type_size(t: int) -> int:
+    size = TYPE_SIZES.get(t)
+    if size is None:
+        raise CudaError(Status.NOT_SUPPORTED, f"data type {t}")
+    return size
+
+
+def scalar_size(compute: int) -> int:
+    return 2 if compute in COMPUTE_16F else 8 if compute in COMPUTE_64F else 4
+
+
+def extent(rows: int, cols: int, ld: int, esize: int, batch: int = 1, stride: int = 0) -> int:
+    """Bytes from a column-major matrix's first element to one past its last, over the whole batch."""
+    if rows <= 0 or cols <= 0 or batch <= 0:
+        return 0
+    if ld < rows or stride < 0:
+        raise CudaError(Status.INVALID_VALUE, f"leading dimension {ld} < {rows} rows, or a negative stride")
+    return ((cols - 1) * ld + rows + stride * (batch - 1)) * esize
+
+
+@attrs.frozen(slots=True)
+class Operand:
+    ptr: int
+    type: int
+    ld: int
+    stride: int
+
+
+@attrs.frozen(slots=True)
+class Gemm:
+    transa: int
+    transb: int
+    m: int
+    n: int
+    k: int
+    a: Operand
+    b: Operand
+    c: Operand
+    batch: int
+    compute: int
+    algo: int
+    pointer_mode: int
+    math_mode: int
+    alpha: bytes
+    beta: bytes
+    workspace: int
+    workspace_size: int
+
+    @classmethod
+    def from_args(cls, args: tuple) -> "Gemm":
+        (ta, tb, m, n, k, pa, at, lda, sa, pb, bt, ldb, sb, pc, ct, ldc, sc, batch, compute, algo, pmode, mmode,
+         alpha, beta, ws, wss) = args
+        if ta not in (OP_N, OP_T, OP_C) or tb not in (OP_N, OP_T, OP_C) or min(m, n, k, batch) < 0:
+            raise CudaError(Status.INVALID_VALUE, f"gemm shape or operation ({ta}, {tb}, {m}, {n}, {k}, {batch})")
+        return cls(ta, tb, m, n, k, Operand(pa, at, lda, sa), Operand(pb, bt, ldb, sb), Operand(pc, ct, ldc, sc),
+                   batch, compute, algo, pmode, mmode, alpha, beta, ws, wss)
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """(pointer, bytes) of everything the GEMM reads or writes."""
+        ar, ac = (self.m, self.k) if self.transa == OP_N else (self.k, self.m)
+        br, bc = (self.k, self.n) if self.transb == OP_N else (self.n, self.k)
+        out = [(self.c.ptr, extent(self.m, self.n, self.c.ld, type_size(self.c.type), self.batch, self.c.stride))]
+        if self.k:
+            out.append((self.a.ptr, extent(ar, ac, self.a.ld, type_size(self.a.type), self.batch, self.a.stride)))
+            out.append((self.b.ptr, extent(br, bc, self.b.ld, type_size(self.b.type), self.batch, self.b.stride)))
+        if self.pointer_mode == POINTER_MODE_DEVICE:
+            size = scalar_size(self.compute)
+            out += [(struct.unpack_from("<Q", self.alpha)[0], size), (struct.unpack_from("<Q", self.beta)[0], size)]
+        if self.workspace_size:
+            out.append((self.workspace, self.workspace_size))
+        return [r for r in out if r[1]]
+
+
+# -- cuBLASLt descriptors ------------------------------------------------------------------------------------------
+@attrs.frozen(slots=True)
+class Layout:
+    type: int
+    rows: int
+    cols: int
+    ld: int
+    attrs: dict
+
+    @property
+    def batch(self) -> int:
+        return struct.unpack("<i", self.attrs[5][:4])[0] if 5 in self.attrs else 1
+
+    @property
+    def stride(self) -> int:
+        return struct.unpack("<q", self.attrs[6][:8])[0] if 6 in self.attrs else 0
+
+    def nbytes(self) -> int:
+        return extent(self.rows, self.cols, self.ld, type_size(self.type), self.batch, self.stride)
+
+
+@attrs.frozen(slots=True)
+class LtOperation:
+    compute: int
+    scale: int
+    attrs: dict  # matmul description attributes: id -> raw bytes
+    a: Layout
+    b: Layout
+    c: Layout
+    d: Layout
+    preference: dict | None = None
+    algo: bytes | None = None
+
+    def int_attr(self, attr: int, default: int = 0) -> int:
+        raw = self.attrs.get(attr)
+        return int.from_bytes(raw[:4], "little", signed=True) if raw else default
+
+    @property
+    def epilogue(self) -> int:
+        return self.int_attr(7, 1)
+
+    @property
+    def bias(self) -> int:
+        raw = self.attrs.get(8)
+        return struct.unpack("<Q", raw[:8])[0] if raw else 0
+
+    def ranges(self, a: int, b: int, c: int, d: int) -> list[tuple[int, int]]:
+        out = [(a, self.a.nbytes()), (b, self.b.nbytes()), (c, self.c.nbytes()), (d, self.d.nbytes())]
+        if self.bias:
+            out.append((self.bias, self.d.rows * type_size(self.int_attr(26, self.d.type))))
+        return [r for r in out if r[1]]
+
+
+def _records(bulk: bytes):
+    view, pos = memoryview(bulk), 0
+
+    def take(fmt: str):
+        nonlocal pos
+        size = struct.calcsize("<" + fmt)
+        if pos + size > len(view):
+            raise CudaError(Status.INVALID_VALUE, "truncated cuBLASLt descriptor")
+        values = struct.unpack_from("<" + fmt, view, pos)
+        pos += size
+        return values
+
+    while pos < len(view):
+        (tag,) = take("B")
+        if tag == 7:
+            (algo,) = take("64s")
+            yield tag, (), {}, algo
+            continue
+        fixed = take("II") if tag == 1 else take("IQQq") if 2 <= tag <= 5 else () if tag == 6 else None
+        if fixed is None:
+            raise CudaError(Status.INVALID_VALUE, f"unknown cuBLASLt descriptor tag {tag}")
+        (count,) = take("H")
+        attributes = {}
+        for _ in range(count):
+            attr, size = take("II")
+            if size > 64:
+                raise CudaError(Status.INVALID_VALUE, f"attribute {attr} of {size} bytes")
+            (attributes[attr],) = take(f"{size}s")
+        yield tag, fixed, attributes, None
+
+
+def parse_operation(bulk: bytes) -> LtOperation:
+    found: dict[int, tuple] = {}
+    for tag, fixed, attributes, algo in _records(bytes(bulk)):
+        found[tag] = (fixed, attributes, algo)
+    if not all(t in found for t in (1, 2, 3, 4, 5)):
+        raise CudaError(Status.INVALID_VALUE, "a matmul needs its description and four layouts")
+    (compute, scale), op_attrs, _ = found[1]
+    for attr in op_attrs:
+        if attr not in MATMUL_ATTRS:
+            raise CudaError(Status.NOT_SUPPORTED, f"cuBLASLt matmul attribute {attr} is not supported by rgpu")
+    if int.from_bytes(op_attrs.get(2, b"\0")[:4], "little"):
+        raise CudaError(Status.NOT_SUPPORTED, "cuBLASLt device pointer mode")
+    layouts = []
+    for tag in (2, 3, 4, 5):
+        (dtype, rows, cols, ld), la, _ = found[tag]
+        for attr, raw in la.items():
+            if attr not in LAYOUT_ATTRS or (attr == 1 and int.from_bytes(raw[:4], "little") != 0):
+                raise CudaError(Status.NOT_SUPPORTED, f"cuBLASLt layout attribute {attr} (only column-major layouts)")
+        layouts.append(Layout(dtype, rows, cols, ld, la))
+    op = LtOperation(compute, scale, op_attrs, *layouts, preference=found.get(6, (None, None, None))[1],
+                     algo=found.get(7, (None, None, None))[2])
+    if op.epilogue not in EPILOGUES:
+        raise CudaError(Status.NOT_SUPPORTED, f"cuBLASLt epilogue {op.epilogue} is not supported by rgpu")
+    return op

@@ -1,0 +1,163 @@
+"""cuBLAS and cuBLASLt on the GPU, called through cffi (ABI mode: no headers needed on the server).
+
+Libraries: $RGPU_CUBLAS / $RGPU_CUBLASLT name them; otherwise the nvidia-cublas wheel on sys.path (as PyTorch
+installs it), then the loader's own search for the sonames.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import cffi
+
+from rgpu.errors import CudaError, Status
+
+_ffi = cffi.FFI()
+_ffi.cdef("""
+    int cublasCreate_v2(void **handle);
+    int cublasDestroy_v2(void *handle);
+    int cublasSetStream_v2(void *handle, void *stream);
+    int cublasSetWorkspace_v2(void *handle, void *workspace, size_t size);
+    int cublasSetMathMode(void *handle, int mode);
+    int cublasSetPointerMode_v2(void *handle, int mode);
+    int cublasGemmStridedBatchedEx(void *handle, int ta, int tb, int m, int n, int k, const void *alpha,
+        const void *A, int at, int lda, long long sa, const void *B, int bt, int ldb, long long sb,
+        const void *beta, void *C, int ct, int ldc, long long sc, int batch, int compute, int algo);
+    int cublasLtCreate(void **handle);
+    int cublasLtDestroy(void *handle);
+    int cublasLtMatmulDescCreate(void **desc, int compute, int scale);
+    int cublasLtMatmulDescDestroy(void *desc);
+    int cublasLtMatmulDescSetAttribute(void *desc, int attr, const void *buf, size_t size);
+    int cublasLtMatrixLayoutCreate(void **layout, int type, uint64_t rows, uint64_t cols, int64_t ld);
+    int cublasLtMatrixLayoutDestroy(void *layout);
+    int cublasLtMatrixLayoutSetAttribute(void *layout, int attr, const void *buf, size_t size);
+    int cublasLtMatmulPreferenceCreate(void **pref);
+    int cublasLtMatmulPreferenceDestroy(void *pref);
+    int cublasLtMatmulPreferenceSetAttribute(void *pref, int attr, const void *buf, size_t size);
+    int cublasLtMatmulAlgoGetHeuristic(void *handle, void *op, void *a, void *b, void *c, void *d, void *pref,
+        int requested, void *results, int *returned);
+    int cublasLtMatmul(void *handle, void *op, const void *alpha, const void *A, void *Adesc, const void *B,
+        void *Bdesc, const void *beta, const void *C, void *Cdesc, void *D, void *Ddesc, const void *algo,
+        void *workspace, size_t workspace_size, void *stream);
+""")
+
+_STATUS = {1: Status.NOT_INITIALIZED, 3: Status.OUT_OF_MEMORY, 7: Status.INVALID_VALUE, 15: Status.NOT_SUPPORTED}
+_lock = threading.Lock()
+_libs: dict[str, object] = {}
+
+
+def _find(env: str, soname: str) -> str:
+    if os.environ.get(env):
+        return os.environ[env]
+    for entry in sys.path:
+        path = os.path.join(entry, "nvidia", "cu13", "lib", soname)
+        if os.path.exists(path):
+            return path
+    return soname
+
+
+def library(name: str):
+    with _lock:
+        if name not in _libs:
+            env, soname = {"cublas": ("RGPU_CUBLAS", "libcublas.so.13"),
+                           "cublasLt": ("RGPU_CUBLASLT", "libcublasLt.so.13")}[name]
+            path = _find(env, soname)
+            try:
+                _libs[name] = _ffi.dlopen(path)
+            except OSError as e:
+                raise CudaError(Status.NOT_SUPPORTED, f"{soname} not available on the server ({e}); set {env}")
+        return _libs[name]
+
+
+def check(status: int, what: str) -> None:
+    if status:
+        raise CudaError(_STATUS.get(status, Status.LAUNCH_FAILED), f"{what}: cuBLAS status {status}")
+
+
+def _ptr(value: int):
+    return _ffi.cast("void *", value)
+
+
+class Descriptors:
+    """Real cuBLASLt descriptors for one decoded operation, destroyed on exit."""
+
+    def __init__(self, op, lt):
+        self.lt, self.made = lt, []
+        self.op = self._make("cublasLtMatmulDescCreate", "cublasLtMatmulDescDestroy",
+                             "cublasLtMatmulDescSetAttribute", op.attrs, op.compute, op.scale)
+        self.layouts = [self._make("cublasLtMatrixLayoutCreate", "cublasLtMatrixLayoutDestroy",
+                                   "cublasLtMatrixLayoutSetAttribute", lay.attrs, lay.type, lay.rows, lay.cols, lay.ld)
+                        for lay in (op.a, op.b, op.c, op.d)]
+        self.pref = None
+        if op.preference is not None:
+            self.pref = self._make("cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceDestroy",
+                                   "cublasLtMatmulPreferenceSetAttribute", op.preference)
+
+    def _make(self, create, destroy, set_attr, attrs, *args):
+        out = _ffi.new("void **")
+        check(getattr(self.lt, create)(out, *args), create)
+        self.made.append((destroy, out[0]))
+        for attr, raw in attrs.items():
+            check(getattr(self.lt, set_attr)(out[0], attr, raw, len(raw)), f"{set_attr}({attr})")
+        return out[0]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for destroy, obj in reversed(self.made):
+            getattr(self.lt, destroy)(obj)
+
+
+def gemm(handle, stream: int, g) -> None:
+    lib = library("cublas")
+    check(lib.cublasSetStream_v2(handle, _ptr(stream)), "cublasSetStream")
+    check(lib.cublasSetMathMode(handle, g.math_mode), "cublasSetMathMode")
+    check(lib.cublasSetPointerMode_v2(handle, g.pointer_mode), "cublasSetPointerMode")
+    if g.workspace_size:
+        check(lib.cublasSetWorkspace_v2(handle, _ptr(g.workspace), g.workspace_size), "cublasSetWorkspace")
+    if g.pointer_mode:
+        alpha = _ptr(int.from_bytes(g.alpha[:8], "little"))
+        beta = _ptr(int.from_bytes(g.beta[:8], "little"))
+    else:
+        alpha, beta = _ffi.from_buffer(g.alpha), _ffi.from_buffer(g.beta)
+    check(lib.cublasGemmStridedBatchedEx(
+        handle, g.transa, g.transb, g.m, g.n, g.k, alpha, _ptr(g.a.ptr), g.a.type, g.a.ld, g.a.stride,
+        _ptr(g.b.ptr), g.b.type, g.b.ld, g.b.stride, beta, _ptr(g.c.ptr), g.c.type, g.c.ld, g.c.stride, g.batch,
+        g.compute, g.algo), "cublasGemmStridedBatchedEx")
+
+
+def heuristic(lt_handle, op, requested: int) -> list[bytes]:
+    lt = library("cublasLt")
+    results = _ffi.new("char[]", 96 * requested)
+    returned = _ffi.new("int *")
+    with Descriptors(op, lt) as d:
+        check(lt.cublasLtMatmulAlgoGetHeuristic(lt_handle, d.op, *d.layouts, d.pref, requested, results, returned),
+              "cublasLtMatmulAlgoGetHeuristic")
+    raw = _ffi.buffer(results)[:]
+    return [raw[i * 96 : (i + 1) * 96] for i in range(returned[0])]
+
+
+def matmul(lt_handle, op, pointers, alpha: bytes, beta: bytes, workspace: int, workspace_size: int,
+           stream: int) -> None:
+    lt = library("cublasLt")
+    a, b, c, d = (_ptr(p) for p in pointers)
+    algo = _ffi.from_buffer(op.algo) if op.algo is not None else _ffi.NULL
+    with Descriptors(op, lt) as desc:
+        check(lt.cublasLtMatmul(lt_handle, desc.op, _ffi.from_buffer(alpha), a, desc.layouts[0], b,
+                                desc.layouts[1], _ffi.from_buffer(beta), c, desc.layouts[2], d, desc.layouts[3],
+                                algo, _ptr(workspace), workspace_size, _ptr(stream)), "cublasLtMatmul")
+
+
+def create(kind: str):
+    lib = library(kind)
+    out = _ffi.new("void **")
+    check(lib.cublasCreate_v2(out) if kind == "cublas" else lib.cublasLtCreate(out), f"{kind} create")
+    return out[0]
+
+
+def destroy(kind: str, handle) -> None:
+    lib = library(kind)
+    check(lib.cublasDestroy_v2(handle) if kind == "cublas" else lib.cublasLtDestroy(handle), f"{kind} destroy")
