@@ -22,6 +22,8 @@ NATIVE = HERE.parent
 GEN = NATIVE / "gen"
 sys.path.insert(0, str(NATIVE.parent / "src"))
 
+import attrs  # noqa: E402
+
 from rgpu.protocol import ops  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("annotations", HERE / "annotations.py")
@@ -99,7 +101,8 @@ def base_name(name: str) -> str:
     return re.sub(r"(_v\d+)?(_pt[sd][sz])?$", "", name)
 
 
-_PUT = {"Q": ("u64", 8), "q": ("u64", 8), "I": ("u32", 4), "i": ("u32", 4), "H": ("u16", 2), "f": ("f32", 4)}
+_PUT = {"Q": ("u64", 8), "q": ("u64", 8), "I": ("u32", 4), "i": ("u32", 4), "H": ("u16", 2), "f": ("f32", 4),
+        "d": ("f64", 8)}
 
 
 def _fields(fmt: str):
@@ -213,7 +216,8 @@ def generate() -> None:
     _proctable(exported)
     _errors(error_codes(include_dir(13)))
     generate_runtime()
-    generate_blas()
+    for spec in LIBRARIES:
+        generate_library(spec)
     print(f"generated {len(exported)} exported driver functions and the runtime's stubs into {GEN}")
 
 
@@ -293,29 +297,53 @@ def generate_runtime() -> None:
     (HERE / "report_cudart.txt").write_text("\n".join(report))
 
 
-# -- cuBLAS / cuBLASLt stand-ins --------------------------------------------------------------------------------
-BLAS_DECL = re.compile(r"^\s*([A-Za-z_][\w\s\*]*?)\s*CUBLASWINAPI\s+(\w+)\s*\(", re.M)
-BLAS_DEFINED = re.compile(r"^BLAS_API\s+[^(;]*?\b(cublas\w+)\s*\(", re.M)
-BLAS_CONST = re.compile(r"\b((?:CUBLAS|CUBLASLT)_\w+)\s*=\s*([^,}\n]+?)\s*(?=[,}\n])")
-BLAS_SRC = NATIVE / "src" / "cublas"
-BLAS_LIBS = {"cublas_api.h": "cublas", "cublasLt.h": "cublasLt"}
+# -- cuBLAS / cuBLASLt / cuDNN stand-ins ---------------------------------------------------------------------------
+@attrs.frozen
+class LibrarySpec:
+    name: str                 # report and constants file stem
+    include: tuple[str, str]  # (subdirectory of nvidia/, marker header)
+    headers: dict             # header -> library the functions go to (native/gen/<lib>_unsupported.c)
+    winapi: str               # the calling-convention macro in front of each function name
+    status: str               # the status type a stub returns
+    api: str                  # the export macro in native/src/<name>/*.c
+    unsupported: str          # the C function that logs and returns NOT_SUPPORTED
+    internal_header: str
+    prefixes: str             # regex alternation of constant prefixes
+    version: str              # regex giving (major, minor, patch) in the version header
+    version_header: str
 
 
-def blas_include() -> pathlib.Path | None:
+LIBRARIES = (
+    LibrarySpec("cublas", ("cu13", "cublasLt.h"), {"cublas_api.h": "cublas", "cublasLt.h": "cublasLt"},
+                "CUBLASWINAPI", "cublasStatus_t", "BLAS_API", "rgpu_blas_unsupported", "blas.h", "CUBLAS|CUBLASLT",
+                r"#define CUBLAS_VER_MAJOR (\d+).*?#define CUBLAS_VER_MINOR (\d+).*?#define CUBLAS_VER_PATCH (\d+)",
+                "cublas_api.h"),
+    LibrarySpec("cudnn", ("cudnn", "cudnn_graph.h"),
+                {h: "cudnn" for h in ("cudnn_graph.h", "cudnn_ops.h", "cudnn_cnn.h", "cudnn_adv.h",
+                                      "cudnn_gnn_ops.h", "cudnn_subquadratic_ops.h")},
+                "CUDNNWINAPI", "cudnnStatus_t", "DNN_API", "rgpu_dnn_unsupported", "dnn.h", "CUDNN",
+                r"#define CUDNN_MAJOR (\d+).*?#define CUDNN_MINOR (\d+).*?#define CUDNN_PATCHLEVEL (\d+)",
+                "cudnn_version.h"),
+)
+
+
+def library_include(spec: LibrarySpec) -> pathlib.Path | None:
     import nvidia
 
+    sub, marker = spec.include
     for base in nvidia.__path__:
-        path = pathlib.Path(base) / "cu13" / "include"
-        if (path / "cublasLt.h").exists():
+        path = pathlib.Path(base) / sub / "include"
+        if (path / marker).exists():
             return path
     return None
 
 
-def _constants(text: str, known: dict[str, int]) -> dict[str, int]:
+def _constants(text: str, known: dict[str, int], prefixes: str) -> dict[str, int]:
     """Enum constants, with values that are literals or expressions of earlier constants (A | B, 1 << 3)."""
     out: dict[str, int] = dict(known)
+    pattern = re.compile(rf"\b((?:{prefixes})_\w+)(?:\s+\w+_DEPRECATED_ENUM)?\s*=\s*([^,}}\n]+?)\s*(?=[,}}\n])")
     text = re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
-    for name, expr in BLAS_CONST.findall(text):
+    for name, expr in pattern.findall(text):
         expr = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr.strip())
         expr = re.sub(r"\b[A-Z_][A-Z0-9_]+\b", lambda m: str(out.get(m[0], m[0])), expr)
         if re.fullmatch(r"[\d\sx a-fA-F|+<()\-]+", expr):
@@ -326,48 +354,57 @@ def _constants(text: str, known: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def generate_blas() -> None:
-    inc = blas_include()
+def generate_library(spec: LibrarySpec) -> None:
+    inc = library_include(spec)
     if inc is None:
-        print("cuBLAS headers not installed (pip install nvidia-cublas): keeping the committed cuBLAS outputs")
+        print(f"{spec.name} headers not installed: keeping the committed {spec.name} outputs")
         return
+    decl = re.compile(rf"^\s*([A-Za-z_][\w\s\*]*?)\s*{spec.winapi}\s+(\w+)\s*\(", re.M)
+    defined = re.compile(rf"^{spec.api}\s+[^(;]*?\b(\w+)\s*\(", re.M)
     hand = set()
-    for path in BLAS_SRC.glob("*.c"):
+    for path in (NATIVE / "src" / spec.name).glob("*.c"):
         text = path.read_text()
-        hand.update(BLAS_DEFINED.findall(text))
+        hand.update(defined.findall(text))
         for block in re.findall(r"/\* defines: (.*?)\*/", text, re.S):  # names a macro expands to
-            hand.update(re.findall(r"cublas\w+", block))
+            hand.update(re.findall(r"\w+", block))
     consts: dict[str, int] = {}
-    report = ["rgpu cuBLAS/cuBLASLt stand-in coverage (native/codegen/report_cublas.txt, GENERATED)", ""]
-    for header, lib in BLAS_LIBS.items():
+    report = [f"rgpu {spec.name} stand-in coverage (native/codegen/report_{spec.name}.txt, GENERATED)", ""]
+    bodies: dict[str, list[str]] = {}
+    for header, lib in spec.headers.items():
+        if not (inc / header).exists():
+            continue
         text = (inc / header).read_text()
-        consts.update(_constants(text, consts))
-        decls = {name: " ".join(ret.split()) for ret, name in BLAS_DECL.findall(re.sub(r"/\*.*?\*/", "", text,
-                                                                                        flags=re.S))}
-        body = [BANNER.format(src=f"{header} + the BLAS_API definitions in native/src/cublas"), '#include "blas.h"', ""]
+        consts.update(_constants(text, consts, spec.prefixes))
+        decls = {name: " ".join(re.sub(r"\b\w+_DEPRECATED\b", "", ret).split()) for ret, name in decl.findall(re.sub(r"/\*.*?\*/", "", text,
+                                                                                   flags=re.S))}
+        body = bodies.setdefault(lib, [BANNER.format(src=f"{spec.name} headers + the {spec.api} definitions in "
+                                                         f"native/src/{spec.name}"),
+                                       f'#include "{spec.internal_header}"', ""])
         stubs = []
         for name, ret in sorted(decls.items()):
             if name in hand:
                 continue
-            if ret != "cublasStatus_t":
-                raise SystemExit(f"{name} returns {ret}: write it by hand in native/src/cublas")
+            if ret != spec.status:
+                raise SystemExit(f"{name} returns {ret}: write it by hand in native/src/{spec.name}")
             # No parameters declared: a stub never reads them, and the C calling convention lets callers pass any.
-            body.append(f"BLAS_API int {name}()\n{{\n    static int logged;\n"
-                        f"    return rgpu_blas_unsupported(&logged, \"{name}\");\n}}\n")
+            body.append(f"{spec.api} int {name}()\n{{\n    static int logged;\n"
+                        f"    return {spec.unsupported}(&logged, \"{name}\");\n}}\n")
             stubs.append(name)
-        (GEN / f"{lib}_unsupported.c").write_text("\n".join(body))
         implemented = sorted(n for n in decls if n in hand)
         report += [f"{header}: {len(decls)} functions, {len(implemented)} implemented, {len(stubs)} NOT_SUPPORTED stubs",
                    "  implemented: " + ", ".join(implemented), ""]
-    version = re.search(r"#define CUBLAS_VER_MAJOR (\d+).*?#define CUBLAS_VER_MINOR (\d+).*?#define CUBLAS_VER_PATCH (\d+)",
-                        (inc / "cublas_api.h").read_text(), re.S)
-    lines = [BANNER.format(src="cublas_api.h and cublasLt.h"), "#ifndef RGPU_CUBLAS_CONSTS_H",
-             "#define RGPU_CUBLAS_CONSTS_H", "",
-             f"#define RGPU_CUBLAS_VERSION ({version[1]} * 10000 + {version[2]} * 100 + {version[3]})", ""]
+    for lib, body in bodies.items():
+        (GEN / f"{lib}_unsupported.c").write_text("\n".join(body))
+    version = re.search(spec.version, (inc / spec.version_header).read_text(), re.S)
+    guard = f"RGPU_{spec.name.upper()}_CONSTS_H"
+    lines = [BANNER.format(src=f"the {spec.name} headers"), f"#ifndef {guard}", f"#define {guard}", "",
+             f"#define RGPU_{spec.name.upper()}_VERSION_MAJOR {version[1]}",
+             f"#define RGPU_{spec.name.upper()}_VERSION_MINOR {version[2]}",
+             f"#define RGPU_{spec.name.upper()}_VERSION_PATCH {version[3]}", ""]
     lines += [f"#define {name} {value}" for name, value in sorted(consts.items())]
     lines += ["", "#endif", ""]
-    (GEN / "cublas_consts.h").write_text("\n".join(lines))
-    (HERE / "report_cublas.txt").write_text("\n".join(report))
+    (GEN / f"{spec.name}_consts.h").write_text("\n".join(lines))
+    (HERE / f"report_{spec.name}.txt").write_text("\n".join(report))
 
 
 def _forward_key(name: str) -> str | None:

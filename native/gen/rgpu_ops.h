@@ -72,5 +72,12 @@
 #define RGPU_OP_BLAS_GEMM 0x0092  /* args 204 B, reply 0 B, deferrable */
 #define RGPU_OP_LT_HEURISTIC 0x00A0  /* args 4 B, reply 4 B */
 #define RGPU_OP_LT_MATMUL 0x00A1  /* args 88 B, reply 0 B, deferrable */
+#define RGPU_OP_DNN_CREATE 0x00B0  /* args 0 B, reply 8 B */
+#define RGPU_OP_DNN_DESTROY 0x00B1  /* args 8 B, reply 0 B */
+#define RGPU_OP_DNN_FINALIZE 0x00B2  /* args 4 B, reply 12 B */
+#define RGPU_OP_DNN_GET_ATTRIBUTE 0x00B3  /* args 24 B, reply 12 B */
+#define RGPU_OP_DNN_DESTROY_DESCRIPTOR 0x00B4  /* args 8 B, reply 0 B, deferrable */
+#define RGPU_OP_DNN_EXECUTE 0x00B5  /* args 24 B, reply 0 B, deferrable */
+#define RGPU_OP_DNN_BN_INFERENCE 0x00B6  /* args 92 B, reply 0 B, deferrable */
 
 #endif

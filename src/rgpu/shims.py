@@ -90,6 +90,8 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
         _build_runtime(out, major, cc, flags, verbose)
         for name, sources in BLAS_LIBRARIES.items():
             _build_library(out, f"{name}.so.{major}", sources, major, cc, flags, verbose)
+    # cuDNN 9 is one soname for CUDA 12 and 13; this one runs on the CUDA 13 runtime.
+    _build_library(out, "libcudnn.so.9", DNN_SOURCES, 13, cc, flags, verbose, exports="cudnn*", src="cudnn")
     return lib
 
 
@@ -98,13 +100,16 @@ BLAS_LIBRARIES = {"libcublasLt": ("src/cublas/common.c", "src/cublas/lt.c", "gen
                   "libcublas": ("src/cublas/common.c", "src/cublas/blas.c", "gen/cublas_unsupported.c")}
 
 
-def _build_library(out, soname, sources, major, cc, flags, verbose) -> pathlib.Path:
+DNN_SOURCES = ("src/cudnn/dnn.c", "src/cudnn/backend.c", "src/cudnn/legacy.c", "gen/cudnn_unsupported.c")
+
+
+def _build_library(out, soname, sources, major, cc, flags, verbose, exports="cublas*", src="cublas") -> pathlib.Path:
     nat = native_dir()
     lib = out / soname
     with tempfile.TemporaryDirectory() as tmp:
         script = pathlib.Path(tmp) / "exports.map"
-        script.write_text(f"{soname} {{\n    global: cublas*;\n    local: *;\n}};\n")
-        _run([cc, *flags, f"-I{nat / 'src' / 'cublas'}", f"-I{cuda_include(major)}", "-shared",
+        script.write_text(f"{soname} {{\n    global: {exports};\n    local: *;\n}};\n")
+        _run([cc, *flags, f"-I{nat / 'src' / src}", f"-I{cuda_include(major)}", "-shared",
               f"-Wl,-soname,{soname}", f"-Wl,--version-script={script}", "-o", str(lib),
               *(str(nat / s) for s in sources), f"-L{out}", "-l:libcuda.so.1", f"-l:libcudart.so.{major}",
               "-lpthread"], verbose)
@@ -159,7 +164,7 @@ def _run(cmd, verbose):
 # Preloaded, not only found first on LD_LIBRARY_PATH: libraries such as PyTorch's carry an RPATH to their own
 # copy of libcudart, and RPATH beats LD_LIBRARY_PATH -- but the loader never loads a second library with the
 # soname of one already loaded. (A program that dlopens a driver by absolute path still gets that file.)
-PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13")
+PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9")
 
 
 def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:

@@ -101,7 +101,7 @@ class Harness:
 
 
 def random_value(rng: random.Random, code: str, known: list[int]):
-    if code == "f":
+    if code in "fd":
         return rng.choice([0.0, 1.0, -1.0, 1e30, float("nan")])
     bits = {"Q": 64, "q": 64, "I": 32, "i": 32, "H": 16}[code]
     choice = rng.random()

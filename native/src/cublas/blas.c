@@ -79,7 +79,7 @@ BLAS_API int cublasGetVersion_v2(struct handle *h, int *version)
     (void)h;
     if (!version)
         return CUBLAS_STATUS_INVALID_VALUE;
-    *version = RGPU_CUBLAS_VERSION;
+    *version = RGPU_CUBLAS_VERSION_ALL;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -87,7 +87,7 @@ BLAS_API int cublasGetProperty(int type, int *value)
 {
     if (!value)
         return CUBLAS_STATUS_INVALID_VALUE;
-    int parts[] = {RGPU_CUBLAS_VERSION / 10000, RGPU_CUBLAS_VERSION / 100 % 100, RGPU_CUBLAS_VERSION % 100};
+    int parts[] = {RGPU_CUBLAS_VERSION_ALL / 10000, RGPU_CUBLAS_VERSION_ALL / 100 % 100, RGPU_CUBLAS_VERSION_ALL % 100};
     if (type < 0 || type > 2)
         return CUBLAS_STATUS_INVALID_VALUE;
     *value = parts[type];

@@ -12,6 +12,9 @@
 #include <stdint.h>
 
 #include "cublas_consts.h"
+
+#define RGPU_CUBLAS_VERSION_ALL \
+    (RGPU_CUBLAS_VERSION_MAJOR * 10000 + RGPU_CUBLAS_VERSION_MINOR * 100 + RGPU_CUBLAS_VERSION_PATCH)
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
 

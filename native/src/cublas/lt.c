@@ -142,11 +142,11 @@ BLAS_API int cublasLtMatmulPreferenceDestroy(struct desc *d) { return destroy(d)
 BLAS_API int cublasLtMatmulPreferenceSetAttribute(struct desc *d, int id, const void *buf, size_t len) { return set_attr(d, (uint32_t)id, buf, len); }
 BLAS_API int cublasLtMatmulPreferenceGetAttribute(struct desc *d, int id, void *buf, size_t len, size_t *written) { return get_attr(d, (uint32_t)id, buf, len, written); }
 
-BLAS_API size_t cublasLtGetVersion(void) { return RGPU_CUBLAS_VERSION; }
+BLAS_API size_t cublasLtGetVersion(void) { return RGPU_CUBLAS_VERSION_ALL; }
 BLAS_API size_t cublasLtGetCudartVersion(void) { return 13000; }
 BLAS_API int cublasLtGetProperty(int type, int *value)
 {
-    int parts[] = {RGPU_CUBLAS_VERSION / 10000, RGPU_CUBLAS_VERSION / 100 % 100, RGPU_CUBLAS_VERSION % 100};
+    int parts[] = {RGPU_CUBLAS_VERSION_ALL / 10000, RGPU_CUBLAS_VERSION_ALL / 100 % 100, RGPU_CUBLAS_VERSION_ALL % 100};
     if (!value || type < 0 || type > 2)
         return CUBLAS_STATUS_INVALID_VALUE;
     *value = parts[type];

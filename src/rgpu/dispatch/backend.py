@@ -131,6 +131,26 @@ class Backend(abc.ABC):
     def lt_matmul(self, ctx, op, pointers: tuple[int, int, int, int], alpha: bytes, beta: bytes, workspace: int,
                   workspace_size: int, stream) -> None: ...
 
+    # -- cuDNN (requests decoded and checked by rgpu.dispatch.dnn_wire) ---------------------------------
+    @abc.abstractmethod
+    def dnn_create(self, ctx): ...
+    @abc.abstractmethod
+    def dnn_destroy(self, ctx, handle) -> None: ...
+    @abc.abstractmethod
+    def dnn_finalize(self, ctx, dtype: int, attributes, resolve) -> tuple[object | None, int]:
+        """A finalized backend descriptor, or (None, the cuDNN status that refused it). `resolve(type, id)`
+        turns a session handle in a descriptor- or handle-typed attribute into the backend's object."""
+    @abc.abstractmethod
+    def dnn_get_attribute(self, ctx, desc, name: int, atype: int, requested: int, out_types: list[int]):
+        """(cuDNN status, count, raw element bytes -- or new backend descriptors for descriptor types)."""
+    @abc.abstractmethod
+    def dnn_destroy_descriptor(self, ctx, desc) -> None: ...
+    @abc.abstractmethod
+    def dnn_execute(self, ctx, handle, plan, attributes, stream) -> None: ...
+    @abc.abstractmethod
+    def dnn_bn_inference(self, ctx, handle, stream, mode: int, alpha: float, beta: float, epsilon: float,
+                         tensors, pointers) -> None: ...
+
     def close(self) -> None:
         """Release process-wide backend state at server shutdown."""
 

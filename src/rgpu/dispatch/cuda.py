@@ -368,6 +368,49 @@ class CudaBackend(Backend):
         cuda_blas.matmul(self._lt_handle(ctx), op, pointers, alpha, beta, workspace, workspace_size,
                          int(_stream(stream)))
 
+    # -- cuDNN (through cffi; see rgpu.dispatch.cuda_dnn) -------------------------------------------
+    def dnn_create(self, ctx):
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        return cuda_dnn.create()
+
+    def dnn_destroy(self, ctx, handle) -> None:
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        cuda_dnn.destroy(handle)
+
+    def dnn_finalize(self, ctx, dtype, attributes, resolve):
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        return cuda_dnn.finalize(dtype, attributes, resolve)
+
+    def dnn_get_attribute(self, ctx, desc, name, atype, requested, out_types):
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        return cuda_dnn.get_attribute(desc, name, atype, requested, out_types)
+
+    def dnn_destroy_descriptor(self, ctx, desc) -> None:
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        cuda_dnn.destroy_descriptor(desc)
+
+    def dnn_execute(self, ctx, handle, plan, attributes, stream) -> None:
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        cuda_dnn.execute(handle, plan, attributes, int(_stream(stream)))
+
+    def dnn_bn_inference(self, ctx, handle, stream, mode, alpha, beta, epsilon, tensors, pointers) -> None:
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        cuda_dnn.bn_inference(handle, int(_stream(stream)), mode, alpha, beta, epsilon, tensors, pointers)
+
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, ctx, flags: int, priority: int = 0):
         self._use(ctx)

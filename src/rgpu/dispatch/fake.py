@@ -16,7 +16,7 @@ import time
 import attrs
 import numpy as np
 
-from rgpu.dispatch import fake_blas, ptx
+from rgpu.dispatch import fake_blas, fake_dnn, ptx
 from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, Backend
 from rgpu.dispatch.fake_kernels import KERNELS, KernelExec, decode_params
 from rgpu.errors import CudaError, Status
@@ -388,6 +388,34 @@ class FakeBackend(Backend):
     def lt_matmul(self, ctx: FakeContext, op, pointers, alpha, beta, workspace, workspace_size, stream) -> None:
         ctx.check()
         fake_blas.lt_matmul(self._blas_view, op, pointers, alpha, beta)
+
+    # -- cuDNN (Python descriptors, numpy convolution) ---------------------------------------------------
+    def dnn_create(self, ctx: FakeContext):
+        ctx.check()
+        return object()
+
+    def dnn_destroy(self, ctx, handle) -> None:
+        pass
+
+    def dnn_finalize(self, ctx: FakeContext, dtype, attributes, resolve):
+        ctx.check()
+        return fake_dnn.finalize(dtype, attributes, resolve)
+
+    def dnn_get_attribute(self, ctx: FakeContext, desc, name, atype, requested, out_types):
+        ctx.check()
+        return fake_dnn.get_attribute(desc, name, atype, requested, out_types)
+
+    def dnn_destroy_descriptor(self, ctx, desc) -> None:
+        pass
+
+    def dnn_execute(self, ctx: FakeContext, handle, plan, attributes, stream) -> None:
+        ctx.check()
+        fake_dnn.execute(self._blas_view, plan, attributes)
+
+    def dnn_bn_inference(self, ctx: FakeContext, handle, stream, mode, alpha, beta, epsilon, tensors,
+                         pointers) -> None:
+        ctx.check()
+        fake_dnn.bn_inference(self._blas_view, mode, alpha, beta, epsilon, tensors, pointers)
 
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, ctx: FakeContext, flags: int, priority: int = 0) -> FakeStream:

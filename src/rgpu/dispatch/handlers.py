@@ -13,7 +13,7 @@ from typing import Callable
 
 import attrs
 
-from rgpu.dispatch import blas_wire
+from rgpu.dispatch import blas_wire, dnn_wire
 from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
@@ -630,6 +630,101 @@ def _lt_matmul(s: Session, args, bulk):
     _check_ranges(s, op.ranges(a, b, c, d) + ([(workspace, workspace_size)] if workspace_size else []))
     ctx, strm = s.stream(stream)
     s.backend.lt_matmul(ctx.obj, op, (a, b, c, d), alpha, beta, workspace, workspace_size, strm)
+
+
+# -- cuDNN --------------------------------------------------------------------------------------------
+@handles(ops.DNN_CREATE)
+def _dnn_create(s: Session, args, bulk):
+    ctx = s.context()
+    return (s.handles.add(Kind.DNN, s.backend.dnn_create(ctx.obj), ctx=s.current_ctx),)
+
+
+@handles(ops.DNN_DESTROY, blocking=True)
+def _dnn_destroy(s: Session, args, bulk):
+    ctx, entry = s.object(args[0], Kind.DNN)
+    s.handles.pop(args[0], Kind.DNN)
+    s.backend.dnn_destroy(ctx.obj, entry.obj)
+
+
+def _dnn_resolver(s: Session):
+    def resolve(atype: int, ident: int):
+        kind = Kind.DNN if atype == dnn_wire.TYPE_HANDLE else Kind.DNN_DESC
+        return s.object(ident, kind)[1].obj
+
+    return resolve
+
+
+@handles(ops.DNN_FINALIZE, blocking=True)
+def _dnn_finalize(s: Session, args, bulk):
+    (dtype,) = args
+    attributes = dnn_wire.parse_attributes(bytes(bulk))
+    if any(a.type == dnn_wire.TYPE_VOID_PTR and a.count for a in attributes):
+        raise CudaError(Status.NOT_SUPPORTED, "device pointers are accepted only in a variant pack")
+    ctx = s.context()
+    desc, status = s.backend.dnn_finalize(ctx.obj, dtype, attributes, _dnn_resolver(s))
+    if desc is None:
+        return (0, status)
+    return (s.handles.add(Kind.DNN_DESC, desc, ctx=s.current_ctx, info=dtype), 0)
+
+
+@handles(ops.DNN_GET_ATTRIBUTE, blocking=True)
+def _dnn_get_attribute(s: Session, args, bulk):
+    handle, name, atype, requested = args
+    if not 0 <= requested <= dnn_wire.MAX_ELEMENTS or atype == dnn_wire.TYPE_HANDLE:
+        raise CudaError(Status.INVALID_VALUE, f"cuDNN get attribute {name}: type {atype}, {requested} elements")
+    ctx, entry = s.object(handle, Kind.DNN_DESC)
+    out_types = []
+    if atype == dnn_wire.TYPE_DESCRIPTOR:
+        if len(bulk) != 4 * requested:
+            raise CudaError(Status.INVALID_VALUE, "one descriptor type per requested descriptor")
+        out_types = list(struct.unpack(f"<{requested}I", bytes(bulk)))
+    status, count, payload = s.backend.dnn_get_attribute(ctx.obj, entry.obj, name, atype, requested, out_types)
+    if atype == dnn_wire.TYPE_DESCRIPTOR:
+        ids = [s.handles.add(Kind.DNN_DESC, d, ctx=entry.ctx, info=t) for d, t in zip(payload, out_types)]
+        payload = struct.pack(f"<{len(ids)}Q", *ids)
+    return Reply((status, count), payload)
+
+
+@handles(ops.DNN_DESTROY_DESCRIPTOR)
+def _dnn_destroy_descriptor(s: Session, args, bulk):
+    ctx, entry = s.object(args[0], Kind.DNN_DESC)
+    s.handles.pop(args[0], Kind.DNN_DESC)
+    s.backend.dnn_destroy_descriptor(ctx.obj, entry.obj)
+
+
+@handles(ops.DNN_EXECUTE)
+def _dnn_execute(s: Session, args, bulk):
+    handle, plan, stream = args
+    ctx, h = s.object(handle, Kind.DNN)
+    _, p = s.object(plan, Kind.DNN_DESC)
+    attributes = dnn_wire.parse_attributes(bytes(bulk))
+    for a in attributes:
+        if a.type in (dnn_wire.TYPE_DESCRIPTOR, dnn_wire.TYPE_HANDLE):
+            raise CudaError(Status.INVALID_VALUE, "a variant pack holds values and pointers only")
+        if a.name == dnn_wire.VARIANT_PACK_DATA_POINTERS:
+            # The tensors' extents live in the plan on the GPU side; each pointer must at least be the
+            # session's own (a kernel's reach beyond that is the malicious-kernel case in SECURITY.md).
+            for ptr in a.ids():
+                s.memory.check(ptr, 1)
+        elif a.name == dnn_wire.VARIANT_PACK_WORKSPACE and a.count:
+            (ptr,) = a.ids()
+            status, _, raw = s.backend.dnn_get_attribute(ctx.obj, p.obj, dnn_wire.EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                         dnn_wire.TYPE_INT64, 1, [])
+            size = struct.unpack("<q", bytes(raw))[0] if not status and len(raw) == 8 else 0
+            if ptr or size:
+                s.memory.check(ptr, max(size, 1))
+    _, strm = s.stream(stream)
+    s.backend.dnn_execute(ctx.obj, h.obj, p.obj, attributes, strm)
+
+
+@handles(ops.DNN_BN_INFERENCE)
+def _dnn_bn_inference(s: Session, args, bulk):
+    handle, stream, mode, alpha, beta, epsilon, *pointers = args
+    ctx, h = s.object(handle, Kind.DNN)
+    x, y, bn = dnn_wire.parse_tensors(bytes(bulk), 3)
+    _check_ranges(s, [(pointers[0], x.nbytes()), (pointers[1], y.nbytes())] + [(p, bn.nbytes()) for p in pointers[2:]])
+    _, strm = s.stream(stream)
+    s.backend.dnn_bn_inference(ctx.obj, h.obj, strm, mode, alpha, beta, epsilon, (x, y, bn), pointers)
 
 
 @handles(ops.NOP)

@@ -181,6 +181,23 @@ LT_HEURISTIC = _op(0x00A0, "LT_HEURISTIC", "i", "I", request_bulk="descriptors (
 LT_MATMUL = _op(0x00A1, "LT_MATMUL", "QQQQQQQ16s16s", deferrable=True,
                 request_bulk="descriptors (matmul, layouts A-D, algo)",
                 doc="cublasLtMatmul(stream, A, B, C, D, workspace, size, alpha, beta)")
+# cuDNN (0x00Bx): backend descriptors are built on the client and mirrored on the server when finalized.
+DNN_CREATE = _op(0x00B0, "DNN_CREATE", "", "Q", doc="cudnnCreate in the current context -> handle")
+DNN_DESTROY = _op(0x00B1, "DNN_DESTROY", "Q", doc="cudnnDestroy")
+DNN_FINALIZE = _op(0x00B2, "DNN_FINALIZE", "I", "QI", request_bulk="the descriptor's attributes",
+                   doc="cudnnBackendCreateDescriptor(type) + SetAttribute... + Finalize -> descriptor, cuDNN status")
+DNN_GET_ATTRIBUTE = _op(0x00B3, "DNN_GET_ATTRIBUTE", "QIIq", "Iq",
+                        request_bulk="for descriptor-typed attributes: requested x u32 descriptor types",
+                        reply_bulk="count elements (descriptors as u64 handles)",
+                        doc="cudnnBackendGetAttribute(descriptor, name, type, requested) -> cuDNN status, count")
+DNN_DESTROY_DESCRIPTOR = _op(0x00B4, "DNN_DESTROY_DESCRIPTOR", "Q", deferrable=True,
+                             doc="cudnnBackendDestroyDescriptor")
+DNN_EXECUTE = _op(0x00B5, "DNN_EXECUTE", "QQQ", deferrable=True, request_bulk="the variant pack's attributes",
+                  doc="cudnnBackendExecute(handle, plan, variant pack) on a stream")
+DNN_BN_INFERENCE = _op(0x00B6, "DNN_BN_INFERENCE", "QQIdddQQQQQQ", deferrable=True,
+                       request_bulk="tensor descriptors of x, y and the scale/bias/mean/var tensor",
+                       doc="cudnnBatchNormalizationForwardInference(handle, stream, mode, alpha, beta, epsilon, x, "
+                           "y, scale, bias, mean, var)")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 

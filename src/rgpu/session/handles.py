@@ -19,6 +19,8 @@ class Kind(enum.IntEnum):
     STREAM = 4
     EVENT = 5
     BLAS = 6  # a cuBLAS handle
+    DNN = 7  # a cuDNN handle
+    DNN_DESC = 8  # a finalized cuDNN backend descriptor
 
 
 _KIND_SHIFT = 56

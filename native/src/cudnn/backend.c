@@ -1,0 +1,259 @@
+/* The cuDNN backend (graph) API on proxies. Setters and getters of unfinalized descriptors are local; finalize
+ * mirrors a descriptor on the server (one round trip, so cuDNN itself says whether it is supported); getters of
+ * finalized descriptors ask the server; execute is deferred with its variant pack. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnn.h"
+
+#define PROXY_MAGIC 0x52475044u /* "RGPD": tells a proxy from garbage */
+
+struct attr {
+    uint32_t name, type;
+    int64_t count;
+    uint8_t *data;
+};
+
+struct proxy {
+    uint32_t magic, type;
+    uint64_t server; /* 0 until mirrored */
+    int finalized;
+    int n, cap;
+    struct attr *attrs;
+};
+
+static size_t element_size(uint32_t type)
+{
+    switch (type) {
+    case CUDNN_TYPE_BOOLEAN:
+    case CUDNN_TYPE_CHAR:
+        return 1;
+    case CUDNN_TYPE_HANDLE:
+    case CUDNN_TYPE_INT64:
+    case CUDNN_TYPE_DOUBLE:
+    case CUDNN_TYPE_VOID_PTR:
+    case CUDNN_TYPE_BACKEND_DESCRIPTOR:
+        return 8;
+    case CUDNN_TYPE_FRACTION:
+        return 16;
+    default: /* enums, INT32, FLOAT */
+        return 4;
+    }
+}
+
+static struct proxy *proxy_of(void *d)
+{
+    struct proxy *p = d;
+    return p && p->magic == PROXY_MAGIC ? p : NULL;
+}
+
+DNN_API int cudnnBackendCreateDescriptor(int type, void **out)
+{
+    if (!out)
+        return CUDNN_STATUS_BAD_PARAM;
+    struct proxy *p = calloc(1, sizeof *p);
+    if (!p)
+        return CUDNN_STATUS_ALLOC_FAILED;
+    p->magic = PROXY_MAGIC, p->type = (uint32_t)type;
+    *out = p;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+DNN_API int cudnnBackendDestroyDescriptor(void *d)
+{
+    struct proxy *p = proxy_of(d);
+    if (!p)
+        return CUDNN_STATUS_BAD_PARAM;
+    if (p->server) {
+        uint8_t a[8];
+        rgpu_put_u64(a, p->server);
+        rgpu_ext_defer(RGPU_OP_DNN_DESTROY_DESCRIPTOR, a, 8, NULL, 0);
+    }
+    for (int i = 0; i < p->n; i++)
+        free(p->attrs[i].data);
+    free(p->attrs);
+    p->magic = 0;
+    free(p);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+DNN_API int cudnnBackendSetAttribute(void *d, int name, int type, int64_t count, const void *array)
+{
+    struct proxy *p = proxy_of(d);
+    if (!p || count < 0 || (count && !array))
+        return CUDNN_STATUS_BAD_PARAM;
+    if (p->finalized)
+        return CUDNN_STATUS_NOT_SUPPORTED; /* as cuDNN: a finalized descriptor is immutable */
+    size_t bytes = (size_t)count * element_size((uint32_t)type);
+    uint8_t *copy = malloc(bytes ? bytes : 1);
+    if (!copy)
+        return CUDNN_STATUS_ALLOC_FAILED;
+    memcpy(copy, array, bytes);
+    int i = 0;
+    while (i < p->n && p->attrs[i].name != (uint32_t)name)
+        i++;
+    if (i == p->n) {
+        if (p->n == p->cap) {
+            struct attr *grown = realloc(p->attrs, (size_t)(p->cap = p->cap ? 2 * p->cap : 8) * sizeof *grown);
+            if (!grown) {
+                free(copy);
+                return CUDNN_STATUS_ALLOC_FAILED;
+            }
+            p->attrs = grown;
+        }
+        p->n++;
+    } else {
+        free(p->attrs[i].data);
+    }
+    p->attrs[i] = (struct attr){(uint32_t)name, (uint32_t)type, count, copy};
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static int mirror(struct proxy *p);
+
+/* The wire form of a descriptor's attributes: descriptors and handles become server handles. */
+static int encode(struct proxy *p, struct dnn_buffer *b)
+{
+    dnn_put_le(b, (uint64_t)p->n, 2);
+    for (int i = 0; i < p->n; i++) {
+        struct attr *a = &p->attrs[i];
+        dnn_put_le(b, a->name, 4), dnn_put_le(b, a->type, 4), dnn_put_le(b, (uint64_t)a->count, 4);
+        if (a->type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+            for (int64_t k = 0; k < a->count; k++) {
+                struct proxy *ref = proxy_of(((void **)a->data)[k]);
+                if (!ref)
+                    return CUDNN_STATUS_BAD_PARAM;
+                if (!ref->server) {
+                    int s = mirror(ref); /* cuDNN wants referenced descriptors finalized: do it on the way */
+                    if (s)
+                        return s;
+                }
+                dnn_put_le(b, ref->server, 8);
+            }
+        } else if (a->type == CUDNN_TYPE_HANDLE) {
+            for (int64_t k = 0; k < a->count; k++) {
+                struct dnn_handle *h = ((struct dnn_handle **)a->data)[k];
+                if (!h)
+                    return CUDNN_STATUS_BAD_PARAM;
+                dnn_put_le(b, h->server, 8);
+            }
+        } else {
+            dnn_put(b, a->data, (size_t)a->count * element_size(a->type));
+        }
+    }
+    return b->failed ? CUDNN_STATUS_ALLOC_FAILED : CUDNN_STATUS_SUCCESS;
+}
+
+static int mirror(struct proxy *p)
+{
+    struct dnn_buffer b = {0};
+    int s = encode(p, &b);
+    if (!s) {
+        uint8_t args[4], rep[12];
+        rgpu_put_u32(args, p->type);
+        int r = rgpu_ext_call(RGPU_OP_DNN_FINALIZE, args, 4, b.data, b.len, rep, 12, NULL, 0, NULL);
+        s = r ? rgpu_dnn_status(r) : (int)rgpu_get_u32(rep + 8);
+        if (!s) {
+            p->server = rgpu_get_u64(rep);
+            p->finalized = 1;
+        }
+    }
+    free(b.data);
+    return s;
+}
+
+DNN_API int cudnnBackendFinalize(void *d)
+{
+    struct proxy *p = proxy_of(d);
+    if (!p)
+        return CUDNN_STATUS_BAD_PARAM;
+    if (p->finalized)
+        return CUDNN_STATUS_SUCCESS;
+    if (p->type == CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR) {
+        p->finalized = 1; /* travels inside cudnnBackendExecute */
+        return CUDNN_STATUS_SUCCESS;
+    }
+    return mirror(p);
+}
+
+static int local_get(struct proxy *p, uint32_t name, uint32_t type, int64_t requested, int64_t *count, void *array)
+{
+    for (int i = 0; i < p->n; i++) {
+        struct attr *a = &p->attrs[i];
+        if (a->name != name)
+            continue;
+        if (a->type != type)
+            return CUDNN_STATUS_BAD_PARAM;
+        if (count)
+            *count = a->count;
+        int64_t k = a->count < requested ? a->count : requested;
+        if (array && k > 0)
+            memcpy(array, a->data, (size_t)k * element_size(type));
+        return CUDNN_STATUS_SUCCESS;
+    }
+    return CUDNN_STATUS_BAD_PARAM;
+}
+
+DNN_API int cudnnBackendGetAttribute(void *d, int name, int type, int64_t requested, int64_t *count, void *array)
+{
+    struct proxy *p = proxy_of(d);
+    if (!p || requested < 0 || (requested && !array))
+        return CUDNN_STATUS_BAD_PARAM;
+    if (!p->server) /* not mirrored: what was set here is all there is */
+        return local_get(p, (uint32_t)name, (uint32_t)type, requested, count, array);
+    if (type == CUDNN_TYPE_HANDLE)
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    struct dnn_buffer types = {0};
+    if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR)
+        for (int64_t k = 0; k < requested; k++) {
+            struct proxy *out = proxy_of(((void **)array)[k]);
+            if (!out)
+                return CUDNN_STATUS_BAD_PARAM;
+            dnn_put_le(&types, out->type, 4);
+        }
+    size_t elem = element_size((uint32_t)type), got = 0;
+    uint8_t *out = malloc(requested ? (size_t)requested * elem : 1);
+    uint8_t args[24], rep[12];
+    rgpu_put_u64(args, p->server), rgpu_put_u32(args + 8, (uint32_t)name), rgpu_put_u32(args + 12, (uint32_t)type);
+    rgpu_put_u64(args + 16, (uint64_t)requested);
+    int r = out ? rgpu_ext_call(RGPU_OP_DNN_GET_ATTRIBUTE, args, 24, types.data, types.len, rep, 12, out,
+                                (size_t)requested * elem, &got)
+                : 2;
+    free(types.data);
+    int s = r ? rgpu_dnn_status(r) : (int)rgpu_get_u32(rep);
+    if (!s) {
+        int64_t n = (int64_t)rgpu_get_u64(rep + 4);
+        if (count)
+            *count = n;
+        int64_t filled = (int64_t)(got / elem);
+        if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+            for (int64_t k = 0; k < filled; k++) { /* the caller's descriptors now stand for the server's */
+                struct proxy *dst = proxy_of(((void **)array)[k]);
+                dst->server = rgpu_get_u64(out + 8 * k);
+                dst->finalized = 1;
+            }
+        } else if (filled) {
+            memcpy(array, out, (size_t)filled * elem);
+        }
+    }
+    free(out);
+    return s;
+}
+
+DNN_API int cudnnBackendExecute(struct dnn_handle *h, void *plan, void *pack)
+{
+    struct proxy *pl = proxy_of(plan), *vp = proxy_of(pack);
+    if (!h || !pl || !vp || !pl->server || vp->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
+        return CUDNN_STATUS_BAD_PARAM;
+    struct dnn_buffer b = {0};
+    int s = encode(vp, &b);
+    if (!s) {
+        uint8_t args[24];
+        rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, pl->server);
+        rgpu_put_u64(args + 16, rgpu_ext_stream(h->stream));
+        s = rgpu_dnn_status(rgpu_ext_defer(RGPU_OP_DNN_EXECUTE, args, 24, b.data, b.len));
+    }
+    free(b.data);
+    return s;
+}

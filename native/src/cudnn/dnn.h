@@ -1,0 +1,42 @@
+/* Internal interface of rgpu's cuDNN stand-in (libcudnn.so.9).
+ *
+ * Backend descriptors are proxies: created and set here, mirrored on the server when finalized (where cuDNN
+ * decides whether a graph, engine configuration or plan is supported), read back from the server only once
+ * finalized. A variant pack never travels on its own: it goes inside the deferred execute. */
+#ifndef RGPU_DNN_H
+#define RGPU_DNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cudnn_consts.h"
+#include "rgpu_ops.h"
+#include "rgpu_wire.h"
+
+#define DNN_API __attribute__((visibility("default")))
+
+int rgpu_ext_call(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len, void *reply,
+                  size_t reply_len, void *out, size_t out_cap, size_t *out_len);
+int rgpu_ext_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
+uint64_t rgpu_ext_stream(void *stream);
+int cudaFree(void *);
+
+struct dnn_handle {
+    uint64_t server;
+    void *stream;
+};
+
+int rgpu_dnn_unsupported(int *logged, const char *name);
+void rgpu_dnn_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int rgpu_dnn_status(int cuda_result); /* CUresult of a call that failed on the way -> cudnnStatus_t */
+
+/* Growable byte buffer for request bulk. */
+struct dnn_buffer {
+    uint8_t *data;
+    size_t len, cap;
+    int failed;
+};
+void dnn_put(struct dnn_buffer *b, const void *p, size_t n);
+void dnn_put_le(struct dnn_buffer *b, uint64_t v, int bytes);
+
+#endif

@@ -1,0 +1,151 @@
+/* The legacy tensor-descriptor API, local, and the calls PyTorch still makes with it (batch normalisation).
+ * Descriptors travel by value inside the deferred call that uses them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnn.h"
+
+#define MAX_DIMS 8
+
+struct tensor {
+    int type, n;
+    int dims[MAX_DIMS], strides[MAX_DIMS];
+};
+
+DNN_API int cudnnCreateTensorDescriptor(struct tensor **out)
+{
+    if (!out)
+        return CUDNN_STATUS_BAD_PARAM;
+    *out = calloc(1, sizeof **out);
+    return *out ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_ALLOC_FAILED;
+}
+
+DNN_API int cudnnDestroyTensorDescriptor(struct tensor *t)
+{
+    free(t);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+DNN_API int cudnnSetTensorNdDescriptor(struct tensor *t, int type, int n, const int *dims, const int *strides)
+{
+    if (!t || n < 1 || n > MAX_DIMS || !dims || !strides)
+        return CUDNN_STATUS_BAD_PARAM;
+    for (int i = 0; i < n; i++)
+        if (dims[i] <= 0 || strides[i] <= 0)
+            return CUDNN_STATUS_BAD_PARAM;
+    t->type = type, t->n = n;
+    memcpy(t->dims, dims, sizeof *dims * (size_t)n);
+    memcpy(t->strides, strides, sizeof *strides * (size_t)n);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static void packed_strides(int format, int n, const int *dims, int *strides)
+{
+    if (format == CUDNN_TENSOR_NHWC && n >= 3) { /* channels last: C is innermost */
+        int s = 1;
+        strides[1] = s, s *= dims[1];
+        for (int i = n - 1; i >= 2; i--)
+            strides[i] = s, s *= dims[i];
+        strides[0] = s;
+    } else {
+        int s = 1;
+        for (int i = n - 1; i >= 0; i--)
+            strides[i] = s, s *= dims[i];
+    }
+}
+
+DNN_API int cudnnSetTensorNdDescriptorEx(struct tensor *t, int format, int type, int n, const int *dims)
+{
+    int strides[MAX_DIMS];
+    if (!dims || n < 1 || n > MAX_DIMS)
+        return CUDNN_STATUS_BAD_PARAM;
+    packed_strides(format, n, dims, strides);
+    return cudnnSetTensorNdDescriptor(t, type, n, dims, strides);
+}
+
+DNN_API int cudnnSetTensor4dDescriptor(struct tensor *t, int format, int type, int n, int c, int h, int w)
+{
+    int dims[4] = {n, c, h, w};
+    return cudnnSetTensorNdDescriptorEx(t, format, type, 4, dims);
+}
+
+DNN_API int cudnnSetTensor4dDescriptorEx(struct tensor *t, int type, int n, int c, int h, int w, int ns, int cs,
+                                         int hs, int ws)
+{
+    int dims[4] = {n, c, h, w}, strides[4] = {ns, cs, hs, ws};
+    return cudnnSetTensorNdDescriptor(t, type, 4, dims, strides);
+}
+
+DNN_API int cudnnGetTensorNdDescriptor(const struct tensor *t, int requested, int *type, int *n, int *dims,
+                                       int *strides)
+{
+    if (!t || !type || !n)
+        return CUDNN_STATUS_BAD_PARAM;
+    *type = t->type, *n = t->n;
+    for (int i = 0; i < requested && i < t->n; i++) {
+        if (dims)
+            dims[i] = t->dims[i];
+        if (strides)
+            strides[i] = t->strides[i];
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+
+DNN_API int cudnnGetTensorSizeInBytes(const struct tensor *t, size_t *size)
+{
+    static const int bytes[] = {4, 8, 2, 1, 4, 4, 1, 4, 32, 2, 8, 1, 1, 1}; /* by cudnnDataType_t */
+    if (!t || !size || t->type < 0 || t->type >= (int)(sizeof bytes / sizeof *bytes))
+        return CUDNN_STATUS_BAD_PARAM;
+    size_t last = 0;
+    for (int i = 0; i < t->n; i++)
+        last += (size_t)(t->dims[i] - 1) * (size_t)t->strides[i];
+    *size = (last + 1) * (size_t)bytes[t->type];
+    return CUDNN_STATUS_SUCCESS;
+}
+
+DNN_API int cudnnDeriveBNTensorDescriptor(struct tensor *derived, const struct tensor *x, int mode)
+{
+    if (!derived || !x || x->n < 3)
+        return CUDNN_STATUS_BAD_PARAM;
+    int dims[MAX_DIMS], type = (x->type == CUDNN_DATA_HALF || x->type == CUDNN_DATA_BFLOAT16) ? CUDNN_DATA_FLOAT : x->type;
+    for (int i = 0; i < x->n; i++)
+        dims[i] = i == 1 || (mode == CUDNN_BATCHNORM_PER_ACTIVATION && i > 1) ? x->dims[i] : 1;
+    return cudnnSetTensorNdDescriptorEx(derived, CUDNN_TENSOR_NCHW, type, x->n, dims);
+}
+
+static void put_tensor(struct dnn_buffer *b, const struct tensor *t)
+{
+    dnn_put_le(b, (uint64_t)t->type, 4), dnn_put_le(b, (uint64_t)t->n, 4);
+    for (int i = 0; i < MAX_DIMS; i++)
+        dnn_put_le(b, (uint64_t)(uint32_t)t->dims[i], 4);
+    for (int i = 0; i < MAX_DIMS; i++)
+        dnn_put_le(b, (uint64_t)(uint32_t)t->strides[i], 4);
+}
+
+static double scalar(const void *p, const struct tensor *x)
+{
+    return x->type == CUDNN_DATA_DOUBLE ? *(const double *)p : (double)*(const float *)p;
+}
+
+DNN_API int cudnnBatchNormalizationForwardInference(struct dnn_handle *h, int mode, const void *alpha,
+                                                    const void *beta, const struct tensor *xd, const void *x,
+                                                    const struct tensor *yd, void *y, const struct tensor *bnd,
+                                                    const void *scale, const void *bias, const void *mean,
+                                                    const void *var, double epsilon)
+{
+    if (!h || !alpha || !beta || !xd || !yd || !bnd || !xd->n || !yd->n || !bnd->n)
+        return CUDNN_STATUS_BAD_PARAM;
+    struct dnn_buffer b = {0};
+    put_tensor(&b, xd), put_tensor(&b, yd), put_tensor(&b, bnd);
+    uint8_t args[92];
+    double values[3] = {scalar(alpha, xd), scalar(beta, xd), epsilon};
+    rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, rgpu_ext_stream(h->stream)), rgpu_put_u32(args + 16, (uint32_t)mode);
+    memcpy(args + 20, values, sizeof values); /* little-endian IEEE doubles, as the wire is */
+    const void *ptrs[6] = {x, y, scale, bias, mean, var};
+    for (int i = 0; i < 6; i++)
+        rgpu_put_u64(args + 44 + 8 * i, (uintptr_t)ptrs[i]);
+    int s = b.failed ? CUDNN_STATUS_ALLOC_FAILED
+                     : rgpu_dnn_status(rgpu_ext_defer(RGPU_OP_DNN_BN_INFERENCE, args, sizeof args, b.data, b.len));
+    free(b.data);
+    return s;
+}

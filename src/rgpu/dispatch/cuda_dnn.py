@@ -1,0 +1,150 @@
+"""cuDNN on the GPU through cffi (ABI mode). $RGPU_CUDNN names the library; otherwise the nvidia-cudnn wheel on
+sys.path (as PyTorch installs it), then the loader's search for libcudnn.so.9."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import cffi
+
+from rgpu.dispatch import dnn_wire
+from rgpu.errors import CudaError, Status
+
+_ffi = cffi.FFI()
+_ffi.cdef("""
+    int cudnnCreate(void **handle);
+    int cudnnDestroy(void *handle);
+    int cudnnSetStream(void *handle, void *stream);
+    int cudnnBackendCreateDescriptor(int type, void **desc);
+    int cudnnBackendDestroyDescriptor(void *desc);
+    int cudnnBackendSetAttribute(void *desc, int name, int type, int64_t count, const void *array);
+    int cudnnBackendGetAttribute(void *desc, int name, int type, int64_t requested, int64_t *count, void *array);
+    int cudnnBackendFinalize(void *desc);
+    int cudnnBackendExecute(void *handle, void *plan, void *pack);
+    const char *cudnnGetErrorString(int status);
+    int cudnnCreateTensorDescriptor(void **desc);
+    int cudnnDestroyTensorDescriptor(void *desc);
+    int cudnnSetTensorNdDescriptor(void *desc, int type, int n, const int *dims, const int *strides);
+    int cudnnBatchNormalizationForwardInference(void *handle, int mode, const void *alpha, const void *beta,
+        void *xd, const void *x, void *yd, void *y, void *bnd, const void *scale, const void *bias,
+        const void *mean, const void *var, double epsilon);
+""")
+_lock = threading.Lock()
+_lib = None
+
+
+def library():
+    global _lib
+    with _lock:
+        if _lib is None:
+            path = os.environ.get("RGPU_CUDNN") or next(
+                (p for p in (os.path.join(e, "nvidia", "cudnn", "lib", "libcudnn.so.9") for e in sys.path if e)
+                 if os.path.exists(p)), "libcudnn.so.9")
+            try:
+                _lib = _ffi.dlopen(path)
+            except OSError as e:
+                raise CudaError(Status.NOT_SUPPORTED, f"libcudnn.so.9 not available on the server ({e}); set RGPU_CUDNN")
+        return _lib
+
+
+def check(status: int, what: str) -> None:
+    if status:
+        message = _ffi.string(library().cudnnGetErrorString(status)).decode()
+        raise CudaError(Status.NOT_SUPPORTED if status // 1000 == 3 else Status.INVALID_VALUE
+                        if status // 1000 == 2 else Status.LAUNCH_FAILED, f"{what}: {message}")
+
+
+def create():
+    out = _ffi.new("void **")
+    check(library().cudnnCreate(out), "cudnnCreate")
+    return out[0]
+
+
+def destroy(handle) -> None:
+    check(library().cudnnDestroy(handle), "cudnnDestroy")
+
+
+def _array(attr: dnn_wire.Attribute, resolve):
+    """The C array for one attribute: resolved objects for descriptors and handles, raw bytes otherwise."""
+    if attr.type in (dnn_wire.TYPE_DESCRIPTOR, dnn_wire.TYPE_HANDLE):
+        return _ffi.new("void *[]", [resolve(attr.type, i) for i in attr.ids()] or [_ffi.NULL])
+    return _ffi.from_buffer(attr.raw) if attr.raw else _ffi.NULL
+
+
+def finalize(dtype: int, attributes, resolve) -> tuple[object | None, int]:
+    """A real descriptor with the attributes set and finalized: (descriptor, 0), or (None, cuDNN status)."""
+    lib = library()
+    out = _ffi.new("void **")
+    check(lib.cudnnBackendCreateDescriptor(dtype, out), f"cudnnBackendCreateDescriptor({dtype})")
+    desc = out[0]
+    for attr in attributes:
+        status = lib.cudnnBackendSetAttribute(desc, attr.name, attr.type, attr.count, _array(attr, resolve))
+        if status:
+            lib.cudnnBackendDestroyDescriptor(desc)
+            return None, status
+    status = lib.cudnnBackendFinalize(desc)
+    if status:
+        lib.cudnnBackendDestroyDescriptor(desc)
+        return None, status
+    return desc, 0
+
+
+def get_attribute(desc, name: int, atype: int, requested: int, out_types: list[int]):
+    """(status, count, raw bytes or new descriptors)."""
+    lib = library()
+    count = _ffi.new("int64_t *")
+    if atype == dnn_wire.TYPE_DESCRIPTOR:
+        made = []
+        for t in out_types:
+            out = _ffi.new("void **")
+            check(lib.cudnnBackendCreateDescriptor(t, out), f"cudnnBackendCreateDescriptor({t})")
+            made.append(out[0])
+        array = _ffi.new("void *[]", made or [_ffi.NULL])
+        status = lib.cudnnBackendGetAttribute(desc, name, atype, requested, count, array if made else _ffi.NULL)
+        filled = min(count[0], requested) if not status else 0
+        for extra in made[filled:]:
+            lib.cudnnBackendDestroyDescriptor(extra)
+        return status, count[0], made[:filled]
+    buf = _ffi.new("char[]", max(1, requested * dnn_wire.element_size(atype)))
+    status = lib.cudnnBackendGetAttribute(desc, name, atype, requested, count, buf if requested else _ffi.NULL)
+    filled = min(count[0], requested) if not status else 0
+    return status, count[0], _ffi.buffer(buf)[: filled * dnn_wire.element_size(atype)]
+
+
+def destroy_descriptor(desc) -> None:
+    library().cudnnBackendDestroyDescriptor(desc)
+
+
+def execute(handle, plan, attributes, stream: int) -> None:
+    lib = library()
+    check(lib.cudnnSetStream(handle, _ffi.cast("void *", stream)), "cudnnSetStream")
+    pack, status = finalize(16, attributes, lambda t, i: _ffi.NULL)  # CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR
+    if pack is None:
+        check(status, "variant pack")
+    try:
+        check(lib.cudnnBackendExecute(handle, plan, pack), "cudnnBackendExecute")
+    finally:
+        lib.cudnnBackendDestroyDescriptor(pack)
+
+
+def bn_inference(handle, stream: int, mode: int, alpha: float, beta: float, epsilon: float, tensors, pointers):
+    lib = library()
+    check(lib.cudnnSetStream(handle, _ffi.cast("void *", stream)), "cudnnSetStream")
+    descs = []
+    try:
+        for t in tensors:
+            out = _ffi.new("void **")
+            check(lib.cudnnCreateTensorDescriptor(out), "cudnnCreateTensorDescriptor")
+            descs.append(out[0])
+            check(lib.cudnnSetTensorNdDescriptor(out[0], t.type, len(t.dims), list(t.dims), list(t.strides)),
+                  "cudnnSetTensorNdDescriptor")
+        scalar = "double *" if tensors[0].type == 1 else "float *"
+        x, y, scale, bias, mean, var = (_ffi.cast("void *", p) for p in pointers)
+        check(lib.cudnnBatchNormalizationForwardInference(
+            handle, mode, _ffi.new(scalar, alpha), _ffi.new(scalar, beta), descs[0], x, descs[1], y, descs[2],
+            scale, bias, mean, var, epsilon), "cudnnBatchNormalizationForwardInference")
+    finally:
+        for d in descs:
+            lib.cudnnDestroyTensorDescriptor(d)

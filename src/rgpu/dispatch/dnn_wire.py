@@ -1,0 +1,85 @@
+"""The server's view of cuDNN requests: backend-descriptor attributes decoded, with descriptor and handle
+references resolved to this session's own objects and every device pointer checked (docs/protocol.md,
+"Libraries")."""
+
+from __future__ import annotations
+
+import struct
+
+import attrs
+
+from rgpu.errors import CudaError, Status
+
+TYPE_HANDLE, TYPE_INT64, TYPE_VOID_PTR, TYPE_DESCRIPTOR = 0, 3, 6, 15
+_ONE_BYTE, _EIGHT_BYTES, _SIXTEEN = {2, 24}, {0, 3, 5, 6, 15}, {26}
+VARIANT_PACK_UNIQUE_IDS, VARIANT_PACK_DATA_POINTERS, VARIANT_PACK_WORKSPACE = 1000, 1001, 1003
+EXECUTION_PLAN_WORKSPACE_SIZE = 402
+# cudnnDataType_t -> element size, for the legacy tensor descriptors' extents.
+DATA_TYPE_SIZES = {0: 4, 1: 8, 2: 2, 3: 1, 4: 4, 6: 1, 9: 2, 10: 8, 11: 1, 12: 1, 13: 1}
+MAX_ELEMENTS = 1 << 16
+
+
+def element_size(attr_type: int) -> int:
+    return 1 if attr_type in _ONE_BYTE else 8 if attr_type in _EIGHT_BYTES else 16 if attr_type in _SIXTEEN else 4
+
+
+@attrs.frozen(slots=True)
+class Attribute:
+    name: int
+    type: int
+    count: int
+    raw: bytes  # elements as sent; descriptors and handles are u64 session handles
+
+    def ids(self) -> list[int]:
+        return list(struct.unpack(f"<{self.count}Q", self.raw))
+
+
+def parse_attributes(bulk: bytes) -> list[Attribute]:
+    view, pos = memoryview(bulk), 0
+    if len(view) < 2:
+        raise CudaError(Status.INVALID_VALUE, "truncated cuDNN attribute list")
+    (n,) = struct.unpack_from("<H", view)
+    pos = 2
+    out = []
+    for _ in range(n):
+        if pos + 12 > len(view):
+            raise CudaError(Status.INVALID_VALUE, "truncated cuDNN attribute")
+        name, atype, count = struct.unpack_from("<III", view, pos)
+        pos += 12
+        size = element_size(atype) * count
+        if count > MAX_ELEMENTS or pos + size > len(view):
+            raise CudaError(Status.INVALID_VALUE, f"cuDNN attribute {name}: {count} elements do not fit")
+        out.append(Attribute(name, atype, count, bytes(view[pos : pos + size])))
+        pos += size
+    if pos != len(view):
+        raise CudaError(Status.INVALID_VALUE, "trailing bytes after the cuDNN attributes")
+    return out
+
+
+@attrs.frozen(slots=True)
+class Tensor:
+    """A legacy cudnnTensorDescriptor_t by value: type, dims and strides (the first n of 8 each)."""
+
+    type: int
+    dims: tuple
+    strides: tuple
+
+    def nbytes(self) -> int:
+        size = DATA_TYPE_SIZES.get(self.type)
+        if size is None:
+            raise CudaError(Status.NOT_SUPPORTED, f"cuDNN data type {self.type}")
+        if any(d <= 0 for d in self.dims) or any(s <= 0 for s in self.strides):
+            raise CudaError(Status.INVALID_VALUE, "tensor with a non-positive dimension or stride")
+        return (sum((d - 1) * s for d, s in zip(self.dims, self.strides)) + 1) * size
+
+
+def parse_tensors(bulk: bytes, count: int) -> list[Tensor]:
+    if len(bulk) != 72 * count:
+        raise CudaError(Status.INVALID_VALUE, f"{len(bulk)} bytes for {count} tensor descriptors")
+    out = []
+    for i in range(count):
+        dtype, n, *rest = struct.unpack_from("<II8i8i", bulk, 72 * i)
+        if not 1 <= n <= 8:
+            raise CudaError(Status.INVALID_VALUE, f"tensor of {n} dimensions")
+        out.append(Tensor(dtype, tuple(rest[:n]), tuple(rest[8 : 8 + n])))
+    return out
