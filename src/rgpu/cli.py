@@ -369,7 +369,7 @@ def main(argv=None) -> int:
     keygen.add_argument("path")
     keygen.set_defaults(fn=cmd_keygen)
     sub.add_parser("server", help="same as rgpu-server")
-    bs = sub.add_parser("build-shims", help="compile the native stand-in libraries (libcuda.so.1)")
+    bs = sub.add_parser("build-shims", help="compile the native stand-ins: libcuda, libcudart, libcublas(Lt), libcudnn")
     bs.add_argument("--out", help="output directory (default build/shims in the checkout, or $RGPU_SHIM_DIR)")
     bs.add_argument("-v", "--verbose", action="store_true")
     bs.set_defaults(fn=cmd_build_shims)
