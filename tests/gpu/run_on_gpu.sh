@@ -49,7 +49,7 @@ for s in $sections; do
       export RGPU_PROBE_NO_CUDNN=${RGPU_PROBE_NO_CUDNN:-1}
       echo "--- native (cuDNN off: ${RGPU_PROBE_NO_CUDNN})"; timeout 300 python3 tests/gpu/torch_probe.py 2>&1 | grep -E " (OK|FAIL) "
       echo "--- through rgpu (rgpu run: its libcuda, libcudart, libcublasLt, libcublas, libcudnn preloaded)"
-      RGPU_LOG=info timeout 400 python3 -m rgpu.cli run --server 127.0.0.1:$(cat $port_file) --shims $shims -- \
+      RGPU_LOG=${RGPU_LOG:-info} timeout 400 python3 -m rgpu.cli run --server 127.0.0.1:$(cat $port_file) --shims $shims -- \
         python3 tests/gpu/torch_probe.py > "$OUT/torch_probe.log" 2>&1
       grep -E " (OK|FAIL) |not supported" "$OUT/torch_probe.log" | sort | uniq -c | sort -rn | head -40
       kill -TERM $server; wait $server ;;

@@ -159,6 +159,7 @@ static int mirror(struct proxy *p)
             p->finalized = 1;
         }
     }
+    rgpu_dnn_debug("finalize descriptor type %u (%d attributes) -> status %d", p->type, p->n, s);
     free(b.data);
     return s;
 }
@@ -200,8 +201,11 @@ DNN_API int cudnnBackendGetAttribute(void *d, int name, int type, int64_t reques
     struct proxy *p = proxy_of(d);
     if (!p || requested < 0 || (requested && !array))
         return CUDNN_STATUS_BAD_PARAM;
-    if (!p->server) /* not mirrored: what was set here is all there is */
-        return local_get(p, (uint32_t)name, (uint32_t)type, requested, count, array);
+    if (!p->server) { /* not mirrored: what was set here is all there is */
+        int s = local_get(p, (uint32_t)name, (uint32_t)type, requested, count, array);
+        rgpu_dnn_debug("local get attribute %d of descriptor type %u -> status %d", name, p->type, s);
+        return s;
+    }
     if (type == CUDNN_TYPE_HANDLE)
         return CUDNN_STATUS_NOT_SUPPORTED;
     struct dnn_buffer types = {0};
@@ -237,6 +241,8 @@ DNN_API int cudnnBackendGetAttribute(void *d, int name, int type, int64_t reques
             memcpy(array, out, (size_t)filled * elem);
         }
     }
+    rgpu_dnn_debug("get attribute %d (type %d, %lld requested) of descriptor type %u -> status %d", name, type,
+                   (long long)requested, p->type, s);
     free(out);
     return s;
 }

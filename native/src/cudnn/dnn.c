@@ -19,6 +19,19 @@ void rgpu_dnn_log(const char *fmt, ...)
     va_end(ap);
 }
 
+void rgpu_dnn_debug(const char *fmt, ...)
+{
+    const char *level = getenv("RGPU_LOG");
+    if (!level || strcmp(level, "debug"))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "rgpu cudnn: debug: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
 int rgpu_dnn_unsupported(int *logged, const char *name)
 {
     if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))

@@ -28,6 +28,7 @@ struct dnn_handle {
 
 int rgpu_dnn_unsupported(int *logged, const char *name);
 void rgpu_dnn_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void rgpu_dnn_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* RGPU_LOG=debug */
 int rgpu_dnn_status(int cuda_result); /* CUresult of a call that failed on the way -> cudnnStatus_t */
 
 /* Growable byte buffer for request bulk. */
