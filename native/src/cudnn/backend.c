@@ -199,8 +199,10 @@ static int local_get(struct proxy *p, uint32_t name, uint32_t type, int64_t requ
 DNN_API int cudnnBackendGetAttribute(void *d, int name, int type, int64_t requested, int64_t *count, void *array)
 {
     struct proxy *p = proxy_of(d);
-    if (!p || requested < 0 || (requested && !array))
+    if (!p || requested < 0)
         return CUDNN_STATUS_BAD_PARAM;
+    if (!array)
+        requested = 0; /* a count query: cuDNN allows any requested count with no array */
     if (!p->server) { /* not mirrored: what was set here is all there is */
         int s = local_get(p, (uint32_t)name, (uint32_t)type, requested, count, array);
         rgpu_dnn_debug("local get attribute %d of descriptor type %u -> status %d", name, p->type, s);
