@@ -1,0 +1,200 @@
+/* cuDNN through whatever libcudnn the loader gives (NVIDIA's natively, rgpu's stand-in through rgpu): a forward
+ * convolution built with the backend (graph) API the way cudnn-frontend builds one -- tensors, operation, graph,
+ * heuristics, plans tried until one finalizes, variant pack, execute -- and batch-norm inference with the
+ * legacy API, each compared with a CPU reference. Constants come from native/gen/cudnn_consts.h. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudnn_consts.h"
+
+typedef void *desc_t;
+int cudaMalloc(void **p, size_t n);
+int cudaMemcpy(void *dst, const void *src, size_t n, int kind);
+int cudaDeviceSynchronize(void);
+int cudnnCreate(desc_t *h);
+int cudnnDestroy(desc_t h);
+int cudnnBackendCreateDescriptor(int type, desc_t *d);
+int cudnnBackendDestroyDescriptor(desc_t d);
+int cudnnBackendSetAttribute(desc_t d, int name, int type, int64_t count, const void *array);
+int cudnnBackendGetAttribute(desc_t d, int name, int type, int64_t requested, int64_t *count, void *array);
+int cudnnBackendFinalize(desc_t d);
+int cudnnBackendExecute(desc_t h, desc_t plan, desc_t pack);
+int cudnnCreateTensorDescriptor(desc_t *t);
+int cudnnSetTensor4dDescriptor(desc_t t, int format, int type, int n, int c, int h, int w);
+int cudnnDeriveBNTensorDescriptor(desc_t bn, desc_t x, int mode);
+int cudnnBatchNormalizationForwardInference(desc_t h, int mode, const void *alpha, const void *beta, desc_t xd,
+                                            const void *x, desc_t yd, void *y, desc_t bnd, const void *scale,
+                                            const void *bias, const void *mean, const void *var, double eps);
+
+#define CHECK(call)                                                                                                 \
+    do {                                                                                                            \
+        int s_ = (call);                                                                                            \
+        if (s_) {                                                                                                   \
+            printf("FAIL %s -> status %d\n", #call, s_);                                                           \
+            exit(1);                                                                                                \
+        }                                                                                                           \
+    } while (0)
+#define SET(d, name, type, n, p) CHECK(cudnnBackendSetAttribute(d, name, type, n, p))
+
+enum { N = 2, C = 3, H = 8, W = 8, K = 4, R = 3, S = 3, P = H - R + 1, Q = W - S + 1 };
+
+static desc_t tensor(int64_t uid, const int64_t *dims)
+{
+    desc_t t;
+    int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1}, align = 16;
+    int dtype = CUDNN_DATA_FLOAT;
+    CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t));
+    SET(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype);
+    SET(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
+    SET(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+    SET(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    SET(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    CHECK(cudnnBackendFinalize(t));
+    return t;
+}
+
+static void *upload(const void *p, size_t n)
+{
+    void *d;
+    CHECK(cudaMalloc(&d, n));
+    CHECK(cudaMemcpy(d, p, n, 1));
+    return d;
+}
+
+int main(void)
+{
+    static float x[N * C * H * W], w[K * C * R * S], y[N * K * P * Q], ref[N * K * P * Q];
+    srand(3);
+    for (int i = 0; i < N * C * H * W; i++)
+        x[i] = (float)(rand() % 200 - 100) / 50.0f;
+    for (int i = 0; i < K * C * R * S; i++)
+        w[i] = (float)(rand() % 200 - 100) / 100.0f;
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++)
+            for (int p = 0; p < P; p++)
+                for (int q = 0; q < Q; q++) {
+                    double acc = 0;
+                    for (int c = 0; c < C; c++)
+                        for (int r = 0; r < R; r++)
+                            for (int s = 0; s < S; s++)
+                                acc += x[((n * C + c) * H + p + r) * W + q + s] * w[((k * C + c) * R + r) * S + s];
+                    ref[((n * K + k) * P + p) * Q + q] = (float)acc;
+                }
+    desc_t h;
+    CHECK(cudnnCreate(&h));
+    int64_t xd[4] = {N, C, H, W}, wd[4] = {K, C, R, S}, yd[4] = {N, K, P, Q};
+    desc_t tx = tensor('x', xd), tw = tensor('w', wd), ty = tensor('y', yd);
+
+    desc_t conv, op, graph, heur;
+    int64_t two = 2, ones[2] = {1, 1}, zeros[2] = {0, 0};
+    int comp = CUDNN_DATA_FLOAT, mode = CUDNN_CROSS_CORRELATION;
+    CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &conv));
+    SET(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    SET(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    SET(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &two);
+    SET(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones);
+    SET(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, ones);
+    SET(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, zeros);
+    SET(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, zeros);
+    CHECK(cudnnBackendFinalize(conv));
+    float alpha = 1.0f, beta = 0.0f;
+    CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &op));
+    SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tx);
+    SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tw);
+    SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ty);
+    SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+    SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+    SET(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+    CHECK(cudnnBackendFinalize(op));
+    CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph));
+    SET(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+    SET(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    CHECK(cudnnBackendFinalize(graph));
+    int heur_mode = CUDNN_HEUR_MODE_INSTANT;
+    CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+    SET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+    SET(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode);
+    CHECK(cudnnBackendFinalize(heur));
+    int64_t n_cfg = 0;
+    CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n_cfg, NULL));
+    if (n_cfg < 1 || n_cfg > 64) {
+        printf("FAIL heuristics gave %lld configurations\n", (long long)n_cfg);
+        return 1;
+    }
+    desc_t cfgs[64], plan = NULL;
+    for (int i = 0; i < n_cfg; i++)
+        CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]));
+    CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_cfg, &n_cfg,
+                                   cfgs));
+    int64_t workspace = 0, tried = 0;
+    for (int i = 0; i < n_cfg && !plan; i++) { /* as the frontend does: the first configuration that finalizes */
+        desc_t p;
+        CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p));
+        SET(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
+        SET(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+        tried++;
+        if (cudnnBackendFinalize(p) == 0)
+            plan = p;
+        else
+            cudnnBackendDestroyDescriptor(p);
+    }
+    if (!plan) {
+        printf("FAIL no plan finalized of %lld tried\n", (long long)tried);
+        return 1;
+    }
+    CHECK(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, NULL, &workspace));
+    void *dx = upload(x, sizeof x), *dw = upload(w, sizeof w), *dy, *ws = NULL;
+    CHECK(cudaMalloc(&dy, sizeof y));
+    if (workspace)
+        CHECK(cudaMalloc(&ws, (size_t)workspace));
+    desc_t pack;
+    int64_t uids[3] = {'x', 'w', 'y'};
+    void *ptrs[3] = {dx, dw, dy};
+    CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
+    SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+    SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    CHECK(cudnnBackendFinalize(pack));
+    CHECK(cudnnBackendExecute(h, plan, pack));
+    CHECK(cudaMemcpy(y, dy, sizeof y, 2));
+    double err = 0;
+    for (int i = 0; i < N * K * P * Q; i++)
+        err = fmax(err, fabs(y[i] - ref[i]) / (1 + fabs(ref[i])));
+    printf("%-34s %s (max error %.2e)\n", "conv2d fwd (backend graph API)", err < 2e-3 ? "OK" : "MISMATCH", err);
+    int failures = err >= 2e-3;
+
+    /* Batch-norm inference on the convolution's output, legacy API. */
+    desc_t xdesc, bndesc;
+    CHECK(cudnnCreateTensorDescriptor(&xdesc));
+    CHECK(cudnnCreateTensorDescriptor(&bndesc));
+    CHECK(cudnnSetTensor4dDescriptor(xdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, P, Q));
+    CHECK(cudnnDeriveBNTensorDescriptor(bndesc, xdesc, CUDNN_BATCHNORM_SPATIAL));
+    float scale[K], bias[K], mean[K], var[K], z[N * K * P * Q];
+    for (int k = 0; k < K; k++)
+        scale[k] = 0.5f + (float)k, bias[k] = (float)k - 1.0f, mean[k] = 0.25f * (float)k, var[k] = 1.0f + (float)k;
+    void *dscale = upload(scale, sizeof scale), *dbias = upload(bias, sizeof bias), *dmean = upload(mean, sizeof mean),
+         *dvar = upload(var, sizeof var), *dz;
+    CHECK(cudaMalloc(&dz, sizeof z));
+    double eps = 1e-5;
+    CHECK(cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, &alpha, &beta, xdesc, dy, xdesc, dz,
+                                                  bndesc, dscale, dbias, dmean, dvar, eps));
+    CHECK(cudaMemcpy(z, dz, sizeof z, 2));
+    err = 0;
+    for (int i = 0; i < N * K * P * Q; i++) {
+        int k = i / (P * Q) % K;
+        double want = scale[k] * (y[i] - mean[k]) / sqrt(var[k] + eps) + bias[k];
+        err = fmax(err, fabs(z[i] - want) / (1 + fabs(want)));
+    }
+    printf("%-34s %s (max error %.2e)\n", "batch norm inference (legacy API)", err < 1e-4 ? "OK" : "MISMATCH", err);
+    failures += err >= 1e-4;
+    CHECK(cudnnBackendDestroyDescriptor(pack));
+    CHECK(cudnnBackendDestroyDescriptor(plan));
+    CHECK(cudnnDestroy(h));
+    CHECK(cudaDeviceSynchronize());
+    printf("dnn_check %s (plan %lld of %lld configurations)\n", failures ? "FAILED" : "OK", (long long)tried,
+           (long long)n_cfg);
+    return failures != 0;
+}
