@@ -96,11 +96,12 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
 
 
 # The cuBLAS stand-ins: native/src/cublas + their generated stubs (native/gen), one build per soname.
-BLAS_LIBRARIES = {"libcublasLt": ("src/cublas/common.c", "src/cublas/lt.c", "gen/cublasLt_unsupported.c"),
-                  "libcublas": ("src/cublas/common.c", "src/cublas/blas.c", "gen/cublas_unsupported.c")}
+BLAS_LIBRARIES = {"libcublasLt": ("src/libs/standin.c", "src/cublas/common.c", "src/cublas/lt.c",
+                                  "gen/cublasLt_unsupported.c"),
+                  "libcublas": ("src/libs/standin.c", "src/cublas/common.c", "src/cublas/blas.c", "gen/cublas_unsupported.c")}
 
 
-DNN_SOURCES = ("src/cudnn/dnn.c", "src/cudnn/backend.c", "src/cudnn/legacy.c", "gen/cudnn_unsupported.c")
+DNN_SOURCES = ("src/libs/standin.c", "src/cudnn/dnn.c", "src/cudnn/backend.c", "src/cudnn/legacy.c", "gen/cudnn_unsupported.c")
 
 
 def _build_library(out, soname, sources, major, cc, flags, verbose, exports="cublas*", src="cublas") -> pathlib.Path:
@@ -109,7 +110,7 @@ def _build_library(out, soname, sources, major, cc, flags, verbose, exports="cub
     with tempfile.TemporaryDirectory() as tmp:
         script = pathlib.Path(tmp) / "exports.map"
         script.write_text(f"{soname} {{\n    global: {exports};\n    local: *;\n}};\n")
-        _run([cc, *flags, f"-I{nat / 'src' / src}", f"-I{cuda_include(major)}", "-shared",
+        _run([cc, *flags, f"-I{nat / 'src' / src}", f"-I{nat / 'src' / 'libs'}", f"-I{cuda_include(major)}", "-shared",
               f"-Wl,-soname,{soname}", f"-Wl,--version-script={script}", "-o", str(lib),
               *(str(nat / s) for s in sources), f"-L{out}", "-l:libcuda.so.1", f"-l:libcudart.so.{major}",
               "-lpthread"], verbose)

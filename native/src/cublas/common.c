@@ -1,29 +1,20 @@
 /* Shared by both stand-ins (compiled into each): statuses, type sizes, logging. */
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "blas.h"
+#include "standin.h"
 
 void rgpu_blas_log(const char *fmt, ...)
 {
-    const char *level = getenv("RGPU_LOG");
-    if (level && (!strcmp(level, "error") || !strcmp(level, "off")))
-        return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "rgpu cublas: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    rgpu_standin_vlog("cublas", 0, fmt, ap);
     va_end(ap);
 }
 
 int rgpu_blas_unsupported(int *logged, const char *name)
 {
-    if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
-        rgpu_blas_log("%s is not supported by rgpu (returns CUBLAS_STATUS_NOT_SUPPORTED)", name);
-    return CUBLAS_STATUS_NOT_SUPPORTED;
+    return rgpu_standin_unsupported(logged, "cublas", name, CUBLAS_STATUS_NOT_SUPPORTED, "CUBLAS_STATUS_NOT_SUPPORTED");
 }
 
 int rgpu_blas_status(int r)

@@ -5,38 +5,27 @@
 #include <string.h>
 
 #include "dnn.h"
+#include "standin.h"
 
 void rgpu_dnn_log(const char *fmt, ...)
 {
-    const char *level = getenv("RGPU_LOG");
-    if (level && (!strcmp(level, "error") || !strcmp(level, "off")))
-        return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "rgpu cudnn: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    rgpu_standin_vlog("cudnn", 0, fmt, ap);
     va_end(ap);
 }
 
 void rgpu_dnn_debug(const char *fmt, ...)
 {
-    const char *level = getenv("RGPU_LOG");
-    if (!level || strcmp(level, "debug"))
-        return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "rgpu cudnn: debug: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    rgpu_standin_vlog("cudnn", 1, fmt, ap);
     va_end(ap);
 }
 
 int rgpu_dnn_unsupported(int *logged, const char *name)
 {
-    if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
-        rgpu_dnn_log("%s is not supported by rgpu (returns CUDNN_STATUS_NOT_SUPPORTED)", name);
-    return CUDNN_STATUS_NOT_SUPPORTED;
+    return rgpu_standin_unsupported(logged, "cudnn", name, CUDNN_STATUS_NOT_SUPPORTED, "CUDNN_STATUS_NOT_SUPPORTED");
 }
 
 int rgpu_dnn_status(int r)

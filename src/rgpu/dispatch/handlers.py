@@ -513,9 +513,7 @@ def _stream_priority_range(s: Session, args, bulk):
 
 @handles(ops.STREAM_DESTROY, blocking=True)
 def _stream_destroy(s: Session, args, bulk):
-    ctx, entry = s.object(args[0], Kind.STREAM)
-    s.handles.pop(args[0], Kind.STREAM)
-    s.backend.stream_destroy(ctx.obj, entry.obj)
+    _destroy(s, args[0], Kind.STREAM, s.backend.stream_destroy)
 
 
 @handles(ops.STREAM_SYNCHRONIZE, blocking=True)
@@ -551,9 +549,7 @@ def _event_create(s: Session, args, bulk):
 
 @handles(ops.EVENT_DESTROY)
 def _event_destroy(s: Session, args, bulk):
-    ctx, entry = s.object(args[0], Kind.EVENT)
-    s.handles.pop(args[0], Kind.EVENT)
-    s.backend.event_destroy(ctx.obj, entry.obj)
+    _destroy(s, args[0], Kind.EVENT, s.backend.event_destroy)
 
 
 @handles(ops.EVENT_RECORD)
@@ -590,17 +586,26 @@ def _check_ranges(s: Session, ranges) -> None:
         s.memory.check(ptr, nbytes)
 
 
+def _create(s: Session, kind: Kind, make) -> tuple:
+    """A new backend object in the current context, as a session handle."""
+    ctx = s.context()
+    return (s.handles.add(kind, make(ctx.obj), ctx=s.current_ctx),)
+
+
+def _destroy(s: Session, handle: int, kind: Kind, release) -> None:
+    ctx, entry = s.object(handle, kind)
+    s.handles.pop(handle, kind)
+    release(ctx.obj, entry.obj)
+
+
 @handles(ops.BLAS_CREATE)
 def _blas_create(s: Session, args, bulk):
-    ctx = s.context()
-    return (s.handles.add(Kind.BLAS, s.backend.blas_create(ctx.obj), ctx=s.current_ctx),)
+    return _create(s, Kind.BLAS, s.backend.blas_create)
 
 
 @handles(ops.BLAS_DESTROY, blocking=True)
 def _blas_destroy(s: Session, args, bulk):
-    ctx, entry = s.object(args[0], Kind.BLAS)
-    s.handles.pop(args[0], Kind.BLAS)
-    s.backend.blas_destroy(ctx.obj, entry.obj)
+    _destroy(s, args[0], Kind.BLAS, s.backend.blas_destroy)
 
 
 @handles(ops.BLAS_GEMM)
@@ -635,15 +640,12 @@ def _lt_matmul(s: Session, args, bulk):
 # -- cuDNN --------------------------------------------------------------------------------------------
 @handles(ops.DNN_CREATE)
 def _dnn_create(s: Session, args, bulk):
-    ctx = s.context()
-    return (s.handles.add(Kind.DNN, s.backend.dnn_create(ctx.obj), ctx=s.current_ctx),)
+    return _create(s, Kind.DNN, s.backend.dnn_create)
 
 
 @handles(ops.DNN_DESTROY, blocking=True)
 def _dnn_destroy(s: Session, args, bulk):
-    ctx, entry = s.object(args[0], Kind.DNN)
-    s.handles.pop(args[0], Kind.DNN)
-    s.backend.dnn_destroy(ctx.obj, entry.obj)
+    _destroy(s, args[0], Kind.DNN, s.backend.dnn_destroy)
 
 
 def _dnn_resolver(s: Session):
@@ -687,9 +689,7 @@ def _dnn_get_attribute(s: Session, args, bulk):
 
 @handles(ops.DNN_DESTROY_DESCRIPTOR)
 def _dnn_destroy_descriptor(s: Session, args, bulk):
-    ctx, entry = s.object(args[0], Kind.DNN_DESC)
-    s.handles.pop(args[0], Kind.DNN_DESC)
-    s.backend.dnn_destroy_descriptor(ctx.obj, entry.obj)
+    _destroy(s, args[0], Kind.DNN_DESC, s.backend.dnn_destroy_descriptor)
 
 
 @handles(ops.DNN_EXECUTE)

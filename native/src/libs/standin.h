@@ -1,0 +1,11 @@
+/* Shared by the library stand-ins: their logging (RGPU_LOG=error|warn|info|debug) and the one-time
+ * "not supported" line. */
+#ifndef RGPU_STANDIN_H
+#define RGPU_STANDIN_H
+
+#include <stdarg.h>
+
+void rgpu_standin_vlog(const char *lib, int debug, const char *fmt, va_list ap);
+int rgpu_standin_unsupported(int *logged, const char *lib, const char *name, int status, const char *status_name);
+
+#endif
