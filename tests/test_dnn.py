@@ -1,5 +1,5 @@
 """The cuDNN stand-in against the fake backend: a forward convolution through the backend (graph) API the way
-cudnn-frontend drives it, and batch-norm inference, checked against a CPU reference by tests/cuda/dnn_check.c;
+cudnn-frontend drives it, and batch norm (inference, training forward and backward), checked against a CPU reference by tests/cuda/dnn_check.c;
 and the server's checks on descriptors, handles and variant-pack pointers."""
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ def test_backend_graph_conv_and_batch_norm_match_a_cpu_reference(shim_dir, tmp_p
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "conv2d fwd (backend graph API)     OK" in proc.stdout
     assert "batch norm inference (legacy API)  OK" in proc.stdout
+    assert "batch norm training forward        OK" in proc.stdout
+    assert "batch norm training backward       OK" in proc.stdout
     # Setters stay local: one finalize per descriptor, the heuristics' results and the plan's workspace are the
     # only remote getters.
     remote = [line for line in proc.stderr.splitlines() if "debug: get attribute" in line]

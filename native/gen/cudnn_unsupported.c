@@ -56,30 +56,6 @@ DNN_API int cudnnAddTensor()
     return rgpu_dnn_unsupported(&logged, "cudnnAddTensor");
 }
 
-DNN_API int cudnnBatchNormalizationBackward()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnBatchNormalizationBackward");
-}
-
-DNN_API int cudnnBatchNormalizationBackwardEx()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnBatchNormalizationBackwardEx");
-}
-
-DNN_API int cudnnBatchNormalizationForwardTraining()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnBatchNormalizationForwardTraining");
-}
-
-DNN_API int cudnnBatchNormalizationForwardTrainingEx()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnBatchNormalizationForwardTrainingEx");
-}
-
 DNN_API int cudnnCreateActivationDescriptor()
 {
     static int logged;
@@ -240,24 +216,6 @@ DNN_API int cudnnGetActivationDescriptorSwishBeta()
 {
     static int logged;
     return rgpu_dnn_unsupported(&logged, "cudnnGetActivationDescriptorSwishBeta");
-}
-
-DNN_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnGetBatchNormalizationBackwardExWorkspaceSize");
-}
-
-DNN_API int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize");
-}
-
-DNN_API int cudnnGetBatchNormalizationTrainingExReserveSpaceSize()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnGetBatchNormalizationTrainingExReserveSpaceSize");
 }
 
 DNN_API int cudnnGetDropoutDescriptor()

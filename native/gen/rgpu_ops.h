@@ -79,5 +79,8 @@
 #define RGPU_OP_DNN_DESTROY_DESCRIPTOR 0x00B4  /* args 8 B, reply 0 B, deferrable */
 #define RGPU_OP_DNN_EXECUTE 0x00B5  /* args 24 B, reply 0 B, deferrable */
 #define RGPU_OP_DNN_BN_INFERENCE 0x00B6  /* args 92 B, reply 0 B, deferrable */
+#define RGPU_OP_DNN_BN_SIZES 0x00B7  /* args 20 B, reply 8 B */
+#define RGPU_OP_DNN_BN_TRAINING 0x00B8  /* args 152 B, reply 0 B, deferrable */
+#define RGPU_OP_DNN_BN_BACKWARD 0x00B9  /* args 160 B, reply 0 B, deferrable */
 
 #endif

@@ -25,6 +25,22 @@ int cudnnBackendExecute(desc_t h, desc_t plan, desc_t pack);
 int cudnnCreateTensorDescriptor(desc_t *t);
 int cudnnSetTensor4dDescriptor(desc_t t, int format, int type, int n, int c, int h, int w);
 int cudnnDeriveBNTensorDescriptor(desc_t bn, desc_t x, int mode);
+int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(desc_t h, int mode, int ops, desc_t x, desc_t z,
+                                                             desc_t y, desc_t bn, desc_t act, size_t *size);
+int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(desc_t h, int mode, int ops, desc_t act, desc_t x, size_t *size);
+int cudnnGetBatchNormalizationBackwardExWorkspaceSize(desc_t h, int mode, int ops, desc_t x, desc_t y, desc_t dy,
+                                                      desc_t dz, desc_t dx, desc_t dbn, desc_t act, size_t *size);
+int cudnnBatchNormalizationForwardTrainingEx(desc_t h, int mode, int ops, const void *alpha, const void *beta,
+                                             desc_t xd, const void *x, desc_t zd, const void *z, desc_t yd, void *y,
+                                             desc_t bnd, const void *scale, const void *bias, double factor,
+                                             void *rmean, void *rvar, double eps, void *smean, void *sinv,
+                                             desc_t act, void *ws, size_t wss, void *reserve, size_t rss);
+int cudnnBatchNormalizationBackwardEx(desc_t h, int mode, int ops, const void *ad, const void *bd, const void *ap,
+                                      const void *bp, desc_t xd, const void *x, desc_t yd, const void *y, desc_t dyd,
+                                      const void *dy, desc_t dzd, void *dz, desc_t dxd, void *dx, desc_t dbnd,
+                                      const void *scale, const void *bias, void *dscale, void *dbias, double eps,
+                                      const void *smean, const void *sinv, desc_t act, void *ws, size_t wss,
+                                      void *reserve, size_t rss);
 int cudnnBatchNormalizationForwardInference(desc_t h, int mode, const void *alpha, const void *beta, desc_t xd,
                                             const void *x, desc_t yd, void *y, desc_t bnd, const void *scale,
                                             const void *bias, const void *mean, const void *var, double eps);
@@ -175,12 +191,12 @@ int main(void)
     float scale[K], bias[K], mean[K], var[K], z[N * K * P * Q];
     for (int k = 0; k < K; k++)
         scale[k] = 0.5f + (float)k, bias[k] = (float)k - 1.0f, mean[k] = 0.25f * (float)k, var[k] = 1.0f + (float)k;
-    void *dscale = upload(scale, sizeof scale), *dbias = upload(bias, sizeof bias), *dmean = upload(mean, sizeof mean),
+    void *dscale_in = upload(scale, sizeof scale), *dbias_in = upload(bias, sizeof bias), *dmean = upload(mean, sizeof mean),
          *dvar = upload(var, sizeof var), *dz;
     CHECK(cudaMalloc(&dz, sizeof z));
     double eps = 1e-5;
     CHECK(cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, &alpha, &beta, xdesc, dy, xdesc, dz,
-                                                  bndesc, dscale, dbias, dmean, dvar, eps));
+                                                  bndesc, dscale_in, dbias_in, dmean, dvar, eps));
     CHECK(cudaMemcpy(z, dz, sizeof z, 2));
     err = 0;
     for (int i = 0; i < N * K * P * Q; i++) {
@@ -190,6 +206,83 @@ int main(void)
     }
     printf("%-34s %s (max error %.2e)\n", "batch norm inference (legacy API)", err < 1e-4 ? "OK" : "MISMATCH", err);
     failures += err >= 1e-4;
+    /* Batch-norm training on the same tensor: forward (batch statistics, running averages), then backward. */
+    enum { M = N * P * Q };
+    size_t fws = 0, rss = 0, bws = 0;
+    CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(h, CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_OPS_BN,
+                                                                   xdesc, NULL, xdesc, bndesc, NULL, &fws));
+    CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_OPS_BN,
+                                                               NULL, xdesc, &rss));
+    CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(h, CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_OPS_BN, xdesc,
+                                                            xdesc, xdesc, NULL, xdesc, bndesc, NULL, &bws));
+    void *fwsp = NULL, *rsp = NULL, *bwsp = NULL, *dsmean, *dsinv, *dgrad, *ddx, *ddscale, *ddbias;
+    if (fws)
+        CHECK(cudaMalloc(&fwsp, fws));
+    if (rss)
+        CHECK(cudaMalloc(&rsp, rss));
+    if (bws)
+        CHECK(cudaMalloc(&bwsp, bws));
+    float rmean[K], rvar[K], smean[K], sinv[K], grad[N * K * P * Q], gx[N * K * P * Q], gscale[K], gbias[K];
+    for (int k = 0; k < K; k++)
+        rmean[k] = 0.0f, rvar[k] = 1.0f;
+    for (int i = 0; i < N * K * P * Q; i++)
+        grad[i] = (float)((i * 7) % 13 - 6) / 6.0f;
+    void *drmean = upload(rmean, sizeof rmean), *drvar = upload(rvar, sizeof rvar);
+    CHECK(cudaMalloc(&dsmean, sizeof smean));
+    CHECK(cudaMalloc(&dsinv, sizeof sinv));
+    CHECK(cudaMalloc(&ddx, sizeof gx));
+    CHECK(cudaMalloc(&ddscale, sizeof gscale));
+    CHECK(cudaMalloc(&ddbias, sizeof gbias));
+    dgrad = upload(grad, sizeof grad);
+    double factor = 0.1;
+    void *dscale_ptr = dscale_in, *dbias_ptr = dbias_in; /* the inference check's scale and bias, on the device */
+    CHECK(cudnnBatchNormalizationForwardTrainingEx(h, CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_OPS_BN, &alpha, &beta,
+                                                   xdesc, dy, NULL, NULL, xdesc, dz, bndesc, dscale_ptr, dbias_ptr,
+                                                   factor, drmean, drvar, eps, dsmean, dsinv, NULL, fwsp, fws, rsp,
+                                                   rss));
+    CHECK(cudnnBatchNormalizationBackwardEx(h, CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_OPS_BN, &alpha, &beta, &alpha,
+                                            &beta, xdesc, dy, NULL, NULL, xdesc, dgrad, NULL, NULL, xdesc, ddx, bndesc,
+                                            dscale_ptr, NULL, ddscale, ddbias, eps, dsmean, dsinv, NULL, bwsp, bws, rsp,
+                                            rss));
+    CHECK(cudaMemcpy(z, dz, sizeof z, 2));
+    CHECK(cudaMemcpy(rmean, drmean, sizeof rmean, 2));
+    CHECK(cudaMemcpy(rvar, drvar, sizeof rvar, 2));
+    CHECK(cudaMemcpy(gx, ddx, sizeof gx, 2));
+    CHECK(cudaMemcpy(gscale, ddscale, sizeof gscale, 2));
+    CHECK(cudaMemcpy(gbias, ddbias, sizeof gbias, 2));
+    double ferr = 0, berr = 0;
+    for (int k = 0; k < K; k++) {
+        double mu = 0, var = 0, db = 0, ds = 0;
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < P * Q; i++)
+                mu += y[(n * K + k) * P * Q + i];
+        mu /= M;
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < P * Q; i++)
+                var += pow(y[(n * K + k) * P * Q + i] - mu, 2);
+        var /= M;
+        double inv = 1 / sqrt(var + eps);
+        ferr = fmax(ferr, fabs(rmean[k] - factor * mu) + fabs(rvar[k] - (0.9 + factor * var * M / (M - 1))));
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < P * Q; i++) {
+                int at = (n * K + k) * P * Q + i;
+                double xhat = (y[at] - mu) * inv;
+                ferr = fmax(ferr, fabs(z[at] - (scale[k] * xhat + bias[k])) / (1 + fabs(z[at])));
+                db += grad[at], ds += grad[at] * xhat;
+            }
+        berr = fmax(berr, fabs(gbias[k] - db) / (1 + fabs(db)) + fabs(gscale[k] - ds) / (1 + fabs(ds)));
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < P * Q; i++) {
+                int at = (n * K + k) * P * Q + i;
+                double xhat = (y[at] - mu) * inv;
+                double want = scale[k] * inv / M * (M * grad[at] - db - xhat * ds);
+                berr = fmax(berr, fabs(gx[at] - want) / (1 + fabs(want)));
+            }
+    }
+    printf("%-34s %s (max error %.2e)\n", "batch norm training forward", ferr < 1e-3 ? "OK" : "MISMATCH", ferr);
+    printf("%-34s %s (max error %.2e)\n", "batch norm training backward", berr < 1e-3 ? "OK" : "MISMATCH", berr);
+    failures += (ferr >= 1e-3) + (berr >= 1e-3);
+
     CHECK(cudnnBackendDestroyDescriptor(pack));
     CHECK(cudnnBackendDestroyDescriptor(plan));
     CHECK(cudnnDestroy(h));

@@ -99,6 +99,27 @@ def mlp_train_step():
     return max(max_error(g, c.detach()) for g, c in zip(gpu.parameters(), cpu.parameters()))
 
 
+@stage
+def cnn_bn_train_step():
+    """Convolution + batch norm in training mode, forward and backward: cuDNN's batch-norm training calls."""
+    torch.manual_seed(0)
+
+    def net():
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                   torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4))
+
+    cpu, gpu = net(), net().cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    x, y = torch.randn(16, 3, 16, 16), torch.randint(0, 4, (16,))
+    for model, xs, ys in ((cpu, x, y), (gpu, x.cuda(), y.cuda())):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.nn.functional.cross_entropy(model(xs), ys).backward()
+        opt.step()
+    params = max(max_error(g, c.detach()) for g, c in zip(gpu.parameters(), cpu.parameters()))
+    stats = max(max_error(g, c) for g, c in zip(gpu.buffers(), cpu.buffers()) if g.dtype.is_floating_point)
+    return f"max parameter error {params:.2e}, running statistics {stats:.2e}"
+
+
 for fn in STAGES:
     t0 = time.perf_counter()
     try:

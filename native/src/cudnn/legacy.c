@@ -149,3 +149,158 @@ DNN_API int cudnnBatchNormalizationForwardInference(struct dnn_handle *h, int mo
     free(b.data);
     return s;
 }
+
+/* -- batch-norm training: plain batch norm (no fused add or activation), as PyTorch calls it ----------------- */
+static int bn_plain(int ops, const void *z, const void *activation)
+{
+    static int logged;
+    if (ops != CUDNN_BATCHNORM_OPS_BN || z || activation)
+        return rgpu_dnn_unsupported(&logged, "batch norm fused with an addition or an activation");
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static int bn_size(struct dnn_handle *h, int mode, int ops, int which, const struct tensor *x, const struct tensor *bn,
+                   size_t *size)
+{
+    if (!h || !x || !x->n || !size)
+        return CUDNN_STATUS_BAD_PARAM;
+    struct tensor derived;
+    if (!bn) { /* the reserve-size query names no statistics tensor: derive it as cuDNN would */
+        int s = cudnnDeriveBNTensorDescriptor(&derived, x, mode);
+        if (s)
+            return s;
+        bn = &derived;
+    }
+    struct dnn_buffer b = {0};
+    put_tensor(&b, x), put_tensor(&b, bn);
+    uint8_t args[20], rep[8];
+    rgpu_put_u64(args, h->server), rgpu_put_u32(args + 8, (uint32_t)mode), rgpu_put_u32(args + 12, (uint32_t)ops);
+    rgpu_put_u32(args + 16, (uint32_t)which);
+    int r = b.failed ? 2 : rgpu_ext_call(RGPU_OP_DNN_BN_SIZES, args, 20, b.data, b.len, rep, 8, NULL, 0, NULL);
+    free(b.data);
+    if (!r)
+        *size = (size_t)rgpu_get_u64(rep);
+    return rgpu_dnn_status(r);
+}
+
+DNN_API int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(struct dnn_handle *h, int mode, int ops,
+                                                                     const struct tensor *x, const struct tensor *z,
+                                                                     const struct tensor *y,
+                                                                     const struct tensor *bn, const void *activation,
+                                                                     size_t *size)
+{
+    (void)y;
+    int s = bn_plain(ops, z, activation);
+    return s ? s : bn_size(h, mode, ops, 0, x, bn, size);
+}
+
+DNN_API int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(struct dnn_handle *h, int mode, int ops,
+                                                                 const void *activation, const struct tensor *x,
+                                                                 size_t *size)
+{
+    int s = bn_plain(ops, NULL, activation);
+    return s ? s : bn_size(h, mode, ops, 1, x, NULL, size);
+}
+
+DNN_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(struct dnn_handle *h, int mode, int ops,
+                                                              const struct tensor *x, const struct tensor *y,
+                                                              const struct tensor *dy, const struct tensor *dz,
+                                                              const struct tensor *dx, const struct tensor *dbn,
+                                                              const void *activation, size_t *size)
+{
+    (void)y, (void)dy, (void)dx;
+    int s = bn_plain(ops, dz, activation);
+    return s ? s : bn_size(h, mode, ops, 2, x, dbn, size);
+}
+
+static void put_ptrs(uint8_t *at, const void *const *ptrs, int n)
+{
+    for (int i = 0; i < n; i++)
+        rgpu_put_u64(at + 8 * i, (uintptr_t)ptrs[i]);
+}
+
+DNN_API int cudnnBatchNormalizationForwardTrainingEx(
+    struct dnn_handle *h, int mode, int ops, const void *alpha, const void *beta, const struct tensor *xd,
+    const void *x, const struct tensor *zd, const void *z, const struct tensor *yd, void *y, const struct tensor *bnd,
+    const void *scale, const void *bias, double factor, void *running_mean, void *running_var, double epsilon,
+    void *save_mean, void *save_inv_var, const void *activation, void *workspace, size_t workspace_size,
+    void *reserve, size_t reserve_size)
+{
+    (void)zd;
+    int s = bn_plain(ops, z, activation);
+    if (s)
+        return s;
+    if (!h || !alpha || !beta || !xd || !yd || !bnd || !xd->n || !yd->n || !bnd->n)
+        return CUDNN_STATUS_BAD_PARAM;
+    struct dnn_buffer b = {0};
+    put_tensor(&b, xd), put_tensor(&b, yd), put_tensor(&b, bnd);
+    uint8_t args[152];
+    double values[4] = {scalar(alpha, xd), scalar(beta, xd), factor, epsilon};
+    rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, rgpu_ext_stream(h->stream));
+    rgpu_put_u32(args + 16, (uint32_t)mode), rgpu_put_u32(args + 20, (uint32_t)ops);
+    memcpy(args + 24, values, sizeof values);
+    const void *ptrs[12] = {x, y, scale, bias, running_mean, running_var, save_mean, save_inv_var, workspace,
+                            (void *)(uintptr_t)workspace_size, reserve, (void *)(uintptr_t)reserve_size};
+    put_ptrs(args + 56, ptrs, 12);
+    s = b.failed ? CUDNN_STATUS_ALLOC_FAILED
+                 : rgpu_dnn_status(rgpu_ext_defer(RGPU_OP_DNN_BN_TRAINING, args, sizeof args, b.data, b.len));
+    free(b.data);
+    return s;
+}
+
+DNN_API int cudnnBatchNormalizationForwardTraining(struct dnn_handle *h, int mode, const void *alpha,
+                                                   const void *beta, const struct tensor *xd, const void *x,
+                                                   const struct tensor *yd, void *y, const struct tensor *bnd,
+                                                   const void *scale, const void *bias, double factor,
+                                                   void *running_mean, void *running_var, double epsilon,
+                                                   void *save_mean, void *save_inv_var)
+{
+    return cudnnBatchNormalizationForwardTrainingEx(h, mode, CUDNN_BATCHNORM_OPS_BN, alpha, beta, xd, x, NULL, NULL,
+                                                    yd, y, bnd, scale, bias, factor, running_mean, running_var,
+                                                    epsilon, save_mean, save_inv_var, NULL, NULL, 0, NULL, 0);
+}
+
+DNN_API int cudnnBatchNormalizationBackwardEx(
+    struct dnn_handle *h, int mode, int ops, const void *alpha_data, const void *beta_data, const void *alpha_param,
+    const void *beta_param, const struct tensor *xd, const void *x, const struct tensor *yd, const void *y,
+    const struct tensor *dyd, const void *dy, const struct tensor *dzd, void *dz, const struct tensor *dxd, void *dx,
+    const struct tensor *dbnd, const void *scale, const void *bias, void *dscale, void *dbias, double epsilon,
+    const void *save_mean, const void *save_inv_var, const void *activation, void *workspace, size_t workspace_size,
+    void *reserve, size_t reserve_size)
+{
+    (void)yd, (void)y, (void)dzd, (void)bias;
+    int s = bn_plain(ops, dz, activation);
+    if (s)
+        return s;
+    if (!h || !alpha_data || !beta_data || !alpha_param || !beta_param || !xd || !dyd || !dxd || !dbnd || !xd->n ||
+        !dyd->n || !dxd->n || !dbnd->n)
+        return CUDNN_STATUS_BAD_PARAM;
+    struct dnn_buffer b = {0};
+    put_tensor(&b, xd), put_tensor(&b, dyd), put_tensor(&b, dxd), put_tensor(&b, dbnd);
+    uint8_t args[160];
+    double values[5] = {scalar(alpha_data, xd), scalar(beta_data, xd), scalar(alpha_param, xd),
+                        scalar(beta_param, xd), epsilon};
+    rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, rgpu_ext_stream(h->stream));
+    rgpu_put_u32(args + 16, (uint32_t)mode), rgpu_put_u32(args + 20, (uint32_t)ops);
+    memcpy(args + 24, values, sizeof values);
+    const void *ptrs[12] = {x, dy, dx, scale, dscale, dbias, save_mean, save_inv_var, workspace,
+                            (void *)(uintptr_t)workspace_size, reserve, (void *)(uintptr_t)reserve_size};
+    put_ptrs(args + 64, ptrs, 12);
+    s = b.failed ? CUDNN_STATUS_ALLOC_FAILED
+                 : rgpu_dnn_status(rgpu_ext_defer(RGPU_OP_DNN_BN_BACKWARD, args, sizeof args, b.data, b.len));
+    free(b.data);
+    return s;
+}
+
+DNN_API int cudnnBatchNormalizationBackward(struct dnn_handle *h, int mode, const void *alpha_data,
+                                            const void *beta_data, const void *alpha_param, const void *beta_param,
+                                            const struct tensor *xd, const void *x, const struct tensor *dyd,
+                                            const void *dy, const struct tensor *dxd, void *dx,
+                                            const struct tensor *dbnd, const void *scale, void *dscale, void *dbias,
+                                            double epsilon, const void *save_mean, const void *save_inv_var)
+{
+    return cudnnBatchNormalizationBackwardEx(h, mode, CUDNN_BATCHNORM_OPS_BN, alpha_data, beta_data, alpha_param,
+                                             beta_param, xd, x, NULL, NULL, dyd, dy, NULL, NULL, dxd, dx, dbnd, scale,
+                                             NULL, dscale, dbias, epsilon, save_mean, save_inv_var, NULL, NULL, 0,
+                                             NULL, 0);
+}

@@ -151,6 +151,15 @@ class Backend(abc.ABC):
     def dnn_bn_inference(self, ctx, handle, stream, mode: int, alpha: float, beta: float, epsilon: float,
                          tensors, pointers) -> None: ...
 
+    @abc.abstractmethod
+    def dnn_bn_size(self, ctx, handle, mode: int, bn_ops: int, which: int, x, bn) -> int: ...
+    @abc.abstractmethod
+    def dnn_bn_training(self, ctx, handle, stream, mode: int, bn_ops: int, alpha: float, beta: float, factor: float,
+                        epsilon: float, tensors, pointers) -> None: ...
+    @abc.abstractmethod
+    def dnn_bn_backward(self, ctx, handle, stream, mode: int, bn_ops: int, scales, epsilon: float, tensors,
+                        pointers) -> None: ...
+
     def close(self) -> None:
         """Release process-wide backend state at server shutdown."""
 

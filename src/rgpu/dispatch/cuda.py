@@ -411,6 +411,26 @@ class CudaBackend(Backend):
         self._use(ctx)
         cuda_dnn.bn_inference(handle, int(_stream(stream)), mode, alpha, beta, epsilon, tensors, pointers)
 
+    def dnn_bn_size(self, ctx, handle, mode, bn_ops, which, x, bn) -> int:
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        return cuda_dnn.bn_size(handle, mode, bn_ops, which, (x, bn))
+
+    def dnn_bn_training(self, ctx, handle, stream, mode, bn_ops, alpha, beta, factor, epsilon, tensors,
+                        pointers) -> None:
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        cuda_dnn.bn_training(handle, int(_stream(stream)), mode, bn_ops, alpha, beta, factor, epsilon, tensors,
+                             pointers)
+
+    def dnn_bn_backward(self, ctx, handle, stream, mode, bn_ops, scales, epsilon, tensors, pointers) -> None:
+        from rgpu.dispatch import cuda_dnn
+
+        self._use(ctx)
+        cuda_dnn.bn_backward(handle, int(_stream(stream)), mode, bn_ops, scales, epsilon, tensors, pointers)
+
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, ctx, flags: int, priority: int = 0):
         self._use(ctx)

@@ -30,6 +30,21 @@ _ffi.cdef("""
     int cudnnBatchNormalizationForwardInference(void *handle, int mode, const void *alpha, const void *beta,
         void *xd, const void *x, void *yd, void *y, void *bnd, const void *scale, const void *bias,
         const void *mean, const void *var, double epsilon);
+    int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(void *handle, int mode, int ops, void *xd, void *zd,
+        void *yd, void *bnd, void *activation, size_t *size);
+    int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(void *handle, int mode, int ops, void *activation,
+        void *xd, size_t *size);
+    int cudnnGetBatchNormalizationBackwardExWorkspaceSize(void *handle, int mode, int ops, void *xd, void *yd,
+        void *dyd, void *dzd, void *dxd, void *dbnd, void *activation, size_t *size);
+    int cudnnBatchNormalizationForwardTrainingEx(void *handle, int mode, int ops, const void *alpha,
+        const void *beta, void *xd, const void *x, void *zd, const void *z, void *yd, void *y, void *bnd,
+        const void *scale, const void *bias, double factor, void *rmean, void *rvar, double epsilon, void *smean,
+        void *sinv, void *activation, void *ws, size_t ws_size, void *reserve, size_t reserve_size);
+    int cudnnBatchNormalizationBackwardEx(void *handle, int mode, int ops, const void *alpha_d, const void *beta_d,
+        const void *alpha_p, const void *beta_p, void *xd, const void *x, void *yd, const void *y, void *dyd,
+        const void *dy, void *dzd, void *dz, void *dxd, void *dx, void *dbnd, const void *scale, const void *bias,
+        void *dscale, void *dbias, double epsilon, const void *smean, const void *sinv, void *activation, void *ws,
+        size_t ws_size, void *reserve, size_t reserve_size);
 """)
 _lock = threading.Lock()
 _lib = None
@@ -129,22 +144,82 @@ def execute(handle, plan, attributes, stream: int) -> None:
         lib.cudnnBackendDestroyDescriptor(pack)
 
 
-def bn_inference(handle, stream: int, mode: int, alpha: float, beta: float, epsilon: float, tensors, pointers):
-    lib = library()
-    check(lib.cudnnSetStream(handle, _ffi.cast("void *", stream)), "cudnnSetStream")
-    descs = []
-    try:
-        for t in tensors:
+class _Tensors:
+    """Real legacy tensor descriptors for the duration of one call."""
+
+    def __init__(self, tensors):
+        self.tensors, self.descs = tensors, []
+
+    def __enter__(self):
+        lib = library()
+        for t in self.tensors:
             out = _ffi.new("void **")
             check(lib.cudnnCreateTensorDescriptor(out), "cudnnCreateTensorDescriptor")
-            descs.append(out[0])
+            self.descs.append(out[0])
             check(lib.cudnnSetTensorNdDescriptor(out[0], t.type, len(t.dims), list(t.dims), list(t.strides)),
                   "cudnnSetTensorNdDescriptor")
-        scalar = "double *" if tensors[0].type == 1 else "float *"
-        x, y, scale, bias, mean, var = (_ffi.cast("void *", p) for p in pointers)
-        check(lib.cudnnBatchNormalizationForwardInference(
-            handle, mode, _ffi.new(scalar, alpha), _ffi.new(scalar, beta), descs[0], x, descs[1], y, descs[2],
-            scale, bias, mean, var, epsilon), "cudnnBatchNormalizationForwardInference")
-    finally:
-        for d in descs:
-            lib.cudnnDestroyTensorDescriptor(d)
+        return self.descs
+
+    def __exit__(self, *exc):
+        for d in self.descs:
+            library().cudnnDestroyTensorDescriptor(d)
+
+
+def _scalars(tensor, *values):
+    kind = "double *" if tensor.type == 1 else "float *"  # cuDNN's scaling factors follow the data type
+    return [_ffi.new(kind, v) for v in values]
+
+
+def _ptrs(values):
+    return [_ffi.cast("void *", v) for v in values]
+
+
+def _on_stream(handle, stream: int) -> None:
+    check(library().cudnnSetStream(handle, _ffi.cast("void *", stream)), "cudnnSetStream")
+
+
+def bn_inference(handle, stream: int, mode: int, alpha: float, beta: float, epsilon: float, tensors, pointers):
+    _on_stream(handle, stream)
+    with _Tensors(tensors) as (xd, yd, bnd):
+        x, y, scale, bias, mean, var = _ptrs(pointers)
+        check(library().cudnnBatchNormalizationForwardInference(
+            handle, mode, *_scalars(tensors[0], alpha, beta), xd, x, yd, y, bnd, scale, bias, mean, var, epsilon),
+            "cudnnBatchNormalizationForwardInference")
+
+
+def bn_size(handle, mode: int, ops: int, which: int, tensors) -> int:
+    lib, size = library(), _ffi.new("size_t *")
+    with _Tensors(tensors) as (xd, bnd):
+        if which == 0:
+            status = lib.cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, _ffi.NULL,
+                                                                                xd, bnd, _ffi.NULL, size)
+        elif which == 1:
+            status = lib.cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, _ffi.NULL, xd, size)
+        else:
+            status = lib.cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, ops, xd, xd, xd, _ffi.NULL,
+                                                                         xd, bnd, _ffi.NULL, size)
+        check(status, "batch-norm size query")
+    return int(size[0])
+
+
+def bn_training(handle, stream: int, mode: int, ops: int, alpha, beta, factor, epsilon, tensors, pointers):
+    _on_stream(handle, stream)
+    x, y, scale, bias, rmean, rvar, smean, sinv, ws, ws_size, reserve, reserve_size = pointers
+    with _Tensors(tensors) as (xd, yd, bnd):
+        check(library().cudnnBatchNormalizationForwardTrainingEx(
+            handle, mode, ops, *_scalars(tensors[0], alpha, beta), xd, _ffi.cast("void *", x), _ffi.NULL, _ffi.NULL,
+            yd, *_ptrs([y]), bnd, *_ptrs([scale, bias]), factor, *_ptrs([rmean, rvar]), epsilon,
+            *_ptrs([smean, sinv]), _ffi.NULL, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve),
+            reserve_size), "cudnnBatchNormalizationForwardTrainingEx")
+
+
+def bn_backward(handle, stream: int, mode: int, ops: int, scales, epsilon, tensors, pointers):
+    _on_stream(handle, stream)
+    x, dy, dx, scale, dscale, dbias, smean, sinv, ws, ws_size, reserve, reserve_size = pointers
+    with _Tensors(tensors) as (xd, dyd, dxd, bnd):
+        check(library().cudnnBatchNormalizationBackwardEx(
+            handle, mode, ops, *_scalars(tensors[0], *scales), xd, _ffi.cast("void *", x), _ffi.NULL, _ffi.NULL,
+            dyd, _ffi.cast("void *", dy), _ffi.NULL, _ffi.NULL, dxd, _ffi.cast("void *", dx), bnd,
+            _ffi.cast("void *", scale), _ffi.NULL, *_ptrs([dscale, dbias]), epsilon, *_ptrs([smean, sinv]),
+            _ffi.NULL, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve), reserve_size),
+            "cudnnBatchNormalizationBackwardEx")

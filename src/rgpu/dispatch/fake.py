@@ -417,6 +417,19 @@ class FakeBackend(Backend):
         ctx.check()
         fake_dnn.bn_inference(self._blas_view, mode, alpha, beta, epsilon, tensors, pointers)
 
+    def dnn_bn_size(self, ctx, handle, mode, bn_ops, which, x, bn) -> int:
+        return 0  # the numpy batch norm needs no scratch space
+
+    def dnn_bn_training(self, ctx: FakeContext, handle, stream, mode, bn_ops, alpha, beta, factor, epsilon, tensors,
+                        pointers) -> None:
+        ctx.check()
+        fake_dnn.bn_training(self._blas_view, alpha, beta, factor, epsilon, tensors, pointers)
+
+    def dnn_bn_backward(self, ctx: FakeContext, handle, stream, mode, bn_ops, scales, epsilon, tensors,
+                        pointers) -> None:
+        ctx.check()
+        fake_dnn.bn_backward(self._blas_view, scales, epsilon, tensors, pointers)
+
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, ctx: FakeContext, flags: int, priority: int = 0) -> FakeStream:
         ctx.check()

@@ -108,18 +108,63 @@ def execute(view, plan: FakeDescriptor, attributes) -> None:
         y[...] = alpha * out + (beta * y.astype(np.float64) if beta else 0)
 
 
+def _array(view, t, ptr) -> np.ndarray:
+    dtype = _DTYPES.get(t.type)
+    if dtype is None:
+        raise CudaError(Status.NOT_SUPPORTED, f"fake cuDNN: data type {t.type}")
+    item = np.dtype(dtype).itemsize
+    flat = view(ptr, t.nbytes()).view(dtype)
+    return np.lib.stride_tricks.as_strided(flat, t.dims, [s * item for s in t.strides])
+
+
+def _blend(target: np.ndarray, value: np.ndarray, alpha: float, beta: float) -> None:
+    target[...] = alpha * value + (beta * target.astype(np.float64) if beta else 0)
+
+
+def bn_training(view, alpha, beta, factor, epsilon, tensors, pointers) -> None:
+    """Spatial batch norm over N, H, W per channel; running variance unbiased, as cuDNN keeps it."""
+    x_t, y_t, bn_t = tensors
+    x_p, y_p, scale_p, bias_p, rmean_p, rvar_p, smean_p, sinv_p = pointers[:8]
+    x = _array(view, x_t, x_p).astype(np.float64)
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    count = x.size // x.shape[1]
+    mean, var = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
+    scale, bias = (_array(view, bn_t, p).astype(np.float64) for p in (scale_p, bias_p))
+    _blend(_array(view, y_t, y_p), scale * (x - mean) / np.sqrt(var + epsilon) + bias, alpha, beta)
+    if rmean_p and rvar_p:
+        rmean, rvar = _array(view, bn_t, rmean_p), _array(view, bn_t, rvar_p)
+        rmean[...] = (1 - factor) * rmean + factor * mean.reshape(rmean.shape)
+        rvar[...] = (1 - factor) * rvar + factor * (var * count / max(count - 1, 1)).reshape(rvar.shape)
+    if smean_p and sinv_p:
+        _array(view, bn_t, smean_p)[...] = mean.reshape(bn_t.dims)
+        _array(view, bn_t, sinv_p)[...] = (1 / np.sqrt(var + epsilon)).reshape(bn_t.dims)
+
+
+def bn_backward(view, scales, epsilon, tensors, pointers) -> None:
+    alpha_d, beta_d, alpha_p, beta_p = scales
+    x_t, dy_t, dx_t, bn_t = tensors
+    x_p, dy_p, dx_p, scale_p, dscale_p, dbias_p, smean_p, sinv_p = pointers[:8]
+    x = _array(view, x_t, x_p).astype(np.float64)
+    dy = _array(view, dy_t, dy_p).astype(np.float64)
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    count = x.size // x.shape[1]
+    if smean_p and sinv_p:
+        mean, inv = (_array(view, bn_t, p).astype(np.float64) for p in (smean_p, sinv_p))
+    else:
+        mean = x.mean(axis=axes, keepdims=True)
+        inv = 1 / np.sqrt(x.var(axis=axes, keepdims=True) + epsilon)
+    scale = _array(view, bn_t, scale_p).astype(np.float64)
+    xhat = (x - mean) * inv
+    dbias = dy.sum(axis=axes, keepdims=True)
+    dscale = (dy * xhat).sum(axis=axes, keepdims=True)
+    dx = scale * inv / count * (count * dy - dbias - xhat * dscale)
+    _blend(_array(view, dx_t, dx_p), dx, alpha_d, beta_d)
+    _blend(_array(view, bn_t, dscale_p), dscale.reshape(bn_t.dims), alpha_p, beta_p)
+    _blend(_array(view, bn_t, dbias_p), dbias.reshape(bn_t.dims), alpha_p, beta_p)
+
+
 def bn_inference(view, mode, alpha, beta, epsilon, tensors, pointers) -> None:
     x_t, y_t, bn_t = tensors
-
-    def array(t, ptr):
-        dtype = _DTYPES.get(t.type)
-        if dtype is None:
-            raise CudaError(Status.NOT_SUPPORTED, f"fake cuDNN: data type {t.type}")
-        item = np.dtype(dtype).itemsize
-        flat = view(ptr, t.nbytes()).view(dtype)
-        return np.lib.stride_tricks.as_strided(flat, t.dims, [s * item for s in t.strides])
-
-    x, y = array(x_t, pointers[0]), array(y_t, pointers[1])
-    scale, bias, mean, var = (array(bn_t, p).astype(np.float64) for p in pointers[2:])
-    out = scale * (x.astype(np.float64) - mean) / np.sqrt(var + epsilon) + bias
-    y[...] = alpha * out + (beta * y.astype(np.float64) if beta else 0)
+    x, y = _array(view, x_t, pointers[0]), _array(view, y_t, pointers[1])
+    scale, bias, mean, var = (_array(view, bn_t, p).astype(np.float64) for p in pointers[2:])
+    _blend(y, scale * (x.astype(np.float64) - mean) / np.sqrt(var + epsilon) + bias, alpha, beta)

@@ -727,6 +727,46 @@ def _dnn_bn_inference(s: Session, args, bulk):
     s.backend.dnn_bn_inference(ctx.obj, h.obj, strm, mode, alpha, beta, epsilon, (x, y, bn), pointers)
 
 
+def _bn_ranges(pointers_and_tensors):
+    return [(p, t.nbytes()) for p, t in pointers_and_tensors if p]
+
+
+@handles(ops.DNN_BN_SIZES, blocking=True)
+def _dnn_bn_sizes(s: Session, args, bulk):
+    handle, mode, bn_ops, which = args
+    ctx, h = s.object(handle, Kind.DNN)
+    if which not in (0, 1, 2):
+        raise CudaError(Status.INVALID_VALUE, f"batch-norm size query {which}")
+    x, bn = dnn_wire.parse_tensors(bytes(bulk), 2)
+    return (s.backend.dnn_bn_size(ctx.obj, h.obj, mode, bn_ops, which, x, bn),)
+
+
+@handles(ops.DNN_BN_TRAINING)
+def _dnn_bn_training(s: Session, args, bulk):
+    handle, stream, mode, bn_ops, alpha, beta, factor, epsilon, *p = args
+    ctx, h = s.object(handle, Kind.DNN)
+    x, y, bn = dnn_wire.parse_tensors(bytes(bulk), 3)
+    x_p, y_p, scale, bias, rmean, rvar, smean, sinv, ws, ws_size, reserve, reserve_size = p
+    _check_ranges(s, _bn_ranges([(x_p, x), (y_p, y)] + [(q, bn) for q in (scale, bias, rmean, rvar, smean, sinv)])
+                  + [(q, n) for q, n in ((ws, ws_size), (reserve, reserve_size)) if n])
+    _, strm = s.stream(stream)
+    s.backend.dnn_bn_training(ctx.obj, h.obj, strm, mode, bn_ops, alpha, beta, factor, epsilon, (x, y, bn), p)
+
+
+@handles(ops.DNN_BN_BACKWARD)
+def _dnn_bn_backward(s: Session, args, bulk):
+    handle, stream, mode, bn_ops, alpha_d, beta_d, alpha_p, beta_p, epsilon, *p = args
+    ctx, h = s.object(handle, Kind.DNN)
+    x, dy, dx, bn = dnn_wire.parse_tensors(bytes(bulk), 4)
+    x_p, dy_p, dx_p, scale, dscale, dbias, smean, sinv, ws, ws_size, reserve, reserve_size = p
+    _check_ranges(s, _bn_ranges([(x_p, x), (dy_p, dy), (dx_p, dx)] + [(q, bn) for q in (scale, dscale, dbias, smean,
+                                                                                        sinv)])
+                  + [(q, n) for q, n in ((ws, ws_size), (reserve, reserve_size)) if n])
+    _, strm = s.stream(stream)
+    s.backend.dnn_bn_backward(ctx.obj, h.obj, strm, mode, bn_ops, (alpha_d, beta_d, alpha_p, beta_p), epsilon,
+                              (x, dy, dx, bn), p)
+
+
 @handles(ops.NOP)
 def _nop(s, args, bulk):
     return ()

@@ -198,6 +198,19 @@ DNN_BN_INFERENCE = _op(0x00B6, "DNN_BN_INFERENCE", "QQIdddQQQQQQ", deferrable=Tr
                        request_bulk="tensor descriptors of x, y and the scale/bias/mean/var tensor",
                        doc="cudnnBatchNormalizationForwardInference(handle, stream, mode, alpha, beta, epsilon, x, "
                            "y, scale, bias, mean, var)")
+DNN_BN_SIZES = _op(0x00B7, "DNN_BN_SIZES", "QIII", "Q", request_bulk="tensor descriptors of x and of the statistics",
+                   doc="batch-norm training workspace/reserve sizes (which: 0 forward workspace, 1 reserve, "
+                       "2 backward workspace)")
+DNN_BN_TRAINING = _op(0x00B8, "DNN_BN_TRAINING", "QQIIddddQQQQQQQQQQQQ", deferrable=True,
+                      request_bulk="tensor descriptors of x, y and the statistics",
+                      doc="cudnnBatchNormalizationForwardTrainingEx(handle, stream, mode, ops, alpha, beta, factor, "
+                          "epsilon, x, y, scale, bias, running mean/var, saved mean/inverse variance, workspace, "
+                          "size, reserve, size)")
+DNN_BN_BACKWARD = _op(0x00B9, "DNN_BN_BACKWARD", "QQIIdddddQQQQQQQQQQQQ", deferrable=True,
+                      request_bulk="tensor descriptors of x, dy, dx and the statistics",
+                      doc="cudnnBatchNormalizationBackwardEx(handle, stream, mode, ops, alpha/beta data, alpha/beta "
+                          "params, epsilon, x, dy, dx, scale, dscale, dbias, saved mean/inverse variance, "
+                          "workspace, size, reserve, size)")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 
