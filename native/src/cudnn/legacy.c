@@ -151,10 +151,11 @@ DNN_API int cudnnBatchNormalizationForwardInference(struct dnn_handle *h, int mo
 }
 
 /* -- batch-norm training: plain batch norm (no fused add or activation), as PyTorch calls it ----------------- */
-static int bn_plain(int ops, const void *z, const void *activation)
+/* With CUDNN_BATCHNORM_OPS_BN the z (addend) arguments are ignored -- PyTorch passes x's descriptor there. */
+static int bn_plain(int ops, const void *activation)
 {
     static int logged;
-    if (ops != CUDNN_BATCHNORM_OPS_BN || z || activation)
+    if (ops != CUDNN_BATCHNORM_OPS_BN || activation)
         return rgpu_dnn_unsupported(&logged, "batch norm fused with an addition or an activation");
     return CUDNN_STATUS_SUCCESS;
 }
@@ -189,8 +190,8 @@ DNN_API int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(struct dnn_
                                                                      const struct tensor *bn, const void *activation,
                                                                      size_t *size)
 {
-    (void)y;
-    int s = bn_plain(ops, z, activation);
+    (void)y, (void)z;
+    int s = bn_plain(ops, activation);
     return s ? s : bn_size(h, mode, ops, 0, x, bn, size);
 }
 
@@ -198,7 +199,7 @@ DNN_API int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(struct dnn_hand
                                                                  const void *activation, const struct tensor *x,
                                                                  size_t *size)
 {
-    int s = bn_plain(ops, NULL, activation);
+    int s = bn_plain(ops, activation);
     return s ? s : bn_size(h, mode, ops, 1, x, NULL, size);
 }
 
@@ -208,8 +209,8 @@ DNN_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(struct dnn_handle 
                                                               const struct tensor *dx, const struct tensor *dbn,
                                                               const void *activation, size_t *size)
 {
-    (void)y, (void)dy, (void)dx;
-    int s = bn_plain(ops, dz, activation);
+    (void)y, (void)dy, (void)dz, (void)dx;
+    int s = bn_plain(ops, activation);
     return s ? s : bn_size(h, mode, ops, 2, x, dbn, size);
 }
 
@@ -226,8 +227,8 @@ DNN_API int cudnnBatchNormalizationForwardTrainingEx(
     void *save_mean, void *save_inv_var, const void *activation, void *workspace, size_t workspace_size,
     void *reserve, size_t reserve_size)
 {
-    (void)zd;
-    int s = bn_plain(ops, z, activation);
+    (void)zd, (void)z;
+    int s = bn_plain(ops, activation);
     if (s)
         return s;
     if (!h || !alpha || !beta || !xd || !yd || !bnd || !xd->n || !yd->n || !bnd->n)
@@ -268,8 +269,8 @@ DNN_API int cudnnBatchNormalizationBackwardEx(
     const void *save_mean, const void *save_inv_var, const void *activation, void *workspace, size_t workspace_size,
     void *reserve, size_t reserve_size)
 {
-    (void)yd, (void)y, (void)dzd, (void)bias;
-    int s = bn_plain(ops, dz, activation);
+    (void)yd, (void)y, (void)dzd, (void)dz, (void)bias;
+    int s = bn_plain(ops, activation);
     if (s)
         return s;
     if (!h || !alpha_data || !beta_data || !alpha_param || !beta_param || !xd || !dyd || !dxd || !dbnd || !xd->n ||
