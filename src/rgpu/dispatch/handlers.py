@@ -394,7 +394,7 @@ def _launch(s: Session, args, bulk):
     if func.info is None:
         expected = min(len(bulk), MAX_PARAM_BYTES)  # unknown layout: the driver checks the buffer itself
     else:
-        expected = max((o + n for o, n in func.info), default=0)
+        expected = func.info[-1][0] + func.info[-1][1] if func.info else 0  # parameters lie in offset order
     if len(bulk) != expected:
         raise CudaError(Status.INVALID_VALUE,
                         f"parameter buffer is {len(bulk)} bytes; the kernel's layout needs {expected}")
