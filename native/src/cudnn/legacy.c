@@ -214,10 +214,23 @@ DNN_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(struct dnn_handle 
     return s ? s : bn_size(h, mode, ops, 2, x, dbn, size);
 }
 
-static void put_ptrs(uint8_t *at, const void *const *ptrs, int n)
+/* The training calls' wire form: handle, stream, mode, ops, the doubles, twelve pointers/sizes; tensors as bulk. */
+static int bn_send(uint16_t op, struct dnn_handle *h, int mode, int ops, const double *values, int n_values,
+                   const void *const ptrs[12], const struct tensor *const *tensors, int n_tensors)
 {
-    for (int i = 0; i < n; i++)
-        rgpu_put_u64(at + 8 * i, (uintptr_t)ptrs[i]);
+    uint8_t args[24 + 8 * 5 + 8 * 12];
+    struct dnn_buffer b = {0};
+    for (int i = 0; i < n_tensors; i++)
+        put_tensor(&b, tensors[i]);
+    rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, rgpu_ext_stream(h->stream));
+    rgpu_put_u32(args + 16, (uint32_t)mode), rgpu_put_u32(args + 20, (uint32_t)ops);
+    memcpy(args + 24, values, sizeof *values * (size_t)n_values); /* little-endian IEEE doubles, as the wire is */
+    for (int i = 0; i < 12; i++)
+        rgpu_put_u64(args + 24 + 8 * n_values + 8 * i, (uintptr_t)ptrs[i]);
+    int s = b.failed ? CUDNN_STATUS_ALLOC_FAILED
+                     : rgpu_dnn_status(rgpu_ext_defer(op, args, 24 + 8 * (size_t)n_values + 96, b.data, b.len));
+    free(b.data);
+    return s;
 }
 
 DNN_API int cudnnBatchNormalizationForwardTrainingEx(
@@ -233,20 +246,11 @@ DNN_API int cudnnBatchNormalizationForwardTrainingEx(
         return s;
     if (!h || !alpha || !beta || !xd || !yd || !bnd || !xd->n || !yd->n || !bnd->n)
         return CUDNN_STATUS_BAD_PARAM;
-    struct dnn_buffer b = {0};
-    put_tensor(&b, xd), put_tensor(&b, yd), put_tensor(&b, bnd);
-    uint8_t args[152];
     double values[4] = {scalar(alpha, xd), scalar(beta, xd), factor, epsilon};
-    rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, rgpu_ext_stream(h->stream));
-    rgpu_put_u32(args + 16, (uint32_t)mode), rgpu_put_u32(args + 20, (uint32_t)ops);
-    memcpy(args + 24, values, sizeof values);
     const void *ptrs[12] = {x, y, scale, bias, running_mean, running_var, save_mean, save_inv_var, workspace,
                             (void *)(uintptr_t)workspace_size, reserve, (void *)(uintptr_t)reserve_size};
-    put_ptrs(args + 56, ptrs, 12);
-    s = b.failed ? CUDNN_STATUS_ALLOC_FAILED
-                 : rgpu_dnn_status(rgpu_ext_defer(RGPU_OP_DNN_BN_TRAINING, args, sizeof args, b.data, b.len));
-    free(b.data);
-    return s;
+    const struct tensor *tensors[3] = {xd, yd, bnd};
+    return bn_send(RGPU_OP_DNN_BN_TRAINING, h, mode, ops, values, 4, ptrs, tensors, 3);
 }
 
 DNN_API int cudnnBatchNormalizationForwardTraining(struct dnn_handle *h, int mode, const void *alpha,
@@ -276,21 +280,12 @@ DNN_API int cudnnBatchNormalizationBackwardEx(
     if (!h || !alpha_data || !beta_data || !alpha_param || !beta_param || !xd || !dyd || !dxd || !dbnd || !xd->n ||
         !dyd->n || !dxd->n || !dbnd->n)
         return CUDNN_STATUS_BAD_PARAM;
-    struct dnn_buffer b = {0};
-    put_tensor(&b, xd), put_tensor(&b, dyd), put_tensor(&b, dxd), put_tensor(&b, dbnd);
-    uint8_t args[160];
     double values[5] = {scalar(alpha_data, xd), scalar(beta_data, xd), scalar(alpha_param, xd),
                         scalar(beta_param, xd), epsilon};
-    rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, rgpu_ext_stream(h->stream));
-    rgpu_put_u32(args + 16, (uint32_t)mode), rgpu_put_u32(args + 20, (uint32_t)ops);
-    memcpy(args + 24, values, sizeof values);
     const void *ptrs[12] = {x, dy, dx, scale, dscale, dbias, save_mean, save_inv_var, workspace,
                             (void *)(uintptr_t)workspace_size, reserve, (void *)(uintptr_t)reserve_size};
-    put_ptrs(args + 64, ptrs, 12);
-    s = b.failed ? CUDNN_STATUS_ALLOC_FAILED
-                 : rgpu_dnn_status(rgpu_ext_defer(RGPU_OP_DNN_BN_BACKWARD, args, sizeof args, b.data, b.len));
-    free(b.data);
-    return s;
+    const struct tensor *tensors[4] = {xd, dyd, dxd, dbnd};
+    return bn_send(RGPU_OP_DNN_BN_BACKWARD, h, mode, ops, values, 5, ptrs, tensors, 4);
 }
 
 DNN_API int cudnnBatchNormalizationBackward(struct dnn_handle *h, int mode, const void *alpha_data,
