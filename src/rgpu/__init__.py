@@ -3,6 +3,6 @@
 from rgpu.client import AsyncClient, Client, Function, connect, connect_async
 from rgpu.errors import AuthenticationError, CudaError, ProtocolError, RgpuError, Status
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["AsyncClient", "Client", "Function", "connect", "connect_async", "AuthenticationError", "CudaError",
            "ProtocolError", "RgpuError", "Status"]
