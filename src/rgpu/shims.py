@@ -87,12 +87,22 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
               "-o", str(lib), *objects, "-ldl", "-lpthread"], verbose)
     _symlink(out / "libcuda.so", "libcuda.so.1")
     for major in (13, 12):
-        _build_runtime(out, major, cc, flags, verbose)
+        _build_library(out, f"libcudart.so.{major}", _runtime_sources(major), major, cc, flags, verbose,
+                       exports="cuda*; __cuda*", includes=("src/cudart",), after=(crt_include(),), runtime=False)
         for name, sources in BLAS_LIBRARIES.items():
-            _build_library(out, f"{name}.so.{major}", sources, major, cc, flags, verbose)
+            _build_library(out, f"{name}.so.{major}", sources, major, cc, flags, verbose, exports="cublas*",
+                           includes=("src/cublas", "src/libs"))
+    _symlink(out / "libcudart.so", "libcudart.so.13")
     # cuDNN 9 is one soname for CUDA 12 and 13; this one runs on the CUDA 13 runtime.
-    _build_library(out, "libcudnn.so.9", DNN_SOURCES, 13, cc, flags, verbose, exports="cudnn*", src="cudnn")
+    _build_library(out, "libcudnn.so.9", DNN_SOURCES, 13, cc, flags, verbose, exports="cudnn*",
+                   includes=("src/cudnn", "src/libs"))
     return lib
+
+
+def _runtime_sources(major: int) -> list[str]:
+    """libcudart: native/src/cudart (a runtime on the driver API) + its generated stubs and error table."""
+    rt = sorted(p.relative_to(native_dir()).as_posix() for p in (native_dir() / "src" / "cudart").glob("*.c"))
+    return [*rt, f"gen/cudart_unsupported{major}.c", f"gen/cudart_errors{major}.c"]
 
 
 # The cuBLAS stand-ins: native/src/cublas + their generated stubs (native/gen), one build per soname.
@@ -104,33 +114,21 @@ BLAS_LIBRARIES = {"libcublasLt": ("src/libs/standin.c", "src/cublas/common.c", "
 DNN_SOURCES = ("src/libs/standin.c", "src/cudnn/dnn.c", "src/cudnn/backend.c", "src/cudnn/legacy.c", "gen/cudnn_unsupported.c")
 
 
-def _build_library(out, soname, sources, major, cc, flags, verbose, exports="cublas*", src="cublas") -> pathlib.Path:
+def _build_library(out, soname, sources, major, cc, flags, verbose, *, exports, includes, after=(), runtime=True):
+    """One stand-in library in `out`, linked against the libcuda.so.1 there (and, unless it is the runtime
+    itself, the libcudart of its CUDA version). CUDA's libraries version their symbols with the soname, and
+    programs linked against them ask for that version, so the export script names it too. `after`: include
+    directories searched after the CUDA headers of `major` (the shared crt/ must not shadow CUDA 12's own)."""
     nat = native_dir()
     lib = out / soname
     with tempfile.TemporaryDirectory() as tmp:
         script = pathlib.Path(tmp) / "exports.map"
         script.write_text(f"{soname} {{\n    global: {exports};\n    local: *;\n}};\n")
-        _run([cc, *flags, f"-I{nat / 'src' / src}", f"-I{nat / 'src' / 'libs'}", f"-I{cuda_include(major)}", "-shared",
+        _run([cc, *flags, *(f"-I{nat / i}" for i in includes), f"-I{cuda_include(major)}",
+              *(f"-I{i}" for i in after), "-shared",
               f"-Wl,-soname,{soname}", f"-Wl,--version-script={script}", "-o", str(lib),
-              *(str(nat / s) for s in sources), f"-L{out}", "-l:libcuda.so.1", f"-l:libcudart.so.{major}",
-              "-lpthread"], verbose)
-    return lib
-
-
-def _build_runtime(out: pathlib.Path, major: int, cc: str, flags: list[str], verbose: bool) -> pathlib.Path:
-    """libcudart.so.<major>: native/src/cudart on the driver API, linked against the libcuda.so.1 in `out`."""
-    nat = native_dir()
-    rt, gen = nat / "src" / "cudart", nat / "gen"
-    sources = [*sorted(rt.glob("*.c")), gen / f"cudart_unsupported{major}.c", gen / f"cudart_errors{major}.c"]
-    lib = out / f"libcudart.so.{major}"
-    with tempfile.TemporaryDirectory() as tmp:
-        script = pathlib.Path(tmp) / "libcudart.map"
-        # CUDA's runtime versions its symbols with the soname; programs linked against it ask for that version.
-        script.write_text(f"libcudart.so.{major} {{\n    global: cuda*; __cuda*;\n    local: *;\n}};\n")
-        _run([cc, *flags, f"-I{rt}", f"-I{cuda_include(major)}", f"-I{crt_include()}", "-shared",
-              f"-Wl,-soname,libcudart.so.{major}", f"-Wl,--version-script={script}", "-o", str(lib),
-              *map(str, sources), f"-L{out}", "-l:libcuda.so.1", "-lpthread"], verbose)
-    _symlink(out / "libcudart.so", f"libcudart.so.{major}") if major == 13 else None
+              *(str(nat / s) for s in sources), f"-L{out}", "-l:libcuda.so.1",
+              *([f"-l:libcudart.so.{major}"] if runtime else []), "-lpthread"], verbose)
     return lib
 
 
