@@ -6,12 +6,11 @@ installs it), then the loader's own search for the sonames.
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 
 import cffi
 
+from rgpu.dispatch.nvlibs import open_library
 from rgpu.errors import CudaError, Status
 
 _ffi = cffi.FFI()
@@ -48,26 +47,12 @@ _lock = threading.Lock()
 _libs: dict[str, object] = {}
 
 
-def _find(env: str, soname: str) -> str:
-    if os.environ.get(env):
-        return os.environ[env]
-    for entry in sys.path:
-        path = os.path.join(entry, "nvidia", "cu13", "lib", soname)
-        if os.path.exists(path):
-            return path
-    return soname
-
-
 def library(name: str):
     with _lock:
         if name not in _libs:
             env, soname = {"cublas": ("RGPU_CUBLAS", "libcublas.so.13"),
                            "cublasLt": ("RGPU_CUBLASLT", "libcublasLt.so.13")}[name]
-            path = _find(env, soname)
-            try:
-                _libs[name] = _ffi.dlopen(path)
-            except OSError as e:
-                raise CudaError(Status.NOT_SUPPORTED, f"{soname} not available on the server ({e}); set {env}")
+            _libs[name] = open_library(_ffi, env, "cu13", soname)
         return _libs[name]
 
 

@@ -3,13 +3,12 @@ sys.path (as PyTorch installs it), then the loader's search for libcudnn.so.9.""
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 
 import cffi
 
 from rgpu.dispatch import dnn_wire
+from rgpu.dispatch.nvlibs import open_library
 from rgpu.errors import CudaError, Status
 
 _ffi = cffi.FFI()
@@ -54,13 +53,7 @@ def library():
     global _lib
     with _lock:
         if _lib is None:
-            path = os.environ.get("RGPU_CUDNN") or next(
-                (p for p in (os.path.join(e, "nvidia", "cudnn", "lib", "libcudnn.so.9") for e in sys.path if e)
-                 if os.path.exists(p)), "libcudnn.so.9")
-            try:
-                _lib = _ffi.dlopen(path)
-            except OSError as e:
-                raise CudaError(Status.NOT_SUPPORTED, f"libcudnn.so.9 not available on the server ({e}); set RGPU_CUDNN")
+            _lib = open_library(_ffi, "RGPU_CUDNN", "cudnn", "libcudnn.so.9")
         return _lib
 
 
