@@ -72,7 +72,7 @@ class Gemm:
     workspace_size: int
 
     @classmethod
-    def from_args(cls, args: tuple) -> "Gemm":
+    def from_args(cls, args: tuple) -> Gemm:
         (ta, tb, m, n, k, pa, at, lda, sa, pb, bt, ldb, sb, pc, ct, ldc, sc, batch, compute, algo, pmode, mmode,
          alpha, beta, ws, wss) = args
         if ta not in (OP_N, OP_T, OP_C) or tb not in (OP_N, OP_T, OP_C) or min(m, n, k, batch) < 0:

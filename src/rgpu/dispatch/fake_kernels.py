@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 import attrs
 import numpy as np

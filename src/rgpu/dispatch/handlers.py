@@ -9,7 +9,7 @@ event loop -- and every other session -- never waits for a GPU.
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 import attrs
 
@@ -175,7 +175,7 @@ def _ctx_synchronize(s: Session, args, bulk):
 
 
 # cuCtxSetLimit can resize per-thread stacks or the heap of a busy context: it may block.
-_LIMITS = range(0, 7)  # CU_LIMIT_STACK_SIZE .. CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+_LIMITS = range(7)  # CU_LIMIT_STACK_SIZE .. CU_LIMIT_PERSISTING_L2_CACHE_SIZE
 
 
 @handles(ops.CTX_GET_LIMIT)

@@ -29,7 +29,7 @@ class ModuleCache:
         self.max_bytes = max_bytes
 
     @classmethod
-    def temporary(cls, max_bytes: int = DEFAULT_MAX_BYTES) -> "ModuleCache":
+    def temporary(cls, max_bytes: int = DEFAULT_MAX_BYTES) -> ModuleCache:
         return cls(tempfile.mkdtemp(prefix="rgpu-modules-"), max_bytes)
 
     def remove(self) -> None:
