@@ -88,7 +88,7 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
     _symlink(out / "libcuda.so", "libcuda.so.1")
     for major in (13, 12):
         _build_library(out, f"libcudart.so.{major}", _runtime_sources(major), major, cc, flags, verbose,
-                       exports="cuda*; __cuda*", includes=("src/cudart",), after=(crt_include(),), runtime=False)
+                       exports="cuda*; __cuda*", includes=("src/cudart", "src/libs"), after=(crt_include(),), runtime=False)
         for name, sources in BLAS_LIBRARIES.items():
             _build_library(out, f"{name}.so.{major}", sources, major, cc, flags, verbose, exports="cublas*",
                            includes=("src/cublas", "src/libs"))
@@ -102,7 +102,7 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
 def _runtime_sources(major: int) -> list[str]:
     """libcudart: native/src/cudart (a runtime on the driver API) + its generated stubs and error table."""
     rt = sorted(p.relative_to(native_dir()).as_posix() for p in (native_dir() / "src" / "cudart").glob("*.c"))
-    return [*rt, f"gen/cudart_unsupported{major}.c", f"gen/cudart_errors{major}.c"]
+    return [*rt, "src/libs/standin.c", f"gen/cudart_unsupported{major}.c", f"gen/cudart_errors{major}.c"]
 
 
 # The cuBLAS stand-ins: native/src/cublas + their generated stubs (native/gen), one build per soname.

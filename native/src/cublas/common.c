@@ -8,7 +8,7 @@ void rgpu_blas_log(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rgpu_standin_vlog("cublas", 0, fmt, ap);
+    rgpu_standin_vlog("cublas", RGPU_STANDIN_WARN, fmt, ap);
     va_end(ap);
 }
 

@@ -1,10 +1,8 @@
 /* Errors: the thread's last error, names and descriptions, and the driver-to-runtime mapping. */
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "rt.h"
+#include "standin.h"
 
 struct rt_error_name {
     int code;
@@ -48,23 +46,11 @@ cudaError_t rt_record(cudaError_t e)
 
 cudaError_t rt_fail(CUresult r) { return rt_record(rt_map(r)); }
 
-static void vlog(int info, const char *fmt, va_list ap)
-{
-    const char *level = getenv("RGPU_LOG");
-    if (level && (!strcmp(level, "error") || !strcmp(level, "off")))
-        return;
-    if (info && !(level && (!strcmp(level, "info") || !strcmp(level, "debug"))))
-        return;
-    fprintf(stderr, "rgpu cudart: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-}
-
 void rt_log(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vlog(0, fmt, ap);
+    rgpu_standin_vlog("cudart", RGPU_STANDIN_WARN, fmt, ap);
     va_end(ap);
 }
 
@@ -72,14 +58,13 @@ void rt_info(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vlog(1, fmt, ap);
+    rgpu_standin_vlog("cudart", RGPU_STANDIN_INFO, fmt, ap);
     va_end(ap);
 }
 
 cudaError_t rt_unsupported(int *logged, const char *name)
 {
-    if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
-        rt_log("%s is not supported by rgpu (returns cudaErrorNotSupported)", name);
+    rgpu_standin_unsupported(logged, "cudart", name, cudaErrorNotSupported, "cudaErrorNotSupported");
     return rt_record(cudaErrorNotSupported);
 }
 

@@ -11,7 +11,7 @@ void rgpu_dnn_log(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rgpu_standin_vlog("cudnn", 0, fmt, ap);
+    rgpu_standin_vlog("cudnn", RGPU_STANDIN_WARN, fmt, ap);
     va_end(ap);
 }
 
@@ -19,7 +19,7 @@ void rgpu_dnn_debug(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rgpu_standin_vlog("cudnn", 1, fmt, ap);
+    rgpu_standin_vlog("cudnn", RGPU_STANDIN_DEBUG, fmt, ap);
     va_end(ap);
 }
 

@@ -5,7 +5,8 @@
 
 #include <stdarg.h>
 
-void rgpu_standin_vlog(const char *lib, int debug, const char *fmt, va_list ap);
+enum { RGPU_STANDIN_WARN = 0, RGPU_STANDIN_INFO = 1, RGPU_STANDIN_DEBUG = 2 };
+void rgpu_standin_vlog(const char *lib, int verbosity, const char *fmt, va_list ap);
 int rgpu_standin_unsupported(int *logged, const char *lib, const char *name, int status, const char *status_name);
 
 #endif
