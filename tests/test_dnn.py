@@ -61,6 +61,10 @@ async def test_descriptors_handles_and_pointers_are_the_sessions_own(client):
     assert heur == 0
     with pytest.raises(CudaError):
         await client._call(_Request(ops.DNN_EXECUTE, (handle, tensor, 0), _attrs((1001, 6, [0xDEAD0000]))))
+    # Two workspaces: a clear refusal, not an internal error.
+    with pytest.raises(CudaError) as e:
+        await client._call(_Request(ops.DNN_EXECUTE, (handle, tensor, 0), _attrs((1003, 6, [0, 0]))))
+    assert e.value.code == Status.INVALID_VALUE
     await client._call(_Request(ops.DNN_DESTROY, (handle,)))
 
 

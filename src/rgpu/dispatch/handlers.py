@@ -666,7 +666,15 @@ def _dnn_finalize(s: Session, args, bulk):
     desc, status = s.backend.dnn_finalize(ctx.obj, dtype, attributes, _dnn_resolver(s))
     if desc is None:
         return (0, status)
-    return (s.handles.add(Kind.DNN_DESC, desc, ctx=s.current_ctx, info=dtype), 0)
+    # A plan's workspace size is fixed once finalized: read it here, not at every execution.
+    workspace = _plan_workspace(s, ctx, desc) if dtype == dnn_wire.EXECUTION_PLAN else None
+    return (s.handles.add(Kind.DNN_DESC, desc, ctx=s.current_ctx, info=(dtype, workspace)), 0)
+
+
+def _plan_workspace(s: Session, ctx, plan) -> int:
+    status, _, raw = s.backend.dnn_get_attribute(ctx.obj, plan, dnn_wire.EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                 dnn_wire.TYPE_INT64, 1, [])
+    return struct.unpack("<q", bytes(raw))[0] if not status and len(raw) == 8 else 0
 
 
 @handles(ops.DNN_GET_ATTRIBUTE, blocking=True)
@@ -682,7 +690,7 @@ def _dnn_get_attribute(s: Session, args, bulk):
         out_types = list(struct.unpack(f"<{requested}I", bytes(bulk)))
     status, count, payload = s.backend.dnn_get_attribute(ctx.obj, entry.obj, name, atype, requested, out_types)
     if atype == dnn_wire.TYPE_DESCRIPTOR:
-        ids = [s.handles.add(Kind.DNN_DESC, d, ctx=entry.ctx, info=t) for d, t in zip(payload, out_types)]
+        ids = [s.handles.add(Kind.DNN_DESC, d, ctx=entry.ctx, info=(t, None)) for d, t in zip(payload, out_types)]
         payload = struct.pack(f"<{len(ids)}Q", *ids)
     return Reply((status, count), payload)
 
@@ -707,10 +715,12 @@ def _dnn_execute(s: Session, args, bulk):
             for ptr in a.ids():
                 s.memory.check(ptr, 1)
         elif a.name == dnn_wire.VARIANT_PACK_WORKSPACE and a.count:
+            if a.count != 1:
+                raise CudaError(Status.INVALID_VALUE, f"a variant pack has one workspace, not {a.count}")
             (ptr,) = a.ids()
-            status, _, raw = s.backend.dnn_get_attribute(ctx.obj, p.obj, dnn_wire.EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                         dnn_wire.TYPE_INT64, 1, [])
-            size = struct.unpack("<q", bytes(raw))[0] if not status and len(raw) == 8 else 0
+            _, size = p.info
+            if size is None:  # not a plan cuDNN finalized here: ask, and let cuDNN refuse it
+                size = _plan_workspace(s, ctx, p.obj)
             if ptr or size:
                 s.memory.check(ptr, max(size, 1))
     _, strm = s.stream(stream)
