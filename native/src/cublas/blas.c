@@ -17,16 +17,14 @@ BLAS_API int cublasCreate_v2(struct handle **out)
 {
     if (!out)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (cudaFree(NULL) != 0) /* no device or no server: as cuBLAS reports it */
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    uint8_t rep[8];
-    int r = rgpu_ext_call(RGPU_OP_BLAS_CREATE, NULL, 0, NULL, 0, rep, 8, NULL, 0, NULL);
+    uint64_t server;
+    int r = rgpu_standin_open(RGPU_OP_BLAS_CREATE, &server);
     if (r)
-        return rgpu_blas_status(r);
+        return r == RGPU_STANDIN_NO_DEVICE ? CUBLAS_STATUS_NOT_INITIALIZED : rgpu_blas_status(r);
     struct handle *h = calloc(1, sizeof *h);
     if (!h)
         return CUBLAS_STATUS_ALLOC_FAILED;
-    h->server = rgpu_get_u64(rep);
+    h->server = server;
     *out = h;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -35,9 +33,7 @@ BLAS_API int cublasDestroy_v2(struct handle *h)
 {
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    uint8_t a[8];
-    rgpu_put_u64(a, h->server);
-    int r = rgpu_ext_call(RGPU_OP_BLAS_DESTROY, a, 8, NULL, 0, NULL, 0, NULL, 0, NULL);
+    int r = rgpu_standin_close(RGPU_OP_BLAS_DESTROY, h->server);
     free(h);
     return rgpu_blas_status(r);
 }

@@ -17,15 +17,11 @@
     (RGPU_CUBLAS_VERSION_MAJOR * 10000 + RGPU_CUBLAS_VERSION_MINOR * 100 + RGPU_CUBLAS_VERSION_PATCH)
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
+#include "remote.h"
+#include "standin.h"
 
 #define BLAS_API __attribute__((visibility("default")))
 
-/* libcuda.so.1 (rgpu's driver shim): the one connection. */
-int rgpu_ext_call(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len, void *reply,
-                  size_t reply_len, void *out, size_t out_cap, size_t *out_len);
-int rgpu_ext_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
-uint64_t rgpu_ext_stream(void *stream);
-int cudaFree(void *); /* rgpu's libcudart: makes the thread's device context current, as cuBLAS's runtime does */
 
 int rgpu_blas_unsupported(int *logged, const char *name);
 void rgpu_blas_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

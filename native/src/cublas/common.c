@@ -2,7 +2,6 @@
 #include <stdarg.h>
 
 #include "blas.h"
-#include "standin.h"
 
 void rgpu_blas_log(const char *fmt, ...)
 {

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "dnn.h"
-#include "standin.h"
 
 void rgpu_dnn_log(const char *fmt, ...)
 {
@@ -77,16 +76,14 @@ DNN_API int cudnnCreate(struct dnn_handle **out)
 {
     if (!out)
         return CUDNN_STATUS_BAD_PARAM;
-    if (cudaFree(NULL) != 0)
-        return CUDNN_STATUS_NOT_INITIALIZED;
-    uint8_t rep[8];
-    int r = rgpu_ext_call(RGPU_OP_DNN_CREATE, NULL, 0, NULL, 0, rep, 8, NULL, 0, NULL);
+    uint64_t server;
+    int r = rgpu_standin_open(RGPU_OP_DNN_CREATE, &server);
     if (r)
-        return rgpu_dnn_status(r);
+        return r == RGPU_STANDIN_NO_DEVICE ? CUDNN_STATUS_NOT_INITIALIZED : rgpu_dnn_status(r);
     struct dnn_handle *h = calloc(1, sizeof *h);
     if (!h)
         return CUDNN_STATUS_ALLOC_FAILED;
-    h->server = rgpu_get_u64(rep);
+    h->server = server;
     *out = h;
     return CUDNN_STATUS_SUCCESS;
 }
@@ -95,9 +92,7 @@ DNN_API int cudnnDestroy(struct dnn_handle *h)
 {
     if (!h)
         return CUDNN_STATUS_BAD_PARAM;
-    uint8_t a[8];
-    rgpu_put_u64(a, h->server);
-    int r = rgpu_ext_call(RGPU_OP_DNN_DESTROY, a, 8, NULL, 0, NULL, 0, NULL, 0, NULL);
+    int r = rgpu_standin_close(RGPU_OP_DNN_DESTROY, h->server);
     free(h);
     return rgpu_dnn_status(r);
 }

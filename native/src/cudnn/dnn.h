@@ -12,14 +12,11 @@
 #include "cudnn_consts.h"
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
+#include "remote.h"
+#include "standin.h"
 
 #define DNN_API __attribute__((visibility("default")))
 
-int rgpu_ext_call(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len, void *reply,
-                  size_t reply_len, void *out, size_t out_cap, size_t *out_len);
-int rgpu_ext_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
-uint64_t rgpu_ext_stream(void *stream);
-int cudaFree(void *);
 
 struct dnn_handle {
     uint64_t server;

@@ -33,3 +33,4 @@ int rgpu_standin_unsupported(int *logged, const char *lib, const char *name, int
         fprintf(stderr, "rgpu %s: %s is not supported by rgpu (returns %s)\n", lib, name, status_name);
     return status;
 }
+
