@@ -160,3 +160,57 @@ def test_sink_is_skipped_for_error_replies_and_other_sizes():
         frame = conn.next_frame()
         assert frame.bulk is not target and bytes(frame.bulk) == bytes(reply.bulk)
         assert bytes(target) == b"\0" * 100_000
+
+
+def _protected_pair():
+    from rgpu.protocol.connection import Connection
+    from rgpu.protocol.handshake import Cipher, RecordProtector
+
+    k1, k2 = bytes(range(32)), bytes(range(32, 64))
+    client = Connection()
+    server = Connection(reuse_receive_buffers=True)
+    client.protect(RecordProtector(int(Cipher.AES_256_GCM), send_key=k1, recv_key=k2))
+    server.protect(RecordProtector(int(Cipher.AES_256_GCM), send_key=k2, recv_key=k1))
+    return client, server
+
+
+def _deliver(conn, writes) -> None:
+    for write in writes:  # each write whole before the next is made, as the transports do
+        conn.receive_data(b"".join(bytes(p) for p in write))
+
+
+@pytest.mark.parametrize("protected", [False, True])
+def test_server_reuses_big_receive_buffers_but_every_frame_is_whole_when_taken(protected):
+    from rgpu.protocol.connection import Connection
+
+    if protected:
+        client, server = _protected_pair()
+    else:
+        client, server = Connection(), Connection(reuse_receive_buffers=True)
+    bulks = [bytes([i]) * (300_000 + i) for i in range(1, 4)]
+    frames = [Frame(ops.MEMCPY_HTOD.code, i, Flags.NO_REPLY, bulk=b) for i, b in enumerate(bulks)]
+    frames.insert(1, Frame(ops.NOP.code, 9))  # a small frame between big ones
+    _deliver(server, client.writes(frames))  # several big sealed records in one send
+    got = []
+    while (frame := server.next_frame()) is not None:
+        got.append((frame.request_id, bytes(frame.bulk)))  # finished with before the next is taken
+    assert got == [(0, bulks[0]), (9, b""), (1, bulks[1]), (2, bulks[2])]
+
+
+def test_big_sealed_replies_reach_a_client_intact():
+    client, server = _protected_pair()
+    bulk = bytes(range(256)) * 4096  # 1 MiB, sealed in reused memory
+    replies = [Frame(ops.MEMCPY_DTOH.code, i, Flags.REPLY, bulk=bulk[i:]) for i in range(3)]
+    _deliver(client, server.writes(replies))
+    got = [client.next_frame() for _ in range(3)]
+    assert [bytes(f.bulk) for f in got] == [bulk[i:] for i in range(3)]  # a client's frames stay valid
+
+
+def test_tampered_big_record_fails_authentication():
+    client, server = _protected_pair()
+    data = bytearray(b"".join(bytes(p) for w in client.writes([Frame(ops.MEMCPY_HTOD.code, 1, bulk=b"x" * 400_000)])
+                              for p in w))
+    data[100_000] ^= 1
+    with pytest.raises(ProtocolError, match="authentication"):
+        server.receive_data(bytes(data))
+        server.next_frame()

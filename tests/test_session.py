@@ -184,6 +184,41 @@ async def test_deferred_error_surfaces_at_the_next_synchronising_call(client):
     await client.synchronize()  # reported once, then clear
 
 
+async def test_batched_launch_sees_handles_destroyed_since_an_earlier_launch(client):
+    """Launches resolve their handles once and cache them (Session.launch_target); every removal of a handle
+    must invalidate that, or a launch could reach an unloaded function or a destroyed stream."""
+    mod = await client.module_load(DEMO_PTX)
+    fill = await client.get_function(mod, "fill")
+    p = await client.mem_alloc(1024)
+    stream = await client.stream_create()
+    await client.launch(fill, 1, 256, (p, 1.0, 256), stream=stream)
+    await client.synchronize()
+    await client.stream_destroy(stream)
+    await client.launch(fill, 1, 256, (p, 2.0, 256), stream=stream)  # same pair, stream now gone
+    with pytest.raises(CudaError) as e:
+        await client.synchronize()
+    assert e.value.deferred and e.value.code == Status.INVALID_HANDLE
+    await client.launch(fill, 1, 256, (p, 3.0, 256))
+    await client.module_unload(mod)
+    await client.launch(fill, 1, 256, (p, 4.0, 256))  # function gone with its module
+    with pytest.raises(CudaError) as e:
+        await client.synchronize()
+    assert e.value.deferred and e.value.code == Status.INVALID_HANDLE
+    out = np.frombuffer(await client.memcpy_dtoh(p, 1024), dtype=np.float32)
+    assert (out == 3).all()
+
+
+async def test_batched_launch_with_a_wrong_parameter_buffer_is_a_deferred_error(client):
+    mod = await client.module_load(DEMO_PTX)
+    fill = await client.get_function(mod, "fill")
+    short = rgpu.Function(fill.handle, "fill", fill.layout[:2])  # the client packs one parameter too few
+    p = await client.mem_alloc(1024)
+    await client.launch(short, 1, 256, (p, 1.0))
+    with pytest.raises(CudaError) as e:
+        await client.synchronize()
+    assert e.value.deferred and e.value.code == Status.INVALID_VALUE
+
+
 async def test_abrupt_disconnect_frees_everything(srv):
     baseline = srv.backend.used
     c = await srv.connect()

@@ -57,6 +57,9 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--module-cache", metavar="DIR|off",
                    help="where module images are cached by content across sessions (default: a private "
                         "temporary directory removed at exit; off: no cache)")
+    p.add_argument("--spin-us", type=float, default=50.0, metavar="MICROSECONDS",
+                   help="how long a session's worker polls for the next request before sleeping (default 50; "
+                        "0: never poll). Polling saves the wake-up of a sleeping process on every call")
     p.add_argument("--port-file", help="write the listening port here once ready (useful with --port 0)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     from rgpu.bridge.cli import add_location_args
@@ -123,7 +126,7 @@ def server_main(argv=None) -> int:
                               log_level=args.log_level, bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
                               handshake_timeout=args.handshake_timeout, max_frame=args.max_frame,
-                              port_file=args.port_file, module_cache=args.module_cache)
+                              port_file=args.port_file, module_cache=args.module_cache, spin_us=args.spin_us)
         from rgpu.server import check_config
 
         check_config(config)

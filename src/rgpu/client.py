@@ -534,9 +534,9 @@ class AsyncClient(_Operations):
 
 
 def connect(address: str = "127.0.0.1:9713", psk: bytes | None = None, *, psk_file: str | None = None,
-            timeout: float = 10.0, context: bool = True, batching: bool = True) -> Client:
+            timeout: float = 10.0, context: bool = True, batching: bool = True, spin_us: float = 50) -> Client:
     """Open a session. With `context=True` (default) the device-0 context is retained and made current,
-    so memory and module calls work at once."""
+    so memory and module calls work at once. `spin_us`: how long to poll for each reply before sleeping."""
     host, port = parse_address(address)
     sock = socket.create_connection((host, port), timeout=timeout)
     try:
@@ -555,6 +555,7 @@ def connect(address: str = "127.0.0.1:9713", psk: bytes | None = None, *, psk_fi
         if hs.protector is not None:
             io.conn.protect(hs.protector)
         sock.settimeout(None)
+        io.spin_ns = int(spin_us * 1000)  # not before: polling needs the socket's timeout gone
         client = Client(sock, io, hs, batching)
         if context:
             client.init()

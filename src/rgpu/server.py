@@ -44,6 +44,8 @@ class ServerConfig:
     # "off" = no cache, else a directory the operator keeps (it must not be writable by others).
     module_cache: str | None = None
     module_cache_bytes: int = 2 << 30
+    # A worker polls this long for the next request before sleeping in recv (see SocketFrameStream).
+    spin_us: float = 50.0
 
 
 class ConfigError(Exception):
@@ -84,6 +86,8 @@ def check_config(config: ServerConfig) -> None:
         )
     if config.max_sessions < 1:
         raise ConfigError("--max-sessions must be at least 1")
+    if not 0 <= config.spin_us <= 1_000_000:
+        raise ConfigError("--spin-us must be between 0 and 1000000")
     if config.isolation not in ("process", "thread"):
         raise ConfigError(f"--isolation must be process or thread, not {config.isolation!r}")
 

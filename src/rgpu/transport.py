@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 
 import trio
 
@@ -10,16 +11,6 @@ from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Frame
 
 DEFAULT_PORT = 9713
-
-# Below this, joining header and bulk into one write beats a second syscall.
-_JOIN_LIMIT = 256 * 1024
-
-
-def _coalesce(parts: list) -> list:
-    if len(parts) > 1 and sum(len(p) for p in parts) <= _JOIN_LIMIT:
-        return [b"".join(parts)]
-    return parts
-
 
 class TrioFrameStream:
     def __init__(self, stream: trio.abc.Stream, conn: Connection):
@@ -49,37 +40,48 @@ class TrioFrameStream:
                 return None
 
     async def send_frame(self, frame: Frame) -> None:
-        for part in _coalesce(self.conn.encode(frame)):
-            await self.stream.send_all(part)
+        await self.send_frames([frame])
 
     async def send_frames(self, frames: list[Frame]) -> None:
-        parts = [p for f in frames for p in self.conn.encode(f)]
-        for part in _coalesce(parts):
-            await self.stream.send_all(part)
+        for write in self.conn.writes(frames):
+            for part in write:
+                await self.stream.send_all(part)
 
 
 class SocketFrameStream:
-    """Blocking counterpart used by the synchronous client and benchmarks."""
+    """Blocking counterpart: the session worker's loop, the synchronous client and benchmarks.
 
-    def __init__(self, sock: socket.socket, conn: Connection):
+    `spin_us`: before sleeping in recv, poll for that long. The next request (or reply) usually follows within
+    tens of microseconds, and waking a sleeping thread costs a good part of that again -- on a VM an idle CPU
+    is woken through the host. Polling costs CPU only for that long per wait; 0 turns it off."""
+
+    def __init__(self, sock: socket.socket, conn: Connection, *, spin_us: float = 0):
         self.sock = sock
         self.conn = conn
+        self.spin_ns = int(spin_us * 1000)
 
     def receive_frame(self) -> Frame:
         while True:
             frame = self.conn.next_frame()
             if frame is not None:
                 return frame
-            n = self.sock.recv_into(self.conn.get_buffer())
+            n = self._receive(self.conn.get_buffer())
             if not n:
                 raise ConnectionError("server closed the connection")
             self.conn.buffer_updated(n)
 
+    def _receive(self, buffer: memoryview) -> int:
+        if self.spin_ns:
+            deadline = time.perf_counter_ns() + self.spin_ns
+            while True:
+                try:
+                    return self.sock.recv_into(buffer, 0, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    if time.perf_counter_ns() >= deadline:
+                        break
+        return self.sock.recv_into(buffer)
+
     def send_frames(self, frames: list[Frame]) -> None:
-        parts = [p for f in frames for p in self.conn.encode(f)]
-        parts = _coalesce(parts)
-        if len(parts) == 1:
-            self.sock.sendall(parts[0])
-        else:
-            for part in parts:
+        for write in self.conn.writes(frames):
+            for part in write:
                 self.sock.sendall(part)

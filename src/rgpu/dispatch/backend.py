@@ -92,6 +92,16 @@ class Backend(abc.ABC):
     def launch(self, ctx, func, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
                stream, params: bytes) -> None: ...
 
+    def launcher(self, ctx, func, stream):
+        """`launch` with its context, function and stream bound once: a callable (gx, gy, gz, bx, by, bz,
+        shared_mem, params). Sessions cache it per (function, stream); backends override it to do per-launch
+        work (handle conversion, argument marshalling) once, here."""
+
+        def launch(gx, gy, gz, bx, by, bz, shared_mem, params):
+            self.launch(ctx, func, (gx, gy, gz), (bx, by, bz), shared_mem, stream, params)
+
+        return launch
+
     @abc.abstractmethod
     def stream_create(self, ctx, flags: int, priority: int = 0): ...
     @abc.abstractmethod

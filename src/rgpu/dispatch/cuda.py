@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import types
 
+import cffi
 import numpy as np
 
 from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, Backend, BackendUnavailable
@@ -42,19 +42,25 @@ def _check(result):
 
 _MAX_PARAMS = 32764  # the driver's limit on a kernel's parameter bytes
 _STAGING_MIN = 4 << 20
-_scratch = threading.local()
+
+# The per-launch path calls the driver through cffi: cuda-bindings' argument conversion costs more than the
+# launch itself. Handles travel as uintptr_t, which the x86-64 and AArch64 ABIs pass exactly like pointers.
+_ffi = cffi.FFI()
+_ffi.cdef("""
+    int cuCtxSetCurrent(uintptr_t ctx);
+    int cuLaunchKernel(uintptr_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, unsigned shmem, uintptr_t stream, void **params, void **extra);
+""")
+_driver = None  # the libcuda.so.1 cuda-bindings loaded, opened again at init
 
 
-def _launch_scratch():
-    """Per-thread parameter buffer and the `extra` array that points at it, built once."""
-    scratch = getattr(_scratch, "value", None)
-    if scratch is None:
-        buffer, size = ctypes.create_string_buffer(_MAX_PARAMS), ctypes.c_size_t(0)
-        extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(buffer), _BUFFER_SIZE,
-                                      ctypes.addressof(size), _END)
-        scratch = _scratch.value = types.SimpleNamespace(buffer=buffer, size=size, extra=extra,
-                                                         extra_address=ctypes.addressof(extra))
-    return scratch
+def _param_buffer(size: int):
+    """A parameter buffer and the cuLaunchKernel `extra` array that hands it over as-is
+    (CU_LAUNCH_PARAM_BUFFER_POINTER): no per-parameter pointers."""
+    buffer, nbytes = _ffi.new("char[]", max(size, 1)), _ffi.new("size_t *", size)
+    extra = _ffi.new("void *[5]", [_ffi.cast("void *", _BUFFER_POINTER), buffer, _ffi.cast("void *", _BUFFER_SIZE),
+                                   nbytes, _ffi.NULL])
+    return buffer, nbytes, extra
 
 
 def _stream(stream):
@@ -76,12 +82,15 @@ class CudaBackend(Backend):
         self._lt_handles: dict[int, object] = {}
 
     def init(self) -> None:
+        global _driver
         try:
             _check(cu.cuInit(0))
         except CudaError:
             raise
         except Exception as e:  # DynamicLibNotFoundError and friends: no driver on this host
             raise BackendUnavailable(f"{type(e).__name__}: {e}") from None
+        if _driver is None:
+            _driver = _ffi.dlopen("libcuda.so.1")
 
     def driver_version(self) -> int:
         return int(_check(cu.cuDriverGetVersion()))
@@ -312,16 +321,33 @@ class CudaBackend(Backend):
                                                                                   dynamic_smem, flags)))
 
     def launch(self, ctx, func, grid, block, shared_mem, stream, params) -> None:
-        self._use(ctx)
-        # Hand the packed buffer over as-is (CU_LAUNCH_PARAM_BUFFER_POINTER): no per-parameter pointers.
-        # cuLaunchKernel copies the parameters before returning, so one scratch area per thread serves all.
-        scratch = _launch_scratch()
-        size = len(params)
-        if size > _MAX_PARAMS:
-            raise CudaError(Status.INVALID_VALUE, f"{size} bytes of kernel parameters (at most {_MAX_PARAMS})")
-        ctypes.memmove(scratch.buffer, bytes(params), size)
-        scratch.size.value = size
-        _check(cu.cuLaunchKernel(func, *grid, *block, shared_mem, _stream(stream), 0, scratch.extra_address))
+        self.launcher(ctx, func, stream)(*grid, *block, shared_mem, params)
+
+    def launcher(self, ctx, func, stream):
+        # Everything per launch is bound here once. The parameter buffer belongs to this launcher: a session
+        # runs one call at a time, and cuLaunchKernel copies the parameters before it returns.
+        ctx_ptr, func_ptr, stream_ptr = int(ctx), int(func), int(stream) if stream else 0
+        set_current, launch_kernel, memmove, null = _driver.cuCtxSetCurrent, _driver.cuLaunchKernel, _ffi.memmove, \
+            _ffi.NULL
+        buffer, nbytes, extra = _param_buffer(0)
+
+        def launch(gx, gy, gz, bx, by, bz, shared_mem, params):
+            nonlocal buffer, nbytes, extra
+            size = len(params)
+            if size != nbytes[0]:
+                if size > _MAX_PARAMS:
+                    raise CudaError(Status.INVALID_VALUE,
+                                    f"{size} bytes of kernel parameters (at most {_MAX_PARAMS})")
+                if size > len(buffer):
+                    buffer, nbytes, extra = _param_buffer(size)
+                nbytes[0] = size
+            memmove(buffer, params, size)
+            err = set_current(ctx_ptr) or launch_kernel(func_ptr, gx, gy, gz, bx, by, bz, shared_mem, stream_ptr,
+                                                        null, extra)
+            if err:
+                _check((cu.CUresult(err),))
+
+        return launch
 
     # -- cuBLAS / cuBLASLt (through cffi; see rgpu.dispatch.cuda_blas) ------------------------------
     def blas_create(self, ctx):

@@ -4,13 +4,14 @@ worker thread), turn the outcome into a reply frame -- or, for NO_REPLY calls, i
 from __future__ import annotations
 
 import logging
+import struct
 
 import trio
 
 from rgpu.dispatch.handlers import HANDLERS, Handler, Reply
 from rgpu.errors import CudaError, ProtocolError, Status, status_name
 from rgpu.protocol import ops
-from rgpu.protocol.frames import FLAG_NO_REPLY, Frame
+from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, parse_frame
 from rgpu.session.state import Session
 
 log = logging.getLogger("rgpu.dispatch")
@@ -33,25 +34,32 @@ def _lookup(frame: Frame) -> Handler:
 def call(session: Session, frame: Frame, handler: Handler | None = None):
     """Run one request synchronously. Returns (status, message, Reply | None); never raises for a call's
     own failure."""
-    session.calls += 1
     try:
         handler = handler or _lookup(frame)
         if frame.flags & _NO_REPLY and not handler.op.deferrable:
             raise CudaError(Status.INVALID_VALUE, f"{handler.op.name} cannot be deferred")
         args = handler.op.unpack_request(frame.args)
-        result = handler.fn(session, args, frame.bulk)
-    except CudaError as e:
-        return e.code, e.message, None
-    except ProtocolError as e:
-        return e.status, str(e), None
+    except (CudaError, ProtocolError) as e:
+        session.calls += 1
+        return _failure(e)
+    return _run(session, frame.opcode, handler.fn, args, frame.bulk)
+
+
+def _run(session: Session, opcode: int, fn, args: tuple, bulk):
+    session.calls += 1
+    try:
+        return 0, "", fn(session, args, bulk)
+    except (CudaError, ProtocolError) as e:
+        return _failure(e)
     except Exception:
-        session.log.exception("internal error in opcode 0x%04x", frame.opcode)
+        session.log.exception("internal error in opcode 0x%04x", opcode)
         return Status.UNKNOWN, "internal server error (logged on the server)", None
-    if result is None:
-        result = Reply()
-    elif not isinstance(result, Reply):
-        result = Reply(result)
-    return 0, "", result
+
+
+def _failure(e: CudaError | ProtocolError):
+    if isinstance(e, CudaError):
+        return e.code, e.message, None
+    return e.status, str(e), None
 
 
 def _reply(session: Session, frame: Frame, outcome) -> Frame | None:
@@ -67,6 +75,10 @@ def _reply(session: Session, frame: Frame, outcome) -> Frame | None:
             session.log.debug("request %d opcode 0x%04x failed: %s %s", frame.request_id, frame.opcode,
                               status_name(status), message)
         return frame.reply(status=status, bulk=message.encode(), deferred_status=deferred)
+    if result is None:
+        result = Reply()
+    elif not isinstance(result, Reply):
+        result = Reply(result)
     try:
         args = HANDLERS[frame.opcode].op.reply.pack(*result.values)
     except Exception:
@@ -90,14 +102,37 @@ async def execute(session: Session, frame: Frame) -> Frame | None:
     return _reply(session, frame, outcome)
 
 
-def execute_batch_sync(session: Session, frames: list[Frame]) -> None:
-    if any(not f.flags & _NO_REPLY for f in frames):
-        raise ProtocolError("every frame inside a BATCH must carry NO_REPLY")
-    for frame in frames:
-        _reply(session, frame, call(session, frame))
+# A launch record read in one go: header, then LAUNCH_KERNEL's arguments; its bulk is the parameter buffer.
+_LAUNCH = ops.LAUNCH_KERNEL
+_LAUNCH_RECORD = struct.Struct("<HHIIII" + _LAUNCH.request.format.lstrip("<"))
+_LAUNCH_FN = HANDLERS[_LAUNCH.code].fn
 
 
-async def execute_batch(session: Session, frames: list[Frame]) -> None:
+def _launch_record(session: Session, record) -> bool:
+    """Run a plain LAUNCH_KERNEL record straight from its bytes (no Frame, no generic decode) and say so;
+    False for anything else, which then takes the general path."""
+    if len(record) < _LAUNCH_RECORD.size:
+        return False
+    values = _LAUNCH_RECORD.unpack_from(record)
+    if values[0] != _LAUNCH.code or values[1] != _NO_REPLY or len(record) != _LAUNCH_RECORD.size + values[5]:
+        return False
+    status, _message, _ = _run(session, _LAUNCH.code, _LAUNCH_FN, values[6:], record[_LAUNCH_RECORD.size :])
+    if status:
+        session.defer_error(status, _LAUNCH.name, values[2])
+    return True
+
+
+def execute_batch_sync(session: Session, records: list) -> None:
+    """The records of a BATCH (see requests.classify), in order, as if they had arrived one by one."""
+    for record in records:
+        if not _launch_record(session, record):
+            frame = parse_frame(record)
+            if not frame.flags & _NO_REPLY:
+                raise ProtocolError("every frame inside a BATCH must carry NO_REPLY")
+            _reply(session, frame, call(session, frame))
+
+
+async def execute_batch(session: Session, records: list) -> None:
     """A BATCH of deferred calls: one hop off the event loop for the lot (a launch can block when the
     GPU's queue is full, and one hop per batch is cheap next to one per call)."""
-    await trio.to_thread.run_sync(execute_batch_sync, session, frames, limiter=session.limiter)
+    await trio.to_thread.run_sync(execute_batch_sync, session, records, limiter=session.limiter)

@@ -360,7 +360,6 @@ def _module_get_function(s: Session, args, bulk):
 
 
 LAYOUT_UNKNOWN = 0xFFFF_FFFF
-MAX_PARAM_BYTES = 32764  # the driver's limit on a kernel's parameter buffer
 
 
 def _layout_bytes(layout) -> bytes:
@@ -390,21 +389,9 @@ def _func_param_info(s: Session, args, bulk):
 @handles(ops.LAUNCH_KERNEL)
 def _launch(s: Session, args, bulk):
     func_h, gx, gy, gz, bx, by, bz, shmem, stream = args
-    _, func = s.object(func_h, Kind.FUNCTION)
-    if func.info is None:
-        expected = min(len(bulk), MAX_PARAM_BYTES)  # unknown layout: the driver checks the buffer itself
-    else:
-        expected = func.info[-1][0] + func.info[-1][1] if func.info else 0  # parameters lie in offset order
-    if len(bulk) != expected:
-        raise CudaError(Status.INVALID_VALUE,
-                        f"parameter buffer is {len(bulk)} bytes; the kernel's layout needs {expected}")
-    ctx = s.context(func.ctx)
-    strm = None
-    if stream:
-        stream_ctx, strm = s.stream(stream)
-        if stream_ctx is not ctx:
-            raise CudaError(Status.INVALID_HANDLE, "stream and function belong to different contexts")
-    s.backend.launch(ctx.obj, func.obj, (gx, gy, gz), (bx, by, bz), shmem, strm, bulk)
+    target = s.launch_target(func_h, stream)
+    target.check_params(len(bulk))
+    target.launch(gx, gy, gz, bx, by, bz, shmem, bulk)
 
 
 FUNC_ATTRIBUTE_COUNT = 16  # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK .. CLUSTER_SCHEDULING_POLICY_PREFERENCE

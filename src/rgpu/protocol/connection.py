@@ -7,15 +7,28 @@ frame. The I/O layer only moves bytes (see rgpu.transport).
 from __future__ import annotations
 
 from rgpu.protocol.frames import (
-    DEFAULT_MAX_RECORD, Frame, RecordDecoder, SplitRecord, encode_frame, parse_frame, parse_split,
+    DEFAULT_MAX_RECORD,
+    Frame,
+    RecordDecoder,
+    SplitRecord,
+    encode_frame,
+    parse_frame,
+    parse_split,
 )
-from rgpu.protocol.handshake import TAG_SIZE, RecordProtector
+from rgpu.protocol.handshake import POOLED_RECORD, TAG_SIZE, RecordProtector
+
+# Below this, joining a write's buffers into one beats a second syscall.
+_JOIN_LIMIT = 256 * 1024
 
 
 class Connection:
-    def __init__(self, max_record: int = DEFAULT_MAX_RECORD):
-        self.decoder = RecordDecoder(max_record)
+    """`reuse_receive_buffers`: big records land (and are opened) in memory reused by the next big record, so a
+    frame is only valid until the next one is taken -- right for a server, which finishes each request first."""
+
+    def __init__(self, max_record: int = DEFAULT_MAX_RECORD, *, reuse_receive_buffers: bool = False):
+        self.decoder = RecordDecoder(max_record, reuse_big=reuse_receive_buffers)
         self.protector: RecordProtector | None = None
+        self._reuse = reuse_receive_buffers
 
     @property
     def max_record(self) -> int:
@@ -23,6 +36,7 @@ class Connection:
 
     def protect(self, protector: RecordProtector) -> None:
         self.protector = protector
+        protector.reuse_opened = self._reuse
         self.decoder.max_record += TAG_SIZE
 
     # input
@@ -63,3 +77,25 @@ class Connection:
     def encode(self, frame: Frame) -> list:
         parts = encode_frame(frame)
         return self.protector.seal(parts) if self.protector is not None else parts
+
+    def writes(self, frames: list[Frame]):
+        """The frames as writes: lists of buffers, each to be written whole before the next is asked for (a big
+        sealed record lives in memory the next big seal reuses). Small buffers are joined into one write."""
+        group: list = []
+        for frame in frames:
+            parts = self.encode(frame)
+            if self.protector is not None and sum(len(p) for p in parts) >= POOLED_RECORD:
+                if group:
+                    yield _coalesce(group)
+                    group = []
+                yield parts
+            else:
+                group += parts
+        if group:
+            yield _coalesce(group)
+
+
+def _coalesce(parts: list) -> list:
+    if len(parts) > 1 and sum(len(p) for p in parts) <= _JOIN_LIMIT:
+        return [b"".join(parts)]
+    return parts

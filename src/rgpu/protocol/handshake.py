@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from rgpu.errors import AuthenticationError, CudaError, ProtocolError, Status
 from rgpu.protocol import ops
-from rgpu.protocol.frames import LENGTH, Frame
+from rgpu.protocol.frames import LENGTH, BufferPool, Frame
 
 MAGIC = b"RGPUWIRE"
 PROTOCOL_MAJOR = 1
@@ -115,39 +115,75 @@ def derive_keys(psk: bytes, client_nonce: bytes, server_nonce: bytes, th: bytes)
     return okm[:KEY_SIZE], okm[KEY_SIZE:]
 
 
+_NONCE = struct.Struct("<4xQ")  # four zero bytes, then the record counter
+_COUNTER_LIMIT = 2**63
+
+
 def record_nonce(counter: int) -> bytes:
-    return b"\0\0\0\0" + counter.to_bytes(8, "little")
+    return _NONCE.pack(counter)
+
+
+# Records at least this big are sealed and opened in memory reused from one record to the next: a fresh
+# multi-megabyte buffer per record costs more in page faults than AES-GCM costs to run over it.
+POOLED_RECORD = 256 * 1024
 
 
 class RecordProtector:
-    """AEAD for every record after the handshake; one key and one counter per direction."""
+    """AEAD for every record after the handshake; one key and one counter per direction.
+
+    A big record's sealed bytes (and, with `reuse_opened`, a big record's opened plaintext) live in memory
+    that the next big seal (open) overwrites: write a sealed record before sealing the next one
+    (Connection.writes does), and finish with an opened frame before opening the next."""
 
     def __init__(self, cipher: int, send_key: bytes, recv_key: bytes):
         aead = AESGCM if cipher == Cipher.AES_256_GCM else ChaCha20Poly1305
         self._send, self._recv = aead(send_key), aead(recv_key)
         self._send_counter = 0
         self._recv_counter = 0
+        self._pool = BufferPool()
+        self.reuse_opened = False
 
     def seal(self, parts: list) -> list:
         """Turn an encoded frame (length prefix + body buffers) into one protected record."""
-        plaintext = b"".join(bytes(p) for p in parts)[LENGTH.size :]
-        aad = LENGTH.pack(len(plaintext) + TAG_SIZE)
-        sealed = self._send.encrypt(record_nonce(self._next("_send_counter")), plaintext, aad)
+        counter = self._send_counter
+        if counter >= _COUNTER_LIMIT:
+            raise ProtocolError("record counter exhausted; reconnect")
+        self._send_counter = counter + 1
+        nonce = _NONCE.pack(counter)
+        if len(parts) == 1:  # a small frame comes encoded as one buffer
+            plaintext = memoryview(parts[0])[LENGTH.size :]
+            size = len(plaintext)
+        else:
+            size = sum(len(p) for p in parts) - LENGTH.size
+        aad = LENGTH.pack(size + TAG_SIZE)
+        if size < POOLED_RECORD:
+            if len(parts) > 1:
+                plaintext = b"".join(parts)[LENGTH.size :]
+            return [aad, self._send.encrypt(nonce, plaintext, aad)]
+        plaintext = self._pool.get("seal-in", size)
+        pos = 0
+        for i, part in enumerate(parts):
+            part = memoryview(part).cast("B")[LENGTH.size if i == 0 else 0 :]
+            plaintext[pos : pos + len(part)] = part
+            pos += len(part)
+        sealed = self._pool.get("seal-out", size + TAG_SIZE)
+        self._send.encrypt_into(nonce, plaintext, aad, sealed)
         return [aad, sealed]
 
-    def open(self, record: bytes | memoryview) -> bytes:
+    def open(self, record: bytes | memoryview) -> bytes | memoryview:
+        counter = self._recv_counter
+        if counter >= _COUNTER_LIMIT:
+            raise ProtocolError("record counter exhausted; reconnect")
+        self._recv_counter = counter + 1
+        nonce, aad = _NONCE.pack(counter), LENGTH.pack(len(record))
         try:
-            return self._recv.decrypt(record_nonce(self._next("_recv_counter")), bytes(record),
-                                      LENGTH.pack(len(record)))
+            if self.reuse_opened and len(record) >= POOLED_RECORD:
+                plaintext = self._pool.get("open", len(record) - TAG_SIZE)
+                self._recv.decrypt_into(nonce, record, aad, plaintext)
+                return plaintext
+            return self._recv.decrypt(nonce, record, aad)
         except InvalidTag:
             raise ProtocolError("frame failed authentication (tampered, replayed or wrong key)") from None
-
-    def _next(self, name: str) -> int:
-        value = getattr(self, name)
-        if value >= 2**63:
-            raise ProtocolError("record counter exhausted; reconnect")
-        setattr(self, name, value + 1)
-        return value
 
 
 def check_psk(psk: bytes) -> bytes:

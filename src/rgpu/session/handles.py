@@ -44,6 +44,8 @@ class HandleTable:
         self._entries: dict[int, Entry] = {}
         self._next = 1
         self._salt = secrets.randbits(24) << 32
+        # Bumped by every removal: what was resolved from handles (launch targets) is stale once it moves.
+        self.removals = 0
 
     def add(self, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None) -> int:
         handle = (int(kind) << _KIND_SHIFT) | self._salt | self._next
@@ -60,10 +62,13 @@ class HandleTable:
     def pop(self, handle: int, kind: Kind) -> Entry:
         entry = self.get(handle, kind)
         del self._entries[handle]
+        self.removals += 1
         return entry
 
     def remove(self, handle: int) -> Entry:
-        return self._entries.pop(handle)
+        entry = self._entries.pop(handle)
+        self.removals += 1
+        return entry
 
     def owned_by(self, *, ctx: int | None = None, parent: int | None = None, kind: Kind | None = None):
         """Handles (newest first, so dependants go before what they depend on) matching the filters."""

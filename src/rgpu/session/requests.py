@@ -7,20 +7,20 @@ import enum
 
 from rgpu.errors import ProtocolError
 from rgpu.protocol import ops
-from rgpu.protocol.frames import FLAG_REPLY, Frame, split_batch
+from rgpu.protocol.frames import FLAG_REPLY, Frame, batch_records
 
 
 class Step(enum.Enum):
     CALL = "call"  # one operation; reply unless NO_REPLY
-    BATCH = "batch"  # deferred operations, no reply
+    BATCH = "batch"  # deferred operations, no reply; given as their unparsed records
     GOODBYE = "goodbye"  # free everything, reply, close
 
 
-def classify(frame: Frame, max_record: int) -> tuple[Step, list[Frame]]:
+def classify(frame: Frame, max_record: int) -> tuple[Step, list]:
     if frame.flags & FLAG_REPLY:
         raise ProtocolError("client sent a reply frame")
     if frame.opcode == ops.BATCH.code:
-        return Step.BATCH, split_batch(frame.bulk, max_record)
+        return Step.BATCH, batch_records(frame.bulk, max_record)
     if frame.opcode == ops.GOODBYE.code:
         return Step.GOODBYE, []
     if frame.opcode in ops.CONTROL_OPS:

@@ -27,7 +27,7 @@ _LOST = (trio.BrokenResourceError, trio.ClosedResourceError, EOFError, Connectio
 async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: str) -> None:
     """`server` provides .config, .backend (in-process isolation), .pool (process isolation), .sessions."""
     cfg = server.config
-    io = TrioFrameStream(stream, Connection(cfg.max_frame))
+    io = TrioFrameStream(stream, Connection(cfg.max_frame, reuse_receive_buffers=True))
     session: Session | None = None
     shutdown = False
     try:
@@ -75,7 +75,8 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
     params = {"session_id": session_id, "peer": peer, "max_frame": cfg.max_frame,
               "mem_limit": cfg.session_mem_limit,
               "module_cache": str(server.module_cache.dir) if server.module_cache else None,
-              "module_cache_bytes": server.module_cache.max_bytes if server.module_cache else 0}
+              "module_cache_bytes": server.module_cache.max_bytes if server.module_cache else 0,
+              "spin_us": cfg.spin_us}
     if hs.keys is not None:
         cipher, c2s, s2c = hs.keys
         params.update(cipher=cipher, c2s=c2s.hex(), s2c=s2c.hex())

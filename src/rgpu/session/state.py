@@ -3,13 +3,32 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+import attrs
 import trio
 
 from rgpu.dispatch.backend import Backend
 from rgpu.errors import CudaError, Status
 from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
 from rgpu.session.modcache import ModuleCache
+
+MAX_PARAM_BYTES = 32764  # the driver's limit on a kernel's parameter buffer
+
+
+@attrs.frozen(slots=True)
+class LaunchTarget:
+    """What a (function, stream) pair of handles resolves to, checked once and then cached: launches are the
+    one call programs make at high rates, and resolving handles costs more than the rest of the launch."""
+
+    launch: Any  # Backend.launcher(ctx, func, stream): (gx, gy, gz, bx, by, bz, shared_mem, params)
+    param_bytes: int | None  # None: the layout is unknown, so the driver checks the buffer itself
+
+    def check_params(self, nbytes: int) -> None:
+        expected = min(nbytes, MAX_PARAM_BYTES) if self.param_bytes is None else self.param_bytes
+        if nbytes != expected:
+            raise CudaError(Status.INVALID_VALUE,
+                            f"parameter buffer is {nbytes} bytes; the kernel's layout needs {expected}")
 
 
 class _SessionLog(logging.LoggerAdapter):
@@ -35,6 +54,8 @@ class Session:
         self.closed = False
         self.frames_received = 0  # frames off the wire (a BATCH counts once)
         self.calls = 0  # operations executed
+        self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
+        self._launch_targets_at = 0  # handles.removals when the cache was last known good
 
     # -- lookups -----------------------------------------------------------------------------------
     def context(self, handle: int = 0) -> Entry:
@@ -57,6 +78,29 @@ class Session:
         """(context entry, object entry) for a session-owned object."""
         entry = self.handles.get(handle, kind)
         return self.context(entry.ctx), entry
+
+    def launch_target(self, func_handle: int, stream_handle: int) -> LaunchTarget:
+        """The checked backend objects for launching `func_handle` on `stream_handle` (0: the NULL stream of
+        the function's own context, whatever context is current)."""
+        if self._launch_targets_at != self.handles.removals:
+            self._launch_targets.clear()
+            self._launch_targets_at = self.handles.removals
+        key = (func_handle, stream_handle)
+        target = self._launch_targets.get(key)
+        if target is None:
+            ctx, func = self.object(func_handle, Kind.FUNCTION)
+            stream = None
+            if stream_handle:
+                stream_ctx, stream = self.stream(stream_handle)
+                if stream_ctx is not ctx:
+                    raise CudaError(Status.INVALID_HANDLE, "stream and function belong to different contexts")
+            if func.info is None:
+                param_bytes = None
+            else:  # parameters lie in offset order
+                param_bytes = func.info[-1][0] + func.info[-1][1] if func.info else 0
+            target = LaunchTarget(self.backend.launcher(ctx.obj, func.obj, stream), param_bytes)
+            self._launch_targets[key] = target
+        return target
 
     # -- deferred errors ---------------------------------------------------------------------------
     def defer_error(self, code: int, what: str, request_id: int) -> None:

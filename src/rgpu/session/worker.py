@@ -105,14 +105,14 @@ def run_session(params: dict, client: socket.socket, backend) -> dict:
     cache = ModuleCache(params["module_cache"], params["module_cache_bytes"]) if params.get("module_cache") else None
     session = Session(params["session_id"], backend, mem_limit=params.get("mem_limit"), peer=params.get("peer", ""),
                       module_cache=cache)
-    conn = Connection(params["max_frame"])
+    conn = Connection(params["max_frame"], reuse_receive_buffers=True)
     if params.get("cipher"):
         conn.protect(RecordProtector(params["cipher"], send_key=bytes.fromhex(params["s2c"]),
                                      recv_key=bytes.fromhex(params["c2s"])))
     # The descriptor arrives with the supervisor's O_NONBLOCK (shared by every copy of it); this loop blocks.
     client.setblocking(True)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    io = SocketFrameStream(client, conn)
+    io = SocketFrameStream(client, conn, spin_us=params.get("spin_us", 0))
     reason = "?"
     try:
         with _Interruptible():
