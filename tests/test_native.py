@@ -142,8 +142,11 @@ def test_rpc_smoke_and_vecadd_through_the_shim(shim_dir):
         smoke = run(shim_dir, "rpc_smoke", env={"RGPU_SERVER": address})
         assert smoke.returncode == 0, smoke.stderr
         assert "round trip of 3145728 bytes OK" in smoke.stdout and "rgpu fake GPU 0" in smoke.stdout
+        assert "pipelined round trip of 9437189 bytes OK; overrunning copy: 1" in smoke.stdout
         for batch in ("1", "0"):
-            vec = run(shim_dir, "vecadd", PTX, 100_000, env={"RGPU_SERVER": address, "RGPU_BATCH": batch})
+            # The unbatched run also never polls for replies (RGPU_SPIN_US=0): both ways of waiting are used.
+            vec = run(shim_dir, "vecadd", PTX, 100_000, env={"RGPU_SERVER": address, "RGPU_BATCH": batch,
+                                                              "RGPU_SPIN_US": "0" if batch == "0" else "50"})
             assert vec.returncode == 0, vec.stderr
             assert "vecadd n=100000" in vec.stdout and "OK (0 wrong)" in vec.stdout
 
@@ -155,6 +158,8 @@ def test_psk_through_the_shim(shim_dir, tmp_path):
     with local_server("fake", ["--psk-file", str(key), "--log-level", "warning"]) as address:
         ok = run(shim_dir, "vecadd", PTX, 50_000, env={"RGPU_SERVER": address, "RGPU_PSK_FILE": str(key)})
         assert ok.returncode == 0 and "OK (0 wrong)" in ok.stdout, ok.stderr
+        smoke = run(shim_dir, "rpc_smoke", env={"RGPU_SERVER": address, "RGPU_PSK_FILE": str(key)})
+        assert smoke.returncode == 0 and "pipelined round trip of 9437189 bytes OK" in smoke.stdout, smoke.stderr
         bad = run(shim_dir, "rpc_smoke", env={"RGPU_SERVER": address, "RGPU_PSK_FILE": str(wrong)})
         assert bad.returncode == 2 and "authentication failed" in bad.stderr
         assert "cuInit(0) failed: CUDA_ERROR_NOT_INITIALIZED" in bad.stderr

@@ -3,7 +3,8 @@
  * from any thread.
  *
  * Configuration (environment): RGPU_SERVER=host:port (default 127.0.0.1:9713), RGPU_PSK_FILE=path,
- * RGPU_BATCH=0 (send asynchronous calls one by one and wait for each), RGPU_LOG=level. */
+ * RGPU_BATCH=0 (send asynchronous calls one by one and wait for each), RGPU_SPIN_US=n (how long to poll for a
+ * reply before sleeping in recv; default 50, 0 = never poll), RGPU_LOG=level. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -17,6 +18,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "crypto.h"
@@ -33,6 +35,7 @@
 #define STATUS_AUTH_FAILED 0x10003
 #define STATUS_RGPU_BASE 0x10000
 #define CTX_DEPENDENT_OPS 0x0036 /* opcodes from here on run in the current context */
+#define DEFAULT_SPIN_US 50
 
 static struct {
     pthread_mutex_t lock;
@@ -52,6 +55,10 @@ static struct {
     uint8_t *scratch;
     size_t scratch_cap;
     char message[256]; /* last error message from the server */
+    uint64_t spin_ns;
+    /* Received bytes not yet consumed: a small reply arrives in one recv instead of one per field. */
+    size_t in_pos, in_len;
+    uint8_t in[16384];
 } g = {PTHREAD_MUTEX_INITIALIZER, 0, CUDA_SUCCESS, -1, 1, 64u << 20, 1};
 
 static __thread uint64_t t_ctx;
@@ -111,11 +118,47 @@ static int write_iov(struct iovec *iov, int n)
     return 0;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Poll briefly before sleeping: a reply usually comes within tens of microseconds, and waking a thread that
+ * sleeps in recv costs a good part of that again (an idle CPU's wake-up, in a VM an interrupt to the host). */
+static ssize_t recv_waiting(void *b, size_t n)
+{
+    if (g.spin_ns) {
+        uint64_t deadline = 0;
+        for (;;) {
+            ssize_t r = recv(g.fd, b, n, MSG_DONTWAIT);
+            if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                return r;
+            uint64_t now = now_ns();
+            if (!deadline)
+                deadline = now + g.spin_ns;
+            else if (now >= deadline)
+                break;
+        }
+    }
+    return recv(g.fd, b, n, 0);
+}
+
 static int read_all(void *p, size_t n)
 {
     uint8_t *b = p;
     while (n) {
-        ssize_t r = recv(g.fd, b, n, 0);
+        if (g.in_pos < g.in_len) {
+            size_t k = n < g.in_len - g.in_pos ? n : g.in_len - g.in_pos;
+            memcpy(b, g.in + g.in_pos, k);
+            g.in_pos += k;
+            b += k;
+            n -= k;
+            continue;
+        }
+        int direct = n >= sizeof g.in; /* bulk goes straight to the caller's memory */
+        ssize_t r = direct ? recv_waiting(b, n) : recv_waiting(g.in, sizeof g.in);
         if (r == 0)
             return -1;
         if (r < 0) {
@@ -123,8 +166,13 @@ static int read_all(void *p, size_t n)
                 continue;
             return -1;
         }
-        b += r;
-        n -= (size_t)r;
+        if (direct) {
+            b += r;
+            n -= (size_t)r;
+        } else {
+            g.in_pos = 0;
+            g.in_len = (size_t)r;
+        }
     }
     return 0;
 }
@@ -151,6 +199,7 @@ static void lost(const char *what)
     if (g.fd >= 0)
         close(g.fd);
     g.fd = -1;
+    g.in_pos = g.in_len = 0;
 }
 
 /* Send frames; each is (header, args, bulk). Plain: one writev, bulk never copied. Protected: sealed records. */
@@ -335,42 +384,68 @@ static CUresult status_to_result(uint32_t status)
     return (CUresult)status;
 }
 
-static CUresult call_locked(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
-                            void *reply, size_t reply_len, struct rgpu_sink *sink)
+/* Read the reply to request `id` of opcode `op`. Returns 0 and sets *result (the call's outcome, or an earlier
+ * deferred call's failure), or -1 when the connection is lost or out of step (then *result is g.failure). */
+static int take_reply(uint16_t op, uint32_t id, void *reply, size_t reply_len, struct rgpu_sink *sink,
+                      CUresult *result)
 {
-    struct out_frame f[2];
-    sync_context(op);
-    int n = take_batch(f);
-    f[n] = (struct out_frame){{op, 0, g.next_id++, 0, 0, (uint32_t)bulk_len}, args, args_len, bulk};
-    if (send_frames(f, n + 1)) {
-        lost("send");
-        return g.failure;
-    }
-    batch_sent();
     rgpu_header h;
     g.message[0] = 0;
     if (recv_reply(&h, reply, reply_len, sink)) {
         lost("receive");
-        return g.failure;
+        *result = g.failure;
+        return -1;
     }
     if (h.opcode == RGPU_OP_PROTOCOL_ERROR) {
         rgpu_log(RGPU_LOG_ERROR, "rgpu-server closed the session: %s", g.message);
         errno = ECONNRESET;
         lost("protocol error");
-        return g.failure;
+        *result = g.failure;
+        return -1;
     }
-    if (h.request_id != f[n].h.request_id || h.opcode != op) {
+    if (h.request_id != id || h.opcode != op) {
         errno = EPROTO;
         lost("reply out of step");
-        return g.failure;
+        *result = g.failure;
+        return -1;
     }
     if (h.deferred_status) {
         rgpu_log(RGPU_LOG_INFO, "an earlier asynchronous call failed with %u; reported now", h.deferred_status);
-        return status_to_result(h.deferred_status);
+        *result = status_to_result(h.deferred_status);
+        return 0;
     }
     if (h.status && h.status != CUDA_ERROR_NOT_READY)
         rgpu_log(RGPU_LOG_DEBUG, "opcode 0x%04x failed with %u: %s", op, h.status, g.message);
-    return status_to_result(h.status);
+    *result = status_to_result(h.status);
+    return 0;
+}
+
+/* Send request `op` (after any queued deferred calls, in the same write); its id goes to *id. */
+static int send_request(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
+                        uint32_t *id)
+{
+    struct out_frame f[2];
+    sync_context(op);
+    int n = take_batch(f);
+    *id = g.next_id++;
+    f[n] = (struct out_frame){{op, 0, *id, 0, 0, (uint32_t)bulk_len}, args, args_len, bulk};
+    if (send_frames(f, n + 1)) {
+        lost("send");
+        return -1;
+    }
+    batch_sent();
+    return 0;
+}
+
+static CUresult call_locked(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
+                            void *reply, size_t reply_len, struct rgpu_sink *sink)
+{
+    uint32_t id;
+    CUresult r;
+    if (send_request(op, args, args_len, bulk, bulk_len, &id))
+        return g.failure;
+    take_reply(op, id, reply, reply_len, sink, &r);
+    return r;
 }
 
 static CUresult not_ready(void)
@@ -385,6 +460,42 @@ CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *b
     CUresult r = g.state == 1 ? call_locked(op, args, args_len, bulk, bulk_len, reply, reply_len, sink) : not_ready();
     pthread_mutex_unlock(&g.lock);
     return r;
+}
+
+CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, size_t args_len,
+                             struct rgpu_sink *sinks, unsigned window)
+{
+    pthread_mutex_lock(&g.lock);
+    if (g.state != 1) {
+        CUresult r = not_ready();
+        pthread_mutex_unlock(&g.lock);
+        return r;
+    }
+    CUresult first = CUDA_SUCCESS;
+    uint32_t ids[RGPU_MAX_WINDOW];
+    size_t sent = 0, taken = 0, to_send = count;
+    window = window < 1 ? 1 : window > RGPU_MAX_WINDOW ? RGPU_MAX_WINDOW : window;
+    while (taken < to_send) {
+        while (sent < to_send && sent - taken < window) {
+            if (send_request(op, args + sent * args_len, args_len, NULL, 0, &ids[sent % window])) {
+                pthread_mutex_unlock(&g.lock);
+                return g.failure;
+            }
+            sent++;
+        }
+        CUresult r;
+        if (take_reply(op, ids[taken % window], NULL, 0, &sinks[taken], &r)) {
+            pthread_mutex_unlock(&g.lock);
+            return r;
+        }
+        taken++;
+        if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) {
+            first = r;
+            to_send = sent; /* send no more; the replies already on their way keep the connection in step */
+        }
+    }
+    pthread_mutex_unlock(&g.lock);
+    return first;
 }
 
 static CUresult flush_locked(void)
@@ -660,6 +771,8 @@ CUresult rgpu_connect(void)
         const char *server = getenv("RGPU_SERVER");
         const char *batch = getenv("RGPU_BATCH");
         g.batching = !(batch && !strcmp(batch, "0"));
+        const char *spin = getenv("RGPU_SPIN_US");
+        g.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
         g.fd = dial(server);
         if (g.fd < 0) {
             rgpu_log(RGPU_LOG_ERROR, "cannot reach rgpu-server at %s: %s", server && *server ? server : "127.0.0.1:9713",

@@ -110,39 +110,66 @@ static const EVP_CIPHER *cipher_of(const struct rgpu_aead *a)
     return a->cipher == RGPU_CIPHER_AES_256_GCM ? C.aes_256_gcm() : C.chacha20_poly1305();
 }
 
+/* The key schedule and cipher lookup are done once per direction (OpenSSL 3 fetches the cipher on every full
+ * init, which costs more than sealing a small record); each record then only sets its nonce. */
+static EVP_CIPHER_CTX *keyed(struct rgpu_aead *a, int encrypt)
+{
+    if (!a->ctx) {
+        EVP_CIPHER_CTX *ctx = C.ctx_new();
+        int (*init)(EVP_CIPHER_CTX *, const EVP_CIPHER *, void *, const unsigned char *, const unsigned char *) =
+            encrypt ? C.enc_init : C.dec_init;
+        if (!ctx || init(ctx, cipher_of(a), NULL, NULL, NULL) != 1 ||
+            C.ctx_ctrl(ctx, CTRL_AEAD_SET_IVLEN, 12, NULL) != 1 || init(ctx, NULL, NULL, a->key, NULL) != 1) {
+            if (ctx)
+                C.ctx_free(ctx);
+            return NULL;
+        }
+        a->ctx = ctx;
+        a->encrypt = encrypt;
+    }
+    return a->encrypt == encrypt ? a->ctx : NULL; /* one direction per rgpu_aead */
+}
+
+void rgpu_aead_free(struct rgpu_aead *a)
+{
+    if (a->ctx)
+        C.ctx_free(a->ctx);
+    a->ctx = NULL;
+}
+
 int rgpu_aead_seal(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out)
 {
     uint8_t nonce[12];
-    int n = 0, ok;
+    int n = 0;
     if (rgpu_crypto_load() || len > 0x7fffffff)
         return -1;
+    EVP_CIPHER_CTX *ctx = keyed(a, 1);
+    if (!ctx)
+        return -1;
     nonce_for(a->counter++, nonce);
-    EVP_CIPHER_CTX *ctx = C.ctx_new();
-    ok = ctx && C.enc_init(ctx, cipher_of(a), NULL, NULL, NULL) == 1 &&
-         C.ctx_ctrl(ctx, CTRL_AEAD_SET_IVLEN, 12, NULL) == 1 && C.enc_init(ctx, NULL, NULL, a->key, nonce) == 1 &&
-         C.enc_update(ctx, NULL, &n, aad, 4) == 1 && C.enc_update(ctx, out, &n, in, (int)len) == 1 &&
-         C.enc_final(ctx, out + n, &n) == 1 && C.ctx_ctrl(ctx, CTRL_AEAD_GET_TAG, 16, out + len) == 1;
-    if (ctx)
-        C.ctx_free(ctx);
-    return ok ? 0 : -1;
+    return C.enc_init(ctx, NULL, NULL, NULL, nonce) == 1 && C.enc_update(ctx, NULL, &n, aad, 4) == 1 &&
+                   C.enc_update(ctx, out, &n, in, (int)len) == 1 && C.enc_final(ctx, out + n, &n) == 1 &&
+                   C.ctx_ctrl(ctx, CTRL_AEAD_GET_TAG, 16, out + len) == 1
+               ? 0
+               : -1;
 }
 
 int rgpu_aead_open(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out)
 {
     uint8_t nonce[12], tag[16];
-    int n = 0, ok;
+    int n = 0;
     if (rgpu_crypto_load() || len < 16 || len > 0x7fffffff)
+        return -1;
+    EVP_CIPHER_CTX *ctx = keyed(a, 0);
+    if (!ctx)
         return -1;
     nonce_for(a->counter++, nonce);
     memcpy(tag, in + len - 16, 16);
-    EVP_CIPHER_CTX *ctx = C.ctx_new();
-    ok = ctx && C.dec_init(ctx, cipher_of(a), NULL, NULL, NULL) == 1 &&
-         C.ctx_ctrl(ctx, CTRL_AEAD_SET_IVLEN, 12, NULL) == 1 && C.dec_init(ctx, NULL, NULL, a->key, nonce) == 1 &&
-         C.dec_update(ctx, NULL, &n, aad, 4) == 1 && C.dec_update(ctx, out, &n, in, (int)(len - 16)) == 1 &&
-         C.ctx_ctrl(ctx, CTRL_AEAD_SET_TAG, 16, tag) == 1 && C.dec_final(ctx, out + n, &n) == 1;
-    if (ctx)
-        C.ctx_free(ctx);
-    return ok ? 0 : -1;
+    return C.dec_init(ctx, NULL, NULL, NULL, nonce) == 1 && C.dec_update(ctx, NULL, &n, aad, 4) == 1 &&
+                   C.dec_update(ctx, out, &n, in, (int)(len - 16)) == 1 &&
+                   C.ctx_ctrl(ctx, CTRL_AEAD_SET_TAG, 16, tag) == 1 && C.dec_final(ctx, out + n, &n) == 1
+               ? 0
+               : -1;
 }
 
 /* Test hooks: the handshake derivations and record sealing, compared with tests/vectors/handshake.json. */
@@ -163,16 +190,20 @@ __attribute__((visibility("default"))) int rgpu_test_seal(int cipher, const uint
                                                           const uint8_t aad[4], const uint8_t *in, size_t len,
                                                           uint8_t *out)
 {
-    struct rgpu_aead a = {cipher, {0}, counter};
+    struct rgpu_aead a = {cipher, {0}, counter, NULL, 0};
     memcpy(a.key, key, 32);
-    return rgpu_aead_seal(&a, aad, in, len, out);
+    int r = rgpu_aead_seal(&a, aad, in, len, out);
+    rgpu_aead_free(&a);
+    return r;
 }
 
 __attribute__((visibility("default"))) int rgpu_test_open(int cipher, const uint8_t key[32], uint64_t counter,
                                                           const uint8_t aad[4], const uint8_t *in, size_t len,
                                                           uint8_t *out)
 {
-    struct rgpu_aead a = {cipher, {0}, counter};
+    struct rgpu_aead a = {cipher, {0}, counter, NULL, 0};
     memcpy(a.key, key, 32);
-    return rgpu_aead_open(&a, aad, in, len, out);
+    int r = rgpu_aead_open(&a, aad, in, len, out);
+    rgpu_aead_free(&a);
+    return r;
 }

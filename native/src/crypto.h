@@ -13,6 +13,8 @@ struct rgpu_aead {
     int cipher;
     uint8_t key[32];
     uint64_t counter;
+    void *ctx;   /* OpenSSL cipher context, keyed on first use (one direction per struct) */
+    int encrypt;
 };
 
 int rgpu_crypto_load(void); /* 0, or -1 (logged) */
@@ -24,5 +26,6 @@ int rgpu_hkdf_sha256(const void *ikm, size_t ikm_len, const void *salt, size_t s
 int rgpu_aead_seal(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out);
 /* in is ciphertext + tag (len includes the tag); out gets len - 16 bytes. -1 if authentication fails. */
 int rgpu_aead_open(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out);
+void rgpu_aead_free(struct rgpu_aead *a);
 
 #endif

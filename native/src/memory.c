@@ -323,25 +323,41 @@ static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, ui
     return CUDA_SUCCESS;
 }
 
+/* Chunks in flight at once: the server copies and sends chunk i+1 (and seals it, with a PSK) while this side
+ * takes in chunk i. */
+#define DTOH_WINDOW 3
+
 static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t stream)
 {
     uint8_t *p = dst;
-    size_t chunk = rgpu_max_chunk(), off = 0;
+    size_t chunk = rgpu_max_chunk();
     if (!dst && n)
         return CUDA_ERROR_INVALID_VALUE;
-    while (off < n) {
-        size_t k = n - off < chunk ? n - off : chunk;
-        uint8_t a[24];
-        rgpu_put_u64(a, src + off);
-        rgpu_put_u64(a + 8, k);
-        rgpu_put_u64(a + 16, stream);
-        struct rgpu_sink s = {p + off, k, 0};
-        CUresult r = rgpu_call(op, a, op == RGPU_OP_MEMCPY_DTOH_ASYNC ? 24 : 16, NULL, 0, NULL, 0, &s);
+    size_t alen = op == RGPU_OP_MEMCPY_DTOH_ASYNC ? 24 : 16;
+    size_t count = n ? (n + chunk - 1) / chunk : 0;
+    while (count) {
+        uint8_t args[16 * 24];
+        struct rgpu_sink sinks[16];
+        size_t group = count < 16 ? count : 16, off = 0;
+        for (size_t i = 0; i < group; i++) {
+            size_t k = n - off < chunk ? n - off : chunk;
+            rgpu_put_u64(args + i * alen, src + off);
+            rgpu_put_u64(args + i * alen + 8, k);
+            if (alen == 24)
+                rgpu_put_u64(args + i * alen + 16, stream);
+            sinks[i] = (struct rgpu_sink){p + off, k, 0};
+            off += k;
+        }
+        CUresult r = rgpu_call_pipelined(op, group, args, alen, sinks, DTOH_WINDOW);
         if (r != CUDA_SUCCESS)
             return r;
-        if (s.len != k)
-            return CUDA_ERROR_UNKNOWN;
-        off += k;
+        for (size_t i = 0; i < group; i++)
+            if (sinks[i].len != sinks[i].cap)
+                return CUDA_ERROR_UNKNOWN;
+        p += off;
+        src += off;
+        n -= off;
+        count -= group;
     }
     return CUDA_SUCCESS;
 }

@@ -20,6 +20,12 @@ struct rgpu_sink {
 /* One synchronous request/reply (flushes queued deferred calls first). */
 CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
                    void *reply, size_t reply_len, struct rgpu_sink *sink);
+/* `count` requests of opcode `op` (each args_len bytes of `args`, no bulk), whose replies' bulk land in
+ * sinks[i]; up to `window` in flight, so the server prepares the next reply while this one is taken in.
+ * Returns the first failure (later requests are then not sent). */
+#define RGPU_MAX_WINDOW 8
+CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, size_t args_len,
+                             struct rgpu_sink *sinks, unsigned window);
 /* Queue a deferred call (batched); with RGPU_BATCH=0 it is a plain rgpu_call. */
 CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
 /* Connect + handshake once per process; later calls return the first outcome. */
