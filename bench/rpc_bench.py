@@ -3,10 +3,11 @@
     python bench/rpc_bench.py --backend fake          # CI-able, no GPU
     python bench/rpc_bench.py --backend cuda --psk    # on the GPU box
 
-Prints one table: null-call round trip (p50/p99) against a raw TCP echo through a trio server (the floor
-for any Python server here); kernel launches/s batched and unbatched against native cuLaunchKernel (cuda
-backend only); host<->device copy bandwidth against raw loopback TCP streaming, and per size against a
-blocking raw TCP copy of the same size (the strict baseline: one synchronous copy at a time, as cudaMemcpy is).
+Prints one table: null-call round trip (p50/p99) against a raw TCP echo through a trio server and against
+the C floor (bench/raw_tcp.c: plain C on both ends, polling before sleeping exactly as rgpu does with
+--spin-us); kernel launches/s batched and unbatched against native cuLaunchKernel (cuda backend only);
+host<->device copy bandwidth against raw loopback TCP streaming, and per size against a blocking raw TCP copy
+of the same size in Python and in C (the strict baselines: one synchronous copy at a time, as cudaMemcpy is).
 `--with-shim` then runs the C shim against the native driver in the same command. Everything binds 127.0.0.1.
 """
 
@@ -104,6 +105,28 @@ def raw_copy_rates(sizes, reps=3) -> dict:
         proc.kill()
         proc.wait()
     return out
+
+
+def c_raw_baselines(calls: int, spin_us: float, sizes) -> dict:
+    """bench/raw_tcp.c, built here with the system C compiler: {spin_us: its JSON} for no polling and for
+    rgpu's polling setting; {} when no compiler is found."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw_tcp.c")
+    cc = os.environ.get("CC", "cc")
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "raw_tcp")
+        try:
+            subprocess.run([cc, "-O2", "-pthread", "-o", exe, source], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            print(f"C baseline skipped: cannot build {source} with {cc}: {e}", file=sys.stderr)
+            return {}
+        out = {}
+        for spin in sorted({0, int(spin_us)}):
+            res = subprocess.run([exe, str(calls), str(spin), *map(str, sizes)], capture_output=True, text=True,
+                                 timeout=600, check=True)
+            data = json.loads(res.stdout)
+            data["copy"] = {int(k): tuple(v) for k, v in data["copy"].items()}
+            out[spin] = data
+        return out
 
 
 def percentile(values, q):
@@ -220,13 +243,20 @@ def native_cuda_baselines(n_launch, sizes):
 def bench_backend(backend, isolation, args, psk_file, rows, raw):
     extra = (["--psk-file", psk_file] if psk_file else []) + ["--isolation", isolation]
     label = backend + ("+psk" if psk_file else "") + ("" if isolation == "process" else f" {isolation}")
-    with local_server(backend, extra + ["--log-level", "warning"]) as address:
-        with rgpu.connect(address, psk_file=psk_file) as c:
+    extra += ["--spin-us", str(args.spin_us)]
+    c_floor = raw["c"].get(int(args.spin_us))
+    # No idle workers: one starting in the background (cuInit and imports) would compete with the measurement.
+    with local_server(backend, extra + ["--log-level", "warning", "--worker-pool", "0"]) as address:
+        with rgpu.connect(address, psk_file=psk_file, spin_us=args.spin_us) as c:
             p50, p99 = timed_calls(c.nop, args.calls)
             rows.append((f"null call p50 [{label}]", f"{p50:.1f} us", f"raw TCP echo p50 {raw['echo_p50']:.1f} us",
                          f"{p50 / raw['echo_p50']:.2f}x"))
             rows.append((f"null call p99 [{label}]", f"{p99:.1f} us", f"raw TCP echo p99 {raw['echo_p99']:.1f} us",
                          f"{p99 / raw['echo_p99']:.2f}x"))
+            if c_floor:
+                rows.append((f"null call p50 vs C floor [{label}]", f"{p50:.1f} us",
+                             f"C echo, spin {args.spin_us:g} us, p50 {c_floor['echo_p50_us']:.1f} us",
+                             f"{p50 / c_floor['echo_p50_us']:.2f}x"))
             mod = c.module_load(load("demo.ptx"))
             fill = c.get_function(mod, "fill")
             ptr = c.mem_alloc(1 << 20)
@@ -260,6 +290,11 @@ def bench_backend(backend, isolation, args, psk_file, rows, raw):
                     rows.append((f"{name} {size_label(size)} vs same-size raw copy [{label}]",
                                  f"{bw / 1e9:.2f} GB/s", f"blocking raw TCP, {size_label(size)} {strict / 1e9:.2f} GB/s",
                                  f"{bw / strict:.1%}"))
+                    if c_floor and size in c_floor["copy"]:
+                        c_rate = c_floor["copy"][size][0 if name == "H2D" else 1]
+                        rows.append((f"{name} {size_label(size)} vs same-size C copy [{label}]",
+                                     f"{bw / 1e9:.2f} GB/s", f"blocking C TCP, {size_label(size)} {c_rate / 1e9:.2f} GB/s",
+                                     f"{bw / c_rate:.1%}"))
 
 
 def main():
@@ -274,6 +309,8 @@ def main():
     ap.add_argument("--plot", help="also write a PNG of every ratio here (needs matplotlib)")
     ap.add_argument("--isolation", default="process", help="comma list of process,thread")
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--spin-us", type=float, default=50.0,
+                    help="polling before sleeping, for the server (--spin-us), the client and the C floor")
     ap.add_argument("--with-shim", action="store_true",
                     help="then the C shim against the native driver (bench/shim_bench.py), in the same command")
     args = ap.parse_args()
@@ -283,10 +320,14 @@ def main():
     raw["echo_p50"], raw["echo_p99"] = raw_echo_latency(args.calls)
     raw["stream_bw"] = max(raw_stream_bandwidth(max(args.sizes)) for _ in range(2))
     raw["copy"] = raw_copy_rates(args.sizes)
+    raw["c"] = c_raw_baselines(args.calls, args.spin_us, args.sizes)
     if "cuda" in backends:
         raw["native"] = native_cuda_baselines(args.launches, args.sizes) or {}
     rows = [("baseline: raw TCP echo p50/p99", f"{raw['echo_p50']:.1f} / {raw['echo_p99']:.1f} us", "", ""),
             ("baseline: raw loopback TCP stream", f"{raw['stream_bw'] / 1e9:.2f} GB/s", "", "")]
+    for spin, c_raw in raw["c"].items():
+        rows.append((f"baseline: C echo p50/p99, spin {spin} us",
+                     f"{c_raw['echo_p50_us']:.1f} / {c_raw['echo_p99_us']:.1f} us", "", ""))
     if raw.get("native"):
         n = raw["native"]
         rows.append(("baseline: native cuCtxGetDevice", f"{n['null_us']:.2f} us", "", ""))
@@ -318,7 +359,8 @@ def main():
         shim = [sys.executable, os.path.join(os.path.dirname(__file__), "shim_bench.py")]
         for backend in backends:
             print(f"\n--- C shim vs native driver ({backend})", flush=True)
-            subprocess.run([*shim, "--backend", backend, *(["--psk"] if args.psk else [])], check=True)
+            subprocess.run([*shim, "--backend", backend, "--spin-us", str(args.spin_us),
+                            *(["--psk"] if args.psk else [])], check=True)
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--psk", action="store_true")
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--launches", type=int, default=50000)
+    ap.add_argument("--spin-us", type=float, default=50.0, help="polling before sleeping, server and shim")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         shim_dir = pathlib.Path(args.shims) if args.shims else pathlib.Path(tmp)
@@ -55,10 +56,12 @@ def main() -> None:
             key.write_text(os.urandom(32).hex())
             servers.append((["--psk-file", str(key)], [("rgpu batched + PSK", {"RGPU_PSK_FILE": str(key)})]))
         for server_args, configs in servers:
-            with local_server(args.backend, server_args + ["--log-level", "warning"]) as address:
+            # No idle workers: one starting in the background would compete with the measurement.
+            with local_server(args.backend, server_args + ["--log-level", "warning", "--spin-us", str(args.spin_us),
+                                                           "--worker-pool", "0"]) as address:
                 for label, more in configs:
                     env = shims.environment(shim_dir)
-                    env.update(RGPU_SERVER=address, **more)
+                    env.update(RGPU_SERVER=address, RGPU_SPIN_US=str(int(args.spin_us)), **more)
                     launches = args.launches if "BATCH=0" not in label else max(2000, args.launches // 10)
                     rows.append((label, bench(exe, env, args.calls, launches)))
     print(f"{'':24} {'null p50 us':>12} {'null p99 us':>12} {'launches/s':>12} {'H2D GB/s':>9} {'D2H GB/s':>9}"

@@ -27,7 +27,8 @@ for s in $sections; do
     demo)
       python3 -m rgpu.cli demo --backend cuda 2>&1 | tee "$OUT/demo.log" || rc=1 ;;
     bench)
-      python3 bench/rpc_bench.py --backend both --isolation process,thread --psk --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
+      python3 bench/rpc_bench.py --backend cuda --sizes ${RGPU_BENCH_SIZES:-4K,64K,1M,16M,256M} --psk --with-shim \
+        --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" || rc=1 ;;
     shim)
       bash native/run_on_gpu.sh 2>&1 | tee "$OUT/shim.log"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
