@@ -80,7 +80,7 @@ class Harness:
 
     def feed(self, data: bytes) -> None:
         """One connection's worth of input bytes. Raises only on a server bug."""
-        decoder = RecordDecoder(MAX_RECORD)
+        decoder = RecordDecoder(MAX_RECORD, reuse_big=True)  # as a server's
         try:
             decoder.feed(data)
             while (record := decoder.next_record()) is not None:
@@ -116,8 +116,10 @@ def random_value(rng: random.Random, code: str, known: list[int]):
     return value & ((1 << bits) - 1) if code in "QIH" else value
 
 
-def random_frame(rng: random.Random, known: list[int]) -> bytes:
-    op = rng.choice(list(ops.OPS.values()))
+def random_frame(rng: random.Random, known: list[int], inner: bool = False) -> bytes:
+    """One encoded frame; `inner` frames (a BATCH's) mostly carry NO_REPLY and are often launches, so the
+    dispatcher's straight-from-the-bytes launch path gets its share."""
+    op = ops.LAUNCH_KERNEL if inner and rng.random() < 0.4 else rng.choice(list(ops.OPS.values()))
     values = []
     for code in op.request.format[1:]:
         if code.isdigit():
@@ -131,13 +133,21 @@ def random_frame(rng: random.Random, known: list[int]) -> bytes:
         args = args[: rng.randrange(len(args) + 1)] + rng.randbytes(rng.randrange(4))
     bulk = rng.choice([b"", b"fill", b"vadd", PTX[: rng.randrange(len(PTX))], rng.randbytes(rng.randrange(64))])
     flags = rng.choice([0, 0, 0, Flags.NO_REPLY, Flags.REPLY, 0x80])
+    if inner and rng.random() < 0.8:
+        flags = Flags.NO_REPLY
+    if op is ops.LAUNCH_KERNEL and rng.random() < 0.5:
+        bulk = rng.randbytes(rng.choice([0, 8, 16, 20, 24, 28, 64]))  # right and wrong parameter sizes
     frame = Frame(op.code if rng.random() < 0.95 else rng.getrandbits(16), rng.getrandbits(32), int(flags),
                   args=args, bulk=bulk)
     data = frame_bytes(frame)
     if op is ops.BATCH and rng.random() < 0.8:
-        inner = b"".join(random_frame(rng, known) for _ in range(rng.randrange(1, 5)))
-        data = frame_bytes(Frame(ops.BATCH.code, 7, Flags.NO_REPLY, bulk=inner))
+        data = random_batch(rng, known)
     return data
+
+
+def random_batch(rng: random.Random, known: list[int]) -> bytes:
+    inner = b"".join(random_frame(rng, known, inner=True) for _ in range(rng.randrange(1, 9)))
+    return frame_bytes(Frame(ops.BATCH.code, 7, Flags.NO_REPLY, bulk=inner))
 
 
 def mutate(rng: random.Random, data: bytes) -> bytes:
@@ -160,6 +170,9 @@ def generate(rng: random.Random, known: list[int]) -> bytes:
     kind = rng.random()
     if kind < 0.1:
         return rng.randbytes(rng.randrange(64))
+    if kind < 0.3:
+        batch = random_batch(rng, known)
+        return mutate(rng, batch) if rng.random() < 0.3 else batch
     frames = b"".join(random_frame(rng, known) for _ in range(rng.randrange(1, 4)))
     return mutate(rng, frames) if kind < 0.5 else frames
 
