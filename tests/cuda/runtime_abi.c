@@ -69,6 +69,30 @@ int main(int argc, char **argv)
             fprintf(stderr, "c[%d] = %g\n", i, c[i]);
             return 4;
         }
+    /* Launch attributes pass through to the driver: a scheduling hint runs; cooperative launches run on
+     * NVIDIA's driver and are refused (not sticky) by rgpu's, which cannot forward them. */
+    cudaLaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = cudaLaunchAttributePriority;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    CHECK(cudaMemset(dc, 0, sizeof c));
+    CHECK(cudaLaunchKernelExC(&cfg, (const void *)vadd_stub, args));
+    CHECK(cudaMemcpy(c, dc, sizeof c, cudaMemcpyDeviceToHost));
+    if (c[N - 1] != 3.0f * (float)(N - 1))
+        return 8;
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
+    cudaError_t coop = cudaLaunchKernelExC(&cfg, (const void *)vadd_stub, args);
+    if (coop != cudaSuccess && coop != cudaErrorNotSupported)
+        return 9;
+    if (coop == cudaErrorNotSupported && (cudaGetLastError() != cudaErrorNotSupported || cudaGetLastError() != cudaSuccess))
+        return 10;
+    CHECK(cudaDeviceSynchronize());
     if (cudaLaunchKernel((const void *)main, grid, block, args, 0, NULL) != cudaErrorInvalidDeviceFunction)
         return 5; /* not a registered kernel */
     void *managed = NULL;

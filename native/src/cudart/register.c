@@ -4,6 +4,7 @@
  * its kernels or variables, per device, so a program (or a library such as PyTorch, with thousands of
  * kernels) pays for the images it uses, and the driver shim sends each image once per content. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,7 +309,20 @@ RT_API cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *s
     return cudaSuccess;
 }
 
-static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s)
+/* Launch attributes go to the driver as they are: the runtime's and the driver's attribute records are the
+ * same bytes with the same ids, so the driver (NVIDIA's, or rgpu's shim, which refuses what it cannot forward)
+ * is the one place that decides what an attribute means. */
+_Static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute), "launch attribute records differ");
+_Static_assert(offsetof(cudaLaunchAttribute, val) == offsetof(CUlaunchAttribute, value), "attribute value offset");
+_Static_assert((int)cudaLaunchAttributeIgnore == (int)CU_LAUNCH_ATTRIBUTE_IGNORE &&
+                   (int)cudaLaunchAttributeAccessPolicyWindow == (int)CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW &&
+                   (int)cudaLaunchAttributeCooperative == (int)CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
+                   (int)cudaLaunchAttributeClusterDimension == (int)CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&
+                   (int)cudaLaunchAttributePriority == (int)CU_LAUNCH_ATTRIBUTE_PRIORITY,
+               "launch attribute ids differ");
+
+static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s,
+                          cudaLaunchAttribute *attrs, unsigned n_attrs)
 {
     int dev;
     CUfunction f;
@@ -326,20 +340,26 @@ static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t 
         b.x > lim->block[0] || b.y > lim->block[1] || b.z > lim->block[2] || g.x > lim->grid[0] ||
         g.y > lim->grid[1] || g.z > lim->grid[2])
         return rt_record(cudaErrorInvalidConfiguration);
-    CUresult r;
-    if (__atomic_load_n(&k->own_layout, __ATOMIC_ACQUIRE) == 1) {
-        /* The layout came from the image: pack the parameter buffer here and hand it over whole. */
-        uint8_t buf[4096];
-        size_t size = k->param_bytes;
+    uint8_t buf[4096];
+    size_t size = 0;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    int packed = __atomic_load_n(&k->own_layout, __ATOMIC_ACQUIRE) == 1;
+    if (packed) { /* the layout came from the image: pack the parameter buffer here and hand it over whole */
+        size = k->param_bytes;
         if (size > sizeof buf || (k->n_params && !args))
             return rt_record(cudaErrorInvalidValue);
         memset(buf, 0, size);
         for (int i = 0; i < k->n_params; i++)
             memcpy(buf + k->layout[i][0], args[i], k->layout[i][1]);
-        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-        r = cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, NULL, extra);
+    }
+    CUresult r;
+    if (n_attrs) {
+        CUlaunchConfig c = {g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, (CUlaunchAttribute *)attrs,
+                            n_attrs};
+        r = cuLaunchKernelEx(&c, f, packed ? NULL : args, packed ? extra : NULL);
     } else {
-        r = cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, args, NULL);
+        r = cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, packed ? NULL : args,
+                           packed ? extra : NULL);
     }
     if (r == CUDA_ERROR_INVALID_VALUE)
         return rt_record(cudaErrorInvalidConfiguration);
@@ -348,12 +368,12 @@ static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t 
 
 RT_API cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s)
 {
-    return launch(func, g, b, args, shmem, s);
+    return launch(func, g, b, args, shmem, s, NULL, 0);
 }
 
 RT_API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s)
 {
-    return launch(func, g, b, args, shmem, s);
+    return launch(func, g, b, args, shmem, s, NULL, 0);
 }
 
 /* CUDA 13's launch stubs: __cudaGetKernel runs once per stub (a static initialiser), then every launch passes
@@ -369,30 +389,20 @@ RT_API cudaError_t __cudaGetKernel(cudaKernel_t *out, const void *func)
 
 RT_API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s)
 {
-    return launch(kernel, g, b, args, shmem, s);
+    return launch(kernel, g, b, args, shmem, s, NULL, 0);
 }
 
 RT_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t shmem,
                                            cudaStream_t s)
 {
-    return launch(kernel, g, b, args, shmem, s);
+    return launch(kernel, g, b, args, shmem, s, NULL, 0);
 }
 
 static cudaError_t launch_ex(const cudaLaunchConfig_t *c, const void *func, void **args)
 {
-    static int logged;
-    if (!c)
+    if (!c || (c->numAttrs && !c->attrs))
         return rt_record(cudaErrorInvalidValue);
-    for (unsigned i = 0; i < c->numAttrs; i++) {
-        enum cudaLaunchAttributeID id = c->attrs[i].id;
-        if (id != cudaLaunchAttributeIgnore && id != cudaLaunchAttributePriority &&
-            id != cudaLaunchAttributeAccessPolicyWindow) {
-            char what[80];
-            snprintf(what, sizeof what, "cudaLaunchKernelExC with launch attribute %d", (int)id);
-            return rt_unsupported(&logged, what);
-        }
-    }
-    return launch(func, c->gridDim, c->blockDim, args, c->dynamicSmemBytes, c->stream);
+    return launch(func, c->gridDim, c->blockDim, args, c->dynamicSmemBytes, c->stream, c->attrs, c->numAttrs);
 }
 
 RT_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *func, void **args)
