@@ -35,6 +35,18 @@ def test_short_psk_file_is_refused(tmp_path):
     assert proc.returncode == 2 and "at least 32" in proc.stderr
 
 
+def test_out_of_range_polling_time_is_refused():
+    proc = subprocess.run(SERVER + ["--port", "0", "--backend", "fake", "--spin-us", "-5"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--spin-us must be between 0 and 1000000" in proc.stderr
+
+
+def test_server_that_never_polls_still_answers():
+    with local_server("fake", ["--spin-us", "0", "--log-level", "warning"]) as address:
+        with rgpu.connect(address, spin_us=0) as c:
+            assert c.device_count() == 1 and c.mem_get_info()[1] > 0
+
+
 def test_sigterm_with_live_sessions_exits_zero_and_frees_them(tmp_path):
     port_file = tmp_path / "port"
     proc = subprocess.Popen(SERVER + ["--port", "0", "--port-file", str(port_file), "--backend", "fake"],
