@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import socket
 import time
-
-import trio
+from typing import TYPE_CHECKING
 
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Frame
+
+if TYPE_CHECKING:
+    import trio
 
 DEFAULT_PORT = 9713
 

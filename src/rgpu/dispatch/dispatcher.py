@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 import struct
 
-import trio
-
 from rgpu.dispatch.handlers import HANDLERS, Handler, Reply
 from rgpu.errors import CudaError, ProtocolError, Status, status_name
 from rgpu.protocol import ops
@@ -92,11 +90,12 @@ def execute_sync(session: Session, frame: Frame) -> Frame | None:
     return _reply(session, frame, call(session, frame))
 
 
-async def execute(session: Session, frame: Frame) -> Frame | None:
-    """One request frame -> its reply (None for NO_REPLY requests)."""
+async def execute(session: Session, frame: Frame, offload) -> Frame | None:
+    """One request frame -> its reply (None for NO_REPLY requests), for an event loop: calls that can block
+    go through `offload(fn, *args)` (the loop's way off itself), everything else runs inline."""
     handler = HANDLERS.get(frame.opcode)
     if handler is not None and handler.blocking:
-        outcome = await trio.to_thread.run_sync(call, session, frame, handler, limiter=session.limiter)
+        outcome = await offload(call, session, frame, handler)
     else:
         outcome = call(session, frame, handler)
     return _reply(session, frame, outcome)
@@ -130,9 +129,3 @@ def execute_batch_sync(session: Session, records: list) -> None:
             if not frame.flags & _NO_REPLY:
                 raise ProtocolError("every frame inside a BATCH must carry NO_REPLY")
             _reply(session, frame, call(session, frame))
-
-
-async def execute_batch(session: Session, records: list) -> None:
-    """A BATCH of deferred calls: one hop off the event loop for the lot (a launch can block when the
-    GPU's queue is full, and one hop per batch is cheap next to one per call)."""
-    await trio.to_thread.run_sync(execute_batch_sync, session, records, limiter=session.limiter)

@@ -8,7 +8,7 @@ import math
 
 import trio
 
-from rgpu.dispatch.dispatcher import execute, execute_batch
+from rgpu.dispatch.dispatcher import execute, execute_batch_sync
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
@@ -116,6 +116,9 @@ async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str) ->
 
 
 async def _serve_requests(session: Session, io: TrioFrameStream) -> None:
+    def offload(fn, *args):
+        return trio.to_thread.run_sync(fn, *args, limiter=session.limiter)
+
     while True:
         frame = await io.receive_frame()
         if frame is None:
@@ -124,7 +127,9 @@ async def _serve_requests(session: Session, io: TrioFrameStream) -> None:
         session.frames_received += 1
         step, frames = classify(frame, io.conn.max_record)
         if step is Step.BATCH:
-            await execute_batch(session, frames)
+            # One hop off the event loop for the lot: a launch can block when the GPU's queue is full, and one
+            # hop per batch is cheap next to one per call.
+            await offload(execute_batch_sync, session, frames)
         elif step is Step.GOODBYE:
             # Free before confirming, so a client that saw the reply knows its memory is back.
             await trio.to_thread.run_sync(session.release_all, limiter=session.limiter)
@@ -132,7 +137,7 @@ async def _serve_requests(session: Session, io: TrioFrameStream) -> None:
             session.log.info("closed by GOODBYE")
             return
         else:
-            reply = await execute(session, frame)
+            reply = await execute(session, frame, offload)
             if reply is not None:
                 await io.send_frame(reply)
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 import attrs
-import trio
 
 from rgpu.dispatch.backend import Backend
 from rgpu.errors import CudaError, Status
@@ -49,13 +49,19 @@ class Session:
         self.current_ctx = 0
         self.primary: dict[int, list[int]] = {}  # device -> [context handle, retain count]
         self.deferred_error = 0
-        # One call at a time leaves the event loop for this session, so its calls keep their order.
-        self.limiter = trio.CapacityLimiter(1)
         self.closed = False
         self.frames_received = 0  # frames off the wire (a BATCH counts once)
         self.calls = 0  # operations executed
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
         self._launch_targets_at = 0  # handles.removals when the cache was last known good
+
+    @functools.cached_property
+    def limiter(self):
+        """One call at a time leaves the event loop for this session, so its calls keep their order (the
+        in-process trio loop only; a worker process serves its one session on one thread)."""
+        import trio
+
+        return trio.CapacityLimiter(1)
 
     # -- lookups -----------------------------------------------------------------------------------
     def context(self, handle: int = 0) -> Entry:
