@@ -15,6 +15,7 @@ log = logging.getLogger("rgpu.backend")
 
 # Value DEVICE_GET_ATTRIBUTES reports for an attribute the device does not know.
 ATTRIBUTE_UNSUPPORTED = -(2**31)
+MAX_PARAM_BYTES = 32764  # the driver's limit on a kernel's parameter buffer
 
 
 class Backend(abc.ABC):

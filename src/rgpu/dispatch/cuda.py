@@ -13,7 +13,7 @@ import threading
 import cffi
 import numpy as np
 
-from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, Backend, BackendUnavailable
+from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, BackendUnavailable
 from rgpu.errors import CudaError, Status
 
 try:
@@ -40,7 +40,6 @@ def _check(result):
     return result[1] if len(result) == 2 else result[1:]
 
 
-_MAX_PARAMS = 32764  # the driver's limit on a kernel's parameter bytes
 _STAGING_MIN = 4 << 20
 
 # The per-launch path calls the driver through cffi: cuda-bindings' argument conversion costs more than the
@@ -335,9 +334,9 @@ class CudaBackend(Backend):
             nonlocal buffer, nbytes, extra
             size = len(params)
             if size != nbytes[0]:
-                if size > _MAX_PARAMS:
+                if size > MAX_PARAM_BYTES:
                     raise CudaError(Status.INVALID_VALUE,
-                                    f"{size} bytes of kernel parameters (at most {_MAX_PARAMS})")
+                                    f"{size} bytes of kernel parameters (at most {MAX_PARAM_BYTES})")
                 if size > len(buffer):
                     buffer, nbytes, extra = _param_buffer(size)
                 nbytes[0] = size

@@ -119,10 +119,6 @@ _NONCE = struct.Struct("<4xQ")  # four zero bytes, then the record counter
 _COUNTER_LIMIT = 2**63
 
 
-def record_nonce(counter: int) -> bytes:
-    return _NONCE.pack(counter)
-
-
 # Records at least this big are sealed and opened in memory reused from one record to the next: a fresh
 # multi-megabyte buffer per record costs more in page faults than AES-GCM costs to run over it.
 POOLED_RECORD = 256 * 1024
@@ -150,15 +146,10 @@ class RecordProtector:
             raise ProtocolError("record counter exhausted; reconnect")
         self._send_counter = counter + 1
         nonce = _NONCE.pack(counter)
-        if len(parts) == 1:  # a small frame comes encoded as one buffer
-            plaintext = memoryview(parts[0])[LENGTH.size :]
-            size = len(plaintext)
-        else:
-            size = sum(len(p) for p in parts) - LENGTH.size
+        size = sum(len(p) for p in parts) - LENGTH.size
         aad = LENGTH.pack(size + TAG_SIZE)
-        if size < POOLED_RECORD:
-            if len(parts) > 1:
-                plaintext = b"".join(parts)[LENGTH.size :]
+        if size < POOLED_RECORD:  # a frame without bulk is encoded as one buffer: no join
+            plaintext = memoryview(parts[0] if len(parts) == 1 else b"".join(parts))[LENGTH.size :]
             return [aad, self._send.encrypt(nonce, plaintext, aad)]
         plaintext = self._pool.get("seal-in", size)
         pos = 0

@@ -8,13 +8,10 @@ from typing import Any
 
 import attrs
 
-from rgpu.dispatch.backend import Backend
+from rgpu.dispatch.backend import MAX_PARAM_BYTES, Backend
 from rgpu.errors import CudaError, Status
 from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
 from rgpu.session.modcache import ModuleCache
-
-MAX_PARAM_BYTES = 32764  # the driver's limit on a kernel's parameter buffer
-
 
 @attrs.frozen(slots=True)
 class LaunchTarget:
