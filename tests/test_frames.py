@@ -124,7 +124,22 @@ def test_protocol_doc_embeds_the_current_opcode_table():
     import pathlib
 
     doc = (pathlib.Path(__file__).parents[1] / "docs" / "protocol.md").read_text()
-    assert ops.markdown_table() in doc, "docs/protocol.md is stale: paste `python -m rgpu.protocol.ops`"
+    assert ops.markdown_table() in doc, "docs/protocol.md is stale: run `python native/codegen/gen.py`"
+
+
+def test_spec_fields_name_every_byte_and_decode_to_named_tuples():
+    for op in ops.OPS.values():
+        assert op.request.size == sum(f.size for f in op.request_fields)
+        assert op.reply.size == sum(f.size for f in op.reply_fields)
+    args = ops.LAUNCH_KERNEL.pack_request(7, 1, 2, 3, 4, 5, 6, 0, 9)
+    launch = ops.LAUNCH_KERNEL.decode(args)
+    assert (launch.function, launch.grid_y, launch.block_z, launch.stream) == (7, 2, 6, 9)
+    with pytest.raises(ProtocolError):
+        ops.LAUNCH_KERNEL.decode(args[:-1])
+    with pytest.raises(ValueError):
+        ops.parse_fields("x:u64 x:u32")
+    with pytest.raises(ValueError):
+        ops.parse_fields("x:u128")
 
 
 def test_registered_sink_receives_large_bulk_without_a_copy():

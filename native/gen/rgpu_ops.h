@@ -3,84 +3,2266 @@
 #ifndef RGPU_OPS_H
 #define RGPU_OPS_H
 
-#define RGPU_OP_HELLO 0x0001  /* args 72 B, reply 72 B */
-#define RGPU_OP_AUTH 0x0002  /* args 32 B, reply 32 B */
-#define RGPU_OP_GOODBYE 0x0003  /* args 0 B, reply 0 B */
-#define RGPU_OP_BATCH 0x0004  /* args 0 B, reply 0 B */
-#define RGPU_OP_NOP 0x0005  /* args 0 B, reply 0 B */
-#define RGPU_OP_PROTOCOL_ERROR 0x0006  /* args 0 B, reply 0 B */
-#define RGPU_OP_INIT 0x0010  /* args 4 B, reply 0 B */
-#define RGPU_OP_DRIVER_GET_VERSION 0x0011  /* args 0 B, reply 4 B */
-#define RGPU_OP_DEVICE_GET_COUNT 0x0020  /* args 0 B, reply 4 B */
-#define RGPU_OP_DEVICE_GET 0x0021  /* args 4 B, reply 4 B */
-#define RGPU_OP_DEVICE_GET_NAME 0x0022  /* args 4 B, reply 0 B */
-#define RGPU_OP_DEVICE_GET_ATTRIBUTE 0x0023  /* args 8 B, reply 4 B */
-#define RGPU_OP_DEVICE_TOTAL_MEM 0x0024  /* args 4 B, reply 8 B */
-#define RGPU_OP_DEVICE_GET_UUID 0x0025  /* args 4 B, reply 16 B */
-#define RGPU_OP_DEVICE_GET_ATTRIBUTES 0x0026  /* args 8 B, reply 4 B */
-#define RGPU_OP_PRIMARY_CTX_RETAIN 0x0030  /* args 4 B, reply 8 B */
-#define RGPU_OP_PRIMARY_CTX_RELEASE 0x0031  /* args 4 B, reply 0 B */
-#define RGPU_OP_CTX_CREATE 0x0032  /* args 8 B, reply 8 B */
-#define RGPU_OP_CTX_DESTROY 0x0033  /* args 8 B, reply 0 B */
-#define RGPU_OP_CTX_SET_CURRENT 0x0034  /* args 8 B, reply 0 B, deferrable */
-#define RGPU_OP_CTX_GET_CURRENT 0x0035  /* args 0 B, reply 8 B */
-#define RGPU_OP_CTX_SYNCHRONIZE 0x0036  /* args 0 B, reply 0 B */
-#define RGPU_OP_CTX_GET_LIMIT 0x0037  /* args 4 B, reply 8 B */
-#define RGPU_OP_CTX_SET_LIMIT 0x0038  /* args 12 B, reply 0 B */
-#define RGPU_OP_CTX_GET_STREAM_PRIORITY_RANGE 0x0039  /* args 0 B, reply 8 B */
-#define RGPU_OP_MEM_ALLOC 0x0040  /* args 8 B, reply 8 B */
-#define RGPU_OP_MEM_FREE 0x0041  /* args 8 B, reply 0 B */
-#define RGPU_OP_MEM_GET_INFO 0x0042  /* args 0 B, reply 16 B */
-#define RGPU_OP_MEMCPY_HTOD 0x0043  /* args 8 B, reply 0 B, deferrable */
-#define RGPU_OP_MEMCPY_DTOH 0x0044  /* args 16 B, reply 0 B */
-#define RGPU_OP_MEMCPY_DTOD 0x0045  /* args 24 B, reply 0 B */
-#define RGPU_OP_MEMCPY_HTOD_ASYNC 0x0046  /* args 16 B, reply 0 B, deferrable */
-#define RGPU_OP_MEMCPY_DTOH_ASYNC 0x0047  /* args 24 B, reply 0 B */
-#define RGPU_OP_MEMCPY_DTOD_ASYNC 0x0048  /* args 32 B, reply 0 B, deferrable */
-#define RGPU_OP_MEMSET_D8 0x0049  /* args 20 B, reply 0 B */
-#define RGPU_OP_MEMSET_D32 0x004A  /* args 20 B, reply 0 B */
-#define RGPU_OP_MEMSET_D8_ASYNC 0x004B  /* args 28 B, reply 0 B, deferrable */
-#define RGPU_OP_MEMSET_D32_ASYNC 0x004C  /* args 28 B, reply 0 B, deferrable */
-#define RGPU_OP_MODULE_LOAD_DATA 0x0050  /* args 0 B, reply 8 B */
-#define RGPU_OP_MODULE_UNLOAD 0x0051  /* args 8 B, reply 0 B */
-#define RGPU_OP_MODULE_GET_FUNCTION 0x0052  /* args 8 B, reply 12 B */
-#define RGPU_OP_MODULE_GET_GLOBAL 0x0053  /* args 8 B, reply 16 B */
-#define RGPU_OP_FUNC_GET_PARAM_INFO 0x0054  /* args 8 B, reply 4 B */
-#define RGPU_OP_LAUNCH_KERNEL 0x0055  /* args 44 B, reply 0 B, deferrable */
-#define RGPU_OP_FUNC_GET_ATTRIBUTES 0x0056  /* args 12 B, reply 4 B */
-#define RGPU_OP_FUNC_SET_ATTRIBUTE 0x0057  /* args 16 B, reply 0 B, deferrable */
-#define RGPU_OP_OCCUPANCY_MAX_BLOCKS 0x0058  /* args 24 B, reply 4 B */
-#define RGPU_OP_MODULE_LOAD_CACHED 0x0059  /* args 32 B, reply 8 B */
-#define RGPU_OP_STREAM_CREATE 0x0060  /* args 4 B, reply 8 B */
-#define RGPU_OP_STREAM_DESTROY 0x0061  /* args 8 B, reply 0 B */
-#define RGPU_OP_STREAM_SYNCHRONIZE 0x0062  /* args 8 B, reply 0 B */
-#define RGPU_OP_STREAM_QUERY 0x0063  /* args 8 B, reply 0 B */
-#define RGPU_OP_STREAM_WAIT_EVENT 0x0064  /* args 20 B, reply 0 B, deferrable */
-#define RGPU_OP_STREAM_CREATE_WITH_PRIORITY 0x0065  /* args 8 B, reply 8 B */
-#define RGPU_OP_EVENT_CREATE 0x0070  /* args 4 B, reply 8 B */
-#define RGPU_OP_EVENT_DESTROY 0x0071  /* args 8 B, reply 0 B */
-#define RGPU_OP_EVENT_RECORD 0x0072  /* args 16 B, reply 0 B, deferrable */
-#define RGPU_OP_EVENT_SYNCHRONIZE 0x0073  /* args 8 B, reply 0 B */
-#define RGPU_OP_EVENT_QUERY 0x0074  /* args 8 B, reply 0 B */
-#define RGPU_OP_EVENT_ELAPSED_TIME 0x0075  /* args 16 B, reply 4 B */
-#define RGPU_OP_MEMCPY_2D 0x0080  /* args 60 B, reply 0 B */
-#define RGPU_OP_MEMCPY_2D_ASYNC 0x0081  /* args 60 B, reply 0 B, deferrable */
-#define RGPU_OP_MEMSET_2D 0x0082  /* args 48 B, reply 0 B */
-#define RGPU_OP_MEMSET_2D_ASYNC 0x0083  /* args 48 B, reply 0 B, deferrable */
-#define RGPU_OP_BLAS_CREATE 0x0090  /* args 0 B, reply 8 B */
-#define RGPU_OP_BLAS_DESTROY 0x0091  /* args 8 B, reply 0 B */
-#define RGPU_OP_BLAS_GEMM 0x0092  /* args 204 B, reply 0 B, deferrable */
-#define RGPU_OP_LT_HEURISTIC 0x00A0  /* args 4 B, reply 4 B */
-#define RGPU_OP_LT_MATMUL 0x00A1  /* args 88 B, reply 0 B, deferrable */
-#define RGPU_OP_DNN_CREATE 0x00B0  /* args 0 B, reply 8 B */
-#define RGPU_OP_DNN_DESTROY 0x00B1  /* args 8 B, reply 0 B */
-#define RGPU_OP_DNN_FINALIZE 0x00B2  /* args 4 B, reply 12 B */
-#define RGPU_OP_DNN_GET_ATTRIBUTE 0x00B3  /* args 24 B, reply 12 B */
-#define RGPU_OP_DNN_DESTROY_DESCRIPTOR 0x00B4  /* args 8 B, reply 0 B, deferrable */
-#define RGPU_OP_DNN_EXECUTE 0x00B5  /* args 24 B, reply 0 B, deferrable */
-#define RGPU_OP_DNN_BN_INFERENCE 0x00B6  /* args 92 B, reply 0 B, deferrable */
-#define RGPU_OP_DNN_BN_SIZES 0x00B7  /* args 20 B, reply 8 B */
-#define RGPU_OP_DNN_BN_TRAINING 0x00B8  /* args 152 B, reply 0 B, deferrable */
-#define RGPU_OP_DNN_BN_BACKWARD 0x00B9  /* args 160 B, reply 0 B, deferrable */
+/* Per operation: opcode, fixed request/reply sizes, a pack function for the request and a
+ * bounds-checked unpack function for the reply (and, for tests and decoders, the request). Hand-written
+ * C packs and reads argument bytes only through these. */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "rgpu_wire.h"
+
+/* HELLO: version/feature negotiation; always first */
+#define RGPU_OP_HELLO 0x0001
+#define RGPU_HELLO_REQ_SIZE 72
+#define RGPU_HELLO_REP_SIZE 72
+struct rgpu_hello_req {
+    uint8_t magic[8];
+    uint16_t major;
+    uint16_t minor;
+    uint64_t features;
+    uint32_t max_frame;
+    uint32_t ciphers;
+    uint8_t nonce[32];
+    uint32_t flags;
+    uint64_t session;
+};
+static inline void rgpu_pack_hello(uint8_t out[RGPU_HELLO_REQ_SIZE], const struct rgpu_hello_req *m)
+{
+    memcpy(out + 0, m->magic, 8);
+    rgpu_put_u16(out + 8, m->major);
+    rgpu_put_u16(out + 10, m->minor);
+    rgpu_put_u64(out + 12, m->features);
+    rgpu_put_u32(out + 20, m->max_frame);
+    rgpu_put_u32(out + 24, m->ciphers);
+    memcpy(out + 28, m->nonce, 32);
+    rgpu_put_u32(out + 60, m->flags);
+    rgpu_put_u64(out + 64, m->session);
+}
+static inline int rgpu_unpack_hello_req(const uint8_t *in, size_t len, struct rgpu_hello_req *m)
+{
+    if (len != RGPU_HELLO_REQ_SIZE)
+        return -1;
+    memcpy(m->magic, in + 0, 8);
+    m->major = (uint16_t)rgpu_get_u16(in + 8);
+    m->minor = (uint16_t)rgpu_get_u16(in + 10);
+    m->features = (uint64_t)rgpu_get_u64(in + 12);
+    m->max_frame = (uint32_t)rgpu_get_u32(in + 20);
+    m->ciphers = (uint32_t)rgpu_get_u32(in + 24);
+    memcpy(m->nonce, in + 28, 32);
+    m->flags = (uint32_t)rgpu_get_u32(in + 60);
+    m->session = (uint64_t)rgpu_get_u64(in + 64);
+    return 0;
+}
+struct rgpu_hello_rep {
+    uint8_t magic[8];
+    uint16_t major;
+    uint16_t minor;
+    uint64_t features;
+    uint32_t max_frame;
+    uint32_t ciphers;
+    uint8_t nonce[32];
+    uint32_t flags;
+    uint64_t session;
+};
+static inline int rgpu_unpack_hello(const uint8_t *in, size_t len, struct rgpu_hello_rep *m)
+{
+    if (len != RGPU_HELLO_REP_SIZE)
+        return -1;
+    memcpy(m->magic, in + 0, 8);
+    m->major = (uint16_t)rgpu_get_u16(in + 8);
+    m->minor = (uint16_t)rgpu_get_u16(in + 10);
+    m->features = (uint64_t)rgpu_get_u64(in + 12);
+    m->max_frame = (uint32_t)rgpu_get_u32(in + 20);
+    m->ciphers = (uint32_t)rgpu_get_u32(in + 24);
+    memcpy(m->nonce, in + 28, 32);
+    m->flags = (uint32_t)rgpu_get_u32(in + 60);
+    m->session = (uint64_t)rgpu_get_u64(in + 64);
+    return 0;
+}
+
+/* AUTH: PSK proof exchange (client proof / server proof) */
+#define RGPU_OP_AUTH 0x0002
+#define RGPU_AUTH_REQ_SIZE 32
+#define RGPU_AUTH_REP_SIZE 32
+struct rgpu_auth_req {
+    uint8_t proof[32];
+};
+static inline void rgpu_pack_auth(uint8_t out[RGPU_AUTH_REQ_SIZE], const struct rgpu_auth_req *m)
+{
+    memcpy(out + 0, m->proof, 32);
+}
+static inline int rgpu_unpack_auth_req(const uint8_t *in, size_t len, struct rgpu_auth_req *m)
+{
+    if (len != RGPU_AUTH_REQ_SIZE)
+        return -1;
+    memcpy(m->proof, in + 0, 32);
+    return 0;
+}
+struct rgpu_auth_rep {
+    uint8_t proof[32];
+};
+static inline int rgpu_unpack_auth(const uint8_t *in, size_t len, struct rgpu_auth_rep *m)
+{
+    if (len != RGPU_AUTH_REP_SIZE)
+        return -1;
+    memcpy(m->proof, in + 0, 32);
+    return 0;
+}
+
+/* GOODBYE: orderly close; the server frees the session, replies, closes */
+#define RGPU_OP_GOODBYE 0x0003
+#define RGPU_GOODBYE_REQ_SIZE 0
+#define RGPU_GOODBYE_REP_SIZE 0
+
+/* BATCH: deferred calls in one frame; no reply */
+#define RGPU_OP_BATCH 0x0004
+#define RGPU_BATCH_REQ_SIZE 0
+#define RGPU_BATCH_REP_SIZE 0
+
+/* NOP: null call (latency probe) */
+#define RGPU_OP_NOP 0x0005
+#define RGPU_NOP_REQ_SIZE 0
+#define RGPU_NOP_REP_SIZE 0
+
+/* PROTOCOL_ERROR: sent by the server before it closes a connection it cannot continue */
+#define RGPU_OP_PROTOCOL_ERROR 0x0006
+#define RGPU_PROTOCOL_ERROR_REQ_SIZE 0
+#define RGPU_PROTOCOL_ERROR_REP_SIZE 0
+
+/* INIT: cuInit(flags) */
+#define RGPU_OP_INIT 0x0010
+#define RGPU_INIT_REQ_SIZE 4
+#define RGPU_INIT_REP_SIZE 0
+struct rgpu_init_req {
+    uint32_t flags;
+};
+static inline void rgpu_pack_init(uint8_t out[RGPU_INIT_REQ_SIZE], const struct rgpu_init_req *m)
+{
+    rgpu_put_u32(out + 0, m->flags);
+}
+static inline int rgpu_unpack_init_req(const uint8_t *in, size_t len, struct rgpu_init_req *m)
+{
+    if (len != RGPU_INIT_REQ_SIZE)
+        return -1;
+    m->flags = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* DRIVER_GET_VERSION: cuDriverGetVersion */
+#define RGPU_OP_DRIVER_GET_VERSION 0x0011
+#define RGPU_DRIVER_GET_VERSION_REQ_SIZE 0
+#define RGPU_DRIVER_GET_VERSION_REP_SIZE 4
+struct rgpu_driver_get_version_rep {
+    int32_t version;
+};
+static inline int rgpu_unpack_driver_get_version(const uint8_t *in, size_t len, struct rgpu_driver_get_version_rep *m)
+{
+    if (len != RGPU_DRIVER_GET_VERSION_REP_SIZE)
+        return -1;
+    m->version = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* DEVICE_GET_COUNT: cuDeviceGetCount */
+#define RGPU_OP_DEVICE_GET_COUNT 0x0020
+#define RGPU_DEVICE_GET_COUNT_REQ_SIZE 0
+#define RGPU_DEVICE_GET_COUNT_REP_SIZE 4
+struct rgpu_device_get_count_rep {
+    int32_t count;
+};
+static inline int rgpu_unpack_device_get_count(const uint8_t *in, size_t len, struct rgpu_device_get_count_rep *m)
+{
+    if (len != RGPU_DEVICE_GET_COUNT_REP_SIZE)
+        return -1;
+    m->count = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* DEVICE_GET: cuDeviceGet(ordinal) */
+#define RGPU_OP_DEVICE_GET 0x0021
+#define RGPU_DEVICE_GET_REQ_SIZE 4
+#define RGPU_DEVICE_GET_REP_SIZE 4
+struct rgpu_device_get_req {
+    int32_t ordinal;
+};
+static inline void rgpu_pack_device_get(uint8_t out[RGPU_DEVICE_GET_REQ_SIZE], const struct rgpu_device_get_req *m)
+{
+    rgpu_put_u32(out + 0, m->ordinal);
+}
+static inline int rgpu_unpack_device_get_req(const uint8_t *in, size_t len, struct rgpu_device_get_req *m)
+{
+    if (len != RGPU_DEVICE_GET_REQ_SIZE)
+        return -1;
+    m->ordinal = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_device_get_rep {
+    int32_t device;
+};
+static inline int rgpu_unpack_device_get(const uint8_t *in, size_t len, struct rgpu_device_get_rep *m)
+{
+    if (len != RGPU_DEVICE_GET_REP_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* DEVICE_GET_NAME: cuDeviceGetName */
+#define RGPU_OP_DEVICE_GET_NAME 0x0022
+#define RGPU_DEVICE_GET_NAME_REQ_SIZE 4
+#define RGPU_DEVICE_GET_NAME_REP_SIZE 0
+struct rgpu_device_get_name_req {
+    int32_t device;
+};
+static inline void rgpu_pack_device_get_name(uint8_t out[RGPU_DEVICE_GET_NAME_REQ_SIZE], const struct rgpu_device_get_name_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+}
+static inline int rgpu_unpack_device_get_name_req(const uint8_t *in, size_t len, struct rgpu_device_get_name_req *m)
+{
+    if (len != RGPU_DEVICE_GET_NAME_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* DEVICE_GET_ATTRIBUTE: cuDeviceGetAttribute(attrib, dev) */
+#define RGPU_OP_DEVICE_GET_ATTRIBUTE 0x0023
+#define RGPU_DEVICE_GET_ATTRIBUTE_REQ_SIZE 8
+#define RGPU_DEVICE_GET_ATTRIBUTE_REP_SIZE 4
+struct rgpu_device_get_attribute_req {
+    int32_t attrib;
+    int32_t device;
+};
+static inline void rgpu_pack_device_get_attribute(uint8_t out[RGPU_DEVICE_GET_ATTRIBUTE_REQ_SIZE], const struct rgpu_device_get_attribute_req *m)
+{
+    rgpu_put_u32(out + 0, m->attrib);
+    rgpu_put_u32(out + 4, m->device);
+}
+static inline int rgpu_unpack_device_get_attribute_req(const uint8_t *in, size_t len, struct rgpu_device_get_attribute_req *m)
+{
+    if (len != RGPU_DEVICE_GET_ATTRIBUTE_REQ_SIZE)
+        return -1;
+    m->attrib = (int32_t)rgpu_get_u32(in + 0);
+    m->device = (int32_t)rgpu_get_u32(in + 4);
+    return 0;
+}
+struct rgpu_device_get_attribute_rep {
+    int32_t value;
+};
+static inline int rgpu_unpack_device_get_attribute(const uint8_t *in, size_t len, struct rgpu_device_get_attribute_rep *m)
+{
+    if (len != RGPU_DEVICE_GET_ATTRIBUTE_REP_SIZE)
+        return -1;
+    m->value = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* DEVICE_TOTAL_MEM: cuDeviceTotalMem */
+#define RGPU_OP_DEVICE_TOTAL_MEM 0x0024
+#define RGPU_DEVICE_TOTAL_MEM_REQ_SIZE 4
+#define RGPU_DEVICE_TOTAL_MEM_REP_SIZE 8
+struct rgpu_device_total_mem_req {
+    int32_t device;
+};
+static inline void rgpu_pack_device_total_mem(uint8_t out[RGPU_DEVICE_TOTAL_MEM_REQ_SIZE], const struct rgpu_device_total_mem_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+}
+static inline int rgpu_unpack_device_total_mem_req(const uint8_t *in, size_t len, struct rgpu_device_total_mem_req *m)
+{
+    if (len != RGPU_DEVICE_TOTAL_MEM_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_device_total_mem_rep {
+    uint64_t bytes;
+};
+static inline int rgpu_unpack_device_total_mem(const uint8_t *in, size_t len, struct rgpu_device_total_mem_rep *m)
+{
+    if (len != RGPU_DEVICE_TOTAL_MEM_REP_SIZE)
+        return -1;
+    m->bytes = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* DEVICE_GET_UUID: cuDeviceGetUuid */
+#define RGPU_OP_DEVICE_GET_UUID 0x0025
+#define RGPU_DEVICE_GET_UUID_REQ_SIZE 4
+#define RGPU_DEVICE_GET_UUID_REP_SIZE 16
+struct rgpu_device_get_uuid_req {
+    int32_t device;
+};
+static inline void rgpu_pack_device_get_uuid(uint8_t out[RGPU_DEVICE_GET_UUID_REQ_SIZE], const struct rgpu_device_get_uuid_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+}
+static inline int rgpu_unpack_device_get_uuid_req(const uint8_t *in, size_t len, struct rgpu_device_get_uuid_req *m)
+{
+    if (len != RGPU_DEVICE_GET_UUID_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_device_get_uuid_rep {
+    uint8_t uuid[16];
+};
+static inline int rgpu_unpack_device_get_uuid(const uint8_t *in, size_t len, struct rgpu_device_get_uuid_rep *m)
+{
+    if (len != RGPU_DEVICE_GET_UUID_REP_SIZE)
+        return -1;
+    memcpy(m->uuid, in + 0, 16);
+    return 0;
+}
+
+/* DEVICE_GET_ATTRIBUTES: all attributes in one call, for client-side caching */
+#define RGPU_OP_DEVICE_GET_ATTRIBUTES 0x0026
+#define RGPU_DEVICE_GET_ATTRIBUTES_REQ_SIZE 8
+#define RGPU_DEVICE_GET_ATTRIBUTES_REP_SIZE 4
+struct rgpu_device_get_attributes_req {
+    int32_t device;
+    uint32_t count;
+};
+static inline void rgpu_pack_device_get_attributes(uint8_t out[RGPU_DEVICE_GET_ATTRIBUTES_REQ_SIZE], const struct rgpu_device_get_attributes_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u32(out + 4, m->count);
+}
+static inline int rgpu_unpack_device_get_attributes_req(const uint8_t *in, size_t len, struct rgpu_device_get_attributes_req *m)
+{
+    if (len != RGPU_DEVICE_GET_ATTRIBUTES_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 4);
+    return 0;
+}
+struct rgpu_device_get_attributes_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_device_get_attributes(const uint8_t *in, size_t len, struct rgpu_device_get_attributes_rep *m)
+{
+    if (len != RGPU_DEVICE_GET_ATTRIBUTES_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* PRIMARY_CTX_RETAIN: session's per-device context */
+#define RGPU_OP_PRIMARY_CTX_RETAIN 0x0030
+#define RGPU_PRIMARY_CTX_RETAIN_REQ_SIZE 4
+#define RGPU_PRIMARY_CTX_RETAIN_REP_SIZE 8
+struct rgpu_primary_ctx_retain_req {
+    int32_t device;
+};
+static inline void rgpu_pack_primary_ctx_retain(uint8_t out[RGPU_PRIMARY_CTX_RETAIN_REQ_SIZE], const struct rgpu_primary_ctx_retain_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+}
+static inline int rgpu_unpack_primary_ctx_retain_req(const uint8_t *in, size_t len, struct rgpu_primary_ctx_retain_req *m)
+{
+    if (len != RGPU_PRIMARY_CTX_RETAIN_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_primary_ctx_retain_rep {
+    uint64_t ctx;
+};
+static inline int rgpu_unpack_primary_ctx_retain(const uint8_t *in, size_t len, struct rgpu_primary_ctx_retain_rep *m)
+{
+    if (len != RGPU_PRIMARY_CTX_RETAIN_REP_SIZE)
+        return -1;
+    m->ctx = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* PRIMARY_CTX_RELEASE: cuDevicePrimaryCtxRelease */
+#define RGPU_OP_PRIMARY_CTX_RELEASE 0x0031
+#define RGPU_PRIMARY_CTX_RELEASE_REQ_SIZE 4
+#define RGPU_PRIMARY_CTX_RELEASE_REP_SIZE 0
+struct rgpu_primary_ctx_release_req {
+    int32_t device;
+};
+static inline void rgpu_pack_primary_ctx_release(uint8_t out[RGPU_PRIMARY_CTX_RELEASE_REQ_SIZE], const struct rgpu_primary_ctx_release_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+}
+static inline int rgpu_unpack_primary_ctx_release_req(const uint8_t *in, size_t len, struct rgpu_primary_ctx_release_req *m)
+{
+    if (len != RGPU_PRIMARY_CTX_RELEASE_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* CTX_CREATE: cuCtxCreate(flags, dev); becomes current */
+#define RGPU_OP_CTX_CREATE 0x0032
+#define RGPU_CTX_CREATE_REQ_SIZE 8
+#define RGPU_CTX_CREATE_REP_SIZE 8
+struct rgpu_ctx_create_req {
+    uint32_t flags;
+    int32_t device;
+};
+static inline void rgpu_pack_ctx_create(uint8_t out[RGPU_CTX_CREATE_REQ_SIZE], const struct rgpu_ctx_create_req *m)
+{
+    rgpu_put_u32(out + 0, m->flags);
+    rgpu_put_u32(out + 4, m->device);
+}
+static inline int rgpu_unpack_ctx_create_req(const uint8_t *in, size_t len, struct rgpu_ctx_create_req *m)
+{
+    if (len != RGPU_CTX_CREATE_REQ_SIZE)
+        return -1;
+    m->flags = (uint32_t)rgpu_get_u32(in + 0);
+    m->device = (int32_t)rgpu_get_u32(in + 4);
+    return 0;
+}
+struct rgpu_ctx_create_rep {
+    uint64_t ctx;
+};
+static inline int rgpu_unpack_ctx_create(const uint8_t *in, size_t len, struct rgpu_ctx_create_rep *m)
+{
+    if (len != RGPU_CTX_CREATE_REP_SIZE)
+        return -1;
+    m->ctx = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* CTX_DESTROY: cuCtxDestroy; frees everything made in it */
+#define RGPU_OP_CTX_DESTROY 0x0033
+#define RGPU_CTX_DESTROY_REQ_SIZE 8
+#define RGPU_CTX_DESTROY_REP_SIZE 0
+struct rgpu_ctx_destroy_req {
+    uint64_t ctx;
+};
+static inline void rgpu_pack_ctx_destroy(uint8_t out[RGPU_CTX_DESTROY_REQ_SIZE], const struct rgpu_ctx_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->ctx);
+}
+static inline int rgpu_unpack_ctx_destroy_req(const uint8_t *in, size_t len, struct rgpu_ctx_destroy_req *m)
+{
+    if (len != RGPU_CTX_DESTROY_REQ_SIZE)
+        return -1;
+    m->ctx = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* CTX_SET_CURRENT: context used by later calls (0: none) [deferrable] */
+#define RGPU_OP_CTX_SET_CURRENT 0x0034
+#define RGPU_CTX_SET_CURRENT_REQ_SIZE 8
+#define RGPU_CTX_SET_CURRENT_REP_SIZE 0
+struct rgpu_ctx_set_current_req {
+    uint64_t ctx;
+};
+static inline void rgpu_pack_ctx_set_current(uint8_t out[RGPU_CTX_SET_CURRENT_REQ_SIZE], const struct rgpu_ctx_set_current_req *m)
+{
+    rgpu_put_u64(out + 0, m->ctx);
+}
+static inline int rgpu_unpack_ctx_set_current_req(const uint8_t *in, size_t len, struct rgpu_ctx_set_current_req *m)
+{
+    if (len != RGPU_CTX_SET_CURRENT_REQ_SIZE)
+        return -1;
+    m->ctx = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* CTX_GET_CURRENT: cuCtxGetCurrent */
+#define RGPU_OP_CTX_GET_CURRENT 0x0035
+#define RGPU_CTX_GET_CURRENT_REQ_SIZE 0
+#define RGPU_CTX_GET_CURRENT_REP_SIZE 8
+struct rgpu_ctx_get_current_rep {
+    uint64_t ctx;
+};
+static inline int rgpu_unpack_ctx_get_current(const uint8_t *in, size_t len, struct rgpu_ctx_get_current_rep *m)
+{
+    if (len != RGPU_CTX_GET_CURRENT_REP_SIZE)
+        return -1;
+    m->ctx = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* CTX_SYNCHRONIZE: cuCtxSynchronize [context] */
+#define RGPU_OP_CTX_SYNCHRONIZE 0x0036
+#define RGPU_CTX_SYNCHRONIZE_REQ_SIZE 0
+#define RGPU_CTX_SYNCHRONIZE_REP_SIZE 0
+
+/* CTX_GET_LIMIT: cuCtxGetLimit(limit) -> value [context] */
+#define RGPU_OP_CTX_GET_LIMIT 0x0037
+#define RGPU_CTX_GET_LIMIT_REQ_SIZE 4
+#define RGPU_CTX_GET_LIMIT_REP_SIZE 8
+struct rgpu_ctx_get_limit_req {
+    uint32_t limit;
+};
+static inline void rgpu_pack_ctx_get_limit(uint8_t out[RGPU_CTX_GET_LIMIT_REQ_SIZE], const struct rgpu_ctx_get_limit_req *m)
+{
+    rgpu_put_u32(out + 0, m->limit);
+}
+static inline int rgpu_unpack_ctx_get_limit_req(const uint8_t *in, size_t len, struct rgpu_ctx_get_limit_req *m)
+{
+    if (len != RGPU_CTX_GET_LIMIT_REQ_SIZE)
+        return -1;
+    m->limit = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_ctx_get_limit_rep {
+    uint64_t value;
+};
+static inline int rgpu_unpack_ctx_get_limit(const uint8_t *in, size_t len, struct rgpu_ctx_get_limit_rep *m)
+{
+    if (len != RGPU_CTX_GET_LIMIT_REP_SIZE)
+        return -1;
+    m->value = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* CTX_SET_LIMIT: cuCtxSetLimit(limit, value) [context] */
+#define RGPU_OP_CTX_SET_LIMIT 0x0038
+#define RGPU_CTX_SET_LIMIT_REQ_SIZE 12
+#define RGPU_CTX_SET_LIMIT_REP_SIZE 0
+struct rgpu_ctx_set_limit_req {
+    uint32_t limit;
+    uint64_t value;
+};
+static inline void rgpu_pack_ctx_set_limit(uint8_t out[RGPU_CTX_SET_LIMIT_REQ_SIZE], const struct rgpu_ctx_set_limit_req *m)
+{
+    rgpu_put_u32(out + 0, m->limit);
+    rgpu_put_u64(out + 4, m->value);
+}
+static inline int rgpu_unpack_ctx_set_limit_req(const uint8_t *in, size_t len, struct rgpu_ctx_set_limit_req *m)
+{
+    if (len != RGPU_CTX_SET_LIMIT_REQ_SIZE)
+        return -1;
+    m->limit = (uint32_t)rgpu_get_u32(in + 0);
+    m->value = (uint64_t)rgpu_get_u64(in + 4);
+    return 0;
+}
+
+/* CTX_GET_STREAM_PRIORITY_RANGE: cuCtxGetStreamPriorityRange -> least, greatest [context] */
+#define RGPU_OP_CTX_GET_STREAM_PRIORITY_RANGE 0x0039
+#define RGPU_CTX_GET_STREAM_PRIORITY_RANGE_REQ_SIZE 0
+#define RGPU_CTX_GET_STREAM_PRIORITY_RANGE_REP_SIZE 8
+struct rgpu_ctx_get_stream_priority_range_rep {
+    int32_t least;
+    int32_t greatest;
+};
+static inline int rgpu_unpack_ctx_get_stream_priority_range(const uint8_t *in, size_t len, struct rgpu_ctx_get_stream_priority_range_rep *m)
+{
+    if (len != RGPU_CTX_GET_STREAM_PRIORITY_RANGE_REP_SIZE)
+        return -1;
+    m->least = (int32_t)rgpu_get_u32(in + 0);
+    m->greatest = (int32_t)rgpu_get_u32(in + 4);
+    return 0;
+}
+
+/* MEM_ALLOC: cuMemAlloc(size) -> dptr [context] */
+#define RGPU_OP_MEM_ALLOC 0x0040
+#define RGPU_MEM_ALLOC_REQ_SIZE 8
+#define RGPU_MEM_ALLOC_REP_SIZE 8
+struct rgpu_mem_alloc_req {
+    uint64_t size;
+};
+static inline void rgpu_pack_mem_alloc(uint8_t out[RGPU_MEM_ALLOC_REQ_SIZE], const struct rgpu_mem_alloc_req *m)
+{
+    rgpu_put_u64(out + 0, m->size);
+}
+static inline int rgpu_unpack_mem_alloc_req(const uint8_t *in, size_t len, struct rgpu_mem_alloc_req *m)
+{
+    if (len != RGPU_MEM_ALLOC_REQ_SIZE)
+        return -1;
+    m->size = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_mem_alloc_rep {
+    uint64_t dptr;
+};
+static inline int rgpu_unpack_mem_alloc(const uint8_t *in, size_t len, struct rgpu_mem_alloc_rep *m)
+{
+    if (len != RGPU_MEM_ALLOC_REP_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_FREE: cuMemFree(dptr) [context] */
+#define RGPU_OP_MEM_FREE 0x0041
+#define RGPU_MEM_FREE_REQ_SIZE 8
+#define RGPU_MEM_FREE_REP_SIZE 0
+struct rgpu_mem_free_req {
+    uint64_t dptr;
+};
+static inline void rgpu_pack_mem_free(uint8_t out[RGPU_MEM_FREE_REQ_SIZE], const struct rgpu_mem_free_req *m)
+{
+    rgpu_put_u64(out + 0, m->dptr);
+}
+static inline int rgpu_unpack_mem_free_req(const uint8_t *in, size_t len, struct rgpu_mem_free_req *m)
+{
+    if (len != RGPU_MEM_FREE_REQ_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_GET_INFO: cuMemGetInfo -> free, total [context] */
+#define RGPU_OP_MEM_GET_INFO 0x0042
+#define RGPU_MEM_GET_INFO_REQ_SIZE 0
+#define RGPU_MEM_GET_INFO_REP_SIZE 16
+struct rgpu_mem_get_info_rep {
+    uint64_t free;
+    uint64_t total;
+};
+static inline int rgpu_unpack_mem_get_info(const uint8_t *in, size_t len, struct rgpu_mem_get_info_rep *m)
+{
+    if (len != RGPU_MEM_GET_INFO_REP_SIZE)
+        return -1;
+    m->free = (uint64_t)rgpu_get_u64(in + 0);
+    m->total = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEMCPY_HTOD: cuMemcpyHtoD(dst) [deferrable, context] */
+#define RGPU_OP_MEMCPY_HTOD 0x0043
+#define RGPU_MEMCPY_HTOD_REQ_SIZE 8
+#define RGPU_MEMCPY_HTOD_REP_SIZE 0
+struct rgpu_memcpy_htod_req {
+    uint64_t dst;
+};
+static inline void rgpu_pack_memcpy_htod(uint8_t out[RGPU_MEMCPY_HTOD_REQ_SIZE], const struct rgpu_memcpy_htod_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+}
+static inline int rgpu_unpack_memcpy_htod_req(const uint8_t *in, size_t len, struct rgpu_memcpy_htod_req *m)
+{
+    if (len != RGPU_MEMCPY_HTOD_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEMCPY_DTOH: cuMemcpyDtoH(src, n) [context] */
+#define RGPU_OP_MEMCPY_DTOH 0x0044
+#define RGPU_MEMCPY_DTOH_REQ_SIZE 16
+#define RGPU_MEMCPY_DTOH_REP_SIZE 0
+struct rgpu_memcpy_dtoh_req {
+    uint64_t src;
+    uint64_t size;
+};
+static inline void rgpu_pack_memcpy_dtoh(uint8_t out[RGPU_MEMCPY_DTOH_REQ_SIZE], const struct rgpu_memcpy_dtoh_req *m)
+{
+    rgpu_put_u64(out + 0, m->src);
+    rgpu_put_u64(out + 8, m->size);
+}
+static inline int rgpu_unpack_memcpy_dtoh_req(const uint8_t *in, size_t len, struct rgpu_memcpy_dtoh_req *m)
+{
+    if (len != RGPU_MEMCPY_DTOH_REQ_SIZE)
+        return -1;
+    m->src = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEMCPY_DTOD: cuMemcpyDtoD(dst, src, n) [context] */
+#define RGPU_OP_MEMCPY_DTOD 0x0045
+#define RGPU_MEMCPY_DTOD_REQ_SIZE 24
+#define RGPU_MEMCPY_DTOD_REP_SIZE 0
+struct rgpu_memcpy_dtod_req {
+    uint64_t dst;
+    uint64_t src;
+    uint64_t size;
+};
+static inline void rgpu_pack_memcpy_dtod(uint8_t out[RGPU_MEMCPY_DTOD_REQ_SIZE], const struct rgpu_memcpy_dtod_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->src);
+    rgpu_put_u64(out + 16, m->size);
+}
+static inline int rgpu_unpack_memcpy_dtod_req(const uint8_t *in, size_t len, struct rgpu_memcpy_dtod_req *m)
+{
+    if (len != RGPU_MEMCPY_DTOD_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->src = (uint64_t)rgpu_get_u64(in + 8);
+    m->size = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
+/* MEMCPY_HTOD_ASYNC: cuMemcpyHtoDAsync(dst, stream) [deferrable, context] */
+#define RGPU_OP_MEMCPY_HTOD_ASYNC 0x0046
+#define RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE 16
+#define RGPU_MEMCPY_HTOD_ASYNC_REP_SIZE 0
+struct rgpu_memcpy_htod_async_req {
+    uint64_t dst;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memcpy_htod_async(uint8_t out[RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE], const struct rgpu_memcpy_htod_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->stream);
+}
+static inline int rgpu_unpack_memcpy_htod_async_req(const uint8_t *in, size_t len, struct rgpu_memcpy_htod_async_req *m)
+{
+    if (len != RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEMCPY_DTOH_ASYNC: cuMemcpyDtoHAsync(src, n, stream); replies once the bytes are read [context] */
+#define RGPU_OP_MEMCPY_DTOH_ASYNC 0x0047
+#define RGPU_MEMCPY_DTOH_ASYNC_REQ_SIZE 24
+#define RGPU_MEMCPY_DTOH_ASYNC_REP_SIZE 0
+struct rgpu_memcpy_dtoh_async_req {
+    uint64_t src;
+    uint64_t size;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memcpy_dtoh_async(uint8_t out[RGPU_MEMCPY_DTOH_ASYNC_REQ_SIZE], const struct rgpu_memcpy_dtoh_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->src);
+    rgpu_put_u64(out + 8, m->size);
+    rgpu_put_u64(out + 16, m->stream);
+}
+static inline int rgpu_unpack_memcpy_dtoh_async_req(const uint8_t *in, size_t len, struct rgpu_memcpy_dtoh_async_req *m)
+{
+    if (len != RGPU_MEMCPY_DTOH_ASYNC_REQ_SIZE)
+        return -1;
+    m->src = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    m->stream = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
+/* MEMCPY_DTOD_ASYNC: cuMemcpyDtoDAsync(dst, src, n, stream) [deferrable, context] */
+#define RGPU_OP_MEMCPY_DTOD_ASYNC 0x0048
+#define RGPU_MEMCPY_DTOD_ASYNC_REQ_SIZE 32
+#define RGPU_MEMCPY_DTOD_ASYNC_REP_SIZE 0
+struct rgpu_memcpy_dtod_async_req {
+    uint64_t dst;
+    uint64_t src;
+    uint64_t size;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memcpy_dtod_async(uint8_t out[RGPU_MEMCPY_DTOD_ASYNC_REQ_SIZE], const struct rgpu_memcpy_dtod_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->src);
+    rgpu_put_u64(out + 16, m->size);
+    rgpu_put_u64(out + 24, m->stream);
+}
+static inline int rgpu_unpack_memcpy_dtod_async_req(const uint8_t *in, size_t len, struct rgpu_memcpy_dtod_async_req *m)
+{
+    if (len != RGPU_MEMCPY_DTOD_ASYNC_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->src = (uint64_t)rgpu_get_u64(in + 8);
+    m->size = (uint64_t)rgpu_get_u64(in + 16);
+    m->stream = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+
+/* MEMSET_D8: cuMemsetD8(dst, value, count) [context] */
+#define RGPU_OP_MEMSET_D8 0x0049
+#define RGPU_MEMSET_D8_REQ_SIZE 20
+#define RGPU_MEMSET_D8_REP_SIZE 0
+struct rgpu_memset_d8_req {
+    uint64_t dst;
+    uint32_t value;
+    uint64_t count;
+};
+static inline void rgpu_pack_memset_d8(uint8_t out[RGPU_MEMSET_D8_REQ_SIZE], const struct rgpu_memset_d8_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u32(out + 8, m->value);
+    rgpu_put_u64(out + 12, m->count);
+}
+static inline int rgpu_unpack_memset_d8_req(const uint8_t *in, size_t len, struct rgpu_memset_d8_req *m)
+{
+    if (len != RGPU_MEMSET_D8_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->value = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+
+/* MEMSET_D32: cuMemsetD32(dst, value, count) [context] */
+#define RGPU_OP_MEMSET_D32 0x004A
+#define RGPU_MEMSET_D32_REQ_SIZE 20
+#define RGPU_MEMSET_D32_REP_SIZE 0
+struct rgpu_memset_d32_req {
+    uint64_t dst;
+    uint32_t value;
+    uint64_t count;
+};
+static inline void rgpu_pack_memset_d32(uint8_t out[RGPU_MEMSET_D32_REQ_SIZE], const struct rgpu_memset_d32_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u32(out + 8, m->value);
+    rgpu_put_u64(out + 12, m->count);
+}
+static inline int rgpu_unpack_memset_d32_req(const uint8_t *in, size_t len, struct rgpu_memset_d32_req *m)
+{
+    if (len != RGPU_MEMSET_D32_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->value = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+
+/* MEMSET_D8_ASYNC: cuMemsetD8Async(dst, value, count, stream) [deferrable, context] */
+#define RGPU_OP_MEMSET_D8_ASYNC 0x004B
+#define RGPU_MEMSET_D8_ASYNC_REQ_SIZE 28
+#define RGPU_MEMSET_D8_ASYNC_REP_SIZE 0
+struct rgpu_memset_d8_async_req {
+    uint64_t dst;
+    uint32_t value;
+    uint64_t count;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memset_d8_async(uint8_t out[RGPU_MEMSET_D8_ASYNC_REQ_SIZE], const struct rgpu_memset_d8_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u32(out + 8, m->value);
+    rgpu_put_u64(out + 12, m->count);
+    rgpu_put_u64(out + 20, m->stream);
+}
+static inline int rgpu_unpack_memset_d8_async_req(const uint8_t *in, size_t len, struct rgpu_memset_d8_async_req *m)
+{
+    if (len != RGPU_MEMSET_D8_ASYNC_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->value = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint64_t)rgpu_get_u64(in + 12);
+    m->stream = (uint64_t)rgpu_get_u64(in + 20);
+    return 0;
+}
+
+/* MEMSET_D32_ASYNC: cuMemsetD32Async(dst, value, count, stream) [deferrable, context] */
+#define RGPU_OP_MEMSET_D32_ASYNC 0x004C
+#define RGPU_MEMSET_D32_ASYNC_REQ_SIZE 28
+#define RGPU_MEMSET_D32_ASYNC_REP_SIZE 0
+struct rgpu_memset_d32_async_req {
+    uint64_t dst;
+    uint32_t value;
+    uint64_t count;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memset_d32_async(uint8_t out[RGPU_MEMSET_D32_ASYNC_REQ_SIZE], const struct rgpu_memset_d32_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u32(out + 8, m->value);
+    rgpu_put_u64(out + 12, m->count);
+    rgpu_put_u64(out + 20, m->stream);
+}
+static inline int rgpu_unpack_memset_d32_async_req(const uint8_t *in, size_t len, struct rgpu_memset_d32_async_req *m)
+{
+    if (len != RGPU_MEMSET_D32_ASYNC_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->value = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint64_t)rgpu_get_u64(in + 12);
+    m->stream = (uint64_t)rgpu_get_u64(in + 20);
+    return 0;
+}
+
+/* MODULE_LOAD_DATA: cuModuleLoadData [context] */
+#define RGPU_OP_MODULE_LOAD_DATA 0x0050
+#define RGPU_MODULE_LOAD_DATA_REQ_SIZE 0
+#define RGPU_MODULE_LOAD_DATA_REP_SIZE 8
+struct rgpu_module_load_data_rep {
+    uint64_t module;
+};
+static inline int rgpu_unpack_module_load_data(const uint8_t *in, size_t len, struct rgpu_module_load_data_rep *m)
+{
+    if (len != RGPU_MODULE_LOAD_DATA_REP_SIZE)
+        return -1;
+    m->module = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MODULE_UNLOAD: cuModuleUnload [context] */
+#define RGPU_OP_MODULE_UNLOAD 0x0051
+#define RGPU_MODULE_UNLOAD_REQ_SIZE 8
+#define RGPU_MODULE_UNLOAD_REP_SIZE 0
+struct rgpu_module_unload_req {
+    uint64_t module;
+};
+static inline void rgpu_pack_module_unload(uint8_t out[RGPU_MODULE_UNLOAD_REQ_SIZE], const struct rgpu_module_unload_req *m)
+{
+    rgpu_put_u64(out + 0, m->module);
+}
+static inline int rgpu_unpack_module_unload_req(const uint8_t *in, size_t len, struct rgpu_module_unload_req *m)
+{
+    if (len != RGPU_MODULE_UNLOAD_REQ_SIZE)
+        return -1;
+    m->module = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MODULE_GET_FUNCTION: cuModuleGetFunction -> function, parameter count (+ layout: saves a round trip) [context] */
+#define RGPU_OP_MODULE_GET_FUNCTION 0x0052
+#define RGPU_MODULE_GET_FUNCTION_REQ_SIZE 8
+#define RGPU_MODULE_GET_FUNCTION_REP_SIZE 12
+struct rgpu_module_get_function_req {
+    uint64_t module;
+};
+static inline void rgpu_pack_module_get_function(uint8_t out[RGPU_MODULE_GET_FUNCTION_REQ_SIZE], const struct rgpu_module_get_function_req *m)
+{
+    rgpu_put_u64(out + 0, m->module);
+}
+static inline int rgpu_unpack_module_get_function_req(const uint8_t *in, size_t len, struct rgpu_module_get_function_req *m)
+{
+    if (len != RGPU_MODULE_GET_FUNCTION_REQ_SIZE)
+        return -1;
+    m->module = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_module_get_function_rep {
+    uint64_t function;
+    uint32_t count;
+};
+static inline int rgpu_unpack_module_get_function(const uint8_t *in, size_t len, struct rgpu_module_get_function_rep *m)
+{
+    if (len != RGPU_MODULE_GET_FUNCTION_REP_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* MODULE_GET_GLOBAL: cuModuleGetGlobal -> dptr, size [context] */
+#define RGPU_OP_MODULE_GET_GLOBAL 0x0053
+#define RGPU_MODULE_GET_GLOBAL_REQ_SIZE 8
+#define RGPU_MODULE_GET_GLOBAL_REP_SIZE 16
+struct rgpu_module_get_global_req {
+    uint64_t module;
+};
+static inline void rgpu_pack_module_get_global(uint8_t out[RGPU_MODULE_GET_GLOBAL_REQ_SIZE], const struct rgpu_module_get_global_req *m)
+{
+    rgpu_put_u64(out + 0, m->module);
+}
+static inline int rgpu_unpack_module_get_global_req(const uint8_t *in, size_t len, struct rgpu_module_get_global_req *m)
+{
+    if (len != RGPU_MODULE_GET_GLOBAL_REQ_SIZE)
+        return -1;
+    m->module = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_module_get_global_rep {
+    uint64_t dptr;
+    uint64_t size;
+};
+static inline int rgpu_unpack_module_get_global(const uint8_t *in, size_t len, struct rgpu_module_get_global_rep *m)
+{
+    if (len != RGPU_MODULE_GET_GLOBAL_REP_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* FUNC_GET_PARAM_INFO: parameter layout (cuFuncGetParamInfo) [context] */
+#define RGPU_OP_FUNC_GET_PARAM_INFO 0x0054
+#define RGPU_FUNC_GET_PARAM_INFO_REQ_SIZE 8
+#define RGPU_FUNC_GET_PARAM_INFO_REP_SIZE 4
+struct rgpu_func_get_param_info_req {
+    uint64_t function;
+};
+static inline void rgpu_pack_func_get_param_info(uint8_t out[RGPU_FUNC_GET_PARAM_INFO_REQ_SIZE], const struct rgpu_func_get_param_info_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+}
+static inline int rgpu_unpack_func_get_param_info_req(const uint8_t *in, size_t len, struct rgpu_func_get_param_info_req *m)
+{
+    if (len != RGPU_FUNC_GET_PARAM_INFO_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_func_get_param_info_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_func_get_param_info(const uint8_t *in, size_t len, struct rgpu_func_get_param_info_rep *m)
+{
+    if (len != RGPU_FUNC_GET_PARAM_INFO_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* LAUNCH_KERNEL: cuLaunchKernel(f, grid xyz, block xyz, shmem, stream) [deferrable, context] */
+#define RGPU_OP_LAUNCH_KERNEL 0x0055
+#define RGPU_LAUNCH_KERNEL_REQ_SIZE 44
+#define RGPU_LAUNCH_KERNEL_REP_SIZE 0
+struct rgpu_launch_kernel_req {
+    uint64_t function;
+    uint32_t grid_x;
+    uint32_t grid_y;
+    uint32_t grid_z;
+    uint32_t block_x;
+    uint32_t block_y;
+    uint32_t block_z;
+    uint32_t shared_mem;
+    uint64_t stream;
+};
+static inline void rgpu_pack_launch_kernel(uint8_t out[RGPU_LAUNCH_KERNEL_REQ_SIZE], const struct rgpu_launch_kernel_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->grid_x);
+    rgpu_put_u32(out + 12, m->grid_y);
+    rgpu_put_u32(out + 16, m->grid_z);
+    rgpu_put_u32(out + 20, m->block_x);
+    rgpu_put_u32(out + 24, m->block_y);
+    rgpu_put_u32(out + 28, m->block_z);
+    rgpu_put_u32(out + 32, m->shared_mem);
+    rgpu_put_u64(out + 36, m->stream);
+}
+static inline int rgpu_unpack_launch_kernel_req(const uint8_t *in, size_t len, struct rgpu_launch_kernel_req *m)
+{
+    if (len != RGPU_LAUNCH_KERNEL_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->grid_x = (uint32_t)rgpu_get_u32(in + 8);
+    m->grid_y = (uint32_t)rgpu_get_u32(in + 12);
+    m->grid_z = (uint32_t)rgpu_get_u32(in + 16);
+    m->block_x = (uint32_t)rgpu_get_u32(in + 20);
+    m->block_y = (uint32_t)rgpu_get_u32(in + 24);
+    m->block_z = (uint32_t)rgpu_get_u32(in + 28);
+    m->shared_mem = (uint32_t)rgpu_get_u32(in + 32);
+    m->stream = (uint64_t)rgpu_get_u64(in + 36);
+    return 0;
+}
+
+/* FUNC_GET_ATTRIBUTES: all cuFuncGetAttribute values in one call, for client-side caching [context] */
+#define RGPU_OP_FUNC_GET_ATTRIBUTES 0x0056
+#define RGPU_FUNC_GET_ATTRIBUTES_REQ_SIZE 12
+#define RGPU_FUNC_GET_ATTRIBUTES_REP_SIZE 4
+struct rgpu_func_get_attributes_req {
+    uint64_t function;
+    uint32_t count;
+};
+static inline void rgpu_pack_func_get_attributes(uint8_t out[RGPU_FUNC_GET_ATTRIBUTES_REQ_SIZE], const struct rgpu_func_get_attributes_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->count);
+}
+static inline int rgpu_unpack_func_get_attributes_req(const uint8_t *in, size_t len, struct rgpu_func_get_attributes_req *m)
+{
+    if (len != RGPU_FUNC_GET_ATTRIBUTES_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+struct rgpu_func_get_attributes_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_func_get_attributes(const uint8_t *in, size_t len, struct rgpu_func_get_attributes_rep *m)
+{
+    if (len != RGPU_FUNC_GET_ATTRIBUTES_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* FUNC_SET_ATTRIBUTE: cuFuncSetAttribute(f, attribute, value) [deferrable, context] */
+#define RGPU_OP_FUNC_SET_ATTRIBUTE 0x0057
+#define RGPU_FUNC_SET_ATTRIBUTE_REQ_SIZE 16
+#define RGPU_FUNC_SET_ATTRIBUTE_REP_SIZE 0
+struct rgpu_func_set_attribute_req {
+    uint64_t function;
+    uint32_t attrib;
+    int32_t value;
+};
+static inline void rgpu_pack_func_set_attribute(uint8_t out[RGPU_FUNC_SET_ATTRIBUTE_REQ_SIZE], const struct rgpu_func_set_attribute_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->attrib);
+    rgpu_put_u32(out + 12, m->value);
+}
+static inline int rgpu_unpack_func_set_attribute_req(const uint8_t *in, size_t len, struct rgpu_func_set_attribute_req *m)
+{
+    if (len != RGPU_FUNC_SET_ATTRIBUTE_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->attrib = (uint32_t)rgpu_get_u32(in + 8);
+    m->value = (int32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+
+/* OCCUPANCY_MAX_BLOCKS: cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(f, block, dyn smem, flags) [context] */
+#define RGPU_OP_OCCUPANCY_MAX_BLOCKS 0x0058
+#define RGPU_OCCUPANCY_MAX_BLOCKS_REQ_SIZE 24
+#define RGPU_OCCUPANCY_MAX_BLOCKS_REP_SIZE 4
+struct rgpu_occupancy_max_blocks_req {
+    uint64_t function;
+    int32_t block_size;
+    uint64_t dynamic_smem;
+    uint32_t flags;
+};
+static inline void rgpu_pack_occupancy_max_blocks(uint8_t out[RGPU_OCCUPANCY_MAX_BLOCKS_REQ_SIZE], const struct rgpu_occupancy_max_blocks_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->block_size);
+    rgpu_put_u64(out + 12, m->dynamic_smem);
+    rgpu_put_u32(out + 20, m->flags);
+}
+static inline int rgpu_unpack_occupancy_max_blocks_req(const uint8_t *in, size_t len, struct rgpu_occupancy_max_blocks_req *m)
+{
+    if (len != RGPU_OCCUPANCY_MAX_BLOCKS_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->block_size = (int32_t)rgpu_get_u32(in + 8);
+    m->dynamic_smem = (uint64_t)rgpu_get_u64(in + 12);
+    m->flags = (uint32_t)rgpu_get_u32(in + 20);
+    return 0;
+}
+struct rgpu_occupancy_max_blocks_rep {
+    int32_t blocks;
+};
+static inline int rgpu_unpack_occupancy_max_blocks(const uint8_t *in, size_t len, struct rgpu_occupancy_max_blocks_rep *m)
+{
+    if (len != RGPU_OCCUPANCY_MAX_BLOCKS_REP_SIZE)
+        return -1;
+    m->blocks = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* MODULE_LOAD_CACHED: cuModuleLoadData of an image the server has cached, by SHA-256; NOT_FOUND: send it with MODULE_LOAD_DATA [context] */
+#define RGPU_OP_MODULE_LOAD_CACHED 0x0059
+#define RGPU_MODULE_LOAD_CACHED_REQ_SIZE 32
+#define RGPU_MODULE_LOAD_CACHED_REP_SIZE 8
+struct rgpu_module_load_cached_req {
+    uint8_t sha256[32];
+};
+static inline void rgpu_pack_module_load_cached(uint8_t out[RGPU_MODULE_LOAD_CACHED_REQ_SIZE], const struct rgpu_module_load_cached_req *m)
+{
+    memcpy(out + 0, m->sha256, 32);
+}
+static inline int rgpu_unpack_module_load_cached_req(const uint8_t *in, size_t len, struct rgpu_module_load_cached_req *m)
+{
+    if (len != RGPU_MODULE_LOAD_CACHED_REQ_SIZE)
+        return -1;
+    memcpy(m->sha256, in + 0, 32);
+    return 0;
+}
+struct rgpu_module_load_cached_rep {
+    uint64_t module;
+};
+static inline int rgpu_unpack_module_load_cached(const uint8_t *in, size_t len, struct rgpu_module_load_cached_rep *m)
+{
+    if (len != RGPU_MODULE_LOAD_CACHED_REP_SIZE)
+        return -1;
+    m->module = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* STREAM_CREATE: cuStreamCreate(flags) [context] */
+#define RGPU_OP_STREAM_CREATE 0x0060
+#define RGPU_STREAM_CREATE_REQ_SIZE 4
+#define RGPU_STREAM_CREATE_REP_SIZE 8
+struct rgpu_stream_create_req {
+    uint32_t flags;
+};
+static inline void rgpu_pack_stream_create(uint8_t out[RGPU_STREAM_CREATE_REQ_SIZE], const struct rgpu_stream_create_req *m)
+{
+    rgpu_put_u32(out + 0, m->flags);
+}
+static inline int rgpu_unpack_stream_create_req(const uint8_t *in, size_t len, struct rgpu_stream_create_req *m)
+{
+    if (len != RGPU_STREAM_CREATE_REQ_SIZE)
+        return -1;
+    m->flags = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_stream_create_rep {
+    uint64_t stream;
+};
+static inline int rgpu_unpack_stream_create(const uint8_t *in, size_t len, struct rgpu_stream_create_rep *m)
+{
+    if (len != RGPU_STREAM_CREATE_REP_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* STREAM_DESTROY: cuStreamDestroy [context] */
+#define RGPU_OP_STREAM_DESTROY 0x0061
+#define RGPU_STREAM_DESTROY_REQ_SIZE 8
+#define RGPU_STREAM_DESTROY_REP_SIZE 0
+struct rgpu_stream_destroy_req {
+    uint64_t stream;
+};
+static inline void rgpu_pack_stream_destroy(uint8_t out[RGPU_STREAM_DESTROY_REQ_SIZE], const struct rgpu_stream_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+}
+static inline int rgpu_unpack_stream_destroy_req(const uint8_t *in, size_t len, struct rgpu_stream_destroy_req *m)
+{
+    if (len != RGPU_STREAM_DESTROY_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* STREAM_SYNCHRONIZE: cuStreamSynchronize [context] */
+#define RGPU_OP_STREAM_SYNCHRONIZE 0x0062
+#define RGPU_STREAM_SYNCHRONIZE_REQ_SIZE 8
+#define RGPU_STREAM_SYNCHRONIZE_REP_SIZE 0
+struct rgpu_stream_synchronize_req {
+    uint64_t stream;
+};
+static inline void rgpu_pack_stream_synchronize(uint8_t out[RGPU_STREAM_SYNCHRONIZE_REQ_SIZE], const struct rgpu_stream_synchronize_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+}
+static inline int rgpu_unpack_stream_synchronize_req(const uint8_t *in, size_t len, struct rgpu_stream_synchronize_req *m)
+{
+    if (len != RGPU_STREAM_SYNCHRONIZE_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* STREAM_QUERY: cuStreamQuery (status NOT_READY is an answer) [context] */
+#define RGPU_OP_STREAM_QUERY 0x0063
+#define RGPU_STREAM_QUERY_REQ_SIZE 8
+#define RGPU_STREAM_QUERY_REP_SIZE 0
+struct rgpu_stream_query_req {
+    uint64_t stream;
+};
+static inline void rgpu_pack_stream_query(uint8_t out[RGPU_STREAM_QUERY_REQ_SIZE], const struct rgpu_stream_query_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+}
+static inline int rgpu_unpack_stream_query_req(const uint8_t *in, size_t len, struct rgpu_stream_query_req *m)
+{
+    if (len != RGPU_STREAM_QUERY_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* STREAM_WAIT_EVENT: cuStreamWaitEvent [deferrable, context] */
+#define RGPU_OP_STREAM_WAIT_EVENT 0x0064
+#define RGPU_STREAM_WAIT_EVENT_REQ_SIZE 20
+#define RGPU_STREAM_WAIT_EVENT_REP_SIZE 0
+struct rgpu_stream_wait_event_req {
+    uint64_t stream;
+    uint64_t event;
+    uint32_t flags;
+};
+static inline void rgpu_pack_stream_wait_event(uint8_t out[RGPU_STREAM_WAIT_EVENT_REQ_SIZE], const struct rgpu_stream_wait_event_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u64(out + 8, m->event);
+    rgpu_put_u32(out + 16, m->flags);
+}
+static inline int rgpu_unpack_stream_wait_event_req(const uint8_t *in, size_t len, struct rgpu_stream_wait_event_req *m)
+{
+    if (len != RGPU_STREAM_WAIT_EVENT_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->event = (uint64_t)rgpu_get_u64(in + 8);
+    m->flags = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+
+/* STREAM_CREATE_WITH_PRIORITY: cuStreamCreateWithPriority(flags, priority) [context] */
+#define RGPU_OP_STREAM_CREATE_WITH_PRIORITY 0x0065
+#define RGPU_STREAM_CREATE_WITH_PRIORITY_REQ_SIZE 8
+#define RGPU_STREAM_CREATE_WITH_PRIORITY_REP_SIZE 8
+struct rgpu_stream_create_with_priority_req {
+    uint32_t flags;
+    int32_t priority;
+};
+static inline void rgpu_pack_stream_create_with_priority(uint8_t out[RGPU_STREAM_CREATE_WITH_PRIORITY_REQ_SIZE], const struct rgpu_stream_create_with_priority_req *m)
+{
+    rgpu_put_u32(out + 0, m->flags);
+    rgpu_put_u32(out + 4, m->priority);
+}
+static inline int rgpu_unpack_stream_create_with_priority_req(const uint8_t *in, size_t len, struct rgpu_stream_create_with_priority_req *m)
+{
+    if (len != RGPU_STREAM_CREATE_WITH_PRIORITY_REQ_SIZE)
+        return -1;
+    m->flags = (uint32_t)rgpu_get_u32(in + 0);
+    m->priority = (int32_t)rgpu_get_u32(in + 4);
+    return 0;
+}
+struct rgpu_stream_create_with_priority_rep {
+    uint64_t stream;
+};
+static inline int rgpu_unpack_stream_create_with_priority(const uint8_t *in, size_t len, struct rgpu_stream_create_with_priority_rep *m)
+{
+    if (len != RGPU_STREAM_CREATE_WITH_PRIORITY_REP_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* EVENT_CREATE: cuEventCreate(flags) [context] */
+#define RGPU_OP_EVENT_CREATE 0x0070
+#define RGPU_EVENT_CREATE_REQ_SIZE 4
+#define RGPU_EVENT_CREATE_REP_SIZE 8
+struct rgpu_event_create_req {
+    uint32_t flags;
+};
+static inline void rgpu_pack_event_create(uint8_t out[RGPU_EVENT_CREATE_REQ_SIZE], const struct rgpu_event_create_req *m)
+{
+    rgpu_put_u32(out + 0, m->flags);
+}
+static inline int rgpu_unpack_event_create_req(const uint8_t *in, size_t len, struct rgpu_event_create_req *m)
+{
+    if (len != RGPU_EVENT_CREATE_REQ_SIZE)
+        return -1;
+    m->flags = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_event_create_rep {
+    uint64_t event;
+};
+static inline int rgpu_unpack_event_create(const uint8_t *in, size_t len, struct rgpu_event_create_rep *m)
+{
+    if (len != RGPU_EVENT_CREATE_REP_SIZE)
+        return -1;
+    m->event = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* EVENT_DESTROY: cuEventDestroy [context] */
+#define RGPU_OP_EVENT_DESTROY 0x0071
+#define RGPU_EVENT_DESTROY_REQ_SIZE 8
+#define RGPU_EVENT_DESTROY_REP_SIZE 0
+struct rgpu_event_destroy_req {
+    uint64_t event;
+};
+static inline void rgpu_pack_event_destroy(uint8_t out[RGPU_EVENT_DESTROY_REQ_SIZE], const struct rgpu_event_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->event);
+}
+static inline int rgpu_unpack_event_destroy_req(const uint8_t *in, size_t len, struct rgpu_event_destroy_req *m)
+{
+    if (len != RGPU_EVENT_DESTROY_REQ_SIZE)
+        return -1;
+    m->event = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* EVENT_RECORD: cuEventRecord(event, stream) [deferrable, context] */
+#define RGPU_OP_EVENT_RECORD 0x0072
+#define RGPU_EVENT_RECORD_REQ_SIZE 16
+#define RGPU_EVENT_RECORD_REP_SIZE 0
+struct rgpu_event_record_req {
+    uint64_t event;
+    uint64_t stream;
+};
+static inline void rgpu_pack_event_record(uint8_t out[RGPU_EVENT_RECORD_REQ_SIZE], const struct rgpu_event_record_req *m)
+{
+    rgpu_put_u64(out + 0, m->event);
+    rgpu_put_u64(out + 8, m->stream);
+}
+static inline int rgpu_unpack_event_record_req(const uint8_t *in, size_t len, struct rgpu_event_record_req *m)
+{
+    if (len != RGPU_EVENT_RECORD_REQ_SIZE)
+        return -1;
+    m->event = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* EVENT_SYNCHRONIZE: cuEventSynchronize [context] */
+#define RGPU_OP_EVENT_SYNCHRONIZE 0x0073
+#define RGPU_EVENT_SYNCHRONIZE_REQ_SIZE 8
+#define RGPU_EVENT_SYNCHRONIZE_REP_SIZE 0
+struct rgpu_event_synchronize_req {
+    uint64_t event;
+};
+static inline void rgpu_pack_event_synchronize(uint8_t out[RGPU_EVENT_SYNCHRONIZE_REQ_SIZE], const struct rgpu_event_synchronize_req *m)
+{
+    rgpu_put_u64(out + 0, m->event);
+}
+static inline int rgpu_unpack_event_synchronize_req(const uint8_t *in, size_t len, struct rgpu_event_synchronize_req *m)
+{
+    if (len != RGPU_EVENT_SYNCHRONIZE_REQ_SIZE)
+        return -1;
+    m->event = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* EVENT_QUERY: cuEventQuery (status NOT_READY is an answer) [context] */
+#define RGPU_OP_EVENT_QUERY 0x0074
+#define RGPU_EVENT_QUERY_REQ_SIZE 8
+#define RGPU_EVENT_QUERY_REP_SIZE 0
+struct rgpu_event_query_req {
+    uint64_t event;
+};
+static inline void rgpu_pack_event_query(uint8_t out[RGPU_EVENT_QUERY_REQ_SIZE], const struct rgpu_event_query_req *m)
+{
+    rgpu_put_u64(out + 0, m->event);
+}
+static inline int rgpu_unpack_event_query_req(const uint8_t *in, size_t len, struct rgpu_event_query_req *m)
+{
+    if (len != RGPU_EVENT_QUERY_REQ_SIZE)
+        return -1;
+    m->event = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* EVENT_ELAPSED_TIME: cuEventElapsedTime -> ms [context] */
+#define RGPU_OP_EVENT_ELAPSED_TIME 0x0075
+#define RGPU_EVENT_ELAPSED_TIME_REQ_SIZE 16
+#define RGPU_EVENT_ELAPSED_TIME_REP_SIZE 4
+struct rgpu_event_elapsed_time_req {
+    uint64_t start;
+    uint64_t end;
+};
+static inline void rgpu_pack_event_elapsed_time(uint8_t out[RGPU_EVENT_ELAPSED_TIME_REQ_SIZE], const struct rgpu_event_elapsed_time_req *m)
+{
+    rgpu_put_u64(out + 0, m->start);
+    rgpu_put_u64(out + 8, m->end);
+}
+static inline int rgpu_unpack_event_elapsed_time_req(const uint8_t *in, size_t len, struct rgpu_event_elapsed_time_req *m)
+{
+    if (len != RGPU_EVENT_ELAPSED_TIME_REQ_SIZE)
+        return -1;
+    m->start = (uint64_t)rgpu_get_u64(in + 0);
+    m->end = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+struct rgpu_event_elapsed_time_rep {
+    float ms;
+};
+static inline int rgpu_unpack_event_elapsed_time(const uint8_t *in, size_t len, struct rgpu_event_elapsed_time_rep *m)
+{
+    if (len != RGPU_EVENT_ELAPSED_TIME_REP_SIZE)
+        return -1;
+    m->ms = (float)rgpu_get_f32(in + 0);
+    return 0;
+}
+
+/* MEMCPY_2D: cuMemcpy2D(kind, dst, dpitch, src, spitch, width, height, stream) [context] */
+#define RGPU_OP_MEMCPY_2D 0x0080
+#define RGPU_MEMCPY_2D_REQ_SIZE 60
+#define RGPU_MEMCPY_2D_REP_SIZE 0
+struct rgpu_memcpy_2d_req {
+    uint32_t kind;
+    uint64_t dst;
+    uint64_t dst_pitch;
+    uint64_t src;
+    uint64_t src_pitch;
+    uint64_t width;
+    uint64_t height;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memcpy_2d(uint8_t out[RGPU_MEMCPY_2D_REQ_SIZE], const struct rgpu_memcpy_2d_req *m)
+{
+    rgpu_put_u32(out + 0, m->kind);
+    rgpu_put_u64(out + 4, m->dst);
+    rgpu_put_u64(out + 12, m->dst_pitch);
+    rgpu_put_u64(out + 20, m->src);
+    rgpu_put_u64(out + 28, m->src_pitch);
+    rgpu_put_u64(out + 36, m->width);
+    rgpu_put_u64(out + 44, m->height);
+    rgpu_put_u64(out + 52, m->stream);
+}
+static inline int rgpu_unpack_memcpy_2d_req(const uint8_t *in, size_t len, struct rgpu_memcpy_2d_req *m)
+{
+    if (len != RGPU_MEMCPY_2D_REQ_SIZE)
+        return -1;
+    m->kind = (uint32_t)rgpu_get_u32(in + 0);
+    m->dst = (uint64_t)rgpu_get_u64(in + 4);
+    m->dst_pitch = (uint64_t)rgpu_get_u64(in + 12);
+    m->src = (uint64_t)rgpu_get_u64(in + 20);
+    m->src_pitch = (uint64_t)rgpu_get_u64(in + 28);
+    m->width = (uint64_t)rgpu_get_u64(in + 36);
+    m->height = (uint64_t)rgpu_get_u64(in + 44);
+    m->stream = (uint64_t)rgpu_get_u64(in + 52);
+    return 0;
+}
+
+/* MEMCPY_2D_ASYNC: cuMemcpy2DAsync, host->device and device->device only [deferrable, context] */
+#define RGPU_OP_MEMCPY_2D_ASYNC 0x0081
+#define RGPU_MEMCPY_2D_ASYNC_REQ_SIZE 60
+#define RGPU_MEMCPY_2D_ASYNC_REP_SIZE 0
+struct rgpu_memcpy_2d_async_req {
+    uint32_t kind;
+    uint64_t dst;
+    uint64_t dst_pitch;
+    uint64_t src;
+    uint64_t src_pitch;
+    uint64_t width;
+    uint64_t height;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memcpy_2d_async(uint8_t out[RGPU_MEMCPY_2D_ASYNC_REQ_SIZE], const struct rgpu_memcpy_2d_async_req *m)
+{
+    rgpu_put_u32(out + 0, m->kind);
+    rgpu_put_u64(out + 4, m->dst);
+    rgpu_put_u64(out + 12, m->dst_pitch);
+    rgpu_put_u64(out + 20, m->src);
+    rgpu_put_u64(out + 28, m->src_pitch);
+    rgpu_put_u64(out + 36, m->width);
+    rgpu_put_u64(out + 44, m->height);
+    rgpu_put_u64(out + 52, m->stream);
+}
+static inline int rgpu_unpack_memcpy_2d_async_req(const uint8_t *in, size_t len, struct rgpu_memcpy_2d_async_req *m)
+{
+    if (len != RGPU_MEMCPY_2D_ASYNC_REQ_SIZE)
+        return -1;
+    m->kind = (uint32_t)rgpu_get_u32(in + 0);
+    m->dst = (uint64_t)rgpu_get_u64(in + 4);
+    m->dst_pitch = (uint64_t)rgpu_get_u64(in + 12);
+    m->src = (uint64_t)rgpu_get_u64(in + 20);
+    m->src_pitch = (uint64_t)rgpu_get_u64(in + 28);
+    m->width = (uint64_t)rgpu_get_u64(in + 36);
+    m->height = (uint64_t)rgpu_get_u64(in + 44);
+    m->stream = (uint64_t)rgpu_get_u64(in + 52);
+    return 0;
+}
+
+/* MEMSET_2D: cuMemsetD2D8/16/32(dst, pitch, value, element size, width, height, stream) [context] */
+#define RGPU_OP_MEMSET_2D 0x0082
+#define RGPU_MEMSET_2D_REQ_SIZE 48
+#define RGPU_MEMSET_2D_REP_SIZE 0
+struct rgpu_memset_2d_req {
+    uint64_t dst;
+    uint64_t pitch;
+    uint32_t value;
+    uint32_t element_size;
+    uint64_t width;
+    uint64_t height;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memset_2d(uint8_t out[RGPU_MEMSET_2D_REQ_SIZE], const struct rgpu_memset_2d_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->pitch);
+    rgpu_put_u32(out + 16, m->value);
+    rgpu_put_u32(out + 20, m->element_size);
+    rgpu_put_u64(out + 24, m->width);
+    rgpu_put_u64(out + 32, m->height);
+    rgpu_put_u64(out + 40, m->stream);
+}
+static inline int rgpu_unpack_memset_2d_req(const uint8_t *in, size_t len, struct rgpu_memset_2d_req *m)
+{
+    if (len != RGPU_MEMSET_2D_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->pitch = (uint64_t)rgpu_get_u64(in + 8);
+    m->value = (uint32_t)rgpu_get_u32(in + 16);
+    m->element_size = (uint32_t)rgpu_get_u32(in + 20);
+    m->width = (uint64_t)rgpu_get_u64(in + 24);
+    m->height = (uint64_t)rgpu_get_u64(in + 32);
+    m->stream = (uint64_t)rgpu_get_u64(in + 40);
+    return 0;
+}
+
+/* MEMSET_2D_ASYNC: cuMemsetD2D*Async [deferrable, context] */
+#define RGPU_OP_MEMSET_2D_ASYNC 0x0083
+#define RGPU_MEMSET_2D_ASYNC_REQ_SIZE 48
+#define RGPU_MEMSET_2D_ASYNC_REP_SIZE 0
+struct rgpu_memset_2d_async_req {
+    uint64_t dst;
+    uint64_t pitch;
+    uint32_t value;
+    uint32_t element_size;
+    uint64_t width;
+    uint64_t height;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memset_2d_async(uint8_t out[RGPU_MEMSET_2D_ASYNC_REQ_SIZE], const struct rgpu_memset_2d_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->pitch);
+    rgpu_put_u32(out + 16, m->value);
+    rgpu_put_u32(out + 20, m->element_size);
+    rgpu_put_u64(out + 24, m->width);
+    rgpu_put_u64(out + 32, m->height);
+    rgpu_put_u64(out + 40, m->stream);
+}
+static inline int rgpu_unpack_memset_2d_async_req(const uint8_t *in, size_t len, struct rgpu_memset_2d_async_req *m)
+{
+    if (len != RGPU_MEMSET_2D_ASYNC_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->pitch = (uint64_t)rgpu_get_u64(in + 8);
+    m->value = (uint32_t)rgpu_get_u32(in + 16);
+    m->element_size = (uint32_t)rgpu_get_u32(in + 20);
+    m->width = (uint64_t)rgpu_get_u64(in + 24);
+    m->height = (uint64_t)rgpu_get_u64(in + 32);
+    m->stream = (uint64_t)rgpu_get_u64(in + 40);
+    return 0;
+}
+
+/* BLAS_CREATE: cublasCreate in the current context -> handle [context] */
+#define RGPU_OP_BLAS_CREATE 0x0090
+#define RGPU_BLAS_CREATE_REQ_SIZE 0
+#define RGPU_BLAS_CREATE_REP_SIZE 8
+struct rgpu_blas_create_rep {
+    uint64_t handle;
+};
+static inline int rgpu_unpack_blas_create(const uint8_t *in, size_t len, struct rgpu_blas_create_rep *m)
+{
+    if (len != RGPU_BLAS_CREATE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* BLAS_DESTROY: cublasDestroy [context] */
+#define RGPU_OP_BLAS_DESTROY 0x0091
+#define RGPU_BLAS_DESTROY_REQ_SIZE 8
+#define RGPU_BLAS_DESTROY_REP_SIZE 0
+struct rgpu_blas_destroy_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_blas_destroy(uint8_t out[RGPU_BLAS_DESTROY_REQ_SIZE], const struct rgpu_blas_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_blas_destroy_req(const uint8_t *in, size_t len, struct rgpu_blas_destroy_req *m)
+{
+    if (len != RGPU_BLAS_DESTROY_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* BLAS_GEMM: cublasGemmStridedBatchedEx(handle, stream, transa, transb, m, n, k, A, Atype, lda, strideA, B..., C..., batch, compute type, algo, pointer mode, math mode, alpha, beta, workspace, size) [deferrable, context] */
+#define RGPU_OP_BLAS_GEMM 0x0092
+#define RGPU_BLAS_GEMM_REQ_SIZE 204
+#define RGPU_BLAS_GEMM_REP_SIZE 0
+struct rgpu_blas_gemm_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t transa;
+    uint32_t transb;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    uint64_t a;
+    uint32_t a_type;
+    int64_t lda;
+    int64_t stride_a;
+    uint64_t b;
+    uint32_t b_type;
+    int64_t ldb;
+    int64_t stride_b;
+    uint64_t c;
+    uint32_t c_type;
+    int64_t ldc;
+    int64_t stride_c;
+    int64_t batch;
+    uint32_t compute_type;
+    int32_t algo;
+    uint32_t pointer_mode;
+    uint32_t math_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t workspace;
+    uint64_t workspace_size;
+};
+static inline void rgpu_pack_blas_gemm(uint8_t out[RGPU_BLAS_GEMM_REQ_SIZE], const struct rgpu_blas_gemm_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->transa);
+    rgpu_put_u32(out + 20, m->transb);
+    rgpu_put_u64(out + 24, m->m);
+    rgpu_put_u64(out + 32, m->n);
+    rgpu_put_u64(out + 40, m->k);
+    rgpu_put_u64(out + 48, m->a);
+    rgpu_put_u32(out + 56, m->a_type);
+    rgpu_put_u64(out + 60, m->lda);
+    rgpu_put_u64(out + 68, m->stride_a);
+    rgpu_put_u64(out + 76, m->b);
+    rgpu_put_u32(out + 84, m->b_type);
+    rgpu_put_u64(out + 88, m->ldb);
+    rgpu_put_u64(out + 96, m->stride_b);
+    rgpu_put_u64(out + 104, m->c);
+    rgpu_put_u32(out + 112, m->c_type);
+    rgpu_put_u64(out + 116, m->ldc);
+    rgpu_put_u64(out + 124, m->stride_c);
+    rgpu_put_u64(out + 132, m->batch);
+    rgpu_put_u32(out + 140, m->compute_type);
+    rgpu_put_u32(out + 144, m->algo);
+    rgpu_put_u32(out + 148, m->pointer_mode);
+    rgpu_put_u32(out + 152, m->math_mode);
+    memcpy(out + 156, m->alpha, 16);
+    memcpy(out + 172, m->beta, 16);
+    rgpu_put_u64(out + 188, m->workspace);
+    rgpu_put_u64(out + 196, m->workspace_size);
+}
+static inline int rgpu_unpack_blas_gemm_req(const uint8_t *in, size_t len, struct rgpu_blas_gemm_req *m)
+{
+    if (len != RGPU_BLAS_GEMM_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->transa = (uint32_t)rgpu_get_u32(in + 16);
+    m->transb = (uint32_t)rgpu_get_u32(in + 20);
+    m->m = (int64_t)rgpu_get_u64(in + 24);
+    m->n = (int64_t)rgpu_get_u64(in + 32);
+    m->k = (int64_t)rgpu_get_u64(in + 40);
+    m->a = (uint64_t)rgpu_get_u64(in + 48);
+    m->a_type = (uint32_t)rgpu_get_u32(in + 56);
+    m->lda = (int64_t)rgpu_get_u64(in + 60);
+    m->stride_a = (int64_t)rgpu_get_u64(in + 68);
+    m->b = (uint64_t)rgpu_get_u64(in + 76);
+    m->b_type = (uint32_t)rgpu_get_u32(in + 84);
+    m->ldb = (int64_t)rgpu_get_u64(in + 88);
+    m->stride_b = (int64_t)rgpu_get_u64(in + 96);
+    m->c = (uint64_t)rgpu_get_u64(in + 104);
+    m->c_type = (uint32_t)rgpu_get_u32(in + 112);
+    m->ldc = (int64_t)rgpu_get_u64(in + 116);
+    m->stride_c = (int64_t)rgpu_get_u64(in + 124);
+    m->batch = (int64_t)rgpu_get_u64(in + 132);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 140);
+    m->algo = (int32_t)rgpu_get_u32(in + 144);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 148);
+    m->math_mode = (uint32_t)rgpu_get_u32(in + 152);
+    memcpy(m->alpha, in + 156, 16);
+    memcpy(m->beta, in + 172, 16);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 188);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 196);
+    return 0;
+}
+
+/* LT_HEURISTIC: cublasLtMatmulAlgoGetHeuristic(requested count) [context] */
+#define RGPU_OP_LT_HEURISTIC 0x00A0
+#define RGPU_LT_HEURISTIC_REQ_SIZE 4
+#define RGPU_LT_HEURISTIC_REP_SIZE 4
+struct rgpu_lt_heuristic_req {
+    int32_t requested;
+};
+static inline void rgpu_pack_lt_heuristic(uint8_t out[RGPU_LT_HEURISTIC_REQ_SIZE], const struct rgpu_lt_heuristic_req *m)
+{
+    rgpu_put_u32(out + 0, m->requested);
+}
+static inline int rgpu_unpack_lt_heuristic_req(const uint8_t *in, size_t len, struct rgpu_lt_heuristic_req *m)
+{
+    if (len != RGPU_LT_HEURISTIC_REQ_SIZE)
+        return -1;
+    m->requested = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_lt_heuristic_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_lt_heuristic(const uint8_t *in, size_t len, struct rgpu_lt_heuristic_rep *m)
+{
+    if (len != RGPU_LT_HEURISTIC_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* LT_MATMUL: cublasLtMatmul(stream, A, B, C, D, workspace, size, alpha, beta) [deferrable, context] */
+#define RGPU_OP_LT_MATMUL 0x00A1
+#define RGPU_LT_MATMUL_REQ_SIZE 88
+#define RGPU_LT_MATMUL_REP_SIZE 0
+struct rgpu_lt_matmul_req {
+    uint64_t stream;
+    uint64_t a;
+    uint64_t b;
+    uint64_t c;
+    uint64_t d;
+    uint64_t workspace;
+    uint64_t workspace_size;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+};
+static inline void rgpu_pack_lt_matmul(uint8_t out[RGPU_LT_MATMUL_REQ_SIZE], const struct rgpu_lt_matmul_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u64(out + 8, m->a);
+    rgpu_put_u64(out + 16, m->b);
+    rgpu_put_u64(out + 24, m->c);
+    rgpu_put_u64(out + 32, m->d);
+    rgpu_put_u64(out + 40, m->workspace);
+    rgpu_put_u64(out + 48, m->workspace_size);
+    memcpy(out + 56, m->alpha, 16);
+    memcpy(out + 72, m->beta, 16);
+}
+static inline int rgpu_unpack_lt_matmul_req(const uint8_t *in, size_t len, struct rgpu_lt_matmul_req *m)
+{
+    if (len != RGPU_LT_MATMUL_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->a = (uint64_t)rgpu_get_u64(in + 8);
+    m->b = (uint64_t)rgpu_get_u64(in + 16);
+    m->c = (uint64_t)rgpu_get_u64(in + 24);
+    m->d = (uint64_t)rgpu_get_u64(in + 32);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 40);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 48);
+    memcpy(m->alpha, in + 56, 16);
+    memcpy(m->beta, in + 72, 16);
+    return 0;
+}
+
+/* DNN_CREATE: cudnnCreate in the current context -> handle [context] */
+#define RGPU_OP_DNN_CREATE 0x00B0
+#define RGPU_DNN_CREATE_REQ_SIZE 0
+#define RGPU_DNN_CREATE_REP_SIZE 8
+struct rgpu_dnn_create_rep {
+    uint64_t handle;
+};
+static inline int rgpu_unpack_dnn_create(const uint8_t *in, size_t len, struct rgpu_dnn_create_rep *m)
+{
+    if (len != RGPU_DNN_CREATE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* DNN_DESTROY: cudnnDestroy [context] */
+#define RGPU_OP_DNN_DESTROY 0x00B1
+#define RGPU_DNN_DESTROY_REQ_SIZE 8
+#define RGPU_DNN_DESTROY_REP_SIZE 0
+struct rgpu_dnn_destroy_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_dnn_destroy(uint8_t out[RGPU_DNN_DESTROY_REQ_SIZE], const struct rgpu_dnn_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_dnn_destroy_req(const uint8_t *in, size_t len, struct rgpu_dnn_destroy_req *m)
+{
+    if (len != RGPU_DNN_DESTROY_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* DNN_FINALIZE: cudnnBackendCreateDescriptor(type) + SetAttribute... + Finalize -> descriptor, cuDNN status [context] */
+#define RGPU_OP_DNN_FINALIZE 0x00B2
+#define RGPU_DNN_FINALIZE_REQ_SIZE 4
+#define RGPU_DNN_FINALIZE_REP_SIZE 12
+struct rgpu_dnn_finalize_req {
+    uint32_t type;
+};
+static inline void rgpu_pack_dnn_finalize(uint8_t out[RGPU_DNN_FINALIZE_REQ_SIZE], const struct rgpu_dnn_finalize_req *m)
+{
+    rgpu_put_u32(out + 0, m->type);
+}
+static inline int rgpu_unpack_dnn_finalize_req(const uint8_t *in, size_t len, struct rgpu_dnn_finalize_req *m)
+{
+    if (len != RGPU_DNN_FINALIZE_REQ_SIZE)
+        return -1;
+    m->type = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_dnn_finalize_rep {
+    uint64_t descriptor;
+    uint32_t status;
+};
+static inline int rgpu_unpack_dnn_finalize(const uint8_t *in, size_t len, struct rgpu_dnn_finalize_rep *m)
+{
+    if (len != RGPU_DNN_FINALIZE_REP_SIZE)
+        return -1;
+    m->descriptor = (uint64_t)rgpu_get_u64(in + 0);
+    m->status = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* DNN_GET_ATTRIBUTE: cudnnBackendGetAttribute(descriptor, name, type, requested) -> cuDNN status, count [context] */
+#define RGPU_OP_DNN_GET_ATTRIBUTE 0x00B3
+#define RGPU_DNN_GET_ATTRIBUTE_REQ_SIZE 24
+#define RGPU_DNN_GET_ATTRIBUTE_REP_SIZE 12
+struct rgpu_dnn_get_attribute_req {
+    uint64_t descriptor;
+    uint32_t name;
+    uint32_t type;
+    int64_t requested;
+};
+static inline void rgpu_pack_dnn_get_attribute(uint8_t out[RGPU_DNN_GET_ATTRIBUTE_REQ_SIZE], const struct rgpu_dnn_get_attribute_req *m)
+{
+    rgpu_put_u64(out + 0, m->descriptor);
+    rgpu_put_u32(out + 8, m->name);
+    rgpu_put_u32(out + 12, m->type);
+    rgpu_put_u64(out + 16, m->requested);
+}
+static inline int rgpu_unpack_dnn_get_attribute_req(const uint8_t *in, size_t len, struct rgpu_dnn_get_attribute_req *m)
+{
+    if (len != RGPU_DNN_GET_ATTRIBUTE_REQ_SIZE)
+        return -1;
+    m->descriptor = (uint64_t)rgpu_get_u64(in + 0);
+    m->name = (uint32_t)rgpu_get_u32(in + 8);
+    m->type = (uint32_t)rgpu_get_u32(in + 12);
+    m->requested = (int64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+struct rgpu_dnn_get_attribute_rep {
+    uint32_t status;
+    int64_t count;
+};
+static inline int rgpu_unpack_dnn_get_attribute(const uint8_t *in, size_t len, struct rgpu_dnn_get_attribute_rep *m)
+{
+    if (len != RGPU_DNN_GET_ATTRIBUTE_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    m->count = (int64_t)rgpu_get_u64(in + 4);
+    return 0;
+}
+
+/* DNN_DESTROY_DESCRIPTOR: cudnnBackendDestroyDescriptor [deferrable, context] */
+#define RGPU_OP_DNN_DESTROY_DESCRIPTOR 0x00B4
+#define RGPU_DNN_DESTROY_DESCRIPTOR_REQ_SIZE 8
+#define RGPU_DNN_DESTROY_DESCRIPTOR_REP_SIZE 0
+struct rgpu_dnn_destroy_descriptor_req {
+    uint64_t descriptor;
+};
+static inline void rgpu_pack_dnn_destroy_descriptor(uint8_t out[RGPU_DNN_DESTROY_DESCRIPTOR_REQ_SIZE], const struct rgpu_dnn_destroy_descriptor_req *m)
+{
+    rgpu_put_u64(out + 0, m->descriptor);
+}
+static inline int rgpu_unpack_dnn_destroy_descriptor_req(const uint8_t *in, size_t len, struct rgpu_dnn_destroy_descriptor_req *m)
+{
+    if (len != RGPU_DNN_DESTROY_DESCRIPTOR_REQ_SIZE)
+        return -1;
+    m->descriptor = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* DNN_EXECUTE: cudnnBackendExecute(handle, plan, variant pack) on a stream [deferrable, context] */
+#define RGPU_OP_DNN_EXECUTE 0x00B5
+#define RGPU_DNN_EXECUTE_REQ_SIZE 24
+#define RGPU_DNN_EXECUTE_REP_SIZE 0
+struct rgpu_dnn_execute_req {
+    uint64_t handle;
+    uint64_t plan;
+    uint64_t stream;
+};
+static inline void rgpu_pack_dnn_execute(uint8_t out[RGPU_DNN_EXECUTE_REQ_SIZE], const struct rgpu_dnn_execute_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->plan);
+    rgpu_put_u64(out + 16, m->stream);
+}
+static inline int rgpu_unpack_dnn_execute_req(const uint8_t *in, size_t len, struct rgpu_dnn_execute_req *m)
+{
+    if (len != RGPU_DNN_EXECUTE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->plan = (uint64_t)rgpu_get_u64(in + 8);
+    m->stream = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
+/* DNN_BN_INFERENCE: cudnnBatchNormalizationForwardInference(handle, stream, mode, alpha, beta, epsilon, x, y, scale, bias, mean, var) [deferrable, context] */
+#define RGPU_OP_DNN_BN_INFERENCE 0x00B6
+#define RGPU_DNN_BN_INFERENCE_REQ_SIZE 92
+#define RGPU_DNN_BN_INFERENCE_REP_SIZE 0
+struct rgpu_dnn_bn_inference_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t mode;
+    double alpha;
+    double beta;
+    double epsilon;
+    uint64_t x;
+    uint64_t y;
+    uint64_t scale;
+    uint64_t bias;
+    uint64_t mean;
+    uint64_t var;
+};
+static inline void rgpu_pack_dnn_bn_inference(uint8_t out[RGPU_DNN_BN_INFERENCE_REQ_SIZE], const struct rgpu_dnn_bn_inference_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->mode);
+    rgpu_put_f64(out + 20, m->alpha);
+    rgpu_put_f64(out + 28, m->beta);
+    rgpu_put_f64(out + 36, m->epsilon);
+    rgpu_put_u64(out + 44, m->x);
+    rgpu_put_u64(out + 52, m->y);
+    rgpu_put_u64(out + 60, m->scale);
+    rgpu_put_u64(out + 68, m->bias);
+    rgpu_put_u64(out + 76, m->mean);
+    rgpu_put_u64(out + 84, m->var);
+}
+static inline int rgpu_unpack_dnn_bn_inference_req(const uint8_t *in, size_t len, struct rgpu_dnn_bn_inference_req *m)
+{
+    if (len != RGPU_DNN_BN_INFERENCE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->mode = (uint32_t)rgpu_get_u32(in + 16);
+    m->alpha = (double)rgpu_get_f64(in + 20);
+    m->beta = (double)rgpu_get_f64(in + 28);
+    m->epsilon = (double)rgpu_get_f64(in + 36);
+    m->x = (uint64_t)rgpu_get_u64(in + 44);
+    m->y = (uint64_t)rgpu_get_u64(in + 52);
+    m->scale = (uint64_t)rgpu_get_u64(in + 60);
+    m->bias = (uint64_t)rgpu_get_u64(in + 68);
+    m->mean = (uint64_t)rgpu_get_u64(in + 76);
+    m->var = (uint64_t)rgpu_get_u64(in + 84);
+    return 0;
+}
+
+/* DNN_BN_SIZES: batch-norm training workspace/reserve sizes (which: 0 forward workspace, 1 reserve, 2 backward workspace) [context] */
+#define RGPU_OP_DNN_BN_SIZES 0x00B7
+#define RGPU_DNN_BN_SIZES_REQ_SIZE 20
+#define RGPU_DNN_BN_SIZES_REP_SIZE 8
+struct rgpu_dnn_bn_sizes_req {
+    uint64_t handle;
+    uint32_t which;
+    uint32_t mode;
+    uint32_t ops;
+};
+static inline void rgpu_pack_dnn_bn_sizes(uint8_t out[RGPU_DNN_BN_SIZES_REQ_SIZE], const struct rgpu_dnn_bn_sizes_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u32(out + 8, m->which);
+    rgpu_put_u32(out + 12, m->mode);
+    rgpu_put_u32(out + 16, m->ops);
+}
+static inline int rgpu_unpack_dnn_bn_sizes_req(const uint8_t *in, size_t len, struct rgpu_dnn_bn_sizes_req *m)
+{
+    if (len != RGPU_DNN_BN_SIZES_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->which = (uint32_t)rgpu_get_u32(in + 8);
+    m->mode = (uint32_t)rgpu_get_u32(in + 12);
+    m->ops = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+struct rgpu_dnn_bn_sizes_rep {
+    uint64_t size;
+};
+static inline int rgpu_unpack_dnn_bn_sizes(const uint8_t *in, size_t len, struct rgpu_dnn_bn_sizes_rep *m)
+{
+    if (len != RGPU_DNN_BN_SIZES_REP_SIZE)
+        return -1;
+    m->size = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* DNN_BN_TRAINING: cudnnBatchNormalizationForwardTrainingEx(handle, stream, mode, ops, alpha, beta, factor, epsilon, x, y, scale, bias, running mean/var, saved mean/inverse variance, workspace, size, reserve, size) [deferrable, context] */
+#define RGPU_OP_DNN_BN_TRAINING 0x00B8
+#define RGPU_DNN_BN_TRAINING_REQ_SIZE 152
+#define RGPU_DNN_BN_TRAINING_REP_SIZE 0
+struct rgpu_dnn_bn_training_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t mode;
+    uint32_t ops;
+    double alpha;
+    double beta;
+    double factor;
+    double epsilon;
+    uint64_t x;
+    uint64_t y;
+    uint64_t scale;
+    uint64_t bias;
+    uint64_t running_mean;
+    uint64_t running_var;
+    uint64_t saved_mean;
+    uint64_t saved_inv_var;
+    uint64_t workspace;
+    uint64_t workspace_size;
+    uint64_t reserve;
+    uint64_t reserve_size;
+};
+static inline void rgpu_pack_dnn_bn_training(uint8_t out[RGPU_DNN_BN_TRAINING_REQ_SIZE], const struct rgpu_dnn_bn_training_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->mode);
+    rgpu_put_u32(out + 20, m->ops);
+    rgpu_put_f64(out + 24, m->alpha);
+    rgpu_put_f64(out + 32, m->beta);
+    rgpu_put_f64(out + 40, m->factor);
+    rgpu_put_f64(out + 48, m->epsilon);
+    rgpu_put_u64(out + 56, m->x);
+    rgpu_put_u64(out + 64, m->y);
+    rgpu_put_u64(out + 72, m->scale);
+    rgpu_put_u64(out + 80, m->bias);
+    rgpu_put_u64(out + 88, m->running_mean);
+    rgpu_put_u64(out + 96, m->running_var);
+    rgpu_put_u64(out + 104, m->saved_mean);
+    rgpu_put_u64(out + 112, m->saved_inv_var);
+    rgpu_put_u64(out + 120, m->workspace);
+    rgpu_put_u64(out + 128, m->workspace_size);
+    rgpu_put_u64(out + 136, m->reserve);
+    rgpu_put_u64(out + 144, m->reserve_size);
+}
+static inline int rgpu_unpack_dnn_bn_training_req(const uint8_t *in, size_t len, struct rgpu_dnn_bn_training_req *m)
+{
+    if (len != RGPU_DNN_BN_TRAINING_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->mode = (uint32_t)rgpu_get_u32(in + 16);
+    m->ops = (uint32_t)rgpu_get_u32(in + 20);
+    m->alpha = (double)rgpu_get_f64(in + 24);
+    m->beta = (double)rgpu_get_f64(in + 32);
+    m->factor = (double)rgpu_get_f64(in + 40);
+    m->epsilon = (double)rgpu_get_f64(in + 48);
+    m->x = (uint64_t)rgpu_get_u64(in + 56);
+    m->y = (uint64_t)rgpu_get_u64(in + 64);
+    m->scale = (uint64_t)rgpu_get_u64(in + 72);
+    m->bias = (uint64_t)rgpu_get_u64(in + 80);
+    m->running_mean = (uint64_t)rgpu_get_u64(in + 88);
+    m->running_var = (uint64_t)rgpu_get_u64(in + 96);
+    m->saved_mean = (uint64_t)rgpu_get_u64(in + 104);
+    m->saved_inv_var = (uint64_t)rgpu_get_u64(in + 112);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 120);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 128);
+    m->reserve = (uint64_t)rgpu_get_u64(in + 136);
+    m->reserve_size = (uint64_t)rgpu_get_u64(in + 144);
+    return 0;
+}
+
+/* DNN_BN_BACKWARD: cudnnBatchNormalizationBackwardEx(handle, stream, mode, ops, alpha/beta data, alpha/beta params, epsilon, x, dy, dx, scale, dscale, dbias, saved mean/inverse variance, workspace, size, reserve, size) [deferrable, context] */
+#define RGPU_OP_DNN_BN_BACKWARD 0x00B9
+#define RGPU_DNN_BN_BACKWARD_REQ_SIZE 160
+#define RGPU_DNN_BN_BACKWARD_REP_SIZE 0
+struct rgpu_dnn_bn_backward_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t mode;
+    uint32_t ops;
+    double alpha_data;
+    double beta_data;
+    double alpha_params;
+    double beta_params;
+    double epsilon;
+    uint64_t x;
+    uint64_t dy;
+    uint64_t dx;
+    uint64_t scale;
+    uint64_t dscale;
+    uint64_t dbias;
+    uint64_t saved_mean;
+    uint64_t saved_inv_var;
+    uint64_t workspace;
+    uint64_t workspace_size;
+    uint64_t reserve;
+    uint64_t reserve_size;
+};
+static inline void rgpu_pack_dnn_bn_backward(uint8_t out[RGPU_DNN_BN_BACKWARD_REQ_SIZE], const struct rgpu_dnn_bn_backward_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->mode);
+    rgpu_put_u32(out + 20, m->ops);
+    rgpu_put_f64(out + 24, m->alpha_data);
+    rgpu_put_f64(out + 32, m->beta_data);
+    rgpu_put_f64(out + 40, m->alpha_params);
+    rgpu_put_f64(out + 48, m->beta_params);
+    rgpu_put_f64(out + 56, m->epsilon);
+    rgpu_put_u64(out + 64, m->x);
+    rgpu_put_u64(out + 72, m->dy);
+    rgpu_put_u64(out + 80, m->dx);
+    rgpu_put_u64(out + 88, m->scale);
+    rgpu_put_u64(out + 96, m->dscale);
+    rgpu_put_u64(out + 104, m->dbias);
+    rgpu_put_u64(out + 112, m->saved_mean);
+    rgpu_put_u64(out + 120, m->saved_inv_var);
+    rgpu_put_u64(out + 128, m->workspace);
+    rgpu_put_u64(out + 136, m->workspace_size);
+    rgpu_put_u64(out + 144, m->reserve);
+    rgpu_put_u64(out + 152, m->reserve_size);
+}
+static inline int rgpu_unpack_dnn_bn_backward_req(const uint8_t *in, size_t len, struct rgpu_dnn_bn_backward_req *m)
+{
+    if (len != RGPU_DNN_BN_BACKWARD_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->mode = (uint32_t)rgpu_get_u32(in + 16);
+    m->ops = (uint32_t)rgpu_get_u32(in + 20);
+    m->alpha_data = (double)rgpu_get_f64(in + 24);
+    m->beta_data = (double)rgpu_get_f64(in + 32);
+    m->alpha_params = (double)rgpu_get_f64(in + 40);
+    m->beta_params = (double)rgpu_get_f64(in + 48);
+    m->epsilon = (double)rgpu_get_f64(in + 56);
+    m->x = (uint64_t)rgpu_get_u64(in + 64);
+    m->dy = (uint64_t)rgpu_get_u64(in + 72);
+    m->dx = (uint64_t)rgpu_get_u64(in + 80);
+    m->scale = (uint64_t)rgpu_get_u64(in + 88);
+    m->dscale = (uint64_t)rgpu_get_u64(in + 96);
+    m->dbias = (uint64_t)rgpu_get_u64(in + 104);
+    m->saved_mean = (uint64_t)rgpu_get_u64(in + 112);
+    m->saved_inv_var = (uint64_t)rgpu_get_u64(in + 120);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 128);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 136);
+    m->reserve = (uint64_t)rgpu_get_u64(in + 144);
+    m->reserve_size = (uint64_t)rgpu_get_u64(in + 152);
+    return 0;
+}
+
+/* Operations that run in the client's current context: the client names it first. */
+static inline int rgpu_op_in_context(uint16_t op)
+{
+    switch (op) {
+    case RGPU_OP_CTX_SYNCHRONIZE:
+    case RGPU_OP_CTX_GET_LIMIT:
+    case RGPU_OP_CTX_SET_LIMIT:
+    case RGPU_OP_CTX_GET_STREAM_PRIORITY_RANGE:
+    case RGPU_OP_MEM_ALLOC:
+    case RGPU_OP_MEM_FREE:
+    case RGPU_OP_MEM_GET_INFO:
+    case RGPU_OP_MEMCPY_HTOD:
+    case RGPU_OP_MEMCPY_DTOH:
+    case RGPU_OP_MEMCPY_DTOD:
+    case RGPU_OP_MEMCPY_HTOD_ASYNC:
+    case RGPU_OP_MEMCPY_DTOH_ASYNC:
+    case RGPU_OP_MEMCPY_DTOD_ASYNC:
+    case RGPU_OP_MEMSET_D8:
+    case RGPU_OP_MEMSET_D32:
+    case RGPU_OP_MEMSET_D8_ASYNC:
+    case RGPU_OP_MEMSET_D32_ASYNC:
+    case RGPU_OP_MODULE_LOAD_DATA:
+    case RGPU_OP_MODULE_UNLOAD:
+    case RGPU_OP_MODULE_GET_FUNCTION:
+    case RGPU_OP_MODULE_GET_GLOBAL:
+    case RGPU_OP_FUNC_GET_PARAM_INFO:
+    case RGPU_OP_LAUNCH_KERNEL:
+    case RGPU_OP_FUNC_GET_ATTRIBUTES:
+    case RGPU_OP_FUNC_SET_ATTRIBUTE:
+    case RGPU_OP_OCCUPANCY_MAX_BLOCKS:
+    case RGPU_OP_MODULE_LOAD_CACHED:
+    case RGPU_OP_STREAM_CREATE:
+    case RGPU_OP_STREAM_DESTROY:
+    case RGPU_OP_STREAM_SYNCHRONIZE:
+    case RGPU_OP_STREAM_QUERY:
+    case RGPU_OP_STREAM_WAIT_EVENT:
+    case RGPU_OP_STREAM_CREATE_WITH_PRIORITY:
+    case RGPU_OP_EVENT_CREATE:
+    case RGPU_OP_EVENT_DESTROY:
+    case RGPU_OP_EVENT_RECORD:
+    case RGPU_OP_EVENT_SYNCHRONIZE:
+    case RGPU_OP_EVENT_QUERY:
+    case RGPU_OP_EVENT_ELAPSED_TIME:
+    case RGPU_OP_MEMCPY_2D:
+    case RGPU_OP_MEMCPY_2D_ASYNC:
+    case RGPU_OP_MEMSET_2D:
+    case RGPU_OP_MEMSET_2D_ASYNC:
+    case RGPU_OP_BLAS_CREATE:
+    case RGPU_OP_BLAS_DESTROY:
+    case RGPU_OP_BLAS_GEMM:
+    case RGPU_OP_LT_HEURISTIC:
+    case RGPU_OP_LT_MATMUL:
+    case RGPU_OP_DNN_CREATE:
+    case RGPU_OP_DNN_DESTROY:
+    case RGPU_OP_DNN_FINALIZE:
+    case RGPU_OP_DNN_GET_ATTRIBUTE:
+    case RGPU_OP_DNN_DESTROY_DESCRIPTOR:
+    case RGPU_OP_DNN_EXECUTE:
+    case RGPU_OP_DNN_BN_INFERENCE:
+    case RGPU_OP_DNN_BN_SIZES:
+    case RGPU_OP_DNN_BN_TRAINING:
+    case RGPU_OP_DNN_BN_BACKWARD:
+        return 1;
+    default:
+        return 0;
+    }
+}
 
 #endif

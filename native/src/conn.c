@@ -22,19 +22,14 @@
 #include <unistd.h>
 
 #include "crypto.h"
+#include "rgpu_consts.h"
 #include "rgpu_shim.h"
 
-#define PROTO_MAJOR 1
-#define PROTO_MINOR 1
-#define FEATURES 0x7ull
-#define HELLO_ARGS 72
+#define HELLO_ARGS RGPU_HELLO_REQ_SIZE
 #define BATCH_MAX_CALLS 256
 #define BATCH_MAX_BYTES (1u << 20)
 #define INLINE_BULK_LIMIT (64u << 10) /* larger deferred payloads go as their own frame, not copied */
 #define COPY_CHUNK (4u << 20)
-#define STATUS_AUTH_FAILED 0x10003
-#define STATUS_RGPU_BASE 0x10000
-#define CTX_DEPENDENT_OPS 0x0036 /* opcodes from here on run in the current context */
 #define DEFAULT_SPIN_US 50
 
 static struct {
@@ -367,7 +362,7 @@ static void batch_sent(void)
 
 static void sync_context(uint16_t op)
 {
-    if (op >= CTX_DEPENDENT_OPS && t_ctx != g.server_ctx) {
+    if (rgpu_op_in_context(op) && t_ctx != g.server_ctx) {
         uint8_t a[8];
         rgpu_put_u64(a, t_ctx);
         if (batch_append(RGPU_OP_CTX_SET_CURRENT, a, 8, NULL, 0) == 0)
@@ -377,7 +372,7 @@ static void sync_context(uint16_t op)
 
 static CUresult status_to_result(uint32_t status)
 {
-    if (status >= STATUS_RGPU_BASE) {
+    if (status >= RGPU_STATUS_BASE) {
         rgpu_log(RGPU_LOG_ERROR, "rgpu-server: status 0x%x: %s", status, g.message);
         return CUDA_ERROR_UNKNOWN;
     }
@@ -684,16 +679,14 @@ static CUresult handshake(void)
         if (rgpu_crypto_load())
             return CUDA_ERROR_NOT_INITIALIZED;
     }
-    uint8_t hello[HELLO_ARGS] = {0}, nonce[32];
-    if (getrandom(nonce, sizeof nonce, 0) != sizeof nonce)
+    struct rgpu_hello_req req = {.major = RGPU_PROTO_MAJOR, .minor = RGPU_PROTO_MINOR, .features = RGPU_FEATURES,
+                                 .ciphers = psk_len ? RGPU_CIPHER_AES_256_GCM | RGPU_CIPHER_CHACHA20_POLY1305 : 0,
+                                 .flags = psk_len ? RGPU_HELLO_FLAG_PSK : 0};
+    memcpy(req.magic, RGPU_HELLO_MAGIC, sizeof req.magic);
+    if (getrandom(req.nonce, sizeof req.nonce, 0) != sizeof req.nonce)
         return CUDA_ERROR_NOT_INITIALIZED;
-    memcpy(hello, "RGPUWIRE", 8);
-    rgpu_put_u16(hello + 8, PROTO_MAJOR);
-    rgpu_put_u16(hello + 10, PROTO_MINOR);
-    rgpu_put_u64(hello + 12, FEATURES);
-    rgpu_put_u32(hello + 24, psk_len ? RGPU_CIPHER_AES_256_GCM | RGPU_CIPHER_CHACHA20_POLY1305 : 0);
-    memcpy(hello + 28, nonce, 32);
-    rgpu_put_u32(hello + 60, psk_len ? 1 : 0);
+    uint8_t hello[HELLO_ARGS];
+    rgpu_pack_hello(hello, &req);
     struct out_frame f = {{RGPU_OP_HELLO, 0, g.next_id++, 0, 0, sizeof agent - 1}, hello, HELLO_ARGS, agent};
     uint8_t sh[HELLO_ARGS], sagent[256];
     struct rgpu_sink sink = {sagent, sizeof sagent, 0};
@@ -704,17 +697,19 @@ static CUresult handshake(void)
         rgpu_log(RGPU_LOG_ERROR, "rgpu-server refused the session (status 0x%x): %s", h.status, g.message);
         return CUDA_ERROR_NOT_INITIALIZED;
     }
-    if (memcmp(sh, "RGPUWIRE", 8) || rgpu_get_u16(sh + 8) != PROTO_MAJOR) {
-        rgpu_log(RGPU_LOG_ERROR, "rgpu-server speaks protocol %u.x, this library %d.%d", rgpu_get_u16(sh + 8),
-                 PROTO_MAJOR, PROTO_MINOR);
+    struct rgpu_hello_rep rep;
+    if (rgpu_unpack_hello(sh, sizeof sh, &rep) || memcmp(rep.magic, RGPU_HELLO_MAGIC, sizeof rep.magic) ||
+        rep.major != RGPU_PROTO_MAJOR) {
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server speaks protocol %u.x, this library %d.%d", rep.major, RGPU_PROTO_MAJOR,
+                 RGPU_PROTO_MINOR);
         return CUDA_ERROR_NOT_INITIALIZED;
     }
-    g.max_frame = rgpu_get_u32(sh + 20);
-    g.server_minor = rgpu_get_u16(sh + 10);
-    if (g.server_minor < PROTO_MINOR)
+    g.max_frame = rep.max_frame;
+    g.server_minor = rep.minor;
+    if (g.server_minor < RGPU_PROTO_MINOR)
         rgpu_log(RGPU_LOG_WARN, "rgpu-server speaks protocol 1.%u, this library 1.%d: newer calls will fail with "
-                                "CUDA_ERROR_NOT_SUPPORTED; upgrade the server", g.server_minor, PROTO_MINOR);
-    int server_auth = rgpu_get_u32(sh + 60) & 1;
+                                "CUDA_ERROR_NOT_SUPPORTED; upgrade the server", g.server_minor, RGPU_PROTO_MINOR);
+    int server_auth = (rep.flags & RGPU_HELLO_FLAG_PSK) != 0;
     if (server_auth && !psk_len) {
         rgpu_log(RGPU_LOG_ERROR, "authentication failed: the server requires a pre-shared key (set RGPU_PSK_FILE)");
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -726,7 +721,7 @@ static CUresult handshake(void)
     }
     if (!psk_len)
         return CUDA_SUCCESS;
-    int cipher = (int)rgpu_get_u32(sh + 24);
+    int cipher = (int)rep.ciphers;
     if (cipher != RGPU_CIPHER_AES_256_GCM && cipher != RGPU_CIPHER_CHACHA20_POLY1305)
         return CUDA_ERROR_NOT_INITIALIZED;
     uint8_t th[32], proof[32], sproof[32], info[12 + 32], salt[64], keys[64], buf[20 + 32];
@@ -739,7 +734,7 @@ static CUresult handshake(void)
     if (send_frames(&a, 1) || recv_reply(&h, sproof, 32, NULL))
         return CUDA_ERROR_NOT_INITIALIZED;
     if (h.status) {
-        rgpu_log(RGPU_LOG_ERROR, "authentication failed: %s", h.status == STATUS_AUTH_FAILED ? "wrong key" : g.message);
+        rgpu_log(RGPU_LOG_ERROR, "authentication failed: %s", h.status == RGPU_STATUS_AUTH_FAILED ? "wrong key" : g.message);
         return CUDA_ERROR_NOT_INITIALIZED;
     }
     memcpy(buf, "rgpu-v1 server proof", 20);
@@ -750,8 +745,8 @@ static CUresult handshake(void)
     }
     memcpy(info, "rgpu-v1 keys", 12);
     memcpy(info + 12, th, 32);
-    memcpy(salt, nonce, 32);
-    memcpy(salt + 32, sh + 28, 32);
+    memcpy(salt, req.nonce, 32);
+    memcpy(salt + 32, rep.nonce, 32);
     if (rgpu_hkdf_sha256(psk, psk_len, salt, 64, info, sizeof info, keys, 64))
         return CUDA_ERROR_NOT_INITIALIZED;
     g.tx = (struct rgpu_aead){cipher, {0}, 0};

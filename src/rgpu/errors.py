@@ -47,6 +47,19 @@ class Status(enum.IntEnum):
     CONNECTION_LOST = 0x10008
 
 
+# What rgpu's own statuses mean (docs/protocol.md's table is written from this).
+RGPU_STATUS_MEANING = {
+    Status.PROTOCOL_ERROR: "malformed frame or arguments",
+    Status.VERSION_MISMATCH: "incompatible major versions",
+    Status.AUTH_FAILED: "PSK authentication failed",
+    Status.FRAME_TOO_LARGE: "record over the receiver's limit",
+    Status.SESSION_LIMIT: "server at `--max-sessions`",
+    Status.HANDSHAKE_TIMEOUT: "no complete handshake in time (server just closes)",
+    Status.SHUTTING_DOWN: "server is stopping; sent as PROTOCOL_ERROR before closing",
+    Status.CONNECTION_LOST: "client-side only: the connection ended",
+}
+
+
 def status_name(code: int) -> str:
     try:
         return Status(code).name

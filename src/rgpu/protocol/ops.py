@@ -1,227 +1,362 @@
-"""The opcode table: one entry per operation, the single source of truth for both sides.
+"""The operation spec: one entry per operation, the single source of truth for both sides of the wire.
 
-Opcodes are fixed numbers (never positions in a list): adding an operation never renumbers another. Each
-entry names the little-endian layout of its request arguments and reply results (Python `struct` format
-codes, all fixed size) and what travels as bulk. `python -m rgpu.protocol.ops` prints the table that
-docs/protocol.md embeds; a test keeps the two identical.
+Every operation names its request arguments and reply results as typed fields (`"dst:u64 value:u32"`), says
+what travels as bulk, and carries the properties the layers above need: whether a client may defer it
+(NO_REPLY, batched), whether it runs in the client's current context, and which session resources it makes or
+names. From this table come:
+
+- Python: `op.decode(args)` gives a named tuple of the request (`op.Request`), `op.decode_reply(args)` one of
+  the reply (`op.Reply`); `op.pack_request(*values)` / `op.pack_reply(*values)` pack them;
+- C (`python native/codegen/gen.py`, outputs GENERATED): native/gen/rgpu_ops.h (opcodes, sizes, per-operation
+  pack functions for requests and bounds-checked unpack functions for replies), native/gen/rgpu_consts.h
+  (protocol version, features, statuses, limits, the context-dependent set);
+- docs/protocol.md's opcode and status tables (written into the document by the same command).
+
+Opcodes are fixed numbers (never positions in a list): adding an operation never renumbers another.
+Field types: u16 u32 i32 u64 i64 f32 f64, and bN for N raw bytes (b16: 16 bytes). All little-endian, packed.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
+from collections import namedtuple
 
 import attrs
 
 from rgpu.errors import ProtocolError
+
+# Field type -> (struct code, C type, size).
+TYPES: dict[str, tuple[str, str, int]] = {
+    "u16": ("H", "uint16_t", 2), "u32": ("I", "uint32_t", 4), "i32": ("i", "int32_t", 4),
+    "u64": ("Q", "uint64_t", 8), "i64": ("q", "int64_t", 8), "f32": ("f", "float", 4), "f64": ("d", "double", 8),
+}
+
+# Limits both sides share (the C side gets them from native/gen/rgpu_consts.h).
+# The driver's own limit on a launch's kernel parameters (CUDA 12.1+ on Volta and newer).
+MAX_PARAM_BYTES = 32764
+# Launch attributes travel as (u32 id, 4 pad, 64-byte value) records, CUlaunchAttribute's own layout.
+LAUNCH_ATTRIBUTE_SIZE = 72
+MAX_LAUNCH_ATTRIBUTES = 16
+
+
+@attrs.frozen(slots=True)
+class Field:
+    name: str
+    type: str  # a TYPES key or bN
+    offset: int
+
+    @property
+    def size(self) -> int:
+        return int(self.type[1:]) if self.type.startswith("b") else TYPES[self.type][2]
+
+    @property
+    def code(self) -> str:
+        return f"{self.size}s" if self.type.startswith("b") else TYPES[self.type][0]
+
+
+def parse_fields(spec: str) -> tuple[Field, ...]:
+    fields, offset = [], 0
+    for item in spec.split():
+        name, _, type_ = item.partition(":")
+        if not name.isidentifier() or not (type_ in TYPES or (type_[:1] == "b" and type_[1:].isdigit())):
+            raise ValueError(f"bad field {item!r}")
+        field = Field(name, type_, offset)
+        fields.append(field)
+        offset += field.size
+    if len({f.name for f in fields}) != len(fields):
+        raise ValueError(f"duplicate field name in {spec!r}")
+    return tuple(fields)
 
 
 @attrs.frozen(slots=True)
 class Op:
     code: int
     name: str
+    request_fields: tuple[Field, ...]
+    reply_fields: tuple[Field, ...]
     request: struct.Struct
     reply: struct.Struct
+    Request: type  # named tuple of the request's fields
+    Reply: type  # named tuple of the reply's fields
     # Deferrable: CUDA defines the call as asynchronous, so a client may queue it (NO_REPLY) and batch it.
     deferrable: bool = False
+    # Runs in the session's current context: a client must have told the server which one first.
+    context: bool = False
     request_bulk: str = ""
     reply_bulk: str = ""
+    # Session resources: what a successful call makes (its reply's first field is the handle) / which of its
+    # request fields name existing ones, as "field:kind".
+    creates: str = ""
+    names: tuple[str, ...] = ()
     doc: str = ""
 
     def pack_request(self, *values) -> bytes:
         return self.request.pack(*values)
 
-    def unpack_request(self, args: bytes) -> tuple:
+    def pack_reply(self, *values) -> bytes:
+        return self.reply.pack(*values)
+
+    def decode(self, args) -> tuple:
+        """Request arguments -> `self.Request` (a named tuple); ProtocolError if the size is wrong."""
         if len(args) != self.request.size:
             raise ProtocolError(f"{self.name}: {len(args)} argument bytes, expected {self.request.size}")
-        return self.request.unpack(args)
+        return self.Request._make(self.request.unpack(args))
 
-    def unpack_reply(self, args: bytes) -> tuple:
+    def decode_reply(self, args) -> tuple:
         if len(args) != self.reply.size:
             raise ProtocolError(f"{self.name} reply: {len(args)} result bytes, expected {self.reply.size}")
-        return self.reply.unpack(args)
+        return self.Reply._make(self.reply.unpack(args))
+
+    # The names older code used; they return the same named tuples.
+    unpack_request = decode
+    unpack_reply = decode_reply
 
 
 OPS: dict[int, Op] = {}
 BY_NAME: dict[str, Op] = {}
 
-
-def _op(code, name, request="", reply="", *, deferrable=False, request_bulk="", reply_bulk="", doc=""):
-    op = Op(code, name, struct.Struct("<" + request), struct.Struct("<" + reply), deferrable,
-            request_bulk, reply_bulk, doc)
+def _op(code, name, request="", reply="", *, deferrable=False, context=True, request_bulk="", reply_bulk="",
+        creates="", names=(), doc=""):
+    req, rep = parse_fields(request), parse_fields(reply)
+    title = "".join(part.capitalize() for part in name.split("_"))
+    op = Op(code, name, req, rep, struct.Struct("<" + "".join(f.code for f in req)),
+            struct.Struct("<" + "".join(f.code for f in rep)),
+            namedtuple(f"{title}Request", [f.name for f in req]), namedtuple(f"{title}Reply", [f.name for f in rep]),
+            deferrable, context, request_bulk, reply_bulk,
+            creates, tuple(names.split()) if isinstance(names, str) else tuple(names), doc)
     assert code not in OPS and name not in BY_NAME, (code, name)
     OPS[code] = op
     BY_NAME[name] = op
     return op
 
-
-# Connection control (0x00xx).
-HELLO = _op(0x0001, "HELLO", "8sHHQII32sIQ", "8sHHQII32sIQ", request_bulk="agent string (UTF-8)",
-            reply_bulk="agent string, or error message", doc="version/feature negotiation; always first")
-AUTH = _op(0x0002, "AUTH", "32s", "32s", doc="PSK proof exchange (client proof / server proof)")
-GOODBYE = _op(0x0003, "GOODBYE", doc="orderly close; the server frees the session, replies, closes")
-BATCH = _op(0x0004, "BATCH", request_bulk="concatenated NO_REPLY frames",
+# Connection control (0x00xx): no context.
+HELLO = _op(0x0001, "HELLO",
+            "magic:b8 major:u16 minor:u16 features:u64 max_frame:u32 ciphers:u32 nonce:b32 flags:u32 session:u64",
+            "magic:b8 major:u16 minor:u16 features:u64 max_frame:u32 ciphers:u32 nonce:b32 flags:u32 session:u64",
+            context=False, request_bulk="agent string (UTF-8)", reply_bulk="agent string, or error message",
+            doc="version/feature negotiation; always first")
+AUTH = _op(0x0002, "AUTH", "proof:b32", "proof:b32", context=False,
+           doc="PSK proof exchange (client proof / server proof)")
+GOODBYE = _op(0x0003, "GOODBYE", context=False, doc="orderly close; the server frees the session, replies, closes")
+BATCH = _op(0x0004, "BATCH", context=False, request_bulk="concatenated NO_REPLY frames",
             doc="deferred calls in one frame; no reply")
-NOP = _op(0x0005, "NOP", doc="null call (latency probe)")
-PROTOCOL_ERROR = _op(0x0006, "PROTOCOL_ERROR", reply_bulk="message (UTF-8)",
+NOP = _op(0x0005, "NOP", context=False, doc="null call (latency probe)")
+PROTOCOL_ERROR = _op(0x0006, "PROTOCOL_ERROR", context=False, reply_bulk="message (UTF-8)",
                      doc="sent by the server before it closes a connection it cannot continue")
 
 # Initialisation and devices (0x001x, 0x002x).
-INIT = _op(0x0010, "INIT", "I", doc="cuInit(flags)")
-DRIVER_GET_VERSION = _op(0x0011, "DRIVER_GET_VERSION", "", "i", doc="cuDriverGetVersion")
-DEVICE_GET_COUNT = _op(0x0020, "DEVICE_GET_COUNT", "", "i", doc="cuDeviceGetCount")
-DEVICE_GET = _op(0x0021, "DEVICE_GET", "i", "i", doc="cuDeviceGet(ordinal)")
-DEVICE_GET_NAME = _op(0x0022, "DEVICE_GET_NAME", "i", reply_bulk="name (UTF-8)", doc="cuDeviceGetName")
-DEVICE_GET_ATTRIBUTE = _op(0x0023, "DEVICE_GET_ATTRIBUTE", "ii", "i", doc="cuDeviceGetAttribute(attrib, dev)")
-DEVICE_TOTAL_MEM = _op(0x0024, "DEVICE_TOTAL_MEM", "i", "Q", doc="cuDeviceTotalMem")
-DEVICE_GET_UUID = _op(0x0025, "DEVICE_GET_UUID", "i", "16s", doc="cuDeviceGetUuid")
-DEVICE_GET_ATTRIBUTES = _op(0x0026, "DEVICE_GET_ATTRIBUTES", "iI", "I",
+INIT = _op(0x0010, "INIT", "flags:u32", context=False, doc="cuInit(flags)")
+DRIVER_GET_VERSION = _op(0x0011, "DRIVER_GET_VERSION", "", "version:i32", context=False, doc="cuDriverGetVersion")
+DEVICE_GET_COUNT = _op(0x0020, "DEVICE_GET_COUNT", "", "count:i32", context=False, doc="cuDeviceGetCount")
+DEVICE_GET = _op(0x0021, "DEVICE_GET", "ordinal:i32", "device:i32", context=False, doc="cuDeviceGet(ordinal)")
+DEVICE_GET_NAME = _op(0x0022, "DEVICE_GET_NAME", "device:i32", context=False, reply_bulk="name (UTF-8)",
+                      doc="cuDeviceGetName")
+DEVICE_GET_ATTRIBUTE = _op(0x0023, "DEVICE_GET_ATTRIBUTE", "attrib:i32 device:i32", "value:i32", context=False,
+                           doc="cuDeviceGetAttribute(attrib, dev)")
+DEVICE_TOTAL_MEM = _op(0x0024, "DEVICE_TOTAL_MEM", "device:i32", "bytes:u64", context=False,
+                       doc="cuDeviceTotalMem")
+DEVICE_GET_UUID = _op(0x0025, "DEVICE_GET_UUID", "device:i32", "uuid:b16", context=False, doc="cuDeviceGetUuid")
+DEVICE_GET_ATTRIBUTES = _op(0x0026, "DEVICE_GET_ATTRIBUTES", "device:i32 count:u32", "count:u32", context=False,
                             reply_bulk="count x i32, attributes 1..count (INT32_MIN: unsupported)",
                             doc="all attributes in one call, for client-side caching")
 
 # Contexts (0x003x). Every context is the session's own (see "Sessions").
-PRIMARY_CTX_RETAIN = _op(0x0030, "PRIMARY_CTX_RETAIN", "i", "Q", doc="session's per-device context")
-PRIMARY_CTX_RELEASE = _op(0x0031, "PRIMARY_CTX_RELEASE", "i", doc="cuDevicePrimaryCtxRelease")
-CTX_CREATE = _op(0x0032, "CTX_CREATE", "Ii", "Q", doc="cuCtxCreate(flags, dev); becomes current")
-CTX_DESTROY = _op(0x0033, "CTX_DESTROY", "Q", doc="cuCtxDestroy; frees everything made in it")
-CTX_SET_CURRENT = _op(0x0034, "CTX_SET_CURRENT", "Q", deferrable=True,
+PRIMARY_CTX_RETAIN = _op(0x0030, "PRIMARY_CTX_RETAIN", "device:i32", "ctx:u64", context=False,
+                         creates="context", doc="session's per-device context")
+PRIMARY_CTX_RELEASE = _op(0x0031, "PRIMARY_CTX_RELEASE", "device:i32", context=False,
+                          doc="cuDevicePrimaryCtxRelease")
+CTX_CREATE = _op(0x0032, "CTX_CREATE", "flags:u32 device:i32", "ctx:u64", context=False, creates="context",
+                 doc="cuCtxCreate(flags, dev); becomes current")
+CTX_DESTROY = _op(0x0033, "CTX_DESTROY", "ctx:u64", context=False, names="ctx:context",
+                  doc="cuCtxDestroy; frees everything made in it")
+CTX_SET_CURRENT = _op(0x0034, "CTX_SET_CURRENT", "ctx:u64", deferrable=True, context=False, names="ctx:context",
                       doc="context used by later calls (0: none)")
-CTX_GET_CURRENT = _op(0x0035, "CTX_GET_CURRENT", "", "Q", doc="cuCtxGetCurrent")
+CTX_GET_CURRENT = _op(0x0035, "CTX_GET_CURRENT", "", "ctx:u64", context=False, doc="cuCtxGetCurrent")
 CTX_SYNCHRONIZE = _op(0x0036, "CTX_SYNCHRONIZE", doc="cuCtxSynchronize")
-CTX_GET_LIMIT = _op(0x0037, "CTX_GET_LIMIT", "I", "Q", doc="cuCtxGetLimit(limit) -> value")
-CTX_SET_LIMIT = _op(0x0038, "CTX_SET_LIMIT", "IQ", doc="cuCtxSetLimit(limit, value)")
-CTX_GET_STREAM_PRIORITY_RANGE = _op(0x0039, "CTX_GET_STREAM_PRIORITY_RANGE", "", "ii",
+CTX_GET_LIMIT = _op(0x0037, "CTX_GET_LIMIT", "limit:u32", "value:u64", doc="cuCtxGetLimit(limit) -> value")
+CTX_SET_LIMIT = _op(0x0038, "CTX_SET_LIMIT", "limit:u32 value:u64", doc="cuCtxSetLimit(limit, value)")
+CTX_GET_STREAM_PRIORITY_RANGE = _op(0x0039, "CTX_GET_STREAM_PRIORITY_RANGE", "", "least:i32 greatest:i32",
                                     doc="cuCtxGetStreamPriorityRange -> least, greatest")
 
 # Memory (0x004x). Device pointers are real (backend) addresses, range-checked against the session's own.
-MEM_ALLOC = _op(0x0040, "MEM_ALLOC", "Q", "Q", doc="cuMemAlloc(size) -> dptr")
-MEM_FREE = _op(0x0041, "MEM_FREE", "Q", doc="cuMemFree(dptr)")
-MEM_GET_INFO = _op(0x0042, "MEM_GET_INFO", "", "QQ", doc="cuMemGetInfo -> free, total")
+MEM_ALLOC = _op(0x0040, "MEM_ALLOC", "size:u64", "dptr:u64", creates="memory", doc="cuMemAlloc(size) -> dptr")
+MEM_FREE = _op(0x0041, "MEM_FREE", "dptr:u64", names="dptr:memory", doc="cuMemFree(dptr)")
+MEM_GET_INFO = _op(0x0042, "MEM_GET_INFO", "", "free:u64 total:u64", doc="cuMemGetInfo -> free, total")
 # cuMemcpyHtoD returns once the source is staged, before the DMA ends (CUDA's pageable-copy rule), so a client
 # that knows the destination is valid may defer it like an asynchronous copy.
-MEMCPY_HTOD = _op(0x0043, "MEMCPY_HTOD", "Q", deferrable=True, request_bulk="bytes to copy",
+MEMCPY_HTOD = _op(0x0043, "MEMCPY_HTOD", "dst:u64", deferrable=True, request_bulk="bytes to copy",
                   doc="cuMemcpyHtoD(dst)")
-MEMCPY_DTOH = _op(0x0044, "MEMCPY_DTOH", "QQ", reply_bulk="bytes copied", doc="cuMemcpyDtoH(src, n)")
-MEMCPY_DTOD = _op(0x0045, "MEMCPY_DTOD", "QQQ", doc="cuMemcpyDtoD(dst, src, n)")
-MEMCPY_HTOD_ASYNC = _op(0x0046, "MEMCPY_HTOD_ASYNC", "QQ", deferrable=True, request_bulk="bytes to copy",
-                        doc="cuMemcpyHtoDAsync(dst, stream)")
-MEMCPY_DTOH_ASYNC = _op(0x0047, "MEMCPY_DTOH_ASYNC", "QQQ", reply_bulk="bytes copied",
+MEMCPY_DTOH = _op(0x0044, "MEMCPY_DTOH", "src:u64 size:u64", reply_bulk="bytes copied",
+                  doc="cuMemcpyDtoH(src, n)")
+MEMCPY_DTOD = _op(0x0045, "MEMCPY_DTOD", "dst:u64 src:u64 size:u64", doc="cuMemcpyDtoD(dst, src, n)")
+MEMCPY_HTOD_ASYNC = _op(0x0046, "MEMCPY_HTOD_ASYNC", "dst:u64 stream:u64", deferrable=True,
+                        request_bulk="bytes to copy", names="stream:stream", doc="cuMemcpyHtoDAsync(dst, stream)")
+MEMCPY_DTOH_ASYNC = _op(0x0047, "MEMCPY_DTOH_ASYNC", "src:u64 size:u64 stream:u64", reply_bulk="bytes copied",
+                        names="stream:stream",
                         doc="cuMemcpyDtoHAsync(src, n, stream); replies once the bytes are read")
-MEMCPY_DTOD_ASYNC = _op(0x0048, "MEMCPY_DTOD_ASYNC", "QQQQ", deferrable=True,
-                        doc="cuMemcpyDtoDAsync(dst, src, n, stream)")
-MEMSET_D8 = _op(0x0049, "MEMSET_D8", "QIQ", doc="cuMemsetD8(dst, value, count)")
-MEMSET_D32 = _op(0x004A, "MEMSET_D32", "QIQ", doc="cuMemsetD32(dst, value, count)")
-MEMSET_D8_ASYNC = _op(0x004B, "MEMSET_D8_ASYNC", "QIQQ", deferrable=True,
-                      doc="cuMemsetD8Async(dst, value, count, stream)")
-MEMSET_D32_ASYNC = _op(0x004C, "MEMSET_D32_ASYNC", "QIQQ", deferrable=True,
-                       doc="cuMemsetD32Async(dst, value, count, stream)")
+MEMCPY_DTOD_ASYNC = _op(0x0048, "MEMCPY_DTOD_ASYNC", "dst:u64 src:u64 size:u64 stream:u64", deferrable=True,
+                        names="stream:stream", doc="cuMemcpyDtoDAsync(dst, src, n, stream)")
+MEMSET_D8 = _op(0x0049, "MEMSET_D8", "dst:u64 value:u32 count:u64", doc="cuMemsetD8(dst, value, count)")
+MEMSET_D32 = _op(0x004A, "MEMSET_D32", "dst:u64 value:u32 count:u64", doc="cuMemsetD32(dst, value, count)")
+MEMSET_D8_ASYNC = _op(0x004B, "MEMSET_D8_ASYNC", "dst:u64 value:u32 count:u64 stream:u64", deferrable=True,
+                      names="stream:stream", doc="cuMemsetD8Async(dst, value, count, stream)")
+MEMSET_D32_ASYNC = _op(0x004C, "MEMSET_D32_ASYNC", "dst:u64 value:u32 count:u64 stream:u64", deferrable=True,
+                       names="stream:stream", doc="cuMemsetD32Async(dst, value, count, stream)")
 
 # Modules and launches (0x005x).
-MODULE_LOAD_DATA = _op(0x0050, "MODULE_LOAD_DATA", "", "Q", request_bulk="image: PTX, cubin or fatbin",
-                       doc="cuModuleLoadData")
-MODULE_UNLOAD = _op(0x0051, "MODULE_UNLOAD", "Q", doc="cuModuleUnload")
-MODULE_GET_FUNCTION = _op(0x0052, "MODULE_GET_FUNCTION", "Q", "QI", request_bulk="name (UTF-8)",
-                          reply_bulk="count x (u32 offset, u32 size)",
+MODULE_LOAD_DATA = _op(0x0050, "MODULE_LOAD_DATA", "", "module:u64", request_bulk="image: PTX, cubin or fatbin",
+                       creates="module", doc="cuModuleLoadData")
+MODULE_UNLOAD = _op(0x0051, "MODULE_UNLOAD", "module:u64", names="module:module", doc="cuModuleUnload")
+MODULE_GET_FUNCTION = _op(0x0052, "MODULE_GET_FUNCTION", "module:u64", "function:u64 count:u32",
+                          request_bulk="name (UTF-8)", reply_bulk="count x (u32 offset, u32 size)",
+                          creates="function", names="module:module",
                           doc="cuModuleGetFunction -> function, parameter count (+ layout: saves a round trip)")
-MODULE_GET_GLOBAL = _op(0x0053, "MODULE_GET_GLOBAL", "Q", "QQ", request_bulk="name (UTF-8)",
-                        doc="cuModuleGetGlobal -> dptr, size")
-FUNC_GET_PARAM_INFO = _op(0x0054, "FUNC_GET_PARAM_INFO", "Q", "I", reply_bulk="count x (u32 offset, u32 size)",
+MODULE_GET_GLOBAL = _op(0x0053, "MODULE_GET_GLOBAL", "module:u64", "dptr:u64 size:u64",
+                        request_bulk="name (UTF-8)", names="module:module", doc="cuModuleGetGlobal -> dptr, size")
+FUNC_GET_PARAM_INFO = _op(0x0054, "FUNC_GET_PARAM_INFO", "function:u64", "count:u32",
+                          reply_bulk="count x (u32 offset, u32 size)", names="function:function",
                           doc="parameter layout (cuFuncGetParamInfo)")
-LAUNCH_KERNEL = _op(0x0055, "LAUNCH_KERNEL", "QIIIIIIIQ", deferrable=True,
+LAUNCH_KERNEL = _op(0x0055, "LAUNCH_KERNEL",
+                    "function:u64 grid_x:u32 grid_y:u32 grid_z:u32 block_x:u32 block_y:u32 block_z:u32 "
+                    "shared_mem:u32 stream:u64", deferrable=True,
                     request_bulk="parameter buffer laid out per FUNC_GET_PARAM_INFO",
+                    names="function:function stream:stream",
                     doc="cuLaunchKernel(f, grid xyz, block xyz, shmem, stream)")
-FUNC_GET_ATTRIBUTES = _op(0x0056, "FUNC_GET_ATTRIBUTES", "QI", "I",
+FUNC_GET_ATTRIBUTES = _op(0x0056, "FUNC_GET_ATTRIBUTES", "function:u64 count:u32", "count:u32",
                           reply_bulk="count x i32, attributes 0..count-1 (INT32_MIN: unsupported)",
+                          names="function:function",
                           doc="all cuFuncGetAttribute values in one call, for client-side caching")
-FUNC_SET_ATTRIBUTE = _op(0x0057, "FUNC_SET_ATTRIBUTE", "QIi", deferrable=True,
-                         doc="cuFuncSetAttribute(f, attribute, value)")
-OCCUPANCY_MAX_BLOCKS = _op(0x0058, "OCCUPANCY_MAX_BLOCKS", "QiQI", "i",
+FUNC_SET_ATTRIBUTE = _op(0x0057, "FUNC_SET_ATTRIBUTE", "function:u64 attrib:u32 value:i32", deferrable=True,
+                         names="function:function", doc="cuFuncSetAttribute(f, attribute, value)")
+OCCUPANCY_MAX_BLOCKS = _op(0x0058, "OCCUPANCY_MAX_BLOCKS", "function:u64 block_size:i32 dynamic_smem:u64 flags:u32",
+                           "blocks:i32", names="function:function",
                            doc="cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(f, block, dyn smem, flags)")
-MODULE_LOAD_CACHED = _op(0x0059, "MODULE_LOAD_CACHED", "32s", "Q",
+MODULE_LOAD_CACHED = _op(0x0059, "MODULE_LOAD_CACHED", "sha256:b32", "module:u64", creates="module",
                          doc="cuModuleLoadData of an image the server has cached, by SHA-256; NOT_FOUND: "
                              "send it with MODULE_LOAD_DATA")
 
 # Streams (0x006x) and events (0x007x). Stream handle 0 is the current context's NULL stream.
-STREAM_CREATE = _op(0x0060, "STREAM_CREATE", "I", "Q", doc="cuStreamCreate(flags)")
-STREAM_DESTROY = _op(0x0061, "STREAM_DESTROY", "Q", doc="cuStreamDestroy")
-STREAM_SYNCHRONIZE = _op(0x0062, "STREAM_SYNCHRONIZE", "Q", doc="cuStreamSynchronize")
-STREAM_QUERY = _op(0x0063, "STREAM_QUERY", "Q", doc="cuStreamQuery (status NOT_READY is an answer)")
-STREAM_WAIT_EVENT = _op(0x0064, "STREAM_WAIT_EVENT", "QQI", deferrable=True, doc="cuStreamWaitEvent")
-STREAM_CREATE_WITH_PRIORITY = _op(0x0065, "STREAM_CREATE_WITH_PRIORITY", "Ii", "Q",
-                                  doc="cuStreamCreateWithPriority(flags, priority)")
-EVENT_CREATE = _op(0x0070, "EVENT_CREATE", "I", "Q", doc="cuEventCreate(flags)")
-EVENT_DESTROY = _op(0x0071, "EVENT_DESTROY", "Q", doc="cuEventDestroy")
-EVENT_RECORD = _op(0x0072, "EVENT_RECORD", "QQ", deferrable=True, doc="cuEventRecord(event, stream)")
-EVENT_SYNCHRONIZE = _op(0x0073, "EVENT_SYNCHRONIZE", "Q", doc="cuEventSynchronize")
-EVENT_QUERY = _op(0x0074, "EVENT_QUERY", "Q", doc="cuEventQuery (status NOT_READY is an answer)")
-EVENT_ELAPSED_TIME = _op(0x0075, "EVENT_ELAPSED_TIME", "QQ", "f", doc="cuEventElapsedTime -> ms")
+STREAM_CREATE = _op(0x0060, "STREAM_CREATE", "flags:u32", "stream:u64", creates="stream",
+                    doc="cuStreamCreate(flags)")
+STREAM_DESTROY = _op(0x0061, "STREAM_DESTROY", "stream:u64", names="stream:stream", doc="cuStreamDestroy")
+STREAM_SYNCHRONIZE = _op(0x0062, "STREAM_SYNCHRONIZE", "stream:u64", names="stream:stream",
+                         doc="cuStreamSynchronize")
+STREAM_QUERY = _op(0x0063, "STREAM_QUERY", "stream:u64", names="stream:stream",
+                   doc="cuStreamQuery (status NOT_READY is an answer)")
+STREAM_WAIT_EVENT = _op(0x0064, "STREAM_WAIT_EVENT", "stream:u64 event:u64 flags:u32", deferrable=True,
+                        names="stream:stream event:event", doc="cuStreamWaitEvent")
+STREAM_CREATE_WITH_PRIORITY = _op(0x0065, "STREAM_CREATE_WITH_PRIORITY", "flags:u32 priority:i32", "stream:u64",
+                                  creates="stream", doc="cuStreamCreateWithPriority(flags, priority)")
+EVENT_CREATE = _op(0x0070, "EVENT_CREATE", "flags:u32", "event:u64", creates="event", doc="cuEventCreate(flags)")
+EVENT_DESTROY = _op(0x0071, "EVENT_DESTROY", "event:u64", names="event:event", doc="cuEventDestroy")
+EVENT_RECORD = _op(0x0072, "EVENT_RECORD", "event:u64 stream:u64", deferrable=True,
+                   names="event:event stream:stream", doc="cuEventRecord(event, stream)")
+EVENT_SYNCHRONIZE = _op(0x0073, "EVENT_SYNCHRONIZE", "event:u64", names="event:event", doc="cuEventSynchronize")
+EVENT_QUERY = _op(0x0074, "EVENT_QUERY", "event:u64", names="event:event",
+                  doc="cuEventQuery (status NOT_READY is an answer)")
+EVENT_ELAPSED_TIME = _op(0x0075, "EVENT_ELAPSED_TIME", "start:u64 end:u64", "ms:f32",
+                         names="start:event end:event", doc="cuEventElapsedTime -> ms")
 
 # 2D memory (0x008x).
 # 2D copies: the host side of a copy travels packed (rows of `width` bytes, no pitch), so the wire carries
 # exactly width x height bytes whatever the host pitch. kind: 1 host->device, 2 device->host, 3 device->device.
-MEMCPY_2D = _op(0x0080, "MEMCPY_2D", "IQQQQQQQ", request_bulk="packed rows (host->device)",
-                reply_bulk="packed rows (device->host)",
+_COPY_2D = "kind:u32 dst:u64 dst_pitch:u64 src:u64 src_pitch:u64 width:u64 height:u64 stream:u64"
+MEMCPY_2D = _op(0x0080, "MEMCPY_2D", _COPY_2D, request_bulk="packed rows (host->device)",
+                reply_bulk="packed rows (device->host)", names="stream:stream",
                 doc="cuMemcpy2D(kind, dst, dpitch, src, spitch, width, height, stream)")
-MEMCPY_2D_ASYNC = _op(0x0081, "MEMCPY_2D_ASYNC", "IQQQQQQQ", deferrable=True, request_bulk="packed rows",
-                      doc="cuMemcpy2DAsync, host->device and device->device only")
-MEMSET_2D = _op(0x0082, "MEMSET_2D", "QQIIQQQ",
+MEMCPY_2D_ASYNC = _op(0x0081, "MEMCPY_2D_ASYNC", _COPY_2D, deferrable=True, request_bulk="packed rows",
+                      names="stream:stream", doc="cuMemcpy2DAsync, host->device and device->device only")
+_SET_2D = "dst:u64 pitch:u64 value:u32 element_size:u32 width:u64 height:u64 stream:u64"
+MEMSET_2D = _op(0x0082, "MEMSET_2D", _SET_2D, names="stream:stream",
                 doc="cuMemsetD2D8/16/32(dst, pitch, value, element size, width, height, stream)")
-MEMSET_2D_ASYNC = _op(0x0083, "MEMSET_2D_ASYNC", "QQIIQQQ", deferrable=True, doc="cuMemsetD2D*Async")
+MEMSET_2D_ASYNC = _op(0x0083, "MEMSET_2D_ASYNC", _SET_2D, deferrable=True, names="stream:stream",
+                      doc="cuMemsetD2D*Async")
 
 # cuBLAS (0x009x) and cuBLASLt (0x00Ax). Handles and descriptors live on the client until execution: only
 # what needs the GPU travels (see docs/protocol.md, "Libraries").
-BLAS_CREATE = _op(0x0090, "BLAS_CREATE", "", "Q", doc="cublasCreate in the current context -> handle")
-BLAS_DESTROY = _op(0x0091, "BLAS_DESTROY", "Q", doc="cublasDestroy")
-BLAS_GEMM = _op(0x0092, "BLAS_GEMM", "QQIIqqqQIqqQIqqQIqqqIiII16s16sQQ", deferrable=True,
+BLAS_CREATE = _op(0x0090, "BLAS_CREATE", "", "handle:u64", creates="blas",
+                  doc="cublasCreate in the current context -> handle")
+BLAS_DESTROY = _op(0x0091, "BLAS_DESTROY", "handle:u64", names="handle:blas", doc="cublasDestroy")
+BLAS_GEMM = _op(0x0092, "BLAS_GEMM",
+                "handle:u64 stream:u64 transa:u32 transb:u32 m:i64 n:i64 k:i64 "
+                "a:u64 a_type:u32 lda:i64 stride_a:i64 b:u64 b_type:u32 ldb:i64 stride_b:i64 "
+                "c:u64 c_type:u32 ldc:i64 stride_c:i64 batch:i64 compute_type:u32 algo:i32 pointer_mode:u32 "
+                "math_mode:u32 alpha:b16 beta:b16 workspace:u64 workspace_size:u64", deferrable=True,
+                names="handle:blas stream:stream",
                 doc="cublasGemmStridedBatchedEx(handle, stream, transa, transb, m, n, k, A, Atype, lda, strideA, "
                     "B..., C..., batch, compute type, algo, pointer mode, math mode, alpha, beta, workspace, size)")
-LT_HEURISTIC = _op(0x00A0, "LT_HEURISTIC", "i", "I", request_bulk="descriptors (matmul, layouts A-D, preference)",
+LT_HEURISTIC = _op(0x00A0, "LT_HEURISTIC", "requested:i32", "count:u32",
+                   request_bulk="descriptors (matmul, layouts A-D, preference)",
                    reply_bulk="count x cublasLtMatmulHeuristicResult_t (96 bytes)",
                    doc="cublasLtMatmulAlgoGetHeuristic(requested count)")
-LT_MATMUL = _op(0x00A1, "LT_MATMUL", "QQQQQQQ16s16s", deferrable=True,
-                request_bulk="descriptors (matmul, layouts A-D, algo)",
-                doc="cublasLtMatmul(stream, A, B, C, D, workspace, size, alpha, beta)")
+LT_MATMUL = _op(0x00A1, "LT_MATMUL", "stream:u64 a:u64 b:u64 c:u64 d:u64 workspace:u64 workspace_size:u64 "
+                "alpha:b16 beta:b16", deferrable=True, request_bulk="descriptors (matmul, layouts A-D, algo)",
+                names="stream:stream", doc="cublasLtMatmul(stream, A, B, C, D, workspace, size, alpha, beta)")
 # cuDNN (0x00Bx): backend descriptors are built on the client and mirrored on the server when finalized.
-DNN_CREATE = _op(0x00B0, "DNN_CREATE", "", "Q", doc="cudnnCreate in the current context -> handle")
-DNN_DESTROY = _op(0x00B1, "DNN_DESTROY", "Q", doc="cudnnDestroy")
-DNN_FINALIZE = _op(0x00B2, "DNN_FINALIZE", "I", "QI", request_bulk="the descriptor's attributes",
+DNN_CREATE = _op(0x00B0, "DNN_CREATE", "", "handle:u64", creates="dnn",
+                 doc="cudnnCreate in the current context -> handle")
+DNN_DESTROY = _op(0x00B1, "DNN_DESTROY", "handle:u64", names="handle:dnn", doc="cudnnDestroy")
+DNN_FINALIZE = _op(0x00B2, "DNN_FINALIZE", "type:u32", "descriptor:u64 status:u32",
+                   request_bulk="the descriptor's attributes", creates="dnn_descriptor",
                    doc="cudnnBackendCreateDescriptor(type) + SetAttribute... + Finalize -> descriptor, cuDNN status")
-DNN_GET_ATTRIBUTE = _op(0x00B3, "DNN_GET_ATTRIBUTE", "QIIq", "Iq",
+DNN_GET_ATTRIBUTE = _op(0x00B3, "DNN_GET_ATTRIBUTE", "descriptor:u64 name:u32 type:u32 requested:i64",
+                        "status:u32 count:i64",
                         request_bulk="for descriptor-typed attributes: requested x u32 descriptor types",
-                        reply_bulk="count elements (descriptors as u64 handles)",
+                        reply_bulk="count elements (descriptors as u64 handles)", names="descriptor:dnn_descriptor",
                         doc="cudnnBackendGetAttribute(descriptor, name, type, requested) -> cuDNN status, count")
-DNN_DESTROY_DESCRIPTOR = _op(0x00B4, "DNN_DESTROY_DESCRIPTOR", "Q", deferrable=True,
-                             doc="cudnnBackendDestroyDescriptor")
-DNN_EXECUTE = _op(0x00B5, "DNN_EXECUTE", "QQQ", deferrable=True, request_bulk="the variant pack's attributes",
+DNN_DESTROY_DESCRIPTOR = _op(0x00B4, "DNN_DESTROY_DESCRIPTOR", "descriptor:u64", deferrable=True,
+                             names="descriptor:dnn_descriptor", doc="cudnnBackendDestroyDescriptor")
+DNN_EXECUTE = _op(0x00B5, "DNN_EXECUTE", "handle:u64 plan:u64 stream:u64", deferrable=True,
+                  request_bulk="the variant pack's attributes",
+                  names="handle:dnn plan:dnn_descriptor stream:stream",
                   doc="cudnnBackendExecute(handle, plan, variant pack) on a stream")
-DNN_BN_INFERENCE = _op(0x00B6, "DNN_BN_INFERENCE", "QQIdddQQQQQQ", deferrable=True,
+DNN_BN_INFERENCE = _op(0x00B6, "DNN_BN_INFERENCE",
+                       "handle:u64 stream:u64 mode:u32 alpha:f64 beta:f64 epsilon:f64 x:u64 y:u64 scale:u64 "
+                       "bias:u64 mean:u64 var:u64", deferrable=True,
                        request_bulk="tensor descriptors of x, y and the scale/bias/mean/var tensor",
+                       names="handle:dnn stream:stream",
                        doc="cudnnBatchNormalizationForwardInference(handle, stream, mode, alpha, beta, epsilon, x, "
                            "y, scale, bias, mean, var)")
-DNN_BN_SIZES = _op(0x00B7, "DNN_BN_SIZES", "QIII", "Q", request_bulk="tensor descriptors of x and of the statistics",
+DNN_BN_SIZES = _op(0x00B7, "DNN_BN_SIZES", "handle:u64 which:u32 mode:u32 ops:u32", "size:u64",
+                   request_bulk="tensor descriptors of x and of the statistics", names="handle:dnn",
                    doc="batch-norm training workspace/reserve sizes (which: 0 forward workspace, 1 reserve, "
                        "2 backward workspace)")
-DNN_BN_TRAINING = _op(0x00B8, "DNN_BN_TRAINING", "QQIIddddQQQQQQQQQQQQ", deferrable=True,
-                      request_bulk="tensor descriptors of x, y and the statistics",
+DNN_BN_TRAINING = _op(0x00B8, "DNN_BN_TRAINING",
+                      "handle:u64 stream:u64 mode:u32 ops:u32 alpha:f64 beta:f64 factor:f64 epsilon:f64 x:u64 y:u64 "
+                      "scale:u64 bias:u64 running_mean:u64 running_var:u64 saved_mean:u64 saved_inv_var:u64 "
+                      "workspace:u64 workspace_size:u64 reserve:u64 reserve_size:u64", deferrable=True,
+                      request_bulk="tensor descriptors of x, y and the statistics", names="handle:dnn stream:stream",
                       doc="cudnnBatchNormalizationForwardTrainingEx(handle, stream, mode, ops, alpha, beta, factor, "
                           "epsilon, x, y, scale, bias, running mean/var, saved mean/inverse variance, workspace, "
                           "size, reserve, size)")
-DNN_BN_BACKWARD = _op(0x00B9, "DNN_BN_BACKWARD", "QQIIdddddQQQQQQQQQQQQ", deferrable=True,
+DNN_BN_BACKWARD = _op(0x00B9, "DNN_BN_BACKWARD",
+                      "handle:u64 stream:u64 mode:u32 ops:u32 alpha_data:f64 beta_data:f64 alpha_params:f64 "
+                      "beta_params:f64 epsilon:f64 x:u64 dy:u64 dx:u64 scale:u64 dscale:u64 dbias:u64 "
+                      "saved_mean:u64 saved_inv_var:u64 workspace:u64 workspace_size:u64 reserve:u64 "
+                      "reserve_size:u64", deferrable=True,
                       request_bulk="tensor descriptors of x, dy, dx and the statistics",
+                      names="handle:dnn stream:stream",
                       doc="cudnnBatchNormalizationBackwardEx(handle, stream, mode, ops, alpha/beta data, alpha/beta "
                           "params, epsilon, x, dy, dx, scale, dscale, dbias, saved mean/inverse variance, "
                           "workspace, size, reserve, size)")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
+CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
+
+
+def _fields_text(fields) -> str:
+    return " ".join(f"{f.name}:{f.type}" for f in fields) or "-"
 
 
 def markdown_table() -> str:
-    rows = ["| code | name | request args | reply results | request bulk | reply bulk | deferrable | meaning |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| code | name | request args | reply results | request bulk | reply bulk | deferrable | context | meaning |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for op in sorted(OPS.values(), key=lambda o: o.code):
         rows.append(
-            f"| 0x{op.code:04X} | {op.name} | `{op.request.format[1:] or '-'}` | `{op.reply.format[1:] or '-'}` "
-            f"| {op.request_bulk or '-'} | {op.reply_bulk or '-'} | {'yes' if op.deferrable else ''} | {op.doc} |"
+            f"| 0x{op.code:04X} | {op.name} | `{_fields_text(op.request_fields)}` | `{_fields_text(op.reply_fields)}` "
+            f"| {op.request_bulk or '-'} | {op.reply_bulk or '-'} | {'yes' if op.deferrable else ''} "
+            f"| {'yes' if op.context else ''} | {op.doc} |"
         )
     return "\n".join(rows) + "\n"
 
