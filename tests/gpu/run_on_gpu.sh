@@ -2,7 +2,7 @@
 # Everything that needs the GPU, in one command on the GPU box (device tool), with the missing Python
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
-#   sections: info tests suite demo bench bridge shim runtime math torch (default: all but math and torch)
+#   sections: info tests suite demo bench bridge shim runtime math torch jax torchgraphs expandable llama\n#   (default: all but math, torch, jax, torchgraphs, expandable and llama)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/rgpu-out}
@@ -54,6 +54,27 @@ for s in $sections; do
         python3 tests/gpu/torch_probe.py > "$OUT/torch_probe.log" 2>&1
       grep -E " (OK|FAIL) |not supported" "$OUT/torch_probe.log" | sort | uniq -c | sort -rn | head -40
       kill -TERM $server; wait $server ;;
+    jax|torchgraphs|expandable)  # the same program natively and through rgpu; outputs must be identical
+      shims=/tmp/rgpu-shims
+      [ -e $shims/libcublas.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
+      case $s in
+        jax) probe="python3 tests/gpu/jax_probe.py" ;;
+        torchgraphs) probe="python3 tests/gpu/torch_graphs_probe.py" ;;
+        expandable) probe="env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 tests/gpu/torch_graphs_probe.py" ;;
+      esac
+      port_file=$(mktemp)
+      python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info > "$OUT/${s}_server.log" 2>&1 &
+      server=$!
+      for i in $(seq 150); do [ -s $port_file ] && break; sleep 0.2; done
+      timeout 300 $probe > "$OUT/${s}_native.txt" 2>"$OUT/${s}_native.err"; echo "native rc=$?"
+      RGPU_LOG=${RGPU_LOG:-warn} timeout 300 python3 -m rgpu.cli run --server 127.0.0.1:$(cat $port_file) --shims $shims -- \
+        $probe > "$OUT/${s}_rgpu.txt" 2>"$OUT/${s}_rgpu.err"; echo "rgpu rc=$?"
+      kill -TERM $server; wait $server
+      if cmp -s "$OUT/${s}_native.txt" "$OUT/${s}_rgpu.txt"; then echo "IDENTICAL $s"; else
+        echo "DIFFERENT $s"; rc=1; diff "$OUT/${s}_native.txt" "$OUT/${s}_rgpu.txt" | head -20
+        grep -iE "not supported|error" "$OUT/${s}_rgpu.err" "$OUT/${s}_server.log" | sort | uniq -c | sort -rn | head -15; fi ;;
+    llama)
+      bash bench/llama/run_llama.sh ${LLAMA_SECTIONS:-build native rgpu bench server} || rc=1 ;;
     bridge)
       if [ -d bridge ] && python3 -c "import rgpu.bridge" 2>/dev/null; then
         bash bridge/run_on_gpu.sh 2>&1 | tee "$OUT/bridge.log" || rc=1

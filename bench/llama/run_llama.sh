@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# llama.cpp (vendored in the llama-cpp-python sdist) natively and through rgpu, in one run on the GPU box.
+#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench server
+# Inputs: .llama/llama-src.tar.zst (the sdist's vendor/llama.cpp, trimmed) or .llama/build-*.part (a build made
+# by `pack` in an earlier run); .whl/ (rgpu's Python deps, see tests/gpu/run_on_gpu.sh). Results land in $OUT.
+# The build is llama.cpp's default CUDA configuration for sm_90 (VMM, CUDA graphs, PDL, flash attention on).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+OUT=${OUT:-/tmp/rgpu-out}
+W=${LLAMA_WORK:-/tmp/llama}
+mkdir -p "$OUT" "$W"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$ROOT/src PYTHONUNBUFFERED=1
+BIN=$W/build/bin
+MODELS=$W/models
+N_PREDICT=${N_PREDICT:-48}
+PROMPT="Once upon a time there were"
+rc=0
+unzstd() { python3 -c "import sys,zstandard; zstandard.ZstdDecompressor().copy_stream(sys.stdin.buffer, sys.stdout.buffer)"; }
+
+start_server() {  # rgpu-server on the GPU, loopback, port in $W/port
+  rm -f $W/port
+  python3 -m rgpu.cli server --port 0 --port-file $W/port --backend cuda ${RGPU_SERVER_ARGS:-} \
+    > "$OUT/rgpu_server_$1.log" 2>&1 &
+  SERVER=$!
+  for i in $(seq 150); do [ -s $W/port ] && break; sleep 0.2; done
+  export RGPU_SERVER=127.0.0.1:$(cat $W/port)
+}
+stop_server() { kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; }
+# Shims built on the client machine may travel in .shims/ (the box has no CUDA 12 header wheel by itself).
+shims() {
+  [ -e /tmp/rgpu-shims/libcuda.so.1 ] && return
+  if [ -e .shims/libcuda.so.1 ]; then mkdir -p /tmp/rgpu-shims && cp .shims/* /tmp/rgpu-shims/;
+  else python3 -m rgpu.cli build-shims --out /tmp/rgpu-shims >/dev/null; fi
+}
+through_rgpu() { RGPU_LOG=${RGPU_LOG:-warn} python3 -m rgpu.cli run --server $RGPU_SERVER --shims /tmp/rgpu-shims -- "$@"; }
+
+complete() {  # model fa -> greedy completion text on stdout
+  $RUN $BIN/llama-completion -m $MODELS/$1.gguf -p "$PROMPT" -n $N_PREDICT --temp 0 --seed 1 -fa $2 -no-cnv \
+    -ngl 99 --no-warmup 2>>"$OUT/llama_stderr_${TAG}.log" </dev/null
+}
+
+for s in ${*:-build native rgpu bench}; do
+  echo "=== $s ($(date +%T))"
+  case $s in
+    build)
+      if ls .llama/build-*.part >/dev/null 2>&1; then
+        cat .llama/build-*.part | unzstd | tar -C $W -xf - || exit 1
+        echo "unpacked a carried build"; ls $BIN | head -20
+      else
+        unzstd < .llama/llama-src.tar.zst | tar -C $W -xf - || exit 1
+        cmake -S $W/llama.cpp -B $W/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+          -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+          > "$OUT/llama_cmake.log" 2>&1 || { tail -30 "$OUT/llama_cmake.log"; exit 1; }
+        grep -iE "nccl|CUDA Toolkit|graphs|vmm" "$OUT/llama_cmake.log" | head
+        time cmake --build $W/build -j16 --target llama-completion llama-simple llama-bench llama-server \
+          > "$OUT/llama_build.log" 2>&1 || { tail -40 "$OUT/llama_build.log"; exit 1; }
+      fi
+      python3 bench/llama/make_gguf.py $MODELS ;;
+    pack)  # the build, compressed in pieces small enough to come back from $OUT and travel again
+      (cd $W && tar -cf - build/bin) | python3 -c "import sys,zstandard; zstandard.ZstdCompressor(level=19, threads=16).copy_stream(sys.stdin.buffer, sys.stdout.buffer)" \
+        | split -b 15m -d - "$OUT/build-" && for f in "$OUT"/build-*; do mv "$f" "$f.part"; done; ls -la "$OUT" ;;
+    native|rgpu)
+      TAG=$s; RUN=""
+      if [ $s = rgpu ]; then shims; start_server llama; RUN=through_rgpu; fi
+      for m in tiny-f16 tiny-q8_0 tiny-q4_0 small-q8_0; do
+        for fa in on off; do
+          complete $m $fa > "$OUT/completion_${s}_${m}_fa${fa}.txt"; echo "$m fa=$fa rc=$? $(wc -c < "$OUT/completion_${s}_${m}_fa${fa}.txt") bytes"
+        done
+      done
+      if [ $s = rgpu ]; then
+        stop_server
+        for f in "$OUT"/completion_native_*.txt; do
+          g=${f/completion_native_/completion_rgpu_}
+          if cmp -s "$f" "$g" && [ -s "$f" ]; then echo "IDENTICAL $(basename $f)"; else echo "DIFFERENT $(basename $f)"; rc=1; fi
+        done
+        grep -iE "not supported|error|unsupported" "$OUT/rgpu_server_llama.log" "$OUT/llama_stderr_rgpu.log" | sort | uniq -c | sort -rn | head -30
+      fi ;;
+    bench)
+      for mode in native rgpu; do
+        RUN=""; [ $mode = rgpu ] && { shims; start_server bench; RUN=through_rgpu; }
+        for m in tiny-q4_0 small-q8_0; do
+          $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r 3 -o json > "$OUT/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
+          echo "$mode $m rc=$?"
+        done
+        [ $mode = rgpu ] && { grep -iE "round trips|blocking" "$OUT/rgpu_server_bench.log" | tail -5; stop_server; }
+      done
+      python3 bench/llama/compare_bench.py "$OUT" | tee "$OUT/bench_summary.txt" ;;
+    server)
+      for mode in native rgpu; do
+        RUN=""; [ $mode = rgpu ] && { shims; start_server http; RUN=through_rgpu; }
+        $RUN $BIN/llama-server -m $MODELS/tiny-q8_0.gguf --host 127.0.0.1 --port 18080 -ngl 99 -np 1 \
+          > "$OUT/llama_server_$mode.log" 2>&1 &
+        LS=$!
+        for i in $(seq 100); do curl -sf http://127.0.0.1:18080/health >/dev/null && break; sleep 0.3; done
+        curl -s http://127.0.0.1:18080/v1/completions -H 'Content-Type: application/json' \
+          -d "{\"prompt\": \"$PROMPT\", \"max_tokens\": 32, \"temperature\": 0, \"seed\": 1}" \
+          | python3 -c "import json,sys; print(json.load(sys.stdin)['choices'][0]['text'])" > "$OUT/server_$mode.txt"
+        echo "$mode: $(cat "$OUT/server_$mode.txt" | head -c 200)"
+        kill $LS; wait $LS 2>/dev/null
+        [ $mode = rgpu ] && stop_server
+      done
+      cmp -s "$OUT/server_native.txt" "$OUT/server_rgpu.txt" && [ -s "$OUT/server_native.txt" ] \
+        && echo "IDENTICAL server completion" || { echo "DIFFERENT server completion"; rc=1; } ;;
+  esac
+done
+echo "overall rc=$rc"
+exit $rc
