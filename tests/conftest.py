@@ -9,9 +9,9 @@ import pytest
 import trio
 
 import rgpu
-from rgpu.dispatch.fake import FakeBackend
+from rgpu.backends.fake import FakeBackend
 from rgpu.kernels import load
-from rgpu.server import Server, ServerConfig
+from rgpu.serving.server import Server, ServerConfig
 
 TEST_PSK = bytes(range(32))  # obviously-not-a-secret key for tests only
 DEMO_PTX = load("demo.ptx")

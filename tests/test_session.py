@@ -491,7 +491,7 @@ def test_plain_socket_bytes_after_psk_handshake_are_ciphertext():
 
 
 def test_fatbin_parsing_of_plain_and_malformed_images():
-    from rgpu.dispatch import ptx
+    from rgpu.backends import ptx
 
     text = DEMO_PTX
     entry = struct.pack("<HHIQ", 1, 0x101, 64, len(text)) + b"\0" * 48

@@ -9,8 +9,6 @@ from __future__ import annotations
 import abc
 import logging
 
-from rgpu.errors import CudaError
-
 log = logging.getLogger("rgpu.backend")
 
 # Value DEVICE_GET_ATTRIBUTES reports for an attribute the device does not know.
@@ -177,30 +175,4 @@ class Backend(abc.ABC):
 
 class BackendUnavailable(Exception):
     """The backend cannot run here (no driver, no GPU)."""
-
-
-def make_backend(kind: str) -> Backend:
-    """`cuda`, `fake`, or `auto` (cuda when a driver and a GPU answer, else fake with a loud warning)."""
-    if kind == "fake":
-        from rgpu.dispatch.fake import FakeBackend
-
-        return FakeBackend()
-    if kind in ("cuda", "auto"):
-        try:
-            from rgpu.dispatch.cuda import CudaBackend
-
-            backend = CudaBackend()
-            backend.init()
-            if backend.device_count() == 0:
-                raise BackendUnavailable("the driver reports no CUDA device")
-            return backend
-        except (BackendUnavailable, ImportError, CudaError) as e:
-            if kind == "cuda":
-                raise BackendUnavailable(f"cuda backend unavailable: {e}") from e
-            from rgpu.dispatch.fake import FakeBackend
-
-            log.warning("NO GPU: %s -- falling back to the FAKE backend (emulated memory and kernels; "
-                        "nothing runs on a GPU)", e)
-            return FakeBackend()
-    raise ValueError(f"unknown backend {kind!r} (cuda, fake, auto)")
 

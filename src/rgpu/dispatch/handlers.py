@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import attrs
 
-from rgpu.dispatch import blas_wire, dnn_wire
-from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED
+from rgpu.protocol import blas_wire, dnn_wire
+from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
 from rgpu.session.handles import Kind

@@ -111,7 +111,7 @@ class WorkerPool:
         parent, child = socket.socketpair()
         try:
             process = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "rgpu.session.worker", "--control-fd", str(child.fileno()),
+                [sys.executable, "-m", "rgpu.serving.worker", "--control-fd", str(child.fileno()),
                  "--backend", self.backend, "--log-level", self.log_level],
                 pass_fds=(child.fileno(),))
         finally:

@@ -14,8 +14,8 @@ from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Flags, Frame
 from rgpu.protocol.handshake import ServerHandshake
-from rgpu.session.pool import run_session_in_worker
-from rgpu.session.requests import Step, classify
+from rgpu.serving.pool import run_session_in_worker
+from rgpu.serving.requests import Step, classify
 from rgpu.session.state import Session
 from rgpu.transport import TrioFrameStream
 

@@ -1,4 +1,4 @@
-"""A session's worker process: `python -m rgpu.session.worker --control-fd N ...` (started by pool.py).
+"""A session's worker process: `python -m rgpu.serving.worker --control-fd N ...` (started by pool.py).
 
 Why a process per session: a kernel fault (CUDA_ERROR_ILLEGAL_ADDRESS and friends) is sticky for the whole
 *process* -- measured on the H200: after one session's fault every later cuCtxCreate in the same process
@@ -22,14 +22,15 @@ import signal
 import socket
 import sys
 
-from rgpu.dispatch.backend import BackendUnavailable, make_backend
+from rgpu.backends.base import BackendUnavailable
+from rgpu.backends.factory import make_backend
 from rgpu.dispatch.dispatcher import execute_batch_sync, execute_sync
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Flags, Frame
 from rgpu.protocol.handshake import RecordProtector
-from rgpu.session.requests import Step, classify
+from rgpu.serving.requests import Step, classify
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
 from rgpu.transport import SocketFrameStream
