@@ -1,5 +1,6 @@
-"""Runs request frames against a session: decode arguments, call the handler (inline or on the session's
-worker thread), turn the outcome into a reply frame -- or, for NO_REPLY calls, into a deferred error."""
+"""Runs request frames against a session: decode arguments, call the handler, turn the outcome into a reply
+frame -- or, for NO_REPLY calls, into a deferred error. Synchronous; which calls an event loop must run off
+itself is `may_block`'s answer (serving/loop.py)."""
 
 from __future__ import annotations
 
@@ -91,15 +92,10 @@ def execute_sync(session: Session, frame: Frame) -> Frame | None:
     return _reply(session, frame, call(session, frame))
 
 
-async def execute(session: Session, frame: Frame, offload) -> Frame | None:
-    """One request frame -> its reply (None for NO_REPLY requests), for an event loop: calls that can block
-    go through `offload(fn, *args)` (the loop's way off itself), everything else runs inline."""
+def may_block(frame: Frame) -> bool:
+    """Whether the call can wait on the GPU (see `handles(blocking=)`): an event loop runs it off itself."""
     handler = HANDLERS.get(frame.opcode)
-    if handler is not None and handler.blocking:
-        outcome = await offload(call, session, frame, handler)
-    else:
-        outcome = call(session, frame, handler)
-    return _reply(session, frame, outcome)
+    return handler is not None and handler.blocking
 
 
 # A launch record read in one go: header, then LAUNCH_KERNEL's arguments; its bulk is the parameter buffer.

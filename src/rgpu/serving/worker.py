@@ -24,13 +24,10 @@ import sys
 
 from rgpu.backends.base import BackendUnavailable
 from rgpu.backends.factory import make_backend
-from rgpu.dispatch.dispatcher import execute_batch_sync, execute_sync
-from rgpu.errors import ProtocolError, Status
-from rgpu.protocol import ops
+from rgpu.errors import ProtocolError
 from rgpu.protocol.connection import Connection
-from rgpu.protocol.frames import Flags, Frame
 from rgpu.protocol.handshake import RecordProtector
-from rgpu.serving.requests import Step, classify
+from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
 from rgpu.transport import SocketFrameStream
@@ -82,24 +79,18 @@ def receive_assignment(control: socket.socket) -> tuple[dict, socket.socket] | N
 
 
 def serve_blocking(session: Session, io: SocketFrameStream) -> str:
-    """The session's request loop; returns why it ended."""
+    """The blocking driver of the session's request loop (loop.py); returns why it ended."""
     while True:
         try:
             frame = io.receive_frame()
         except ConnectionError:
-            return "client closed the connection"
-        session.frames_received += 1
-        step, frames = classify(frame, io.conn.max_record)
-        if step is Step.BATCH:
-            execute_batch_sync(session, frames)
-        elif step is Step.GOODBYE:
-            session.release_all()
-            io.send_frames([frame.reply(deferred_status=session.take_deferred_error())])
-            return "closed by GOODBYE"
-        else:
-            reply = execute_sync(session, frame)
-            if reply is not None:
-                io.send_frames([reply])
+            frame = None
+        action = next_action(session, frame, io.conn.max_record)
+        reply = action.run()  # the only thread here: blocking on the GPU blocks no one else
+        if reply is not None:
+            io.send_frames([reply])
+        if action.close:
+            return action.close
 
 
 def run_session(params: dict, client: socket.socket, backend) -> dict:
@@ -120,12 +111,11 @@ def run_session(params: dict, client: socket.socket, backend) -> dict:
             reason = serve_blocking(session, io)
     except ShuttingDown:
         reason = "server shutting down"
-        _send_quietly(io, Frame(ops.PROTOCOL_ERROR.code, 0, Flags.REPLY, Status.SHUTTING_DOWN,
-                                bulk=b"server shutting down"))
+        io.send_quietly(shutting_down_frame())
     except ProtocolError as e:
         reason = f"protocol error: {e}"
         session.log.warning("%s; closing", e)
-        _send_quietly(io, Frame(ops.PROTOCOL_ERROR.code, 0, Flags.REPLY, e.status, bulk=str(e).encode()))
+        io.send_quietly(protocol_error_frame(e))
     except OSError as e:
         reason = f"connection lost ({type(e).__name__})"
     finally:
@@ -137,14 +127,6 @@ def run_session(params: dict, client: socket.socket, backend) -> dict:
         stats["backend_bytes_in_use"] = backend.used  # fake backend accounting: 0 after a clean teardown
         stats["contexts_alive"] = backend.contexts_alive
     return stats
-
-
-def _send_quietly(io: SocketFrameStream, frame: Frame) -> None:
-    try:
-        io.sock.settimeout(1.0)
-        io.send_frames([frame])
-    except OSError:
-        pass
 
 
 def main(argv=None) -> int:
