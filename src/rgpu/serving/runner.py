@@ -11,6 +11,7 @@ import trio
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.handshake import ServerHandshake
+from rgpu.serving.handoff import Handoff, SessionKeys
 from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
 from rgpu.serving.pool import run_session_in_worker
 from rgpu.session.state import Session
@@ -68,16 +69,12 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
     if io.conn.decoder.has_buffered_data:
         raise ProtocolError("client sent frames before the handshake completed")
     cfg = server.config
-    params = {"session_id": session_id, "peer": peer, "max_frame": cfg.max_frame,
-              "mem_limit": cfg.session_mem_limit,
-              "module_cache": str(server.module_cache.dir) if server.module_cache else None,
-              "module_cache_bytes": server.module_cache.max_bytes if server.module_cache else 0,
-              "spin_us": cfg.spin_us}
-    if hs.keys is not None:
-        cipher, c2s, s2c = hs.keys
-        params.update(cipher=cipher, c2s=c2s.hex(), s2c=s2c.hex())
+    cache = server.module_cache
+    handoff = Handoff(session_id, peer, cfg.max_frame, mem_limit=cfg.session_mem_limit,
+                      module_cache=str(cache.dir) if cache else None, module_cache_bytes=cache.max_bytes if cache else 0,
+                      spin_us=cfg.spin_us, keys=None if hs.keys is None else SessionKeys(*hs.keys))
     log.info("[session %d] opened for %s in a worker process (%d live)", session_id, peer, len(server.sessions))
-    stats = await run_session_in_worker(server.pool, stream, params, grace=cfg.teardown_timeout)
+    stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout)
     log.info("[session %d] ended: %s (%d frames, %d calls)", session_id, stats.get("reason"),
              stats.get("frames", 0), stats.get("calls", 0))
 

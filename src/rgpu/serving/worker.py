@@ -27,6 +27,7 @@ from rgpu.backends.factory import make_backend
 from rgpu.errors import ProtocolError
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.handshake import RecordProtector
+from rgpu.serving.handoff import Handoff
 from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
@@ -61,8 +62,9 @@ def send_json(sock: socket.socket, obj: dict) -> None:
     sock.sendall(json.dumps(obj).encode() + b"\n")
 
 
-def receive_assignment(control: socket.socket) -> tuple[dict, socket.socket] | None:
-    """Block until the supervisor hands over a client: (params, client socket), or None at pool shutdown."""
+def receive_assignment(control: socket.socket) -> tuple[Handoff, socket.socket] | None:
+    """Block until the supervisor hands over a client: (its hand-off, client socket), or None at pool
+    shutdown."""
     fds = array.array("i")
     try:
         msg, ancdata, _flags, _addr = control.recvmsg(65536, socket.CMSG_SPACE(fds.itemsize))
@@ -74,8 +76,15 @@ def receive_assignment(control: socket.socket) -> tuple[dict, socket.socket] | N
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
     if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
         raise RuntimeError(f"expected one client socket, got {len(fds)}")
-    return json.loads(msg), socket.socket(fileno=fds[0])
+    client = socket.socket(fileno=fds[0])
+    try:
+        return Handoff.decode(msg), client
+    except ValueError:
+        client.close()
+        raise
 
 
 def serve_blocking(session: Session, io: SocketFrameStream) -> str:
@@ -93,18 +102,18 @@ def serve_blocking(session: Session, io: SocketFrameStream) -> str:
             return action.close
 
 
-def run_session(params: dict, client: socket.socket, backend) -> dict:
-    cache = ModuleCache(params["module_cache"], params["module_cache_bytes"]) if params.get("module_cache") else None
-    session = Session(params["session_id"], backend, mem_limit=params.get("mem_limit"), peer=params.get("peer", ""),
+def run_session(handoff: Handoff, client: socket.socket, backend) -> dict:
+    cache = ModuleCache(handoff.module_cache, handoff.module_cache_bytes) if handoff.module_cache else None
+    session = Session(handoff.session_id, backend, mem_limit=handoff.mem_limit, peer=handoff.peer,
                       module_cache=cache)
-    conn = Connection(params["max_frame"], reuse_receive_buffers=True)
-    if params.get("cipher"):
-        conn.protect(RecordProtector(params["cipher"], send_key=bytes.fromhex(params["s2c"]),
-                                     recv_key=bytes.fromhex(params["c2s"])))
+    conn = Connection(handoff.max_frame, reuse_receive_buffers=True)
+    if handoff.keys is not None:
+        keys = handoff.keys
+        conn.protect(RecordProtector(keys.cipher, send_key=keys.s2c, recv_key=keys.c2s))
     # The descriptor arrives with the supervisor's O_NONBLOCK (shared by every copy of it); this loop blocks.
     client.setblocking(True)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    io = SocketFrameStream(client, conn, spin_us=params.get("spin_us", 0))
+    io = SocketFrameStream(client, conn, spin_us=handoff.spin_us)
     reason = "?"
     try:
         with _Interruptible():
@@ -148,8 +157,8 @@ def main(argv=None) -> int:
             assignment = receive_assignment(control)
         if assignment is None:
             return 0
-        params, client = assignment
-        stats = run_session(params, client, backend)
+        handoff, client = assignment
+        stats = run_session(handoff, client, backend)
         # Nothing left to interrupt; SIG_IGN survives interpreter shutdown, where Python would otherwise
         # restore the default action and a late SIGTERM would kill us mid-exit.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
