@@ -1,7 +1,7 @@
 """The interface both backends implement. Objects (contexts, streams...) are the backend's own; sessions wrap
 them in handles. `stream=None` means the context's NULL stream. Every method raises CudaError on failure.
 
-Which calls may block on the GPU is decided by the dispatcher (it runs those off the event loop), not here.
+Which calls may block on the GPU is declared with their handlers (`handles(blocking=True)`), not here.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def event_elapsed(self, ctx, start, end) -> float: ...
 
-    # -- cuBLAS / cuBLASLt (requests decoded and range-checked by rgpu.dispatch.blas_wire) ------------------
+    # -- cuBLAS / cuBLASLt (requests decoded and range-checked by rgpu.protocol.blas_wire) ------------------
     @abc.abstractmethod
     def blas_create(self, ctx): ...
     @abc.abstractmethod
@@ -140,7 +140,7 @@ class Backend(abc.ABC):
     def lt_matmul(self, ctx, op, pointers: tuple[int, int, int, int], alpha: bytes, beta: bytes, workspace: int,
                   workspace_size: int, stream) -> None: ...
 
-    # -- cuDNN (requests decoded and checked by rgpu.dispatch.dnn_wire) ---------------------------------
+    # -- cuDNN (requests decoded and checked by rgpu.protocol.dnn_wire) ---------------------------------
     @abc.abstractmethod
     def dnn_create(self, ctx): ...
     @abc.abstractmethod
