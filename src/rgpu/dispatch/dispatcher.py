@@ -30,14 +30,13 @@ def _lookup(frame: Frame) -> Handler:
     return handler
 
 
-def call(session: Session, frame: Frame, handler: Handler | None = None):
-    """Run one request synchronously. Returns (status, message, Reply | None); never raises for a call's
-    own failure."""
+def call(session: Session, frame: Frame):
+    """Run one request. Returns (status, message, Reply | None); never raises for a call's own failure."""
     try:
-        handler = handler or _lookup(frame)
+        handler = _lookup(frame)
         if frame.flags & _NO_REPLY and not handler.op.deferrable:
             raise CudaError(Status.INVALID_VALUE, f"{handler.op.name} cannot be deferred")
-        args = handler.op.unpack_request(frame.args)
+        args = handler.op.decode(frame.args)
     except (CudaError, ProtocolError) as e:
         session.calls += 1
         return _failure(session, frame.opcode, e)
