@@ -9,9 +9,9 @@ import pytest
 import trio
 
 import rgpu
-from rgpu.dispatch.fake import FakeBackend
+from rgpu.backends.fake import FakeBackend
 from rgpu.kernels import load
-from rgpu.server import Server, ServerConfig
+from rgpu.serving.server import Server, ServerConfig
 
 TEST_PSK = bytes(range(32))  # obviously-not-a-secret key for tests only
 DEMO_PTX = load("demo.ptx")
@@ -30,9 +30,10 @@ class RunningServer:
 
 @contextlib.asynccontextmanager
 async def running_server(**config):
-    """In-process sessions (isolation "thread") by default, so tests can inspect the backend; pass
-    isolation="process" for worker processes (then `backend` names a kind, e.g. "fake")."""
-    config.setdefault("isolation", "thread")
+    """Worker processes (isolation "process", what ships) by default, `backend` naming a kind ("fake"). A test
+    that must look inside the backend or a session passes isolation="thread" (sessions in this process, on
+    `backend`, a FakeBackend unless given) and says why."""
+    config.setdefault("isolation", "process")
     if config["isolation"] == "thread":
         backend = config.pop("backend", None) or FakeBackend()
     else:
@@ -49,6 +50,13 @@ async def running_server(**config):
 @pytest.fixture
 async def srv():
     async with running_server() as s:
+        yield s
+
+
+@pytest.fixture
+async def tsrv():
+    """Sessions in this process (isolation "thread"), for tests that inspect the backend or a Session."""
+    async with running_server(isolation="thread") as s:
         yield s
 
 

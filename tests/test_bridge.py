@@ -20,7 +20,7 @@ from rgpu.bridge.daemon import Bridge, GuestRam, Window
 from rgpu.bridge.engine import Engine
 from rgpu.bridge.records import DoneStatus, Op
 from rgpu.bridge.selftest import V2Producer, mutation_test, self_test
-from rgpu.dispatch.fake import FakeBackend
+from rgpu.backends.fake import FakeBackend
 
 
 @pytest.fixture(scope="module")

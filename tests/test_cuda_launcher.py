@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-cuda = pytest.importorskip("rgpu.dispatch.cuda", exc_type=ImportError)
+cuda = pytest.importorskip("rgpu.backends.cuda", exc_type=ImportError)
 
 from rgpu.errors import CudaError, Status  # noqa: E402
 

@@ -69,7 +69,7 @@ async def test_descriptors_handles_and_pointers_are_the_sessions_own(client):
 
 
 def test_truncated_attributes_are_refused():
-    from rgpu.dispatch import dnn_wire
+    from rgpu.protocol import dnn_wire
 
     for bad in (b"", b"\x01\x00", b"\x01\x00" + struct.pack("<III", 1, 3, 100000)):
         with pytest.raises(CudaError):

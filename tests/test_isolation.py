@@ -112,7 +112,7 @@ async def test_long_kernel_does_not_delay_another_worker_session(psrv):
 def test_a_session_worker_starts_without_the_client_or_trio():
     """Every session starts a worker process, and whatever it imports is paid at every start (the client and
     trio were ~130 ms of its ~250 ms on the CI machine)."""
-    code = ("import sys, rgpu.session.worker; from rgpu.dispatch.backend import make_backend; make_backend('fake'); "
+    code = ("import sys, rgpu.serving.worker; from rgpu.backends.factory import make_backend; make_backend('fake'); "
             "print(sorted(m for m in ('trio', 'rgpu.client') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -45,7 +45,9 @@ async def doomed_session(srv, rng: random.Random) -> None:
 
 
 async def test_thousand_sessions_cut_mid_work_leave_nothing_behind():
-    async with running_server(max_sessions=256) as srv:
+    # In-process sessions: the fake backend's accounting and the server's RSS are the point, and 1100 worker
+    # processes would take minutes (test_sigkilled_client_processes... below runs workers).
+    async with running_server(max_sessions=256, isolation="thread") as srv:
         rng = random.Random(11)
         limiter = trio.CapacityLimiter(32)
 

@@ -16,7 +16,7 @@ import trio
 
 from rgpu.errors import RgpuError
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
-from rgpu.server import DEFAULT_PORT, ConfigError, Server, ServerConfig
+from rgpu.serving.server import DEFAULT_PORT, ConfigError, Server, ServerConfig
 
 log = logging.getLogger("rgpu")
 
@@ -69,7 +69,7 @@ def server_parser() -> argparse.ArgumentParser:
 
 
 async def _run_server(config: ServerConfig, extra_tasks=()) -> None:
-    from rgpu.dispatch.backend import make_backend
+    from rgpu.backends.factory import make_backend
 
     backend = make_backend(config.backend) if config.isolation == "thread" else None
     server = Server(config, backend)
@@ -127,7 +127,7 @@ def server_main(argv=None) -> int:
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
                               handshake_timeout=args.handshake_timeout, max_frame=args.max_frame,
                               port_file=args.port_file, module_cache=args.module_cache, spin_us=args.spin_us)
-        from rgpu.server import check_config
+        from rgpu.serving.server import check_config
 
         check_config(config)
         from rgpu.bridge.cli import config_from_args
@@ -138,8 +138,8 @@ def server_main(argv=None) -> int:
         log.error("%s", e)
         return 2
     except Exception as e:
-        from rgpu.dispatch.backend import BackendUnavailable
-        from rgpu.session.pool import WorkerStartError
+        from rgpu.backends.base import BackendUnavailable
+        from rgpu.serving.pool import WorkerStartError
 
         startup = (BackendUnavailable, WorkerStartError)
         known = [x for x in _leaves(e) if isinstance(x, startup)]

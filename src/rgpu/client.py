@@ -14,7 +14,6 @@ import struct
 from typing import Any, Callable, Sequence
 
 import attrs
-import numpy as np
 import trio
 
 from rgpu.errors import CudaError, ProtocolError, Status
@@ -22,6 +21,7 @@ from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Flags, Frame, frame_bytes
 from rgpu.protocol.handshake import ClientHandshake, load_psk_file
+from rgpu.protocol.params import pack_params
 from rgpu.transport import DEFAULT_PORT, SocketFrameStream, TrioFrameStream
 
 MAX_BATCH_CALLS = 256
@@ -66,35 +66,6 @@ def _layout(count: int, bulk) -> tuple | None:
     if len(raw) != 8 * count:
         raise ProtocolError(f"parameter layout of {len(raw)} bytes for {count} parameters")
     return tuple(struct.iter_unpack("<II", raw))
-
-
-_INT_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
-
-
-def pack_params(layout: Sequence[tuple[int, int]], args: Sequence) -> bytes:
-    """Lay kernel arguments out as the kernel expects them. ints and floats take the width of their
-    parameter (a float in 4 bytes is an f32, in 8 an f64); bytes and numpy scalars are copied as-is."""
-    if len(args) != len(layout):
-        raise ValueError(f"kernel takes {len(layout)} parameters, {len(args)} given")
-    buf = bytearray(max((o + n for o, n in layout), default=0))
-    for i, ((offset, size), arg) in enumerate(zip(layout, args)):
-        if isinstance(arg, (bytes, bytearray, memoryview, np.generic)):
-            raw = arg.tobytes() if isinstance(arg, np.generic) else bytes(arg)
-        elif isinstance(arg, float):
-            if size not in (4, 8):
-                raise ValueError(f"parameter {i}: a float cannot fill {size} bytes")
-            raw = struct.pack("<f" if size == 4 else "<d", arg)
-        elif isinstance(arg, int):
-            code = _INT_CODES.get(size)
-            if code is None:
-                raise ValueError(f"parameter {i}: an int cannot fill {size} bytes")
-            raw = struct.pack("<" + (code if arg < 0 else code.upper()), arg)
-        else:
-            raise TypeError(f"parameter {i}: cannot pass {type(arg).__name__} to a kernel")
-        if len(raw) != size:
-            raise ValueError(f"parameter {i}: {len(raw)} bytes given, the kernel expects {size}")
-        buf[offset : offset + size] = raw
-    return bytes(buf)
 
 
 class _Operations:

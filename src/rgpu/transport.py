@@ -49,6 +49,17 @@ class TrioFrameStream:
             for part in write:
                 await self.stream.send_all(part)
 
+    async def send_quietly(self, frame: Frame, timeout: float = 1.0) -> None:
+        """A last word to a peer that may be gone or stuck: at most `timeout` seconds, even when cancelled;
+        failures are ignored."""
+        import trio
+
+        with trio.CancelScope(shield=True), trio.move_on_after(timeout):
+            try:
+                await self.send_frames([frame])
+            except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError):
+                pass
+
 
 class SocketFrameStream:
     """Blocking counterpart: the session worker's loop, the synchronous client and benchmarks.
@@ -87,3 +98,12 @@ class SocketFrameStream:
         for write in self.conn.writes(frames):
             for part in write:
                 self.sock.sendall(part)
+
+    def send_quietly(self, frame: Frame, timeout: float = 1.0) -> None:
+        """A last word to a peer that may be gone or stuck: at most `timeout` seconds per write; failures are
+        ignored. Leaves the socket with that timeout (it is about to be closed)."""
+        try:
+            self.sock.settimeout(timeout)
+            self.send_frames([frame])
+        except OSError:
+            pass

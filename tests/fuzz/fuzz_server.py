@@ -18,13 +18,13 @@ import struct
 import sys
 import time
 
-from rgpu.dispatch import fake
+from rgpu.backends import fake
 from rgpu.dispatch.dispatcher import execute_batch_sync, execute_sync
 from rgpu.errors import ProtocolError
 from rgpu.kernels import load
 from rgpu.protocol import ops
 from rgpu.protocol.frames import Flags, Frame, RecordDecoder, frame_bytes, parse_frame
-from rgpu.session.requests import Step, classify
+from rgpu.serving.requests import Step, classify
 from rgpu.session.state import Session
 
 CORPUS = pathlib.Path(__file__).parent / "corpus"

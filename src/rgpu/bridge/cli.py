@@ -51,7 +51,7 @@ def config_from_args(args, prefix: str = "", backend: str = "auto", once: bool =
 def cmd_bridge(args) -> int:
     from rgpu.bridge import selftest
     from rgpu.bridge.engine import Engine
-    from rgpu.dispatch.backend import make_backend
+    from rgpu.backends.factory import make_backend
 
     checks = [m for m in ("self_test", "mutation_test", "bench") if getattr(args, m)]
     if checks:

@@ -244,7 +244,7 @@ class BridgeConfig:
 
 
 def make_engine(config: BridgeConfig, backend=None) -> Engine:
-    from rgpu.dispatch.backend import make_backend
+    from rgpu.backends.factory import make_backend
 
     return Engine(backend or make_backend(config.backend), max_n=config.max_n)
 

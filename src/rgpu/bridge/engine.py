@@ -8,11 +8,11 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from rgpu.backends.base import Backend
 from rgpu.bridge.records import DoneStatus, Op
-from rgpu.client import pack_params
-from rgpu.dispatch.backend import Backend
 from rgpu.errors import CudaError
 from rgpu.kernels import load
+from rgpu.protocol.params import pack_params
 
 KERNELS = {Op.MAIL: "mail_kernel", Op.VADD: "vadd", Op.VADD_MUTATED: "vadd_mutated"}
 DEFAULT_MAX_N = 1 << 26

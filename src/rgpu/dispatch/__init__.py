@@ -1,5 +1,2 @@
-"""Opcode -> backend dispatch, and the backends (`cuda`, `fake`)."""
-
-from rgpu.dispatch.backend import Backend, BackendUnavailable, make_backend
-
-__all__ = ["Backend", "BackendUnavailable", "make_backend"]
+"""Opcode -> handler -> backend: the handlers (registered with `rgpu.dispatch.handlers.handles`) and the
+dispatcher that decodes a request and runs its handler against a session."""

@@ -1,12 +1,13 @@
-"""Runs request frames against a session: decode arguments, call the handler (inline or on the session's
-worker thread), turn the outcome into a reply frame -- or, for NO_REPLY calls, into a deferred error."""
+"""Runs request frames against a session: decode arguments, call the handler, turn the outcome into a reply
+frame -- or, for NO_REPLY calls, into a deferred error. Synchronous; which calls an event loop must run off
+itself is `may_block`'s answer (serving/loop.py)."""
 
 from __future__ import annotations
 
 import logging
 import struct
 
-from rgpu.dispatch.handlers import HANDLERS, Handler, Reply
+from rgpu.dispatch.handlers import HANDLERS, Handler, Reply, launch_kernel
 from rgpu.errors import CudaError, ProtocolError, Status, status_name
 from rgpu.protocol import ops
 from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, parse_frame
@@ -29,17 +30,16 @@ def _lookup(frame: Frame) -> Handler:
     return handler
 
 
-def call(session: Session, frame: Frame, handler: Handler | None = None):
-    """Run one request synchronously. Returns (status, message, Reply | None); never raises for a call's
-    own failure."""
+def call(session: Session, frame: Frame):
+    """Run one request. Returns (status, message, Reply | None); never raises for a call's own failure."""
     try:
-        handler = handler or _lookup(frame)
+        handler = _lookup(frame)
         if frame.flags & _NO_REPLY and not handler.op.deferrable:
             raise CudaError(Status.INVALID_VALUE, f"{handler.op.name} cannot be deferred")
-        args = handler.op.unpack_request(frame.args)
+        args = handler.op.decode(frame.args)
     except (CudaError, ProtocolError) as e:
         session.calls += 1
-        return _failure(e)
+        return _failure(session, frame.opcode, e)
     return _run(session, frame.opcode, handler.fn, args, frame.bulk)
 
 
@@ -47,17 +47,18 @@ def _run(session: Session, opcode: int, fn, args: tuple, bulk):
     session.calls += 1
     try:
         return 0, "", fn(session, args, bulk)
-    except (CudaError, ProtocolError) as e:
-        return _failure(e)
-    except Exception:
-        session.log.exception("internal error in opcode 0x%04x", opcode)
-        return Status.UNKNOWN, "internal server error (logged on the server)", None
+    except Exception as e:
+        return _failure(session, opcode, e)
 
 
-def _failure(e: CudaError | ProtocolError):
+def _failure(session: Session, opcode: int, e: Exception):
+    """(status, message, None) for a call that raised."""
     if isinstance(e, CudaError):
         return e.code, e.message, None
-    return e.status, str(e), None
+    if isinstance(e, ProtocolError):
+        return e.status, str(e), None
+    session.log.error("internal error in opcode 0x%04x", opcode, exc_info=e)
+    return Status.UNKNOWN, "internal server error (logged on the server)", None
 
 
 def _reply(session: Session, frame: Frame, outcome) -> Frame | None:
@@ -90,34 +91,33 @@ def execute_sync(session: Session, frame: Frame) -> Frame | None:
     return _reply(session, frame, call(session, frame))
 
 
-async def execute(session: Session, frame: Frame, offload) -> Frame | None:
-    """One request frame -> its reply (None for NO_REPLY requests), for an event loop: calls that can block
-    go through `offload(fn, *args)` (the loop's way off itself), everything else runs inline."""
+def may_block(frame: Frame) -> bool:
+    """Whether the call can wait on the GPU (see `handles(blocking=)`): an event loop runs it off itself."""
     handler = HANDLERS.get(frame.opcode)
-    if handler is not None and handler.blocking:
-        outcome = await offload(call, session, frame, handler)
-    else:
-        outcome = call(session, frame, handler)
-    return _reply(session, frame, outcome)
+    return handler is not None and handler.blocking
 
 
 # A launch record read in one go: header, then LAUNCH_KERNEL's arguments; its bulk is the parameter buffer.
 _LAUNCH = ops.LAUNCH_KERNEL
 _LAUNCH_RECORD = struct.Struct("<HHIIII" + _LAUNCH.request.format.lstrip("<"))
-_LAUNCH_FN = HANDLERS[_LAUNCH.code].fn
+_LAUNCH_BULK = _LAUNCH_RECORD.size
+assert HANDLERS[_LAUNCH.code].op is _LAUNCH and len(_LAUNCH.request_fields) == 9
 
 
 def _launch_record(session: Session, record) -> bool:
-    """Run a plain LAUNCH_KERNEL record straight from its bytes (no Frame, no generic decode) and say so;
-    False for anything else, which then takes the general path."""
-    if len(record) < _LAUNCH_RECORD.size:
+    """Run a plain LAUNCH_KERNEL record straight from its bytes (no Frame, no generic decode, no named tuple)
+    and say so; False for anything else, which then takes the general path."""
+    if len(record) < _LAUNCH_BULK:
         return False
-    values = _LAUNCH_RECORD.unpack_from(record)
-    if values[0] != _LAUNCH.code or values[1] != _NO_REPLY or len(record) != _LAUNCH_RECORD.size + values[5]:
+    v = _LAUNCH_RECORD.unpack_from(record)
+    if v[0] != _LAUNCH.code or v[1] != _NO_REPLY or len(record) != _LAUNCH_BULK + v[5]:
         return False
-    status, _message, _ = _run(session, _LAUNCH.code, _LAUNCH_FN, values[6:], record[_LAUNCH_RECORD.size :])
-    if status:
-        session.defer_error(status, _LAUNCH.name, values[2])
+    session.calls += 1
+    try:
+        # v[6:15] are the request's fields in spec order, which launch_kernel's parameters are checked to be.
+        launch_kernel(session, record[_LAUNCH_BULK:], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14])
+    except Exception as e:
+        session.defer_error(_failure(session, _LAUNCH.code, e)[0], _LAUNCH.name, v[2])
     return True
 
 

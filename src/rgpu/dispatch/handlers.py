@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import attrs
 
-from rgpu.dispatch import blas_wire, dnn_wire
-from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED
+from rgpu.protocol import blas_wire, dnn_wire
+from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
 from rgpu.session.handles import Kind
@@ -38,8 +38,26 @@ HANDLERS: dict[int, Handler] = {}
 
 
 def handles(op: ops.Op, *, blocking: bool = False):
+    """Register `fn(session, args, bulk)` for `op`; `args` is the request decoded by `op.decode` (read its fields
+    by name)."""
     def register(fn):
         HANDLERS[op.code] = Handler(op, fn, blocking)
+        return fn
+
+    return register
+
+
+def handles_fields(op: ops.Op, *, blocking: bool = False):
+    """Register `fn(session, bulk, <field>, ...)`, which takes the request's fields as parameters named and
+    ordered as in the spec (checked here). For the hottest calls: the dispatcher's launch path passes the
+    unpacked values straight in, without building a named tuple or reading attributes."""
+    def register(fn):
+        code = fn.__code__
+        params = code.co_varnames[2 : code.co_argcount]
+        fields = tuple(f.name for f in op.request_fields)
+        if params != fields:
+            raise TypeError(f"{fn.__name__} takes {params}; {op.name}'s fields are {fields}")
+        HANDLERS[op.code] = Handler(op, lambda s, args, bulk: fn(s, bulk, *args), blocking)
         return fn
 
     return register
@@ -55,8 +73,7 @@ def _text(bulk) -> str:
 # -- init and devices ------------------------------------------------------------------------------
 @handles(ops.INIT)
 def _init(s: Session, args, bulk):
-    (flags,) = args
-    if flags:
+    if args.flags:
         raise CudaError(Status.INVALID_VALUE, "cuInit flags must be 0")
 
 
@@ -72,42 +89,40 @@ def _device_count(s, args, bulk):
 
 @handles(ops.DEVICE_GET)
 def _device_get(s, args, bulk):
-    (ordinal,) = args
-    if not 0 <= ordinal < s.backend.device_count():
-        raise CudaError(Status.INVALID_DEVICE, f"device ordinal {ordinal} out of range")
-    return (ordinal,)
+    if not 0 <= args.ordinal < s.backend.device_count():
+        raise CudaError(Status.INVALID_DEVICE, f"device ordinal {args.ordinal} out of range")
+    return (args.ordinal,)
 
 
 @handles(ops.DEVICE_GET_NAME)
 def _device_name(s, args, bulk):
-    return Reply((), s.backend.device_name(args[0]).encode())
+    return Reply((), s.backend.device_name(args.device).encode())
 
 
 @handles(ops.DEVICE_GET_ATTRIBUTE)
 def _device_attribute(s, args, bulk):
-    attrib, dev = args
-    return (s.backend.device_attribute(attrib, dev),)
+    return (s.backend.device_attribute(args.attrib, args.device),)
 
 
 @handles(ops.DEVICE_TOTAL_MEM)
 def _device_total_mem(s, args, bulk):
-    return (s.backend.device_total_mem(args[0]),)
+    return (s.backend.device_total_mem(args.device),)
 
 
 @handles(ops.DEVICE_GET_UUID)
 def _device_uuid(s, args, bulk):
-    return (s.backend.device_uuid(args[0]),)
+    return (s.backend.device_uuid(args.device),)
 
 
 @handles(ops.DEVICE_GET_ATTRIBUTES)
 def _device_attributes(s, args, bulk):
-    dev, count = args
+    count = args.count
     if count > 1024:
         raise CudaError(Status.INVALID_VALUE, "at most 1024 attributes per call")
     values = []
     for attrib in range(1, count + 1):
         try:
-            values.append(s.backend.device_attribute(attrib, dev))
+            values.append(s.backend.device_attribute(attrib, args.device))
         except CudaError as e:
             if e.code == Status.INVALID_DEVICE:
                 raise
@@ -118,7 +133,7 @@ def _device_attributes(s, args, bulk):
 # -- contexts --------------------------------------------------------------------------------------
 @handles(ops.PRIMARY_CTX_RETAIN)
 def _primary_retain(s: Session, args, bulk):
-    (dev,) = args
+    dev = args.device
     slot = s.primary.get(dev)
     if slot is None:
         ctx = s.backend.ctx_create(0, dev)
@@ -129,7 +144,7 @@ def _primary_retain(s: Session, args, bulk):
 
 @handles(ops.PRIMARY_CTX_RELEASE, blocking=True)
 def _primary_release(s: Session, args, bulk):
-    (dev,) = args
+    dev = args.device
     slot = s.primary.get(dev)
     if slot is None:
         raise CudaError(Status.INVALID_CONTEXT, f"primary context of device {dev} is not retained")
@@ -141,15 +156,14 @@ def _primary_release(s: Session, args, bulk):
 
 @handles(ops.CTX_CREATE)
 def _ctx_create(s: Session, args, bulk):
-    flags, dev = args
-    handle = s.handles.add(Kind.CONTEXT, s.backend.ctx_create(flags, dev), info=dev)
+    handle = s.handles.add(Kind.CONTEXT, s.backend.ctx_create(args.flags, args.device), info=args.device)
     s.current_ctx = handle
     return (handle,)
 
 
 @handles(ops.CTX_DESTROY, blocking=True)
 def _ctx_destroy(s: Session, args, bulk):
-    (handle,) = args
+    handle = args.ctx
     s.context(handle)
     if any(slot[0] == handle for slot in s.primary.values()):
         raise CudaError(Status.INVALID_CONTEXT, "a primary context is released, not destroyed")
@@ -158,10 +172,9 @@ def _ctx_destroy(s: Session, args, bulk):
 
 @handles(ops.CTX_SET_CURRENT)
 def _ctx_set_current(s: Session, args, bulk):
-    (handle,) = args
-    if handle:
-        s.context(handle)
-    s.current_ctx = handle
+    if args.ctx:
+        s.context(args.ctx)
+    s.current_ctx = args.ctx
 
 
 @handles(ops.CTX_GET_CURRENT)
@@ -180,24 +193,22 @@ _LIMITS = range(7)  # CU_LIMIT_STACK_SIZE .. CU_LIMIT_PERSISTING_L2_CACHE_SIZE
 
 @handles(ops.CTX_GET_LIMIT)
 def _ctx_get_limit(s: Session, args, bulk):
-    (limit,) = args
-    if limit not in _LIMITS:
-        raise CudaError(Status.INVALID_VALUE, f"unknown limit {limit}")
-    return (s.backend.ctx_get_limit(s.context().obj, limit),)
+    if args.limit not in _LIMITS:
+        raise CudaError(Status.INVALID_VALUE, f"unknown limit {args.limit}")
+    return (s.backend.ctx_get_limit(s.context().obj, args.limit),)
 
 
 @handles(ops.CTX_SET_LIMIT, blocking=True)
 def _ctx_set_limit(s: Session, args, bulk):
-    limit, value = args
-    if limit not in _LIMITS:
-        raise CudaError(Status.INVALID_VALUE, f"unknown limit {limit}")
-    s.backend.ctx_set_limit(s.context().obj, limit, value)
+    if args.limit not in _LIMITS:
+        raise CudaError(Status.INVALID_VALUE, f"unknown limit {args.limit}")
+    s.backend.ctx_set_limit(s.context().obj, args.limit, args.value)
 
 
 # -- memory ----------------------------------------------------------------------------------------
 @handles(ops.MEM_ALLOC)
 def _mem_alloc(s: Session, args, bulk):
-    (size,) = args
+    size = args.size
     ctx = s.context()
     if size == 0:
         raise CudaError(Status.INVALID_VALUE, "cuMemAlloc of 0 bytes")
@@ -209,7 +220,7 @@ def _mem_alloc(s: Session, args, bulk):
 
 @handles(ops.MEM_FREE, blocking=True)
 def _mem_free(s: Session, args, bulk):
-    (ptr,) = args
+    ptr = args.dptr
     region = s.memory.allocation_at(ptr)
     s.backend.mem_free(s.context(region.ctx).obj, ptr)
     s.memory.remove(ptr)
@@ -227,17 +238,15 @@ def _mem_get_info(s: Session, args, bulk):
 
 @handles(ops.MEMCPY_HTOD, blocking=True)
 def _memcpy_htod(s: Session, args, bulk):
-    (dst,) = args
-    s.memory.check(dst, len(bulk))
-    s.backend.memcpy_htod(s.context().obj, dst, bulk)
+    s.memory.check(args.dst, len(bulk))
+    s.backend.memcpy_htod(s.context().obj, args.dst, bulk)
 
 
 @handles(ops.MEMCPY_HTOD_ASYNC, blocking=True)
 def _memcpy_htod_async(s: Session, args, bulk):
-    dst, stream = args
-    ctx, strm = s.stream(stream)
-    s.memory.check(dst, len(bulk))
-    s.backend.memcpy_htod(ctx.obj, dst, bulk, strm if stream else None)
+    ctx, strm = s.stream(args.stream)
+    s.memory.check(args.dst, len(bulk))
+    s.backend.memcpy_htod(ctx.obj, args.dst, bulk, strm if args.stream else None)
 
 
 def _dtoh(s: Session, src: int, nbytes: int, stream: int | None):
@@ -248,59 +257,53 @@ def _dtoh(s: Session, src: int, nbytes: int, stream: int | None):
 
 @handles(ops.MEMCPY_DTOH, blocking=True)
 def _memcpy_dtoh(s: Session, args, bulk):
-    src, nbytes = args
-    return _dtoh(s, src, nbytes, None)
+    return _dtoh(s, args.src, args.size, None)
 
 
 @handles(ops.MEMCPY_DTOH_ASYNC, blocking=True)
 def _memcpy_dtoh_async(s: Session, args, bulk):
-    src, nbytes, stream = args
-    return _dtoh(s, src, nbytes, stream)
+    return _dtoh(s, args.src, args.size, args.stream)
 
 
 @handles(ops.MEMCPY_DTOD, blocking=True)
 def _memcpy_dtod(s: Session, args, bulk):
-    dst, src, nbytes = args
-    s.memory.check(dst, nbytes)
-    s.memory.check(src, nbytes)
-    s.backend.memcpy_dtod(s.context().obj, dst, src, nbytes)
+    s.memory.check(args.dst, args.size)
+    s.memory.check(args.src, args.size)
+    s.backend.memcpy_dtod(s.context().obj, args.dst, args.src, args.size)
 
 
 @handles(ops.MEMCPY_DTOD_ASYNC)
 def _memcpy_dtod_async(s: Session, args, bulk):
-    dst, src, nbytes, stream = args
-    s.memory.check(dst, nbytes)
-    s.memory.check(src, nbytes)
-    ctx, strm = s.stream(stream)
-    s.backend.memcpy_dtod(ctx.obj, dst, src, nbytes, strm, asynchronous=True)
+    s.memory.check(args.dst, args.size)
+    s.memory.check(args.src, args.size)
+    ctx, strm = s.stream(args.stream)
+    s.backend.memcpy_dtod(ctx.obj, args.dst, args.src, args.size, strm, asynchronous=True)
 
 
-def _memset(s: Session, dst, value, count, width, stream=None):
-    s.memory.check(dst, count * width)
+def _memset(s: Session, args, width: int, stream: int | None = None):
+    s.memory.check(args.dst, args.count * width)
     ctx, strm = s.stream(stream or 0)
-    s.backend.memset(ctx.obj, dst, value, count, width, strm, asynchronous=stream is not None)
+    s.backend.memset(ctx.obj, args.dst, args.value, args.count, width, strm, asynchronous=stream is not None)
 
 
 @handles(ops.MEMSET_D8, blocking=True)
 def _memset_d8(s, args, bulk):
-    _memset(s, *args, 1)
+    _memset(s, args, 1)
 
 
 @handles(ops.MEMSET_D32, blocking=True)
 def _memset_d32(s, args, bulk):
-    _memset(s, *args, 4)
+    _memset(s, args, 4)
 
 
 @handles(ops.MEMSET_D8_ASYNC)
 def _memset_d8_async(s, args, bulk):
-    dst, value, count, stream = args
-    _memset(s, dst, value, count, 1, stream)
+    _memset(s, args, 1, args.stream)
 
 
 @handles(ops.MEMSET_D32_ASYNC)
 def _memset_d32_async(s, args, bulk):
-    dst, value, count, stream = args
-    _memset(s, dst, value, count, 4, stream)
+    _memset(s, args, 4, args.stream)
 
 
 # -- modules and launches --------------------------------------------------------------------------
@@ -323,8 +326,7 @@ def _module_load(s: Session, args, bulk):
 
 @handles(ops.MODULE_LOAD_CACHED, blocking=True)
 def _module_load_cached(s: Session, args, bulk):
-    (digest,) = args
-    image = s.module_cache.get(digest) if s.module_cache is not None else None
+    image = s.module_cache.get(args.sha256) if s.module_cache is not None else None
     if image is None:
         raise CudaError(Status.NOT_FOUND, "image not cached; send it with MODULE_LOAD_DATA")
     return (_load_module(s, image),)
@@ -332,7 +334,7 @@ def _module_load_cached(s: Session, args, bulk):
 
 @handles(ops.MODULE_UNLOAD, blocking=True)
 def _module_unload(s: Session, args, bulk):
-    (handle,) = args
+    handle = args.module
     ctx, entry = s.object(handle, Kind.MODULE)
     for h in s.handles.owned_by(parent=handle):
         s.handles.pop(h, Kind.FUNCTION)
@@ -344,8 +346,7 @@ def _module_unload(s: Session, args, bulk):
 
 @handles(ops.MODULE_GET_FUNCTION)
 def _module_get_function(s: Session, args, bulk):
-    (handle,) = args
-    ctx, entry = s.object(handle, Kind.MODULE)
+    ctx, entry = s.object(args.module, Kind.MODULE)
     func = s.backend.module_get_function(ctx.obj, entry.obj, _text(bulk))
     try:
         layout = tuple(s.backend.func_param_info(ctx.obj, func))
@@ -353,7 +354,7 @@ def _module_get_function(s: Session, args, bulk):
         if e.code != Status.NOT_SUPPORTED:
             raise
         layout = None  # a driver before cuFuncGetParamInfo: the client packs the buffer from the image
-    handle = s.handles.add(Kind.FUNCTION, func, ctx=entry.ctx, parent=handle, info=layout)
+    handle = s.handles.add(Kind.FUNCTION, func, ctx=entry.ctx, parent=args.module, info=layout)
     if layout is None:
         return Reply((handle, LAYOUT_UNKNOWN), b"")
     return Reply((handle, len(layout)), _layout_bytes(layout))
@@ -368,10 +369,9 @@ def _layout_bytes(layout) -> bytes:
 
 @handles(ops.MODULE_GET_GLOBAL)
 def _module_get_global(s: Session, args, bulk):
-    (handle,) = args
-    ctx, entry = s.object(handle, Kind.MODULE)
+    ctx, entry = s.object(args.module, Kind.MODULE)
     ptr, size = s.backend.module_get_global(ctx.obj, entry.obj, _text(bulk))
-    owner = f"module:{handle:x}"
+    owner = f"module:{args.module:x}"
     if not any(r.start == ptr for r in s.memory.regions(owner=owner)):
         s.add_region(ptr, size, entry.ctx, owner)
     return (ptr, size)
@@ -379,19 +379,17 @@ def _module_get_global(s: Session, args, bulk):
 
 @handles(ops.FUNC_GET_PARAM_INFO)
 def _func_param_info(s: Session, args, bulk):
-    (handle,) = args
-    layout = s.handles.get(handle, Kind.FUNCTION).info
+    layout = s.handles.get(args.function, Kind.FUNCTION).info
     if layout is None:
         raise CudaError(Status.NOT_SUPPORTED, "the server's driver cannot report this function's parameters")
     return Reply((len(layout),), _layout_bytes(layout))
 
 
-@handles(ops.LAUNCH_KERNEL)
-def _launch(s: Session, args, bulk):
-    func_h, gx, gy, gz, bx, by, bz, shmem, stream = args
-    target = s.launch_target(func_h, stream)
+@handles_fields(ops.LAUNCH_KERNEL)
+def launch_kernel(s: Session, bulk, function, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, stream):
+    target = s.launch_target(function, stream)
     target.check_params(len(bulk))
-    target.launch(gx, gy, gz, bx, by, bz, shmem, bulk)
+    target.launch(grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem, bulk)
 
 
 FUNC_ATTRIBUTE_COUNT = 16  # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK .. CLUSTER_SCHEDULING_POLICY_PREFERENCE
@@ -399,27 +397,24 @@ FUNC_ATTRIBUTE_COUNT = 16  # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK .. CLUSTER_
 
 @handles(ops.FUNC_GET_ATTRIBUTES)
 def _func_attributes(s: Session, args, bulk):
-    handle, count = args
-    ctx, func = s.object(handle, Kind.FUNCTION)
-    count = min(count, FUNC_ATTRIBUTE_COUNT)
+    ctx, func = s.object(args.function, Kind.FUNCTION)
+    count = min(args.count, FUNC_ATTRIBUTE_COUNT)
     values = s.backend.func_attributes(ctx.obj, func.obj, count)
     return Reply((count,), struct.pack(f"<{count}i", *values))
 
 
 @handles(ops.FUNC_SET_ATTRIBUTE)
 def _func_set_attribute(s: Session, args, bulk):
-    handle, attrib, value = args
-    ctx, func = s.object(handle, Kind.FUNCTION)
-    s.backend.func_set_attribute(ctx.obj, func.obj, attrib, value)
+    ctx, func = s.object(args.function, Kind.FUNCTION)
+    s.backend.func_set_attribute(ctx.obj, func.obj, args.attrib, args.value)
 
 
 @handles(ops.OCCUPANCY_MAX_BLOCKS)
 def _occupancy(s: Session, args, bulk):
-    handle, block_size, dynamic_smem, flags = args
-    ctx, func = s.object(handle, Kind.FUNCTION)
-    if block_size <= 0:
-        raise CudaError(Status.INVALID_VALUE, f"block size {block_size}")
-    return (s.backend.occupancy_max_blocks(ctx.obj, func.obj, block_size, dynamic_smem, flags),)
+    ctx, func = s.object(args.function, Kind.FUNCTION)
+    if args.block_size <= 0:
+        raise CudaError(Status.INVALID_VALUE, f"block size {args.block_size}")
+    return (s.backend.occupancy_max_blocks(ctx.obj, func.obj, args.block_size, args.dynamic_smem, args.flags),)
 
 
 # -- 2D memory -------------------------------------------------------------------------------------
@@ -433,7 +428,8 @@ def _extent(pitch: int, width: int, height: int) -> int:
 
 
 def _memcpy_2d(s: Session, args, bulk, asynchronous: bool):
-    kind, dst, dpitch, src, spitch, width, height, stream = args
+    kind, dst, dpitch, src, spitch, width, height = (args.kind, args.dst, args.dst_pitch, args.src, args.src_pitch,
+                                                      args.width, args.height)
     if kind not in (_H2D, _D2H, _D2D) or (asynchronous and kind == _D2H):
         raise CudaError(Status.INVALID_VALUE, f"2D copy kind {kind}")
     if kind != _H2D:
@@ -442,7 +438,7 @@ def _memcpy_2d(s: Session, args, bulk, asynchronous: bool):
         s.memory.check(dst, _extent(dpitch, width, height))
     if kind == _H2D and len(bulk) != width * height:
         raise CudaError(Status.INVALID_VALUE, f"{len(bulk)} bytes of rows for a {width}x{height} copy")
-    ctx, strm = s.stream(stream)
+    ctx, strm = s.stream(args.stream)
     out = s.backend.memcpy_2d(ctx.obj, kind, dst, dpitch, src, spitch, width, height,
                               bulk if kind == _H2D else None, strm, asynchronous)
     return Reply((), out) if kind == _D2H else None
@@ -459,12 +455,12 @@ def _memcpy_2d_async(s: Session, args, bulk):
 
 
 def _memset_2d(s: Session, args, asynchronous: bool):
-    dst, pitch, value, elem, width, height, stream = args
-    if elem not in (1, 2, 4):
-        raise CudaError(Status.INVALID_VALUE, f"element size {elem}")
-    s.memory.check(dst, _extent(pitch, width * elem, height))
-    ctx, strm = s.stream(stream)
-    s.backend.memset_2d(ctx.obj, dst, pitch, value, elem, width, height, strm, asynchronous)
+    if args.element_size not in (1, 2, 4):
+        raise CudaError(Status.INVALID_VALUE, f"element size {args.element_size}")
+    s.memory.check(args.dst, _extent(args.pitch, args.width * args.element_size, args.height))
+    ctx, strm = s.stream(args.stream)
+    s.backend.memset_2d(ctx.obj, args.dst, args.pitch, args.value, args.element_size, args.width, args.height, strm,
+                        asynchronous)
 
 
 @handles(ops.MEMSET_2D, blocking=True)
@@ -480,16 +476,14 @@ def _memset_2d_async(s: Session, args, bulk):
 # -- streams and events ----------------------------------------------------------------------------
 @handles(ops.STREAM_CREATE)
 def _stream_create(s: Session, args, bulk):
-    (flags,) = args
     ctx = s.context()
-    return (s.handles.add(Kind.STREAM, s.backend.stream_create(ctx.obj, flags), ctx=s.current_ctx),)
+    return (s.handles.add(Kind.STREAM, s.backend.stream_create(ctx.obj, args.flags), ctx=s.current_ctx),)
 
 
 @handles(ops.STREAM_CREATE_WITH_PRIORITY)
 def _stream_create_with_priority(s: Session, args, bulk):
-    flags, priority = args
     ctx = s.context()
-    stream = s.backend.stream_create(ctx.obj, flags, priority)
+    stream = s.backend.stream_create(ctx.obj, args.flags, args.priority)
     return (s.handles.add(Kind.STREAM, stream, ctx=s.current_ctx),)
 
 
@@ -500,12 +494,12 @@ def _stream_priority_range(s: Session, args, bulk):
 
 @handles(ops.STREAM_DESTROY, blocking=True)
 def _stream_destroy(s: Session, args, bulk):
-    _destroy(s, args[0], Kind.STREAM, s.backend.stream_destroy)
+    _destroy(s, args.stream, Kind.STREAM, s.backend.stream_destroy)
 
 
 @handles(ops.STREAM_SYNCHRONIZE, blocking=True)
 def _stream_synchronize(s: Session, args, bulk):
-    ctx, strm = s.stream(args[0])
+    ctx, strm = s.stream(args.stream)
     s.backend.stream_synchronize(ctx.obj, strm)
 
 
@@ -516,54 +510,51 @@ def _ready_or_not(ready: bool):
 
 @handles(ops.STREAM_QUERY)
 def _stream_query(s: Session, args, bulk):
-    ctx, strm = s.stream(args[0])
+    ctx, strm = s.stream(args.stream)
     _ready_or_not(s.backend.stream_query(ctx.obj, strm))
 
 
 @handles(ops.STREAM_WAIT_EVENT)
 def _stream_wait_event(s: Session, args, bulk):
-    stream, event, flags = args
-    ctx, strm = s.stream(stream)
-    _, ev = s.object(event, Kind.EVENT)
-    s.backend.stream_wait_event(ctx.obj, strm, ev.obj, flags)
+    ctx, strm = s.stream(args.stream)
+    _, ev = s.object(args.event, Kind.EVENT)
+    s.backend.stream_wait_event(ctx.obj, strm, ev.obj, args.flags)
 
 
 @handles(ops.EVENT_CREATE)
 def _event_create(s: Session, args, bulk):
     ctx = s.context()
-    return (s.handles.add(Kind.EVENT, s.backend.event_create(ctx.obj, args[0]), ctx=s.current_ctx),)
+    return (s.handles.add(Kind.EVENT, s.backend.event_create(ctx.obj, args.flags), ctx=s.current_ctx),)
 
 
 @handles(ops.EVENT_DESTROY)
 def _event_destroy(s: Session, args, bulk):
-    _destroy(s, args[0], Kind.EVENT, s.backend.event_destroy)
+    _destroy(s, args.event, Kind.EVENT, s.backend.event_destroy)
 
 
 @handles(ops.EVENT_RECORD)
 def _event_record(s: Session, args, bulk):
-    event, stream = args
-    ctx, ev = s.object(event, Kind.EVENT)
-    _, strm = s.stream(stream)
+    ctx, ev = s.object(args.event, Kind.EVENT)
+    _, strm = s.stream(args.stream)
     s.backend.event_record(ctx.obj, ev.obj, strm)
 
 
 @handles(ops.EVENT_SYNCHRONIZE, blocking=True)
 def _event_synchronize(s: Session, args, bulk):
-    ctx, ev = s.object(args[0], Kind.EVENT)
+    ctx, ev = s.object(args.event, Kind.EVENT)
     s.backend.event_synchronize(ctx.obj, ev.obj)
 
 
 @handles(ops.EVENT_QUERY)
 def _event_query(s: Session, args, bulk):
-    ctx, ev = s.object(args[0], Kind.EVENT)
+    ctx, ev = s.object(args.event, Kind.EVENT)
     _ready_or_not(s.backend.event_query(ctx.obj, ev.obj))
 
 
 @handles(ops.EVENT_ELAPSED_TIME)
 def _event_elapsed(s: Session, args, bulk):
-    start, end = args
-    ctx, a = s.object(start, Kind.EVENT)
-    _, b = s.object(end, Kind.EVENT)
+    ctx, a = s.object(args.start, Kind.EVENT)
+    _, b = s.object(args.end, Kind.EVENT)
     return (s.backend.event_elapsed(ctx.obj, a.obj, b.obj),)
 
 
@@ -592,22 +583,21 @@ def _blas_create(s: Session, args, bulk):
 
 @handles(ops.BLAS_DESTROY, blocking=True)
 def _blas_destroy(s: Session, args, bulk):
-    _destroy(s, args[0], Kind.BLAS, s.backend.blas_destroy)
+    _destroy(s, args.handle, Kind.BLAS, s.backend.blas_destroy)
 
 
 @handles(ops.BLAS_GEMM)
 def _blas_gemm(s: Session, args, bulk):
-    handle, stream, *rest = args
-    ctx, entry = s.object(handle, Kind.BLAS)
-    gemm = blas_wire.Gemm.from_args(tuple(rest))
+    ctx, entry = s.object(args.handle, Kind.BLAS)
+    gemm = blas_wire.Gemm.from_request(args)
     _check_ranges(s, gemm.ranges())
-    _, strm = s.stream(stream)
+    _, strm = s.stream(args.stream)
     s.backend.blas_gemm(ctx.obj, entry.obj, strm, gemm)
 
 
 @handles(ops.LT_HEURISTIC, blocking=True)
 def _lt_heuristic(s: Session, args, bulk):
-    (requested,) = args
+    requested = args.requested
     if not 0 < requested <= 64:
         raise CudaError(Status.INVALID_VALUE, f"{requested} heuristic results requested (1..64)")
     op = blas_wire.parse_operation(bytes(bulk))
@@ -617,11 +607,11 @@ def _lt_heuristic(s: Session, args, bulk):
 
 @handles(ops.LT_MATMUL)
 def _lt_matmul(s: Session, args, bulk):
-    stream, a, b, c, d, workspace, workspace_size, alpha, beta = args
     op = blas_wire.parse_operation(bytes(bulk))
-    _check_ranges(s, op.ranges(a, b, c, d) + ([(workspace, workspace_size)] if workspace_size else []))
-    ctx, strm = s.stream(stream)
-    s.backend.lt_matmul(ctx.obj, op, (a, b, c, d), alpha, beta, workspace, workspace_size, strm)
+    abcd = (args.a, args.b, args.c, args.d)
+    _check_ranges(s, op.ranges(*abcd) + ([(args.workspace, args.workspace_size)] if args.workspace_size else []))
+    ctx, strm = s.stream(args.stream)
+    s.backend.lt_matmul(ctx.obj, op, abcd, args.alpha, args.beta, args.workspace, args.workspace_size, strm)
 
 
 # -- cuDNN --------------------------------------------------------------------------------------------
@@ -632,7 +622,7 @@ def _dnn_create(s: Session, args, bulk):
 
 @handles(ops.DNN_DESTROY, blocking=True)
 def _dnn_destroy(s: Session, args, bulk):
-    _destroy(s, args[0], Kind.DNN, s.backend.dnn_destroy)
+    _destroy(s, args.handle, Kind.DNN, s.backend.dnn_destroy)
 
 
 def _dnn_resolver(s: Session):
@@ -645,7 +635,7 @@ def _dnn_resolver(s: Session):
 
 @handles(ops.DNN_FINALIZE, blocking=True)
 def _dnn_finalize(s: Session, args, bulk):
-    (dtype,) = args
+    dtype = args.type
     attributes = dnn_wire.parse_attributes(bytes(bulk))
     if any(a.type == dnn_wire.TYPE_VOID_PTR and a.count for a in attributes):
         raise CudaError(Status.NOT_SUPPORTED, "device pointers are accepted only in a variant pack")
@@ -666,10 +656,10 @@ def _plan_workspace(s: Session, ctx, plan) -> int:
 
 @handles(ops.DNN_GET_ATTRIBUTE, blocking=True)
 def _dnn_get_attribute(s: Session, args, bulk):
-    handle, name, atype, requested = args
+    name, atype, requested = args.name, args.type, args.requested
     if not 0 <= requested <= dnn_wire.MAX_ELEMENTS or atype == dnn_wire.TYPE_HANDLE:
         raise CudaError(Status.INVALID_VALUE, f"cuDNN get attribute {name}: type {atype}, {requested} elements")
-    ctx, entry = s.object(handle, Kind.DNN_DESC)
+    ctx, entry = s.object(args.descriptor, Kind.DNN_DESC)
     out_types = []
     if atype == dnn_wire.TYPE_DESCRIPTOR:
         if len(bulk) != 4 * requested:
@@ -684,14 +674,13 @@ def _dnn_get_attribute(s: Session, args, bulk):
 
 @handles(ops.DNN_DESTROY_DESCRIPTOR)
 def _dnn_destroy_descriptor(s: Session, args, bulk):
-    _destroy(s, args[0], Kind.DNN_DESC, s.backend.dnn_destroy_descriptor)
+    _destroy(s, args.descriptor, Kind.DNN_DESC, s.backend.dnn_destroy_descriptor)
 
 
 @handles(ops.DNN_EXECUTE)
 def _dnn_execute(s: Session, args, bulk):
-    handle, plan, stream = args
-    ctx, h = s.object(handle, Kind.DNN)
-    _, p = s.object(plan, Kind.DNN_DESC)
+    ctx, h = s.object(args.handle, Kind.DNN)
+    _, p = s.object(args.plan, Kind.DNN_DESC)
     attributes = dnn_wire.parse_attributes(bytes(bulk))
     for a in attributes:
         if a.type in (dnn_wire.TYPE_DESCRIPTOR, dnn_wire.TYPE_HANDLE):
@@ -710,18 +699,19 @@ def _dnn_execute(s: Session, args, bulk):
                 size = _plan_workspace(s, ctx, p.obj)
             if ptr or size:
                 s.memory.check(ptr, max(size, 1))
-    _, strm = s.stream(stream)
+    _, strm = s.stream(args.stream)
     s.backend.dnn_execute(ctx.obj, h.obj, p.obj, attributes, strm)
 
 
 @handles(ops.DNN_BN_INFERENCE)
 def _dnn_bn_inference(s: Session, args, bulk):
-    handle, stream, mode, alpha, beta, epsilon, *pointers = args
-    ctx, h = s.object(handle, Kind.DNN)
+    ctx, h = s.object(args.handle, Kind.DNN)
     x, y, bn = dnn_wire.parse_tensors(bytes(bulk), 3)
-    _check_ranges(s, [(pointers[0], x.nbytes()), (pointers[1], y.nbytes())] + [(p, bn.nbytes()) for p in pointers[2:]])
-    _, strm = s.stream(stream)
-    s.backend.dnn_bn_inference(ctx.obj, h.obj, strm, mode, alpha, beta, epsilon, (x, y, bn), pointers)
+    params = (args.scale, args.bias, args.mean, args.var)
+    _check_ranges(s, [(args.x, x.nbytes()), (args.y, y.nbytes())] + [(p, bn.nbytes()) for p in params])
+    _, strm = s.stream(args.stream)
+    s.backend.dnn_bn_inference(ctx.obj, h.obj, strm, args.mode, args.alpha, args.beta, args.epsilon, (x, y, bn),
+                               (args.x, args.y, *params))
 
 
 def _bn_ranges(pointers_and_tensors):
@@ -730,38 +720,38 @@ def _bn_ranges(pointers_and_tensors):
 
 @handles(ops.DNN_BN_SIZES, blocking=True)
 def _dnn_bn_sizes(s: Session, args, bulk):
-    handle, mode, bn_ops, which = args
-    ctx, h = s.object(handle, Kind.DNN)
-    if which not in (0, 1, 2):
-        raise CudaError(Status.INVALID_VALUE, f"batch-norm size query {which}")
+    ctx, h = s.object(args.handle, Kind.DNN)
+    if args.which not in (0, 1, 2):
+        raise CudaError(Status.INVALID_VALUE, f"batch-norm size query {args.which}")
     x, bn = dnn_wire.parse_tensors(bytes(bulk), 2)
-    return (s.backend.dnn_bn_size(ctx.obj, h.obj, mode, bn_ops, which, x, bn),)
+    return (s.backend.dnn_bn_size(ctx.obj, h.obj, args.mode, args.ops, args.which, x, bn),)
 
 
 @handles(ops.DNN_BN_TRAINING)
-def _dnn_bn_training(s: Session, args, bulk):
-    handle, stream, mode, bn_ops, alpha, beta, factor, epsilon, *p = args
-    ctx, h = s.object(handle, Kind.DNN)
+def _dnn_bn_training(s: Session, a, bulk):
+    ctx, h = s.object(a.handle, Kind.DNN)
     x, y, bn = dnn_wire.parse_tensors(bytes(bulk), 3)
-    x_p, y_p, scale, bias, rmean, rvar, smean, sinv, ws, ws_size, reserve, reserve_size = p
-    _check_ranges(s, _bn_ranges([(x_p, x), (y_p, y)] + [(q, bn) for q in (scale, bias, rmean, rvar, smean, sinv)])
-                  + [(q, n) for q, n in ((ws, ws_size), (reserve, reserve_size)) if n])
-    _, strm = s.stream(stream)
-    s.backend.dnn_bn_training(ctx.obj, h.obj, strm, mode, bn_ops, alpha, beta, factor, epsilon, (x, y, bn), p)
+    params = (a.scale, a.bias, a.running_mean, a.running_var, a.saved_mean, a.saved_inv_var)
+    scratch = ((a.workspace, a.workspace_size), (a.reserve, a.reserve_size))
+    _check_ranges(s, _bn_ranges([(a.x, x), (a.y, y)] + [(q, bn) for q in params]) + [r for r in scratch if r[1]])
+    _, strm = s.stream(a.stream)
+    pointers = (a.x, a.y, *params, a.workspace, a.workspace_size, a.reserve, a.reserve_size)
+    s.backend.dnn_bn_training(ctx.obj, h.obj, strm, a.mode, a.ops, a.alpha, a.beta, a.factor, a.epsilon, (x, y, bn),
+                              pointers)
 
 
 @handles(ops.DNN_BN_BACKWARD)
-def _dnn_bn_backward(s: Session, args, bulk):
-    handle, stream, mode, bn_ops, alpha_d, beta_d, alpha_p, beta_p, epsilon, *p = args
-    ctx, h = s.object(handle, Kind.DNN)
+def _dnn_bn_backward(s: Session, a, bulk):
+    ctx, h = s.object(a.handle, Kind.DNN)
     x, dy, dx, bn = dnn_wire.parse_tensors(bytes(bulk), 4)
-    x_p, dy_p, dx_p, scale, dscale, dbias, smean, sinv, ws, ws_size, reserve, reserve_size = p
-    _check_ranges(s, _bn_ranges([(x_p, x), (dy_p, dy), (dx_p, dx)] + [(q, bn) for q in (scale, dscale, dbias, smean,
-                                                                                        sinv)])
-                  + [(q, n) for q, n in ((ws, ws_size), (reserve, reserve_size)) if n])
-    _, strm = s.stream(stream)
-    s.backend.dnn_bn_backward(ctx.obj, h.obj, strm, mode, bn_ops, (alpha_d, beta_d, alpha_p, beta_p), epsilon,
-                              (x, dy, dx, bn), p)
+    params = (a.scale, a.dscale, a.dbias, a.saved_mean, a.saved_inv_var)
+    scratch = ((a.workspace, a.workspace_size), (a.reserve, a.reserve_size))
+    _check_ranges(s, _bn_ranges([(a.x, x), (a.dy, dy), (a.dx, dx)] + [(q, bn) for q in params])
+                  + [r for r in scratch if r[1]])
+    _, strm = s.stream(a.stream)
+    pointers = (a.x, a.dy, a.dx, *params, a.workspace, a.workspace_size, a.reserve, a.reserve_size)
+    s.backend.dnn_bn_backward(ctx.obj, h.obj, strm, a.mode, a.ops, (a.alpha_data, a.beta_data, a.alpha_params,
+                                                                    a.beta_params), a.epsilon, (x, dy, dx, bn), pointers)
 
 
 @handles(ops.NOP)

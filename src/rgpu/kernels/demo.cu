@@ -1,5 +1,5 @@
 // Kernels for `rgpu demo` and the GPU tests. The fake backend implements the same names
-// (src/rgpu/dispatch/fake_kernels.py), so one PTX file runs on both backends.
+// (src/rgpu/backends/fake_kernels.py), so one PTX file runs on both backends.
 // Regenerate demo.ptx with: python -m rgpu.kernels.build
 extern "C" __global__ void vadd(const float* a, const float* b, float* c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from rgpu.dispatch.backend import MAX_PARAM_BYTES, Backend
+from rgpu.backends.base import MAX_PARAM_BYTES, Backend
 from rgpu.errors import CudaError, Status
 from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
 from rgpu.session.modcache import ModuleCache

@@ -13,7 +13,7 @@ import threading
 import cffi
 import numpy as np
 
-from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, BackendUnavailable
+from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, BackendUnavailable
 from rgpu.errors import CudaError, Status
 
 try:
@@ -137,7 +137,7 @@ class CudaBackend(Backend):
             staging = self._staging.pop(int(ctx), None)
             lt_handle = self._lt_handles.pop(int(ctx), None)
         if lt_handle is not None:
-            from rgpu.dispatch import cuda_blas
+            from rgpu.backends import cuda_blas
 
             self._use(ctx)
             cuda_blas.destroy("cublasLt", lt_handle)
@@ -348,28 +348,28 @@ class CudaBackend(Backend):
 
         return launch
 
-    # -- cuBLAS / cuBLASLt (through cffi; see rgpu.dispatch.cuda_blas) ------------------------------
+    # -- cuBLAS / cuBLASLt (through cffi; see rgpu.backends.cuda_blas) ------------------------------
     def blas_create(self, ctx):
-        from rgpu.dispatch import cuda_blas
+        from rgpu.backends import cuda_blas
 
         self._use(ctx)
         return cuda_blas.create("cublas")
 
     def blas_destroy(self, ctx, handle) -> None:
-        from rgpu.dispatch import cuda_blas
+        from rgpu.backends import cuda_blas
 
         self._use(ctx)
         cuda_blas.destroy("cublas", handle)
 
     def blas_gemm(self, ctx, handle, stream, gemm) -> None:
-        from rgpu.dispatch import cuda_blas
+        from rgpu.backends import cuda_blas
 
         self._use(ctx)
         cuda_blas.gemm(handle, int(_stream(stream)), gemm)
 
     def _lt_handle(self, ctx):
         """One cuBLASLt handle per context, made on first use and destroyed with the context."""
-        from rgpu.dispatch import cuda_blas
+        from rgpu.backends import cuda_blas
 
         key = int(ctx)
         with self._staging_lock:
@@ -381,77 +381,77 @@ class CudaBackend(Backend):
         return handle
 
     def lt_heuristic(self, ctx, op, requested: int) -> list[bytes]:
-        from rgpu.dispatch import cuda_blas
+        from rgpu.backends import cuda_blas
 
         self._use(ctx)
         return cuda_blas.heuristic(self._lt_handle(ctx), op, requested)
 
     def lt_matmul(self, ctx, op, pointers, alpha, beta, workspace, workspace_size, stream) -> None:
-        from rgpu.dispatch import cuda_blas
+        from rgpu.backends import cuda_blas
 
         self._use(ctx)
         cuda_blas.matmul(self._lt_handle(ctx), op, pointers, alpha, beta, workspace, workspace_size,
                          int(_stream(stream)))
 
-    # -- cuDNN (through cffi; see rgpu.dispatch.cuda_dnn) -------------------------------------------
+    # -- cuDNN (through cffi; see rgpu.backends.cuda_dnn) -------------------------------------------
     def dnn_create(self, ctx):
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         return cuda_dnn.create()
 
     def dnn_destroy(self, ctx, handle) -> None:
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         cuda_dnn.destroy(handle)
 
     def dnn_finalize(self, ctx, dtype, attributes, resolve):
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         return cuda_dnn.finalize(dtype, attributes, resolve)
 
     def dnn_get_attribute(self, ctx, desc, name, atype, requested, out_types):
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         return cuda_dnn.get_attribute(desc, name, atype, requested, out_types)
 
     def dnn_destroy_descriptor(self, ctx, desc) -> None:
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         cuda_dnn.destroy_descriptor(desc)
 
     def dnn_execute(self, ctx, handle, plan, attributes, stream) -> None:
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         cuda_dnn.execute(handle, plan, attributes, int(_stream(stream)))
 
     def dnn_bn_inference(self, ctx, handle, stream, mode, alpha, beta, epsilon, tensors, pointers) -> None:
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         cuda_dnn.bn_inference(handle, int(_stream(stream)), mode, alpha, beta, epsilon, tensors, pointers)
 
     def dnn_bn_size(self, ctx, handle, mode, bn_ops, which, x, bn) -> int:
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         return cuda_dnn.bn_size(handle, mode, bn_ops, which, (x, bn))
 
     def dnn_bn_training(self, ctx, handle, stream, mode, bn_ops, alpha, beta, factor, epsilon, tensors,
                         pointers) -> None:
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         cuda_dnn.bn_training(handle, int(_stream(stream)), mode, bn_ops, alpha, beta, factor, epsilon, tensors,
                              pointers)
 
     def dnn_bn_backward(self, ctx, handle, stream, mode, bn_ops, scales, epsilon, tensors, pointers) -> None:
-        from rgpu.dispatch import cuda_dnn
+        from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         cuda_dnn.bn_backward(handle, int(_stream(stream)), mode, bn_ops, scales, epsilon, tensors, pointers)

@@ -7,8 +7,8 @@ import threading
 
 import cffi
 
-from rgpu.dispatch import dnn_wire
-from rgpu.dispatch.nvlibs import open_library
+from rgpu.protocol import dnn_wire
+from rgpu.backends.nvlibs import open_library
 from rgpu.errors import CudaError, Status
 
 _ffi = cffi.FFI()

@@ -8,7 +8,7 @@ import struct
 import attrs
 import numpy as np
 
-from rgpu.dispatch import dnn_wire
+from rgpu.protocol import dnn_wire
 from rgpu.errors import CudaError, Status
 
 BAD_PARAM, NOT_SUPPORTED = 2000, 3000

@@ -13,11 +13,11 @@ import socket
 import attrs
 import trio
 
-from rgpu.dispatch.backend import Backend
+from rgpu.backends.base import Backend
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
 from rgpu.session.modcache import ModuleCache
-from rgpu.session.pool import WorkerPool
-from rgpu.session.runner import run_session
+from rgpu.serving.pool import WorkerPool
+from rgpu.serving.runner import run_session
 from rgpu.transport import DEFAULT_PORT
 
 log = logging.getLogger("rgpu.server")

@@ -10,7 +10,7 @@ import threading
 
 import cffi
 
-from rgpu.dispatch.nvlibs import open_library
+from rgpu.backends.nvlibs import open_library
 from rgpu.errors import CudaError, Status
 
 _ffi = cffi.FFI()

@@ -8,14 +8,12 @@ import math
 
 import trio
 
-from rgpu.dispatch.dispatcher import execute, execute_batch_sync
 from rgpu.errors import ProtocolError, Status
-from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
-from rgpu.protocol.frames import Flags, Frame
 from rgpu.protocol.handshake import ServerHandshake
-from rgpu.session.pool import run_session_in_worker
-from rgpu.session.requests import Step, classify
+from rgpu.serving.handoff import Handoff, SessionKeys
+from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
+from rgpu.serving.pool import run_session_in_worker
 from rgpu.session.state import Session
 from rgpu.transport import TrioFrameStream
 
@@ -49,7 +47,7 @@ async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: st
                     cfg.handshake_timeout)
     except ProtocolError as e:
         log.warning("[session %d] %s: protocol error: %s; closing", session_id, peer, e)
-        await _send_quietly(io, Frame(ops.PROTOCOL_ERROR.code, 0, Flags.REPLY, e.status, bulk=str(e).encode()))
+        await io.send_quietly(protocol_error_frame(e))
     except _LOST as e:
         log.info("[session %d] %s: connection lost (%s)", session_id, peer, type(e).__name__)
     except trio.Cancelled:
@@ -57,8 +55,7 @@ async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: st
         raise
     finally:
         if shutdown and session is not None:
-            await _send_quietly(io, Frame(ops.PROTOCOL_ERROR.code, 0, Flags.REPLY, Status.SHUTTING_DOWN,
-                                          bulk=b"server shutting down"))
+            await io.send_quietly(shutting_down_frame())
         if session is not None:
             await _teardown(server, session)
         # Only after teardown: whoever sees the session gone may rely on its memory being back.
@@ -72,16 +69,12 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
     if io.conn.decoder.has_buffered_data:
         raise ProtocolError("client sent frames before the handshake completed")
     cfg = server.config
-    params = {"session_id": session_id, "peer": peer, "max_frame": cfg.max_frame,
-              "mem_limit": cfg.session_mem_limit,
-              "module_cache": str(server.module_cache.dir) if server.module_cache else None,
-              "module_cache_bytes": server.module_cache.max_bytes if server.module_cache else 0,
-              "spin_us": cfg.spin_us}
-    if hs.keys is not None:
-        cipher, c2s, s2c = hs.keys
-        params.update(cipher=cipher, c2s=c2s.hex(), s2c=s2c.hex())
+    cache = server.module_cache
+    handoff = Handoff(session_id, peer, cfg.max_frame, mem_limit=cfg.session_mem_limit,
+                      module_cache=str(cache.dir) if cache else None, module_cache_bytes=cache.max_bytes if cache else 0,
+                      spin_us=cfg.spin_us, keys=None if hs.keys is None else SessionKeys(*hs.keys))
     log.info("[session %d] opened for %s in a worker process (%d live)", session_id, peer, len(server.sessions))
-    stats = await run_session_in_worker(server.pool, stream, params, grace=cfg.teardown_timeout)
+    stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout)
     log.info("[session %d] ended: %s (%d frames, %d calls)", session_id, stats.get("reason"),
              stats.get("frames", 0), stats.get("calls", 0))
 
@@ -116,30 +109,19 @@ async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str) ->
 
 
 async def _serve_requests(session: Session, io: TrioFrameStream) -> None:
-    def offload(fn, *args):
-        return trio.to_thread.run_sync(fn, *args, limiter=session.limiter)
-
+    """The trio driver of the session's request loop (loop.py): calls that may block run on a thread, one at
+    a time per session (its limiter), so the event loop -- and every other session -- never waits for a GPU."""
     while True:
-        frame = await io.receive_frame()
-        if frame is None:
-            session.log.info("client closed the connection")
-            return
-        session.frames_received += 1
-        step, frames = classify(frame, io.conn.max_record)
-        if step is Step.BATCH:
-            # One hop off the event loop for the lot: a launch can block when the GPU's queue is full, and one
-            # hop per batch is cheap next to one per call.
-            await offload(execute_batch_sync, session, frames)
-        elif step is Step.GOODBYE:
-            # Free before confirming, so a client that saw the reply knows its memory is back.
-            await trio.to_thread.run_sync(session.release_all, limiter=session.limiter)
-            await io.send_frame(frame.reply(deferred_status=session.take_deferred_error()))
-            session.log.info("closed by GOODBYE")
-            return
+        action = next_action(session, await io.receive_frame(), io.conn.max_record)
+        if action.blocking:
+            reply = await trio.to_thread.run_sync(action.run, limiter=session.limiter)
         else:
-            reply = await execute(session, frame, offload)
-            if reply is not None:
-                await io.send_frame(reply)
+            reply = action.run()
+        if reply is not None:
+            await io.send_frame(reply)
+        if action.close:
+            session.log.info("%s", action.close)
+            return
 
 
 async def _teardown(server, session: Session) -> None:
@@ -153,11 +135,3 @@ async def _teardown(server, session: Session) -> None:
                 session.log.exception("teardown failed")
         if scope.cancelled_caught:
             session.log.error("teardown did not finish within %gs (GPU hung?); left to the worker thread", timeout)
-
-
-async def _send_quietly(io: TrioFrameStream, frame: Frame) -> None:
-    with trio.CancelScope(shield=True), trio.move_on_after(1):
-        try:
-            await io.send_frame(frame)
-        except (*_LOST, trio.BusyResourceError):
-            pass

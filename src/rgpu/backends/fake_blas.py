@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 
-from rgpu.dispatch import blas_wire
+from rgpu.protocol import blas_wire
 from rgpu.errors import CudaError, Status
 
 _NUMPY = {0: np.float32, 1: np.float64, 2: np.float16, 10: np.int32, 3: np.int8}

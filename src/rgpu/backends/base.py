@@ -1,15 +1,13 @@
 """The interface both backends implement. Objects (contexts, streams...) are the backend's own; sessions wrap
 them in handles. `stream=None` means the context's NULL stream. Every method raises CudaError on failure.
 
-Which calls may block on the GPU is decided by the dispatcher (it runs those off the event loop), not here.
+Which calls may block on the GPU is declared with their handlers (`handles(blocking=True)`), not here.
 """
 
 from __future__ import annotations
 
 import abc
 import logging
-
-from rgpu.errors import CudaError
 
 log = logging.getLogger("rgpu.backend")
 
@@ -128,7 +126,7 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def event_elapsed(self, ctx, start, end) -> float: ...
 
-    # -- cuBLAS / cuBLASLt (requests decoded and range-checked by rgpu.dispatch.blas_wire) ------------------
+    # -- cuBLAS / cuBLASLt (requests decoded and range-checked by rgpu.protocol.blas_wire) ------------------
     @abc.abstractmethod
     def blas_create(self, ctx): ...
     @abc.abstractmethod
@@ -142,7 +140,7 @@ class Backend(abc.ABC):
     def lt_matmul(self, ctx, op, pointers: tuple[int, int, int, int], alpha: bytes, beta: bytes, workspace: int,
                   workspace_size: int, stream) -> None: ...
 
-    # -- cuDNN (requests decoded and checked by rgpu.dispatch.dnn_wire) ---------------------------------
+    # -- cuDNN (requests decoded and checked by rgpu.protocol.dnn_wire) ---------------------------------
     @abc.abstractmethod
     def dnn_create(self, ctx): ...
     @abc.abstractmethod
@@ -177,30 +175,4 @@ class Backend(abc.ABC):
 
 class BackendUnavailable(Exception):
     """The backend cannot run here (no driver, no GPU)."""
-
-
-def make_backend(kind: str) -> Backend:
-    """`cuda`, `fake`, or `auto` (cuda when a driver and a GPU answer, else fake with a loud warning)."""
-    if kind == "fake":
-        from rgpu.dispatch.fake import FakeBackend
-
-        return FakeBackend()
-    if kind in ("cuda", "auto"):
-        try:
-            from rgpu.dispatch.cuda import CudaBackend
-
-            backend = CudaBackend()
-            backend.init()
-            if backend.device_count() == 0:
-                raise BackendUnavailable("the driver reports no CUDA device")
-            return backend
-        except (BackendUnavailable, ImportError, CudaError) as e:
-            if kind == "cuda":
-                raise BackendUnavailable(f"cuda backend unavailable: {e}") from e
-            from rgpu.dispatch.fake import FakeBackend
-
-            log.warning("NO GPU: %s -- falling back to the FAKE backend (emulated memory and kernels; "
-                        "nothing runs on a GPU)", e)
-            return FakeBackend()
-    raise ValueError(f"unknown backend {kind!r} (cuda, fake, auto)")
 

@@ -1,4 +1,4 @@
-"""A session's worker process: `python -m rgpu.session.worker --control-fd N ...` (started by pool.py).
+"""A session's worker process: `python -m rgpu.serving.worker --control-fd N ...` (started by pool.py).
 
 Why a process per session: a kernel fault (CUDA_ERROR_ILLEGAL_ADDRESS and friends) is sticky for the whole
 *process* -- measured on the H200: after one session's fault every later cuCtxCreate in the same process
@@ -22,14 +22,13 @@ import signal
 import socket
 import sys
 
-from rgpu.dispatch.backend import BackendUnavailable, make_backend
-from rgpu.dispatch.dispatcher import execute_batch_sync, execute_sync
-from rgpu.errors import ProtocolError, Status
-from rgpu.protocol import ops
+from rgpu.backends.base import BackendUnavailable
+from rgpu.backends.factory import make_backend
+from rgpu.errors import ProtocolError
 from rgpu.protocol.connection import Connection
-from rgpu.protocol.frames import Flags, Frame
 from rgpu.protocol.handshake import RecordProtector
-from rgpu.session.requests import Step, classify
+from rgpu.serving.handoff import Handoff
+from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
 from rgpu.transport import SocketFrameStream
@@ -63,8 +62,9 @@ def send_json(sock: socket.socket, obj: dict) -> None:
     sock.sendall(json.dumps(obj).encode() + b"\n")
 
 
-def receive_assignment(control: socket.socket) -> tuple[dict, socket.socket] | None:
-    """Block until the supervisor hands over a client: (params, client socket), or None at pool shutdown."""
+def receive_assignment(control: socket.socket) -> tuple[Handoff, socket.socket] | None:
+    """Block until the supervisor hands over a client: (its hand-off, client socket), or None at pool
+    shutdown."""
     fds = array.array("i")
     try:
         msg, ancdata, _flags, _addr = control.recvmsg(65536, socket.CMSG_SPACE(fds.itemsize))
@@ -76,55 +76,55 @@ def receive_assignment(control: socket.socket) -> tuple[dict, socket.socket] | N
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
     if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
         raise RuntimeError(f"expected one client socket, got {len(fds)}")
-    return json.loads(msg), socket.socket(fileno=fds[0])
+    client = socket.socket(fileno=fds[0])
+    try:
+        return Handoff.decode(msg), client
+    except ValueError:
+        client.close()
+        raise
 
 
 def serve_blocking(session: Session, io: SocketFrameStream) -> str:
-    """The session's request loop; returns why it ended."""
+    """The blocking driver of the session's request loop (loop.py); returns why it ended."""
     while True:
         try:
             frame = io.receive_frame()
         except ConnectionError:
-            return "client closed the connection"
-        session.frames_received += 1
-        step, frames = classify(frame, io.conn.max_record)
-        if step is Step.BATCH:
-            execute_batch_sync(session, frames)
-        elif step is Step.GOODBYE:
-            session.release_all()
-            io.send_frames([frame.reply(deferred_status=session.take_deferred_error())])
-            return "closed by GOODBYE"
-        else:
-            reply = execute_sync(session, frame)
-            if reply is not None:
-                io.send_frames([reply])
+            frame = None
+        action = next_action(session, frame, io.conn.max_record)
+        reply = action.run()  # the only thread here: blocking on the GPU blocks no one else
+        if reply is not None:
+            io.send_frames([reply])
+        if action.close:
+            return action.close
 
 
-def run_session(params: dict, client: socket.socket, backend) -> dict:
-    cache = ModuleCache(params["module_cache"], params["module_cache_bytes"]) if params.get("module_cache") else None
-    session = Session(params["session_id"], backend, mem_limit=params.get("mem_limit"), peer=params.get("peer", ""),
+def run_session(handoff: Handoff, client: socket.socket, backend) -> dict:
+    cache = ModuleCache(handoff.module_cache, handoff.module_cache_bytes) if handoff.module_cache else None
+    session = Session(handoff.session_id, backend, mem_limit=handoff.mem_limit, peer=handoff.peer,
                       module_cache=cache)
-    conn = Connection(params["max_frame"], reuse_receive_buffers=True)
-    if params.get("cipher"):
-        conn.protect(RecordProtector(params["cipher"], send_key=bytes.fromhex(params["s2c"]),
-                                     recv_key=bytes.fromhex(params["c2s"])))
+    conn = Connection(handoff.max_frame, reuse_receive_buffers=True)
+    if handoff.keys is not None:
+        keys = handoff.keys
+        conn.protect(RecordProtector(keys.cipher, send_key=keys.s2c, recv_key=keys.c2s))
     # The descriptor arrives with the supervisor's O_NONBLOCK (shared by every copy of it); this loop blocks.
     client.setblocking(True)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    io = SocketFrameStream(client, conn, spin_us=params.get("spin_us", 0))
+    io = SocketFrameStream(client, conn, spin_us=handoff.spin_us)
     reason = "?"
     try:
         with _Interruptible():
             reason = serve_blocking(session, io)
     except ShuttingDown:
         reason = "server shutting down"
-        _send_quietly(io, Frame(ops.PROTOCOL_ERROR.code, 0, Flags.REPLY, Status.SHUTTING_DOWN,
-                                bulk=b"server shutting down"))
+        io.send_quietly(shutting_down_frame())
     except ProtocolError as e:
         reason = f"protocol error: {e}"
         session.log.warning("%s; closing", e)
-        _send_quietly(io, Frame(ops.PROTOCOL_ERROR.code, 0, Flags.REPLY, e.status, bulk=str(e).encode()))
+        io.send_quietly(protocol_error_frame(e))
     except OSError as e:
         reason = f"connection lost ({type(e).__name__})"
     finally:
@@ -136,14 +136,6 @@ def run_session(params: dict, client: socket.socket, backend) -> dict:
         stats["backend_bytes_in_use"] = backend.used  # fake backend accounting: 0 after a clean teardown
         stats["contexts_alive"] = backend.contexts_alive
     return stats
-
-
-def _send_quietly(io: SocketFrameStream, frame: Frame) -> None:
-    try:
-        io.sock.settimeout(1.0)
-        io.send_frames([frame])
-    except OSError:
-        pass
 
 
 def main(argv=None) -> int:
@@ -165,8 +157,8 @@ def main(argv=None) -> int:
             assignment = receive_assignment(control)
         if assignment is None:
             return 0
-        params, client = assignment
-        stats = run_session(params, client, backend)
+        handoff, client = assignment
+        stats = run_session(handoff, client, backend)
         # Nothing left to interrupt; SIG_IGN survives interpreter shutdown, where Python would otherwise
         # restore the default action and a late SIGTERM would kill us mid-exit.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

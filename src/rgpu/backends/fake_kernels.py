@@ -9,7 +9,6 @@ launch configuration shows up as unprocessed elements, as it would on a GPU.
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Callable
 
@@ -51,19 +50,6 @@ def kernel(name: str, signature: str, doc: str = "", aliases: tuple[str, ...] = 
         return fn
 
     return register
-
-
-def decode_params(kern: FakeKernel, layout, params: bytes) -> tuple | None:
-    """Unpack a launch's parameter buffer per the kernel's signature; None if the layout does not fit it."""
-    codes = re.findall(r"\d*[a-zA-Z?]", kern.signature)
-    if len(codes) != len(layout):
-        return None
-    values = []
-    for code, (offset, size) in zip(codes, layout):
-        if struct.calcsize("<" + code) != size or offset + size > len(params):
-            return None
-        values.append(struct.unpack_from("<" + code, params, offset)[0])
-    return tuple(values)
 
 
 @kernel("vadd", "QQQi", "c[i] = a[i] + b[i] (float32)")

@@ -20,6 +20,8 @@ import sys
 import attrs
 import trio
 
+from rgpu.serving.handoff import Handoff
+
 log = logging.getLogger("rgpu.pool")
 
 READY_TIMEOUT = 120.0  # cuInit on a big GPU box can take a while
@@ -111,7 +113,7 @@ class WorkerPool:
         parent, child = socket.socketpair()
         try:
             process = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "rgpu.session.worker", "--control-fd", str(child.fileno()),
+                [sys.executable, "-m", "rgpu.serving.worker", "--control-fd", str(child.fileno()),
                  "--backend", self.backend, "--log-level", self.log_level],
                 pass_fds=(child.fileno(),))
         finally:
@@ -153,7 +155,7 @@ class WorkerPool:
         return await self._spawn()
 
 
-async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, params: dict, *,
+async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, handoff: Handoff, *,
                                 grace: float) -> dict:
     """Hand the connection over and wait for the session to end. Cancellation (server shutdown) stops the
     worker: SIGTERM lets it tell its client and free everything; SIGKILL after `grace` seconds."""
@@ -161,7 +163,7 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, par
     stats = None
     try:
         fds = array.array("i", [stream.socket.fileno()])
-        await worker.control.sendmsg([json.dumps(params).encode()],
+        await worker.control.sendmsg([handoff.encode()],
                                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
         # The worker owns the connection now; our descriptor would keep it open after the worker ends.
         await stream.aclose()
@@ -179,8 +181,8 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, par
         code = worker.process.returncode
         if code != 0 and not (reported and code == -signal.SIGTERM):
             log.error("[session %d] worker %d exited with %s (the OS released its GPU resources)",
-                      params["session_id"], worker.process.pid,
+                      handoff.session_id, worker.process.pid,
                       code if code is None or code > 0 else signal.Signals(-code).name)
-        stats.update(exit_code=code, session_id=params["session_id"], pid=worker.process.pid)
+        stats.update(exit_code=code, session_id=handoff.session_id, pid=worker.process.pid)
         pool.finished.append(stats)
     return stats

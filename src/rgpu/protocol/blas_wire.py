@@ -72,13 +72,14 @@ class Gemm:
     workspace_size: int
 
     @classmethod
-    def from_args(cls, args: tuple) -> Gemm:
-        (ta, tb, m, n, k, pa, at, lda, sa, pb, bt, ldb, sb, pc, ct, ldc, sc, batch, compute, algo, pmode, mmode,
-         alpha, beta, ws, wss) = args
-        if ta not in (OP_N, OP_T, OP_C) or tb not in (OP_N, OP_T, OP_C) or min(m, n, k, batch) < 0:
-            raise CudaError(Status.INVALID_VALUE, f"gemm shape or operation ({ta}, {tb}, {m}, {n}, {k}, {batch})")
-        return cls(ta, tb, m, n, k, Operand(pa, at, lda, sa), Operand(pb, bt, ldb, sb), Operand(pc, ct, ldc, sc),
-                   batch, compute, algo, pmode, mmode, alpha, beta, ws, wss)
+    def from_request(cls, r) -> Gemm:
+        """From a decoded BLAS_GEMM request (ops.BLAS_GEMM.decode)."""
+        if r.transa not in (OP_N, OP_T, OP_C) or r.transb not in (OP_N, OP_T, OP_C) or min(r.m, r.n, r.k, r.batch) < 0:
+            raise CudaError(Status.INVALID_VALUE,
+                            f"gemm shape or operation ({r.transa}, {r.transb}, {r.m}, {r.n}, {r.k}, {r.batch})")
+        return cls(r.transa, r.transb, r.m, r.n, r.k, Operand(r.a, r.a_type, r.lda, r.stride_a),
+                   Operand(r.b, r.b_type, r.ldb, r.stride_b), Operand(r.c, r.c_type, r.ldc, r.stride_c), r.batch,
+                   r.compute_type, r.algo, r.pointer_mode, r.math_mode, r.alpha, r.beta, r.workspace, r.workspace_size)
 
     def ranges(self) -> list[tuple[int, int]]:
         """(pointer, bytes) of everything the GEMM reads or writes."""

@@ -1,5 +1,4 @@
-"""What a request frame asks of a session, decided once for both session loops (the in-process trio loop
-in runner.py and the worker process's blocking loop in worker.py)."""
+"""What a request frame asks of a session (the first half of loop.py's step; the fuzzer drives it too)."""
 
 from __future__ import annotations
 

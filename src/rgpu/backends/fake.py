@@ -16,10 +16,11 @@ import time
 import attrs
 import numpy as np
 
-from rgpu.dispatch import fake_blas, fake_dnn, ptx
-from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, Backend
-from rgpu.dispatch.fake_kernels import KERNELS, KernelExec, decode_params
+from rgpu.backends import fake_blas, fake_dnn, ptx
+from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, Backend
+from rgpu.backends.fake_kernels import KERNELS, KernelExec
 from rgpu.errors import CudaError, Status
+from rgpu.protocol.params import decode_params
 
 DRIVER_VERSION = 13000
 MAX_PTX_ISA = (9, 0)  # what a 13.0 driver JITs; newer PTX gets UNSUPPORTED_PTX_VERSION, as on a GPU
@@ -345,7 +346,7 @@ class FakeBackend(Backend):
         if kern is None:
             raise CudaError(Status.NOT_SUPPORTED,
                             f"fake backend cannot execute kernel {func.name!r} (known: {', '.join(sorted(KERNELS))})")
-        values = decode_params(kern, func.layout, params)
+        values = decode_params(kern.signature, func.layout, params)
         if values is None:
             raise CudaError(Status.INVALID_VALUE,
                             f"kernel {func.name!r}: parameter layout {func.layout} does not match the fake "

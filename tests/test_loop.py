@@ -1,0 +1,66 @@
+"""The session's request loop as a sans-IO step (serving/loop.py), without sockets: what each frame asks of
+the drivers (the worker's blocking loop, the trio loop)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rgpu.backends.fake import FakeBackend
+from rgpu.errors import ProtocolError, Status
+from rgpu.protocol import ops
+from rgpu.protocol.frames import FLAG_NO_REPLY, FLAG_REPLY, Frame, frame_bytes
+from rgpu.serving.loop import next_action, protocol_error_frame
+from rgpu.session.state import Session
+
+MAX_RECORD = 1 << 20
+
+
+@pytest.fixture
+def session():
+    s = Session(1, FakeBackend())
+    yield s
+    s.release_all()
+
+
+def test_a_plain_call_runs_inline_and_replies(session):
+    action = next_action(session, Frame(ops.DEVICE_GET_COUNT.code, 7), MAX_RECORD)
+    assert not action.blocking and action.close is None
+    reply = action.run()
+    assert reply.request_id == 7 and reply.flags & FLAG_REPLY and not reply.status
+    assert ops.DEVICE_GET_COUNT.decode_reply(reply.args).count == 1
+    assert session.frames_received == 1 and session.calls == 1
+
+
+def test_a_call_that_may_wait_on_the_gpu_is_marked_blocking(session):
+    action = next_action(session, Frame(ops.CTX_SYNCHRONIZE.code, 1), MAX_RECORD)
+    assert action.blocking
+    assert action.run().status == Status.INVALID_CONTEXT  # no context yet: an error reply, not an exception
+
+
+def test_a_batch_runs_its_records_and_replies_nothing(session):
+    bad = Frame(ops.MEM_FREE.code, 3, FLAG_NO_REPLY, args=ops.MEM_FREE.pack_request(0x1234))
+    action = next_action(session, Frame(ops.BATCH.code, 2, bulk=frame_bytes(bad)), MAX_RECORD)
+    assert action.blocking and action.close is None
+    assert action.run() is None
+    assert session.take_deferred_error()  # the failed deferred call is reported with the next reply
+
+
+def test_goodbye_frees_then_replies_and_closes(session):
+    next_action(session, Frame(ops.CTX_CREATE.code, 1, args=ops.CTX_CREATE.pack_request(0, 0)), MAX_RECORD).run()
+    assert session.backend.contexts_alive == 1
+    action = next_action(session, Frame(ops.GOODBYE.code, 2), MAX_RECORD)
+    assert action.close == "closed by GOODBYE"
+    assert action.run().request_id == 2 and session.backend.contexts_alive == 0
+
+
+def test_end_of_stream_closes(session):
+    action = next_action(session, None, MAX_RECORD)
+    assert action.close == "client closed the connection" and action.run() is None
+
+
+@pytest.mark.parametrize("frame", [Frame(ops.NOP.code, 1, FLAG_REPLY), Frame(ops.HELLO.code, 1)])
+def test_frames_no_session_may_send_are_protocol_errors(session, frame):
+    with pytest.raises(ProtocolError) as info:
+        next_action(session, frame, MAX_RECORD)
+    last = protocol_error_frame(info.value)
+    assert last.opcode == ops.PROTOCOL_ERROR.code and last.status == info.value.status
