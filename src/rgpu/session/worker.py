@@ -101,10 +101,25 @@ def serve_blocking(session: Session, io: SocketFrameStream) -> str:
                 io.send_frames([reply])
 
 
-def run_session(params: dict, client: socket.socket, backend) -> dict:
+def report_released(control: socket.socket) -> None:
+    """Tell the supervisor this session's memory is all back, and wait until it has freed the session's slot
+    (see pool._follow): called before a GOODBYE is confirmed, so the client may reconnect at once."""
+    try:
+        send_json(control, {"released": True})
+        control.settimeout(5.0)
+        control.recv(1)
+    except OSError:
+        pass  # a supervisor that does not answer frees the slot when we exit
+    finally:
+        control.settimeout(None)
+
+
+def run_session(params: dict, client: socket.socket, backend, control: socket.socket | None = None) -> dict:
     cache = ModuleCache(params["module_cache"], params["module_cache_bytes"]) if params.get("module_cache") else None
     session = Session(params["session_id"], backend, mem_limit=params.get("mem_limit"), peer=params.get("peer", ""),
                       module_cache=cache)
+    if control is not None:
+        session.on_released = lambda: report_released(control)
     conn = Connection(params["max_frame"], reuse_receive_buffers=True)
     if params.get("cipher"):
         conn.protect(RecordProtector(params["cipher"], send_key=bytes.fromhex(params["s2c"]),
@@ -112,7 +127,8 @@ def run_session(params: dict, client: socket.socket, backend) -> dict:
     # The descriptor arrives with the supervisor's O_NONBLOCK (shared by every copy of it); this loop blocks.
     client.setblocking(True)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    io = SocketFrameStream(client, conn, spin_us=params.get("spin_us", 0))
+    io = SocketFrameStream(client, conn, spin_us=params.get("spin_us", 0),
+                           frame_timeout=params.get("frame_timeout") or None)
     reason = "?"
     try:
         with _Interruptible():
@@ -166,7 +182,7 @@ def main(argv=None) -> int:
         if assignment is None:
             return 0
         params, client = assignment
-        stats = run_session(params, client, backend)
+        stats = run_session(params, client, backend, control)
         # Nothing left to interrupt; SIG_IGN survives interpreter shutdown, where Python would otherwise
         # restore the default action and a late SIGTERM would kill us mid-exit.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
