@@ -10,6 +10,7 @@ from rgpu.errors import ProtocolError
 from rgpu.protocol.frames import (
     DEFAULT_MAX_RECORD,
     Frame,
+    SCRATCH_SIZE,
     RecordDecoder,
     SplitRecord,
     encode_frame,
@@ -32,17 +33,16 @@ class Connection:
     """`reuse_receive_buffers`: big records land (and are opened) in memory reused by the next big record, so a
     frame is only valid until the next one is taken -- right for a server, which finishes each request first."""
 
-    def __init__(self, max_record: int = DEFAULT_MAX_RECORD, *, reuse_receive_buffers: bool = False):
-        self.decoder = RecordDecoder(max_record, reuse_big=reuse_receive_buffers)
+    def __init__(self, max_record: int = DEFAULT_MAX_RECORD, *, reuse_receive_buffers: bool = False,
+                 scratch_size: int = SCRATCH_SIZE):
+        self.decoder = RecordDecoder(max_record, scratch_size, reuse_big=reuse_receive_buffers)
         self.protector: RecordProtector | None = None
         self._reuse = reuse_receive_buffers
 
     @classmethod
     def for_handshake(cls) -> "Connection":
         """A server's connection before authentication: handshake-sized records only (see open_requests)."""
-        conn = cls(HANDSHAKE_MAX_RECORD)
-        conn.decoder = RecordDecoder(HANDSHAKE_MAX_RECORD, _HANDSHAKE_SCRATCH)
-        return conn
+        return cls(HANDSHAKE_MAX_RECORD, scratch_size=_HANDSHAKE_SCRATCH)
 
     def open_requests(self, max_record: int, *, reuse_receive_buffers: bool = True) -> None:
         """After the handshake: take requests of up to `max_record` bytes. A client waits for the handshake's
