@@ -123,7 +123,7 @@ def test_a_client_connects_promptly_past_stalled_connections_at_a_low_open_file_
         address = f"127.0.0.1:{int(port_file.read_text())}"
         for _ in range(STALLED):
             sock = socket.create_connection(("127.0.0.1", PORT(address)))
-            sock.sendall(struct.pack("<I", 64 << 20))
+            sock.sendall(frame_bytes(ClientHandshake(None).hello())[:10])  # a HELLO, never finished
             stalled.append(sock)
 
         async def legitimate():
