@@ -53,6 +53,12 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--session-mem-limit", type=_size, default=None, metavar="BYTES",
                    help="device memory one session may allocate (e.g. 8G)")
     p.add_argument("--handshake-timeout", type=float, default=10.0, metavar="SECONDS")
+    p.add_argument("--max-handshakes", type=int, default=128, metavar="N",
+                   help="connections in the handshake at once; one more closes the oldest (default 128, at "
+                        "most half the open-file limit)")
+    p.add_argument("--frame-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="once a frame has begun to arrive, the rest must follow within this time or the session "
+                        "is closed (default 60; 0: no limit)")
     p.add_argument("--max-frame", type=_size, default=DEFAULT_MAX_RECORD, metavar="BYTES")
     p.add_argument("--module-cache", metavar="DIR|off",
                    help="where module images are cached by content across sessions (default: a private "
@@ -126,6 +132,7 @@ def server_main(argv=None) -> int:
                               log_level=args.log_level, bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
                               handshake_timeout=args.handshake_timeout, max_frame=args.max_frame,
+                              max_handshakes=args.max_handshakes, frame_timeout=args.frame_timeout,
                               port_file=args.port_file, module_cache=args.module_cache, spin_us=args.spin_us)
         from rgpu.serving.server import check_config
 

@@ -6,6 +6,7 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from rgpu.errors import ProtocolError
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Frame
 
@@ -14,32 +15,60 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 9713
 
+def _trio_now() -> float:
+    import trio
+
+    return trio.current_time()
+
+
+def frame_overdue(timeout: float) -> ProtocolError:
+    return ProtocolError(f"a frame was begun but not completed within {timeout:g}s (--frame-timeout)")
+
+
 class TrioFrameStream:
-    def __init__(self, stream: trio.abc.Stream, conn: Connection):
+    """`frame_timeout`: once a frame has begun to arrive, the rest must follow within this many seconds, or
+    receive_frame raises ProtocolError -- a peer cannot hold a session with a frame it never finishes."""
+
+    def __init__(self, stream: trio.abc.Stream, conn: Connection, *, frame_timeout: float | None = None):
         self.stream = stream
         self.conn = conn
+        self.frame_timeout = frame_timeout
         # Landing bytes with recv_into saves a copy per receive on real sockets.
         self._sock = getattr(stream, "socket", None)
 
     async def receive_frame(self) -> Frame | None:
         """The next frame, or None at a clean end of stream. A stream cut mid-frame raises EOFError."""
+        deadline = None
         while True:
             frame = self.conn.next_frame()
             if frame is not None:
                 return frame
-            if self._sock is not None:
-                n = await self._sock.recv_into(self.conn.get_buffer())
-                if n:
-                    self.conn.buffer_updated(n)
+            if self.frame_timeout and self.conn.has_partial_frame:
+                n = await self._receive_by(deadline := deadline or _trio_now() + self.frame_timeout)
             else:
-                data = await self.stream.receive_some()
-                n = len(data)
-                if n:
-                    self.conn.receive_data(data)
+                n = await self._receive_some()
             if not n:
                 if self.conn.has_partial_frame:
                     raise EOFError("connection closed in the middle of a frame")
                 return None
+
+    async def _receive_by(self, deadline: float) -> int:
+        import trio
+
+        with trio.move_on_at(deadline):
+            return await self._receive_some()
+        raise frame_overdue(self.frame_timeout)
+
+    async def _receive_some(self) -> int:
+        if self._sock is not None:
+            n = await self._sock.recv_into(self.conn.get_buffer())
+            if n:
+                self.conn.buffer_updated(n)
+            return n
+        data = await self.stream.receive_some()
+        if data:
+            self.conn.receive_data(data)
+        return len(data)
 
     async def send_frame(self, frame: Frame) -> None:
         await self.send_frames([frame])
@@ -68,31 +97,45 @@ class SocketFrameStream:
     tens of microseconds, and waking a sleeping thread costs a good part of that again -- on a VM an idle CPU
     is woken through the host. Polling costs CPU only for that long per wait; 0 turns it off."""
 
-    def __init__(self, sock: socket.socket, conn: Connection, *, spin_us: float = 0):
+    def __init__(self, sock: socket.socket, conn: Connection, *, spin_us: float = 0,
+                 frame_timeout: float | None = None):
         self.sock = sock
         self.conn = conn
         self.spin_ns = int(spin_us * 1000)
+        self.frame_timeout = frame_timeout  # as TrioFrameStream's (the socket must be a blocking one)
 
     def receive_frame(self) -> Frame:
+        deadline = None
         while True:
             frame = self.conn.next_frame()
             if frame is not None:
                 return frame
-            n = self._receive(self.conn.get_buffer())
+            if self.frame_timeout and self.conn.has_partial_frame and deadline is None:
+                deadline = time.monotonic() + self.frame_timeout
+            n = self._receive(self.conn.get_buffer(), deadline)
             if not n:
                 raise ConnectionError("server closed the connection")
             self.conn.buffer_updated(n)
 
-    def _receive(self, buffer: memoryview) -> int:
+    def _receive(self, buffer: memoryview, deadline: float | None = None) -> int:
         if self.spin_ns:
-            deadline = time.perf_counter_ns() + self.spin_ns
+            spin_until = time.perf_counter_ns() + self.spin_ns
             while True:
                 try:
                     return self.sock.recv_into(buffer, 0, socket.MSG_DONTWAIT)
                 except BlockingIOError:
-                    if time.perf_counter_ns() >= deadline:
+                    if time.perf_counter_ns() >= spin_until:
                         break
-        return self.sock.recv_into(buffer)
+        if deadline is None:
+            return self.sock.recv_into(buffer)
+        # Only in the middle of a frame: a timeout costs a poll per receive, which the common case is spared.
+        self.sock.settimeout(max(deadline - time.monotonic(), 1e-3))
+        try:
+            return self.sock.recv_into(buffer)
+        except TimeoutError:
+            raise frame_overdue(self.frame_timeout) from None
+        finally:
+            self.sock.settimeout(None)
 
     def send_frames(self, frames: list[Frame]) -> None:
         for write in self.conn.writes(frames):

@@ -1,7 +1,9 @@
 """Fuzz the server's frame decoder and dispatch in-process (no sockets): random bytes, random frames and
 mutations of valid frames go through the same code a connection runs -- RecordDecoder, parse_frame,
 classify, the handlers on a fake-backend session. The only acceptable outcomes are replies and
-ProtocolError (which closes that connection); any other exception is a server crash.
+ProtocolError (which closes that connection); any other exception is a server crash. So is an input that
+costs more than CPU_LIMIT seconds of CPU or makes Python or numpy hold more than MEMORY_LIMIT bytes at once:
+every input here is a few KiB, and the server's work must stay in proportion to what it is sent.
 
     python tests/fuzz/fuzz_server.py --count 1000000 [--seed N]
 
@@ -17,6 +19,7 @@ import random
 import struct
 import sys
 import time
+import tracemalloc
 
 from rgpu.backends import fake
 from rgpu.dispatch.dispatcher import execute_batch_sync, execute_sync
@@ -29,6 +32,8 @@ from rgpu.session.state import Session
 
 CORPUS = pathlib.Path(__file__).parent / "corpus"
 MAX_RECORD = 1 << 20
+CPU_LIMIT = 2.0  # seconds per input; a typical one takes well under a millisecond
+MEMORY_LIMIT = 256 << 20  # peak bytes traced per input, over what the session held before it
 PTX = load("demo.ptx")
 
 
@@ -50,7 +55,9 @@ class InternalErrors(logging.Handler):
 
 
 class Harness:
-    def __init__(self):
+    def __init__(self, cpu_limit: float = CPU_LIMIT, memory_limit: int | None = MEMORY_LIMIT):
+        self.cpu_limit = cpu_limit
+        self.memory_limit = memory_limit
         self.internal = InternalErrors()
         logging.getLogger("rgpu").addHandler(self.internal)
         logging.getLogger("rgpu.dispatch").setLevel(logging.ERROR)  # unknown-opcode notices are expected
@@ -79,7 +86,25 @@ class Harness:
         return op.reply.unpack(reply.args)
 
     def feed(self, data: bytes) -> None:
-        """One connection's worth of input bytes. Raises only on a server bug."""
+        """One connection's worth of input bytes. Raises only on a server bug (unbounded work is one)."""
+        # Traced for this input only (numpy reports its buffers to tracemalloc too); a caller's tracing is kept.
+        trace = self.memory_limit is not None and not tracemalloc.is_tracing()
+        if trace:
+            tracemalloc.start()
+        cpu = time.process_time()
+        try:
+            self._feed(data)
+            peak = tracemalloc.get_traced_memory()[1] if trace else 0
+        finally:
+            if trace:
+                tracemalloc.stop()
+        cpu = time.process_time() - cpu
+        if cpu > self.cpu_limit:
+            raise RuntimeError(f"unbounded work: one input of {len(data)} bytes took {cpu:.2f}s of CPU")
+        if peak > (self.memory_limit or peak):
+            raise RuntimeError(f"unbounded memory: one input of {len(data)} bytes peaked at {peak >> 20} MiB")
+
+    def _feed(self, data: bytes) -> None:
         decoder = RecordDecoder(MAX_RECORD, reuse_big=True)  # as a server's
         try:
             decoder.feed(data)

@@ -249,8 +249,15 @@ class FakeBackend(Backend):
         dtype = np.uint8 if width == 1 else np.uint32
         self._checked_view(dst, count * width).view(dtype)[:] = value & (0xFF if width == 1 else 0xFFFFFFFF)
 
-    def _rows(self, ptr: int, pitch: int, width: int, height: int) -> list[np.ndarray]:
-        return [self._checked_view(ptr + y * pitch, width) for y in range(height)]
+    def _rows(self, ptr: int, pitch: int, width: int, height: int) -> np.ndarray:
+        """A (height, width) view of rows `pitch` bytes apart, checked once over its whole extent: the work is
+        the bytes moved, never a step per row (a width-0 copy of 2**32 rows is free, as on a GPU)."""
+        if width == 0 or height == 0:
+            return np.empty((0, 0), dtype=np.uint8)
+        if height > 1 and pitch < width:
+            raise CudaError(Status.INVALID_VALUE, f"width {width} exceeds pitch {pitch}")
+        base = self._checked_view(ptr, pitch * (height - 1) + width)
+        return np.lib.stride_tricks.as_strided(base, shape=(height, width), strides=(pitch, 1), writeable=True)
 
     def memcpy_2d(self, ctx, kind, dst, dpitch, src, spitch, width, height, rows, stream=None,
                   asynchronous=False):
@@ -258,11 +265,13 @@ class FakeBackend(Backend):
         if not asynchronous:
             self._stream_wait(ctx, stream)
         if kind == 2:
-            return bytearray(b"".join(r.tobytes() for r in self._rows(src, spitch, width, height)))
-        sources = (np.frombuffer(rows, dtype=np.uint8).reshape(height, width) if kind == 1
-                   else [r.copy() for r in self._rows(src, spitch, width, height)])
-        for target, row in zip(self._rows(dst, dpitch, width, height), sources):
-            target[:] = row
+            return bytearray(self._rows(src, spitch, width, height).tobytes())
+        if width == 0 or height == 0:
+            return None
+        # Copied out first: source and destination rows may overlap.
+        source = (np.frombuffer(rows, dtype=np.uint8).reshape(height, width) if kind == 1
+                  else self._rows(src, spitch, width, height).copy())
+        self._rows(dst, dpitch, width, height)[:] = source
         return None
 
     def memset_2d(self, ctx, dst, pitch, value, elem, width, height, stream=None, asynchronous=False) -> None:
@@ -270,8 +279,10 @@ class FakeBackend(Backend):
         if not asynchronous:
             self._stream_wait(ctx, stream)
         dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32}[elem]
-        for row in self._rows(dst, pitch, width * elem, height):
-            row.view(dtype)[:] = value & ((1 << (8 * elem)) - 1)
+        row = np.full(width, value & ((1 << (8 * elem)) - 1), dtype=dtype).view(np.uint8)
+        rows = self._rows(dst, pitch, width * elem, height)
+        if rows.size:
+            rows[:] = row
 
     # -- modules -----------------------------------------------------------------------------------
     def module_load(self, ctx: FakeContext, image: bytes) -> FakeModule:

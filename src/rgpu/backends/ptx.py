@@ -9,16 +9,20 @@ import struct
 import attrs
 
 _SCALAR_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
-_ENTRY = re.compile(rb"\.entry\s+([\w$.]+)\s*\(([^)]*)\)", re.S)
+# Every pattern does work linear in its input, whatever the input (a session's module image is hostile):
+# patterns anchored at a line start match only within that line ([ \t], never \s, which would let each line's
+# attempt run on through all the lines after it), and a parameter list is searched for its ")" once, not once
+# per ".entry" (see _entries).
+_ENTRY_HEAD = re.compile(rb"\.entry\s+([\w$.]+)\s*\(")
 _PARAM = re.compile(
     rb"\.param\s+(?:\.align\s+(\d+)\s+)?\.([a-z]+)(\d+)((?:\s+\.ptr)?(?:\s+\.(?:global|shared|const|local))?"
     rb"(?:\s+\.align\s+\d+)?)\s+([\w$]+)(?:\[(\d+)\])?"
 )
 _GLOBAL = re.compile(
-    rb"^\s*((?:\.(?:visible|extern|weak)\s+)*)\.(?:global|const)\s+(?:\.align\s+(\d+)\s+)?\.([a-z]+)(\d+)\s+([\w$]+)"
-    rb"(?:\[(\d+)\])?", re.M
+    rb"^[ \t]*((?:\.(?:visible|extern|weak)[ \t]+)*)\.(?:global|const)[ \t]+(?:\.align[ \t]+(\d+)[ \t]+)?"
+    rb"\.([a-z]+)(\d+)[ \t]+([\w$]+)(?:\[(\d+)\])?", re.M
 )
-_VERSION = re.compile(rb"^\s*\.version\s+(\d+)\.(\d+)", re.M)
+_VERSION = re.compile(rb"^[ \t]*\.version[ \t]+(\d+)\.(\d+)", re.M)
 
 
 @attrs.frozen(slots=True)
@@ -56,20 +60,107 @@ def fatbin_ptx(image: bytes) -> bytes | None:
         if kind == _ENTRY_PTX:
             (compressed_size,) = struct.unpack_from("<I", image, pos + 16)
             (flags,) = struct.unpack_from("<Q", image, pos + 40)
-            (plain_size,) = struct.unpack_from("<Q", image, pos + 56)
             if flags & _FLAG_ZSTD:
                 try:
                     import zstandard
                 except ImportError:
                     raise UnsupportedImage("compressed fatbin: pip install zstandard") from None
-                payload = zstandard.ZstdDecompressor().decompress(payload[:compressed_size],
-                                                                  max_output_size=plain_size)
+                payload = _decompress_bounded(zstandard, payload[:compressed_size])
             elif flags & _FLAG_LEGACY_COMPRESSED:
                 raise UnsupportedImage("fatbin PTX uses the pre-CUDA-13 compression, which the fake backend "
                                        "cannot read (build with -Xfatbin --compress=false)")
             return payload.split(b"\0", 1)[0]
         pos += entry_header + payload_size
     return None
+
+
+# The most PTX text a compressed fatbin entry may unpack to: as much as a plain image can carry in one frame.
+MAX_PTX_TEXT = 64 * 1024 * 1024
+
+
+def _decompress_bounded(zstandard, data: bytes, limit: int = MAX_PTX_TEXT) -> bytes:
+    """Decompress a stream, stopping past `limit` bytes: memory follows what is really produced, never what
+    the frame header claims (a 32 KB zstd frame can unpack to gigabytes, and may claim any size)."""
+    import io
+
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as reader:
+            out = reader.read(limit + 1)
+    except zstandard.ZstdError as e:
+        raise UnsupportedImage(f"compressed fatbin entry does not decompress: {e}") from None
+    if len(out) > limit:
+        raise UnsupportedImage(f"compressed fatbin entry unpacks to more than {limit} bytes")
+    return out
+
+
+_ENTRY_ELF = 2
+_ELF64 = struct.Struct("<40xQ10xHHH")  # e_shoff; e_shentsize, e_shnum, e_shstrndx
+_SECTION = struct.Struct("<IIQQQQ")  # sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size
+
+
+def image_device_bytes(image: bytes) -> int:
+    """Device memory a module made from `image` holds for its own variables (__device__ and __constant__
+    data), known before the image is loaded: the sizes its PTX declares or its cubin's .nv.global* and
+    .nv.constant* sections take (uninitialised globals occupy no bytes in the file, so the file's size says
+    nothing about them). A fatbin counts as its largest entry (the driver loads one). An image whose layout is
+    not readable here counts as its own size; the driver refuses what it cannot read anyway."""
+    image = bytes(image)
+    try:
+        if image.startswith(b"\x7fELF"):
+            return _elf_data_bytes(image)
+        sizes = _fatbin_entry_bytes(image)
+        if sizes is not None:
+            return max(sizes, default=len(image))
+        if looks_like_ptx(image):
+            return sum(parse_ptx(image.split(b"\0", 1)[0]).globals.values())
+    except (ValueError, struct.error, ImportError):
+        pass
+    return len(image)
+
+
+def _elf_data_bytes(image: bytes) -> int:
+    shoff, entsize, count, names_index = _ELF64.unpack_from(image)
+    if entsize < _SECTION.size or names_index >= count:
+        raise ValueError("malformed ELF section table")
+    sections = [_SECTION.unpack_from(image, shoff + i * entsize) for i in range(count)]
+    names = sections[names_index]
+    table = image[names[4] : names[4] + names[5]]
+    total = 0
+    for name_at, _type, _flags, _addr, _offset, size in sections:
+        name = table[name_at : table.find(b"\0", name_at)] if name_at < len(table) else b""
+        if name.startswith((b".nv.global", b".nv.constant")):
+            total += size
+    return total
+
+
+def _fatbin_entry_bytes(image: bytes) -> list[int] | None:
+    """image_device_bytes of each PTX or cubin entry of a fatbin; None if `image` is not a fatbin."""
+    if len(image) < _FATBIN_HEADER.size:
+        return None
+    magic, _version, header_size, size = _FATBIN_HEADER.unpack_from(image)
+    if magic != FATBIN_MAGIC:
+        return None
+    sizes = []
+    pos, end = header_size, min(len(image), header_size + size)
+    while pos + 64 <= end:
+        kind, _ver, entry_header, payload_size = _ENTRY_HEADER.unpack_from(image, pos)
+        if entry_header < 64 or payload_size > end:
+            raise ValueError("malformed fatbin entry")
+        payload = image[pos + entry_header : pos + entry_header + payload_size]
+        (compressed_size,) = struct.unpack_from("<I", image, pos + 16)
+        (flags,) = struct.unpack_from("<Q", image, pos + 40)
+        if flags & _FLAG_ZSTD:
+            import zstandard
+
+            payload = _decompress_bounded(zstandard, payload[:compressed_size])
+        if flags & _FLAG_LEGACY_COMPRESSED:
+            sizes.append(len(image))
+        elif kind == _ENTRY_PTX:
+            sizes.append(sum(parse_ptx(payload.split(b"\0", 1)[0]).globals.values()))
+        elif kind == _ENTRY_ELF:
+            sizes.append(_elf_data_bytes(payload))
+        pos += entry_header + payload_size
+    return sizes
 
 
 def looks_like_ptx(image: bytes) -> bool:
@@ -97,9 +188,9 @@ def parse_ptx(text: bytes) -> PtxModule:
     if m is None:
         raise ValueError("no .version directive")
     entries = {}
-    for em in _ENTRY.finditer(text):
+    for name, params in _entries(text):
         layout, offset = [], 0
-        for pm in _PARAM.finditer(em.group(2)):
+        for pm in _PARAM.finditer(params):
             align_s, _kind, bits, _qual, _name, count_s = pm.groups()
             elem = _SCALAR_SIZES.get(bits.decode())
             if elem is None:
@@ -109,7 +200,7 @@ def parse_ptx(text: bytes) -> PtxModule:
             offset = (offset + align - 1) // align * align
             layout.append((offset, size))
             offset += size
-        entries[em.group(1).decode()] = tuple(layout)
+        entries[name.decode()] = tuple(layout)
     globals_ = {}
     for gm in _GLOBAL.finditer(text):
         qualifiers, _align, _kind, bits, name, count_s = gm.groups()
@@ -117,6 +208,18 @@ def parse_ptx(text: bytes) -> PtxModule:
             continue
         globals_[name.decode()] = _SCALAR_SIZES.get(bits.decode(), 1) * (int(count_s) if count_s else 1)
     return PtxModule((int(m.group(1)), int(m.group(2))), entries, globals_)
+
+
+def _entries(text: bytes):
+    """(name, parameter list) of each `.entry name (...)`. The next entry is looked for after this one's ")",
+    so no byte is scanned for a ")" twice; without any ")" left, no later entry can be complete either."""
+    pos = 0
+    while (m := _ENTRY_HEAD.search(text, pos)) is not None:
+        close = text.find(b")", m.end())
+        if close < 0:
+            return
+        yield m.group(1), text[m.end() : close]
+        pos = close + 1
 
 
 def base_name(symbol: str) -> str:

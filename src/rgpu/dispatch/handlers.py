@@ -308,9 +308,7 @@ def _memset_d32_async(s, args, bulk):
 
 # -- modules and launches --------------------------------------------------------------------------
 def _load_module(s: Session, image: bytes) -> int:
-    ctx = s.context()
-    module = s.backend.module_load(ctx.obj, image)
-    return s.handles.add(Kind.MODULE, module, ctx=s.current_ctx)
+    return s.load_module(image)
 
 
 @handles(ops.MODULE_LOAD_DATA, blocking=True)
@@ -334,14 +332,7 @@ def _module_load_cached(s: Session, args, bulk):
 
 @handles(ops.MODULE_UNLOAD, blocking=True)
 def _module_unload(s: Session, args, bulk):
-    handle = args.module
-    ctx, entry = s.object(handle, Kind.MODULE)
-    for h in s.handles.owned_by(parent=handle):
-        s.handles.pop(h, Kind.FUNCTION)
-    for region in s.memory.regions(owner=f"module:{handle:x}"):
-        s.memory.remove(region.start)
-    s.handles.pop(handle, Kind.MODULE)
-    s.backend.module_unload(ctx.obj, entry.obj)
+    s.unload_module(args.module)
 
 
 @handles(ops.MODULE_GET_FUNCTION)

@@ -6,9 +6,11 @@ frame. The I/O layer only moves bytes (see rgpu.transport).
 
 from __future__ import annotations
 
+from rgpu.errors import ProtocolError
 from rgpu.protocol.frames import (
     DEFAULT_MAX_RECORD,
     Frame,
+    SCRATCH_SIZE,
     RecordDecoder,
     SplitRecord,
     encode_frame,
@@ -20,15 +22,38 @@ from rgpu.protocol.handshake import POOLED_RECORD, TAG_SIZE, RecordProtector
 # Below this, joining a write's buffers into one beats a second syscall.
 _JOIN_LIMIT = 256 * 1024
 
+# Before a connection is authenticated it may only send handshake records (HELLO, AUTH: under 400 bytes with
+# any reasonable agent string): a bigger length prefix is refused before anything is allocated for it, and the
+# receive buffer is this small, so an unauthenticated connection costs the server a few KiB, whatever it sends.
+HANDSHAKE_MAX_RECORD = 4096
+_HANDSHAKE_SCRATCH = 2 * HANDSHAKE_MAX_RECORD
+
 
 class Connection:
     """`reuse_receive_buffers`: big records land (and are opened) in memory reused by the next big record, so a
     frame is only valid until the next one is taken -- right for a server, which finishes each request first."""
 
-    def __init__(self, max_record: int = DEFAULT_MAX_RECORD, *, reuse_receive_buffers: bool = False):
-        self.decoder = RecordDecoder(max_record, reuse_big=reuse_receive_buffers)
+    def __init__(self, max_record: int = DEFAULT_MAX_RECORD, *, reuse_receive_buffers: bool = False,
+                 scratch_size: int = SCRATCH_SIZE):
+        self.decoder = RecordDecoder(max_record, scratch_size, reuse_big=reuse_receive_buffers)
         self.protector: RecordProtector | None = None
         self._reuse = reuse_receive_buffers
+
+    @classmethod
+    def for_handshake(cls) -> "Connection":
+        """A server's connection before authentication: handshake-sized records only (see open_requests)."""
+        return cls(HANDSHAKE_MAX_RECORD, scratch_size=_HANDSHAKE_SCRATCH)
+
+    def open_requests(self, max_record: int, *, reuse_receive_buffers: bool = True) -> None:
+        """After the handshake: take requests of up to `max_record` bytes. A client waits for the handshake's
+        last reply before it sends a request, so nothing may be buffered yet."""
+        if self.decoder.has_buffered_data:
+            raise ProtocolError("client sent frames before the handshake completed")
+        self._reuse = reuse_receive_buffers
+        self.decoder = RecordDecoder(max_record + (TAG_SIZE if self.protector is not None else 0),
+                                     reuse_big=reuse_receive_buffers)
+        if self.protector is not None:
+            self.protector.reuse_opened = reuse_receive_buffers
 
     @property
     def max_record(self) -> int:

@@ -13,6 +13,8 @@ import collections
 import json
 import logging
 import math
+import os
+import select
 import signal
 import socket
 import sys
@@ -155,27 +157,43 @@ class WorkerPool:
         return await self._spawn()
 
 
+# A worker whose client has hung up gets this long to notice on its own (it does at its next read) before it
+# is stopped: a session stuck in a long call must not keep its slot, and a CPU, for a client that is gone.
+CLIENT_GONE_GRACE = 5.0
+
+
 async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, handoff: Handoff, *,
-                                grace: float) -> dict:
+                                grace: float, slot=None) -> dict:
     """Hand the connection over and wait for the session to end. Cancellation (server shutdown) stops the
-    worker: SIGTERM lets it tell its client and free everything; SIGKILL after `grace` seconds."""
+    worker: SIGTERM lets it tell its client and free everything; SIGKILL after `grace` seconds. `slot` (its
+    place under --max-sessions) is released as soon as the worker reports the session's memory released."""
     worker = await pool.acquire()
     stats = None
+    watch = _HangupWatch(stream.socket.fileno())
     try:
         fds = array.array("i", [stream.socket.fileno()])
         await worker.control.sendmsg([handoff.encode()],
                                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
-        # The worker owns the connection now; our descriptor would keep it open after the worker ends.
+        # The worker owns the connection now; our descriptor would keep it open after the worker ends (the
+        # watch's own descriptor is only polled, and closed as soon as the worker is done).
         await stream.aclose()
-        stats = await worker.read_json()
-        await worker.process.wait()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_when_client_gone, watch, worker, grace, handoff.session_id)
+            stats = await _follow(worker, slot)
+            await worker.process.wait()
+            nursery.cancel_scope.cancel()
     finally:
+        watch.close()
         with trio.CancelScope(shield=True):
-            await worker.stop(grace)
-            if stats is None:
-                with trio.move_on_after(1):
-                    stats = await worker.read_json()  # written just before it exited, if it could
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(worker.stop, grace)
+                if stats is None:
+                    # Read on while it stops: it reports its memory released, then its counters (if it can)
+                    # just before it exits; its end of the control socket closes with it in any case.
+                    stats = await _follow(worker, slot)
             worker.control.close()
+        if slot is not None:
+            slot.release()
         reported = stats is not None
         stats = stats or {"reason": "worker ended without a report"}
         code = worker.process.returncode
@@ -186,3 +204,53 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, han
         stats.update(exit_code=code, session_id=handoff.session_id, pid=worker.process.pid)
         pool.finished.append(stats)
     return stats
+
+
+async def _follow(worker: Worker, slot) -> dict | None:
+    """The worker's messages until its final report (None if it ends without one). {"released": true} says
+    everything the session held is freed: the slot goes back, then the worker hears so (it waits for that
+    before confirming a GOODBYE, so a client that saw the confirmation finds its slot free)."""
+    while True:
+        try:
+            message = await worker.read_json()
+        except (OSError, ValueError):
+            return None
+        if message is None or not message.get("released"):
+            return message
+        if slot is not None:
+            slot.release()
+        try:
+            await worker.control.send(b"\n")
+        except OSError:
+            pass  # it stopped waiting for the answer: its report may still be there to read
+
+
+class _HangupWatch:
+    """Tells when the client hangs up, without reading what it sent (the worker reads the connection): an
+    epoll set holding a copy of the client socket, for EPOLLRDHUP only (hang-ups and errors always count)."""
+
+    def __init__(self, fd: int):
+        self._fd = os.dup(fd)
+        self._epoll = select.epoll()
+        self._epoll.register(self._fd, select.EPOLLRDHUP)
+
+    async def wait(self) -> None:
+        while not self._epoll.poll(0):
+            await trio.lowlevel.wait_readable(self._epoll.fileno())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self._epoll.close()
+            os.close(self._fd)
+            self._fd = -1
+
+
+async def _stop_when_client_gone(watch: _HangupWatch, worker: Worker, grace: float, session_id: int) -> None:
+    await watch.wait()
+    watch.close()  # the connection is over; our copy must not keep it open
+    with trio.move_on_after(CLIENT_GONE_GRACE):
+        await worker.process.wait()
+        return
+    log.warning("[session %d] client is gone but its worker is still busy after %gs; stopping it", session_id,
+                CLIENT_GONE_GRACE)
+    await worker.stop(grace)

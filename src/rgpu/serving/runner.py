@@ -25,20 +25,27 @@ _LOST = (trio.BrokenResourceError, trio.ClosedResourceError, EOFError, Connectio
 async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: str) -> None:
     """`server` provides .config, .backend (in-process isolation), .pool (process isolation), .sessions."""
     cfg = server.config
-    io = TrioFrameStream(stream, Connection(cfg.max_frame, reuse_receive_buffers=True))
+    io = TrioFrameStream(stream, Connection.for_handshake(), frame_timeout=cfg.frame_timeout or None)
     session: Session | None = None
+    hs = slot = None
     shutdown = False
     try:
-        with trio.fail_after(cfg.handshake_timeout):
-            hs = await _handshake(server, io, session_id, peer)
+        with server.admission.admit() as admitted, trio.fail_after(cfg.handshake_timeout):
+            hs, slot = await _handshake(server, io, session_id, peer)
+        if admitted.cancelled_caught:
+            log.warning("[session %d] %s: closed before completing the handshake: %d newer connections were "
+                        "waiting to start theirs (--max-handshakes)", session_id, peer, server.admission.limit)
+            return
         if hs is None:
             return
         if cfg.isolation == "process":
             server.sessions[session_id] = peer
-            await _run_in_worker(server, stream, io, hs, session_id, peer)
+            await _run_in_worker(server, stream, io, hs, session_id, peer, slot)
             return
+        io.conn.open_requests(cfg.max_frame)
         session = Session(session_id, server.backend, mem_limit=cfg.session_mem_limit, peer=peer,
                           module_cache=server.module_cache)
+        session.on_released = slot.release
         server.sessions[session_id] = session
         session.log.info("opened for %s (%d live)", peer, len(server.sessions))
         await _serve_requests(session, io)
@@ -60,35 +67,59 @@ async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: st
             await _teardown(server, session)
         # Only after teardown: whoever sees the session gone may rely on its memory being back.
         server.sessions.pop(session_id, None)
+        if slot is not None:
+            slot.release()  # usually done already, as soon as the session's memory was back
         with trio.CancelScope(shield=True), trio.move_on_after(1):
             await stream.aclose()
 
 
 async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshake, session_id: int,
-                         peer: str) -> None:
+                         peer: str, slot) -> None:
     if io.conn.decoder.has_buffered_data:
         raise ProtocolError("client sent frames before the handshake completed")
     cfg = server.config
     cache = server.module_cache
     handoff = Handoff(session_id, peer, cfg.max_frame, mem_limit=cfg.session_mem_limit,
                       module_cache=str(cache.dir) if cache else None, module_cache_bytes=cache.max_bytes if cache else 0,
-                      spin_us=cfg.spin_us, keys=None if hs.keys is None else SessionKeys(*hs.keys))
+                      spin_us=cfg.spin_us, frame_timeout=cfg.frame_timeout,
+                      keys=None if hs.keys is None else SessionKeys(*hs.keys))
     log.info("[session %d] opened for %s in a worker process (%d live)", session_id, peer, len(server.sessions))
-    stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout)
+    stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout, slot=slot)
     log.info("[session %d] ended: %s (%d frames, %d calls)", session_id, stats.get("reason"),
              stats.get("frames", 0), stats.get("calls", 0))
 
 
-async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str) -> ServerHandshake | None:
+async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str):
+    """(handshake, its session slot) once the client is in; (None, None) if it was refused. The slot is taken
+    where the limit is checked, and given back if the handshake does not complete."""
+    held: list = []
+    try:
+        hs = await _negotiate(server, io, session_id, peer, held)
+    except BaseException:
+        for slot in held:
+            slot.release()
+        raise
+    if hs is None:
+        for slot in held:
+            slot.release()
+        return None, None
+    return hs, held[0]
+
+
+async def _negotiate(server, io: TrioFrameStream, session_id: int, peer: str, held: list) -> ServerHandshake | None:
     cfg = server.config
     hs = ServerHandshake(cfg.psk, max_frame=cfg.max_frame, session_id=session_id)
     frame = await io.receive_frame()
     if frame is None:
         return None
     reply = hs.on_hello(frame)
-    if not reply.status and len(server.sessions) >= cfg.max_sessions:
-        hs.failure = f"server is at its limit of {cfg.max_sessions} sessions; try again later"
-        reply = frame.reply(status=Status.SESSION_LIMIT, bulk=hs.failure.encode())
+    if not reply.status:
+        slot = server.slots.take()
+        if slot is None:
+            hs.failure = f"server is at its limit of {cfg.max_sessions} sessions; try again later"
+            reply = frame.reply(status=Status.SESSION_LIMIT, bulk=hs.failure.encode())
+        else:
+            held.append(slot)
     await io.send_frame(reply)
     if hs.failure:
         log.warning("[session %d] %s: refused: %s", session_id, peer, hs.failure)

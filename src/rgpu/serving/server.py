@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import itertools
 import logging
 import os
 import pathlib
+import resource
 import socket
+import threading
 
 import attrs
 import trio
@@ -37,6 +40,10 @@ class ServerConfig:
     max_sessions: int = 64
     session_mem_limit: int | None = None
     handshake_timeout: float = 10.0
+    # Connections in the handshake at once; when one more arrives, the oldest is closed (see Admission).
+    max_handshakes: int = 128
+    # Once a frame has begun to arrive, the rest must follow within this many seconds (0: no limit).
+    frame_timeout: float = 60.0
     max_frame: int = DEFAULT_MAX_RECORD
     teardown_timeout: float = 30.0
     port_file: str | None = None
@@ -50,6 +57,71 @@ class ServerConfig:
 
 class ConfigError(Exception):
     pass
+
+
+class Slot:
+    """One of --max-sessions, held from the HELLO that asked for it until everything the session owned is
+    released. release() is idempotent and thread-safe (a session's teardown may run off the event loop)."""
+
+    def __init__(self, slots: "SessionSlots"):
+        self._slots = slots
+        self._held = True
+
+    def release(self) -> None:
+        with self._slots.lock:
+            if self._held:
+                self._held = False
+                self._slots.taken -= 1
+
+
+class SessionSlots:
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.taken = 0
+        self.lock = threading.Lock()
+
+    def take(self) -> Slot | None:
+        """A slot, or None at the limit. Taken when checked: concurrent HELLOs cannot all pass the check."""
+        with self.lock:
+            if self.taken >= self.limit:
+                return None
+            self.taken += 1
+        return Slot(self)
+
+
+class Admission:
+    """Connections that have not finished the handshake: at most `limit` at once. One more evicts the oldest,
+    so connections that never finish (or finish slowly) cannot keep a prompt client out -- it is always the
+    newest -- nor run the server out of file descriptors, which would stop it accepting anyone at all."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._pending: dict[trio.CancelScope, None] = {}  # oldest first
+        self.evicted = 0
+
+    @contextlib.contextmanager
+    def admit(self):
+        """A cancel scope for one connection's handshake; evicting it cancels the scope."""
+        while len(self._pending) >= self.limit:
+            oldest = next(iter(self._pending))
+            del self._pending[oldest]
+            oldest.cancel()
+            self.evicted += 1
+        scope = trio.CancelScope()
+        self._pending[scope] = None
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._pending.pop(scope, None)
+
+
+def handshake_limit(configured: int) -> int:
+    """--max-handshakes, kept to half the open-file limit: the rest is for sessions, workers and logs."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return configured
+    return max(1, min(configured, soft // 2))
 
 
 def _module_cache(config: ServerConfig) -> ModuleCache | None:
@@ -86,6 +158,10 @@ def check_config(config: ServerConfig) -> None:
         )
     if config.max_sessions < 1:
         raise ConfigError("--max-sessions must be at least 1")
+    if config.max_handshakes < 1:
+        raise ConfigError("--max-handshakes must be at least 1")
+    if config.frame_timeout < 0:
+        raise ConfigError("--frame-timeout must be 0 (no limit) or more")
     if not 0 <= config.spin_us <= 1_000_000:
         raise ConfigError("--spin-us must be between 0 and 1000000")
     if config.isolation not in ("process", "thread"):
@@ -105,7 +181,9 @@ class Server:
         self.pool = WorkerPool(config.backend, config.worker_pool, config.log_level) \
             if config.isolation == "process" else None
         self.module_cache = _module_cache(config)
-        self.sessions: dict = {}
+        self.sessions: dict = {}  # live sessions, until everything they owned is released
+        self.slots = SessionSlots(config.max_sessions)
+        self.admission = Admission(handshake_limit(config.max_handshakes))
         self._ids = itertools.count(1)
         self.ports: list[int] = []
 

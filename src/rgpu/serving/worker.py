@@ -102,10 +102,25 @@ def serve_blocking(session: Session, io: SocketFrameStream) -> str:
             return action.close
 
 
-def run_session(handoff: Handoff, client: socket.socket, backend) -> dict:
+def report_released(control: socket.socket) -> None:
+    """Tell the supervisor this session's memory is all back, and wait until it has freed the session's slot
+    (see pool._follow): called before a GOODBYE is confirmed, so the client may reconnect at once."""
+    try:
+        send_json(control, {"released": True})
+        control.settimeout(5.0)
+        control.recv(1)
+    except OSError:
+        pass  # a supervisor that does not answer frees the slot when we exit
+    finally:
+        control.settimeout(None)
+
+
+def run_session(handoff: Handoff, client: socket.socket, backend, control: socket.socket | None = None) -> dict:
     cache = ModuleCache(handoff.module_cache, handoff.module_cache_bytes) if handoff.module_cache else None
     session = Session(handoff.session_id, backend, mem_limit=handoff.mem_limit, peer=handoff.peer,
                       module_cache=cache)
+    if control is not None:
+        session.on_released = lambda: report_released(control)
     conn = Connection(handoff.max_frame, reuse_receive_buffers=True)
     if handoff.keys is not None:
         keys = handoff.keys
@@ -113,7 +128,7 @@ def run_session(handoff: Handoff, client: socket.socket, backend) -> dict:
     # The descriptor arrives with the supervisor's O_NONBLOCK (shared by every copy of it); this loop blocks.
     client.setblocking(True)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    io = SocketFrameStream(client, conn, spin_us=handoff.spin_us)
+    io = SocketFrameStream(client, conn, spin_us=handoff.spin_us, frame_timeout=handoff.frame_timeout or None)
     reason = "?"
     try:
         with _Interruptible():
@@ -158,7 +173,7 @@ def main(argv=None) -> int:
         if assignment is None:
             return 0
         handoff, client = assignment
-        stats = run_session(handoff, client, backend)
+        stats = run_session(handoff, client, backend, control)
         # Nothing left to interrupt; SIG_IGN survives interpreter shutdown, where Python would otherwise
         # restore the default action and a late SIGTERM would kill us mid-exit.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

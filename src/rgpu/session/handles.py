@@ -33,6 +33,7 @@ class Entry:
     ctx: int  # handle of the owning context (0 for contexts themselves)
     parent: int = 0  # a function's module
     info: Any = None  # per-kind extras (a function's parameter layout, a context's device...)
+    charge: tuple[int, str] | None = None  # (bytes, what) of the session's quota this object holds
 
 
 class HandleTable:
@@ -47,10 +48,11 @@ class HandleTable:
         # Bumped by every removal: what was resolved from handles (launch targets) is stale once it moves.
         self.removals = 0
 
-    def add(self, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None) -> int:
+    def add(self, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None,
+            charge: tuple[int, str] | None = None) -> int:
         handle = (int(kind) << _KIND_SHIFT) | self._salt | self._next
         self._next += 1
-        self._entries[handle] = Entry(kind, obj, ctx, parent, info)
+        self._entries[handle] = Entry(kind, obj, ctx, parent, info, charge)
         return handle
 
     def get(self, handle: int, kind: Kind) -> Entry:
@@ -96,31 +98,50 @@ class Region:
 
 
 class AllocationMap:
-    """The device address ranges a session may name, with a byte quota on what it allocates."""
+    """The device address ranges a session may name, and the byte quota on all the device memory it makes.
+
+    `allocated` is everything charged: allocations (charged as their regions are added) and whatever else a
+    session makes device memory for -- module globals, and any later kind -- through charge()/release(),
+    broken down by what it is in `charged`."""
 
     def __init__(self, limit: int | None = None):
         self.limit = limit
         self.allocated = 0
+        self.charged: dict[str, int] = {}
         self._starts: list[int] = []
         self._regions: dict[int, Region] = {}
 
     def reserve(self, size: int) -> None:
         """Check the quota before asking the backend for memory."""
+        if size < 0:
+            raise CudaError(Status.INVALID_VALUE, f"negative size {size}")
         if self.limit is not None and self.allocated + size > self.limit:
+            held = ", ".join(f"{what} {n}" for what, n in sorted(self.charged.items()) if n)
             raise CudaError(Status.OUT_OF_MEMORY,
-                            f"session memory limit: {self.allocated} + {size} bytes exceeds {self.limit}")
+                            f"session memory limit: {self.allocated} bytes in use ({held or 'nothing'}) + "
+                            f"{size} exceeds {self.limit}")
+
+    def charge(self, size: int, what: str) -> None:
+        """Count `size` bytes against the quota, or raise OUT_OF_MEMORY and count nothing."""
+        self.reserve(size)
+        self.allocated += size
+        self.charged[what] = self.charged.get(what, 0) + size
+
+    def release(self, size: int, what: str) -> None:
+        self.allocated -= size
+        self.charged[what] -= size
 
     def add(self, region: Region) -> None:
         bisect.insort(self._starts, region.start)
         self._regions[region.start] = region
         if region.owner == "alloc":
-            self.allocated += region.size
+            self.charge(region.size, "alloc")
 
     def remove(self, start: int) -> Region:
         region = self._regions.pop(start)
         del self._starts[bisect.bisect_left(self._starts, start)]
         if region.owner == "alloc":
-            self.allocated -= region.size
+            self.release(region.size, "alloc")
         return region
 
     def allocation_at(self, start: int) -> Region:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
+import time
+from typing import Any, Callable
 
 import attrs
 
 from rgpu.backends.base import MAX_PARAM_BYTES, Backend
+from rgpu.backends.ptx import image_device_bytes
 from rgpu.errors import CudaError, Status
 from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
 from rgpu.session.modcache import ModuleCache
@@ -26,6 +28,41 @@ class LaunchTarget:
         if nbytes != expected:
             raise CudaError(Status.INVALID_VALUE,
                             f"parameter buffer is {nbytes} bytes; the kernel's layout needs {expected}")
+
+
+# Failed deferred calls: the first is logged with its details, the rest are counted and summarised at most
+# once per this many seconds (and when the session ends), so a client that streams failing NO_REPLY calls
+# costs the server's log a line per interval rather than a line per call.
+DEFERRED_LOG_INTERVAL = 10.0
+
+
+@attrs.define(slots=True)
+class DeferredFailures:
+    """A session's failed deferred calls, for its log."""
+
+    total: int = 0
+    unreported: int = 0  # failures since the last line logged
+    last: str = ""
+    next_line_at: float = 0.0
+
+    def record(self, log: logging.LoggerAdapter, description: str, now: float) -> None:
+        self.total += 1
+        self.last = description
+        if self.total == 1:
+            log.info("deferred call %s; reported with the next reply (further failures are counted and "
+                     "summarised every %gs)", description, DEFERRED_LOG_INTERVAL)
+            self.next_line_at = now + DEFERRED_LOG_INTERVAL
+            return
+        self.unreported += 1
+        if now >= self.next_line_at:
+            self.flush(log)
+            self.next_line_at = now + DEFERRED_LOG_INTERVAL
+
+    def flush(self, log: logging.LoggerAdapter) -> None:
+        if self.unreported:
+            log.info("%d more deferred call(s) failed (%d in all); the last: %s", self.unreported, self.total,
+                     self.last)
+            self.unreported = 0
 
 
 class _SessionLog(logging.LoggerAdapter):
@@ -46,7 +83,10 @@ class Session:
         self.current_ctx = 0
         self.primary: dict[int, list[int]] = {}  # device -> [context handle, retain count]
         self.deferred_error = 0
+        self.deferred_failures = DeferredFailures()
         self.closed = False
+        # Called once everything the session owns is released (its quota slot may go to the next session).
+        self.on_released: Callable[[], None] | None = None
         self.frames_received = 0  # frames off the wire (a BATCH counts once)
         self.calls = 0  # operations executed
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
@@ -107,14 +147,58 @@ class Session:
 
     # -- deferred errors ---------------------------------------------------------------------------
     def defer_error(self, code: int, what: str, request_id: int) -> None:
-        self.log.info("deferred call %s (request %d) failed: %s; reported with the next reply", what,
-                      request_id, code)
+        self.deferred_failures.record(self.log, f"{what} (request {request_id}) failed: {code}", time.monotonic())
         if not self.deferred_error:
             self.deferred_error = code
 
     def take_deferred_error(self) -> int:
         code, self.deferred_error = self.deferred_error, 0
         return code
+
+    # -- device memory quota -----------------------------------------------------------------------------
+    # Everything a session makes device memory for counts against --session-mem-limit. Allocations are
+    # charged as their regions are added (add_region); anything else -- module globals here, and whatever a
+    # new kind of object holds (virtual-memory mappings, pools, graphs, library workspaces) -- calls
+    # charge_memory *before* asking the backend for the memory, release_memory when it is freed, and stores
+    # (nbytes, what) as its handle's `charge` so that destroying its context releases it too.
+    def charge_memory(self, nbytes: int, what: str) -> None:
+        """Count `nbytes` against the session's quota, or raise OUT_OF_MEMORY (and count nothing)."""
+        self.memory.charge(nbytes, what)
+
+    def release_memory(self, nbytes: int, what: str) -> None:
+        self.memory.release(nbytes, what)
+
+    def add_charged(self, kind: Kind, obj, nbytes: int, what: str, *, ctx: int, **kw) -> int:
+        """A handle for an object already charged `nbytes` (see charge_memory): its release goes with it."""
+        return self.handles.add(kind, obj, ctx=ctx, charge=(nbytes, what), **kw)
+
+    def remove_handle(self, handle: int, kind: Kind | None = None) -> Entry:
+        """Forget a handle, and give back the quota its object held."""
+        entry = self.handles.pop(handle, kind) if kind is not None else self.handles.remove(handle)
+        if entry.charge is not None:
+            self.release_memory(*entry.charge)
+        return entry
+
+    def load_module(self, image: bytes) -> int:
+        """Load a module into the current context, its variables charged to the quota before they exist."""
+        ctx = self.context()
+        nbytes = image_device_bytes(image)
+        self.charge_memory(nbytes, "module globals")
+        try:
+            module = self.backend.module_load(ctx.obj, image)
+        except BaseException:
+            self.release_memory(nbytes, "module globals")
+            raise
+        return self.add_charged(Kind.MODULE, module, nbytes, "module globals", ctx=self.current_ctx)
+
+    def unload_module(self, handle: int) -> None:
+        ctx, entry = self.object(handle, Kind.MODULE)
+        for h in self.handles.owned_by(parent=handle):
+            self.handles.pop(h, Kind.FUNCTION)
+        for region in self.memory.regions(owner=f"module:{handle:x}"):
+            self.memory.remove(region.start)
+        self.remove_handle(handle, Kind.MODULE)
+        self.backend.module_unload(ctx.obj, entry.obj)
 
     # -- teardown ----------------------------------------------------------------------------------
     def destroy_context(self, handle: int) -> None:
@@ -124,7 +208,7 @@ class Session:
         ctx = ctx_entry.obj
         be = self.backend
         for h in self.handles.owned_by(ctx=handle):
-            entry = self.handles.remove(h)
+            entry = self.remove_handle(h)
             release = {Kind.EVENT: be.event_destroy, Kind.STREAM: be.stream_destroy,
                        Kind.MODULE: be.module_unload, Kind.BLAS: be.blas_destroy, Kind.DNN: be.dnn_destroy,
                        Kind.DNN_DESC: be.dnn_destroy_descriptor}.get(entry.kind)
@@ -159,6 +243,9 @@ class Session:
         self.primary.clear()
         if contexts:
             self.log.info("released %d context(s) and everything in them", len(contexts))
+        self.deferred_failures.flush(self.log)
+        if self.on_released is not None:
+            self.on_released()
 
     def add_region(self, start: int, size: int, ctx: int, owner: str) -> None:
         self.memory.add(Region(start, size, ctx, owner))
