@@ -31,6 +31,7 @@
 #define INLINE_BULK_LIMIT (64u << 10) /* larger deferred payloads go as their own frame, not copied */
 #define COPY_CHUNK (4u << 20)
 #define DEFAULT_SPIN_US 50
+#define MIN_MAX_FRAME (64u << 10) /* a copy chunk plus headers; a server announcing less cannot be used */
 
 static struct {
     pthread_mutex_t lock;
@@ -184,17 +185,35 @@ static uint8_t *scratch(size_t n)
     return g.scratch;
 }
 
-static void lost(const char *what)
+static void hang_up(void)
 {
-    if (g.state == 1)
-        rgpu_log(RGPU_LOG_ERROR, "connection to rgpu-server lost (%s: %s); further CUDA calls fail", what,
-                 strerror(errno));
     g.state = -1;
     g.failure = CUDA_ERROR_DEVICE_UNAVAILABLE;
     if (g.fd >= 0)
         close(g.fd);
     g.fd = -1;
     g.in_pos = g.in_len = 0;
+}
+
+static void lost(const char *what)
+{
+    if (g.state == 1)
+        rgpu_log(RGPU_LOG_ERROR, "connection to rgpu-server lost (%s: %s); further CUDA calls fail", what,
+                 strerror(errno));
+    hang_up();
+}
+
+CUresult rgpu_bad_reply(uint16_t op, const char *what)
+{
+    pthread_mutex_lock(&g.lock);
+    if (g.state == 1) {
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server's reply to opcode 0x%04x is inconsistent (%s); closing the "
+                                 "connection, further CUDA calls fail", op, what);
+        hang_up();
+    }
+    CUresult r = g.state == 0 ? CUDA_ERROR_NOT_INITIALIZED : g.failure;
+    pthread_mutex_unlock(&g.lock);
+    return r;
 }
 
 /* Send frames; each is (header, args, bulk). Plain: one writev, bulk never copied. Protected: sealed records. */
@@ -704,7 +723,13 @@ static CUresult handshake(void)
                  RGPU_PROTO_MINOR);
         return CUDA_ERROR_NOT_INITIALIZED;
     }
-    g.max_frame = rep.max_frame;
+    if (rep.max_frame < MIN_MAX_FRAME) {
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server announces a frame limit of %u bytes, below the %u this library needs",
+                 rep.max_frame, MIN_MAX_FRAME);
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    /* The limit sizes what this side reads and allocates before it can check anything: never above its own. */
+    g.max_frame = rep.max_frame < RGPU_DEFAULT_MAX_RECORD ? rep.max_frame : RGPU_DEFAULT_MAX_RECORD;
     g.server_minor = rep.minor;
     if (g.server_minor < RGPU_PROTO_MINOR)
         rgpu_log(RGPU_LOG_WARN, "rgpu-server speaks protocol 1.%u, this library 1.%d: newer calls will fail with "
@@ -812,6 +837,11 @@ __attribute__((visibility("default"))) CUresult rgpu_ext_defer(uint16_t op, cons
                                                                const void *bulk, size_t bulk_len)
 {
     return rgpu_defer(op, args, args_len, bulk, bulk_len);
+}
+
+__attribute__((visibility("default"))) int rgpu_ext_bad_reply(uint16_t op, const char *what)
+{
+    return rgpu_bad_reply(op, what);
 }
 
 __attribute__((visibility("default"))) uint64_t rgpu_ext_stream(void *stream) { return rgpu_stream_handle(stream); }
