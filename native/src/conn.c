@@ -382,9 +382,9 @@ static void batch_sent(void)
 static void sync_context(uint16_t op)
 {
     if (rgpu_op_in_context(op) && t_ctx != g.server_ctx) {
-        uint8_t a[8];
-        rgpu_put_u64(a, t_ctx);
-        if (batch_append(RGPU_OP_CTX_SET_CURRENT, a, 8, NULL, 0) == 0)
+        uint8_t a[RGPU_CTX_SET_CURRENT_REQ_SIZE];
+        rgpu_pack_ctx_set_current(a, &(struct rgpu_ctx_set_current_req){.ctx = t_ctx});
+        if (batch_append(RGPU_OP_CTX_SET_CURRENT, a, sizeof a, NULL, 0) == 0)
             g.server_ctx = t_ctx;
     }
 }
