@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "rgpu_consts.h"
+#include "rgpu_log.h"
 #include "rgpu_ops.h"
 #include "rgpu_proc.h"
 #include "rgpu_wire.h"
@@ -54,8 +55,7 @@ void rgpu_note_server_ctx(uint64_t ctx);
 uint64_t rgpu_stream_handle(CUstream s);
 CUresult rgpu_unsupported(int *logged, const char *name);
 
-/* Logging: RGPU_LOG=error|warn|info|debug (default warn), to stderr. */
-enum { RGPU_LOG_ERROR = 0, RGPU_LOG_WARN = 1, RGPU_LOG_INFO = 2, RGPU_LOG_DEBUG = 3 };
+/* Logging (rgpu_log.h): RGPU_LOG=off|error|warn|info|debug (default warn), to stderr. */
 void rgpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 struct rgpu_error_name {
