@@ -62,6 +62,7 @@ def stand_ins(tmp_path_factory):
         cc, sanitized = pathlib.Path(shutil.which("gcc")), False
     out = tmp / "shims"
     shims.build(out, cc=str(cc))
+    shims.build_examples(out, cc=str(cc))
     return out, str(cc), sanitized
 
 
@@ -330,3 +331,19 @@ def test_kernel_parameters_up_to_the_drivers_limit(stand_ins, programs, tmp_path
     assert f"packed 32764 -> 0, 32765 -> {0 if layout_known else 1}, sync 0" in proc.stdout
     refusal = "32765 bytes of kernel parameters exceed the driver's limit of 32764"
     assert proc.stderr.count(refusal) == (0 if layout_known else 1), proc.stderr
+
+
+def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path):
+    """The native examples on the sanitized stand-ins against a well-behaved server, in clear and with record
+    protection (the AEAD and handshake paths)."""
+    out = stand_ins[0]
+    key = tmp_path / "key"
+    key.write_text(bytes(range(32)).hex())
+    for psk in (False, True):
+        with local_server("fake", ["--log-level", "warning", *(["--psk-file", str(key)] if psk else [])]) as address:
+            env = {"RGPU_PSK_FILE": str(key)} if psk else {}
+            for program, args, expected in (("rpc_smoke", (), "pipelined round trip of 9437189 bytes OK"),
+                                            ("vecadd", (PTX, 100_000), "OK (0 wrong)")):
+                proc = _run(stand_ins, out / program, *args, server=address, env=env)
+                _no_sanitizer_report(proc)
+                assert proc.returncode == 0 and expected in proc.stdout, (program, psk, proc.stdout + proc.stderr)

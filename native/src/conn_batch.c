@@ -25,7 +25,8 @@ int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void
     rgpu_header h = {op, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, (uint32_t)bulk_len};
     uint8_t *p = rgpu_conn.batch + rgpu_conn.batch_len;
     rgpu_pack_prefix_header(p, &h, args_len);
-    memcpy(p + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, args, args_len);
+    if (args_len) /* args may be NULL when empty, and memcpy's pointers may not */
+        memcpy(p + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, args, args_len);
     if (bulk_len)
         memcpy(p + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len, bulk, bulk_len);
     rgpu_conn.batch_len += need;

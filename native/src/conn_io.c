@@ -145,7 +145,8 @@ int conn_send_frames(struct out_frame *f, int n)
         uint8_t *plain = buf, *rec = buf + body + RGPU_PREFIX_SIZE;
         rgpu_pack_prefix_header(heads[0], &f[i].h, f[i].args_len);
         memcpy(plain, heads[0] + RGPU_PREFIX_SIZE, RGPU_HEADER_SIZE);
-        memcpy(plain + RGPU_HEADER_SIZE, f[i].args, f[i].args_len);
+        if (f[i].args_len) /* args may be NULL when empty, and memcpy's pointers may not */
+            memcpy(plain + RGPU_HEADER_SIZE, f[i].args, f[i].args_len);
         if (f[i].h.bulk_len)
             memcpy(plain + RGPU_HEADER_SIZE + f[i].args_len, f[i].bulk, f[i].h.bulk_len);
         rgpu_put_u32(rec, body + 16);
