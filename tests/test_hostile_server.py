@@ -347,3 +347,17 @@ def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path)
                 proc = _run(stand_ins, out / program, *args, server=address, env=env)
                 _no_sanitizer_report(proc)
                 assert proc.returncode == 0 and expected in proc.stdout, (program, psk, proc.stdout + proc.stderr)
+
+
+def test_reply_decoders_under_random_input(stand_ins):
+    """native/tests/fuzz_replies.c without libFuzzer: the reply-array decoders and the layout check either
+    refuse or stay within the capacity they are given (under the sanitizers where available)."""
+    out, cc, _ = stand_ins
+    exe = out.parent / "fuzz_replies"
+    subprocess.run([cc, "-O1", "-g", "-Wall", "-DRGPU_FUZZ_MAIN", f"-I{REPO / 'native' / 'src'}",
+                    f"-I{REPO / 'native' / 'gen'}", str(REPO / "native" / "tests" / "fuzz_replies.c"), "-o", str(exe)],
+                   check=True)
+    proc = subprocess.run([str(exe), "100000"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **SANITIZER_ENV})
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 0 and "100000 inputs, no failure" in proc.stdout, proc.stdout + proc.stderr

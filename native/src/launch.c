@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_layout.h"
 #include "rgpu_shim.h"
 
 #define API __attribute__((visibility("default")))
@@ -29,22 +30,6 @@ struct rgpu_function {
 
 static struct rgpu_function *functions;
 static pthread_mutex_t fn_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* A layout a driver could have reported: parameters in order, not overlapping, ending within the driver's
- * limit. Whatever the server says, a launch then never writes past its parameter buffer, and never reads more
- * than the limit from the caller's arguments. Returns the buffer size, or -1. */
-static long layout_bytes(const struct rgpu_module_get_function_item *items, uint32_t count)
-{
-    uint64_t end = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        if (items[i].offset < end)
-            return -1;
-        end = (uint64_t)items[i].offset + items[i].size;
-        if (end > RGPU_MAX_PARAM_BYTES)
-            return -1;
-    }
-    return (long)end;
-}
 
 API CUresult cuModuleGetFunction(CUfunction *pfunc, CUmodule mod, const char *name)
 {
@@ -80,7 +65,7 @@ API CUresult cuModuleGetFunction(CUfunction *pfunc, CUmodule mod, const char *na
         return CUDA_ERROR_OUT_OF_MEMORY;
     long bytes = -1;
     if (rgpu_unpack_module_get_function_items(raw, s.len, got.count, items, MAX_PARAMS) ||
-        (bytes = layout_bytes(items, got.count)) < 0) {
+        (bytes = rgpu_layout_bytes(items, got.count)) < 0) {
         free(items);
         return rgpu_bad_reply(RGPU_OP_MODULE_GET_FUNCTION, "parameter layout");
     }
