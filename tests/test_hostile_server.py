@@ -307,24 +307,16 @@ def test_well_behaved_server_through_the_proxy_and_sanitizers(stand_ins, program
 
 
 @pytest.mark.parametrize("layout_known", [True, False])
-def test_kernel_parameters_up_to_the_drivers_limit(stand_ins, programs, tmp_path, layout_known):
+def test_kernel_parameters_up_to_the_drivers_limit(stand_ins, programs, tmp_path, monkeypatch, layout_known):
     """32764 bytes of parameters reach the kernel intact (the fake's huge_params gives every word back). Without
     a layout from the server a packed buffer is all there is: 32765 bytes of it are CUDA_ERROR_INVALID_VALUE with
     one log line, at the default log level. With a layout, only the layout's bytes of a larger buffer are sent."""
     ptx = tmp_path / "huge.ptx"
     ptx.write_bytes(HUGE_PTX)
-    env = {} if layout_known else {"RGPU_FAKE_NO_PARAM_INFO": "1"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        with local_server("fake", ["--log-level", "warning"]) as address:
-            proc = _run(stand_ins, programs["reply_checks"], ptx, "huge_params", "limit", server=address)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k)
-            else:
-                os.environ[k] = v
+    if not layout_known:
+        monkeypatch.setenv("RGPU_FAKE_NO_PARAM_INFO", "1")  # the server's driver "predates" cuFuncGetParamInfo
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        proc = _run(stand_ins, programs["reply_checks"], ptx, "huge_params", "limit", server=address)
     _no_sanitizer_report(proc)
     assert proc.returncode == 0 and "reply_checks OK" in proc.stdout, proc.stdout + proc.stderr
     assert ("8+32756 parameter bytes intact" in proc.stdout) == layout_known
