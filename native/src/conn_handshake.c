@@ -11,22 +11,10 @@
 
 #define DEFAULT_SPIN_US 50
 
-static CUresult handshake(void)
+/* HELLO, then (with a key) AUTH. */
+static CUresult hello(const uint8_t *psk, size_t psk_len)
 {
     static const char agent[] = "rgpu-libcuda/0.1";
-    uint8_t psk[1024];
-    size_t psk_len = 0;
-    const char *psk_file = getenv("RGPU_PSK_FILE");
-    if (psk_file && *psk_file) {
-        int rc = conn_load_psk(psk_file, psk, &psk_len);
-        if (rc) {
-            rgpu_log(RGPU_LOG_ERROR, rc == -2 ? "PSK in %s is shorter than 32 bytes" : "cannot read PSK file %s",
-                     psk_file);
-            return CUDA_ERROR_NOT_INITIALIZED;
-        }
-        if (rgpu_crypto_load())
-            return CUDA_ERROR_NOT_INITIALIZED;
-    }
     struct rgpu_hello_req req = {.major = RGPU_PROTO_MAJOR, .minor = RGPU_PROTO_MINOR, .features = RGPU_FEATURES,
                                  .ciphers = psk_len ? RGPU_CIPHER_AES_256_GCM | RGPU_CIPHER_CHACHA20_POLY1305 : 0,
                                  .flags = psk_len ? RGPU_HELLO_FLAG_PSK : 0};
@@ -77,8 +65,22 @@ static CUresult handshake(void)
     if (!psk_len)
         return CUDA_SUCCESS;
     struct conn_hellos hellos = {hello, sh, (const uint8_t *)agent, sagent, sizeof agent - 1, sink.len, &req, &rep};
-    CUresult r = conn_authenticate(psk, psk_len, &hellos);
-    memset(psk, 0, sizeof psk);
+    return conn_authenticate(psk, psk_len, &hellos);
+}
+
+static CUresult handshake(void)
+{
+    uint8_t psk[1024];
+    size_t psk_len = 0;
+    const char *psk_file = getenv("RGPU_PSK_FILE");
+    int rc = psk_file && *psk_file ? conn_load_psk(psk_file, psk, &psk_len) : 0;
+    CUresult r = CUDA_ERROR_NOT_INITIALIZED;
+    if (rc)
+        rgpu_log(RGPU_LOG_ERROR, rc == -2 ? "PSK in %s is shorter than 32 bytes" : "cannot read PSK file %s",
+                 psk_file);
+    else if (!psk_len || !rgpu_crypto_load())
+        r = hello(psk, psk_len);
+    memset(psk, 0, sizeof psk); /* on every path: the key stays in its file, not in a dead stack frame */
     return r;
 }
 
