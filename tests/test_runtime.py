@@ -18,7 +18,7 @@ from rgpu.cli import local_server
 REPO = pathlib.Path(__file__).parents[1]
 PROGRAMS = REPO / "tests" / "cuda"
 PTX = REPO / "src" / "rgpu" / "kernels" / "demo.ptx"
-NVCC_PROGRAMS = ("vector_add", "streams_events", "mixed_params", "memory_2d", "device_info")
+NVCC_PROGRAMS = ("vector_add", "streams_events", "mixed_params", "memory_2d", "device_info", "big_params")
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_layouts_from_the_image_when_the_server_cannot_report_them(shim_dir, cud
     monkeypatch.setenv("RGPU_FAKE_NO_PARAM_INFO", "1")
     with local_server("fake", ["--log-level", "warning"]) as address:
         for exe, name in ((cuda_programs / "mixed_params", "mixed_params"), (compressed, "mixed_params"),
-                          (cuda_programs / "vector_add", "vector_add")):
+                          (cuda_programs / "vector_add", "vector_add"), (cuda_programs / "big_params", "big_params")):
             proc = run(shim_dir, exe, env={"RGPU_SERVER": address, "RGPU_LOG": "info"})
             assert proc.returncode == 0, proc.stdout + proc.stderr
             assert f"{name} OK" in proc.stdout

@@ -224,6 +224,24 @@ def _c_unpack(op: ops.Op, which: str) -> list[str]:
     return lines + ["    return 0;", "}"]
 
 
+def _c_items(op: ops.Op) -> list[str]:
+    """The reply bulk as `count` items: refused (-1) when the count exceeds what the caller has room for (and
+    so asked for) or the bulk is not exactly count items long -- a reply never sizes the caller's copy."""
+    low, size = op.name.lower(), f"RGPU_{op.name}_ITEM_SIZE"
+    lines = [f"#define {size} {op.item_size}", *_c_struct(f"rgpu_{low}_item", op.reply_items),
+             f"static inline int rgpu_unpack_{low}_items(const uint8_t *bulk, size_t bulk_len, uint64_t count,",
+             f"                                         struct rgpu_{low}_item *items, size_t max_items)", "{",
+             f"    if (count > max_items || bulk_len % {size} || bulk_len / {size} != count)",
+             "        return -1;", f"    for (size_t i = 0; i < count; i++, bulk += {size}) {{"]
+    for f in op.reply_items:
+        if f.type.startswith("b"):
+            lines.append(f"        memcpy(items[i].{f.name}, bulk + {f.offset}, {f.size});")
+        else:
+            cast = ops.TYPES[f.type][1]
+            lines.append(f"        items[i].{f.name} = ({cast})rgpu_get_{_C_PUT[f.type]}(bulk + {f.offset});")
+    return lines + ["    }", "    return 0;", "}"]
+
+
 def ops_header() -> str:
     lines = [BANNER.format(src="src/rgpu/protocol/ops.py"), "#ifndef RGPU_OPS_H", "#define RGPU_OPS_H", "",
              "/* Per operation: opcode, fixed request/reply sizes, a pack function for the request and a",
@@ -240,6 +258,8 @@ def ops_header() -> str:
             lines += _c_pack(op) + _c_unpack(op, "req")
         if op.reply_fields:
             lines += _c_unpack(op, "rep")
+        if op.reply_items:
+            lines += _c_items(op)
         lines.append("")
     lines += ["/* Operations that run in the client's current context: the client names it first. */",
               "static inline int rgpu_op_in_context(uint16_t op)", "{", "    switch (op) {"]

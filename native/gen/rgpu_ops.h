@@ -349,6 +349,20 @@ static inline int rgpu_unpack_device_get_attributes(const uint8_t *in, size_t le
     m->count = (uint32_t)rgpu_get_u32(in + 0);
     return 0;
 }
+#define RGPU_DEVICE_GET_ATTRIBUTES_ITEM_SIZE 4
+struct rgpu_device_get_attributes_item {
+    int32_t value;
+};
+static inline int rgpu_unpack_device_get_attributes_items(const uint8_t *bulk, size_t bulk_len, uint64_t count,
+                                         struct rgpu_device_get_attributes_item *items, size_t max_items)
+{
+    if (count > max_items || bulk_len % RGPU_DEVICE_GET_ATTRIBUTES_ITEM_SIZE || bulk_len / RGPU_DEVICE_GET_ATTRIBUTES_ITEM_SIZE != count)
+        return -1;
+    for (size_t i = 0; i < count; i++, bulk += RGPU_DEVICE_GET_ATTRIBUTES_ITEM_SIZE) {
+        items[i].value = (int32_t)rgpu_get_u32(bulk + 0);
+    }
+    return 0;
+}
 
 /* PRIMARY_CTX_RETAIN: session's per-device context */
 #define RGPU_OP_PRIMARY_CTX_RETAIN 0x0030
@@ -932,6 +946,22 @@ static inline int rgpu_unpack_module_get_function(const uint8_t *in, size_t len,
     m->count = (uint32_t)rgpu_get_u32(in + 8);
     return 0;
 }
+#define RGPU_MODULE_GET_FUNCTION_ITEM_SIZE 8
+struct rgpu_module_get_function_item {
+    uint32_t offset;
+    uint32_t size;
+};
+static inline int rgpu_unpack_module_get_function_items(const uint8_t *bulk, size_t bulk_len, uint64_t count,
+                                         struct rgpu_module_get_function_item *items, size_t max_items)
+{
+    if (count > max_items || bulk_len % RGPU_MODULE_GET_FUNCTION_ITEM_SIZE || bulk_len / RGPU_MODULE_GET_FUNCTION_ITEM_SIZE != count)
+        return -1;
+    for (size_t i = 0; i < count; i++, bulk += RGPU_MODULE_GET_FUNCTION_ITEM_SIZE) {
+        items[i].offset = (uint32_t)rgpu_get_u32(bulk + 0);
+        items[i].size = (uint32_t)rgpu_get_u32(bulk + 4);
+    }
+    return 0;
+}
 
 /* MODULE_GET_GLOBAL: cuModuleGetGlobal -> dptr, size [context] */
 #define RGPU_OP_MODULE_GET_GLOBAL 0x0053
@@ -990,6 +1020,22 @@ static inline int rgpu_unpack_func_get_param_info(const uint8_t *in, size_t len,
     if (len != RGPU_FUNC_GET_PARAM_INFO_REP_SIZE)
         return -1;
     m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+#define RGPU_FUNC_GET_PARAM_INFO_ITEM_SIZE 8
+struct rgpu_func_get_param_info_item {
+    uint32_t offset;
+    uint32_t size;
+};
+static inline int rgpu_unpack_func_get_param_info_items(const uint8_t *bulk, size_t bulk_len, uint64_t count,
+                                         struct rgpu_func_get_param_info_item *items, size_t max_items)
+{
+    if (count > max_items || bulk_len % RGPU_FUNC_GET_PARAM_INFO_ITEM_SIZE || bulk_len / RGPU_FUNC_GET_PARAM_INFO_ITEM_SIZE != count)
+        return -1;
+    for (size_t i = 0; i < count; i++, bulk += RGPU_FUNC_GET_PARAM_INFO_ITEM_SIZE) {
+        items[i].offset = (uint32_t)rgpu_get_u32(bulk + 0);
+        items[i].size = (uint32_t)rgpu_get_u32(bulk + 4);
+    }
     return 0;
 }
 
@@ -1065,6 +1111,20 @@ static inline int rgpu_unpack_func_get_attributes(const uint8_t *in, size_t len,
     if (len != RGPU_FUNC_GET_ATTRIBUTES_REP_SIZE)
         return -1;
     m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+#define RGPU_FUNC_GET_ATTRIBUTES_ITEM_SIZE 4
+struct rgpu_func_get_attributes_item {
+    int32_t value;
+};
+static inline int rgpu_unpack_func_get_attributes_items(const uint8_t *bulk, size_t bulk_len, uint64_t count,
+                                         struct rgpu_func_get_attributes_item *items, size_t max_items)
+{
+    if (count > max_items || bulk_len % RGPU_FUNC_GET_ATTRIBUTES_ITEM_SIZE || bulk_len / RGPU_FUNC_GET_ATTRIBUTES_ITEM_SIZE != count)
+        return -1;
+    for (size_t i = 0; i < count; i++, bulk += RGPU_FUNC_GET_ATTRIBUTES_ITEM_SIZE) {
+        items[i].value = (int32_t)rgpu_get_u32(bulk + 0);
+    }
     return 0;
 }
 
@@ -1757,6 +1817,20 @@ static inline int rgpu_unpack_lt_heuristic(const uint8_t *in, size_t len, struct
     if (len != RGPU_LT_HEURISTIC_REP_SIZE)
         return -1;
     m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+#define RGPU_LT_HEURISTIC_ITEM_SIZE 96
+struct rgpu_lt_heuristic_item {
+    uint8_t result[96];
+};
+static inline int rgpu_unpack_lt_heuristic_items(const uint8_t *bulk, size_t bulk_len, uint64_t count,
+                                         struct rgpu_lt_heuristic_item *items, size_t max_items)
+{
+    if (count > max_items || bulk_len % RGPU_LT_HEURISTIC_ITEM_SIZE || bulk_len / RGPU_LT_HEURISTIC_ITEM_SIZE != count)
+        return -1;
+    for (size_t i = 0; i < count; i++, bulk += RGPU_LT_HEURISTIC_ITEM_SIZE) {
+        memcpy(items[i].result, bulk + 0, 96);
+    }
     return 0;
 }
 

@@ -6,8 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RGPU_CIPHER_AES_256_GCM 1
-#define RGPU_CIPHER_CHACHA20_POLY1305 2
+#include "rgpu_consts.h" /* RGPU_CIPHER_* */
 
 struct rgpu_aead {
     int cipher;

@@ -9,6 +9,7 @@
 
 #define API __attribute__((visibility("default")))
 #define MAX_ATTRS 256
+#define MAX_DEVICES 4096 /* more from a server is a broken reply, not a machine */
 #define CTX_STACK 16
 
 /* -- devices: fetched once, answered locally ------------------------------------------------------------- */
@@ -33,13 +34,21 @@ static CUresult basics(void)
         return r;
     pthread_mutex_lock(&dev_lock);
     if (device_count < 0) {
-        uint8_t v[4], n[4];
-        r = rgpu_call(RGPU_OP_DRIVER_GET_VERSION, NULL, 0, NULL, 0, v, 4, NULL);
+        uint8_t v[RGPU_DRIVER_GET_VERSION_REP_SIZE], n[RGPU_DEVICE_GET_COUNT_REP_SIZE];
+        struct rgpu_driver_get_version_rep version;
+        struct rgpu_device_get_count_rep count;
+        r = rgpu_call(RGPU_OP_DRIVER_GET_VERSION, NULL, 0, NULL, 0, v, sizeof v, NULL);
         if (r == CUDA_SUCCESS)
-            r = rgpu_call(RGPU_OP_DEVICE_GET_COUNT, NULL, 0, NULL, 0, n, 4, NULL);
+            r = rgpu_call(RGPU_OP_DEVICE_GET_COUNT, NULL, 0, NULL, 0, n, sizeof n, NULL);
+        if (r == CUDA_SUCCESS && (rgpu_unpack_driver_get_version(v, sizeof v, &version) ||
+                                  rgpu_unpack_device_get_count(n, sizeof n, &count) || count.count < 0 ||
+                                  count.count > MAX_DEVICES)) {
+            pthread_mutex_unlock(&dev_lock);
+            return rgpu_bad_reply(RGPU_OP_DEVICE_GET_COUNT, "device count");
+        }
         if (r == CUDA_SUCCESS) {
-            driver_version = (int)rgpu_get_u32(v);
-            device_count = (int)rgpu_get_u32(n);
+            driver_version = version.version;
+            device_count = count.count;
             devices = calloc((size_t)(device_count > 0 ? device_count : 1), sizeof *devices);
             if (!devices)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -47,6 +56,26 @@ static CUresult basics(void)
     }
     pthread_mutex_unlock(&dev_lock);
     return r;
+}
+
+/* Every attribute in one call; the server may know fewer than asked for (INT32_MIN: unsupported). */
+static CUresult load_attributes(CUdevice dev, struct device *d)
+{
+    uint8_t a[RGPU_DEVICE_GET_ATTRIBUTES_REQ_SIZE], rep[RGPU_DEVICE_GET_ATTRIBUTES_REP_SIZE];
+    uint8_t raw[RGPU_DEVICE_GET_ATTRIBUTES_ITEM_SIZE * MAX_ATTRS];
+    struct rgpu_sink s = {raw, sizeof raw, 0};
+    rgpu_pack_device_get_attributes(a, &(struct rgpu_device_get_attributes_req){.device = dev, .count = MAX_ATTRS});
+    CUresult r = rgpu_call(RGPU_OP_DEVICE_GET_ATTRIBUTES, a, sizeof a, NULL, 0, rep, sizeof rep, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct rgpu_device_get_attributes_rep got;
+    struct rgpu_device_get_attributes_item values[MAX_ATTRS];
+    if (rgpu_unpack_device_get_attributes(rep, sizeof rep, &got) ||
+        rgpu_unpack_device_get_attributes_items(raw, s.len, got.count, values, MAX_ATTRS))
+        return rgpu_bad_reply(RGPU_OP_DEVICE_GET_ATTRIBUTES, "attribute count");
+    for (uint32_t i = 1; i <= MAX_ATTRS; i++)
+        d->attrs[i] = i <= got.count ? values[i - 1].value : INT32_MIN;
+    return CUDA_SUCCESS;
 }
 
 static CUresult device(CUdevice dev, struct device **out)
@@ -59,25 +88,27 @@ static CUresult device(CUdevice dev, struct device **out)
     pthread_mutex_lock(&dev_lock);
     struct device *d = &devices[dev];
     if (!d->loaded) {
-        uint8_t a[8], rep[16];
-        rgpu_put_u32(a, (uint32_t)dev);
+        /* DEVICE_GET_NAME, DEVICE_TOTAL_MEM and DEVICE_GET_UUID take the same request: the device alone. */
+        uint8_t a[RGPU_DEVICE_GET_NAME_REQ_SIZE], mem[RGPU_DEVICE_TOTAL_MEM_REP_SIZE];
+        uint8_t uuid[RGPU_DEVICE_GET_UUID_REP_SIZE];
+        _Static_assert(RGPU_DEVICE_TOTAL_MEM_REQ_SIZE == sizeof a && RGPU_DEVICE_GET_UUID_REQ_SIZE == sizeof a,
+                       "one request for three operations");
+        rgpu_pack_device_get_name(a, &(struct rgpu_device_get_name_req){.device = dev});
         struct rgpu_sink name = {d->name, sizeof d->name - 1, 0};
-        r = rgpu_call(RGPU_OP_DEVICE_GET_NAME, a, 4, NULL, 0, NULL, 0, &name);
+        r = rgpu_call(RGPU_OP_DEVICE_GET_NAME, a, sizeof a, NULL, 0, NULL, 0, &name);
         if (r == CUDA_SUCCESS) {
-            d->name[name.len < sizeof d->name ? name.len : sizeof d->name - 1] = 0;
-            r = rgpu_call(RGPU_OP_DEVICE_TOTAL_MEM, a, 4, NULL, 0, rep, 8, NULL);
+            d->name[name.len < sizeof d->name ? name.len : sizeof d->name - 1] = 0; /* a longer name is cut */
+            r = rgpu_call(RGPU_OP_DEVICE_TOTAL_MEM, a, sizeof a, NULL, 0, mem, sizeof mem, NULL);
         }
-        if (r == CUDA_SUCCESS) {
-            d->total_mem = rgpu_get_u64(rep);
-            r = rgpu_call(RGPU_OP_DEVICE_GET_UUID, a, 4, NULL, 0, d->uuid, 16, NULL);
-        }
-        if (r == CUDA_SUCCESS) {
-            uint8_t raw[4 * MAX_ATTRS];
-            struct rgpu_sink s = {raw, sizeof raw, 0};
-            rgpu_put_u32(a + 4, MAX_ATTRS);
-            r = rgpu_call(RGPU_OP_DEVICE_GET_ATTRIBUTES, a, 8, NULL, 0, rep, 4, &s);
-            for (int i = 1; r == CUDA_SUCCESS && i <= MAX_ATTRS; i++)
-                d->attrs[i] = (size_t)(4 * i) <= s.len ? (int32_t)rgpu_get_u32(raw + 4 * (i - 1)) : INT32_MIN;
+        if (r == CUDA_SUCCESS)
+            r = rgpu_call(RGPU_OP_DEVICE_GET_UUID, a, sizeof a, NULL, 0, uuid, sizeof uuid, NULL);
+        struct rgpu_device_total_mem_rep total;
+        struct rgpu_device_get_uuid_rep id;
+        if (r == CUDA_SUCCESS && rgpu_unpack_device_total_mem(mem, sizeof mem, &total) == 0 &&
+            rgpu_unpack_device_get_uuid(uuid, sizeof uuid, &id) == 0) {
+            d->total_mem = total.bytes;
+            memcpy(d->uuid, id.uuid, sizeof d->uuid);
+            r = load_attributes(dev, d);
         }
         d->loaded = r == CUDA_SUCCESS;
     }
@@ -93,8 +124,9 @@ API CUresult cuInit(unsigned int flags)
     CUresult r = rgpu_connect();
     if (r != CUDA_SUCCESS)
         return r;
-    uint8_t a[4] = {0};
-    r = rgpu_call(RGPU_OP_INIT, a, 4, NULL, 0, NULL, 0, NULL);
+    uint8_t a[RGPU_INIT_REQ_SIZE];
+    rgpu_pack_init(a, &(struct rgpu_init_req){.flags = 0});
+    r = rgpu_call(RGPU_OP_INIT, a, sizeof a, NULL, 0, NULL, 0, NULL);
     return r == CUDA_SUCCESS ? basics() : r;
 }
 
@@ -249,13 +281,14 @@ int rgpu_ctx_device(uint64_t ctx)
 
 API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    uint8_t a[4], rep[8];
+    uint8_t a[RGPU_PRIMARY_CTX_RETAIN_REQ_SIZE], rep[RGPU_PRIMARY_CTX_RETAIN_REP_SIZE];
+    struct rgpu_primary_ctx_retain_rep got;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    rgpu_put_u32(a, (uint32_t)dev);
-    CUresult r = rgpu_call(RGPU_OP_PRIMARY_CTX_RETAIN, a, 4, NULL, 0, rep, 8, NULL);
-    if (r == CUDA_SUCCESS) {
-        uint64_t h = rgpu_get_u64(rep);
+    rgpu_pack_primary_ctx_retain(a, &(struct rgpu_primary_ctx_retain_req){.device = dev});
+    CUresult r = rgpu_call(RGPU_OP_PRIMARY_CTX_RETAIN, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
+    if (r == CUDA_SUCCESS && rgpu_unpack_primary_ctx_retain(rep, sizeof rep, &got) == 0) {
+        uint64_t h = got.ctx;
         *pctx = (CUcontext)(uintptr_t)h;
         remember_device(h, dev);
         pthread_mutex_lock(&dev_lock);
@@ -270,9 +303,9 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    uint8_t a[4];
-    rgpu_put_u32(a, (uint32_t)dev);
-    CUresult r = rgpu_call(RGPU_OP_PRIMARY_CTX_RELEASE, a, 4, NULL, 0, NULL, 0, NULL);
+    uint8_t a[RGPU_PRIMARY_CTX_RELEASE_REQ_SIZE];
+    rgpu_pack_primary_ctx_release(a, &(struct rgpu_primary_ctx_release_req){.device = dev});
+    CUresult r = rgpu_call(RGPU_OP_PRIMARY_CTX_RELEASE, a, sizeof a, NULL, 0, NULL, 0, NULL);
     if (r == CUDA_SUCCESS) {
         uint64_t gone = 0;
         pthread_mutex_lock(&dev_lock);
@@ -316,14 +349,14 @@ API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 
 static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    uint8_t a[8], rep[8];
+    uint8_t a[RGPU_CTX_CREATE_REQ_SIZE], rep[RGPU_CTX_CREATE_REP_SIZE];
+    struct rgpu_ctx_create_rep got;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    rgpu_put_u32(a, flags);
-    rgpu_put_u32(a + 4, (uint32_t)dev);
-    CUresult r = rgpu_call(RGPU_OP_CTX_CREATE, a, 8, NULL, 0, rep, 8, NULL);
-    if (r == CUDA_SUCCESS) {
-        uint64_t h = rgpu_get_u64(rep);
+    rgpu_pack_ctx_create(a, &(struct rgpu_ctx_create_req){.flags = flags, .device = dev});
+    CUresult r = rgpu_call(RGPU_OP_CTX_CREATE, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
+    if (r == CUDA_SUCCESS && rgpu_unpack_ctx_create(rep, sizeof rep, &got) == 0) {
+        uint64_t h = got.ctx;
         *pctx = (CUcontext)(uintptr_t)h;
         remember_device(h, dev);
         if (ctx_depth < CTX_STACK)
@@ -354,10 +387,10 @@ API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
 
 API CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-    uint8_t a[8];
+    uint8_t a[RGPU_CTX_DESTROY_REQ_SIZE];
     uint64_t h = (uint64_t)(uintptr_t)ctx;
-    rgpu_put_u64(a, h);
-    CUresult r = rgpu_call(RGPU_OP_CTX_DESTROY, a, 8, NULL, 0, NULL, 0, NULL);
+    rgpu_pack_ctx_destroy(a, &(struct rgpu_ctx_destroy_req){.ctx = h});
+    CUresult r = rgpu_call(RGPU_OP_CTX_DESTROY, a, sizeof a, NULL, 0, NULL, 0, NULL);
     if (r == CUDA_SUCCESS) {
         rgpu_forget_server_ctx(h);
         rgpu_ranges_drop_ctx(h);
@@ -458,21 +491,26 @@ __attribute__((visibility("default"))) size_t rgpu_test_image_size(const void *i
 /* Large images go by content: the server loads one it has cached (from any session) without the upload. */
 static CUresult load_image(CUmodule *mod, const void *image, size_t size)
 {
-    uint8_t rep[8];
+    /* Both operations answer with the module handle alone. */
+    _Static_assert(RGPU_MODULE_LOAD_CACHED_REP_SIZE == RGPU_MODULE_LOAD_DATA_REP_SIZE, "one reply for two operations");
+    uint8_t rep[RGPU_MODULE_LOAD_DATA_REP_SIZE];
+    struct rgpu_module_load_data_rep got;
     if (!mod || !image)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = CUDA_ERROR_NOT_FOUND;
     if (size >= CACHED_IMAGE_MIN && rgpu_server_minor() >= 1) {
-        uint8_t digest[32];
-        rgpu_sha256(image, size, digest);
-        r = rgpu_call(RGPU_OP_MODULE_LOAD_CACHED, digest, 32, NULL, 0, rep, 8, NULL);
+        struct rgpu_module_load_cached_req req;
+        uint8_t a[RGPU_MODULE_LOAD_CACHED_REQ_SIZE];
+        rgpu_sha256(image, size, req.sha256);
+        rgpu_pack_module_load_cached(a, &req);
+        r = rgpu_call(RGPU_OP_MODULE_LOAD_CACHED, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
         if (r == CUDA_SUCCESS)
             rgpu_log(RGPU_LOG_DEBUG, "module image of %zu bytes loaded from the server's cache", size);
     }
     if (r == CUDA_ERROR_NOT_FOUND)
-        r = rgpu_call(RGPU_OP_MODULE_LOAD_DATA, NULL, 0, image, size, rep, 8, NULL);
-    if (r == CUDA_SUCCESS)
-        *mod = (CUmodule)(uintptr_t)rgpu_get_u64(rep);
+        r = rgpu_call(RGPU_OP_MODULE_LOAD_DATA, NULL, 0, image, size, rep, sizeof rep, NULL);
+    if (r == CUDA_SUCCESS && rgpu_unpack_module_load_data(rep, sizeof rep, &got) == 0)
+        *mod = (CUmodule)(uintptr_t)got.module;
     return r;
 }
 
@@ -531,17 +569,18 @@ API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 
 API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name)
 {
-    uint8_t a[8], rep[16];
+    uint8_t a[RGPU_MODULE_GET_GLOBAL_REQ_SIZE], rep[RGPU_MODULE_GET_GLOBAL_REP_SIZE];
+    struct rgpu_module_get_global_rep got;
     if (!name)
         return CUDA_ERROR_INVALID_VALUE;
-    rgpu_put_u64(a, (uint64_t)(uintptr_t)mod);
-    CUresult r = rgpu_call(RGPU_OP_MODULE_GET_GLOBAL, a, 8, name, strlen(name), rep, 16, NULL);
-    if (r == CUDA_SUCCESS) {
-        rgpu_ranges_note_device(rgpu_get_u64(rep), rgpu_get_u64(rep + 8), rgpu_thread_ctx());
+    rgpu_pack_module_get_global(a, &(struct rgpu_module_get_global_req){.module = (uint64_t)(uintptr_t)mod});
+    CUresult r = rgpu_call(RGPU_OP_MODULE_GET_GLOBAL, a, sizeof a, name, strlen(name), rep, sizeof rep, NULL);
+    if (r == CUDA_SUCCESS && rgpu_unpack_module_get_global(rep, sizeof rep, &got) == 0) {
+        rgpu_ranges_note_device(got.dptr, got.size, rgpu_thread_ctx());
         if (dptr)
-            *dptr = (CUdeviceptr)rgpu_get_u64(rep);
+            *dptr = (CUdeviceptr)got.dptr;
         if (bytes)
-            *bytes = (size_t)rgpu_get_u64(rep + 8);
+            *bytes = (size_t)got.size;
     }
     return r;
 }

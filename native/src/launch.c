@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_layout.h"
 #include "rgpu_shim.h"
 
 #define API __attribute__((visibility("default")))
 #define FUNC_ATTRS 16
+#define MAX_PARAMS 1024
 #define LAYOUT_UNKNOWN 0xFFFFFFFFu /* MODULE_GET_FUNCTION's parameter count when the server cannot tell */
 
 /* A CUfunction is a pointer to one of these: the launch needs the parameter layout, not a round trip. */
@@ -18,7 +20,7 @@ struct rgpu_function {
     uint64_t module;
     char *name;
     uint32_t count;
-    uint32_t (*layout)[2];
+    struct rgpu_module_get_function_item *layout; /* validated: in order, within RGPU_MAX_PARAM_BYTES */
     size_t param_bytes;
     int layout_unknown; /* launches must bring a packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER) */
     int attrs_loaded;
@@ -42,31 +44,43 @@ API CUresult cuModuleGetFunction(CUfunction *pfunc, CUmodule mod, const char *na
             return CUDA_SUCCESS;
         }
     pthread_mutex_unlock(&fn_lock);
-    uint8_t a[8], rep[12], raw[8 * 512];
+    uint8_t a[RGPU_MODULE_GET_FUNCTION_REQ_SIZE], rep[RGPU_MODULE_GET_FUNCTION_REP_SIZE];
+    uint8_t raw[RGPU_MODULE_GET_FUNCTION_ITEM_SIZE * MAX_PARAMS];
     struct rgpu_sink s = {raw, sizeof raw, 0};
-    rgpu_put_u64(a, m);
-    CUresult r = rgpu_call(RGPU_OP_MODULE_GET_FUNCTION, a, 8, name, strlen(name), rep, 12, &s);
+    rgpu_pack_module_get_function(a, &(struct rgpu_module_get_function_req){.module = m});
+    CUresult r = rgpu_call(RGPU_OP_MODULE_GET_FUNCTION, a, sizeof a, name, strlen(name), rep, sizeof rep, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    uint32_t count = rgpu_get_u32(rep + 8);
-    int unknown = count == LAYOUT_UNKNOWN; /* the server's driver predates cuFuncGetParamInfo */
+    struct rgpu_module_get_function_rep got;
+    rgpu_unpack_module_get_function(rep, sizeof rep, &got);
+    int unknown = got.count == LAYOUT_UNKNOWN; /* the server's driver predates cuFuncGetParamInfo */
     if (unknown)
-        count = 0;
-    if (s.len != 8u * count || count > 512)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    struct rgpu_function *f = calloc(1, sizeof *f);
-    if (!f || !(f->name = strdup(name)) || !(f->layout = calloc(count ? count : 1, sizeof *f->layout)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    f->handle = rgpu_get_u64(rep);
-    f->module = m;
-    f->count = count;
-    f->layout_unknown = unknown;
-    for (uint32_t i = 0; i < count; i++) {
-        f->layout[i][0] = rgpu_get_u32(raw + 8 * i);
-        f->layout[i][1] = rgpu_get_u32(raw + 8 * i + 4);
-        if (f->layout[i][0] + f->layout[i][1] > f->param_bytes)
-            f->param_bytes = f->layout[i][0] + f->layout[i][1];
+        got.count = 0;
+    if (got.count > MAX_PARAMS && s.len == (size_t)got.count * RGPU_MODULE_GET_FUNCTION_ITEM_SIZE) {
+        static int logged;
+        return rgpu_unsupported(&logged, "a kernel with more than 1024 parameters");
     }
+    struct rgpu_module_get_function_item *items = calloc(got.count ? got.count : 1, sizeof *items);
+    if (!items)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    long bytes = -1;
+    if (rgpu_unpack_module_get_function_items(raw, s.len, got.count, items, MAX_PARAMS) ||
+        (bytes = rgpu_layout_bytes(items, got.count)) < 0) {
+        free(items);
+        return rgpu_bad_reply(RGPU_OP_MODULE_GET_FUNCTION, "parameter layout");
+    }
+    struct rgpu_function *f = calloc(1, sizeof *f);
+    if (!f || !(f->name = strdup(name))) {
+        free(f);
+        free(items);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    f->handle = got.function;
+    f->module = m;
+    f->count = got.count;
+    f->layout = items;
+    f->param_bytes = (size_t)bytes;
+    f->layout_unknown = unknown;
     pthread_mutex_lock(&fn_lock);
     f->next = functions;
     functions = f;
@@ -84,9 +98,58 @@ API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, s
         return CUDA_ERROR_NOT_SUPPORTED;
     if (index >= f->count)
         return CUDA_ERROR_INVALID_VALUE;
-    *offset = f->layout[index][0];
+    *offset = f->layout[index].offset;
     if (size)
-        *size = f->layout[index][1];
+        *size = f->layout[index].size;
+    return CUDA_SUCCESS;
+}
+
+static CUresult too_many_param_bytes(size_t n)
+{
+    rgpu_log(RGPU_LOG_WARN, "cuLaunchKernel: %zu bytes of kernel parameters exceed the driver's limit of %d "
+                            "(CUDA_ERROR_INVALID_VALUE)", n, RGPU_MAX_PARAM_BYTES);
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The parameter buffer of one launch: from kernelParams per the layout, or the caller's packed buffer. */
+static CUresult pack_params(const struct rgpu_function *f, void **params, void **extra, uint8_t *buf,
+                            size_t *size)
+{
+    if (f->layout_unknown && !extra) {
+        static int logged;
+        return rgpu_unsupported(&logged, "cuLaunchKernel with kernelParams of a function whose parameter layout "
+                                         "the server's driver cannot report (before CUDA 12.4); pass "
+                                         "CU_LAUNCH_PARAM_BUFFER_POINTER instead");
+    }
+    *size = f->param_bytes; /* within RGPU_MAX_PARAM_BYTES: checked when the layout arrived */
+    if (params && !f->layout_unknown) {
+        memset(buf, 0, *size);
+        for (uint32_t i = 0; i < f->count; i++) {
+            if (!params[i])
+                return CUDA_ERROR_INVALID_VALUE;
+            memcpy(buf + f->layout[i].offset, params[i], f->layout[i].size);
+        }
+        return CUDA_SUCCESS;
+    }
+    if (!extra)
+        return f->count ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    const void *pbuf = NULL;
+    size_t psize = 0;
+    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            pbuf = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+            psize = *(size_t *)extra[i + 1];
+        else
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (f->layout_unknown)
+        *size = psize; /* the buffer's own size is all there is to go by */
+    if (*size > RGPU_MAX_PARAM_BYTES)
+        return too_many_param_bytes(*size);
+    if (!pbuf || psize < *size)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(buf, pbuf, *size);
     return CUDA_SUCCESS;
 }
 
@@ -97,53 +160,25 @@ API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, u
     struct rgpu_function *f = (struct rgpu_function *)func;
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
-    uint8_t buf[4096];
-    size_t param_bytes = f->param_bytes;
-    if (param_bytes > sizeof buf)
-        return CUDA_ERROR_INVALID_VALUE;
-    memset(buf, 0, param_bytes);
-    if (f->layout_unknown && !extra) {
-        static int logged;
-        return rgpu_unsupported(&logged, "cuLaunchKernel with kernelParams of a function whose parameter layout "
-                                         "the server's driver cannot report (before CUDA 12.4); pass "
-                                         "CU_LAUNCH_PARAM_BUFFER_POINTER instead");
+    /* Most kernels take a few words: the stack; up to the driver's limit, the heap. */
+    uint8_t small[1024], *buf = small;
+    if (f->param_bytes > sizeof small || (f->layout_unknown && extra)) {
+        if (!(buf = malloc(RGPU_MAX_PARAM_BYTES)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (params && !f->layout_unknown) {
-        for (uint32_t i = 0; i < f->count; i++) {
-            if (!params[i])
-                return CUDA_ERROR_INVALID_VALUE;
-            memcpy(buf + f->layout[i][0], params[i], f->layout[i][1]);
-        }
-    } else if (extra) {
-        const void *pbuf = NULL;
-        size_t psize = 0;
-        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-                pbuf = extra[i + 1];
-            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
-                psize = *(size_t *)extra[i + 1];
-            else
-                return CUDA_ERROR_INVALID_VALUE;
-        }
-        if (f->layout_unknown)
-            param_bytes = psize; /* the buffer's own size is all there is to go by */
-        if (!pbuf || psize < param_bytes || param_bytes > sizeof buf)
-            return CUDA_ERROR_INVALID_VALUE;
-        memcpy(buf, pbuf, param_bytes);
-    } else if (f->count) {
-        return CUDA_ERROR_INVALID_VALUE;
+    size_t size = 0;
+    CUresult r = pack_params(f, params, extra, buf, &size);
+    if (r == CUDA_SUCCESS) {
+        uint8_t a[RGPU_LAUNCH_KERNEL_REQ_SIZE];
+        rgpu_pack_launch_kernel(a, &(struct rgpu_launch_kernel_req){
+                                       .function = f->handle, .grid_x = gx, .grid_y = gy, .grid_z = gz,
+                                       .block_x = bx, .block_y = by, .block_z = bz, .shared_mem = shmem,
+                                       .stream = rgpu_stream_handle(stream)});
+        r = rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, size);
     }
-    uint8_t a[44];
-    rgpu_put_u64(a, f->handle);
-    rgpu_put_u32(a + 8, gx);
-    rgpu_put_u32(a + 12, gy);
-    rgpu_put_u32(a + 16, gz);
-    rgpu_put_u32(a + 20, bx);
-    rgpu_put_u32(a + 24, by);
-    rgpu_put_u32(a + 28, bz);
-    rgpu_put_u32(a + 32, shmem);
-    rgpu_put_u64(a + 36, rgpu_stream_handle(stream));
-    return rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, param_bytes);
+    if (buf != small)
+        free(buf);
+    return r;
 }
 
 API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -158,15 +193,21 @@ static CUresult load_attributes(struct rgpu_function *f)
 {
     if (__atomic_load_n(&f->attrs_loaded, __ATOMIC_ACQUIRE))
         return CUDA_SUCCESS;
-    uint8_t a[12], rep[4], raw[4 * FUNC_ATTRS];
+    uint8_t a[RGPU_FUNC_GET_ATTRIBUTES_REQ_SIZE], rep[RGPU_FUNC_GET_ATTRIBUTES_REP_SIZE];
+    uint8_t raw[RGPU_FUNC_GET_ATTRIBUTES_ITEM_SIZE * FUNC_ATTRS];
     struct rgpu_sink s = {raw, sizeof raw, 0};
-    rgpu_put_u64(a, f->handle);
-    rgpu_put_u32(a + 8, FUNC_ATTRS);
-    CUresult r = rgpu_call(RGPU_OP_FUNC_GET_ATTRIBUTES, a, 12, NULL, 0, rep, 4, &s);
+    rgpu_pack_func_get_attributes(a, &(struct rgpu_func_get_attributes_req){.function = f->handle,
+                                                                           .count = FUNC_ATTRS});
+    CUresult r = rgpu_call(RGPU_OP_FUNC_GET_ATTRIBUTES, a, sizeof a, NULL, 0, rep, sizeof rep, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    for (int i = 0; i < FUNC_ATTRS; i++)
-        f->attrs[i] = (size_t)(4 * i + 4) <= s.len ? (int32_t)rgpu_get_u32(raw + 4 * i) : INT32_MIN;
+    struct rgpu_func_get_attributes_rep got;
+    struct rgpu_func_get_attributes_item values[FUNC_ATTRS];
+    rgpu_unpack_func_get_attributes(rep, sizeof rep, &got);
+    if (rgpu_unpack_func_get_attributes_items(raw, s.len, got.count, values, FUNC_ATTRS))
+        return rgpu_bad_reply(RGPU_OP_FUNC_GET_ATTRIBUTES, "attribute count");
+    for (uint32_t i = 0; i < FUNC_ATTRS; i++) /* an older server may know fewer */
+        f->attrs[i] = i < got.count ? values[i].value : INT32_MIN;
     __atomic_store_n(&f->attrs_loaded, 1, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;
 }
@@ -198,11 +239,11 @@ API CUresult cuFuncSetAttribute(CUfunction func, CUfunction_attribute attrib, in
     /* The cheap, common misuse is caught here; anything else surfaces as a deferred error at the next sync. */
     if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && value < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    uint8_t a[16];
-    rgpu_put_u64(a, f->handle);
-    rgpu_put_u32(a + 8, (uint32_t)attrib);
-    rgpu_put_u32(a + 12, (uint32_t)value);
-    r = rgpu_defer(RGPU_OP_FUNC_SET_ATTRIBUTE, a, 16, NULL, 0);
+    uint8_t a[RGPU_FUNC_SET_ATTRIBUTE_REQ_SIZE];
+    rgpu_pack_func_set_attribute(a, &(struct rgpu_func_set_attribute_req){.function = f->handle,
+                                                                         .attrib = (uint32_t)attrib,
+                                                                         .value = value});
+    r = rgpu_defer(RGPU_OP_FUNC_SET_ATTRIBUTE, a, sizeof a, NULL, 0);
     if (r == CUDA_SUCCESS)
         f->attrs[attrib] = value;
     return r;
@@ -236,14 +277,14 @@ API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, C
     struct rgpu_function *f = (struct rgpu_function *)func;
     if (!blocks || !f)
         return CUDA_ERROR_INVALID_VALUE;
-    uint8_t a[24], rep[4];
-    rgpu_put_u64(a, f->handle);
-    rgpu_put_u32(a + 8, (uint32_t)block_size);
-    rgpu_put_u64(a + 12, smem);
-    rgpu_put_u32(a + 20, flags);
-    CUresult r = rgpu_call(RGPU_OP_OCCUPANCY_MAX_BLOCKS, a, 24, NULL, 0, rep, 4, NULL);
-    if (r == CUDA_SUCCESS)
-        *blocks = (int)rgpu_get_u32(rep);
+    uint8_t a[RGPU_OCCUPANCY_MAX_BLOCKS_REQ_SIZE], rep[RGPU_OCCUPANCY_MAX_BLOCKS_REP_SIZE];
+    rgpu_pack_occupancy_max_blocks(a, &(struct rgpu_occupancy_max_blocks_req){
+                                          .function = f->handle, .block_size = block_size, .dynamic_smem = smem,
+                                          .flags = flags});
+    CUresult r = rgpu_call(RGPU_OP_OCCUPANCY_MAX_BLOCKS, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
+    struct rgpu_occupancy_max_blocks_rep got;
+    if (r == CUDA_SUCCESS && rgpu_unpack_occupancy_max_blocks(rep, sizeof rep, &got) == 0)
+        *blocks = got.blocks;
     return r;
 }
 

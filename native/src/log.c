@@ -1,44 +1,38 @@
-/* Logging to stderr, level from RGPU_LOG (error, warn, info, debug; default warn). */
-#include <pthread.h>
-#include <stdarg.h>
+/* RGPU_LOG, read once: one parser and one line format for every stand-in (see rgpu_log.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rgpu_shim.h"
+#include "rgpu_log.h"
 
-static int log_level(void)
+static int threshold(void)
 {
-    static int level = -1;
-    if (level < 0) {
+    static int level = -2; /* -2: not read yet; -1: off */
+    int v = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (v == -2) {
         const char *env = getenv("RGPU_LOG");
-        level = RGPU_LOG_WARN;
-        if (env) {
-            if (!strcmp(env, "error")) level = RGPU_LOG_ERROR;
-            else if (!strcmp(env, "info")) level = RGPU_LOG_INFO;
-            else if (!strcmp(env, "debug")) level = RGPU_LOG_DEBUG;
-        }
+        v = RGPU_LOG_WARN;
+        if (env && !strcmp(env, "off"))
+            v = -1;
+        else if (env && !strcmp(env, "error"))
+            v = RGPU_LOG_ERROR;
+        else if (env && !strcmp(env, "info"))
+            v = RGPU_LOG_INFO;
+        else if (env && !strcmp(env, "debug"))
+            v = RGPU_LOG_DEBUG;
+        __atomic_store_n(&level, v, __ATOMIC_RELAXED);
     }
-    return level;
+    return v;
 }
 
-void rgpu_log(int level, const char *fmt, ...)
+int rgpu_log_shown(int level) { return level <= threshold(); }
+
+void rgpu_vlog_from(const char *lib, int level, const char *fmt, va_list ap)
 {
     static const char *names[] = {"error", "warning", "info", "debug"};
-    if (level > log_level())
+    if (!rgpu_log_shown(level))
         return;
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
+    char line[1024]; /* one write per line, so lines from several threads do not interleave */
     vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "rgpu libcuda: %s: %s\n", names[level], line);
-}
-
-CUresult rgpu_unsupported(int *logged, const char *name)
-{
-    /* A benign race on *logged can log twice; never more than once per thread. */
-    if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
-        rgpu_log(RGPU_LOG_WARN, "%s is not supported by rgpu (returning CUDA_ERROR_NOT_SUPPORTED)", name);
-    return CUDA_ERROR_NOT_SUPPORTED;
+    fprintf(stderr, "rgpu %s: %s: %s\n", lib, names[level], line);
 }

@@ -112,13 +112,14 @@ int rgpu_is_device_range(uint64_t ptr, uint64_t n) { return set_find(&device_ran
 /* -- allocation --------------------------------------------------------------------------------------------- */
 API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
-    uint8_t a[8], rep[8];
+    uint8_t a[RGPU_MEM_ALLOC_REQ_SIZE], rep[RGPU_MEM_ALLOC_REP_SIZE];
+    struct rgpu_mem_alloc_rep got;
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
-    rgpu_put_u64(a, bytes);
-    CUresult r = rgpu_call(RGPU_OP_MEM_ALLOC, a, 8, NULL, 0, rep, 8, NULL);
-    if (r == CUDA_SUCCESS) {
-        *dptr = (CUdeviceptr)rgpu_get_u64(rep);
+    rgpu_pack_mem_alloc(a, &(struct rgpu_mem_alloc_req){.size = bytes});
+    CUresult r = rgpu_call(RGPU_OP_MEM_ALLOC, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
+    if (r == CUDA_SUCCESS && rgpu_unpack_mem_alloc(rep, sizeof rep, &got) == 0) {
+        *dptr = (CUdeviceptr)got.dptr;
         rgpu_ranges_note_device(*dptr, bytes, rgpu_thread_ctx());
     }
     return r;
@@ -137,11 +138,11 @@ API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, 
 
 API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    uint8_t a[8];
+    uint8_t a[RGPU_MEM_FREE_REQ_SIZE];
     if (!dptr)
         return CUDA_SUCCESS;
-    rgpu_put_u64(a, dptr);
-    CUresult r = rgpu_call(RGPU_OP_MEM_FREE, a, 8, NULL, 0, NULL, 0, NULL);
+    rgpu_pack_mem_free(a, &(struct rgpu_mem_free_req){.dptr = dptr});
+    CUresult r = rgpu_call(RGPU_OP_MEM_FREE, a, sizeof a, NULL, 0, NULL, 0, NULL);
     if (r == CUDA_SUCCESS)
         set_remove(&device_ranges, dptr, NULL);
     return r;
@@ -310,10 +311,15 @@ static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, ui
                 (rgpu_server_minor() >= 1 && set_find(&device_ranges, dst, n, NULL) == 0);
     do {
         size_t k = n - off < chunk ? n - off : chunk;
-        uint8_t a[16];
-        rgpu_put_u64(a, dst + off);
-        rgpu_put_u64(a + 8, stream);
-        size_t alen = op == RGPU_OP_MEMCPY_HTOD_ASYNC ? 16 : 8;
+        uint8_t a[RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE];
+        size_t alen;
+        if (op == RGPU_OP_MEMCPY_HTOD_ASYNC) {
+            rgpu_pack_memcpy_htod_async(a, &(struct rgpu_memcpy_htod_async_req){.dst = dst + off, .stream = stream});
+            alen = RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE;
+        } else {
+            rgpu_pack_memcpy_htod(a, &(struct rgpu_memcpy_htod_req){.dst = dst + off});
+            alen = RGPU_MEMCPY_HTOD_REQ_SIZE;
+        }
         /* Deferred: the bytes are queued or sent before we return, which is all CUDA promises here. */
         CUresult r = defer ? rgpu_defer(op, a, alen, p + off, k) : rgpu_call(op, a, alen, p + off, k, NULL, 0, NULL);
         if (r != CUDA_SUCCESS)
@@ -333,18 +339,20 @@ static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t
     size_t chunk = rgpu_max_chunk();
     if (!dst && n)
         return CUDA_ERROR_INVALID_VALUE;
-    size_t alen = op == RGPU_OP_MEMCPY_DTOH_ASYNC ? 24 : 16;
+    int async = op == RGPU_OP_MEMCPY_DTOH_ASYNC;
+    size_t alen = async ? RGPU_MEMCPY_DTOH_ASYNC_REQ_SIZE : RGPU_MEMCPY_DTOH_REQ_SIZE;
     size_t count = n ? (n + chunk - 1) / chunk : 0;
     while (count) {
-        uint8_t args[16 * 24];
+        uint8_t args[16 * RGPU_MEMCPY_DTOH_ASYNC_REQ_SIZE];
         struct rgpu_sink sinks[16];
         size_t group = count < 16 ? count : 16, off = 0;
         for (size_t i = 0; i < group; i++) {
             size_t k = n - off < chunk ? n - off : chunk;
-            rgpu_put_u64(args + i * alen, src + off);
-            rgpu_put_u64(args + i * alen + 8, k);
-            if (alen == 24)
-                rgpu_put_u64(args + i * alen + 16, stream);
+            if (async)
+                rgpu_pack_memcpy_dtoh_async(args + i * alen, &(struct rgpu_memcpy_dtoh_async_req){
+                                                                 .src = src + off, .size = k, .stream = stream});
+            else
+                rgpu_pack_memcpy_dtoh(args + i * alen, &(struct rgpu_memcpy_dtoh_req){.src = src + off, .size = k});
             sinks[i] = (struct rgpu_sink){p + off, k, 0};
             off += k;
         }
@@ -353,7 +361,7 @@ static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t
             return r;
         for (size_t i = 0; i < group; i++)
             if (sinks[i].len != sinks[i].cap)
-                return CUDA_ERROR_UNKNOWN;
+                return rgpu_bad_reply(op, "copied bytes");
         p += off;
         src += off;
         n -= off;
@@ -451,14 +459,16 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
         return CUDA_SUCCESS;
     }
     int kind = st == CU_MEMORYTYPE_HOST ? KIND_H2D : dt == CU_MEMORYTYPE_HOST ? KIND_D2H : KIND_D2D;
-    uint64_t sh = rgpu_stream_handle(stream);
-    uint8_t a[60];
+    /* MEMCPY_2D and MEMCPY_2D_ASYNC take the same request. */
+    _Static_assert(RGPU_MEMCPY_2D_REQ_SIZE == RGPU_MEMCPY_2D_ASYNC_REQ_SIZE, "one request for two operations");
+    struct rgpu_memcpy_2d_req req = {.kind = (uint32_t)kind, .dst = dst, .dst_pitch = dp, .src = src,
+                                     .src_pitch = sp, .width = w, .height = h,
+                                     .stream = rgpu_stream_handle(stream)};
+    uint8_t a[RGPU_MEMCPY_2D_REQ_SIZE];
     if (kind == KIND_D2D) {
-        rgpu_put_u32(a, kind);
-        rgpu_put_u64(a + 4, dst), rgpu_put_u64(a + 12, dp), rgpu_put_u64(a + 20, src), rgpu_put_u64(a + 28, sp);
-        rgpu_put_u64(a + 36, w), rgpu_put_u64(a + 44, h), rgpu_put_u64(a + 52, sh);
-        return async ? rgpu_defer(RGPU_OP_MEMCPY_2D_ASYNC, a, 60, NULL, 0)
-                     : rgpu_call(RGPU_OP_MEMCPY_2D, a, 60, NULL, 0, NULL, 0, NULL);
+        rgpu_pack_memcpy_2d(a, &req);
+        return async ? rgpu_defer(RGPU_OP_MEMCPY_2D_ASYNC, a, sizeof a, NULL, 0)
+                     : rgpu_call(RGPU_OP_MEMCPY_2D, a, sizeof a, NULL, 0, NULL, 0, NULL);
     }
     size_t chunk = rgpu_max_chunk();
     if (w > chunk) { /* rows wider than a frame: row by row, each a chunked 1D copy */
@@ -478,23 +488,23 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
     CUresult r = CUDA_SUCCESS;
     for (size_t y = 0; y < h && r == CUDA_SUCCESS; y += rows) {
         size_t k = h - y < rows ? h - y : rows;
-        rgpu_put_u32(a, kind);
-        rgpu_put_u64(a + 4, kind == KIND_H2D ? dst + y * dp : 0), rgpu_put_u64(a + 12, dp);
-        rgpu_put_u64(a + 20, kind == KIND_D2H ? src + y * sp : 0), rgpu_put_u64(a + 28, sp);
-        rgpu_put_u64(a + 36, w), rgpu_put_u64(a + 44, k), rgpu_put_u64(a + 52, sh);
+        req.dst = kind == KIND_H2D ? dst + y * dp : 0;
+        req.src = kind == KIND_D2H ? src + y * sp : 0;
+        req.height = k;
+        rgpu_pack_memcpy_2d(a, &req);
         if (kind == KIND_H2D) {
             const uint8_t *rows_at = (const uint8_t *)(uintptr_t)(src + y * sp);
             if (!packed)
                 for (size_t i = 0; i < k; i++)
                     memcpy(buf + i * w, rows_at + i * sp, w);
-            r = async ? rgpu_defer(RGPU_OP_MEMCPY_2D_ASYNC, a, 60, packed ? rows_at : buf, k * w)
-                      : rgpu_call(RGPU_OP_MEMCPY_2D, a, 60, packed ? rows_at : buf, k * w, NULL, 0, NULL);
+            r = async ? rgpu_defer(RGPU_OP_MEMCPY_2D_ASYNC, a, sizeof a, packed ? rows_at : buf, k * w)
+                      : rgpu_call(RGPU_OP_MEMCPY_2D, a, sizeof a, packed ? rows_at : buf, k * w, NULL, 0, NULL);
         } else {
             uint8_t *land = packed ? (uint8_t *)(uintptr_t)(dst + y * dp) : buf;
             struct rgpu_sink s = {land, k * w, 0};
-            r = rgpu_call(RGPU_OP_MEMCPY_2D, a, 60, NULL, 0, NULL, 0, &s);
+            r = rgpu_call(RGPU_OP_MEMCPY_2D, a, sizeof a, NULL, 0, NULL, 0, &s);
             if (r == CUDA_SUCCESS && s.len != k * w)
-                r = CUDA_ERROR_UNKNOWN;
+                r = rgpu_bad_reply(RGPU_OP_MEMCPY_2D, "copied bytes");
             if (r == CUDA_SUCCESS && !packed)
                 for (size_t i = 0; i < k; i++)
                     memcpy((uint8_t *)(uintptr_t)(dst + (y + i) * dp), buf + i * w, w);
@@ -515,13 +525,15 @@ API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { retur
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height,
                           CUstream s, int async)
 {
-    uint8_t a[48];
+    _Static_assert(RGPU_MEMSET_2D_REQ_SIZE == RGPU_MEMSET_2D_ASYNC_REQ_SIZE, "one request for two operations");
+    uint8_t a[RGPU_MEMSET_2D_REQ_SIZE];
     if (!width || !height)
         return CUDA_SUCCESS;
-    rgpu_put_u64(a, dst), rgpu_put_u64(a + 8, pitch), rgpu_put_u32(a + 16, value), rgpu_put_u32(a + 20, elem);
-    rgpu_put_u64(a + 24, width), rgpu_put_u64(a + 32, height), rgpu_put_u64(a + 40, rgpu_stream_handle(s));
-    return async ? rgpu_defer(RGPU_OP_MEMSET_2D_ASYNC, a, 48, NULL, 0)
-                 : rgpu_call(RGPU_OP_MEMSET_2D, a, 48, NULL, 0, NULL, 0, NULL);
+    rgpu_pack_memset_2d(a, &(struct rgpu_memset_2d_req){.dst = dst, .pitch = pitch, .value = value,
+                                                        .element_size = elem, .width = width, .height = height,
+                                                        .stream = rgpu_stream_handle(s)});
+    return async ? rgpu_defer(RGPU_OP_MEMSET_2D_ASYNC, a, sizeof a, NULL, 0)
+                 : rgpu_call(RGPU_OP_MEMSET_2D, a, sizeof a, NULL, 0, NULL, 0, NULL);
 }
 
 API CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { return memset_2d(d, 2 * n, v, 2, n, 1, NULL, 0); }

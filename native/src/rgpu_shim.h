@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rgpu_consts.h"
+#include "rgpu_log.h"
 #include "rgpu_ops.h"
 #include "rgpu_proc.h"
 #include "rgpu_wire.h"
@@ -26,6 +28,9 @@ CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *b
 #define RGPU_MAX_WINDOW 8
 CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, size_t args_len,
                              struct rgpu_sink *sinks, unsigned window);
+/* A reply that does not fit what the caller asked for (a count, length or offset beyond it): logs, closes the
+ * connection (the server is broken or hostile), and returns the failure every later call returns too. */
+CUresult rgpu_bad_reply(uint16_t op, const char *what);
 /* Queue a deferred call (batched); with RGPU_BATCH=0 it is a plain rgpu_call. */
 CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
 /* Connect + handshake once per process; later calls return the first outcome. */
@@ -50,8 +55,7 @@ void rgpu_note_server_ctx(uint64_t ctx);
 uint64_t rgpu_stream_handle(CUstream s);
 CUresult rgpu_unsupported(int *logged, const char *name);
 
-/* Logging: RGPU_LOG=error|warn|info|debug (default warn), to stderr. */
-enum { RGPU_LOG_ERROR = 0, RGPU_LOG_WARN = 1, RGPU_LOG_INFO = 2, RGPU_LOG_DEBUG = 3 };
+/* Logging (rgpu_log.h): RGPU_LOG=off|error|warn|info|debug (default warn), to stderr. */
 void rgpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 struct rgpu_error_name {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build and run the libFuzzer target for the C codec (needs clang with libFuzzer, e.g. Debian's clang-14 +
+# Build and run the libFuzzer targets for the C codec and the reply decoders (needs clang with libFuzzer, e.g. Debian's clang-14 +
 # libclang-rt-14-dev). Seeds: the golden frames. Usage: native/tests/run_fuzz.sh [runs, default 1000000]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,3 +14,6 @@ for i, v in enumerate(json.load(open('tests/vectors/frames.json'))):
     pathlib.Path('$work/seeds/%d' % i).write_bytes(bytes.fromhex(v['hex']))
 "
 "$work/fuzz_codec" -runs="${1:-1000000}" -max_len=4096 "$work/seeds" 2>&1 | tail -5
+$CC -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Inative/src -Inative/gen \
+    native/tests/fuzz_replies.c -o "$work/fuzz_replies"
+"$work/fuzz_replies" -runs="${1:-1000000}" -max_len=8192 2>&1 | tail -5

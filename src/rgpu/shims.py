@@ -102,11 +102,13 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
 def _runtime_sources(major: int) -> list[str]:
     """libcudart: native/src/cudart (a runtime on the driver API) + its generated stubs and error table."""
     rt = sorted(p.relative_to(native_dir()).as_posix() for p in (native_dir() / "src" / "cudart").glob("*.c"))
-    return [*rt, "src/libs/standin.c", f"gen/cudart_unsupported{major}.c", f"gen/cudart_errors{major}.c"]
+    return [*rt, *_STANDIN_COMMON, f"gen/cudart_unsupported{major}.c", f"gen/cudart_errors{major}.c"]
 
 
+# Every stand-in beside libcuda logs as libcuda does (native/src/log.c, one implementation).
+_STANDIN_COMMON = ("src/log.c", "src/libs/standin.c")
 # The cuBLAS stand-ins: native/src/cublas + their generated stubs (native/gen), one build per soname.
-_MATH_COMMON = ("src/libs/standin.c", "src/libs/remote.c")
+_MATH_COMMON = (*_STANDIN_COMMON, "src/libs/remote.c")
 BLAS_LIBRARIES = {"libcublasLt": (*_MATH_COMMON, "src/cublas/common.c", "src/cublas/lt.c", "gen/cublasLt_unsupported.c"),
                   "libcublas": (*_MATH_COMMON, "src/cublas/common.c", "src/cublas/blas.c", "gen/cublas_unsupported.c")}
 DNN_SOURCES = (*_MATH_COMMON, "src/cudnn/dnn.c", "src/cudnn/backend.c", "src/cudnn/legacy.c", "gen/cudnn_unsupported.c")

@@ -122,26 +122,26 @@ static int gemm(struct handle *h, int ta, int tb, long long m, long long n, long
         return CUBLAS_STATUS_SUCCESS;
     if (h->math_mode & CUBLAS_TF32_TENSOR_OP_MATH && compute == CUBLAS_COMPUTE_32F)
         compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-    uint8_t args[232];
-    uint8_t *p = args;
-#define PUT(bits, v) (rgpu_put_u##bits(p, (uint64_t)(v)), p += (bits) / 8)
-    PUT(64, h->server), PUT(64, rgpu_ext_stream(h->stream)), PUT(32, ta), PUT(32, tb), PUT(64, m), PUT(64, n),
-        PUT(64, k);
-    struct operand ops[3] = {a, b, c};
-    for (int i = 0; i < 3; i++)
-        PUT(64, (uintptr_t)ops[i].ptr), PUT(32, ops[i].type), PUT(64, ops[i].ld), PUT(64, ops[i].stride);
-    PUT(64, batch), PUT(32, compute), PUT(32, algo), PUT(32, h->pointer_mode), PUT(32, h->math_mode);
-    size_t scalar = rgpu_blas_scalar_size(compute);
-    memset(p, 0, 32);
-    if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
-        rgpu_put_u64(p, (uintptr_t)alpha), rgpu_put_u64(p + 16, (uintptr_t)beta);
+    struct rgpu_blas_gemm_req req = {
+        .handle = h->server, .stream = rgpu_ext_stream(h->stream), .transa = (uint32_t)ta, .transb = (uint32_t)tb,
+        .m = m, .n = n, .k = k,
+        .a = (uintptr_t)a.ptr, .a_type = (uint32_t)a.type, .lda = a.ld, .stride_a = a.stride,
+        .b = (uintptr_t)b.ptr, .b_type = (uint32_t)b.type, .ldb = b.ld, .stride_b = b.stride,
+        .c = (uintptr_t)c.ptr, .c_type = (uint32_t)c.type, .ldc = c.ld, .stride_c = c.stride,
+        .batch = batch, .compute_type = (uint32_t)compute, .algo = algo, .pointer_mode = (uint32_t)h->pointer_mode,
+        .math_mode = (uint32_t)h->math_mode, .workspace = (uintptr_t)h->workspace,
+        .workspace_size = h->workspace_size};
+    if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) { /* the scalars' device addresses, in their slots */
+        uint8_t at[8], bt[8];
+        rgpu_put_u64(at, (uintptr_t)alpha), rgpu_put_u64(bt, (uintptr_t)beta);
+        memcpy(req.alpha, at, sizeof at), memcpy(req.beta, bt, sizeof bt);
     } else {
-        memcpy(p, alpha, scalar), memcpy(p + 16, beta, scalar);
+        size_t scalar = rgpu_blas_scalar_size(compute);
+        memcpy(req.alpha, alpha, scalar), memcpy(req.beta, beta, scalar);
     }
-    p += 32;
-    PUT(64, (uintptr_t)h->workspace), PUT(64, h->workspace_size);
-#undef PUT
-    return rgpu_blas_status(rgpu_ext_defer(RGPU_OP_BLAS_GEMM, args, (size_t)(p - args), NULL, 0));
+    uint8_t args[RGPU_BLAS_GEMM_REQ_SIZE];
+    rgpu_pack_blas_gemm(args, &req);
+    return rgpu_blas_status(rgpu_ext_defer(RGPU_OP_BLAS_GEMM, args, sizeof args, NULL, 0));
 }
 
 #define OPND(p, t, ld, s) ((struct operand){(p), (t), (ld), (s)})

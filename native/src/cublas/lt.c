@@ -9,7 +9,7 @@
 #define MAX_ATTRS 48
 #define MAX_ATTR_BYTES 64
 #define ALGO_BYTES 64
-#define HEURISTIC_BYTES 96 /* cublasLtMatmulHeuristicResult_t */
+#define HEURISTIC_BYTES RGPU_LT_HEURISTIC_ITEM_SIZE /* cublasLtMatmulHeuristicResult_t */
 
 struct attr {
     uint32_t id, len;
@@ -221,14 +221,24 @@ BLAS_API int cublasLtMatmulAlgoGetHeuristic(struct lt_handle *h, struct desc *op
     put_desc(tb, 6, pref);
     if (tb->overflow)
         return CUBLAS_STATUS_NOT_SUPPORTED;
-    uint8_t args[4], rep[4];
-    rgpu_put_u32(args, (uint32_t)requested);
-    size_t got = 0;
-    int r = rgpu_ext_call(RGPU_OP_LT_HEURISTIC, args, 4, tb->data, tb->len, rep, 4, results,
-                          (size_t)requested * HEURISTIC_BYTES, &got);
+    uint8_t args[RGPU_LT_HEURISTIC_REQ_SIZE], rep[RGPU_LT_HEURISTIC_REP_SIZE];
+    rgpu_pack_lt_heuristic(args, &(struct rgpu_lt_heuristic_req){.requested = requested});
+    size_t cap = (size_t)requested * HEURISTIC_BYTES, got = 0;
+    uint8_t *raw = malloc(cap);
+    if (!raw)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    struct rgpu_lt_heuristic_rep res = {0};
+    int r = rgpu_ext_call(RGPU_OP_LT_HEURISTIC, args, sizeof args, tb->data, tb->len, rep, sizeof rep, raw, cap,
+                          &got);
+    /* No more results than requested: the caller's array holds `requested`. */
+    _Static_assert(sizeof(struct rgpu_lt_heuristic_item) == HEURISTIC_BYTES, "results land as they travel");
+    if (!r && (rgpu_unpack_lt_heuristic(rep, sizeof rep, &res) ||
+               rgpu_unpack_lt_heuristic_items(raw, got, res.count, results, (size_t)requested)))
+        r = rgpu_ext_bad_reply(RGPU_OP_LT_HEURISTIC, "more heuristic results than requested");
+    free(raw);
     if (r)
         return rgpu_blas_status(r);
-    *returned = (int)(got / HEURISTIC_BYTES);
+    *returned = (int)res.count;
     return *returned ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
@@ -263,12 +273,12 @@ BLAS_API int cublasLtMatmul(struct lt_handle *h, struct desc *op, const void *al
     if (!s && mode != CUBLASLT_POINTER_MODE_HOST)
         s = CUBLAS_STATUS_NOT_SUPPORTED; /* device-side scalars would need a read before the deferred call */
     if (!s) {
-        uint8_t args[88] = {0};
-        rgpu_put_u64(args, rgpu_ext_stream(stream));
-        rgpu_put_u64(args + 8, (uintptr_t)A), rgpu_put_u64(args + 16, (uintptr_t)B);
-        rgpu_put_u64(args + 24, (uintptr_t)C), rgpu_put_u64(args + 32, (uintptr_t)D);
-        rgpu_put_u64(args + 40, (uintptr_t)workspace), rgpu_put_u64(args + 48, workspace_size);
-        memcpy(args + 56, alpha, scale_size(op)), memcpy(args + 72, beta, scale_size(op));
+        struct rgpu_lt_matmul_req req = {.stream = rgpu_ext_stream(stream), .a = (uintptr_t)A, .b = (uintptr_t)B,
+                                         .c = (uintptr_t)C, .d = (uintptr_t)D, .workspace = (uintptr_t)workspace,
+                                         .workspace_size = workspace_size};
+        memcpy(req.alpha, alpha, scale_size(op)), memcpy(req.beta, beta, scale_size(op));
+        uint8_t args[RGPU_LT_MATMUL_REQ_SIZE];
+        rgpu_pack_lt_matmul(args, &req);
         s = rgpu_blas_status(rgpu_ext_defer(RGPU_OP_LT_MATMUL, args, sizeof args, buf->data, buf->len));
     }
     free(buf);

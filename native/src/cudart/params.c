@@ -12,6 +12,9 @@
 #define ENTRY_ELF 2
 #define ENTRY_FLAG_ZSTD 0x8000
 #define EIATTR_KPARAM_INFO 0x17
+/* What nvcc 13 writes instead when a parameter outgrows KPARAM_INFO's 14-bit size field (seen with a 32756-byte
+ * struct): the same record with the size as a whole word. */
+#define EIATTR_KPARAM_INFO_V2 0x45
 #define EIFMT_SVAL 4
 
 static uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -51,9 +54,9 @@ static int elf_layout(const uint8_t *e, size_t n, const char *kernel, uint32_t (
             uint16_t len = u16(rec + 2);
             if (p + 4 + len > size)
                 break;
-            if (rec[1] == EIATTR_KPARAM_INFO && len >= 12) {
+            if ((rec[1] == EIATTR_KPARAM_INFO || rec[1] == EIATTR_KPARAM_INFO_V2) && len >= 12) {
                 uint16_t ordinal = u16(rec + 8), offset = u16(rec + 10);
-                uint32_t bytes = u32(rec + 12) >> 18;
+                uint32_t bytes = rec[1] == EIATTR_KPARAM_INFO ? u32(rec + 12) >> 18 : u32(rec + 12);
                 if (ordinal < max) {
                     layout[ordinal][0] = offset, layout[ordinal][1] = bytes;
                     if (ordinal + 1 > count)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_consts.h"
 #include "rt.h"
 
 #define FATBIN_WRAPPER_MAGIC 0x466243B1u
@@ -234,8 +235,8 @@ static cudaError_t check_layout(struct rt_kernel *k, CUfunction f)
     }
     size_t bytes = 0;
     for (int i = 0; i < n; i++)
-        if (layout[i][0] + layout[i][1] > bytes)
-            bytes = layout[i][0] + layout[i][1];
+        if ((uint64_t)layout[i][0] + layout[i][1] > bytes) /* sizes are whole words in KPARAM_INFO_V2 */
+            bytes = (uint64_t)layout[i][0] + layout[i][1];
     rt_info("kernel %s: %d parameters laid out from its image (the server cannot report layouts)", k->name, n);
     pthread_mutex_lock(&load_lock);
     if (!k->layout) {
@@ -340,18 +341,25 @@ static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t 
         b.x > lim->block[0] || b.y > lim->block[1] || b.z > lim->block[2] || g.x > lim->grid[0] ||
         g.y > lim->grid[1] || g.z > lim->grid[2])
         return rt_record(cudaErrorInvalidConfiguration);
-    uint8_t buf[4096];
+    uint8_t small[1024], *buf = small;
     size_t size = 0;
-    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
     int packed = __atomic_load_n(&k->own_layout, __ATOMIC_ACQUIRE) == 1;
     if (packed) { /* the layout came from the image: pack the parameter buffer here and hand it over whole */
         size = k->param_bytes;
-        if (size > sizeof buf || (k->n_params && !args))
+        if (size > RGPU_MAX_PARAM_BYTES) {
+            rt_log("kernel %s: %zu bytes of parameters exceed the driver's limit of %d (cudaErrorInvalidValue)",
+                   k->name, size, RGPU_MAX_PARAM_BYTES);
             return rt_record(cudaErrorInvalidValue);
+        }
+        if (k->n_params && !args)
+            return rt_record(cudaErrorInvalidValue);
+        if (size > sizeof small && !(buf = malloc(size)))
+            return rt_record(cudaErrorMemoryAllocation);
         memset(buf, 0, size);
         for (int i = 0; i < k->n_params; i++)
             memcpy(buf + k->layout[i][0], args[i], k->layout[i][1]);
     }
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
     CUresult r;
     if (n_attrs) {
         CUlaunchConfig c = {g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, (CUlaunchAttribute *)attrs,
@@ -361,6 +369,8 @@ static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t 
         r = cuLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shmem, (CUstream)s, packed ? NULL : args,
                            packed ? extra : NULL);
     }
+    if (buf != small)
+        free(buf);
     if (r == CUDA_ERROR_INVALID_VALUE)
         return rt_record(cudaErrorInvalidConfiguration);
     return rt_fail(r);

@@ -21,7 +21,7 @@ cudaError_t rt_map(CUresult r);           /* driver result -> runtime error */
 cudaError_t rt_record(cudaError_t e);     /* remember e as the thread's last error (if it is one); returns e */
 cudaError_t rt_fail(CUresult r);          /* rt_record(rt_map(r)) */
 cudaError_t rt_unsupported(int *logged, const char *name);
-void rt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  /* warnings: shown unless RGPU_LOG=error */
+void rt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  /* warnings: shown unless RGPU_LOG=error or off */
 void rt_info(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* shown with RGPU_LOG=info|debug */
 
 /* state.c: initialisation, the thread's device and its primary context */

@@ -66,9 +66,9 @@ DNN_API int cudnnBackendDestroyDescriptor(void *d)
     if (!p)
         return CUDNN_STATUS_BAD_PARAM;
     if (p->server) {
-        uint8_t a[8];
-        rgpu_put_u64(a, p->server);
-        rgpu_ext_defer(RGPU_OP_DNN_DESTROY_DESCRIPTOR, a, 8, NULL, 0);
+        uint8_t a[RGPU_DNN_DESTROY_DESCRIPTOR_REQ_SIZE];
+        rgpu_pack_dnn_destroy_descriptor(a, &(struct rgpu_dnn_destroy_descriptor_req){.descriptor = p->server});
+        rgpu_ext_defer(RGPU_OP_DNN_DESTROY_DESCRIPTOR, a, sizeof a, NULL, 0);
     }
     for (int i = 0; i < p->n; i++)
         free(p->attrs[i].data);
@@ -150,12 +150,16 @@ static int mirror(struct proxy *p)
     struct dnn_buffer b = {0};
     int s = encode(p, &b);
     if (!s) {
-        uint8_t args[4], rep[12];
-        rgpu_put_u32(args, p->type);
-        int r = rgpu_ext_call(RGPU_OP_DNN_FINALIZE, args, 4, b.data, b.len, rep, 12, NULL, 0, NULL);
-        s = r ? rgpu_dnn_status(r) : (int)rgpu_get_u32(rep + 8);
+        uint8_t args[RGPU_DNN_FINALIZE_REQ_SIZE], rep[RGPU_DNN_FINALIZE_REP_SIZE];
+        struct rgpu_dnn_finalize_rep got = {0};
+        rgpu_pack_dnn_finalize(args, &(struct rgpu_dnn_finalize_req){.type = p->type});
+        int r = rgpu_ext_call(RGPU_OP_DNN_FINALIZE, args, sizeof args, b.data, b.len, rep, sizeof rep, NULL, 0,
+                              NULL);
+        if (!r && rgpu_unpack_dnn_finalize(rep, sizeof rep, &got))
+            r = rgpu_ext_bad_reply(RGPU_OP_DNN_FINALIZE, "reply size");
+        s = r ? rgpu_dnn_status(r) : (int)got.status;
         if (!s) {
-            p->server = rgpu_get_u64(rep);
+            p->server = got.descriptor;
             p->finalized = 1;
         }
     }
@@ -218,29 +222,33 @@ DNN_API int cudnnBackendGetAttribute(void *d, int name, int type, int64_t reques
                 return CUDNN_STATUS_BAD_PARAM;
             dnn_put_le(&types, out->type, 4);
         }
-    size_t elem = element_size((uint32_t)type), got = 0;
-    uint8_t *out = malloc(requested ? (size_t)requested * elem : 1);
-    uint8_t args[24], rep[12];
-    rgpu_put_u64(args, p->server), rgpu_put_u32(args + 8, (uint32_t)name), rgpu_put_u32(args + 12, (uint32_t)type);
-    rgpu_put_u64(args + 16, (uint64_t)requested);
-    int r = out ? rgpu_ext_call(RGPU_OP_DNN_GET_ATTRIBUTE, args, 24, types.data, types.len, rep, 12, out,
-                                (size_t)requested * elem, &got)
+    size_t elem = element_size((uint32_t)type), got = 0, cap = (size_t)requested * elem;
+    uint8_t *out = malloc(requested ? cap : 1);
+    uint8_t args[RGPU_DNN_GET_ATTRIBUTE_REQ_SIZE], rep[RGPU_DNN_GET_ATTRIBUTE_REP_SIZE];
+    struct rgpu_dnn_get_attribute_rep res = {0};
+    rgpu_pack_dnn_get_attribute(args, &(struct rgpu_dnn_get_attribute_req){
+                                          .descriptor = p->server, .name = (uint32_t)name, .type = (uint32_t)type,
+                                          .requested = requested});
+    int r = out ? rgpu_ext_call(RGPU_OP_DNN_GET_ATTRIBUTE, args, sizeof args, types.data, types.len, rep,
+                                sizeof rep, out, cap, &got)
                 : 2;
     free(types.data);
-    int s = r ? rgpu_dnn_status(r) : (int)rgpu_get_u32(rep);
+    /* At most the elements asked for, whole ones: anything else would be copied past the caller's array. */
+    if (!r && (rgpu_unpack_dnn_get_attribute(rep, sizeof rep, &res) || got > cap || got % elem))
+        r = rgpu_ext_bad_reply(RGPU_OP_DNN_GET_ATTRIBUTE, "more attribute bytes than requested");
+    int s = r ? rgpu_dnn_status(r) : (int)res.status;
     if (!s) {
-        int64_t n = (int64_t)rgpu_get_u64(rep + 4);
         if (count)
-            *count = n;
-        int64_t filled = (int64_t)(got / elem);
+            *count = res.count;
+        size_t filled = got / elem;
         if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
-            for (int64_t k = 0; k < filled; k++) { /* the caller's descriptors now stand for the server's */
+            for (size_t k = 0; k < filled; k++) { /* the caller's descriptors now stand for the server's */
                 struct proxy *dst = proxy_of(((void **)array)[k]);
-                dst->server = rgpu_get_u64(out + 8 * k);
+                dst->server = rgpu_get_u64(out + k * elem); /* descriptors travel as u64 handles */
                 dst->finalized = 1;
             }
         } else if (filled) {
-            memcpy(array, out, (size_t)filled * elem);
+            memcpy(array, out, filled * elem);
         }
     }
     rgpu_dnn_debug("get attribute %d (type %d, %lld requested) of descriptor type %u -> status %d", name, type,
@@ -257,10 +265,10 @@ DNN_API int cudnnBackendExecute(struct dnn_handle *h, void *plan, void *pack)
     struct dnn_buffer b = {0};
     int s = encode(vp, &b);
     if (!s) {
-        uint8_t args[24];
-        rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, pl->server);
-        rgpu_put_u64(args + 16, rgpu_ext_stream(h->stream));
-        s = rgpu_dnn_status(rgpu_ext_defer(RGPU_OP_DNN_EXECUTE, args, 24, b.data, b.len));
+        uint8_t args[RGPU_DNN_EXECUTE_REQ_SIZE];
+        rgpu_pack_dnn_execute(args, &(struct rgpu_dnn_execute_req){.handle = h->server, .plan = pl->server,
+                                                                    .stream = rgpu_ext_stream(h->stream)});
+        s = rgpu_dnn_status(rgpu_ext_defer(RGPU_OP_DNN_EXECUTE, args, sizeof args, b.data, b.len));
     }
     free(b.data);
     return s;

@@ -137,13 +137,13 @@ DNN_API int cudnnBatchNormalizationForwardInference(struct dnn_handle *h, int mo
         return CUDNN_STATUS_BAD_PARAM;
     struct dnn_buffer b = {0};
     put_tensor(&b, xd), put_tensor(&b, yd), put_tensor(&b, bnd);
-    uint8_t args[92];
-    double values[3] = {scalar(alpha, xd), scalar(beta, xd), epsilon};
-    rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, rgpu_ext_stream(h->stream)), rgpu_put_u32(args + 16, (uint32_t)mode);
-    memcpy(args + 20, values, sizeof values); /* little-endian IEEE doubles, as the wire is */
-    const void *ptrs[6] = {x, y, scale, bias, mean, var};
-    for (int i = 0; i < 6; i++)
-        rgpu_put_u64(args + 44 + 8 * i, (uintptr_t)ptrs[i]);
+    uint8_t args[RGPU_DNN_BN_INFERENCE_REQ_SIZE];
+    rgpu_pack_dnn_bn_inference(args, &(struct rgpu_dnn_bn_inference_req){
+                                         .handle = h->server, .stream = rgpu_ext_stream(h->stream),
+                                         .mode = (uint32_t)mode, .alpha = scalar(alpha, xd), .beta = scalar(beta, xd),
+                                         .epsilon = epsilon, .x = (uintptr_t)x, .y = (uintptr_t)y,
+                                         .scale = (uintptr_t)scale, .bias = (uintptr_t)bias, .mean = (uintptr_t)mean,
+                                         .var = (uintptr_t)var});
     int s = b.failed ? CUDNN_STATUS_ALLOC_FAILED
                      : rgpu_dnn_status(rgpu_ext_defer(RGPU_OP_DNN_BN_INFERENCE, args, sizeof args, b.data, b.len));
     free(b.data);
@@ -174,13 +174,16 @@ static int bn_size(struct dnn_handle *h, int mode, int ops, int which, const str
     }
     struct dnn_buffer b = {0};
     put_tensor(&b, x), put_tensor(&b, bn);
-    uint8_t args[20], rep[8];
-    rgpu_put_u64(args, h->server), rgpu_put_u32(args + 8, (uint32_t)mode), rgpu_put_u32(args + 12, (uint32_t)ops);
-    rgpu_put_u32(args + 16, (uint32_t)which);
-    int r = b.failed ? 2 : rgpu_ext_call(RGPU_OP_DNN_BN_SIZES, args, 20, b.data, b.len, rep, 8, NULL, 0, NULL);
+    uint8_t args[RGPU_DNN_BN_SIZES_REQ_SIZE], rep[RGPU_DNN_BN_SIZES_REP_SIZE];
+    struct rgpu_dnn_bn_sizes_rep got;
+    rgpu_pack_dnn_bn_sizes(args, &(struct rgpu_dnn_bn_sizes_req){.handle = h->server, .which = (uint32_t)which,
+                                                                  .mode = (uint32_t)mode, .ops = (uint32_t)ops});
+    int r = b.failed ? 2
+                     : rgpu_ext_call(RGPU_OP_DNN_BN_SIZES, args, sizeof args, b.data, b.len, rep, sizeof rep, NULL, 0,
+                                     NULL);
     free(b.data);
-    if (!r)
-        *size = (size_t)rgpu_get_u64(rep);
+    if (!r && rgpu_unpack_dnn_bn_sizes(rep, sizeof rep, &got) == 0)
+        *size = (size_t)got.size;
     return rgpu_dnn_status(r);
 }
 
@@ -214,21 +217,15 @@ DNN_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(struct dnn_handle 
     return s ? s : bn_size(h, mode, ops, 2, x, dbn, size);
 }
 
-/* The training calls' wire form: handle, stream, mode, ops, the doubles, twelve pointers/sizes; tensors as bulk. */
-static int bn_send(uint16_t op, struct dnn_handle *h, int mode, int ops, const double *values, int n_values,
-                   const void *const ptrs[12], const struct tensor *const *tensors, int n_tensors)
+/* The training calls: packed request, tensors as bulk. */
+static int bn_send(uint16_t op, const uint8_t *args, size_t args_len, const struct tensor *const *tensors,
+                   int n_tensors)
 {
-    uint8_t args[24 + 8 * 5 + 8 * 12];
     struct dnn_buffer b = {0};
     for (int i = 0; i < n_tensors; i++)
         put_tensor(&b, tensors[i]);
-    rgpu_put_u64(args, h->server), rgpu_put_u64(args + 8, rgpu_ext_stream(h->stream));
-    rgpu_put_u32(args + 16, (uint32_t)mode), rgpu_put_u32(args + 20, (uint32_t)ops);
-    memcpy(args + 24, values, sizeof *values * (size_t)n_values); /* little-endian IEEE doubles, as the wire is */
-    for (int i = 0; i < 12; i++)
-        rgpu_put_u64(args + 24 + 8 * n_values + 8 * i, (uintptr_t)ptrs[i]);
     int s = b.failed ? CUDNN_STATUS_ALLOC_FAILED
-                     : rgpu_dnn_status(rgpu_ext_defer(op, args, 24 + 8 * (size_t)n_values + 96, b.data, b.len));
+                     : rgpu_dnn_status(rgpu_ext_defer(op, args, args_len, b.data, b.len));
     free(b.data);
     return s;
 }
@@ -246,11 +243,19 @@ DNN_API int cudnnBatchNormalizationForwardTrainingEx(
         return s;
     if (!h || !alpha || !beta || !xd || !yd || !bnd || !xd->n || !yd->n || !bnd->n)
         return CUDNN_STATUS_BAD_PARAM;
-    double values[4] = {scalar(alpha, xd), scalar(beta, xd), factor, epsilon};
-    const void *ptrs[12] = {x, y, scale, bias, running_mean, running_var, save_mean, save_inv_var, workspace,
-                            (void *)(uintptr_t)workspace_size, reserve, (void *)(uintptr_t)reserve_size};
+    uint8_t args[RGPU_DNN_BN_TRAINING_REQ_SIZE];
+    rgpu_pack_dnn_bn_training(args, &(struct rgpu_dnn_bn_training_req){
+                                        .handle = h->server, .stream = rgpu_ext_stream(h->stream),
+                                        .mode = (uint32_t)mode, .ops = (uint32_t)ops, .alpha = scalar(alpha, xd),
+                                        .beta = scalar(beta, xd), .factor = factor, .epsilon = epsilon,
+                                        .x = (uintptr_t)x, .y = (uintptr_t)y, .scale = (uintptr_t)scale,
+                                        .bias = (uintptr_t)bias, .running_mean = (uintptr_t)running_mean,
+                                        .running_var = (uintptr_t)running_var, .saved_mean = (uintptr_t)save_mean,
+                                        .saved_inv_var = (uintptr_t)save_inv_var, .workspace = (uintptr_t)workspace,
+                                        .workspace_size = workspace_size, .reserve = (uintptr_t)reserve,
+                                        .reserve_size = reserve_size});
     const struct tensor *tensors[3] = {xd, yd, bnd};
-    return bn_send(RGPU_OP_DNN_BN_TRAINING, h, mode, ops, values, 4, ptrs, tensors, 3);
+    return bn_send(RGPU_OP_DNN_BN_TRAINING, args, sizeof args, tensors, 3);
 }
 
 DNN_API int cudnnBatchNormalizationForwardTraining(struct dnn_handle *h, int mode, const void *alpha,
@@ -280,12 +285,21 @@ DNN_API int cudnnBatchNormalizationBackwardEx(
     if (!h || !alpha_data || !beta_data || !alpha_param || !beta_param || !xd || !dyd || !dxd || !dbnd || !xd->n ||
         !dyd->n || !dxd->n || !dbnd->n)
         return CUDNN_STATUS_BAD_PARAM;
-    double values[5] = {scalar(alpha_data, xd), scalar(beta_data, xd), scalar(alpha_param, xd),
-                        scalar(beta_param, xd), epsilon};
-    const void *ptrs[12] = {x, dy, dx, scale, dscale, dbias, save_mean, save_inv_var, workspace,
-                            (void *)(uintptr_t)workspace_size, reserve, (void *)(uintptr_t)reserve_size};
+    uint8_t args[RGPU_DNN_BN_BACKWARD_REQ_SIZE];
+    rgpu_pack_dnn_bn_backward(args, &(struct rgpu_dnn_bn_backward_req){
+                                        .handle = h->server, .stream = rgpu_ext_stream(h->stream),
+                                        .mode = (uint32_t)mode, .ops = (uint32_t)ops,
+                                        .alpha_data = scalar(alpha_data, xd), .beta_data = scalar(beta_data, xd),
+                                        .alpha_params = scalar(alpha_param, xd),
+                                        .beta_params = scalar(beta_param, xd), .epsilon = epsilon,
+                                        .x = (uintptr_t)x, .dy = (uintptr_t)dy, .dx = (uintptr_t)dx,
+                                        .scale = (uintptr_t)scale, .dscale = (uintptr_t)dscale,
+                                        .dbias = (uintptr_t)dbias, .saved_mean = (uintptr_t)save_mean,
+                                        .saved_inv_var = (uintptr_t)save_inv_var, .workspace = (uintptr_t)workspace,
+                                        .workspace_size = workspace_size, .reserve = (uintptr_t)reserve,
+                                        .reserve_size = reserve_size});
     const struct tensor *tensors[4] = {xd, dyd, dxd, dbnd};
-    return bn_send(RGPU_OP_DNN_BN_BACKWARD, h, mode, ops, values, 5, ptrs, tensors, 4);
+    return bn_send(RGPU_OP_DNN_BN_BACKWARD, args, sizeof args, tensors, 4);
 }
 
 DNN_API int cudnnBatchNormalizationBackward(struct dnn_handle *h, int mode, const void *alpha_data,

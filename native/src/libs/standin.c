@@ -1,36 +1,25 @@
-/* Logging shared by the stand-ins built beside libcuda (libcudart, libcublas, libcublasLt, libcudnn), compiled
- * into each. */
+/* The stand-ins built beside libcuda (libcudart, libcublas, libcublasLt, libcudnn) log through rgpu_log.h, as
+ * libcuda does; this adds their one-time "not supported" line. */
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "standin.h"
 
-/* The most verbose level RGPU_LOG asks for (-1: nothing); warnings by default. */
-static int shown(void)
+void rgpu_standin_vlog(const char *lib, int level, const char *fmt, va_list ap)
 {
-    const char *level = getenv("RGPU_LOG");
-    if (!level)
-        return RGPU_STANDIN_WARN;
-    if (!strcmp(level, "error") || !strcmp(level, "off"))
-        return -1;
-    return !strcmp(level, "debug") ? RGPU_STANDIN_DEBUG : !strcmp(level, "info") ? RGPU_STANDIN_INFO : RGPU_STANDIN_WARN;
+    rgpu_vlog_from(lib, level, fmt, ap);
 }
 
-void rgpu_standin_vlog(const char *lib, int verbosity, const char *fmt, va_list ap)
+static void standin_log(const char *lib, int level, const char *fmt, ...)
 {
-    if (verbosity > shown())
-        return;
-    fprintf(stderr, "rgpu %s: %s", lib, verbosity == RGPU_STANDIN_DEBUG ? "debug: " : "");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    rgpu_vlog_from(lib, level, fmt, ap);
+    va_end(ap);
 }
 
 int rgpu_standin_unsupported(int *logged, const char *lib, const char *name, int status, const char *status_name)
 {
-    if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED) && shown() >= RGPU_STANDIN_WARN)
-        fprintf(stderr, "rgpu %s: %s is not supported by rgpu (returns %s)\n", lib, name, status_name);
+    if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
+        standin_log(lib, RGPU_LOG_WARN, "%s is not supported by rgpu (returns %s)", name, status_name);
     return status;
 }
-

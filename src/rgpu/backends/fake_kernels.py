@@ -106,3 +106,20 @@ def _spin(ex: KernelExec, ns):
         aliases=("illegal_write",))
 def _fault(ex: KernelExec, p):
     ex.view(p, 4)[:] = 0xFF
+
+
+def _words_back(ex: KernelExec, out, raw: bytes) -> None:
+    """out[i] = w[i] * 3 + i over a struct of u32 words passed by value (tests/cuda/big_params.cu)."""
+    words = np.frombuffer(raw, np.uint32)
+    k = ex.elements(len(words))
+    ex.array(out, k, np.uint32)[:] = words[:k] * np.uint32(3) + np.arange(k, dtype=np.uint32)
+
+
+@kernel("huge_params", "Q32756s", "out[i] = p.w[i] * 3 + i: 32764 parameter bytes, the driver's limit")
+def _huge_params(ex: KernelExec, out, p):
+    _words_back(ex, out, p)
+
+
+@kernel("over4k_params", "Q4100s", "out[i] = p.w[i] * 3 + i: 4108 parameter bytes, just above 4 KiB")
+def _over4k_params(ex: KernelExec, out, p):
+    _words_back(ex, out, p)

@@ -90,6 +90,13 @@ class Op:
     creates: str = ""
     names: tuple[str, ...] = ()
     doc: str = ""
+    # The reply bulk as an array of the reply's `count` items, each laid out as these fields (C gets an unpack
+    # that refuses a count above what the caller asked for, or a bulk length that is not exactly count items).
+    reply_items: tuple[Field, ...] = ()
+
+    @property
+    def item_size(self) -> int:
+        return sum(f.size for f in self.reply_items)
 
     def pack_request(self, *values) -> bytes:
         return self.request.pack(*values)
@@ -117,14 +124,16 @@ OPS: dict[int, Op] = {}
 BY_NAME: dict[str, Op] = {}
 
 def _op(code, name, request="", reply="", *, deferrable=False, context=True, request_bulk="", reply_bulk="",
-        creates="", names=(), doc=""):
+        creates="", names=(), doc="", items=""):
     req, rep = parse_fields(request), parse_fields(reply)
+    if items and "count" not in {f.name for f in rep}:
+        raise ValueError(f"{name}: reply items need a reply field named count")
     title = "".join(part.capitalize() for part in name.split("_"))
     op = Op(code, name, req, rep, struct.Struct("<" + "".join(f.code for f in req)),
             struct.Struct("<" + "".join(f.code for f in rep)),
             namedtuple(f"{title}Request", [f.name for f in req]), namedtuple(f"{title}Reply", [f.name for f in rep]),
             deferrable, context, request_bulk, reply_bulk,
-            creates, tuple(names.split()) if isinstance(names, str) else tuple(names), doc)
+            creates, tuple(names.split()) if isinstance(names, str) else tuple(names), doc, parse_fields(items))
     assert code not in OPS and name not in BY_NAME, (code, name)
     OPS[code] = op
     BY_NAME[name] = op
@@ -158,7 +167,7 @@ DEVICE_TOTAL_MEM = _op(0x0024, "DEVICE_TOTAL_MEM", "device:i32", "bytes:u64", co
                        doc="cuDeviceTotalMem")
 DEVICE_GET_UUID = _op(0x0025, "DEVICE_GET_UUID", "device:i32", "uuid:b16", context=False, doc="cuDeviceGetUuid")
 DEVICE_GET_ATTRIBUTES = _op(0x0026, "DEVICE_GET_ATTRIBUTES", "device:i32 count:u32", "count:u32", context=False,
-                            reply_bulk="count x i32, attributes 1..count (INT32_MIN: unsupported)",
+                            reply_bulk="count x i32, attributes 1..count (INT32_MIN: unsupported)", items="value:i32",
                             doc="all attributes in one call, for client-side caching")
 
 # Contexts (0x003x). Every context is the session's own (see "Sessions").
@@ -210,12 +219,13 @@ MODULE_LOAD_DATA = _op(0x0050, "MODULE_LOAD_DATA", "", "module:u64", request_bul
 MODULE_UNLOAD = _op(0x0051, "MODULE_UNLOAD", "module:u64", names="module:module", doc="cuModuleUnload")
 MODULE_GET_FUNCTION = _op(0x0052, "MODULE_GET_FUNCTION", "module:u64", "function:u64 count:u32",
                           request_bulk="name (UTF-8)", reply_bulk="count x (u32 offset, u32 size)",
-                          creates="function", names="module:module",
+                          items="offset:u32 size:u32", creates="function", names="module:module",
                           doc="cuModuleGetFunction -> function, parameter count (+ layout: saves a round trip)")
 MODULE_GET_GLOBAL = _op(0x0053, "MODULE_GET_GLOBAL", "module:u64", "dptr:u64 size:u64",
                         request_bulk="name (UTF-8)", names="module:module", doc="cuModuleGetGlobal -> dptr, size")
 FUNC_GET_PARAM_INFO = _op(0x0054, "FUNC_GET_PARAM_INFO", "function:u64", "count:u32",
-                          reply_bulk="count x (u32 offset, u32 size)", names="function:function",
+                          reply_bulk="count x (u32 offset, u32 size)", items="offset:u32 size:u32",
+                          names="function:function",
                           doc="parameter layout (cuFuncGetParamInfo)")
 LAUNCH_KERNEL = _op(0x0055, "LAUNCH_KERNEL",
                     "function:u64 grid_x:u32 grid_y:u32 grid_z:u32 block_x:u32 block_y:u32 block_z:u32 "
@@ -224,7 +234,7 @@ LAUNCH_KERNEL = _op(0x0055, "LAUNCH_KERNEL",
                     names="function:function stream:stream",
                     doc="cuLaunchKernel(f, grid xyz, block xyz, shmem, stream)")
 FUNC_GET_ATTRIBUTES = _op(0x0056, "FUNC_GET_ATTRIBUTES", "function:u64 count:u32", "count:u32",
-                          reply_bulk="count x i32, attributes 0..count-1 (INT32_MIN: unsupported)",
+                          reply_bulk="count x i32, attributes 0..count-1 (INT32_MIN: unsupported)", items="value:i32",
                           names="function:function",
                           doc="all cuFuncGetAttribute values in one call, for client-side caching")
 FUNC_SET_ATTRIBUTE = _op(0x0057, "FUNC_SET_ATTRIBUTE", "function:u64 attrib:u32 value:i32", deferrable=True,
@@ -288,7 +298,7 @@ BLAS_GEMM = _op(0x0092, "BLAS_GEMM",
                     "B..., C..., batch, compute type, algo, pointer mode, math mode, alpha, beta, workspace, size)")
 LT_HEURISTIC = _op(0x00A0, "LT_HEURISTIC", "requested:i32", "count:u32",
                    request_bulk="descriptors (matmul, layouts A-D, preference)",
-                   reply_bulk="count x cublasLtMatmulHeuristicResult_t (96 bytes)",
+                   reply_bulk="count x cublasLtMatmulHeuristicResult_t (96 bytes)", items="result:b96",
                    doc="cublasLtMatmulAlgoGetHeuristic(requested count)")
 LT_MATMUL = _op(0x00A1, "LT_MATMUL", "stream:u64 a:u64 b:u64 c:u64 d:u64 workspace:u64 workspace_size:u64 "
                 "alpha:b16 beta:b16", deferrable=True, request_bulk="descriptors (matmul, layouts A-D, algo)",

@@ -1,0 +1,89 @@
+/* The shim's one connection to rgpu-server, shared by the conn_*.c files (one concern each): its state, guarded
+ * by rgpu_conn.lock (one call on the wire at a time, from any thread), and their internal interface. Nothing here is
+ * exported; the shim's own interface is rgpu_shim.h.
+ *
+ * Configuration (environment): RGPU_SERVER=host:port (default 127.0.0.1:9713), RGPU_PSK_FILE=path,
+ * RGPU_BATCH=0 (send asynchronous calls one by one and wait for each), RGPU_SPIN_US=n (how long to poll for a
+ * reply before sleeping in recv; default 50, 0 = never poll), RGPU_LOG=level. */
+#ifndef RGPU_CONN_H
+#define RGPU_CONN_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crypto.h"
+#include "rgpu_shim.h"
+
+#define COPY_CHUNK (4u << 20)
+#define MIN_MAX_FRAME (64u << 10) /* a copy chunk plus headers; a server announcing less cannot be used */
+
+struct rgpu_conn {
+    pthread_mutex_t lock;
+    int state;        /* 0 not connected, 1 ready, -1 failed or lost */
+    CUresult failure; /* what every call returns once state is -1 */
+    int fd;
+    uint32_t next_id;
+    uint32_t max_frame;
+    uint16_t server_minor;
+    int batching;
+    uint8_t *batch;
+    size_t batch_len, batch_cap;
+    unsigned batch_calls;
+    int protect;
+    struct rgpu_aead tx, rx;
+    uint64_t server_ctx; /* the context the server currently runs our calls in */
+    uint8_t *scratch;
+    size_t scratch_cap;
+    char message[256]; /* last error message from the server */
+    uint64_t spin_ns;
+    /* Received bytes not yet consumed: a small reply arrives in one recv instead of one per field. */
+    size_t in_pos, in_len;
+    uint8_t in[16384];
+};
+extern struct rgpu_conn rgpu_conn;
+
+/* A frame to send: header, args, bulk (h.bulk_len bytes). */
+struct out_frame {
+    rgpu_header h;
+    const void *args;
+    size_t args_len;
+    const void *bulk;
+};
+
+/* conn_io.c: moving bytes. Each returns 0, or -1 with errno set (the caller decides whether the connection is
+ * lost). Plain: one writev, bulk never copied; protected: sealed records. */
+int conn_send_frames(struct out_frame *f, int n);
+/* Read one reply: its args land in `reply` (exactly reply_len bytes when status is 0), its bulk in `sink`. */
+int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_sink *sink);
+void conn_hang_up(void);          /* close; every later call fails with rgpu_conn.failure */
+void conn_lost(const char *what); /* conn_hang_up with a log line naming what failed */
+
+/* conn_batch.c: deferred calls queued into one BATCH frame. */
+int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
+int conn_take_batch(struct out_frame *f); /* the queue as one frame to send first, or 0 frames */
+void conn_batch_sent(void);
+
+/* conn_context.c: tell the server the calling thread's context before an operation that runs in it. */
+void conn_sync_context(uint16_t op);
+
+/* conn_calls.c */
+CUresult conn_call_locked(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
+                          void *reply, size_t reply_len, struct rgpu_sink *sink);
+CUresult conn_not_ready(void);
+
+/* conn_dial.c: a connected TCP socket to host:port (IPv6 as [addr]:port), or -1 with errno. */
+int conn_dial(const char *spec);
+
+/* conn_psk.c: the pre-shared key, and the PSK half of the handshake (proofs over the transcript, record keys). */
+int conn_load_psk(const char *path, uint8_t *key, size_t *key_len); /* 0, -1 unreadable, -2 too short */
+struct conn_hellos {
+    const uint8_t *client, *server; /* both HELLOs' args (RGPU_HELLO_REQ_SIZE bytes each) */
+    const uint8_t *client_agent, *server_agent;
+    size_t client_agent_len, server_agent_len;
+    const struct rgpu_hello_req *req;
+    const struct rgpu_hello_rep *rep;
+};
+CUresult conn_authenticate(const uint8_t *psk, size_t psk_len, const struct conn_hellos *hellos);
+
+#endif

@@ -1,0 +1,97 @@
+/* Deferred calls: queued as NO_REPLY frames and sent as one BATCH before the next synchronous call, or when
+ * the queue is full; large payloads go as their own frame. With RGPU_BATCH=0 each is a plain call. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+
+#define BATCH_MAX_CALLS 256
+#define BATCH_MAX_BYTES (1u << 20)
+#define INLINE_BULK_LIMIT (64u << 10) /* larger deferred payloads go as their own frame, not copied */
+
+int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len)
+{
+    size_t need = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len + bulk_len;
+    if (rgpu_conn.batch_len + need > rgpu_conn.batch_cap) {
+        size_t cap = rgpu_conn.batch_cap ? rgpu_conn.batch_cap : 64 * 1024;
+        while (cap < rgpu_conn.batch_len + need)
+            cap *= 2;
+        uint8_t *p = realloc(rgpu_conn.batch, cap);
+        if (!p)
+            return -1;
+        rgpu_conn.batch = p;
+        rgpu_conn.batch_cap = cap;
+    }
+    rgpu_header h = {op, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, (uint32_t)bulk_len};
+    uint8_t *p = rgpu_conn.batch + rgpu_conn.batch_len;
+    rgpu_pack_prefix_header(p, &h, args_len);
+    if (args_len) /* args may be NULL when empty, and memcpy's pointers may not */
+        memcpy(p + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, args, args_len);
+    if (bulk_len)
+        memcpy(p + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len, bulk, bulk_len);
+    rgpu_conn.batch_len += need;
+    rgpu_conn.batch_calls++;
+    return 0;
+}
+
+/* The queued calls as one BATCH frame (to send before anything else), or 0 frames. */
+int conn_take_batch(struct out_frame *f)
+{
+    if (!rgpu_conn.batch_calls)
+        return 0;
+    rgpu_header h = {RGPU_OP_BATCH, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, (uint32_t)rgpu_conn.batch_len};
+    *f = (struct out_frame){h, NULL, 0, rgpu_conn.batch};
+    return 1;
+}
+
+void conn_batch_sent(void)
+{
+    rgpu_conn.batch_len = 0;
+    rgpu_conn.batch_calls = 0;
+}
+
+static CUresult flush_locked(void)
+{
+    struct out_frame f[1];
+    if (!conn_take_batch(f))
+        return CUDA_SUCCESS;
+    if (conn_send_frames(f, 1)) {
+        conn_lost("send");
+        return rgpu_conn.failure;
+    }
+    conn_batch_sent();
+    return CUDA_SUCCESS;
+}
+
+CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    CUresult r;
+    if (rgpu_conn.state != 1) {
+        r = conn_not_ready();
+    } else if (!rgpu_conn.batching) {
+        r = conn_call_locked(op, args, args_len, bulk, bulk_len, NULL, 0, NULL);
+    } else {
+        conn_sync_context(op);
+        r = CUDA_SUCCESS;
+        if (bulk_len > INLINE_BULK_LIMIT) {
+            /* Big payload: send the queue, then this call as its own NO_REPLY frame (no copy into the batch). */
+            struct out_frame f[2];
+            int n = conn_take_batch(f);
+            f[n] = (struct out_frame){{op, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, (uint32_t)bulk_len}, args,
+                                      args_len, bulk};
+            if (conn_send_frames(f, n + 1)) {
+                conn_lost("send");
+                r = rgpu_conn.failure;
+            } else {
+                conn_batch_sent();
+            }
+        } else if (conn_batch_append(op, args, args_len, bulk, bulk_len)) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else if (rgpu_conn.batch_calls >= BATCH_MAX_CALLS || rgpu_conn.batch_len >= BATCH_MAX_BYTES) {
+            r = flush_locked();
+        }
+    }
+    pthread_mutex_unlock(&rgpu_conn.lock);
+    return r;
+}

@@ -1,0 +1,182 @@
+/* Synchronous calls: request out (after any queued deferred calls), reply in, checked to be the one asked
+ * for; pipelined calls of one opcode; replies that do not fit the request close the connection. Also the
+ * private interface of rgpu's other stand-ins (libcublas, libcublasLt, libcudnn): the same one connection. */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "conn.h"
+
+struct rgpu_conn rgpu_conn = {.lock = PTHREAD_MUTEX_INITIALIZER, .failure = CUDA_SUCCESS, .fd = -1, .next_id = 1,
+                              .max_frame = 64u << 20, .server_minor = 1};
+
+static CUresult status_to_result(uint32_t status)
+{
+    if (status >= RGPU_STATUS_BASE) {
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server: status 0x%x: %s", status, rgpu_conn.message);
+        return CUDA_ERROR_UNKNOWN;
+    }
+    return (CUresult)status;
+}
+
+/* Read the reply to request `id` of opcode `op`. Returns 0 and sets *result (the call's outcome, or an earlier
+ * deferred call's failure), or -1 when the connection is lost or out of step (then *result is rgpu_conn.failure). */
+static int take_reply(uint16_t op, uint32_t id, void *reply, size_t reply_len, struct rgpu_sink *sink,
+                      CUresult *result)
+{
+    rgpu_header h;
+    rgpu_conn.message[0] = 0;
+    if (conn_recv_reply(&h, reply, reply_len, sink)) {
+        conn_lost("receive");
+        *result = rgpu_conn.failure;
+        return -1;
+    }
+    if (h.opcode == RGPU_OP_PROTOCOL_ERROR) {
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server closed the session: %s", rgpu_conn.message);
+        errno = ECONNRESET;
+        conn_lost("protocol error");
+        *result = rgpu_conn.failure;
+        return -1;
+    }
+    if (h.request_id != id || h.opcode != op) {
+        errno = EPROTO;
+        conn_lost("reply out of step");
+        *result = rgpu_conn.failure;
+        return -1;
+    }
+    if (h.deferred_status) {
+        rgpu_log(RGPU_LOG_INFO, "an earlier asynchronous call failed with %u; reported now", h.deferred_status);
+        *result = status_to_result(h.deferred_status);
+        return 0;
+    }
+    if (h.status && h.status != CUDA_ERROR_NOT_READY)
+        rgpu_log(RGPU_LOG_DEBUG, "opcode 0x%04x failed with %u: %s", op, h.status, rgpu_conn.message);
+    *result = status_to_result(h.status);
+    return 0;
+}
+
+/* Send request `op` (after any queued deferred calls, in the same write); its id goes to *id. */
+static int send_request(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
+                        uint32_t *id)
+{
+    struct out_frame f[2];
+    conn_sync_context(op);
+    int n = conn_take_batch(f);
+    *id = rgpu_conn.next_id++;
+    f[n] = (struct out_frame){{op, 0, *id, 0, 0, (uint32_t)bulk_len}, args, args_len, bulk};
+    if (conn_send_frames(f, n + 1)) {
+        conn_lost("send");
+        return -1;
+    }
+    conn_batch_sent();
+    return 0;
+}
+
+CUresult conn_call_locked(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
+                            void *reply, size_t reply_len, struct rgpu_sink *sink)
+{
+    uint32_t id;
+    CUresult r;
+    if (send_request(op, args, args_len, bulk, bulk_len, &id))
+        return rgpu_conn.failure;
+    take_reply(op, id, reply, reply_len, sink, &r);
+    return r;
+}
+
+CUresult conn_not_ready(void)
+{
+    return rgpu_conn.state == 0 ? CUDA_ERROR_NOT_INITIALIZED : rgpu_conn.failure;
+}
+
+CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len, void *reply,
+                   size_t reply_len, struct rgpu_sink *sink)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    CUresult r = rgpu_conn.state == 1 ? conn_call_locked(op, args, args_len, bulk, bulk_len, reply, reply_len, sink)
+                                      : conn_not_ready();
+    pthread_mutex_unlock(&rgpu_conn.lock);
+    return r;
+}
+
+CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, size_t args_len,
+                             struct rgpu_sink *sinks, unsigned window)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    if (rgpu_conn.state != 1) {
+        CUresult r = conn_not_ready();
+        pthread_mutex_unlock(&rgpu_conn.lock);
+        return r;
+    }
+    CUresult first = CUDA_SUCCESS;
+    uint32_t ids[RGPU_MAX_WINDOW];
+    size_t sent = 0, taken = 0, to_send = count;
+    window = window < 1 ? 1 : window > RGPU_MAX_WINDOW ? RGPU_MAX_WINDOW : window;
+    while (taken < to_send) {
+        while (sent < to_send && sent - taken < window) {
+            if (send_request(op, args + sent * args_len, args_len, NULL, 0, &ids[sent % window])) {
+                pthread_mutex_unlock(&rgpu_conn.lock);
+                return rgpu_conn.failure;
+            }
+            sent++;
+        }
+        CUresult r;
+        if (take_reply(op, ids[taken % window], NULL, 0, &sinks[taken], &r)) {
+            pthread_mutex_unlock(&rgpu_conn.lock);
+            return r;
+        }
+        taken++;
+        if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) {
+            first = r;
+            to_send = sent; /* send no more; the replies already on their way keep the connection in step */
+        }
+    }
+    pthread_mutex_unlock(&rgpu_conn.lock);
+    return first;
+}
+
+CUresult rgpu_ready(void)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    CUresult r = rgpu_conn.state == 1 ? CUDA_SUCCESS : conn_not_ready();
+    pthread_mutex_unlock(&rgpu_conn.lock);
+    return r;
+}
+
+CUresult rgpu_bad_reply(uint16_t op, const char *what)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    if (rgpu_conn.state == 1) {
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server's reply to opcode 0x%04x is inconsistent (%s); closing the "
+                                 "connection, further CUDA calls fail", op, what);
+        conn_hang_up();
+    }
+    CUresult r = rgpu_conn.state == 0 ? CUDA_ERROR_NOT_INITIALIZED : rgpu_conn.failure;
+    pthread_mutex_unlock(&rgpu_conn.lock);
+    return r;
+}
+
+__attribute__((visibility("default"))) CUresult rgpu_ext_call(uint16_t op, const void *args, size_t args_len,
+                                                              const void *bulk, size_t bulk_len, void *reply,
+                                                              size_t reply_len, void *out, size_t out_cap,
+                                                              size_t *out_len)
+{
+    struct rgpu_sink sink = {out, out_cap, 0};
+    CUresult r = rgpu_call(op, args, args_len, bulk, bulk_len, reply, reply_len, out ? &sink : NULL);
+    if (out_len)
+        *out_len = sink.len;
+    return r;
+}
+
+__attribute__((visibility("default"))) CUresult rgpu_ext_defer(uint16_t op, const void *args, size_t args_len,
+                                                               const void *bulk, size_t bulk_len)
+{
+    return rgpu_defer(op, args, args_len, bulk, bulk_len);
+}
+
+__attribute__((visibility("default"))) int rgpu_ext_bad_reply(uint16_t op, const char *what)
+{
+    return rgpu_bad_reply(op, what);
+}
+
+__attribute__((visibility("default"))) uint64_t rgpu_ext_stream(void *stream) { return rgpu_stream_handle(stream); }
+

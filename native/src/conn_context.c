@@ -1,0 +1,49 @@
+/* Contexts: the calling thread's current one (thread-local), the one the server runs our calls in, and
+ * the small answers read off the connection's state. */
+#include <pthread.h>
+
+#include "conn.h"
+
+static __thread uint64_t t_ctx;
+
+uint64_t rgpu_thread_ctx(void) { return t_ctx; }
+void rgpu_set_thread_ctx(uint64_t ctx) { t_ctx = ctx; }
+
+void rgpu_note_server_ctx(uint64_t ctx)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    rgpu_conn.server_ctx = ctx;
+    pthread_mutex_unlock(&rgpu_conn.lock);
+}
+
+void rgpu_forget_server_ctx(uint64_t ctx)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    if (rgpu_conn.server_ctx == ctx)
+        rgpu_conn.server_ctx = 0;
+    pthread_mutex_unlock(&rgpu_conn.lock);
+}
+
+uint16_t rgpu_server_minor(void) { return rgpu_conn.server_minor; }
+
+uint64_t rgpu_stream_handle(CUstream s)
+{
+    uintptr_t v = (uintptr_t)s;
+    return (v == (uintptr_t)CU_STREAM_LEGACY || v == (uintptr_t)CU_STREAM_PER_THREAD) ? 0 : (uint64_t)v;
+}
+
+uint32_t rgpu_max_chunk(void)
+{
+    uint32_t limit = rgpu_conn.max_frame > 8192 ? rgpu_conn.max_frame - 4096 : 4096;
+    return limit < COPY_CHUNK ? limit : COPY_CHUNK;
+}
+
+void conn_sync_context(uint16_t op)
+{
+    if (rgpu_op_in_context(op) && t_ctx != rgpu_conn.server_ctx) {
+        uint8_t a[RGPU_CTX_SET_CURRENT_REQ_SIZE];
+        rgpu_pack_ctx_set_current(a, &(struct rgpu_ctx_set_current_req){.ctx = t_ctx});
+        if (conn_batch_append(RGPU_OP_CTX_SET_CURRENT, a, sizeof a, NULL, 0) == 0)
+            rgpu_conn.server_ctx = t_ctx;
+    }
+}

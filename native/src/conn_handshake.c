@@ -1,0 +1,123 @@
+/* Connecting once per process: dial, HELLO (versions, features, the frame limit), PSK authentication. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+
+#define DEFAULT_SPIN_US 50
+
+/* HELLO, then (with a key) AUTH. */
+static CUresult hello(const uint8_t *psk, size_t psk_len)
+{
+    static const char agent[] = "rgpu-libcuda/0.1";
+    struct rgpu_hello_req req = {.major = RGPU_PROTO_MAJOR, .minor = RGPU_PROTO_MINOR, .features = RGPU_FEATURES,
+                                 .ciphers = psk_len ? RGPU_CIPHER_AES_256_GCM | RGPU_CIPHER_CHACHA20_POLY1305 : 0,
+                                 .flags = psk_len ? RGPU_HELLO_FLAG_PSK : 0};
+    memcpy(req.magic, RGPU_HELLO_MAGIC, sizeof req.magic);
+    if (getrandom(req.nonce, sizeof req.nonce, 0) != sizeof req.nonce)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    uint8_t hello[RGPU_HELLO_REQ_SIZE];
+    rgpu_pack_hello(hello, &req);
+    struct out_frame f = {{RGPU_OP_HELLO, 0, rgpu_conn.next_id++, 0, 0, sizeof agent - 1}, hello, sizeof hello, agent};
+    uint8_t sh[RGPU_HELLO_REP_SIZE], sagent[256];
+    struct rgpu_sink sink = {sagent, sizeof sagent, 0};
+    rgpu_header h;
+    if (conn_send_frames(&f, 1) || conn_recv_reply(&h, sh, sizeof sh, &sink))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (h.status) {
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server refused the session (status 0x%x): %s", h.status, rgpu_conn.message);
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    struct rgpu_hello_rep rep;
+    if (rgpu_unpack_hello(sh, sizeof sh, &rep) || memcmp(rep.magic, RGPU_HELLO_MAGIC, sizeof rep.magic) ||
+        rep.major != RGPU_PROTO_MAJOR) {
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server speaks protocol %u.x, this library %d.%d", rep.major, RGPU_PROTO_MAJOR,
+                 RGPU_PROTO_MINOR);
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (rep.max_frame < MIN_MAX_FRAME) {
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server announces a frame limit of %u bytes, below the %u this library needs",
+                 rep.max_frame, MIN_MAX_FRAME);
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    /* The limit sizes what this side reads and allocates before it can check anything: never above its own. */
+    rgpu_conn.max_frame = rep.max_frame < RGPU_DEFAULT_MAX_RECORD ? rep.max_frame : RGPU_DEFAULT_MAX_RECORD;
+    rgpu_conn.server_minor = rep.minor;
+    if (rgpu_conn.server_minor < RGPU_PROTO_MINOR)
+        rgpu_log(RGPU_LOG_WARN, "rgpu-server speaks protocol 1.%u, this library 1.%d: newer calls will fail with "
+                                "CUDA_ERROR_NOT_SUPPORTED; upgrade the server",
+                 rgpu_conn.server_minor, RGPU_PROTO_MINOR);
+    int server_auth = (rep.flags & RGPU_HELLO_FLAG_PSK) != 0;
+    if (server_auth && !psk_len) {
+        rgpu_log(RGPU_LOG_ERROR, "authentication failed: the server requires a pre-shared key (set RGPU_PSK_FILE)");
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (psk_len && !server_auth) {
+        rgpu_log(RGPU_LOG_ERROR, "authentication failed: the server did not ask for the pre-shared key; refusing "
+                                 "to talk to it in clear");
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (!psk_len)
+        return CUDA_SUCCESS;
+    struct conn_hellos hellos = {hello, sh, (const uint8_t *)agent, sagent, sizeof agent - 1, sink.len, &req, &rep};
+    return conn_authenticate(psk, psk_len, &hellos);
+}
+
+static CUresult handshake(void)
+{
+    uint8_t psk[1024];
+    size_t psk_len = 0;
+    const char *psk_file = getenv("RGPU_PSK_FILE");
+    int rc = psk_file && *psk_file ? conn_load_psk(psk_file, psk, &psk_len) : 0;
+    CUresult r = CUDA_ERROR_NOT_INITIALIZED;
+    if (rc)
+        rgpu_log(RGPU_LOG_ERROR, rc == -2 ? "PSK in %s is shorter than 32 bytes" : "cannot read PSK file %s",
+                 psk_file);
+    else if (!psk_len || !rgpu_crypto_load())
+        r = hello(psk, psk_len);
+    memset(psk, 0, sizeof psk); /* on every path: the key stays in its file, not in a dead stack frame */
+    return r;
+}
+
+CUresult rgpu_connect(void)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    if (rgpu_conn.state == 0) {
+        const char *server = getenv("RGPU_SERVER");
+        const char *batch = getenv("RGPU_BATCH");
+        rgpu_conn.batching = !(batch && !strcmp(batch, "0"));
+        const char *spin = getenv("RGPU_SPIN_US");
+        rgpu_conn.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
+        rgpu_conn.fd = conn_dial(server);
+        if (rgpu_conn.fd < 0) {
+            rgpu_log(RGPU_LOG_ERROR, "cannot reach rgpu-server at %s: %s",
+                     server && *server ? server : "127.0.0.1:9713",
+                     strerror(errno));
+            rgpu_conn.state = -1;
+            rgpu_conn.failure = CUDA_ERROR_NO_DEVICE;
+        } else {
+            struct timeval tv = {30, 0}, none = {0, 0};
+            setsockopt(rgpu_conn.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); /* a silent peer must not hang cuInit */
+            CUresult r = handshake();
+            setsockopt(rgpu_conn.fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+            if (r == CUDA_SUCCESS) {
+                rgpu_conn.state = 1;
+                rgpu_log(RGPU_LOG_INFO, "connected to rgpu-server%s",
+                         rgpu_conn.protect ? " (PSK authenticated, encrypted)" : "");
+            } else {
+                close(rgpu_conn.fd);
+                rgpu_conn.fd = -1;
+                rgpu_conn.state = -1;
+                rgpu_conn.failure = r;
+            }
+        }
+    }
+    CUresult r = rgpu_conn.state == 1 ? CUDA_SUCCESS : rgpu_conn.failure;
+    pthread_mutex_unlock(&rgpu_conn.lock);
+    return r;
+}

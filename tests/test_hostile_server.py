@@ -1,0 +1,355 @@
+"""A hostile server against the C stand-ins: a proxy between a program and a real server (fake backend) rewrites
+one kind of reply -- results of the wrong size, bulk lengths past the record, parameter layouts that overlap,
+wrap or exceed the driver's limit, counts above what was asked for, copies shorter or longer than asked, a frame
+limit of 0 or 0xFFFFFFFF. Each must end in a clean error to the program (and, for an inconsistent reply, a
+closed connection), never a crash or an out-of-bounds access.
+
+The stand-ins are built with AddressSanitizer and UndefinedBehaviorSanitizer where the compiler has them (the
+programs too, so the sanitizer runtime comes first); any sanitizer report fails the test. Also here: kernel
+parameters up to the driver's limit through the driver API, and one byte more refused."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import socket
+import struct
+import subprocess
+import threading
+
+import pytest
+
+from rgpu import shims
+from rgpu.cli import local_server
+from rgpu.protocol import ops
+from rgpu.protocol.frames import HEADER, Frame, frame_bytes, parse_frame
+
+REPO = pathlib.Path(__file__).parents[1]
+PTX = REPO / "src" / "rgpu" / "kernels" / "demo.ptx"
+PROGRAMS = REPO / "tests" / "cuda"
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
+SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=0:exitcode=99", "UBSAN_OPTIONS": "print_stacktrace=1:exitcode=98"}
+
+HUGE_PTX = b"""
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry huge_params(.param .u64 out, .param .align 4 .b8 p[32756])
+{
+    ret;
+}
+"""
+
+
+def _sanitizers_work(tmp: pathlib.Path) -> bool:
+    src = tmp / "probe.c"
+    src.write_text("int main(void) { return 0; }\n")
+    probe = subprocess.run(["gcc", *SANITIZE, str(src), "-o", str(tmp / "probe")], capture_output=True)
+    return probe.returncode == 0 and subprocess.run([str(tmp / "probe")], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory):
+    """(shim dir, compiler command, sanitized): the stand-ins built with ASan+UBSan if the compiler can."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    if _sanitizers_work(tmp):
+        cc = tmp / "gcc-sanitized"  # shims.build takes one compiler word: a wrapper adds the flags
+        cc.write_text(f"#!/bin/sh\nexec gcc {' '.join(SANITIZE)} \"$@\"\n")
+        cc.chmod(0o755)
+        sanitized = True
+    else:
+        cc, sanitized = pathlib.Path(shutil.which("gcc")), False
+    out = tmp / "shims"
+    shims.build(out, cc=str(cc))
+    shims.build_examples(out, cc=str(cc))
+    return out, str(cc), sanitized
+
+
+def _build(stand_ins, name: str, source: pathlib.Path, *libs: str) -> pathlib.Path:
+    out, cc, _ = stand_ins
+    exe = out.parent / name
+    subprocess.run([cc, "-O1", "-g", "-Wall", "-Wno-deprecated-declarations", f"-I{shims.cuda_include(13)}",
+                    f"-I{REPO / 'native' / 'gen'}", "-o", str(exe), str(source), f"-L{out}", *libs, "-lm",
+                    f"-Wl,-rpath-link,{out}"], check=True)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def programs(stand_ins):
+    return {"reply_checks": _build(stand_ins, "reply_checks", REPO / "native" / "tests" / "reply_checks.c",
+                                   "-l:libcuda.so.1"),
+            "blas_check": _build(stand_ins, "blas_check", PROGRAMS / "blas_check.c", "-l:libcudart.so.13",
+                                 "-l:libcublas.so.13", "-l:libcublasLt.so.13"),
+            "dnn_check": _build(stand_ins, "dnn_check", PROGRAMS / "dnn_check.c", "-l:libcudart.so.13",
+                                "-l:libcudnn.so.9")}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        yield address
+
+
+def _run(stand_ins, exe, *args, server: str, env=None):
+    out, _, _ = stand_ins
+    e = shims.environment(out)
+    e.pop("LD_PRELOAD")  # the sanitizer runtime must be the first library loaded: the program links the stand-ins
+    e.update(SANITIZER_ENV, RGPU_SERVER=server, **(env or {}))
+    return subprocess.run([str(exe), *map(str, args)], env=e, capture_output=True, text=True, timeout=120)
+
+
+def _no_sanitizer_report(proc):
+    text = proc.stdout + proc.stderr
+    assert "AddressSanitizer" not in text and "runtime error" not in text, text
+    assert proc.returncode >= 0 and proc.returncode not in (98, 99), text
+
+
+# -- the proxy ----------------------------------------------------------------------------------------------------
+class CorruptingProxy:
+    """Forwards each connection to `upstream`; the first reply of opcode `opcode` goes to `corrupt(frame)`, which
+    returns the bytes the client gets instead (a whole record: prefix, header, args, bulk -- or anything)."""
+
+    def __init__(self, upstream: str, opcode: int, corrupt):
+        self.upstream, self.opcode, self.corrupt = upstream, opcode, corrupt
+        self.corrupted = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            host, port = self.upstream.rsplit(":", 1)
+            upstream = socket.create_connection((host, int(port)))
+            threading.Thread(target=self._up, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._down, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _up(client, upstream):
+        try:
+            while data := client.recv(1 << 16):
+                upstream.sendall(data)
+        except OSError:
+            pass
+        finally:
+            upstream.close()
+
+    @staticmethod
+    def _exactly(sock, n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise OSError("closed")
+            data += chunk
+        return data
+
+    def _down(self, upstream, client):
+        try:
+            while True:
+                prefix = self._exactly(upstream, 4)
+                body = self._exactly(upstream, int.from_bytes(prefix, "little"))
+                frame = parse_frame(body)
+                if frame.opcode == self.opcode and not self.corrupted.is_set():
+                    self.corrupted.set()
+                    client.sendall(self.corrupt(frame))
+                else:
+                    client.sendall(prefix + body)
+        except OSError:
+            pass
+        finally:
+            client.close()
+
+    def close(self):
+        self.listener.close()
+
+
+def _with(frame: Frame, **changes) -> bytes:
+    fields = dict(opcode=frame.opcode, request_id=frame.request_id, flags=frame.flags, status=frame.status,
+                  deferred_status=frame.deferred_status, args=bytes(frame.args), bulk=bytes(frame.bulk))
+    fields.update(changes)
+    return frame_bytes(Frame(**fields))
+
+
+def _layout(count: int, entries) -> callable:
+    def corrupt(frame):
+        reply = ops.MODULE_GET_FUNCTION.decode_reply(frame.args)
+        args = ops.MODULE_GET_FUNCTION.pack_reply(reply.function, count)
+        return _with(frame, args=args, bulk=b"".join(struct.pack("<II", *e) for e in entries))
+    return corrupt
+
+
+def _items(op, count: int, nbytes: int) -> callable:
+    def corrupt(frame):
+        fields = op.decode_reply(frame.args)._replace(count=count)
+        return _with(frame, args=op.pack_reply(*fields), bulk=bytes(nbytes))
+    return corrupt
+
+
+def _hello(max_frame: int) -> callable:
+    def corrupt(frame):
+        fields = ops.HELLO.decode_reply(frame.args)._replace(max_frame=max_frame)
+        return _with(frame, args=ops.HELLO.pack_reply(*fields))
+    return corrupt
+
+
+def _raw_record(frame) -> bytes:
+    """A header whose bulk length runs past the record."""
+    head = HEADER.pack(frame.opcode, 1, frame.request_id, 0, 0, 1 << 30)
+    return struct.pack("<I", len(head) + len(frame.args)) + head + bytes(frame.args)
+
+
+REPLY_CASES = {
+    # name: (opcode, corruption, what the program sees)
+    "result of the wrong size": (ops.MEM_ALLOC.code, lambda f: _with(f, args=bytes(4)), "lost"),
+    "bulk length past the record": (ops.MEM_ALLOC.code, _raw_record, "lost"),
+    "record length of 4 GiB": (ops.MEM_ALLOC.code, lambda f: struct.pack("<I", 0xFFFFFFF0) + bytes(64), "lost"),
+    "overlapping parameter layout": (ops.MODULE_GET_FUNCTION.code,
+                                     _layout(4, [(0, 4000), (8, 8), (16, 8), (24, 4)]), "inconsistent"),
+    "parameter layout wrapping u32": (ops.MODULE_GET_FUNCTION.code,
+                                      _layout(4, [(0, 8), (8, 8), (16, 8), (0xFFFFFFF0, 0x14)]), "inconsistent"),
+    "parameter layout past the limit": (ops.MODULE_GET_FUNCTION.code,
+                                        _layout(2, [(0, 8), (8, 40000)]), "inconsistent"),
+    "parameter count above the layout sent": (ops.MODULE_GET_FUNCTION.code,
+                                              _layout(4, [(0, 8), (8, 8)]), "inconsistent"),
+    "huge parameter count": (ops.MODULE_GET_FUNCTION.code, _layout(0x7FFFFFFF, [(0, 8)]), "inconsistent"),
+    "device attributes above the count asked": (ops.DEVICE_GET_ATTRIBUTES.code,
+                                                _items(ops.DEVICE_GET_ATTRIBUTES, 300, 1200), "inconsistent"),
+    "device attribute bytes not the count": (ops.DEVICE_GET_ATTRIBUTES.code,
+                                             _items(ops.DEVICE_GET_ATTRIBUTES, 256, 10), "inconsistent"),
+    "function attributes above the count asked": (ops.FUNC_GET_ATTRIBUTES.code,
+                                                  _items(ops.FUNC_GET_ATTRIBUTES, 17, 68), "inconsistent"),
+    "copy shorter than asked": (ops.MEMCPY_DTOH.code, lambda f: _with(f, bulk=bytes(f.bulk)[: len(f.bulk) // 2]),
+                                "inconsistent"),
+    "copy longer than asked": (ops.MEMCPY_DTOH.code, lambda f: _with(f, bulk=bytes(f.bulk) * 2), "inconsistent"),
+    "frame limit of 0": (ops.HELLO.code, _hello(0), "frame limit"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REPLY_CASES))
+def test_malformed_reply_is_a_clean_error(stand_ins, programs, server, case):
+    opcode, corrupt, expected = REPLY_CASES[case]
+    proxy = CorruptingProxy(server, opcode, corrupt)
+    try:
+        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=proxy.address)
+    finally:
+        proxy.close()
+    assert proxy.corrupted.is_set(), f"the program never received a {case} reply"
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # a CUDA error, reported to the program
+    message = {"lost": "connection to rgpu-server lost", "inconsistent": "is inconsistent",
+               "frame limit": "frame limit of 0 bytes"}[expected]
+    assert message in proc.stderr, proc.stderr
+
+
+def test_frame_limit_of_4_gib_is_clamped(stand_ins, programs, server):
+    """max_frame 0xFFFFFFFF: the client keeps its own ceiling, works normally, and still refuses a record
+    beyond that ceiling before allocating for it."""
+    proxy = CorruptingProxy(server, ops.HELLO.code, _hello(0xFFFFFFFF))
+    try:
+        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=proxy.address)
+    finally:
+        proxy.close()
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 0 and "reply_checks OK" in proc.stdout, proc.stdout + proc.stderr
+
+    # 0xFFFFFFFF announced, then a 2 GiB record: refused by its length alone.
+    proxy = CorruptingProxy(server, ops.HELLO.code, _hello(0xFFFFFFFF))
+    big = CorruptingProxy(proxy.address, ops.MEM_ALLOC.code, lambda f: struct.pack("<I", 0x80000000) + bytes(64))
+    try:
+        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=big.address)
+    finally:
+        big.close()
+        proxy.close()
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 3 and "connection to rgpu-server lost" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_heuristic_count_above_the_request(stand_ins, programs, server):
+    proxy = CorruptingProxy(server, ops.LT_HEURISTIC.code, _items(ops.LT_HEURISTIC, 10, 960))
+    try:
+        proc = _run(stand_ins, programs["blas_check"], server=proxy.address)
+    finally:
+        proxy.close()
+    assert proxy.corrupted.is_set()
+    _no_sanitizer_report(proc)
+    assert proc.returncode != 0 and "reply to opcode 0x00a0 is inconsistent" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_cudnn_getter_bulk_over_the_requested_elements(stand_ins, programs, server):
+    def more(frame):
+        return _with(frame, bulk=bytes(frame.bulk) + bytes(4096))
+
+    proxy = CorruptingProxy(server, ops.DNN_GET_ATTRIBUTE.code, more)
+    try:
+        proc = _run(stand_ins, programs["dnn_check"], server=proxy.address)
+    finally:
+        proxy.close()
+    assert proxy.corrupted.is_set()
+    _no_sanitizer_report(proc)
+    assert proc.returncode != 0 and "reply to opcode 0x00b3 is inconsistent" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_well_behaved_server_through_the_proxy_and_sanitizers(stand_ins, programs, server):
+    """The baseline: nothing corrupted (an opcode never sent), every program passes under the sanitizers."""
+    proxy = CorruptingProxy(server, 0xFFFF, None)
+    try:
+        for name, args in (("reply_checks", (PTX, "vadd")), ("blas_check", ()), ("dnn_check", ())):
+            proc = _run(stand_ins, programs[name], *args, server=proxy.address)
+            _no_sanitizer_report(proc)
+            assert proc.returncode == 0, name + proc.stdout + proc.stderr
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("layout_known", [True, False])
+def test_kernel_parameters_up_to_the_drivers_limit(stand_ins, programs, tmp_path, monkeypatch, layout_known):
+    """32764 bytes of parameters reach the kernel intact (the fake's huge_params gives every word back). Without
+    a layout from the server a packed buffer is all there is: 32765 bytes of it are CUDA_ERROR_INVALID_VALUE with
+    one log line, at the default log level. With a layout, only the layout's bytes of a larger buffer are sent."""
+    ptx = tmp_path / "huge.ptx"
+    ptx.write_bytes(HUGE_PTX)
+    if not layout_known:
+        monkeypatch.setenv("RGPU_FAKE_NO_PARAM_INFO", "1")  # the server's driver "predates" cuFuncGetParamInfo
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        proc = _run(stand_ins, programs["reply_checks"], ptx, "huge_params", "limit", server=address)
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 0 and "reply_checks OK" in proc.stdout, proc.stdout + proc.stderr
+    assert ("8+32756 parameter bytes intact" in proc.stdout) == layout_known
+    assert f"packed 32764 -> 0, 32765 -> {0 if layout_known else 1}, sync 0" in proc.stdout
+    refusal = "32765 bytes of kernel parameters exceed the driver's limit of 32764"
+    assert proc.stderr.count(refusal) == (0 if layout_known else 1), proc.stderr
+
+
+def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path):
+    """The native examples on the sanitized stand-ins against a well-behaved server, in clear and with record
+    protection (the AEAD and handshake paths)."""
+    out = stand_ins[0]
+    key = tmp_path / "key"
+    key.write_text(bytes(range(32)).hex())
+    for psk in (False, True):
+        with local_server("fake", ["--log-level", "warning", *(["--psk-file", str(key)] if psk else [])]) as address:
+            env = {"RGPU_PSK_FILE": str(key)} if psk else {}
+            for program, args, expected in (("rpc_smoke", (), "pipelined round trip of 9437189 bytes OK"),
+                                            ("vecadd", (PTX, 100_000), "OK (0 wrong)")):
+                proc = _run(stand_ins, out / program, *args, server=address, env=env)
+                _no_sanitizer_report(proc)
+                assert proc.returncode == 0 and expected in proc.stdout, (program, psk, proc.stdout + proc.stderr)
+
+
+def test_reply_decoders_under_random_input(stand_ins):
+    """native/tests/fuzz_replies.c without libFuzzer: the reply-array decoders and the layout check either
+    refuse or stay within the capacity they are given (under the sanitizers where available)."""
+    out, cc, _ = stand_ins
+    exe = out.parent / "fuzz_replies"
+    subprocess.run([cc, "-O1", "-g", "-Wall", "-DRGPU_FUZZ_MAIN", f"-I{REPO / 'native' / 'src'}",
+                    f"-I{REPO / 'native' / 'gen'}", str(REPO / "native" / "tests" / "fuzz_replies.c"), "-o", str(exe)],
+                   check=True)
+    proc = subprocess.run([str(exe), "100000"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **SANITIZER_ENV})
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 0 and "100000 inputs, no failure" in proc.stdout, proc.stdout + proc.stderr
