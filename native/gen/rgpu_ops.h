@@ -2197,6 +2197,346 @@ static inline int rgpu_unpack_dnn_bn_backward_req(const uint8_t *in, size_t len,
     return 0;
 }
 
+/* MEM_GET_GRANULARITY: cuMemGetAllocationGranularity(device, option: 0 minimum / 1 recommended) */
+#define RGPU_OP_MEM_GET_GRANULARITY 0x00C0
+#define RGPU_MEM_GET_GRANULARITY_REQ_SIZE 16
+#define RGPU_MEM_GET_GRANULARITY_REP_SIZE 8
+struct rgpu_mem_get_granularity_req {
+    int32_t device;
+    uint32_t option;
+    uint32_t handle_types;
+    uint32_t compression;
+};
+static inline void rgpu_pack_mem_get_granularity(uint8_t out[RGPU_MEM_GET_GRANULARITY_REQ_SIZE], const struct rgpu_mem_get_granularity_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u32(out + 4, m->option);
+    rgpu_put_u32(out + 8, m->handle_types);
+    rgpu_put_u32(out + 12, m->compression);
+}
+static inline int rgpu_unpack_mem_get_granularity_req(const uint8_t *in, size_t len, struct rgpu_mem_get_granularity_req *m)
+{
+    if (len != RGPU_MEM_GET_GRANULARITY_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->option = (uint32_t)rgpu_get_u32(in + 4);
+    m->handle_types = (uint32_t)rgpu_get_u32(in + 8);
+    m->compression = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_mem_get_granularity_rep {
+    uint64_t granularity;
+};
+static inline int rgpu_unpack_mem_get_granularity(const uint8_t *in, size_t len, struct rgpu_mem_get_granularity_rep *m)
+{
+    if (len != RGPU_MEM_GET_GRANULARITY_REP_SIZE)
+        return -1;
+    m->granularity = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_CREATE: cuMemCreate(size, pinned device memory on device, flags) -> handle [context] */
+#define RGPU_OP_MEM_CREATE 0x00C1
+#define RGPU_MEM_CREATE_REQ_SIZE 32
+#define RGPU_MEM_CREATE_REP_SIZE 8
+struct rgpu_mem_create_req {
+    uint64_t size;
+    int32_t device;
+    uint32_t handle_types;
+    uint32_t compression;
+    uint32_t usage;
+    uint64_t flags;
+};
+static inline void rgpu_pack_mem_create(uint8_t out[RGPU_MEM_CREATE_REQ_SIZE], const struct rgpu_mem_create_req *m)
+{
+    rgpu_put_u64(out + 0, m->size);
+    rgpu_put_u32(out + 8, m->device);
+    rgpu_put_u32(out + 12, m->handle_types);
+    rgpu_put_u32(out + 16, m->compression);
+    rgpu_put_u32(out + 20, m->usage);
+    rgpu_put_u64(out + 24, m->flags);
+}
+static inline int rgpu_unpack_mem_create_req(const uint8_t *in, size_t len, struct rgpu_mem_create_req *m)
+{
+    if (len != RGPU_MEM_CREATE_REQ_SIZE)
+        return -1;
+    m->size = (uint64_t)rgpu_get_u64(in + 0);
+    m->device = (int32_t)rgpu_get_u32(in + 8);
+    m->handle_types = (uint32_t)rgpu_get_u32(in + 12);
+    m->compression = (uint32_t)rgpu_get_u32(in + 16);
+    m->usage = (uint32_t)rgpu_get_u32(in + 20);
+    m->flags = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+struct rgpu_mem_create_rep {
+    uint64_t handle;
+};
+static inline int rgpu_unpack_mem_create(const uint8_t *in, size_t len, struct rgpu_mem_create_rep *m)
+{
+    if (len != RGPU_MEM_CREATE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_RELEASE: cuMemRelease (the memory goes when its last mapping does) [context] */
+#define RGPU_OP_MEM_RELEASE 0x00C2
+#define RGPU_MEM_RELEASE_REQ_SIZE 8
+#define RGPU_MEM_RELEASE_REP_SIZE 0
+struct rgpu_mem_release_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_mem_release(uint8_t out[RGPU_MEM_RELEASE_REQ_SIZE], const struct rgpu_mem_release_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_mem_release_req(const uint8_t *in, size_t len, struct rgpu_mem_release_req *m)
+{
+    if (len != RGPU_MEM_RELEASE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_ADDRESS_RESERVE: cuMemAddressReserve(size, alignment, hint, flags) -> ptr [context] */
+#define RGPU_OP_MEM_ADDRESS_RESERVE 0x00C3
+#define RGPU_MEM_ADDRESS_RESERVE_REQ_SIZE 32
+#define RGPU_MEM_ADDRESS_RESERVE_REP_SIZE 8
+struct rgpu_mem_address_reserve_req {
+    uint64_t size;
+    uint64_t alignment;
+    uint64_t addr;
+    uint64_t flags;
+};
+static inline void rgpu_pack_mem_address_reserve(uint8_t out[RGPU_MEM_ADDRESS_RESERVE_REQ_SIZE], const struct rgpu_mem_address_reserve_req *m)
+{
+    rgpu_put_u64(out + 0, m->size);
+    rgpu_put_u64(out + 8, m->alignment);
+    rgpu_put_u64(out + 16, m->addr);
+    rgpu_put_u64(out + 24, m->flags);
+}
+static inline int rgpu_unpack_mem_address_reserve_req(const uint8_t *in, size_t len, struct rgpu_mem_address_reserve_req *m)
+{
+    if (len != RGPU_MEM_ADDRESS_RESERVE_REQ_SIZE)
+        return -1;
+    m->size = (uint64_t)rgpu_get_u64(in + 0);
+    m->alignment = (uint64_t)rgpu_get_u64(in + 8);
+    m->addr = (uint64_t)rgpu_get_u64(in + 16);
+    m->flags = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+struct rgpu_mem_address_reserve_rep {
+    uint64_t ptr;
+};
+static inline int rgpu_unpack_mem_address_reserve(const uint8_t *in, size_t len, struct rgpu_mem_address_reserve_rep *m)
+{
+    if (len != RGPU_MEM_ADDRESS_RESERVE_REP_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_ADDRESS_FREE: cuMemAddressFree(ptr, size) [context] */
+#define RGPU_OP_MEM_ADDRESS_FREE 0x00C4
+#define RGPU_MEM_ADDRESS_FREE_REQ_SIZE 16
+#define RGPU_MEM_ADDRESS_FREE_REP_SIZE 0
+struct rgpu_mem_address_free_req {
+    uint64_t ptr;
+    uint64_t size;
+};
+static inline void rgpu_pack_mem_address_free(uint8_t out[RGPU_MEM_ADDRESS_FREE_REQ_SIZE], const struct rgpu_mem_address_free_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u64(out + 8, m->size);
+}
+static inline int rgpu_unpack_mem_address_free_req(const uint8_t *in, size_t len, struct rgpu_mem_address_free_req *m)
+{
+    if (len != RGPU_MEM_ADDRESS_FREE_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEM_MAP: cuMemMap(ptr, size, offset, handle, flags) [context] */
+#define RGPU_OP_MEM_MAP 0x00C5
+#define RGPU_MEM_MAP_REQ_SIZE 40
+#define RGPU_MEM_MAP_REP_SIZE 0
+struct rgpu_mem_map_req {
+    uint64_t ptr;
+    uint64_t size;
+    uint64_t offset;
+    uint64_t handle;
+    uint64_t flags;
+};
+static inline void rgpu_pack_mem_map(uint8_t out[RGPU_MEM_MAP_REQ_SIZE], const struct rgpu_mem_map_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u64(out + 8, m->size);
+    rgpu_put_u64(out + 16, m->offset);
+    rgpu_put_u64(out + 24, m->handle);
+    rgpu_put_u64(out + 32, m->flags);
+}
+static inline int rgpu_unpack_mem_map_req(const uint8_t *in, size_t len, struct rgpu_mem_map_req *m)
+{
+    if (len != RGPU_MEM_MAP_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    m->offset = (uint64_t)rgpu_get_u64(in + 16);
+    m->handle = (uint64_t)rgpu_get_u64(in + 24);
+    m->flags = (uint64_t)rgpu_get_u64(in + 32);
+    return 0;
+}
+
+/* MEM_UNMAP: cuMemUnmap(ptr, size): whole mappings only [context] */
+#define RGPU_OP_MEM_UNMAP 0x00C6
+#define RGPU_MEM_UNMAP_REQ_SIZE 16
+#define RGPU_MEM_UNMAP_REP_SIZE 0
+struct rgpu_mem_unmap_req {
+    uint64_t ptr;
+    uint64_t size;
+};
+static inline void rgpu_pack_mem_unmap(uint8_t out[RGPU_MEM_UNMAP_REQ_SIZE], const struct rgpu_mem_unmap_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u64(out + 8, m->size);
+}
+static inline int rgpu_unpack_mem_unmap_req(const uint8_t *in, size_t len, struct rgpu_mem_unmap_req *m)
+{
+    if (len != RGPU_MEM_UNMAP_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEM_SET_ACCESS: cuMemSetAccess(ptr, size, descriptors) [context] */
+#define RGPU_OP_MEM_SET_ACCESS 0x00C7
+#define RGPU_MEM_SET_ACCESS_REQ_SIZE 20
+#define RGPU_MEM_SET_ACCESS_REP_SIZE 0
+struct rgpu_mem_set_access_req {
+    uint64_t ptr;
+    uint64_t size;
+    uint32_t count;
+};
+static inline void rgpu_pack_mem_set_access(uint8_t out[RGPU_MEM_SET_ACCESS_REQ_SIZE], const struct rgpu_mem_set_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u64(out + 8, m->size);
+    rgpu_put_u32(out + 16, m->count);
+}
+static inline int rgpu_unpack_mem_set_access_req(const uint8_t *in, size_t len, struct rgpu_mem_set_access_req *m)
+{
+    if (len != RGPU_MEM_SET_ACCESS_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+
+/* MEM_GET_ACCESS: cuMemGetAccess(location, ptr) -> flags [context] */
+#define RGPU_OP_MEM_GET_ACCESS 0x00C8
+#define RGPU_MEM_GET_ACCESS_REQ_SIZE 16
+#define RGPU_MEM_GET_ACCESS_REP_SIZE 8
+struct rgpu_mem_get_access_req {
+    uint64_t ptr;
+    uint32_t location_type;
+    int32_t location_id;
+};
+static inline void rgpu_pack_mem_get_access(uint8_t out[RGPU_MEM_GET_ACCESS_REQ_SIZE], const struct rgpu_mem_get_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u32(out + 8, m->location_type);
+    rgpu_put_u32(out + 12, m->location_id);
+}
+static inline int rgpu_unpack_mem_get_access_req(const uint8_t *in, size_t len, struct rgpu_mem_get_access_req *m)
+{
+    if (len != RGPU_MEM_GET_ACCESS_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->location_type = (uint32_t)rgpu_get_u32(in + 8);
+    m->location_id = (int32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_mem_get_access_rep {
+    uint64_t flags;
+};
+static inline int rgpu_unpack_mem_get_access(const uint8_t *in, size_t len, struct rgpu_mem_get_access_rep *m)
+{
+    if (len != RGPU_MEM_GET_ACCESS_REP_SIZE)
+        return -1;
+    m->flags = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_GET_ALLOCATION_PROPERTIES: cuMemGetAllocationPropertiesFromHandle -> device, handle types, compression, usage */
+#define RGPU_OP_MEM_GET_ALLOCATION_PROPERTIES 0x00C9
+#define RGPU_MEM_GET_ALLOCATION_PROPERTIES_REQ_SIZE 8
+#define RGPU_MEM_GET_ALLOCATION_PROPERTIES_REP_SIZE 16
+struct rgpu_mem_get_allocation_properties_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_mem_get_allocation_properties(uint8_t out[RGPU_MEM_GET_ALLOCATION_PROPERTIES_REQ_SIZE], const struct rgpu_mem_get_allocation_properties_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_mem_get_allocation_properties_req(const uint8_t *in, size_t len, struct rgpu_mem_get_allocation_properties_req *m)
+{
+    if (len != RGPU_MEM_GET_ALLOCATION_PROPERTIES_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_mem_get_allocation_properties_rep {
+    int32_t device;
+    uint32_t handle_types;
+    uint32_t compression;
+    uint32_t usage;
+};
+static inline int rgpu_unpack_mem_get_allocation_properties(const uint8_t *in, size_t len, struct rgpu_mem_get_allocation_properties_rep *m)
+{
+    if (len != RGPU_MEM_GET_ALLOCATION_PROPERTIES_REP_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->handle_types = (uint32_t)rgpu_get_u32(in + 4);
+    m->compression = (uint32_t)rgpu_get_u32(in + 8);
+    m->usage = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+
+/* MEM_RETAIN_ALLOCATION_HANDLE: cuMemRetainAllocationHandle(address in a mapping) -> handle (one more reference), the allocation's size */
+#define RGPU_OP_MEM_RETAIN_ALLOCATION_HANDLE 0x00CA
+#define RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REQ_SIZE 8
+#define RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REP_SIZE 16
+struct rgpu_mem_retain_allocation_handle_req {
+    uint64_t ptr;
+};
+static inline void rgpu_pack_mem_retain_allocation_handle(uint8_t out[RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REQ_SIZE], const struct rgpu_mem_retain_allocation_handle_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+}
+static inline int rgpu_unpack_mem_retain_allocation_handle_req(const uint8_t *in, size_t len, struct rgpu_mem_retain_allocation_handle_req *m)
+{
+    if (len != RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_mem_retain_allocation_handle_rep {
+    uint64_t handle;
+    uint64_t size;
+};
+static inline int rgpu_unpack_mem_retain_allocation_handle(const uint8_t *in, size_t len, struct rgpu_mem_retain_allocation_handle_rep *m)
+{
+    if (len != RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -2259,6 +2599,14 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_DNN_BN_SIZES:
     case RGPU_OP_DNN_BN_TRAINING:
     case RGPU_OP_DNN_BN_BACKWARD:
+    case RGPU_OP_MEM_CREATE:
+    case RGPU_OP_MEM_RELEASE:
+    case RGPU_OP_MEM_ADDRESS_RESERVE:
+    case RGPU_OP_MEM_ADDRESS_FREE:
+    case RGPU_OP_MEM_MAP:
+    case RGPU_OP_MEM_UNMAP:
+    case RGPU_OP_MEM_SET_ACCESS:
+    case RGPU_OP_MEM_GET_ACCESS:
         return 1;
     default:
         return 0;

@@ -70,7 +70,11 @@ def _address(buf) -> int:
     return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
 
 
-class CudaBackend(Backend):
+# Feature mixins use _check and friends from this module, so they are imported once those exist.
+from rgpu.dispatch.cuda_vmm import CudaVmm  # noqa: E402
+
+
+class CudaBackend(CudaVmm, Backend):
     name = "cuda"
 
     def __init__(self):

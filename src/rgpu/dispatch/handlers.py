@@ -83,10 +83,15 @@ def _device_name(s, args, bulk):
     return Reply((), s.backend.device_name(args[0]).encode())
 
 
+def _attribute(s: Session, attrib: int, dev: int) -> int:
+    value = s.backend.device_attribute(attrib, dev)
+    return vmm.ATTRIBUTE_OVERRIDES.get(attrib, value)  # what cannot cross the network reads as absent
+
+
 @handles(ops.DEVICE_GET_ATTRIBUTE)
 def _device_attribute(s, args, bulk):
     attrib, dev = args
-    return (s.backend.device_attribute(attrib, dev),)
+    return (_attribute(s, attrib, dev),)
 
 
 @handles(ops.DEVICE_TOTAL_MEM)
@@ -107,7 +112,7 @@ def _device_attributes(s, args, bulk):
     values = []
     for attrib in range(1, count + 1):
         try:
-            values.append(s.backend.device_attribute(attrib, dev))
+            values.append(_attribute(s, attrib, dev))
         except CudaError as e:
             if e.code == Status.INVALID_DEVICE:
                 raise
@@ -767,3 +772,7 @@ def _dnn_bn_backward(s: Session, args, bulk):
 @handles(ops.NOP)
 def _nop(s, args, bulk):
     return ()
+
+
+# Handlers in modules of their own register themselves on import (they import `handles` from here).
+from rgpu.dispatch import vmm  # noqa: E402

@@ -341,6 +341,36 @@ DNN_BN_BACKWARD = _op(0x00B9, "DNN_BN_BACKWARD",
                           "params, epsilon, x, dy, dx, scale, dscale, dbias, saved mean/inverse variance, "
                           "workspace, size, reserve, size)")
 
+# Virtual memory management (0x00C0-0x00CF). Physical allocations are session handles; reservations and
+# mappings are named by address. Shareable handle types never cross the network (see docs/protocol.md, "VMM").
+_ALLOC_PROPS = "device:i32 handle_types:u32 compression:u32 usage:u32"
+MEM_GET_GRANULARITY = _op(0x00C0, "MEM_GET_GRANULARITY", "device:i32 option:u32 handle_types:u32 compression:u32",
+                          "granularity:u64", context=False,
+                          doc="cuMemGetAllocationGranularity(device, option: 0 minimum / 1 recommended)")
+MEM_CREATE = _op(0x00C1, "MEM_CREATE", "size:u64 " + _ALLOC_PROPS + " flags:u64", "handle:u64",
+                 creates="vmm_allocation", doc="cuMemCreate(size, pinned device memory on device, flags) -> handle")
+MEM_RELEASE = _op(0x00C2, "MEM_RELEASE", "handle:u64", names="handle:vmm_allocation",
+                  doc="cuMemRelease (the memory goes when its last mapping does)")
+MEM_ADDRESS_RESERVE = _op(0x00C3, "MEM_ADDRESS_RESERVE", "size:u64 alignment:u64 addr:u64 flags:u64", "ptr:u64",
+                          doc="cuMemAddressReserve(size, alignment, hint, flags) -> ptr")
+MEM_ADDRESS_FREE = _op(0x00C4, "MEM_ADDRESS_FREE", "ptr:u64 size:u64", doc="cuMemAddressFree(ptr, size)")
+MEM_MAP = _op(0x00C5, "MEM_MAP", "ptr:u64 size:u64 offset:u64 handle:u64 flags:u64", names="handle:vmm_allocation",
+              doc="cuMemMap(ptr, size, offset, handle, flags)")
+MEM_UNMAP = _op(0x00C6, "MEM_UNMAP", "ptr:u64 size:u64", doc="cuMemUnmap(ptr, size): whole mappings only")
+MEM_SET_ACCESS = _op(0x00C7, "MEM_SET_ACCESS", "ptr:u64 size:u64 count:u32",
+                     request_bulk="count x (u32 location type, i32 location id, u32 flags)",
+                     doc="cuMemSetAccess(ptr, size, descriptors)")
+MEM_GET_ACCESS = _op(0x00C8, "MEM_GET_ACCESS", "ptr:u64 location_type:u32 location_id:i32", "flags:u64",
+                     doc="cuMemGetAccess(location, ptr) -> flags")
+MEM_GET_ALLOCATION_PROPERTIES = _op(0x00C9, "MEM_GET_ALLOCATION_PROPERTIES", "handle:u64", _ALLOC_PROPS,
+                                    context=False, names="handle:vmm_allocation",
+                                    doc="cuMemGetAllocationPropertiesFromHandle -> device, handle types, "
+                                        "compression, usage")
+MEM_RETAIN_ALLOCATION_HANDLE = _op(0x00CA, "MEM_RETAIN_ALLOCATION_HANDLE", "ptr:u64", "handle:u64 size:u64",
+                                   context=False,
+                                   doc="cuMemRetainAllocationHandle(address in a mapping) -> handle (one more "
+                                       "reference), the allocation's size")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 
