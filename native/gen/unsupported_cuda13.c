@@ -1226,18 +1226,6 @@ CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
     return rgpu_unsupported(&logged, "cuLogsUnregisterCallback");
 }
 
-CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAddressFree");
-}
-
-CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAddressReserve");
-}
-
 CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)
 {
     static int logged;
@@ -1286,12 +1274,6 @@ CUresult cuMemBatchDecompressAsync_ptsz(CUmemDecompressParams *paramsArray, size
     return rgpu_unsupported(&logged, "cuMemBatchDecompressAsync_ptsz");
 }
 
-CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemCreate");
-}
-
 CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
 {
     static int logged;
@@ -1334,24 +1316,6 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return rgpu_unsupported(&logged, "cuMemFreeAsync_ptsz");
 }
 
-CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetAccess");
-}
-
-CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetAllocationGranularity");
-}
-
-CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetAllocationPropertiesFromHandle");
-}
-
 CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
 {
     static int logged;
@@ -1374,12 +1338,6 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemImportFromShareableHandle");
-}
-
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemMap");
 }
 
 CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
@@ -1496,34 +1454,10 @@ CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_att
     return rgpu_unsupported(&logged, "cuMemRangeGetAttributes");
 }
 
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemRelease");
-}
-
-CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemRetainAllocationHandle");
-}
-
-CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemSetAccess");
-}
-
 CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemSetMemPool");
-}
-
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemUnmap");
 }
 
 CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
