@@ -209,7 +209,7 @@ def test_context_destroy_frees_its_vmm_objects():
 
 # -- an unmodified CUDA program through the shims ------------------------------------------------------------
 REPO = pathlib.Path(__file__).parents[1]
-DRIVER_PROGRAMS = ("vmm", "mixed_contexts")  # tests/cuda programs that also call the driver API (linked with -lcuda)
+DRIVER_PROGRAMS = ("vmm", "mixed_contexts", "occupancy")  # tests/cuda programs that also call the driver API (linked with -lcuda)
 
 
 @pytest.fixture(scope="module")

@@ -72,6 +72,9 @@ HAND_WRITTEN = {
     "cuMemGetAllocationGranularity", "cuMemCreate", "cuMemRelease", "cuMemGetAllocationPropertiesFromHandle",
     "cuMemRetainAllocationHandle", "cuMemAddressReserve", "cuMemAddressFree", "cuMemMap", "cuMemUnmap",
     "cuMemSetAccess", "cuMemGetAccess",
+    # occupancy searches (native/src/occupancy.c): the shared-memory callback runs here
+    "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSizeWithFlags",
+    "cuOccupancyAvailableDynamicSMemPerBlock",
     # modules and launches: image sizes, parameter layouts
     "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoad", "cuModuleLoadFatBinary", "cuModuleGetFunction",
     "cuModuleGetGlobal_v2", "cuModuleGetLoadingMode",

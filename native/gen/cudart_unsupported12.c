@@ -1382,12 +1382,6 @@ RT_API cudaError_t cudaMipmappedArrayGetSparseProperties(struct cudaArraySparseP
     return rt_unsupported(&logged, "cudaMipmappedArrayGetSparseProperties");
 }
 
-RT_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, const void *func, int numBlocks, int blockSize)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaOccupancyAvailableDynamicSMemPerBlock");
-}
-
 RT_API cudaError_t cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, const cudaLaunchConfig_t *launchConfig)
 {
     static int logged;

@@ -2537,6 +2537,76 @@ static inline int rgpu_unpack_mem_retain_allocation_handle(const uint8_t *in, si
     return 0;
 }
 
+/* OCCUPANCY_TABLE: cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags for several block sizes (the client runs the program's shared-memory callback) [context] */
+#define RGPU_OP_OCCUPANCY_TABLE 0x0110
+#define RGPU_OCCUPANCY_TABLE_REQ_SIZE 16
+#define RGPU_OCCUPANCY_TABLE_REP_SIZE 4
+struct rgpu_occupancy_table_req {
+    uint64_t function;
+    uint32_t flags;
+    uint32_t count;
+};
+static inline void rgpu_pack_occupancy_table(uint8_t out[RGPU_OCCUPANCY_TABLE_REQ_SIZE], const struct rgpu_occupancy_table_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->flags);
+    rgpu_put_u32(out + 12, m->count);
+}
+static inline int rgpu_unpack_occupancy_table_req(const uint8_t *in, size_t len, struct rgpu_occupancy_table_req *m)
+{
+    if (len != RGPU_OCCUPANCY_TABLE_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->flags = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_occupancy_table_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_occupancy_table(const uint8_t *in, size_t len, struct rgpu_occupancy_table_rep *m)
+{
+    if (len != RGPU_OCCUPANCY_TABLE_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* OCCUPANCY_AVAILABLE_SMEM: cuOccupancyAvailableDynamicSMemPerBlock(f, blocks per SM, block size) [context] */
+#define RGPU_OP_OCCUPANCY_AVAILABLE_SMEM 0x0111
+#define RGPU_OCCUPANCY_AVAILABLE_SMEM_REQ_SIZE 16
+#define RGPU_OCCUPANCY_AVAILABLE_SMEM_REP_SIZE 8
+struct rgpu_occupancy_available_smem_req {
+    uint64_t function;
+    int32_t blocks;
+    int32_t block_size;
+};
+static inline void rgpu_pack_occupancy_available_smem(uint8_t out[RGPU_OCCUPANCY_AVAILABLE_SMEM_REQ_SIZE], const struct rgpu_occupancy_available_smem_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->blocks);
+    rgpu_put_u32(out + 12, m->block_size);
+}
+static inline int rgpu_unpack_occupancy_available_smem_req(const uint8_t *in, size_t len, struct rgpu_occupancy_available_smem_req *m)
+{
+    if (len != RGPU_OCCUPANCY_AVAILABLE_SMEM_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->blocks = (int32_t)rgpu_get_u32(in + 8);
+    m->block_size = (int32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_occupancy_available_smem_rep {
+    uint64_t bytes;
+};
+static inline int rgpu_unpack_occupancy_available_smem(const uint8_t *in, size_t len, struct rgpu_occupancy_available_smem_rep *m)
+{
+    if (len != RGPU_OCCUPANCY_AVAILABLE_SMEM_REP_SIZE)
+        return -1;
+    m->bytes = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -2607,6 +2677,8 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_MEM_UNMAP:
     case RGPU_OP_MEM_SET_ACCESS:
     case RGPU_OP_MEM_GET_ACCESS:
+    case RGPU_OP_OCCUPANCY_TABLE:
+    case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
         return 1;
     default:
         return 0;

@@ -1730,28 +1730,10 @@ CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, 
     return rgpu_unsupported(&logged, "cuMulticastUnbind");
 }
 
-CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyAvailableDynamicSMemPerBlock");
-}
-
 CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuOccupancyMaxActiveClusters");
-}
-
-CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyMaxPotentialBlockSize");
-}
-
-CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyMaxPotentialBlockSizeWithFlags");
 }
 
 CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)

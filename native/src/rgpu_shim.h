@@ -49,6 +49,7 @@ void rgpu_forget_server_ctx(uint64_t ctx);
 void rgpu_note_server_ctx(uint64_t ctx);
 
 uint64_t rgpu_stream_handle(CUstream s);
+uint64_t rgpu_function_handle(CUfunction f); /* the server's handle of a function (launch.c); 0 for NULL */
 CUresult rgpu_unsupported(int *logged, const char *name);
 
 /* Logging: RGPU_LOG=error|warn|info|debug (default warn), to stderr. */

@@ -371,6 +371,16 @@ MEM_RETAIN_ALLOCATION_HANDLE = _op(0x00CA, "MEM_RETAIN_ALLOCATION_HANDLE", "ptr:
                                    doc="cuMemRetainAllocationHandle(address in a mapping) -> handle (one more "
                                        "reference), the allocation's size")
 
+# Occupancy (0x0110-0x011F): what cuOccupancyMaxPotentialBlockSize needs, in one round trip.
+OCCUPANCY_TABLE = _op(0x0110, "OCCUPANCY_TABLE", "function:u64 flags:u32 count:u32", "count:u32",
+                      request_bulk="count x (u32 block size, u64 dynamic shared memory)",
+                      reply_bulk="count x i32 active blocks per multiprocessor", names="function:function",
+                      doc="cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags for several block sizes (the client "
+                          "runs the program's shared-memory callback)")
+OCCUPANCY_AVAILABLE_SMEM = _op(0x0111, "OCCUPANCY_AVAILABLE_SMEM", "function:u64 blocks:i32 block_size:i32",
+                               "bytes:u64", names="function:function",
+                               doc="cuOccupancyAvailableDynamicSMemPerBlock(f, blocks per SM, block size)")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 
