@@ -3,15 +3,9 @@ and the bad input CUDA programs send (double release, bogus handles, unmapping w
 
 from __future__ import annotations
 
-import pathlib
-import shutil
 import struct
-import subprocess
 
 import pytest
-
-from rgpu import shims
-from rgpu.cli import local_server
 
 from rgpu.dispatch import vmm
 from rgpu.dispatch.fake import FakeBackend
@@ -206,28 +200,3 @@ def test_context_destroy_frees_its_vmm_objects():
     assert be.used == 0 and s.memory.allocated == 0
     call(s, ops.MEM_ADDRESS_FREE, va, 2 * G)
 
-
-# -- an unmodified CUDA program through the shims ------------------------------------------------------------
-REPO = pathlib.Path(__file__).parents[1]
-DRIVER_PROGRAMS = ("vmm", "mixed_contexts", "occupancy")  # tests/cuda programs that also call the driver API (linked with -lcuda)
-
-
-@pytest.fixture(scope="module")
-def server():
-    with local_server("fake", ["--log-level", "warning"]) as address:
-        yield address
-
-
-@pytest.mark.parametrize("name", DRIVER_PROGRAMS)
-def test_driver_api_program_runs_unchanged_through_rgpu(shim_dir, server, tmp_path, name):
-    if shutil.which("nvcc") is None:
-        pytest.skip("needs nvcc to build the CUDA test programs")
-    exe = tmp_path / name
-    subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(REPO / "tests" / "cuda" / f"{name}.cu"),
-                    f"-L{shim_dir}", "-lcuda"], check=True, capture_output=True)
-    env = shims.environment(shim_dir)
-    env["RGPU_SERVER"] = server
-    proc = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"{name} OK" in proc.stdout
-    assert "not supported" not in proc.stderr, proc.stderr

@@ -1731,6 +1731,106 @@ static inline int rgpu_unpack_blas_gemm_req(const uint8_t *in, size_t len, struc
     return 0;
 }
 
+/* BLAS_GEMM_BATCHED: cublasGemmBatchedEx(handle, stream, ..., Aarray, ..., Barray, ..., Carray, ..., batch, ...), the same fields as BLAS_GEMM [deferrable, context] */
+#define RGPU_OP_BLAS_GEMM_BATCHED 0x0093
+#define RGPU_BLAS_GEMM_BATCHED_REQ_SIZE 204
+#define RGPU_BLAS_GEMM_BATCHED_REP_SIZE 0
+struct rgpu_blas_gemm_batched_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t transa;
+    uint32_t transb;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    uint64_t a;
+    uint32_t a_type;
+    int64_t lda;
+    int64_t stride_a;
+    uint64_t b;
+    uint32_t b_type;
+    int64_t ldb;
+    int64_t stride_b;
+    uint64_t c;
+    uint32_t c_type;
+    int64_t ldc;
+    int64_t stride_c;
+    int64_t batch;
+    uint32_t compute_type;
+    int32_t algo;
+    uint32_t pointer_mode;
+    uint32_t math_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t workspace;
+    uint64_t workspace_size;
+};
+static inline void rgpu_pack_blas_gemm_batched(uint8_t out[RGPU_BLAS_GEMM_BATCHED_REQ_SIZE], const struct rgpu_blas_gemm_batched_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->transa);
+    rgpu_put_u32(out + 20, m->transb);
+    rgpu_put_u64(out + 24, m->m);
+    rgpu_put_u64(out + 32, m->n);
+    rgpu_put_u64(out + 40, m->k);
+    rgpu_put_u64(out + 48, m->a);
+    rgpu_put_u32(out + 56, m->a_type);
+    rgpu_put_u64(out + 60, m->lda);
+    rgpu_put_u64(out + 68, m->stride_a);
+    rgpu_put_u64(out + 76, m->b);
+    rgpu_put_u32(out + 84, m->b_type);
+    rgpu_put_u64(out + 88, m->ldb);
+    rgpu_put_u64(out + 96, m->stride_b);
+    rgpu_put_u64(out + 104, m->c);
+    rgpu_put_u32(out + 112, m->c_type);
+    rgpu_put_u64(out + 116, m->ldc);
+    rgpu_put_u64(out + 124, m->stride_c);
+    rgpu_put_u64(out + 132, m->batch);
+    rgpu_put_u32(out + 140, m->compute_type);
+    rgpu_put_u32(out + 144, m->algo);
+    rgpu_put_u32(out + 148, m->pointer_mode);
+    rgpu_put_u32(out + 152, m->math_mode);
+    memcpy(out + 156, m->alpha, 16);
+    memcpy(out + 172, m->beta, 16);
+    rgpu_put_u64(out + 188, m->workspace);
+    rgpu_put_u64(out + 196, m->workspace_size);
+}
+static inline int rgpu_unpack_blas_gemm_batched_req(const uint8_t *in, size_t len, struct rgpu_blas_gemm_batched_req *m)
+{
+    if (len != RGPU_BLAS_GEMM_BATCHED_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->transa = (uint32_t)rgpu_get_u32(in + 16);
+    m->transb = (uint32_t)rgpu_get_u32(in + 20);
+    m->m = (int64_t)rgpu_get_u64(in + 24);
+    m->n = (int64_t)rgpu_get_u64(in + 32);
+    m->k = (int64_t)rgpu_get_u64(in + 40);
+    m->a = (uint64_t)rgpu_get_u64(in + 48);
+    m->a_type = (uint32_t)rgpu_get_u32(in + 56);
+    m->lda = (int64_t)rgpu_get_u64(in + 60);
+    m->stride_a = (int64_t)rgpu_get_u64(in + 68);
+    m->b = (uint64_t)rgpu_get_u64(in + 76);
+    m->b_type = (uint32_t)rgpu_get_u32(in + 84);
+    m->ldb = (int64_t)rgpu_get_u64(in + 88);
+    m->stride_b = (int64_t)rgpu_get_u64(in + 96);
+    m->c = (uint64_t)rgpu_get_u64(in + 104);
+    m->c_type = (uint32_t)rgpu_get_u32(in + 112);
+    m->ldc = (int64_t)rgpu_get_u64(in + 116);
+    m->stride_c = (int64_t)rgpu_get_u64(in + 124);
+    m->batch = (int64_t)rgpu_get_u64(in + 132);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 140);
+    m->algo = (int32_t)rgpu_get_u32(in + 144);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 148);
+    m->math_mode = (uint32_t)rgpu_get_u32(in + 152);
+    memcpy(m->alpha, in + 156, 16);
+    memcpy(m->beta, in + 172, 16);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 188);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 196);
+    return 0;
+}
+
 /* LT_HEURISTIC: cublasLtMatmulAlgoGetHeuristic(requested count) [context] */
 #define RGPU_OP_LT_HEURISTIC 0x00A0
 #define RGPU_LT_HEURISTIC_REQ_SIZE 4
@@ -2657,6 +2757,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_BLAS_CREATE:
     case RGPU_OP_BLAS_DESTROY:
     case RGPU_OP_BLAS_GEMM:
+    case RGPU_OP_BLAS_GEMM_BATCHED:
     case RGPU_OP_LT_HEURISTIC:
     case RGPU_OP_LT_MATMUL:
     case RGPU_OP_DNN_CREATE:

@@ -21,10 +21,10 @@ declare -A flavours=(
   [compressed]="-arch=sm_90 -Xfatbin --compress-all"
   [per_thread]="--default-stream per-thread"
 )
-programs="vector_add streams_events mixed_params memory_2d device_info vmm mixed_contexts occupancy gpu/templates gpu/many_kernels"
+programs="vector_add streams_events mixed_params memory_2d device_info vmm mixed_contexts occupancy blas_batched gpu/templates gpu/many_kernels"
 for p in $programs; do
   for f in "${!flavours[@]}"; do
-    nvcc -cudart shared ${flavours[$f]} -o $bin/$(basename $p).$f tests/cuda/$p.cu -lcuda &  # (vmm.cu calls the driver)
+    nvcc -cudart shared ${flavours[$f]} -o $bin/$(basename $p).$f tests/cuda/$p.cu -lcuda -lcublas &  # (some call the driver, cuBLAS)
   done
 done
 nvcc -cudart shared -arch=sm_90 -o $bin/cudart_launch bench/cudart_launch.cu &

@@ -93,7 +93,7 @@ DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
 STREAM_PRIORITIES = (0, -5)  # least, greatest, as on Hopper
 
 
-class FakeBackend(FakeVmm, FakeOccupancy, Backend):
+class FakeBackend(FakeVmm, FakeOccupancy, fake_blas.FakeBlasBatched, Backend):
     name = "fake"
 
     def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1, param_info: bool | None = None):

@@ -775,4 +775,4 @@ def _nop(s, args, bulk):
 
 
 # Handlers in modules of their own register themselves on import (they import `handles` from here).
-from rgpu.dispatch import occupancy, vmm  # noqa: E402, F401
+from rgpu.dispatch import blas_batched, occupancy, vmm  # noqa: E402, F401

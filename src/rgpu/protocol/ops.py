@@ -278,11 +278,11 @@ MEMSET_2D_ASYNC = _op(0x0083, "MEMSET_2D_ASYNC", _SET_2D, deferrable=True, names
 BLAS_CREATE = _op(0x0090, "BLAS_CREATE", "", "handle:u64", creates="blas",
                   doc="cublasCreate in the current context -> handle")
 BLAS_DESTROY = _op(0x0091, "BLAS_DESTROY", "handle:u64", names="handle:blas", doc="cublasDestroy")
-BLAS_GEMM = _op(0x0092, "BLAS_GEMM",
-                "handle:u64 stream:u64 transa:u32 transb:u32 m:i64 n:i64 k:i64 "
-                "a:u64 a_type:u32 lda:i64 stride_a:i64 b:u64 b_type:u32 ldb:i64 stride_b:i64 "
-                "c:u64 c_type:u32 ldc:i64 stride_c:i64 batch:i64 compute_type:u32 algo:i32 pointer_mode:u32 "
-                "math_mode:u32 alpha:b16 beta:b16 workspace:u64 workspace_size:u64", deferrable=True,
+_GEMM = ("handle:u64 stream:u64 transa:u32 transb:u32 m:i64 n:i64 k:i64 "
+         "a:u64 a_type:u32 lda:i64 stride_a:i64 b:u64 b_type:u32 ldb:i64 stride_b:i64 "
+         "c:u64 c_type:u32 ldc:i64 stride_c:i64 batch:i64 compute_type:u32 algo:i32 pointer_mode:u32 "
+         "math_mode:u32 alpha:b16 beta:b16 workspace:u64 workspace_size:u64")
+BLAS_GEMM = _op(0x0092, "BLAS_GEMM", _GEMM, deferrable=True,
                 names="handle:blas stream:stream",
                 doc="cublasGemmStridedBatchedEx(handle, stream, transa, transb, m, n, k, A, Atype, lda, strideA, "
                     "B..., C..., batch, compute type, algo, pointer mode, math mode, alpha, beta, workspace, size)")
@@ -293,6 +293,11 @@ LT_HEURISTIC = _op(0x00A0, "LT_HEURISTIC", "requested:i32", "count:u32",
 LT_MATMUL = _op(0x00A1, "LT_MATMUL", "stream:u64 a:u64 b:u64 c:u64 d:u64 workspace:u64 workspace_size:u64 "
                 "alpha:b16 beta:b16", deferrable=True, request_bulk="descriptors (matmul, layouts A-D, algo)",
                 names="stream:stream", doc="cublasLtMatmul(stream, A, B, C, D, workspace, size, alpha, beta)")
+# Arrays of pointers: a, b, c are device addresses of `batch` u64 matrix pointers each; strides are unused. The
+# server reads the arrays once the stream has reached the call and checks every pointer (it may block).
+BLAS_GEMM_BATCHED = _op(0x0093, "BLAS_GEMM_BATCHED", _GEMM, deferrable=True, names="handle:blas stream:stream",
+                        doc="cublasGemmBatchedEx(handle, stream, ..., Aarray, ..., Barray, ..., Carray, ..., batch, "
+                            "...), the same fields as BLAS_GEMM")
 # cuDNN (0x00Bx): backend descriptors are built on the client and mirrored on the server when finalized.
 DNN_CREATE = _op(0x00B0, "DNN_CREATE", "", "handle:u64", creates="dnn",
                  doc="cudnnCreate in the current context -> handle")
