@@ -2637,6 +2637,336 @@ static inline int rgpu_unpack_mem_retain_allocation_handle(const uint8_t *in, si
     return 0;
 }
 
+/* MEM_POOL_CREATE: cuMemPoolCreate(pinned device memory on device, handle types, max size, usage) -> pool [context] */
+#define RGPU_OP_MEM_POOL_CREATE 0x00D0
+#define RGPU_MEM_POOL_CREATE_REQ_SIZE 20
+#define RGPU_MEM_POOL_CREATE_REP_SIZE 8
+struct rgpu_mem_pool_create_req {
+    int32_t device;
+    uint32_t handle_types;
+    uint64_t max_size;
+    uint32_t usage;
+};
+static inline void rgpu_pack_mem_pool_create(uint8_t out[RGPU_MEM_POOL_CREATE_REQ_SIZE], const struct rgpu_mem_pool_create_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u32(out + 4, m->handle_types);
+    rgpu_put_u64(out + 8, m->max_size);
+    rgpu_put_u32(out + 16, m->usage);
+}
+static inline int rgpu_unpack_mem_pool_create_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_create_req *m)
+{
+    if (len != RGPU_MEM_POOL_CREATE_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->handle_types = (uint32_t)rgpu_get_u32(in + 4);
+    m->max_size = (uint64_t)rgpu_get_u64(in + 8);
+    m->usage = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+struct rgpu_mem_pool_create_rep {
+    uint64_t pool;
+};
+static inline int rgpu_unpack_mem_pool_create(const uint8_t *in, size_t len, struct rgpu_mem_pool_create_rep *m)
+{
+    if (len != RGPU_MEM_POOL_CREATE_REP_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_DESTROY: cuMemPoolDestroy (its outstanding allocations go with it) [context] */
+#define RGPU_OP_MEM_POOL_DESTROY 0x00D1
+#define RGPU_MEM_POOL_DESTROY_REQ_SIZE 8
+#define RGPU_MEM_POOL_DESTROY_REP_SIZE 0
+struct rgpu_mem_pool_destroy_req {
+    uint64_t pool;
+};
+static inline void rgpu_pack_mem_pool_destroy(uint8_t out[RGPU_MEM_POOL_DESTROY_REQ_SIZE], const struct rgpu_mem_pool_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+}
+static inline int rgpu_unpack_mem_pool_destroy_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_destroy_req *m)
+{
+    if (len != RGPU_MEM_POOL_DESTROY_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_GET_DEFAULT: cuDeviceGetDefaultMemPool: the session's default pool of the device [context] */
+#define RGPU_OP_MEM_POOL_GET_DEFAULT 0x00D2
+#define RGPU_MEM_POOL_GET_DEFAULT_REQ_SIZE 4
+#define RGPU_MEM_POOL_GET_DEFAULT_REP_SIZE 8
+struct rgpu_mem_pool_get_default_req {
+    int32_t device;
+};
+static inline void rgpu_pack_mem_pool_get_default(uint8_t out[RGPU_MEM_POOL_GET_DEFAULT_REQ_SIZE], const struct rgpu_mem_pool_get_default_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+}
+static inline int rgpu_unpack_mem_pool_get_default_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_default_req *m)
+{
+    if (len != RGPU_MEM_POOL_GET_DEFAULT_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_mem_pool_get_default_rep {
+    uint64_t pool;
+};
+static inline int rgpu_unpack_mem_pool_get_default(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_default_rep *m)
+{
+    if (len != RGPU_MEM_POOL_GET_DEFAULT_REP_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_GET_CURRENT: cuDeviceGetMemPool [context] */
+#define RGPU_OP_MEM_POOL_GET_CURRENT 0x00D3
+#define RGPU_MEM_POOL_GET_CURRENT_REQ_SIZE 4
+#define RGPU_MEM_POOL_GET_CURRENT_REP_SIZE 8
+struct rgpu_mem_pool_get_current_req {
+    int32_t device;
+};
+static inline void rgpu_pack_mem_pool_get_current(uint8_t out[RGPU_MEM_POOL_GET_CURRENT_REQ_SIZE], const struct rgpu_mem_pool_get_current_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+}
+static inline int rgpu_unpack_mem_pool_get_current_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_current_req *m)
+{
+    if (len != RGPU_MEM_POOL_GET_CURRENT_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_mem_pool_get_current_rep {
+    uint64_t pool;
+};
+static inline int rgpu_unpack_mem_pool_get_current(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_current_rep *m)
+{
+    if (len != RGPU_MEM_POOL_GET_CURRENT_REP_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_SET_CURRENT: cuDeviceSetMemPool [context] */
+#define RGPU_OP_MEM_POOL_SET_CURRENT 0x00D4
+#define RGPU_MEM_POOL_SET_CURRENT_REQ_SIZE 12
+#define RGPU_MEM_POOL_SET_CURRENT_REP_SIZE 0
+struct rgpu_mem_pool_set_current_req {
+    int32_t device;
+    uint64_t pool;
+};
+static inline void rgpu_pack_mem_pool_set_current(uint8_t out[RGPU_MEM_POOL_SET_CURRENT_REQ_SIZE], const struct rgpu_mem_pool_set_current_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u64(out + 4, m->pool);
+}
+static inline int rgpu_unpack_mem_pool_set_current_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_set_current_req *m)
+{
+    if (len != RGPU_MEM_POOL_SET_CURRENT_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->pool = (uint64_t)rgpu_get_u64(in + 4);
+    return 0;
+}
+
+/* MEM_ALLOC_ASYNC: cuMemAllocFromPoolAsync(size, pool or 0 for the current one, stream) -> dptr [context] */
+#define RGPU_OP_MEM_ALLOC_ASYNC 0x00D5
+#define RGPU_MEM_ALLOC_ASYNC_REQ_SIZE 24
+#define RGPU_MEM_ALLOC_ASYNC_REP_SIZE 8
+struct rgpu_mem_alloc_async_req {
+    uint64_t size;
+    uint64_t pool;
+    uint64_t stream;
+};
+static inline void rgpu_pack_mem_alloc_async(uint8_t out[RGPU_MEM_ALLOC_ASYNC_REQ_SIZE], const struct rgpu_mem_alloc_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->size);
+    rgpu_put_u64(out + 8, m->pool);
+    rgpu_put_u64(out + 16, m->stream);
+}
+static inline int rgpu_unpack_mem_alloc_async_req(const uint8_t *in, size_t len, struct rgpu_mem_alloc_async_req *m)
+{
+    if (len != RGPU_MEM_ALLOC_ASYNC_REQ_SIZE)
+        return -1;
+    m->size = (uint64_t)rgpu_get_u64(in + 0);
+    m->pool = (uint64_t)rgpu_get_u64(in + 8);
+    m->stream = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+struct rgpu_mem_alloc_async_rep {
+    uint64_t dptr;
+};
+static inline int rgpu_unpack_mem_alloc_async(const uint8_t *in, size_t len, struct rgpu_mem_alloc_async_rep *m)
+{
+    if (len != RGPU_MEM_ALLOC_ASYNC_REP_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_FREE_ASYNC: cuMemFreeAsync(dptr, stream) [deferrable, context] */
+#define RGPU_OP_MEM_FREE_ASYNC 0x00D6
+#define RGPU_MEM_FREE_ASYNC_REQ_SIZE 16
+#define RGPU_MEM_FREE_ASYNC_REP_SIZE 0
+struct rgpu_mem_free_async_req {
+    uint64_t dptr;
+    uint64_t stream;
+};
+static inline void rgpu_pack_mem_free_async(uint8_t out[RGPU_MEM_FREE_ASYNC_REQ_SIZE], const struct rgpu_mem_free_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->dptr);
+    rgpu_put_u64(out + 8, m->stream);
+}
+static inline int rgpu_unpack_mem_free_async_req(const uint8_t *in, size_t len, struct rgpu_mem_free_async_req *m)
+{
+    if (len != RGPU_MEM_FREE_ASYNC_REQ_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEM_POOL_TRIM: cuMemPoolTrimTo(pool, bytes to keep) [context] */
+#define RGPU_OP_MEM_POOL_TRIM 0x00D7
+#define RGPU_MEM_POOL_TRIM_REQ_SIZE 16
+#define RGPU_MEM_POOL_TRIM_REP_SIZE 0
+struct rgpu_mem_pool_trim_req {
+    uint64_t pool;
+    uint64_t keep;
+};
+static inline void rgpu_pack_mem_pool_trim(uint8_t out[RGPU_MEM_POOL_TRIM_REQ_SIZE], const struct rgpu_mem_pool_trim_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u64(out + 8, m->keep);
+}
+static inline int rgpu_unpack_mem_pool_trim_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_trim_req *m)
+{
+    if (len != RGPU_MEM_POOL_TRIM_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->keep = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEM_POOL_SET_ATTRIBUTE: cuMemPoolSetAttribute (int attributes as u64) [context] */
+#define RGPU_OP_MEM_POOL_SET_ATTRIBUTE 0x00D8
+#define RGPU_MEM_POOL_SET_ATTRIBUTE_REQ_SIZE 20
+#define RGPU_MEM_POOL_SET_ATTRIBUTE_REP_SIZE 0
+struct rgpu_mem_pool_set_attribute_req {
+    uint64_t pool;
+    uint32_t attrib;
+    uint64_t value;
+};
+static inline void rgpu_pack_mem_pool_set_attribute(uint8_t out[RGPU_MEM_POOL_SET_ATTRIBUTE_REQ_SIZE], const struct rgpu_mem_pool_set_attribute_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u32(out + 8, m->attrib);
+    rgpu_put_u64(out + 12, m->value);
+}
+static inline int rgpu_unpack_mem_pool_set_attribute_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_set_attribute_req *m)
+{
+    if (len != RGPU_MEM_POOL_SET_ATTRIBUTE_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->attrib = (uint32_t)rgpu_get_u32(in + 8);
+    m->value = (uint64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+
+/* MEM_POOL_GET_ATTRIBUTE: cuMemPoolGetAttribute (int attributes as u64) [context] */
+#define RGPU_OP_MEM_POOL_GET_ATTRIBUTE 0x00D9
+#define RGPU_MEM_POOL_GET_ATTRIBUTE_REQ_SIZE 12
+#define RGPU_MEM_POOL_GET_ATTRIBUTE_REP_SIZE 8
+struct rgpu_mem_pool_get_attribute_req {
+    uint64_t pool;
+    uint32_t attrib;
+};
+static inline void rgpu_pack_mem_pool_get_attribute(uint8_t out[RGPU_MEM_POOL_GET_ATTRIBUTE_REQ_SIZE], const struct rgpu_mem_pool_get_attribute_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u32(out + 8, m->attrib);
+}
+static inline int rgpu_unpack_mem_pool_get_attribute_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_attribute_req *m)
+{
+    if (len != RGPU_MEM_POOL_GET_ATTRIBUTE_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->attrib = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+struct rgpu_mem_pool_get_attribute_rep {
+    uint64_t value;
+};
+static inline int rgpu_unpack_mem_pool_get_attribute(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_attribute_rep *m)
+{
+    if (len != RGPU_MEM_POOL_GET_ATTRIBUTE_REP_SIZE)
+        return -1;
+    m->value = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_SET_ACCESS: cuMemPoolSetAccess(pool, descriptors) [context] */
+#define RGPU_OP_MEM_POOL_SET_ACCESS 0x00DA
+#define RGPU_MEM_POOL_SET_ACCESS_REQ_SIZE 12
+#define RGPU_MEM_POOL_SET_ACCESS_REP_SIZE 0
+struct rgpu_mem_pool_set_access_req {
+    uint64_t pool;
+    uint32_t count;
+};
+static inline void rgpu_pack_mem_pool_set_access(uint8_t out[RGPU_MEM_POOL_SET_ACCESS_REQ_SIZE], const struct rgpu_mem_pool_set_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u32(out + 8, m->count);
+}
+static inline int rgpu_unpack_mem_pool_set_access_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_set_access_req *m)
+{
+    if (len != RGPU_MEM_POOL_SET_ACCESS_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* MEM_POOL_GET_ACCESS: cuMemPoolGetAccess(pool, location) -> flags [context] */
+#define RGPU_OP_MEM_POOL_GET_ACCESS 0x00DB
+#define RGPU_MEM_POOL_GET_ACCESS_REQ_SIZE 16
+#define RGPU_MEM_POOL_GET_ACCESS_REP_SIZE 4
+struct rgpu_mem_pool_get_access_req {
+    uint64_t pool;
+    uint32_t location_type;
+    int32_t location_id;
+};
+static inline void rgpu_pack_mem_pool_get_access(uint8_t out[RGPU_MEM_POOL_GET_ACCESS_REQ_SIZE], const struct rgpu_mem_pool_get_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u32(out + 8, m->location_type);
+    rgpu_put_u32(out + 12, m->location_id);
+}
+static inline int rgpu_unpack_mem_pool_get_access_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_access_req *m)
+{
+    if (len != RGPU_MEM_POOL_GET_ACCESS_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->location_type = (uint32_t)rgpu_get_u32(in + 8);
+    m->location_id = (int32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_mem_pool_get_access_rep {
+    uint32_t flags;
+};
+static inline int rgpu_unpack_mem_pool_get_access(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_access_rep *m)
+{
+    if (len != RGPU_MEM_POOL_GET_ACCESS_REP_SIZE)
+        return -1;
+    m->flags = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
 /* OCCUPANCY_TABLE: cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags for several block sizes (the client runs the program's shared-memory callback) [context] */
 #define RGPU_OP_OCCUPANCY_TABLE 0x0110
 #define RGPU_OCCUPANCY_TABLE_REQ_SIZE 16
@@ -2778,6 +3108,18 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_MEM_UNMAP:
     case RGPU_OP_MEM_SET_ACCESS:
     case RGPU_OP_MEM_GET_ACCESS:
+    case RGPU_OP_MEM_POOL_CREATE:
+    case RGPU_OP_MEM_POOL_DESTROY:
+    case RGPU_OP_MEM_POOL_GET_DEFAULT:
+    case RGPU_OP_MEM_POOL_GET_CURRENT:
+    case RGPU_OP_MEM_POOL_SET_CURRENT:
+    case RGPU_OP_MEM_ALLOC_ASYNC:
+    case RGPU_OP_MEM_FREE_ASYNC:
+    case RGPU_OP_MEM_POOL_TRIM:
+    case RGPU_OP_MEM_POOL_SET_ATTRIBUTE:
+    case RGPU_OP_MEM_POOL_GET_ATTRIBUTE:
+    case RGPU_OP_MEM_POOL_SET_ACCESS:
+    case RGPU_OP_MEM_POOL_GET_ACCESS:
     case RGPU_OP_OCCUPANCY_TABLE:
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
         return 1;

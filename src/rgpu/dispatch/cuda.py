@@ -73,10 +73,11 @@ def _address(buf) -> int:
 # Feature mixins use _check and friends from this module, so they are imported once those exist.
 from rgpu.dispatch.cuda_blas import CudaBlasBatched  # noqa: E402
 from rgpu.dispatch.cuda_occupancy import CudaOccupancy  # noqa: E402
+from rgpu.dispatch.cuda_pools import CudaPools  # noqa: E402
 from rgpu.dispatch.cuda_vmm import CudaVmm  # noqa: E402
 
 
-class CudaBackend(CudaVmm, CudaOccupancy, CudaBlasBatched, Backend):
+class CudaBackend(CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, Backend):
     name = "cuda"
 
     def __init__(self):

@@ -20,6 +20,7 @@ from rgpu.dispatch import fake_blas, fake_dnn, ptx
 from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, Backend
 from rgpu.dispatch.fake_kernels import KERNELS, KernelExec, decode_params
 from rgpu.dispatch.fake_occupancy import FakeOccupancy
+from rgpu.dispatch.fake_pools import FakePools
 from rgpu.dispatch.fake_vmm import FakeVmm
 from rgpu.errors import CudaError, Status
 
@@ -33,7 +34,7 @@ ATTRIBUTES = {
     11: 2**31 - 1, 12: 65536, 13: 1_980_000, 14: 512, 15: 1, 16: 4, 17: 0, 18: 0, 19: 1, 20: 0, 31: 1,
     33: 0, 34: 0, 35: 0, 36: 3_201_000, 37: 5120, 38: 60 * 1024 * 1024, 39: 2048, 40: 2, 41: 1,
     50: 0, 75: 9, 76: 0, 78: 1, 79: 1, 80: 1, 81: 233472, 82: 65536, 83: 0, 84: 0, 95: 1, 97: 232448, 102: 1,
-    106: 32, 111: 1024, 115: 0,
+    106: 32, 111: 1024, 115: 1,
 }
 
 
@@ -93,7 +94,7 @@ DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
 STREAM_PRIORITIES = (0, -5)  # least, greatest, as on Hopper
 
 
-class FakeBackend(FakeVmm, FakeOccupancy, fake_blas.FakeBlasBatched, Backend):
+class FakeBackend(FakeVmm, FakeOccupancy, FakePools, fake_blas.FakeBlasBatched, Backend):
     name = "fake"
 
     def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1, param_info: bool | None = None):

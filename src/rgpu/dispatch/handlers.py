@@ -215,6 +215,8 @@ def _mem_alloc(s: Session, args, bulk):
 @handles(ops.MEM_FREE, blocking=True)
 def _mem_free(s: Session, args, bulk):
     (ptr,) = args
+    if pools.free_now(s, ptr):  # stream-ordered pool memory, which cuMemFree may free too
+        return
     region = s.memory.allocation_at(ptr)
     s.backend.mem_free(s.context(region.ctx).obj, ptr)
     s.memory.remove(ptr)
@@ -775,4 +777,4 @@ def _nop(s, args, bulk):
 
 
 # Handlers in modules of their own register themselves on import (they import `handles` from here).
-from rgpu.dispatch import blas_batched, occupancy, vmm  # noqa: E402, F401
+from rgpu.dispatch import blas_batched, occupancy, pools, vmm  # noqa: E402, F401

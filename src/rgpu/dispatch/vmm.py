@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from rgpu.dispatch import quota
 from rgpu.dispatch.handlers import handles
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
@@ -161,16 +162,6 @@ def state(s: Session) -> VmmState:
     return vmm
 
 
-# -- quota: the same accounting cuMemAlloc uses (AllocationMap.reserve, then `allocated`) --------------------
-def _charge(s: Session, size: int) -> None:
-    s.memory.reserve(size)
-    s.memory.allocated += size
-
-
-def _uncharge(s: Session, size: int) -> None:
-    s.memory.allocated -= size
-
-
 def _physical(s: Session, handle: int) -> Physical:
     """A live physical allocation (one the program still holds a reference to)."""
     try:
@@ -187,7 +178,7 @@ def _free_physical(s: Session, handle: int) -> None:
     try:
         s.backend.vmm_release(s.context(entry.ctx).obj, entry.obj)
     finally:
-        _uncharge(s, entry.info.size)
+        quota.uncharge(s, entry.info.size)
 
 
 def _drop_reference(s: Session, handle: int) -> None:
@@ -254,11 +245,11 @@ def _create(s: Session, args, bulk):
         raise CudaError(Status.INVALID_VALUE, f"cuMemCreate of {a.size} bytes, flags 0x{a.flags:x}")
     ctx = s.context()
     dev = _device(s, a.device)
-    _charge(s, a.size)
+    quota.charge(s, a.size)
     try:
         obj = s.backend.vmm_create(ctx.obj, dev, a.size, a.compression, a.usage)
     except BaseException:
-        _uncharge(s, a.size)
+        quota.uncharge(s, a.size)
         raise
     props = (dev, a.handle_types, a.compression, a.usage)
     return (s.handles.add(Kind.VMM_ALLOCATION, obj, ctx=s.current_ctx, info=Physical(obj, a.size, props)),)

@@ -376,6 +376,35 @@ MEM_RETAIN_ALLOCATION_HANDLE = _op(0x00CA, "MEM_RETAIN_ALLOCATION_HANDLE", "ptr:
                                    doc="cuMemRetainAllocationHandle(address in a mapping) -> handle (one more "
                                        "reference), the allocation's size")
 
+# Stream-ordered memory (0x00D0-0x00DF). Pools are session handles; pool 0 in MEM_ALLOC_ASYNC is the current
+# pool of the stream's device. Every session has default pools of its own, never the device's shared one.
+MEM_POOL_CREATE = _op(0x00D0, "MEM_POOL_CREATE", "device:i32 handle_types:u32 max_size:u64 usage:u32", "pool:u64",
+                      creates="mem_pool", doc="cuMemPoolCreate(pinned device memory on device, handle types, "
+                                              "max size, usage) -> pool")
+MEM_POOL_DESTROY = _op(0x00D1, "MEM_POOL_DESTROY", "pool:u64", names="pool:mem_pool",
+                       doc="cuMemPoolDestroy (its outstanding allocations go with it)")
+MEM_POOL_GET_DEFAULT = _op(0x00D2, "MEM_POOL_GET_DEFAULT", "device:i32", "pool:u64",
+                           doc="cuDeviceGetDefaultMemPool: the session's default pool of the device")
+MEM_POOL_GET_CURRENT = _op(0x00D3, "MEM_POOL_GET_CURRENT", "device:i32", "pool:u64", doc="cuDeviceGetMemPool")
+MEM_POOL_SET_CURRENT = _op(0x00D4, "MEM_POOL_SET_CURRENT", "device:i32 pool:u64", names="pool:mem_pool",
+                           doc="cuDeviceSetMemPool")
+MEM_ALLOC_ASYNC = _op(0x00D5, "MEM_ALLOC_ASYNC", "size:u64 pool:u64 stream:u64", "dptr:u64",
+                      names="pool:mem_pool stream:stream",
+                      doc="cuMemAllocFromPoolAsync(size, pool or 0 for the current one, stream) -> dptr")
+MEM_FREE_ASYNC = _op(0x00D6, "MEM_FREE_ASYNC", "dptr:u64 stream:u64", deferrable=True, names="stream:stream",
+                     doc="cuMemFreeAsync(dptr, stream)")
+MEM_POOL_TRIM = _op(0x00D7, "MEM_POOL_TRIM", "pool:u64 keep:u64", names="pool:mem_pool",
+                    doc="cuMemPoolTrimTo(pool, bytes to keep)")
+MEM_POOL_SET_ATTRIBUTE = _op(0x00D8, "MEM_POOL_SET_ATTRIBUTE", "pool:u64 attrib:u32 value:u64",
+                             names="pool:mem_pool", doc="cuMemPoolSetAttribute (int attributes as u64)")
+MEM_POOL_GET_ATTRIBUTE = _op(0x00D9, "MEM_POOL_GET_ATTRIBUTE", "pool:u64 attrib:u32", "value:u64",
+                             names="pool:mem_pool", doc="cuMemPoolGetAttribute (int attributes as u64)")
+MEM_POOL_SET_ACCESS = _op(0x00DA, "MEM_POOL_SET_ACCESS", "pool:u64 count:u32",
+                          request_bulk="count x (u32 location type, i32 location id, u32 flags)",
+                          names="pool:mem_pool", doc="cuMemPoolSetAccess(pool, descriptors)")
+MEM_POOL_GET_ACCESS = _op(0x00DB, "MEM_POOL_GET_ACCESS", "pool:u64 location_type:u32 location_id:i32",
+                          "flags:u32", names="pool:mem_pool", doc="cuMemPoolGetAccess(pool, location) -> flags")
+
 # Occupancy (0x0110-0x011F): what cuOccupancyMaxPotentialBlockSize needs, in one round trip.
 OCCUPANCY_TABLE = _op(0x0110, "OCCUPANCY_TABLE", "function:u64 flags:u32 count:u32", "count:u32",
                       request_bulk="count x (u32 block size, u64 dynamic shared memory)",
