@@ -20,6 +20,7 @@ LINKS = {
     "mixed_contexts": ["-lcuda"],
     "occupancy": ["-lcuda"],
     "blas_batched": ["-l:libcublas.so.13"],
+    "pools": [],
 }
 
 

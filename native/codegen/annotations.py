@@ -72,6 +72,11 @@ HAND_WRITTEN = {
     "cuMemGetAllocationGranularity", "cuMemCreate", "cuMemRelease", "cuMemGetAllocationPropertiesFromHandle",
     "cuMemRetainAllocationHandle", "cuMemAddressReserve", "cuMemAddressFree", "cuMemMap", "cuMemUnmap",
     "cuMemSetAccess", "cuMemGetAccess",
+    # stream-ordered memory (native/src/pools.c)
+    "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+    "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool", "cuDeviceSetMemPool",
+    "cuMemGetDefaultMemPool", "cuMemGetMemPool", "cuMemSetMemPool", "cuMemPoolCreate", "cuMemPoolDestroy",
+    "cuMemPoolTrimTo", "cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolSetAccess", "cuMemPoolGetAccess",
     # occupancy searches (native/src/occupancy.c): the shared-memory callback runs here
     "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSizeWithFlags",
     "cuOccupancyAvailableDynamicSMemPerBlock",

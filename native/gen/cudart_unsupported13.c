@@ -86,12 +86,6 @@ RT_API cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDM
     return rt_unsupported(&logged, "cudaDeviceFlushGPUDirectRDMAWrites");
 }
 
-RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceGetDefaultMemPool");
-}
-
 RT_API cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value)
 {
     static int logged;
@@ -102,12 +96,6 @@ RT_API cudaError_t cudaDeviceGetHostAtomicCapabilities(unsigned int *capabilitie
 {
     static int logged;
     return rt_unsupported(&logged, "cudaDeviceGetHostAtomicCapabilities");
-}
-
-RT_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceGetMemPool");
 }
 
 RT_API cudaError_t cudaDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, int device, int flags)
@@ -156,12 +144,6 @@ RT_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemA
 {
     static int logged;
     return rt_unsupported(&logged, "cudaDeviceSetGraphMemAttribute");
-}
-
-RT_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceSetMemPool");
 }
 
 RT_API cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config)
@@ -984,18 +966,6 @@ RT_API cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelF
     return rt_unsupported(&logged, "cudaMallocArray");
 }
 
-RT_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMallocFromPoolAsync");
-}
-
-RT_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMallocFromPoolAsync_ptsz");
-}
-
 RT_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
     static int logged;
@@ -1050,18 +1020,6 @@ RT_API cudaError_t cudaMemGetMemPool(cudaMemPool_t *memPool, struct cudaMemLocat
     return rt_unsupported(&logged, "cudaMemGetMemPool");
 }
 
-RT_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolCreate");
-}
-
-RT_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolDestroy");
-}
-
 RT_API cudaError_t cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *exportData, void *ptr)
 {
     static int logged;
@@ -1074,18 +1032,6 @@ RT_API cudaError_t cudaMemPoolExportToShareableHandle(void *shareableHandle, cud
     return rt_unsupported(&logged, "cudaMemPoolExportToShareableHandle");
 }
 
-RT_API cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool, struct cudaMemLocation *location)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolGetAccess");
-}
-
-RT_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolGetAttribute");
-}
-
 RT_API cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t *memPool, void *shareableHandle, enum cudaMemAllocationHandleType handleType, unsigned int flags)
 {
     static int logged;
@@ -1096,24 +1042,6 @@ RT_API cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t memPool, s
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMemPoolImportPointer");
-}
-
-RT_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList, size_t count)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolSetAccess");
-}
-
-RT_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolSetAttribute");
-}
-
-RT_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolTrimTo");
 }
 
 RT_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream)

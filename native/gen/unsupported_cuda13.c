@@ -254,12 +254,6 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
     return rgpu_unsupported(&logged, "cuDeviceGetByPCIBusId");
 }
 
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceGetDefaultMemPool");
-}
-
 CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource* resource, CUdevResourceType type)
 {
     static int logged;
@@ -288,12 +282,6 @@ CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuDeviceGetLuid");
-}
-
-CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceGetMemPool");
 }
 
 CUresult cuDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, CUdevice dev, int flags)
@@ -342,12 +330,6 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuDeviceSetGraphMemAttribute");
-}
-
-CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceSetMemPool");
 }
 
 CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback)
@@ -1232,30 +1214,6 @@ CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, C
     return rgpu_unsupported(&logged, "cuMemAdvise_v2");
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocAsync");
-}
-
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocAsync_ptsz");
-}
-
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocFromPoolAsync");
-}
-
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocFromPoolAsync_ptsz");
-}
-
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     static int logged;
@@ -1304,34 +1262,10 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
     return rgpu_unsupported(&logged, "cuMemExportToShareableHandle");
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemFreeAsync");
-}
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemFreeAsync_ptsz");
-}
-
-CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetDefaultMemPool");
-}
-
 CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType handleType, unsigned long long flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemGetHandleForAddressRange");
-}
-
-CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetMemPool");
 }
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType)
@@ -1352,18 +1286,6 @@ CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count
     return rgpu_unsupported(&logged, "cuMemMapArrayAsync_ptsz");
 }
 
-CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolCreate");
-}
-
-CUresult cuMemPoolDestroy(CUmemoryPool pool)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolDestroy");
-}
-
 CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
 {
     static int logged;
@@ -1376,18 +1298,6 @@ CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, C
     return rgpu_unsupported(&logged, "cuMemPoolExportToShareableHandle");
 }
 
-CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolGetAccess");
-}
-
-CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolGetAttribute");
-}
-
 CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType, unsigned long long flags)
 {
     static int logged;
@@ -1398,24 +1308,6 @@ CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPo
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemPoolImportPointer");
-}
-
-CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolSetAccess");
-}
-
-CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolSetAttribute");
-}
-
-CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolTrimTo");
 }
 
 CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
@@ -1452,12 +1344,6 @@ CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_att
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemRangeGetAttributes");
-}
-
-CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemSetMemPool");
 }
 
 CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
