@@ -4,6 +4,7 @@ runs the same programs natively and through rgpu (tests/cuda/run_on_gpu.sh) and 
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 import subprocess
@@ -24,9 +25,12 @@ LINKS = {
 }
 
 
+BACKEND = os.environ.get("RGPU_TEST_BACKEND", "fake")  # tests/gpu/run_on_gpu.sh runs this file with "cuda" too
+
+
 @pytest.fixture(scope="module")
 def server():
-    with local_server("fake", ["--log-level", "warning"]) as address:
+    with local_server(BACKEND, ["--log-level", "warning"]) as address:
         yield address
 
 
