@@ -22,6 +22,7 @@ LINKS = {
     "occupancy": ["-lcuda"],
     "blas_batched": ["-l:libcublas.so.13"],
     "pools": [],
+    "library": ["-lcuda"],
 }
 
 

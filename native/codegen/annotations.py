@@ -77,6 +77,10 @@ HAND_WRITTEN = {
     "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool", "cuDeviceSetMemPool",
     "cuMemGetDefaultMemPool", "cuMemGetMemPool", "cuMemSetMemPool", "cuMemPoolCreate", "cuMemPoolDestroy",
     "cuMemPoolTrimTo", "cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolSetAccess", "cuMemPoolGetAccess",
+    # context-independent loading (native/src/library.c), on modules
+    "cuLibraryLoadData", "cuLibraryLoadFromFile", "cuLibraryUnload", "cuLibraryGetModule", "cuLibraryGetKernel",
+    "cuKernelGetFunction", "cuKernelGetLibrary", "cuLibraryGetGlobal", "cuKernelGetAttribute", "cuKernelSetAttribute",
+    "cuKernelGetName",
     # occupancy searches (native/src/occupancy.c): the shared-memory callback runs here
     "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSizeWithFlags",
     "cuOccupancyAvailableDynamicSMemPerBlock",

@@ -906,18 +906,6 @@ RT_API cudaError_t cudaLibraryEnumerateKernels(cudaKernel_t *kernels, unsigned i
     return rt_unsupported(&logged, "cudaLibraryEnumerateKernels");
 }
 
-RT_API cudaError_t cudaLibraryGetGlobal(void **dptr, size_t *bytes, cudaLibrary_t library, const char *name)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryGetGlobal");
-}
-
-RT_API cudaError_t cudaLibraryGetKernel(cudaKernel_t *pKernel, cudaLibrary_t library, const char *name)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryGetKernel");
-}
-
 RT_API cudaError_t cudaLibraryGetKernelCount(unsigned int *count, cudaLibrary_t lib)
 {
     static int logged;
@@ -934,24 +922,6 @@ RT_API cudaError_t cudaLibraryGetUnifiedFunction(void **fptr, cudaLibrary_t libr
 {
     static int logged;
     return rt_unsupported(&logged, "cudaLibraryGetUnifiedFunction");
-}
-
-RT_API cudaError_t cudaLibraryLoadData(cudaLibrary_t *library, const void *code, enum cudaJitOption *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, enum cudaLibraryOption *libraryOptions, void** libraryOptionValues, unsigned int numLibraryOptions)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryLoadData");
-}
-
-RT_API cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *library, const char *fileName, enum cudaJitOption *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, enum cudaLibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryLoadFromFile");
-}
-
-RT_API cudaError_t cudaLibraryUnload(cudaLibrary_t library)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryUnload");
 }
 
 RT_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr* pitchedDevPtr, struct cudaExtent extent)

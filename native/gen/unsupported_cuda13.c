@@ -1010,40 +1010,10 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsign
     return rgpu_unsupported(&logged, "cuIpcOpenMemHandle_v2");
 }
 
-CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelGetAttribute");
-}
-
-CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelGetFunction");
-}
-
-CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelGetLibrary");
-}
-
-CUresult cuKernelGetName(const char **name, CUkernel hfunc)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelGetName");
-}
-
 CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuKernelGetParamInfo");
-}
-
-CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelSetAttribute");
 }
 
 CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
@@ -1094,18 +1064,6 @@ CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, C
     return rgpu_unsupported(&logged, "cuLibraryEnumerateKernels");
 }
 
-CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryGetGlobal");
-}
-
-CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryGetKernel");
-}
-
 CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
     static int logged;
@@ -1118,34 +1076,10 @@ CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library
     return rgpu_unsupported(&logged, "cuLibraryGetManaged");
 }
 
-CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryGetModule");
-}
-
 CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuLibraryGetUnifiedFunction");
-}
-
-CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void** libraryOptionValues, unsigned int numLibraryOptions)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryLoadData");
-}
-
-CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryLoadFromFile");
-}
-
-CUresult cuLibraryUnload(CUlibrary library)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryUnload");
 }
 
 CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues)

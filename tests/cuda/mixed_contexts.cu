@@ -16,52 +16,7 @@
         }                                                                                                           \
     } while (0)
 
-// vadd(const float *a, const float *b, float *c, int n), as PTX (from src/rgpu/kernels/demo.cu)
-static const char ptx[] =
-    ".version 9.0\n"
-    ".target sm_75\n"
-    ".address_size 64\n"
-    "\n"
-    ".visible .entry vadd(\n"
-    "\t.param .u64 vadd_param_0,\n"
-    "\t.param .u64 vadd_param_1,\n"
-    "\t.param .u64 vadd_param_2,\n"
-    "\t.param .u32 vadd_param_3\n"
-    ")\n"
-    "{\n"
-    "\t.reg .pred \t%p<2>;\n"
-    "\t.reg .f32 \t%f<4>;\n"
-    "\t.reg .b32 \t%r<6>;\n"
-    "\t.reg .b64 \t%rd<11>;\n"
-    "\n"
-    "\n"
-    "\tld.param.u64 \t%rd1, [vadd_param_0];\n"
-    "\tld.param.u64 \t%rd2, [vadd_param_1];\n"
-    "\tld.param.u64 \t%rd3, [vadd_param_2];\n"
-    "\tld.param.u32 \t%r2, [vadd_param_3];\n"
-    "\tmov.u32 \t%r3, %ctaid.x;\n"
-    "\tmov.u32 \t%r4, %ntid.x;\n"
-    "\tmov.u32 \t%r5, %tid.x;\n"
-    "\tmad.lo.s32 \t%r1, %r3, %r4, %r5;\n"
-    "\tsetp.ge.s32 \t%p1, %r1, %r2;\n"
-    "\t@%p1 bra \t$L__BB0_2;\n"
-    "\n"
-    "\tcvta.to.global.u64 \t%rd4, %rd1;\n"
-    "\tmul.wide.s32 \t%rd5, %r1, 4;\n"
-    "\tadd.s64 \t%rd6, %rd4, %rd5;\n"
-    "\tcvta.to.global.u64 \t%rd7, %rd2;\n"
-    "\tadd.s64 \t%rd8, %rd7, %rd5;\n"
-    "\tld.global.f32 \t%f1, [%rd8];\n"
-    "\tld.global.f32 \t%f2, [%rd6];\n"
-    "\tadd.f32 \t%f3, %f2, %f1;\n"
-    "\tcvta.to.global.u64 \t%rd9, %rd3;\n"
-    "\tadd.s64 \t%rd10, %rd9, %rd5;\n"
-    "\tst.global.f32 \t[%rd10], %f3;\n"
-    "\n"
-    "$L__BB0_2:\n"
-    "\tret;\n"
-    "\n"
-    "}\n";
+#include "vadd_ptx.h"
 
 static double run(CUfunction f, int n)
 {
