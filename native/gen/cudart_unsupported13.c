@@ -216,12 +216,6 @@ RT_API cudaError_t cudaGetExportTable(const void **ppExportTable, const cudaUUID
     return rt_unsupported(&logged, "cudaGetExportTable");
 }
 
-RT_API cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGetKernel");
-}
-
 RT_API cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t *levelArray, cudaMipmappedArray_const_t mipmappedArray, unsigned int level)
 {
     static int logged;

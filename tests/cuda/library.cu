@@ -17,6 +17,13 @@
         }                                                                                                           \
     } while (0)
 
+__global__ void scale(float *x, float a, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] *= a;
+}
+
 static double vadd_with(CUfunction f, int n)
 {
     std::vector<float> a(n), b(n), c(n);
@@ -92,6 +99,13 @@ int main()
     CU(cuKernelGetFunction(&rf, (CUkernel)rk));
     double s3 = vadd_with(rf, 1000);
     CHECK(cudaLibraryUnload(rlib));
+
+    // cudaGetKernel: this program's own kernel, launched by its handle.
+    cudaKernel_t own;
+    CHECK(cudaGetKernel(&own, scale));
+    struct cudaFuncAttributes fa;
+    CHECK(cudaFuncGetAttributes(&fa, (const void *)own));
+    EXPECT(fa.maxThreadsPerBlock > 0);
     CU(cuDevicePrimaryCtxRelease(dev));
     std::printf("library OK %.1f %.1f %.1f\n", s1, s2, s3);
     return 0;

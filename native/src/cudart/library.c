@@ -29,3 +29,9 @@ RT_API cudaError_t cudaLibraryGetGlobal(void **dptr, size_t *bytes, cudaLibrary_
 {
     WITH_CONTEXT(cuLibraryGetGlobal((CUdeviceptr *)dptr, bytes, (CUlibrary)lib, name));
 }
+
+cudaError_t __cudaGetKernel(cudaKernel_t *out, const void *func); /* register.c */
+
+/* A kernel of this program by its host function: the same record the CUDA 13 launch stubs use, so it launches
+ * with cudaLaunchKernel and answers cudaFuncGetAttributes. (It is not a CUkernel of the driver.) */
+RT_API cudaError_t cudaGetKernel(cudaKernel_t *kernel, const void *func) { return rt_record(__cudaGetKernel(kernel, func)); }
