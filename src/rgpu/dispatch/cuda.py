@@ -14,6 +14,10 @@ import cffi
 import numpy as np
 
 from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, BackendUnavailable
+from rgpu.dispatch.cuda_blas import CudaBlasBatched
+from rgpu.dispatch.cuda_occupancy import CudaOccupancy
+from rgpu.dispatch.cuda_pools import CudaPools
+from rgpu.dispatch.cuda_vmm import CudaVmm
 from rgpu.errors import CudaError, Status
 
 try:
@@ -68,13 +72,6 @@ def _stream(stream):
 
 def _address(buf) -> int:
     return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
-
-
-# Feature mixins use _check and friends from this module, so they are imported once those exist.
-from rgpu.dispatch.cuda_blas import CudaBlasBatched  # noqa: E402
-from rgpu.dispatch.cuda_occupancy import CudaOccupancy  # noqa: E402
-from rgpu.dispatch.cuda_pools import CudaPools  # noqa: E402
-from rgpu.dispatch.cuda_vmm import CudaVmm  # noqa: E402
 
 
 class CudaBackend(CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, Backend):

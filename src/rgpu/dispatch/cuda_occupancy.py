@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cuda.bindings import driver as cu
 
-from rgpu.dispatch.cuda import _check
+from rgpu.dispatch.cuda_lazy import check as _check
 
 
 class CudaOccupancy:

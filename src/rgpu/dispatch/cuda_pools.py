@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cuda.bindings import driver as cu
 
-from rgpu.dispatch.cuda import _check, _stream
+from rgpu.dispatch.cuda_lazy import check as _check, stream as _stream
 
 _INT_ATTRIBUTES = {1, 2, 3}
 
