@@ -68,6 +68,22 @@ HAND_WRITTEN = {
     "cuMemsetD2D8_v2", "cuMemsetD2D8_v2_ptds", "cuMemsetD2D8Async", "cuMemsetD2D8Async_ptsz",
     "cuMemsetD2D16_v2", "cuMemsetD2D16_v2_ptds", "cuMemsetD2D16Async", "cuMemsetD2D16Async_ptsz",
     "cuMemsetD2D32_v2", "cuMemsetD2D32_v2_ptds", "cuMemsetD2D32Async", "cuMemsetD2D32Async_ptsz",
+    # virtual memory management (native/src/vmm.c): mapped spans are device ranges for the rest of the shim
+    "cuMemGetAllocationGranularity", "cuMemCreate", "cuMemRelease", "cuMemGetAllocationPropertiesFromHandle",
+    "cuMemRetainAllocationHandle", "cuMemAddressReserve", "cuMemAddressFree", "cuMemMap", "cuMemUnmap",
+    "cuMemSetAccess", "cuMemGetAccess",
+    # stream-ordered memory (native/src/pools.c)
+    "cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+    "cuMemFreeAsync", "cuMemFreeAsync_ptsz", "cuDeviceGetDefaultMemPool", "cuDeviceGetMemPool", "cuDeviceSetMemPool",
+    "cuMemGetDefaultMemPool", "cuMemGetMemPool", "cuMemSetMemPool", "cuMemPoolCreate", "cuMemPoolDestroy",
+    "cuMemPoolTrimTo", "cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolSetAccess", "cuMemPoolGetAccess",
+    # context-independent loading (native/src/library.c), on modules
+    "cuLibraryLoadData", "cuLibraryLoadFromFile", "cuLibraryUnload", "cuLibraryGetModule", "cuLibraryGetKernel",
+    "cuKernelGetFunction", "cuKernelGetLibrary", "cuLibraryGetGlobal", "cuKernelGetAttribute", "cuKernelSetAttribute",
+    "cuKernelGetName",
+    # occupancy searches (native/src/occupancy.c): the shared-memory callback runs here
+    "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSizeWithFlags",
+    "cuOccupancyAvailableDynamicSMemPerBlock",
     # modules and launches: image sizes, parameter layouts
     "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoad", "cuModuleLoadFatBinary", "cuModuleGetFunction",
     "cuModuleGetGlobal_v2", "cuModuleGetLoadingMode",

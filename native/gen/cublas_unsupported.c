@@ -854,12 +854,6 @@ BLAS_API int cublasDgelsBatched()
     return rgpu_blas_unsupported(&logged, "cublasDgelsBatched");
 }
 
-BLAS_API int cublasDgemmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemmBatched");
-}
-
 BLAS_API int cublasDgemmBatched_64()
 {
     static int logged;
@@ -1340,12 +1334,6 @@ BLAS_API int cublasDznrm2_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDznrm2_v2_64");
 }
 
-BLAS_API int cublasGemmBatchedEx()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGemmBatchedEx");
-}
-
 BLAS_API int cublasGemmBatchedEx_64()
 {
     static int logged;
@@ -1518,12 +1506,6 @@ BLAS_API int cublasHSSgemvStridedBatched_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasHSSgemvStridedBatched_64");
-}
-
-BLAS_API int cublasHgemmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasHgemmBatched");
 }
 
 BLAS_API int cublasHgemmBatched_64()
@@ -1938,12 +1920,6 @@ BLAS_API int cublasSgelsBatched()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSgelsBatched");
-}
-
-BLAS_API int cublasSgemmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemmBatched");
 }
 
 BLAS_API int cublasSgemmBatched_64()

@@ -86,12 +86,6 @@ RT_API cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDM
     return rt_unsupported(&logged, "cudaDeviceFlushGPUDirectRDMAWrites");
 }
 
-RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceGetDefaultMemPool");
-}
-
 RT_API cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value)
 {
     static int logged;
@@ -102,12 +96,6 @@ RT_API cudaError_t cudaDeviceGetHostAtomicCapabilities(unsigned int *capabilitie
 {
     static int logged;
     return rt_unsupported(&logged, "cudaDeviceGetHostAtomicCapabilities");
-}
-
-RT_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceGetMemPool");
 }
 
 RT_API cudaError_t cudaDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, int device, int flags)
@@ -156,12 +144,6 @@ RT_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemA
 {
     static int logged;
     return rt_unsupported(&logged, "cudaDeviceSetGraphMemAttribute");
-}
-
-RT_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceSetMemPool");
 }
 
 RT_API cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config)
@@ -232,12 +214,6 @@ RT_API cudaError_t cudaGetExportTable(const void **ppExportTable, const cudaUUID
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGetExportTable");
-}
-
-RT_API cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGetKernel");
 }
 
 RT_API cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t *levelArray, cudaMipmappedArray_const_t mipmappedArray, unsigned int level)
@@ -888,18 +864,6 @@ RT_API cudaError_t cudaLibraryEnumerateKernels(cudaKernel_t *kernels, unsigned i
     return rt_unsupported(&logged, "cudaLibraryEnumerateKernels");
 }
 
-RT_API cudaError_t cudaLibraryGetGlobal(void **dptr, size_t *bytes, cudaLibrary_t library, const char *name)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryGetGlobal");
-}
-
-RT_API cudaError_t cudaLibraryGetKernel(cudaKernel_t *pKernel, cudaLibrary_t library, const char *name)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryGetKernel");
-}
-
 RT_API cudaError_t cudaLibraryGetKernelCount(unsigned int *count, cudaLibrary_t lib)
 {
     static int logged;
@@ -916,24 +880,6 @@ RT_API cudaError_t cudaLibraryGetUnifiedFunction(void **fptr, cudaLibrary_t libr
 {
     static int logged;
     return rt_unsupported(&logged, "cudaLibraryGetUnifiedFunction");
-}
-
-RT_API cudaError_t cudaLibraryLoadData(cudaLibrary_t *library, const void *code, enum cudaJitOption *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, enum cudaLibraryOption *libraryOptions, void** libraryOptionValues, unsigned int numLibraryOptions)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryLoadData");
-}
-
-RT_API cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t *library, const char *fileName, enum cudaJitOption *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, enum cudaLibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryLoadFromFile");
-}
-
-RT_API cudaError_t cudaLibraryUnload(cudaLibrary_t library)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLibraryUnload");
 }
 
 RT_API cudaError_t cudaLogsCurrent(cudaLogIterator *iterator_out, unsigned int flags)
@@ -982,18 +928,6 @@ RT_API cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelF
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMallocArray");
-}
-
-RT_API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMallocFromPoolAsync");
-}
-
-RT_API cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMallocFromPoolAsync_ptsz");
 }
 
 RT_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
@@ -1050,18 +984,6 @@ RT_API cudaError_t cudaMemGetMemPool(cudaMemPool_t *memPool, struct cudaMemLocat
     return rt_unsupported(&logged, "cudaMemGetMemPool");
 }
 
-RT_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolCreate");
-}
-
-RT_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolDestroy");
-}
-
 RT_API cudaError_t cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *exportData, void *ptr)
 {
     static int logged;
@@ -1074,18 +996,6 @@ RT_API cudaError_t cudaMemPoolExportToShareableHandle(void *shareableHandle, cud
     return rt_unsupported(&logged, "cudaMemPoolExportToShareableHandle");
 }
 
-RT_API cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool, struct cudaMemLocation *location)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolGetAccess");
-}
-
-RT_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolGetAttribute");
-}
-
 RT_API cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t *memPool, void *shareableHandle, enum cudaMemAllocationHandleType handleType, unsigned int flags)
 {
     static int logged;
@@ -1096,24 +1006,6 @@ RT_API cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t memPool, s
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMemPoolImportPointer");
-}
-
-RT_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc *descList, size_t count)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolSetAccess");
-}
-
-RT_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolSetAttribute");
-}
-
-RT_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPoolTrimTo");
 }
 
 RT_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream)
@@ -1410,12 +1302,6 @@ RT_API cudaError_t cudaMipmappedArrayGetSparseProperties(struct cudaArraySparseP
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMipmappedArrayGetSparseProperties");
-}
-
-RT_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, const void *func, int numBlocks, int blockSize)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaOccupancyAvailableDynamicSMemPerBlock");
 }
 
 RT_API cudaError_t cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, const cudaLaunchConfig_t *launchConfig)

@@ -1791,6 +1791,106 @@ static inline int rgpu_unpack_blas_gemm_req(const uint8_t *in, size_t len, struc
     return 0;
 }
 
+/* BLAS_GEMM_BATCHED: cublasGemmBatchedEx(handle, stream, ..., Aarray, ..., Barray, ..., Carray, ..., batch, ...), the same fields as BLAS_GEMM [deferrable, context] */
+#define RGPU_OP_BLAS_GEMM_BATCHED 0x0093
+#define RGPU_BLAS_GEMM_BATCHED_REQ_SIZE 204
+#define RGPU_BLAS_GEMM_BATCHED_REP_SIZE 0
+struct rgpu_blas_gemm_batched_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t transa;
+    uint32_t transb;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    uint64_t a;
+    uint32_t a_type;
+    int64_t lda;
+    int64_t stride_a;
+    uint64_t b;
+    uint32_t b_type;
+    int64_t ldb;
+    int64_t stride_b;
+    uint64_t c;
+    uint32_t c_type;
+    int64_t ldc;
+    int64_t stride_c;
+    int64_t batch;
+    uint32_t compute_type;
+    int32_t algo;
+    uint32_t pointer_mode;
+    uint32_t math_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t workspace;
+    uint64_t workspace_size;
+};
+static inline void rgpu_pack_blas_gemm_batched(uint8_t out[RGPU_BLAS_GEMM_BATCHED_REQ_SIZE], const struct rgpu_blas_gemm_batched_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->transa);
+    rgpu_put_u32(out + 20, m->transb);
+    rgpu_put_u64(out + 24, m->m);
+    rgpu_put_u64(out + 32, m->n);
+    rgpu_put_u64(out + 40, m->k);
+    rgpu_put_u64(out + 48, m->a);
+    rgpu_put_u32(out + 56, m->a_type);
+    rgpu_put_u64(out + 60, m->lda);
+    rgpu_put_u64(out + 68, m->stride_a);
+    rgpu_put_u64(out + 76, m->b);
+    rgpu_put_u32(out + 84, m->b_type);
+    rgpu_put_u64(out + 88, m->ldb);
+    rgpu_put_u64(out + 96, m->stride_b);
+    rgpu_put_u64(out + 104, m->c);
+    rgpu_put_u32(out + 112, m->c_type);
+    rgpu_put_u64(out + 116, m->ldc);
+    rgpu_put_u64(out + 124, m->stride_c);
+    rgpu_put_u64(out + 132, m->batch);
+    rgpu_put_u32(out + 140, m->compute_type);
+    rgpu_put_u32(out + 144, m->algo);
+    rgpu_put_u32(out + 148, m->pointer_mode);
+    rgpu_put_u32(out + 152, m->math_mode);
+    memcpy(out + 156, m->alpha, 16);
+    memcpy(out + 172, m->beta, 16);
+    rgpu_put_u64(out + 188, m->workspace);
+    rgpu_put_u64(out + 196, m->workspace_size);
+}
+static inline int rgpu_unpack_blas_gemm_batched_req(const uint8_t *in, size_t len, struct rgpu_blas_gemm_batched_req *m)
+{
+    if (len != RGPU_BLAS_GEMM_BATCHED_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->transa = (uint32_t)rgpu_get_u32(in + 16);
+    m->transb = (uint32_t)rgpu_get_u32(in + 20);
+    m->m = (int64_t)rgpu_get_u64(in + 24);
+    m->n = (int64_t)rgpu_get_u64(in + 32);
+    m->k = (int64_t)rgpu_get_u64(in + 40);
+    m->a = (uint64_t)rgpu_get_u64(in + 48);
+    m->a_type = (uint32_t)rgpu_get_u32(in + 56);
+    m->lda = (int64_t)rgpu_get_u64(in + 60);
+    m->stride_a = (int64_t)rgpu_get_u64(in + 68);
+    m->b = (uint64_t)rgpu_get_u64(in + 76);
+    m->b_type = (uint32_t)rgpu_get_u32(in + 84);
+    m->ldb = (int64_t)rgpu_get_u64(in + 88);
+    m->stride_b = (int64_t)rgpu_get_u64(in + 96);
+    m->c = (uint64_t)rgpu_get_u64(in + 104);
+    m->c_type = (uint32_t)rgpu_get_u32(in + 112);
+    m->ldc = (int64_t)rgpu_get_u64(in + 116);
+    m->stride_c = (int64_t)rgpu_get_u64(in + 124);
+    m->batch = (int64_t)rgpu_get_u64(in + 132);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 140);
+    m->algo = (int32_t)rgpu_get_u32(in + 144);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 148);
+    m->math_mode = (uint32_t)rgpu_get_u32(in + 152);
+    memcpy(m->alpha, in + 156, 16);
+    memcpy(m->beta, in + 172, 16);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 188);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 196);
+    return 0;
+}
+
 /* LT_HEURISTIC: cublasLtMatmulAlgoGetHeuristic(requested count) [context] */
 #define RGPU_OP_LT_HEURISTIC 0x00A0
 #define RGPU_LT_HEURISTIC_REQ_SIZE 4
@@ -2271,6 +2371,746 @@ static inline int rgpu_unpack_dnn_bn_backward_req(const uint8_t *in, size_t len,
     return 0;
 }
 
+/* MEM_GET_GRANULARITY: cuMemGetAllocationGranularity(device, option: 0 minimum / 1 recommended) */
+#define RGPU_OP_MEM_GET_GRANULARITY 0x00C0
+#define RGPU_MEM_GET_GRANULARITY_REQ_SIZE 16
+#define RGPU_MEM_GET_GRANULARITY_REP_SIZE 8
+struct rgpu_mem_get_granularity_req {
+    int32_t device;
+    uint32_t option;
+    uint32_t handle_types;
+    uint32_t compression;
+};
+static inline void rgpu_pack_mem_get_granularity(uint8_t out[RGPU_MEM_GET_GRANULARITY_REQ_SIZE], const struct rgpu_mem_get_granularity_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u32(out + 4, m->option);
+    rgpu_put_u32(out + 8, m->handle_types);
+    rgpu_put_u32(out + 12, m->compression);
+}
+static inline int rgpu_unpack_mem_get_granularity_req(const uint8_t *in, size_t len, struct rgpu_mem_get_granularity_req *m)
+{
+    if (len != RGPU_MEM_GET_GRANULARITY_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->option = (uint32_t)rgpu_get_u32(in + 4);
+    m->handle_types = (uint32_t)rgpu_get_u32(in + 8);
+    m->compression = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_mem_get_granularity_rep {
+    uint64_t granularity;
+};
+static inline int rgpu_unpack_mem_get_granularity(const uint8_t *in, size_t len, struct rgpu_mem_get_granularity_rep *m)
+{
+    if (len != RGPU_MEM_GET_GRANULARITY_REP_SIZE)
+        return -1;
+    m->granularity = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_CREATE: cuMemCreate(size, pinned device memory on device, flags) -> handle [context] */
+#define RGPU_OP_MEM_CREATE 0x00C1
+#define RGPU_MEM_CREATE_REQ_SIZE 32
+#define RGPU_MEM_CREATE_REP_SIZE 8
+struct rgpu_mem_create_req {
+    uint64_t size;
+    int32_t device;
+    uint32_t handle_types;
+    uint32_t compression;
+    uint32_t usage;
+    uint64_t flags;
+};
+static inline void rgpu_pack_mem_create(uint8_t out[RGPU_MEM_CREATE_REQ_SIZE], const struct rgpu_mem_create_req *m)
+{
+    rgpu_put_u64(out + 0, m->size);
+    rgpu_put_u32(out + 8, m->device);
+    rgpu_put_u32(out + 12, m->handle_types);
+    rgpu_put_u32(out + 16, m->compression);
+    rgpu_put_u32(out + 20, m->usage);
+    rgpu_put_u64(out + 24, m->flags);
+}
+static inline int rgpu_unpack_mem_create_req(const uint8_t *in, size_t len, struct rgpu_mem_create_req *m)
+{
+    if (len != RGPU_MEM_CREATE_REQ_SIZE)
+        return -1;
+    m->size = (uint64_t)rgpu_get_u64(in + 0);
+    m->device = (int32_t)rgpu_get_u32(in + 8);
+    m->handle_types = (uint32_t)rgpu_get_u32(in + 12);
+    m->compression = (uint32_t)rgpu_get_u32(in + 16);
+    m->usage = (uint32_t)rgpu_get_u32(in + 20);
+    m->flags = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+struct rgpu_mem_create_rep {
+    uint64_t handle;
+};
+static inline int rgpu_unpack_mem_create(const uint8_t *in, size_t len, struct rgpu_mem_create_rep *m)
+{
+    if (len != RGPU_MEM_CREATE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_RELEASE: cuMemRelease (the memory goes when its last mapping does) [context] */
+#define RGPU_OP_MEM_RELEASE 0x00C2
+#define RGPU_MEM_RELEASE_REQ_SIZE 8
+#define RGPU_MEM_RELEASE_REP_SIZE 0
+struct rgpu_mem_release_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_mem_release(uint8_t out[RGPU_MEM_RELEASE_REQ_SIZE], const struct rgpu_mem_release_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_mem_release_req(const uint8_t *in, size_t len, struct rgpu_mem_release_req *m)
+{
+    if (len != RGPU_MEM_RELEASE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_ADDRESS_RESERVE: cuMemAddressReserve(size, alignment, hint, flags) -> ptr [context] */
+#define RGPU_OP_MEM_ADDRESS_RESERVE 0x00C3
+#define RGPU_MEM_ADDRESS_RESERVE_REQ_SIZE 32
+#define RGPU_MEM_ADDRESS_RESERVE_REP_SIZE 8
+struct rgpu_mem_address_reserve_req {
+    uint64_t size;
+    uint64_t alignment;
+    uint64_t addr;
+    uint64_t flags;
+};
+static inline void rgpu_pack_mem_address_reserve(uint8_t out[RGPU_MEM_ADDRESS_RESERVE_REQ_SIZE], const struct rgpu_mem_address_reserve_req *m)
+{
+    rgpu_put_u64(out + 0, m->size);
+    rgpu_put_u64(out + 8, m->alignment);
+    rgpu_put_u64(out + 16, m->addr);
+    rgpu_put_u64(out + 24, m->flags);
+}
+static inline int rgpu_unpack_mem_address_reserve_req(const uint8_t *in, size_t len, struct rgpu_mem_address_reserve_req *m)
+{
+    if (len != RGPU_MEM_ADDRESS_RESERVE_REQ_SIZE)
+        return -1;
+    m->size = (uint64_t)rgpu_get_u64(in + 0);
+    m->alignment = (uint64_t)rgpu_get_u64(in + 8);
+    m->addr = (uint64_t)rgpu_get_u64(in + 16);
+    m->flags = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+struct rgpu_mem_address_reserve_rep {
+    uint64_t ptr;
+};
+static inline int rgpu_unpack_mem_address_reserve(const uint8_t *in, size_t len, struct rgpu_mem_address_reserve_rep *m)
+{
+    if (len != RGPU_MEM_ADDRESS_RESERVE_REP_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_ADDRESS_FREE: cuMemAddressFree(ptr, size) [context] */
+#define RGPU_OP_MEM_ADDRESS_FREE 0x00C4
+#define RGPU_MEM_ADDRESS_FREE_REQ_SIZE 16
+#define RGPU_MEM_ADDRESS_FREE_REP_SIZE 0
+struct rgpu_mem_address_free_req {
+    uint64_t ptr;
+    uint64_t size;
+};
+static inline void rgpu_pack_mem_address_free(uint8_t out[RGPU_MEM_ADDRESS_FREE_REQ_SIZE], const struct rgpu_mem_address_free_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u64(out + 8, m->size);
+}
+static inline int rgpu_unpack_mem_address_free_req(const uint8_t *in, size_t len, struct rgpu_mem_address_free_req *m)
+{
+    if (len != RGPU_MEM_ADDRESS_FREE_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEM_MAP: cuMemMap(ptr, size, offset, handle, flags) [context] */
+#define RGPU_OP_MEM_MAP 0x00C5
+#define RGPU_MEM_MAP_REQ_SIZE 40
+#define RGPU_MEM_MAP_REP_SIZE 0
+struct rgpu_mem_map_req {
+    uint64_t ptr;
+    uint64_t size;
+    uint64_t offset;
+    uint64_t handle;
+    uint64_t flags;
+};
+static inline void rgpu_pack_mem_map(uint8_t out[RGPU_MEM_MAP_REQ_SIZE], const struct rgpu_mem_map_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u64(out + 8, m->size);
+    rgpu_put_u64(out + 16, m->offset);
+    rgpu_put_u64(out + 24, m->handle);
+    rgpu_put_u64(out + 32, m->flags);
+}
+static inline int rgpu_unpack_mem_map_req(const uint8_t *in, size_t len, struct rgpu_mem_map_req *m)
+{
+    if (len != RGPU_MEM_MAP_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    m->offset = (uint64_t)rgpu_get_u64(in + 16);
+    m->handle = (uint64_t)rgpu_get_u64(in + 24);
+    m->flags = (uint64_t)rgpu_get_u64(in + 32);
+    return 0;
+}
+
+/* MEM_UNMAP: cuMemUnmap(ptr, size): whole mappings only [context] */
+#define RGPU_OP_MEM_UNMAP 0x00C6
+#define RGPU_MEM_UNMAP_REQ_SIZE 16
+#define RGPU_MEM_UNMAP_REP_SIZE 0
+struct rgpu_mem_unmap_req {
+    uint64_t ptr;
+    uint64_t size;
+};
+static inline void rgpu_pack_mem_unmap(uint8_t out[RGPU_MEM_UNMAP_REQ_SIZE], const struct rgpu_mem_unmap_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u64(out + 8, m->size);
+}
+static inline int rgpu_unpack_mem_unmap_req(const uint8_t *in, size_t len, struct rgpu_mem_unmap_req *m)
+{
+    if (len != RGPU_MEM_UNMAP_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEM_SET_ACCESS: cuMemSetAccess(ptr, size, descriptors) [context] */
+#define RGPU_OP_MEM_SET_ACCESS 0x00C7
+#define RGPU_MEM_SET_ACCESS_REQ_SIZE 20
+#define RGPU_MEM_SET_ACCESS_REP_SIZE 0
+struct rgpu_mem_set_access_req {
+    uint64_t ptr;
+    uint64_t size;
+    uint32_t count;
+};
+static inline void rgpu_pack_mem_set_access(uint8_t out[RGPU_MEM_SET_ACCESS_REQ_SIZE], const struct rgpu_mem_set_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u64(out + 8, m->size);
+    rgpu_put_u32(out + 16, m->count);
+}
+static inline int rgpu_unpack_mem_set_access_req(const uint8_t *in, size_t len, struct rgpu_mem_set_access_req *m)
+{
+    if (len != RGPU_MEM_SET_ACCESS_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+
+/* MEM_GET_ACCESS: cuMemGetAccess(location, ptr) -> flags [context] */
+#define RGPU_OP_MEM_GET_ACCESS 0x00C8
+#define RGPU_MEM_GET_ACCESS_REQ_SIZE 16
+#define RGPU_MEM_GET_ACCESS_REP_SIZE 8
+struct rgpu_mem_get_access_req {
+    uint64_t ptr;
+    uint32_t location_type;
+    int32_t location_id;
+};
+static inline void rgpu_pack_mem_get_access(uint8_t out[RGPU_MEM_GET_ACCESS_REQ_SIZE], const struct rgpu_mem_get_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+    rgpu_put_u32(out + 8, m->location_type);
+    rgpu_put_u32(out + 12, m->location_id);
+}
+static inline int rgpu_unpack_mem_get_access_req(const uint8_t *in, size_t len, struct rgpu_mem_get_access_req *m)
+{
+    if (len != RGPU_MEM_GET_ACCESS_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->location_type = (uint32_t)rgpu_get_u32(in + 8);
+    m->location_id = (int32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_mem_get_access_rep {
+    uint64_t flags;
+};
+static inline int rgpu_unpack_mem_get_access(const uint8_t *in, size_t len, struct rgpu_mem_get_access_rep *m)
+{
+    if (len != RGPU_MEM_GET_ACCESS_REP_SIZE)
+        return -1;
+    m->flags = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_GET_ALLOCATION_PROPERTIES: cuMemGetAllocationPropertiesFromHandle -> device, handle types, compression, usage */
+#define RGPU_OP_MEM_GET_ALLOCATION_PROPERTIES 0x00C9
+#define RGPU_MEM_GET_ALLOCATION_PROPERTIES_REQ_SIZE 8
+#define RGPU_MEM_GET_ALLOCATION_PROPERTIES_REP_SIZE 16
+struct rgpu_mem_get_allocation_properties_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_mem_get_allocation_properties(uint8_t out[RGPU_MEM_GET_ALLOCATION_PROPERTIES_REQ_SIZE], const struct rgpu_mem_get_allocation_properties_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_mem_get_allocation_properties_req(const uint8_t *in, size_t len, struct rgpu_mem_get_allocation_properties_req *m)
+{
+    if (len != RGPU_MEM_GET_ALLOCATION_PROPERTIES_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_mem_get_allocation_properties_rep {
+    int32_t device;
+    uint32_t handle_types;
+    uint32_t compression;
+    uint32_t usage;
+};
+static inline int rgpu_unpack_mem_get_allocation_properties(const uint8_t *in, size_t len, struct rgpu_mem_get_allocation_properties_rep *m)
+{
+    if (len != RGPU_MEM_GET_ALLOCATION_PROPERTIES_REP_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->handle_types = (uint32_t)rgpu_get_u32(in + 4);
+    m->compression = (uint32_t)rgpu_get_u32(in + 8);
+    m->usage = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+
+/* MEM_RETAIN_ALLOCATION_HANDLE: cuMemRetainAllocationHandle(address in a mapping) -> handle (one more reference), the allocation's size */
+#define RGPU_OP_MEM_RETAIN_ALLOCATION_HANDLE 0x00CA
+#define RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REQ_SIZE 8
+#define RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REP_SIZE 16
+struct rgpu_mem_retain_allocation_handle_req {
+    uint64_t ptr;
+};
+static inline void rgpu_pack_mem_retain_allocation_handle(uint8_t out[RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REQ_SIZE], const struct rgpu_mem_retain_allocation_handle_req *m)
+{
+    rgpu_put_u64(out + 0, m->ptr);
+}
+static inline int rgpu_unpack_mem_retain_allocation_handle_req(const uint8_t *in, size_t len, struct rgpu_mem_retain_allocation_handle_req *m)
+{
+    if (len != RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REQ_SIZE)
+        return -1;
+    m->ptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_mem_retain_allocation_handle_rep {
+    uint64_t handle;
+    uint64_t size;
+};
+static inline int rgpu_unpack_mem_retain_allocation_handle(const uint8_t *in, size_t len, struct rgpu_mem_retain_allocation_handle_rep *m)
+{
+    if (len != RGPU_MEM_RETAIN_ALLOCATION_HANDLE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEM_POOL_CREATE: cuMemPoolCreate(pinned device memory on device, handle types, max size, usage) -> pool [context] */
+#define RGPU_OP_MEM_POOL_CREATE 0x00D0
+#define RGPU_MEM_POOL_CREATE_REQ_SIZE 20
+#define RGPU_MEM_POOL_CREATE_REP_SIZE 8
+struct rgpu_mem_pool_create_req {
+    int32_t device;
+    uint32_t handle_types;
+    uint64_t max_size;
+    uint32_t usage;
+};
+static inline void rgpu_pack_mem_pool_create(uint8_t out[RGPU_MEM_POOL_CREATE_REQ_SIZE], const struct rgpu_mem_pool_create_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u32(out + 4, m->handle_types);
+    rgpu_put_u64(out + 8, m->max_size);
+    rgpu_put_u32(out + 16, m->usage);
+}
+static inline int rgpu_unpack_mem_pool_create_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_create_req *m)
+{
+    if (len != RGPU_MEM_POOL_CREATE_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->handle_types = (uint32_t)rgpu_get_u32(in + 4);
+    m->max_size = (uint64_t)rgpu_get_u64(in + 8);
+    m->usage = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+struct rgpu_mem_pool_create_rep {
+    uint64_t pool;
+};
+static inline int rgpu_unpack_mem_pool_create(const uint8_t *in, size_t len, struct rgpu_mem_pool_create_rep *m)
+{
+    if (len != RGPU_MEM_POOL_CREATE_REP_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_DESTROY: cuMemPoolDestroy (its outstanding allocations go with it) [context] */
+#define RGPU_OP_MEM_POOL_DESTROY 0x00D1
+#define RGPU_MEM_POOL_DESTROY_REQ_SIZE 8
+#define RGPU_MEM_POOL_DESTROY_REP_SIZE 0
+struct rgpu_mem_pool_destroy_req {
+    uint64_t pool;
+};
+static inline void rgpu_pack_mem_pool_destroy(uint8_t out[RGPU_MEM_POOL_DESTROY_REQ_SIZE], const struct rgpu_mem_pool_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+}
+static inline int rgpu_unpack_mem_pool_destroy_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_destroy_req *m)
+{
+    if (len != RGPU_MEM_POOL_DESTROY_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_GET_DEFAULT: cuDeviceGetDefaultMemPool: the session's default pool of the device [context] */
+#define RGPU_OP_MEM_POOL_GET_DEFAULT 0x00D2
+#define RGPU_MEM_POOL_GET_DEFAULT_REQ_SIZE 4
+#define RGPU_MEM_POOL_GET_DEFAULT_REP_SIZE 8
+struct rgpu_mem_pool_get_default_req {
+    int32_t device;
+};
+static inline void rgpu_pack_mem_pool_get_default(uint8_t out[RGPU_MEM_POOL_GET_DEFAULT_REQ_SIZE], const struct rgpu_mem_pool_get_default_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+}
+static inline int rgpu_unpack_mem_pool_get_default_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_default_req *m)
+{
+    if (len != RGPU_MEM_POOL_GET_DEFAULT_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_mem_pool_get_default_rep {
+    uint64_t pool;
+};
+static inline int rgpu_unpack_mem_pool_get_default(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_default_rep *m)
+{
+    if (len != RGPU_MEM_POOL_GET_DEFAULT_REP_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_GET_CURRENT: cuDeviceGetMemPool [context] */
+#define RGPU_OP_MEM_POOL_GET_CURRENT 0x00D3
+#define RGPU_MEM_POOL_GET_CURRENT_REQ_SIZE 4
+#define RGPU_MEM_POOL_GET_CURRENT_REP_SIZE 8
+struct rgpu_mem_pool_get_current_req {
+    int32_t device;
+};
+static inline void rgpu_pack_mem_pool_get_current(uint8_t out[RGPU_MEM_POOL_GET_CURRENT_REQ_SIZE], const struct rgpu_mem_pool_get_current_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+}
+static inline int rgpu_unpack_mem_pool_get_current_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_current_req *m)
+{
+    if (len != RGPU_MEM_POOL_GET_CURRENT_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_mem_pool_get_current_rep {
+    uint64_t pool;
+};
+static inline int rgpu_unpack_mem_pool_get_current(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_current_rep *m)
+{
+    if (len != RGPU_MEM_POOL_GET_CURRENT_REP_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_SET_CURRENT: cuDeviceSetMemPool [context] */
+#define RGPU_OP_MEM_POOL_SET_CURRENT 0x00D4
+#define RGPU_MEM_POOL_SET_CURRENT_REQ_SIZE 12
+#define RGPU_MEM_POOL_SET_CURRENT_REP_SIZE 0
+struct rgpu_mem_pool_set_current_req {
+    int32_t device;
+    uint64_t pool;
+};
+static inline void rgpu_pack_mem_pool_set_current(uint8_t out[RGPU_MEM_POOL_SET_CURRENT_REQ_SIZE], const struct rgpu_mem_pool_set_current_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u64(out + 4, m->pool);
+}
+static inline int rgpu_unpack_mem_pool_set_current_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_set_current_req *m)
+{
+    if (len != RGPU_MEM_POOL_SET_CURRENT_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->pool = (uint64_t)rgpu_get_u64(in + 4);
+    return 0;
+}
+
+/* MEM_ALLOC_ASYNC: cuMemAllocFromPoolAsync(size, pool or 0 for the current one, stream) -> dptr [context] */
+#define RGPU_OP_MEM_ALLOC_ASYNC 0x00D5
+#define RGPU_MEM_ALLOC_ASYNC_REQ_SIZE 24
+#define RGPU_MEM_ALLOC_ASYNC_REP_SIZE 8
+struct rgpu_mem_alloc_async_req {
+    uint64_t size;
+    uint64_t pool;
+    uint64_t stream;
+};
+static inline void rgpu_pack_mem_alloc_async(uint8_t out[RGPU_MEM_ALLOC_ASYNC_REQ_SIZE], const struct rgpu_mem_alloc_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->size);
+    rgpu_put_u64(out + 8, m->pool);
+    rgpu_put_u64(out + 16, m->stream);
+}
+static inline int rgpu_unpack_mem_alloc_async_req(const uint8_t *in, size_t len, struct rgpu_mem_alloc_async_req *m)
+{
+    if (len != RGPU_MEM_ALLOC_ASYNC_REQ_SIZE)
+        return -1;
+    m->size = (uint64_t)rgpu_get_u64(in + 0);
+    m->pool = (uint64_t)rgpu_get_u64(in + 8);
+    m->stream = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+struct rgpu_mem_alloc_async_rep {
+    uint64_t dptr;
+};
+static inline int rgpu_unpack_mem_alloc_async(const uint8_t *in, size_t len, struct rgpu_mem_alloc_async_rep *m)
+{
+    if (len != RGPU_MEM_ALLOC_ASYNC_REP_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_FREE_ASYNC: cuMemFreeAsync(dptr, stream) [deferrable, context] */
+#define RGPU_OP_MEM_FREE_ASYNC 0x00D6
+#define RGPU_MEM_FREE_ASYNC_REQ_SIZE 16
+#define RGPU_MEM_FREE_ASYNC_REP_SIZE 0
+struct rgpu_mem_free_async_req {
+    uint64_t dptr;
+    uint64_t stream;
+};
+static inline void rgpu_pack_mem_free_async(uint8_t out[RGPU_MEM_FREE_ASYNC_REQ_SIZE], const struct rgpu_mem_free_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->dptr);
+    rgpu_put_u64(out + 8, m->stream);
+}
+static inline int rgpu_unpack_mem_free_async_req(const uint8_t *in, size_t len, struct rgpu_mem_free_async_req *m)
+{
+    if (len != RGPU_MEM_FREE_ASYNC_REQ_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEM_POOL_TRIM: cuMemPoolTrimTo(pool, bytes to keep) [context] */
+#define RGPU_OP_MEM_POOL_TRIM 0x00D7
+#define RGPU_MEM_POOL_TRIM_REQ_SIZE 16
+#define RGPU_MEM_POOL_TRIM_REP_SIZE 0
+struct rgpu_mem_pool_trim_req {
+    uint64_t pool;
+    uint64_t keep;
+};
+static inline void rgpu_pack_mem_pool_trim(uint8_t out[RGPU_MEM_POOL_TRIM_REQ_SIZE], const struct rgpu_mem_pool_trim_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u64(out + 8, m->keep);
+}
+static inline int rgpu_unpack_mem_pool_trim_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_trim_req *m)
+{
+    if (len != RGPU_MEM_POOL_TRIM_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->keep = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* MEM_POOL_SET_ATTRIBUTE: cuMemPoolSetAttribute (int attributes as u64) [context] */
+#define RGPU_OP_MEM_POOL_SET_ATTRIBUTE 0x00D8
+#define RGPU_MEM_POOL_SET_ATTRIBUTE_REQ_SIZE 20
+#define RGPU_MEM_POOL_SET_ATTRIBUTE_REP_SIZE 0
+struct rgpu_mem_pool_set_attribute_req {
+    uint64_t pool;
+    uint32_t attrib;
+    uint64_t value;
+};
+static inline void rgpu_pack_mem_pool_set_attribute(uint8_t out[RGPU_MEM_POOL_SET_ATTRIBUTE_REQ_SIZE], const struct rgpu_mem_pool_set_attribute_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u32(out + 8, m->attrib);
+    rgpu_put_u64(out + 12, m->value);
+}
+static inline int rgpu_unpack_mem_pool_set_attribute_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_set_attribute_req *m)
+{
+    if (len != RGPU_MEM_POOL_SET_ATTRIBUTE_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->attrib = (uint32_t)rgpu_get_u32(in + 8);
+    m->value = (uint64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+
+/* MEM_POOL_GET_ATTRIBUTE: cuMemPoolGetAttribute (int attributes as u64) [context] */
+#define RGPU_OP_MEM_POOL_GET_ATTRIBUTE 0x00D9
+#define RGPU_MEM_POOL_GET_ATTRIBUTE_REQ_SIZE 12
+#define RGPU_MEM_POOL_GET_ATTRIBUTE_REP_SIZE 8
+struct rgpu_mem_pool_get_attribute_req {
+    uint64_t pool;
+    uint32_t attrib;
+};
+static inline void rgpu_pack_mem_pool_get_attribute(uint8_t out[RGPU_MEM_POOL_GET_ATTRIBUTE_REQ_SIZE], const struct rgpu_mem_pool_get_attribute_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u32(out + 8, m->attrib);
+}
+static inline int rgpu_unpack_mem_pool_get_attribute_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_attribute_req *m)
+{
+    if (len != RGPU_MEM_POOL_GET_ATTRIBUTE_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->attrib = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+struct rgpu_mem_pool_get_attribute_rep {
+    uint64_t value;
+};
+static inline int rgpu_unpack_mem_pool_get_attribute(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_attribute_rep *m)
+{
+    if (len != RGPU_MEM_POOL_GET_ATTRIBUTE_REP_SIZE)
+        return -1;
+    m->value = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEM_POOL_SET_ACCESS: cuMemPoolSetAccess(pool, descriptors) [context] */
+#define RGPU_OP_MEM_POOL_SET_ACCESS 0x00DA
+#define RGPU_MEM_POOL_SET_ACCESS_REQ_SIZE 12
+#define RGPU_MEM_POOL_SET_ACCESS_REP_SIZE 0
+struct rgpu_mem_pool_set_access_req {
+    uint64_t pool;
+    uint32_t count;
+};
+static inline void rgpu_pack_mem_pool_set_access(uint8_t out[RGPU_MEM_POOL_SET_ACCESS_REQ_SIZE], const struct rgpu_mem_pool_set_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u32(out + 8, m->count);
+}
+static inline int rgpu_unpack_mem_pool_set_access_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_set_access_req *m)
+{
+    if (len != RGPU_MEM_POOL_SET_ACCESS_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* MEM_POOL_GET_ACCESS: cuMemPoolGetAccess(pool, location) -> flags [context] */
+#define RGPU_OP_MEM_POOL_GET_ACCESS 0x00DB
+#define RGPU_MEM_POOL_GET_ACCESS_REQ_SIZE 16
+#define RGPU_MEM_POOL_GET_ACCESS_REP_SIZE 4
+struct rgpu_mem_pool_get_access_req {
+    uint64_t pool;
+    uint32_t location_type;
+    int32_t location_id;
+};
+static inline void rgpu_pack_mem_pool_get_access(uint8_t out[RGPU_MEM_POOL_GET_ACCESS_REQ_SIZE], const struct rgpu_mem_pool_get_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->pool);
+    rgpu_put_u32(out + 8, m->location_type);
+    rgpu_put_u32(out + 12, m->location_id);
+}
+static inline int rgpu_unpack_mem_pool_get_access_req(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_access_req *m)
+{
+    if (len != RGPU_MEM_POOL_GET_ACCESS_REQ_SIZE)
+        return -1;
+    m->pool = (uint64_t)rgpu_get_u64(in + 0);
+    m->location_type = (uint32_t)rgpu_get_u32(in + 8);
+    m->location_id = (int32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_mem_pool_get_access_rep {
+    uint32_t flags;
+};
+static inline int rgpu_unpack_mem_pool_get_access(const uint8_t *in, size_t len, struct rgpu_mem_pool_get_access_rep *m)
+{
+    if (len != RGPU_MEM_POOL_GET_ACCESS_REP_SIZE)
+        return -1;
+    m->flags = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* OCCUPANCY_TABLE: cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags for several block sizes (the client runs the program's shared-memory callback) [context] */
+#define RGPU_OP_OCCUPANCY_TABLE 0x0110
+#define RGPU_OCCUPANCY_TABLE_REQ_SIZE 16
+#define RGPU_OCCUPANCY_TABLE_REP_SIZE 4
+struct rgpu_occupancy_table_req {
+    uint64_t function;
+    uint32_t flags;
+    uint32_t count;
+};
+static inline void rgpu_pack_occupancy_table(uint8_t out[RGPU_OCCUPANCY_TABLE_REQ_SIZE], const struct rgpu_occupancy_table_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->flags);
+    rgpu_put_u32(out + 12, m->count);
+}
+static inline int rgpu_unpack_occupancy_table_req(const uint8_t *in, size_t len, struct rgpu_occupancy_table_req *m)
+{
+    if (len != RGPU_OCCUPANCY_TABLE_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->flags = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_occupancy_table_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_occupancy_table(const uint8_t *in, size_t len, struct rgpu_occupancy_table_rep *m)
+{
+    if (len != RGPU_OCCUPANCY_TABLE_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* OCCUPANCY_AVAILABLE_SMEM: cuOccupancyAvailableDynamicSMemPerBlock(f, blocks per SM, block size) [context] */
+#define RGPU_OP_OCCUPANCY_AVAILABLE_SMEM 0x0111
+#define RGPU_OCCUPANCY_AVAILABLE_SMEM_REQ_SIZE 16
+#define RGPU_OCCUPANCY_AVAILABLE_SMEM_REP_SIZE 8
+struct rgpu_occupancy_available_smem_req {
+    uint64_t function;
+    int32_t blocks;
+    int32_t block_size;
+};
+static inline void rgpu_pack_occupancy_available_smem(uint8_t out[RGPU_OCCUPANCY_AVAILABLE_SMEM_REQ_SIZE], const struct rgpu_occupancy_available_smem_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->blocks);
+    rgpu_put_u32(out + 12, m->block_size);
+}
+static inline int rgpu_unpack_occupancy_available_smem_req(const uint8_t *in, size_t len, struct rgpu_occupancy_available_smem_req *m)
+{
+    if (len != RGPU_OCCUPANCY_AVAILABLE_SMEM_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->blocks = (int32_t)rgpu_get_u32(in + 8);
+    m->block_size = (int32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_occupancy_available_smem_rep {
+    uint64_t bytes;
+};
+static inline int rgpu_unpack_occupancy_available_smem(const uint8_t *in, size_t len, struct rgpu_occupancy_available_smem_rep *m)
+{
+    if (len != RGPU_OCCUPANCY_AVAILABLE_SMEM_REP_SIZE)
+        return -1;
+    m->bytes = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -2321,6 +3161,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_BLAS_CREATE:
     case RGPU_OP_BLAS_DESTROY:
     case RGPU_OP_BLAS_GEMM:
+    case RGPU_OP_BLAS_GEMM_BATCHED:
     case RGPU_OP_LT_HEURISTIC:
     case RGPU_OP_LT_MATMUL:
     case RGPU_OP_DNN_CREATE:
@@ -2333,6 +3174,28 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_DNN_BN_SIZES:
     case RGPU_OP_DNN_BN_TRAINING:
     case RGPU_OP_DNN_BN_BACKWARD:
+    case RGPU_OP_MEM_CREATE:
+    case RGPU_OP_MEM_RELEASE:
+    case RGPU_OP_MEM_ADDRESS_RESERVE:
+    case RGPU_OP_MEM_ADDRESS_FREE:
+    case RGPU_OP_MEM_MAP:
+    case RGPU_OP_MEM_UNMAP:
+    case RGPU_OP_MEM_SET_ACCESS:
+    case RGPU_OP_MEM_GET_ACCESS:
+    case RGPU_OP_MEM_POOL_CREATE:
+    case RGPU_OP_MEM_POOL_DESTROY:
+    case RGPU_OP_MEM_POOL_GET_DEFAULT:
+    case RGPU_OP_MEM_POOL_GET_CURRENT:
+    case RGPU_OP_MEM_POOL_SET_CURRENT:
+    case RGPU_OP_MEM_ALLOC_ASYNC:
+    case RGPU_OP_MEM_FREE_ASYNC:
+    case RGPU_OP_MEM_POOL_TRIM:
+    case RGPU_OP_MEM_POOL_SET_ATTRIBUTE:
+    case RGPU_OP_MEM_POOL_GET_ATTRIBUTE:
+    case RGPU_OP_MEM_POOL_SET_ACCESS:
+    case RGPU_OP_MEM_POOL_GET_ACCESS:
+    case RGPU_OP_OCCUPANCY_TABLE:
+    case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
         return 1;
     default:
         return 0;

@@ -254,12 +254,6 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
     return rgpu_unsupported(&logged, "cuDeviceGetByPCIBusId");
 }
 
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceGetDefaultMemPool");
-}
-
 CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource* resource, CUdevResourceType type)
 {
     static int logged;
@@ -288,12 +282,6 @@ CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuDeviceGetLuid");
-}
-
-CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceGetMemPool");
 }
 
 CUresult cuDeviceGetNvSciSyncAttributes(void *nvSciSyncAttrList, CUdevice dev, int flags)
@@ -342,12 +330,6 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuDeviceSetGraphMemAttribute");
-}
-
-CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceSetMemPool");
 }
 
 CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback)
@@ -1028,40 +1010,10 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsign
     return rgpu_unsupported(&logged, "cuIpcOpenMemHandle_v2");
 }
 
-CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelGetAttribute");
-}
-
-CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelGetFunction");
-}
-
-CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelGetLibrary");
-}
-
-CUresult cuKernelGetName(const char **name, CUkernel hfunc)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelGetName");
-}
-
 CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuKernelGetParamInfo");
-}
-
-CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelSetAttribute");
 }
 
 CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
@@ -1112,18 +1064,6 @@ CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, C
     return rgpu_unsupported(&logged, "cuLibraryEnumerateKernels");
 }
 
-CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryGetGlobal");
-}
-
-CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryGetKernel");
-}
-
 CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
     static int logged;
@@ -1136,34 +1076,10 @@ CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library
     return rgpu_unsupported(&logged, "cuLibraryGetManaged");
 }
 
-CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryGetModule");
-}
-
 CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuLibraryGetUnifiedFunction");
-}
-
-CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void** libraryOptionValues, unsigned int numLibraryOptions)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryLoadData");
-}
-
-CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryLoadFromFile");
-}
-
-CUresult cuLibraryUnload(CUlibrary library)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLibraryUnload");
 }
 
 CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues)
@@ -1226,46 +1142,10 @@ CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
     return rgpu_unsupported(&logged, "cuLogsUnregisterCallback");
 }
 
-CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAddressFree");
-}
-
-CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAddressReserve");
-}
-
 CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemAdvise_v2");
-}
-
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocAsync");
-}
-
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocAsync_ptsz");
-}
-
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocFromPoolAsync");
-}
-
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocFromPoolAsync_ptsz");
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -1284,12 +1164,6 @@ CUresult cuMemBatchDecompressAsync_ptsz(CUmemDecompressParams *paramsArray, size
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemBatchDecompressAsync_ptsz");
-}
-
-CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemCreate");
 }
 
 CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
@@ -1322,64 +1196,16 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
     return rgpu_unsupported(&logged, "cuMemExportToShareableHandle");
 }
 
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemFreeAsync");
-}
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemFreeAsync_ptsz");
-}
-
-CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetAccess");
-}
-
-CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetAllocationGranularity");
-}
-
-CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetAllocationPropertiesFromHandle");
-}
-
-CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetDefaultMemPool");
-}
-
 CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType handleType, unsigned long long flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemGetHandleForAddressRange");
 }
 
-CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemGetMemPool");
-}
-
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemImportFromShareableHandle");
-}
-
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemMap");
 }
 
 CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
@@ -1394,18 +1220,6 @@ CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count
     return rgpu_unsupported(&logged, "cuMemMapArrayAsync_ptsz");
 }
 
-CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolCreate");
-}
-
-CUresult cuMemPoolDestroy(CUmemoryPool pool)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolDestroy");
-}
-
 CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
 {
     static int logged;
@@ -1418,18 +1232,6 @@ CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, C
     return rgpu_unsupported(&logged, "cuMemPoolExportToShareableHandle");
 }
 
-CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolGetAccess");
-}
-
-CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolGetAttribute");
-}
-
 CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType, unsigned long long flags)
 {
     static int logged;
@@ -1440,24 +1242,6 @@ CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPo
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemPoolImportPointer");
-}
-
-CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolSetAccess");
-}
-
-CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolSetAttribute");
-}
-
-CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPoolTrimTo");
 }
 
 CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
@@ -1494,36 +1278,6 @@ CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_att
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemRangeGetAttributes");
-}
-
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemRelease");
-}
-
-CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemRetainAllocationHandle");
-}
-
-CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemSetAccess");
-}
-
-CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemSetMemPool");
-}
-
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemUnmap");
 }
 
 CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
@@ -1796,28 +1550,10 @@ CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, 
     return rgpu_unsupported(&logged, "cuMulticastUnbind");
 }
 
-CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyAvailableDynamicSMemPerBlock");
-}
-
 CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuOccupancyMaxActiveClusters");
-}
-
-CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyMaxPotentialBlockSize");
-}
-
-CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyMaxPotentialBlockSizeWithFlags");
 }
 
 CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)

@@ -294,6 +294,8 @@ API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, CUfunction
     return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size, smem, 0);
 }
 
+uint64_t rgpu_function_handle(CUfunction func) { return func ? ((struct rgpu_function *)func)->handle : 0; }
+
 /* cuLaunchKernelEx: attributes that only tune scheduling are accepted; the rest are refused by name. */
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {

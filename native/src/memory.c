@@ -107,6 +107,17 @@ void rgpu_ranges_drop_ctx(uint64_t ctx)
     pthread_mutex_unlock(&device_ranges.lock);
 }
 
+void rgpu_ranges_drop_device_within(uint64_t start, uint64_t size)
+{
+    pthread_mutex_lock(&device_ranges.lock);
+    size_t k = 0;
+    for (size_t i = 0; i < device_ranges.n; i++)
+        if (device_ranges.v[i].start < start || device_ranges.v[i].start - start >= size)
+            device_ranges.v[k++] = device_ranges.v[i];
+    device_ranges.n = k;
+    pthread_mutex_unlock(&device_ranges.lock);
+}
+
 int rgpu_is_device_range(uint64_t ptr, uint64_t n) { return set_find(&device_ranges, ptr, n ? n : 1, NULL) == 0; }
 
 /* -- allocation --------------------------------------------------------------------------------------------- */

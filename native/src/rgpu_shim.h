@@ -42,6 +42,7 @@ uint16_t rgpu_server_minor(void); /* the server's protocol minor version (newer 
 /* Device ranges the shim was given (memory.c): pointer queries, unified copies, deferrable copies. */
 void rgpu_ranges_note_device(uint64_t start, uint64_t size, uint64_t ctx);
 void rgpu_ranges_drop_ctx(uint64_t ctx);
+void rgpu_ranges_drop_device_within(uint64_t start, uint64_t size); /* every range starting in [start, start+size) */
 int rgpu_is_device_range(uint64_t ptr, uint64_t n);
 int rgpu_ctx_device(uint64_t ctx); /* device ordinal of a context, -1 if unknown */
 int rgpu_sha256(const void *data, size_t len, uint8_t out[32]); /* always 0 */
@@ -53,6 +54,7 @@ void rgpu_forget_server_ctx(uint64_t ctx);
 void rgpu_note_server_ctx(uint64_t ctx);
 
 uint64_t rgpu_stream_handle(CUstream s);
+uint64_t rgpu_function_handle(CUfunction f); /* the server's handle of a function (launch.c); 0 for NULL */
 CUresult rgpu_unsupported(int *logged, const char *name);
 
 /* Logging (rgpu_log.h): RGPU_LOG=off|error|warn|info|debug (default warn), to stderr. */

@@ -110,7 +110,8 @@ _STANDIN_COMMON = ("src/log.c", "src/libs/standin.c")
 # The cuBLAS stand-ins: native/src/cublas + their generated stubs (native/gen), one build per soname.
 _MATH_COMMON = (*_STANDIN_COMMON, "src/libs/remote.c")
 BLAS_LIBRARIES = {"libcublasLt": (*_MATH_COMMON, "src/cublas/common.c", "src/cublas/lt.c", "gen/cublasLt_unsupported.c"),
-                  "libcublas": (*_MATH_COMMON, "src/cublas/common.c", "src/cublas/blas.c", "gen/cublas_unsupported.c")}
+                  "libcublas": (*_MATH_COMMON, "src/cublas/common.c", "src/cublas/blas.c", "src/cublas/batched.c",
+                                "gen/cublas_unsupported.c")}
 DNN_SOURCES = (*_MATH_COMMON, "src/cudnn/dnn.c", "src/cudnn/backend.c", "src/cudnn/legacy.c", "gen/cudnn_unsupported.c")
 
 

@@ -21,10 +21,10 @@ declare -A flavours=(
   [compressed]="-arch=sm_90 -Xfatbin --compress-all"
   [per_thread]="--default-stream per-thread"
 )
-programs="vector_add streams_events mixed_params memory_2d device_info big_params gpu/templates gpu/many_kernels"
+programs="vector_add streams_events mixed_params memory_2d device_info big_params vmm mixed_contexts occupancy blas_batched pools library gpu/templates gpu/many_kernels"
 for p in $programs; do
   for f in "${!flavours[@]}"; do
-    nvcc -cudart shared ${flavours[$f]} -o $bin/$(basename $p).$f tests/cuda/$p.cu &
+    nvcc -cudart shared ${flavours[$f]} -o $bin/$(basename $p).$f tests/cuda/$p.cu -lcuda -lcublas &  # (some call the driver, cuBLAS)
   done
 done
 nvcc -cudart shared -arch=sm_90 -o $bin/cudart_launch bench/cudart_launch.cu &
@@ -40,7 +40,7 @@ for p in $programs; do
   for f in $(echo "${!flavours[@]}" | tr ' ' '\n' | sort); do
     exe=$bin/$(basename $p).$f
     n_out=$(LD_LIBRARY_PATH=$native_lib timeout 120 $exe 2>&1); n_rc=$?
-    o_out=$(LD_LIBRARY_PATH=$rtonly timeout 120 $exe 2>&1); o_rc=$?
+    o_out=$(LD_LIBRARY_PATH=$rtonly:$native_lib timeout 120 $exe 2>&1); o_rc=$?  # (NVIDIA cuBLAS for blas_batched)
     r_out=$(LD_LIBRARY_PATH=$shims timeout 120 $exe 2>&1); r_rc=$?
     total=$((total + 1))
     if [ "$n_out" = "$o_out" ] && [ "$n_out" = "$r_out" ] && [ $n_rc = 0 ]; then verdict=yes; same=$((same + 1)); else verdict=NO; rc=1; fi

@@ -5,14 +5,6 @@
 
 #include "blas.h"
 
-struct handle {
-    uint64_t server;
-    void *stream;
-    void *workspace;
-    size_t workspace_size;
-    int math_mode, pointer_mode, atomics_mode;
-};
-
 BLAS_API int cublasCreate_v2(struct handle **out)
 {
     if (!out)
@@ -108,15 +100,21 @@ static int rows_ok(int trans, long long rows_n, long long rows_t, long long ld)
     return ld >= (rows > 1 ? rows : 1);
 }
 
+int rgpu_blas_gemm_args_ok(int ta, int tb, long long m, long long n, long long k, long long lda, long long ldb,
+                           long long ldc, long long batch, const void *alpha, const void *beta)
+{
+    return !(m < 0 || n < 0 || k < 0 || batch < 0 || !alpha || !beta || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T &&
+             ta != CUBLAS_OP_C) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T && tb != CUBLAS_OP_C) ||
+             !rows_ok(ta, m, k, lda) || !rows_ok(tb, k, n, ldb) || ldc < (m > 1 ? m : 1));
+}
+
 static int gemm(struct handle *h, int ta, int tb, long long m, long long n, long long k, const void *alpha,
                 struct operand a, struct operand b, const void *beta, struct operand c, long long batch,
                 int compute, int algo)
 {
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (m < 0 || n < 0 || k < 0 || batch < 0 || !alpha || !beta || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T &&
-        ta != CUBLAS_OP_C) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T && tb != CUBLAS_OP_C) ||
-        !rows_ok(ta, m, k, a.ld) || !rows_ok(tb, k, n, b.ld) || c.ld < (m > 1 ? m : 1))
+    if (!rgpu_blas_gemm_args_ok(ta, tb, m, n, k, a.ld, b.ld, c.ld, batch, alpha, beta))
         return CUBLAS_STATUS_INVALID_VALUE;
     if (!m || !n || !batch)
         return CUBLAS_STATUS_SUCCESS;

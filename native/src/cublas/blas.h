@@ -23,6 +23,19 @@
 #define BLAS_API __attribute__((visibility("default")))
 
 
+/* A cublasHandle_t: its settings live here; `server` is the cuBLAS handle on the server. */
+struct handle {
+    uint64_t server;
+    void *stream;
+    void *workspace;
+    size_t workspace_size;
+    int math_mode, pointer_mode, atomics_mode;
+};
+
+/* The checks cuBLAS makes on a GEMM's shape, operations, leading dimensions and scalars (blas.c). */
+int rgpu_blas_gemm_args_ok(int ta, int tb, long long m, long long n, long long k, long long lda, long long ldb,
+                           long long ldc, long long batch, const void *alpha, const void *beta);
+
 int rgpu_blas_unsupported(int *logged, const char *name);
 void rgpu_blas_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int rgpu_blas_status(int cuda_result);           /* CUresult -> cublasStatus_t */

@@ -30,21 +30,6 @@ RT_API cudaError_t cudaFree(void *p)
     return r == CUDA_ERROR_INVALID_VALUE ? rt_record(cudaErrorInvalidValue) : rt_fail(r);
 }
 
-/* Stream-ordered allocation: an ordinary allocation is ready sooner than the stream needs it, and a free
- * waits for the device as cudaFree does. */
-RT_API cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t s)
-{
-    (void)s;
-    return cudaMalloc(p, size);
-}
-RT_API cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t s) { return cudaMallocAsync(p, size, s); }
-RT_API cudaError_t cudaFreeAsync(void *p, cudaStream_t s)
-{
-    (void)s;
-    return cudaFree(p);
-}
-RT_API cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t s) { return cudaFreeAsync(p, s); }
-
 RT_API cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height)
 {
     CUdeviceptr d = 0;

@@ -36,8 +36,7 @@ static uint32_t generation[RT_MAX_DEVICES];
 
 uint32_t rt_generation(int device) { return __atomic_load_n(&generation[device], __ATOMIC_ACQUIRE); }
 
-static __thread int thread_device;
-static __thread int thread_device_set; /* cudaSetDevice was called on this thread */
+static __thread int thread_device; /* cudaSetDevice's, for when no context is current */
 
 static cudaError_t primary_context(int dev, CUcontext *out)
 {
@@ -55,15 +54,28 @@ static cudaError_t primary_context(int dev, CUcontext *out)
     return e;
 }
 
+/* Make the device's primary context current on this thread. */
+static cudaError_t use_primary(int dev)
+{
+    CUcontext want, cur = NULL;
+    cudaError_t e = primary_context(dev, &want);
+    if (e != cudaSuccess)
+        return e;
+    cuCtxGetCurrent(&cur);
+    return cur == want ? cudaSuccess : rt_map(cuCtxSetCurrent(want));
+}
+
 cudaError_t rt_context(int *device)
 {
     cudaError_t e = initialised();
     if (e != cudaSuccess)
         return e;
-    CUcontext cur = NULL, want;
+    CUcontext cur = NULL;
     cuCtxGetCurrent(&cur);
-    if (cur && !thread_device_set) {
-        /* A context the program made current with the driver API: the runtime works in it, as CUDA's does. */
+    if (cur) {
+        /* Whatever context is current is the runtime's, as in CUDA's: the primary context cudaSetDevice made
+         * current, or one the program made or pushed with the driver API since (then its streams, memory and
+         * launches all live in that context, and mix freely with driver calls). */
         CUdevice d = 0;
         if (cuCtxGetDevice(&d) == CUDA_SUCCESS && d >= 0 && d < device_count) {
             if (device)
@@ -71,18 +83,10 @@ cudaError_t rt_context(int *device)
             return cudaSuccess;
         }
     }
-    int dev = thread_device;
-    e = primary_context(dev, &want);
-    if (e != cudaSuccess)
-        return e;
-    if (cur != want) {
-        CUresult r = cuCtxSetCurrent(want);
-        if (r != CUDA_SUCCESS)
-            return rt_map(r);
-    }
-    if (device)
-        *device = dev;
-    return cudaSuccess;
+    e = use_primary(thread_device);
+    if (e == cudaSuccess && device)
+        *device = thread_device;
+    return e;
 }
 
 static struct rt_device_limits limits[RT_MAX_DEVICES];
@@ -124,8 +128,7 @@ RT_API cudaError_t cudaSetDevice(int dev)
     if (dev < 0 || dev >= device_count)
         return rt_record(cudaErrorInvalidDevice);
     thread_device = dev;
-    thread_device_set = 1;
-    return rt_record(rt_context(NULL)); /* CUDA 12+: setting a device initialises its primary context */
+    return rt_record(use_primary(dev)); /* CUDA 12+: setting a device makes its primary context current */
 }
 
 RT_API cudaError_t cudaInitDevice(int dev, unsigned int device_flags_, unsigned int flags)
@@ -147,7 +150,7 @@ RT_API cudaError_t cudaGetDevice(int *dev)
         return rt_record(e);
     CUcontext cur = NULL;
     CUdevice d;
-    if (!thread_device_set && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur && cuCtxGetDevice(&d) == CUDA_SUCCESS) {
+    if (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur && cuCtxGetDevice(&d) == CUDA_SUCCESS) {
         *dev = d;
         return cudaSuccess;
     }

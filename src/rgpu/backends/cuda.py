@@ -14,6 +14,12 @@ import cffi
 import numpy as np
 
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, BackendUnavailable
+from rgpu.backends.cuda_blas import CudaBlasBatched
+from rgpu.backends.cuda_common import check as _check
+from rgpu.backends.cuda_common import stream as _stream
+from rgpu.backends.cuda_occupancy import CudaOccupancy
+from rgpu.backends.cuda_pools import CudaPools
+from rgpu.backends.cuda_vmm import CudaVmm
 from rgpu.errors import CudaError, Status
 
 try:
@@ -26,18 +32,6 @@ _NOT_READY = cu.CUresult.CUDA_ERROR_NOT_READY
 _BUFFER_POINTER = 1  # CU_LAUNCH_PARAM_BUFFER_POINTER
 _BUFFER_SIZE = 2  # CU_LAUNCH_PARAM_BUFFER_SIZE
 _END = 0
-
-
-def _check(result):
-    """cuda-bindings returns (CUresult, *values); raise on failure, else return the value(s)."""
-    err = result[0]
-    if err != _SUCCESS:
-        _, name = cu.cuGetErrorName(err)
-        _, text = cu.cuGetErrorString(err)
-        raise CudaError(int(err), f"{name.decode() if name else err}: {text.decode() if text else ''}")
-    if len(result) == 1:
-        return None
-    return result[1] if len(result) == 2 else result[1:]
 
 
 _STAGING_MIN = 4 << 20
@@ -62,15 +56,11 @@ def _param_buffer(size: int):
     return buffer, nbytes, extra
 
 
-def _stream(stream):
-    return cu.CUstream(0) if stream is None else stream
-
-
 def _address(buf) -> int:
     return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
 
 
-class CudaBackend(Backend):
+class CudaBackend(CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, Backend):
     name = "cuda"
 
     def __init__(self):

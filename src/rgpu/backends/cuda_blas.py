@@ -24,6 +24,9 @@ _ffi.cdef("""
     int cublasGemmStridedBatchedEx(void *handle, int ta, int tb, int m, int n, int k, const void *alpha,
         const void *A, int at, int lda, long long sa, const void *B, int bt, int ldb, long long sb,
         const void *beta, void *C, int ct, int ldc, long long sc, int batch, int compute, int algo);
+    int cublasGemmBatchedEx(void *handle, int ta, int tb, int m, int n, int k, const void *alpha,
+        const void *A, int at, int lda, const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc,
+        int batch, int compute, int algo);
     int cublasLtCreate(void **handle);
     int cublasLtDestroy(void *handle);
     int cublasLtMatmulDescCreate(void **desc, int compute, int scale);
@@ -96,22 +99,42 @@ class Descriptors:
             getattr(self.lt, destroy)(obj)
 
 
-def gemm(handle, stream: int, g) -> None:
-    lib = library("cublas")
+def _prepare(lib, handle, stream: int, g):
+    """The handle's settings for one GEMM; its alpha and beta as cuBLAS takes them."""
     check(lib.cublasSetStream_v2(handle, _ptr(stream)), "cublasSetStream")
     check(lib.cublasSetMathMode(handle, g.math_mode), "cublasSetMathMode")
     check(lib.cublasSetPointerMode_v2(handle, g.pointer_mode), "cublasSetPointerMode")
     if g.workspace_size:
         check(lib.cublasSetWorkspace_v2(handle, _ptr(g.workspace), g.workspace_size), "cublasSetWorkspace")
     if g.pointer_mode:
-        alpha = _ptr(int.from_bytes(g.alpha[:8], "little"))
-        beta = _ptr(int.from_bytes(g.beta[:8], "little"))
-    else:
-        alpha, beta = _ffi.from_buffer(g.alpha), _ffi.from_buffer(g.beta)
+        return _ptr(int.from_bytes(g.alpha[:8], "little")), _ptr(int.from_bytes(g.beta[:8], "little"))
+    return _ffi.from_buffer(g.alpha), _ffi.from_buffer(g.beta)
+
+
+def gemm(handle, stream: int, g) -> None:
+    lib = library("cublas")
+    alpha, beta = _prepare(lib, handle, stream, g)
     check(lib.cublasGemmStridedBatchedEx(
         handle, g.transa, g.transb, g.m, g.n, g.k, alpha, _ptr(g.a.ptr), g.a.type, g.a.ld, g.a.stride,
         _ptr(g.b.ptr), g.b.type, g.b.ld, g.b.stride, beta, _ptr(g.c.ptr), g.c.type, g.c.ld, g.c.stride, g.batch,
         g.compute, g.algo), "cublasGemmStridedBatchedEx")
+
+
+def gemm_batched(handle, stream: int, g) -> None:
+    """g.a, g.b, g.c name device arrays of matrix pointers (checked by rgpu.dispatch.blas_batched)."""
+    lib = library("cublas")
+    alpha, beta = _prepare(lib, handle, stream, g)
+    check(lib.cublasGemmBatchedEx(
+        handle, g.transa, g.transb, g.m, g.n, g.k, alpha, _ptr(g.a.ptr), g.a.type, g.a.ld, _ptr(g.b.ptr), g.b.type,
+        g.b.ld, beta, _ptr(g.c.ptr), g.c.type, g.c.ld, g.batch, g.compute, g.algo), "cublasGemmBatchedEx")
+
+
+class CudaBlasBatched:
+    """Mixed into CudaBackend (which provides `_use`)."""
+
+    def blas_gemm_batched(self, ctx, handle, stream, gemm, arrays) -> None:
+        self._use(ctx)
+        gemm_batched(handle, int(stream) if stream is not None else 0, gemm)
 
 
 def heuristic(lt_handle, op, requested: int) -> list[bytes]:

@@ -19,6 +19,8 @@ import numpy as np
 from rgpu.backends import fake_blas, fake_dnn, ptx
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, Backend
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
+from rgpu.backends.fake_pools import FakePools
+from rgpu.backends.fake_vmm import FakeVmm
 from rgpu.errors import CudaError, Status
 from rgpu.protocol.params import decode_params
 
@@ -31,8 +33,8 @@ ATTRIBUTES = {
     1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 2**31 - 1, 6: 65535, 7: 65535, 8: 49152, 9: 65536, 10: 32,
     11: 2**31 - 1, 12: 65536, 13: 1_980_000, 14: 512, 15: 1, 16: 4, 17: 0, 18: 0, 19: 1, 20: 0, 31: 1,
     33: 0, 34: 0, 35: 0, 36: 3_201_000, 37: 5120, 38: 60 * 1024 * 1024, 39: 2048, 40: 2, 41: 1,
-    50: 0, 75: 9, 76: 0, 78: 1, 79: 1, 80: 1, 81: 233472, 82: 65536, 83: 0, 84: 0, 95: 1, 97: 232448,
-    106: 32, 111: 1024, 115: 0,
+    50: 0, 75: 9, 76: 0, 78: 1, 79: 1, 80: 1, 81: 233472, 82: 65536, 83: 0, 84: 0, 95: 1, 97: 232448, 102: 1,
+    106: 32, 111: 1024, 115: 1,
 }
 
 
@@ -92,8 +94,18 @@ DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
 STREAM_PRIORITIES = (0, -5)  # least, greatest, as on Hopper
 
 
-class FakeBackend(Backend):
+class FakeBackend(FakeVmm, FakePools, fake_blas.FakeBlasBatched, Backend):
     name = "fake"
+
+
+    def occupancy_available_smem(self, ctx, func, blocks: int, block_size: int) -> int:
+        """The dynamic shared memory left per block when `blocks` share a multiprocessor (requests are checked
+        in rgpu.dispatch.occupancy)."""
+        ctx.check()
+        if block_size > ATTRIBUTES[1] or blocks * ((block_size + 31) // 32) > 64:
+            return 0
+        static = func.attributes.get(1, FUNC_ATTRIBUTES[1])
+        return max(0, min(MAX_SHARED_PER_BLOCK_OPTIN, ATTRIBUTES[81] // blocks) - static)
 
     def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1, param_info: bool | None = None):
         self.total_mem = total_mem
@@ -193,7 +205,7 @@ class FakeBackend(Backend):
     def mem_free(self, ctx: FakeContext, ptr: int) -> None:
         ctx.check()
         with self._lock:
-            if ptr not in self._memory:
+            if ptr not in self._owner:  # (mapped VMM ranges are in _memory too, owned by no context)
                 raise CudaError(Status.INVALID_VALUE, f"0x{ptr:x} is not an allocation")
             self._release(ptr)
 

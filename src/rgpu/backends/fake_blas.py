@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import attrs
 import numpy as np
 
 from rgpu.protocol import blas_wire
@@ -70,6 +71,17 @@ def gemm(view, g: blas_wire.Gemm) -> None:
         product = _op(a, g.transa) @ _op(b, g.transb)
     result = alpha * product + beta * c
     _store(view, g.c.ptr, g.c.type, g.c.ld, g.c.stride, np.broadcast_to(result, (g.batch, g.m, g.n)))
+
+
+class FakeBlasBatched:
+    """Mixed into FakeBackend: a GEMM per entry of the (already read and checked) pointer arrays."""
+
+    def blas_gemm_batched(self, ctx, handle, stream, g: blas_wire.Gemm, arrays) -> None:
+        ctx.check()
+        for pa, pb, pc in zip(arrays.a, arrays.b, arrays.c):
+            gemm(self._blas_view, attrs.evolve(g, batch=1, a=attrs.evolve(g.a, ptr=pa, stride=0),
+                                               b=attrs.evolve(g.b, ptr=pb, stride=0),
+                                               c=attrs.evolve(g.c, ptr=pc, stride=0)))
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:

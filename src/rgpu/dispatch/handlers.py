@@ -21,46 +21,7 @@ from rgpu.session.handles import Kind
 from rgpu.session.state import Session
 
 
-@attrs.frozen(slots=True)
-class Reply:
-    values: tuple = ()
-    bulk: bytes | bytearray | memoryview = b""
-
-
-@attrs.frozen(slots=True)
-class Handler:
-    op: ops.Op
-    fn: Callable
-    blocking: bool
-
-
-HANDLERS: dict[int, Handler] = {}
-
-
-def handles(op: ops.Op, *, blocking: bool = False):
-    """Register `fn(session, args, bulk)` for `op`; `args` is the request decoded by `op.decode` (read its fields
-    by name)."""
-    def register(fn):
-        HANDLERS[op.code] = Handler(op, fn, blocking)
-        return fn
-
-    return register
-
-
-def handles_fields(op: ops.Op, *, blocking: bool = False):
-    """Register `fn(session, bulk, <field>, ...)`, which takes the request's fields as parameters named and
-    ordered as in the spec (checked here). For the hottest calls: the dispatcher's launch path passes the
-    unpacked values straight in, without building a named tuple or reading attributes."""
-    def register(fn):
-        code = fn.__code__
-        params = code.co_varnames[2 : code.co_argcount]
-        fields = tuple(f.name for f in op.request_fields)
-        if params != fields:
-            raise TypeError(f"{fn.__name__} takes {params}; {op.name}'s fields are {fields}")
-        HANDLERS[op.code] = Handler(op, lambda s, args, bulk: fn(s, bulk, *args), blocking)
-        return fn
-
-    return register
+from rgpu.dispatch.registry import HANDLERS, Handler, Reply, handles, handles_fields  # noqa: F401 (re-exported)
 
 
 def _text(bulk) -> str:
@@ -99,9 +60,14 @@ def _device_name(s, args, bulk):
     return Reply((), s.backend.device_name(args.device).encode())
 
 
+def _attribute(s: Session, attrib: int, dev: int) -> int:
+    value = s.backend.device_attribute(attrib, dev)
+    return vmm.ATTRIBUTE_OVERRIDES.get(attrib, value)  # what cannot cross the network reads as absent
+
+
 @handles(ops.DEVICE_GET_ATTRIBUTE)
 def _device_attribute(s, args, bulk):
-    return (s.backend.device_attribute(args.attrib, args.device),)
+    return (_attribute(s, args.attrib, args.device),)
 
 
 @handles(ops.DEVICE_TOTAL_MEM)
@@ -122,7 +88,7 @@ def _device_attributes(s, args, bulk):
     values = []
     for attrib in range(1, count + 1):
         try:
-            values.append(s.backend.device_attribute(attrib, args.device))
+            values.append(_attribute(s, attrib, args.device))
         except CudaError as e:
             if e.code == Status.INVALID_DEVICE:
                 raise
@@ -221,6 +187,8 @@ def _mem_alloc(s: Session, args, bulk):
 @handles(ops.MEM_FREE, blocking=True)
 def _mem_free(s: Session, args, bulk):
     ptr = args.dptr
+    if pools.free_now(s, ptr):  # stream-ordered pool memory, which cuMemFree may free too
+        return
     region = s.memory.allocation_at(ptr)
     s.backend.mem_free(s.context(region.ctx).obj, ptr)
     s.memory.remove(ptr)
@@ -748,3 +716,7 @@ def _dnn_bn_backward(s: Session, a, bulk):
 @handles(ops.NOP)
 def _nop(s, args, bulk):
     return ()
+
+
+# Handlers in modules of their own register themselves on import (they import `handles` from here).
+from rgpu.dispatch import blas_batched, occupancy, pools, vmm  # noqa: E402, F401

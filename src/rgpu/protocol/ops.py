@@ -288,11 +288,11 @@ MEMSET_2D_ASYNC = _op(0x0083, "MEMSET_2D_ASYNC", _SET_2D, deferrable=True, names
 BLAS_CREATE = _op(0x0090, "BLAS_CREATE", "", "handle:u64", creates="blas",
                   doc="cublasCreate in the current context -> handle")
 BLAS_DESTROY = _op(0x0091, "BLAS_DESTROY", "handle:u64", names="handle:blas", doc="cublasDestroy")
-BLAS_GEMM = _op(0x0092, "BLAS_GEMM",
-                "handle:u64 stream:u64 transa:u32 transb:u32 m:i64 n:i64 k:i64 "
-                "a:u64 a_type:u32 lda:i64 stride_a:i64 b:u64 b_type:u32 ldb:i64 stride_b:i64 "
-                "c:u64 c_type:u32 ldc:i64 stride_c:i64 batch:i64 compute_type:u32 algo:i32 pointer_mode:u32 "
-                "math_mode:u32 alpha:b16 beta:b16 workspace:u64 workspace_size:u64", deferrable=True,
+_GEMM = ("handle:u64 stream:u64 transa:u32 transb:u32 m:i64 n:i64 k:i64 "
+         "a:u64 a_type:u32 lda:i64 stride_a:i64 b:u64 b_type:u32 ldb:i64 stride_b:i64 "
+         "c:u64 c_type:u32 ldc:i64 stride_c:i64 batch:i64 compute_type:u32 algo:i32 pointer_mode:u32 "
+         "math_mode:u32 alpha:b16 beta:b16 workspace:u64 workspace_size:u64")
+BLAS_GEMM = _op(0x0092, "BLAS_GEMM", _GEMM, deferrable=True,
                 names="handle:blas stream:stream",
                 doc="cublasGemmStridedBatchedEx(handle, stream, transa, transb, m, n, k, A, Atype, lda, strideA, "
                     "B..., C..., batch, compute type, algo, pointer mode, math mode, alpha, beta, workspace, size)")
@@ -303,6 +303,11 @@ LT_HEURISTIC = _op(0x00A0, "LT_HEURISTIC", "requested:i32", "count:u32",
 LT_MATMUL = _op(0x00A1, "LT_MATMUL", "stream:u64 a:u64 b:u64 c:u64 d:u64 workspace:u64 workspace_size:u64 "
                 "alpha:b16 beta:b16", deferrable=True, request_bulk="descriptors (matmul, layouts A-D, algo)",
                 names="stream:stream", doc="cublasLtMatmul(stream, A, B, C, D, workspace, size, alpha, beta)")
+# Arrays of pointers: a, b, c are device addresses of `batch` u64 matrix pointers each; strides are unused. The
+# server reads the arrays once the stream has reached the call and checks every pointer (it may block).
+BLAS_GEMM_BATCHED = _op(0x0093, "BLAS_GEMM_BATCHED", _GEMM, deferrable=True, names="handle:blas stream:stream",
+                        doc="cublasGemmBatchedEx(handle, stream, ..., Aarray, ..., Barray, ..., Carray, ..., batch, "
+                            "...), the same fields as BLAS_GEMM")
 # cuDNN (0x00Bx): backend descriptors are built on the client and mirrored on the server when finalized.
 DNN_CREATE = _op(0x00B0, "DNN_CREATE", "", "handle:u64", creates="dnn",
                  doc="cudnnCreate in the current context -> handle")
@@ -350,6 +355,75 @@ DNN_BN_BACKWARD = _op(0x00B9, "DNN_BN_BACKWARD",
                       doc="cudnnBatchNormalizationBackwardEx(handle, stream, mode, ops, alpha/beta data, alpha/beta "
                           "params, epsilon, x, dy, dx, scale, dscale, dbias, saved mean/inverse variance, "
                           "workspace, size, reserve, size)")
+
+# Virtual memory management (0x00C0-0x00CF). Physical allocations are session handles; reservations and
+# mappings are named by address. Shareable handle types never cross the network (see docs/protocol.md, "VMM").
+_ALLOC_PROPS = "device:i32 handle_types:u32 compression:u32 usage:u32"
+MEM_GET_GRANULARITY = _op(0x00C0, "MEM_GET_GRANULARITY", "device:i32 option:u32 handle_types:u32 compression:u32",
+                          "granularity:u64", context=False,
+                          doc="cuMemGetAllocationGranularity(device, option: 0 minimum / 1 recommended)")
+MEM_CREATE = _op(0x00C1, "MEM_CREATE", "size:u64 " + _ALLOC_PROPS + " flags:u64", "handle:u64",
+                 creates="vmm_allocation", doc="cuMemCreate(size, pinned device memory on device, flags) -> handle")
+MEM_RELEASE = _op(0x00C2, "MEM_RELEASE", "handle:u64", names="handle:vmm_allocation",
+                  doc="cuMemRelease (the memory goes when its last mapping does)")
+MEM_ADDRESS_RESERVE = _op(0x00C3, "MEM_ADDRESS_RESERVE", "size:u64 alignment:u64 addr:u64 flags:u64", "ptr:u64",
+                          doc="cuMemAddressReserve(size, alignment, hint, flags) -> ptr")
+MEM_ADDRESS_FREE = _op(0x00C4, "MEM_ADDRESS_FREE", "ptr:u64 size:u64", doc="cuMemAddressFree(ptr, size)")
+MEM_MAP = _op(0x00C5, "MEM_MAP", "ptr:u64 size:u64 offset:u64 handle:u64 flags:u64", names="handle:vmm_allocation",
+              doc="cuMemMap(ptr, size, offset, handle, flags)")
+MEM_UNMAP = _op(0x00C6, "MEM_UNMAP", "ptr:u64 size:u64", doc="cuMemUnmap(ptr, size): whole mappings only")
+MEM_SET_ACCESS = _op(0x00C7, "MEM_SET_ACCESS", "ptr:u64 size:u64 count:u32",
+                     request_bulk="count x (u32 location type, i32 location id, u32 flags)",
+                     doc="cuMemSetAccess(ptr, size, descriptors)")
+MEM_GET_ACCESS = _op(0x00C8, "MEM_GET_ACCESS", "ptr:u64 location_type:u32 location_id:i32", "flags:u64",
+                     doc="cuMemGetAccess(location, ptr) -> flags")
+MEM_GET_ALLOCATION_PROPERTIES = _op(0x00C9, "MEM_GET_ALLOCATION_PROPERTIES", "handle:u64", _ALLOC_PROPS,
+                                    context=False, names="handle:vmm_allocation",
+                                    doc="cuMemGetAllocationPropertiesFromHandle -> device, handle types, "
+                                        "compression, usage")
+MEM_RETAIN_ALLOCATION_HANDLE = _op(0x00CA, "MEM_RETAIN_ALLOCATION_HANDLE", "ptr:u64", "handle:u64 size:u64",
+                                   context=False,
+                                   doc="cuMemRetainAllocationHandle(address in a mapping) -> handle (one more "
+                                       "reference), the allocation's size")
+
+# Stream-ordered memory (0x00D0-0x00DF). Pools are session handles; pool 0 in MEM_ALLOC_ASYNC is the current
+# pool of the stream's device. Every session has default pools of its own, never the device's shared one.
+MEM_POOL_CREATE = _op(0x00D0, "MEM_POOL_CREATE", "device:i32 handle_types:u32 max_size:u64 usage:u32", "pool:u64",
+                      creates="mem_pool", doc="cuMemPoolCreate(pinned device memory on device, handle types, "
+                                              "max size, usage) -> pool")
+MEM_POOL_DESTROY = _op(0x00D1, "MEM_POOL_DESTROY", "pool:u64", names="pool:mem_pool",
+                       doc="cuMemPoolDestroy (its outstanding allocations go with it)")
+MEM_POOL_GET_DEFAULT = _op(0x00D2, "MEM_POOL_GET_DEFAULT", "device:i32", "pool:u64",
+                           doc="cuDeviceGetDefaultMemPool: the session's default pool of the device")
+MEM_POOL_GET_CURRENT = _op(0x00D3, "MEM_POOL_GET_CURRENT", "device:i32", "pool:u64", doc="cuDeviceGetMemPool")
+MEM_POOL_SET_CURRENT = _op(0x00D4, "MEM_POOL_SET_CURRENT", "device:i32 pool:u64", names="pool:mem_pool",
+                           doc="cuDeviceSetMemPool")
+MEM_ALLOC_ASYNC = _op(0x00D5, "MEM_ALLOC_ASYNC", "size:u64 pool:u64 stream:u64", "dptr:u64",
+                      names="pool:mem_pool stream:stream",
+                      doc="cuMemAllocFromPoolAsync(size, pool or 0 for the current one, stream) -> dptr")
+MEM_FREE_ASYNC = _op(0x00D6, "MEM_FREE_ASYNC", "dptr:u64 stream:u64", deferrable=True, names="stream:stream",
+                     doc="cuMemFreeAsync(dptr, stream)")
+MEM_POOL_TRIM = _op(0x00D7, "MEM_POOL_TRIM", "pool:u64 keep:u64", names="pool:mem_pool",
+                    doc="cuMemPoolTrimTo(pool, bytes to keep)")
+MEM_POOL_SET_ATTRIBUTE = _op(0x00D8, "MEM_POOL_SET_ATTRIBUTE", "pool:u64 attrib:u32 value:u64",
+                             names="pool:mem_pool", doc="cuMemPoolSetAttribute (int attributes as u64)")
+MEM_POOL_GET_ATTRIBUTE = _op(0x00D9, "MEM_POOL_GET_ATTRIBUTE", "pool:u64 attrib:u32", "value:u64",
+                             names="pool:mem_pool", doc="cuMemPoolGetAttribute (int attributes as u64)")
+MEM_POOL_SET_ACCESS = _op(0x00DA, "MEM_POOL_SET_ACCESS", "pool:u64 count:u32",
+                          request_bulk="count x (u32 location type, i32 location id, u32 flags)",
+                          names="pool:mem_pool", doc="cuMemPoolSetAccess(pool, descriptors)")
+MEM_POOL_GET_ACCESS = _op(0x00DB, "MEM_POOL_GET_ACCESS", "pool:u64 location_type:u32 location_id:i32",
+                          "flags:u32", names="pool:mem_pool", doc="cuMemPoolGetAccess(pool, location) -> flags")
+
+# Occupancy (0x0110-0x011F): what cuOccupancyMaxPotentialBlockSize needs, in one round trip.
+OCCUPANCY_TABLE = _op(0x0110, "OCCUPANCY_TABLE", "function:u64 flags:u32 count:u32", "count:u32",
+                      request_bulk="count x (u32 block size, u64 dynamic shared memory)",
+                      reply_bulk="count x i32 active blocks per multiprocessor", names="function:function",
+                      doc="cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags for several block sizes (the client "
+                          "runs the program's shared-memory callback)")
+OCCUPANCY_AVAILABLE_SMEM = _op(0x0111, "OCCUPANCY_AVAILABLE_SMEM", "function:u64 blocks:i32 block_size:i32",
+                               "bytes:u64", names="function:function",
+                               doc="cuOccupancyAvailableDynamicSMemPerBlock(f, blocks per SM, block size)")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)

@@ -21,6 +21,8 @@ class Kind(enum.IntEnum):
     BLAS = 6  # a cuBLAS handle
     DNN = 7  # a cuDNN handle
     DNN_DESC = 8  # a finalized cuDNN backend descriptor
+    VMM_ALLOCATION = 20  # a physical allocation (cuMemCreate)
+    MEM_POOL = 21  # a stream-ordered memory pool
 
 
 _KIND_SHIFT = 56

@@ -91,6 +91,9 @@ class Session:
         self.calls = 0  # operations executed
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
         self._launch_targets_at = 0  # handles.removals when the cache was last known good
+        # Per-feature state made on first use (rgpu.dispatch.vmm, pools): name -> object whose
+        # release_context(session, ctx_handle) frees what it holds in a context before the context goes.
+        self.extensions: dict[str, Any] = {}
 
     @functools.cached_property
     def limiter(self):
@@ -207,6 +210,8 @@ class Session:
         ctx_entry = self.handles.get(handle, Kind.CONTEXT)
         ctx = ctx_entry.obj
         be = self.backend
+        for extension in list(self.extensions.values()):
+            extension.release_context(self, handle)
         for h in self.handles.owned_by(ctx=handle):
             entry = self.remove_handle(h)
             release = {Kind.EVENT: be.event_destroy, Kind.STREAM: be.stream_destroy,

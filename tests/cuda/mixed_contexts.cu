@@ -1,0 +1,87 @@
+// Driver and runtime API in one program, as CUDA allows: a context made with cuCtxCreate is the one the runtime
+// works in, so a stream made with cudaStreamCreate can carry a cuLaunchKernel of a function from cuModuleLoadData
+// in that context (this used to fail with error 400 through rgpu when cudaSetDevice had been called first).
+// Build with -lcuda.
+#include <cuda.h>
+#include <vector>
+
+#include "check.cuh"
+
+#define CU(call)                                                                                                    \
+    do {                                                                                                            \
+        CUresult r_ = (call);                                                                                       \
+        if (r_ != CUDA_SUCCESS) {                                                                                   \
+            std::fprintf(stderr, "%s:%d: %s -> %d\n", __FILE__, __LINE__, #call, (int)r_);                          \
+            std::exit(1);                                                                                           \
+        }                                                                                                           \
+    } while (0)
+
+#include "vadd_ptx.h"
+
+static double run(CUfunction f, int n)
+{
+    std::vector<float> a(n), b(n), c(n);
+    for (int i = 0; i < n; i++)
+        a[i] = float(i % 101), b[i] = 2.0f * float(i % 7);
+    float *da, *db, *dc;
+    CHECK(cudaMalloc(&da, n * sizeof(float)));
+    CHECK(cudaMalloc(&db, n * sizeof(float)));
+    CHECK(cudaMalloc(&dc, n * sizeof(float)));
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemcpyAsync(da, a.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+    CHECK(cudaMemcpyAsync(db, b.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
+    void *args[] = {&da, &db, &dc, &n};
+    CU(cuLaunchKernel(f, (n + 127) / 128, 1, 1, 128, 1, 1, 0, (CUstream)s, args, nullptr));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemcpy(c.data(), dc, n * sizeof(float), cudaMemcpyDeviceToHost));
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        EXPECT(c[i] == a[i] + b[i]);
+        sum += c[i];
+    }
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(da));
+    CHECK(cudaFree(db));
+    CHECK(cudaFree(dc));
+    return sum;
+}
+
+int main()
+{
+    CHECK(cudaSetDevice(0)); // the runtime's primary context is current ...
+    CHECK(cudaFree(0));
+    CU(cuInit(0));
+    CUdevice dev;
+    CU(cuDeviceGet(&dev, 0));
+    CUcontext ctx, cur;
+#if CUDA_VERSION >= 13000
+    CU(cuCtxCreate(&ctx, nullptr, 0, dev)); // ... until the program makes its own
+#else
+    CU(cuCtxCreate(&ctx, 0, dev));
+#endif
+    CUmodule mod;
+    CUfunction f;
+    CU(cuModuleLoadData(&mod, ptx));
+    CU(cuModuleGetFunction(&f, mod, "vadd"));
+    double in_own = run(f, 5000);
+    CU(cuCtxGetCurrent(&cur));
+    EXPECT(cur == ctx); // the runtime worked in it and left it current
+    int d = -1;
+    CHECK(cudaGetDevice(&d));
+    EXPECT(d == 0);
+    CU(cuModuleUnload(mod));
+    CU(cuCtxDestroy(ctx));
+    // cuCtxCreate pushed the context; destroying it pops back to the primary context cudaSetDevice made current.
+    CUcontext primary;
+    CU(cuDevicePrimaryCtxRetain(&primary, dev));
+    CU(cuCtxGetCurrent(&cur));
+    EXPECT(cur == primary);
+    CU(cuModuleLoadData(&mod, ptx));
+    CU(cuModuleGetFunction(&f, mod, "vadd"));
+    double in_primary = run(f, 3000);
+    CU(cuModuleUnload(mod));
+    CU(cuDevicePrimaryCtxRelease(dev));
+    std::printf("mixed_contexts OK own=%.1f primary=%.1f\n", in_own, in_primary);
+    return 0;
+}

@@ -1,0 +1,104 @@
+"""VMM, stream-ordered pools, the occupancy table and pointer-array GEMMs on the real driver, through the
+server's handlers in this process (the cuda backend mixins). GPU box only (RGPU_TEST_BACKEND=cuda)."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+import pytest
+
+from rgpu.errors import CudaError, Status
+from rgpu.protocol import ops
+from rgpu.session.state import Session
+
+from ..conftest import DEMO_PTX
+from ..test_blas_batched import args as gemm_args, pointer_array, write
+from ..test_occupancy import entries
+from ..test_vmm import HANDLERS, call, fails, read
+
+pytestmark = pytest.mark.skipif(os.environ.get("RGPU_TEST_BACKEND") != "cuda",
+                                reason="GPU box only (RGPU_TEST_BACKEND=cuda)")
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from rgpu.backends.cuda import CudaBackend
+
+    be = CudaBackend()
+    be.init()
+    yield be
+    be.close()
+
+
+@pytest.fixture
+def s(backend):
+    session = Session(1, backend, mem_limit=1 << 30)
+    call(session, ops.CTX_CREATE, 0, 0)
+    yield session
+    session.release_all()
+
+
+def test_vmm_map_alias_copy_and_teardown(s):
+    (g,) = call(s, ops.MEM_GET_GRANULARITY, 0, 0, 1, 0)  # POSIX fd asked: answered like no handle type
+    assert call(s, ops.MEM_GET_GRANULARITY, 0, 0, 0, 0) == (g,)
+    (h,) = call(s, ops.MEM_CREATE, 2 * g, 0, 1, 0, 0, 0)
+    (va,) = call(s, ops.MEM_ADDRESS_RESERVE, 4 * g, 0, 0, 0)
+    call(s, ops.MEM_MAP, va, 2 * g, 0, h, 0)
+    call(s, ops.MEM_MAP, va + 2 * g, g, g, h, 0)  # the second half again, right after
+    call(s, ops.MEM_SET_ACCESS, va, 3 * g, 1, bulk=struct.pack("<IiI", 1, 0, 3))
+    call(s, ops.MEM_RELEASE, h)
+    call(s, ops.MEMSET_D8, va + g + 100, 0x5A, 8)
+    assert read(s, va + 2 * g + 100, 8) == b"\x5a" * 8
+    assert read(s, va + 2 * g - 4, 8)[4:] == b"\0" * 4  # a copy across two mappings
+    assert call(s, ops.MEM_GET_ACCESS, va, 1, 0) == (3,)
+    fails(Status.INVALID_VALUE, s, ops.MEM_UNMAP, va, g)
+    call(s, ops.MEM_UNMAP, va, 3 * g)
+    call(s, ops.MEM_ADDRESS_FREE, va, 4 * g)
+    assert s.memory.allocated == 0
+    fails(Status.NOT_SUPPORTED, s, ops.MEM_CREATE, g, 0, 8, 0, 0, 0)
+
+
+def test_pools_allocate_in_stream_order(s):
+    (stream,) = call(s, ops.STREAM_CREATE, 1)
+    (pool,) = call(s, ops.MEM_POOL_GET_DEFAULT, 0)
+    call(s, ops.MEM_POOL_SET_ATTRIBUTE, pool, 4, 1 << 30)
+    (a,) = call(s, ops.MEM_ALLOC_ASYNC, 1 << 20, 0, stream)
+    call(s, ops.MEMSET_D8_ASYNC, a, 3, 1 << 20, stream)
+    call(s, ops.STREAM_SYNCHRONIZE, stream)
+    assert read(s, a + 1000, 4) == b"\3" * 4
+    assert call(s, ops.MEM_POOL_GET_ATTRIBUTE, pool, 7)[0] >= 1 << 20
+    call(s, ops.MEM_FREE_ASYNC, a, stream)
+    (mine,) = call(s, ops.MEM_POOL_CREATE, 0, 0, 0, 0)
+    (b,) = call(s, ops.MEM_ALLOC_ASYNC, 4096, mine, stream)
+    call(s, ops.MEM_FREE, b)
+    call(s, ops.STREAM_SYNCHRONIZE, stream)
+    call(s, ops.MEM_POOL_TRIM, mine, 0)
+    call(s, ops.MEM_POOL_DESTROY, mine)
+    assert s.memory.allocated == 0
+
+
+def test_occupancy_table_and_batched_gemm(s):
+    (mod,) = HANDLERS[ops.MODULE_LOAD_DATA.code].fn(s, ops.MODULE_LOAD_DATA.decode(b""), DEMO_PTX)
+    op = ops.MODULE_GET_FUNCTION
+    f = HANDLERS[op.code].fn(s, op.decode(op.pack_request(mod)), b"vadd").values[0]
+    op = ops.OCCUPANCY_TABLE
+    reply = HANDLERS[op.code].fn(s, op.decode(op.pack_request(f, 0, 2)), entries((1024, 0), (128, 0)))
+    table = struct.unpack("<2i", reply.bulk)
+    assert list(table) == [call(s, ops.OCCUPANCY_MAX_BLOCKS, f, b, 0, 0)[0] for b in (1024, 128)]
+    assert call(s, ops.OCCUPANCY_AVAILABLE_SMEM, f, 2, 256)[0] > 0
+
+    (blas,) = call(s, ops.BLAS_CREATE)
+    mats = {name: [call(s, ops.MEM_ALLOC, 64)[0] for _ in range(3)] for name in "abc"}
+    for i in range(3):
+        write(s, mats["a"][i], np.full(16, i + 1, np.float32).tobytes())
+        write(s, mats["b"][i], np.eye(4, dtype=np.float32).tobytes())
+    arrays = [pointer_array(s, mats[x]) for x in "abc"]
+    call(s, ops.BLAS_GEMM_BATCHED, *gemm_args(blas, arrays, 3))
+    call(s, ops.CTX_SYNCHRONIZE)
+    for i, c in enumerate(mats["c"]):
+        assert (np.frombuffer(read(s, c, 64), np.float32) == 2 * (i + 1)).all()
+    bad = pointer_array(s, [mats["c"][0], 0x1000, mats["c"][2]])
+    with pytest.raises(CudaError):
+        call(s, ops.BLAS_GEMM_BATCHED, *gemm_args(blas, (arrays[0], arrays[1], bad), 3))
