@@ -1160,6 +1160,52 @@ static inline int rgpu_unpack_module_load_cached(const uint8_t *in, size_t len, 
     return 0;
 }
 
+/* LAUNCH_KERNEL_EX: cuLaunchKernelEx(config with attributes, f); attributes forwarded as they are [deferrable, context] */
+#define RGPU_OP_LAUNCH_KERNEL_EX 0x005A
+#define RGPU_LAUNCH_KERNEL_EX_REQ_SIZE 48
+#define RGPU_LAUNCH_KERNEL_EX_REP_SIZE 0
+struct rgpu_launch_kernel_ex_req {
+    uint64_t function;
+    uint32_t grid_x;
+    uint32_t grid_y;
+    uint32_t grid_z;
+    uint32_t block_x;
+    uint32_t block_y;
+    uint32_t block_z;
+    uint32_t shared_mem;
+    uint64_t stream;
+    uint32_t count;
+};
+static inline void rgpu_pack_launch_kernel_ex(uint8_t out[RGPU_LAUNCH_KERNEL_EX_REQ_SIZE], const struct rgpu_launch_kernel_ex_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->grid_x);
+    rgpu_put_u32(out + 12, m->grid_y);
+    rgpu_put_u32(out + 16, m->grid_z);
+    rgpu_put_u32(out + 20, m->block_x);
+    rgpu_put_u32(out + 24, m->block_y);
+    rgpu_put_u32(out + 28, m->block_z);
+    rgpu_put_u32(out + 32, m->shared_mem);
+    rgpu_put_u64(out + 36, m->stream);
+    rgpu_put_u32(out + 44, m->count);
+}
+static inline int rgpu_unpack_launch_kernel_ex_req(const uint8_t *in, size_t len, struct rgpu_launch_kernel_ex_req *m)
+{
+    if (len != RGPU_LAUNCH_KERNEL_EX_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->grid_x = (uint32_t)rgpu_get_u32(in + 8);
+    m->grid_y = (uint32_t)rgpu_get_u32(in + 12);
+    m->grid_z = (uint32_t)rgpu_get_u32(in + 16);
+    m->block_x = (uint32_t)rgpu_get_u32(in + 20);
+    m->block_y = (uint32_t)rgpu_get_u32(in + 24);
+    m->block_z = (uint32_t)rgpu_get_u32(in + 28);
+    m->shared_mem = (uint32_t)rgpu_get_u32(in + 32);
+    m->stream = (uint64_t)rgpu_get_u64(in + 36);
+    m->count = (uint32_t)rgpu_get_u32(in + 44);
+    return 0;
+}
+
 /* STREAM_CREATE: cuStreamCreate(flags) [context] */
 #define RGPU_OP_STREAM_CREATE 0x0060
 #define RGPU_STREAM_CREATE_REQ_SIZE 4
@@ -2197,6 +2243,332 @@ static inline int rgpu_unpack_dnn_bn_backward_req(const uint8_t *in, size_t len,
     return 0;
 }
 
+/* STREAM_BEGIN_CAPTURE: cuStreamBeginCapture(stream, mode) [deferrable, context] */
+#define RGPU_OP_STREAM_BEGIN_CAPTURE 0x00E0
+#define RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE 12
+#define RGPU_STREAM_BEGIN_CAPTURE_REP_SIZE 0
+struct rgpu_stream_begin_capture_req {
+    uint64_t stream;
+    uint32_t mode;
+};
+static inline void rgpu_pack_stream_begin_capture(uint8_t out[RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE], const struct rgpu_stream_begin_capture_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u32(out + 8, m->mode);
+}
+static inline int rgpu_unpack_stream_begin_capture_req(const uint8_t *in, size_t len, struct rgpu_stream_begin_capture_req *m)
+{
+    if (len != RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->mode = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* STREAM_END_CAPTURE: cuStreamEndCapture(stream) -> the captured graph, as client-minted handle `graph` [deferrable, context] */
+#define RGPU_OP_STREAM_END_CAPTURE 0x00E1
+#define RGPU_STREAM_END_CAPTURE_REQ_SIZE 16
+#define RGPU_STREAM_END_CAPTURE_REP_SIZE 0
+struct rgpu_stream_end_capture_req {
+    uint64_t stream;
+    uint64_t graph;
+};
+static inline void rgpu_pack_stream_end_capture(uint8_t out[RGPU_STREAM_END_CAPTURE_REQ_SIZE], const struct rgpu_stream_end_capture_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u64(out + 8, m->graph);
+}
+static inline int rgpu_unpack_stream_end_capture_req(const uint8_t *in, size_t len, struct rgpu_stream_end_capture_req *m)
+{
+    if (len != RGPU_STREAM_END_CAPTURE_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->graph = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* GRAPH_INSTANTIATE: cuGraphInstantiateWithFlags(graph, flags) -> client-minted `exec` [deferrable, context] */
+#define RGPU_OP_GRAPH_INSTANTIATE 0x00E2
+#define RGPU_GRAPH_INSTANTIATE_REQ_SIZE 24
+#define RGPU_GRAPH_INSTANTIATE_REP_SIZE 0
+struct rgpu_graph_instantiate_req {
+    uint64_t graph;
+    uint64_t exec;
+    uint64_t flags;
+};
+static inline void rgpu_pack_graph_instantiate(uint8_t out[RGPU_GRAPH_INSTANTIATE_REQ_SIZE], const struct rgpu_graph_instantiate_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->exec);
+    rgpu_put_u64(out + 16, m->flags);
+}
+static inline int rgpu_unpack_graph_instantiate_req(const uint8_t *in, size_t len, struct rgpu_graph_instantiate_req *m)
+{
+    if (len != RGPU_GRAPH_INSTANTIATE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->exec = (uint64_t)rgpu_get_u64(in + 8);
+    m->flags = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
+/* GRAPH_LAUNCH: cuGraphLaunch(exec, stream) [deferrable, context] */
+#define RGPU_OP_GRAPH_LAUNCH 0x00E3
+#define RGPU_GRAPH_LAUNCH_REQ_SIZE 16
+#define RGPU_GRAPH_LAUNCH_REP_SIZE 0
+struct rgpu_graph_launch_req {
+    uint64_t exec;
+    uint64_t stream;
+};
+static inline void rgpu_pack_graph_launch(uint8_t out[RGPU_GRAPH_LAUNCH_REQ_SIZE], const struct rgpu_graph_launch_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+    rgpu_put_u64(out + 8, m->stream);
+}
+static inline int rgpu_unpack_graph_launch_req(const uint8_t *in, size_t len, struct rgpu_graph_launch_req *m)
+{
+    if (len != RGPU_GRAPH_LAUNCH_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* GRAPH_EXEC_UPDATE: cuGraphExecUpdate(exec, graph) -> CUgraphExecUpdateResult, node that failed (0: none or not known to the client); status GRAPH_EXEC_UPDATE_FAILURE with the result [context] */
+#define RGPU_OP_GRAPH_EXEC_UPDATE 0x00E4
+#define RGPU_GRAPH_EXEC_UPDATE_REQ_SIZE 16
+#define RGPU_GRAPH_EXEC_UPDATE_REP_SIZE 12
+struct rgpu_graph_exec_update_req {
+    uint64_t exec;
+    uint64_t graph;
+};
+static inline void rgpu_pack_graph_exec_update(uint8_t out[RGPU_GRAPH_EXEC_UPDATE_REQ_SIZE], const struct rgpu_graph_exec_update_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+    rgpu_put_u64(out + 8, m->graph);
+}
+static inline int rgpu_unpack_graph_exec_update_req(const uint8_t *in, size_t len, struct rgpu_graph_exec_update_req *m)
+{
+    if (len != RGPU_GRAPH_EXEC_UPDATE_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    m->graph = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+struct rgpu_graph_exec_update_rep {
+    uint32_t result;
+    uint64_t error_node;
+};
+static inline int rgpu_unpack_graph_exec_update(const uint8_t *in, size_t len, struct rgpu_graph_exec_update_rep *m)
+{
+    if (len != RGPU_GRAPH_EXEC_UPDATE_REP_SIZE)
+        return -1;
+    m->result = (uint32_t)rgpu_get_u32(in + 0);
+    m->error_node = (uint64_t)rgpu_get_u64(in + 4);
+    return 0;
+}
+
+/* GRAPH_DESTROY: cuGraphDestroy (and its nodes) [deferrable, context] */
+#define RGPU_OP_GRAPH_DESTROY 0x00E5
+#define RGPU_GRAPH_DESTROY_REQ_SIZE 8
+#define RGPU_GRAPH_DESTROY_REP_SIZE 0
+struct rgpu_graph_destroy_req {
+    uint64_t graph;
+};
+static inline void rgpu_pack_graph_destroy(uint8_t out[RGPU_GRAPH_DESTROY_REQ_SIZE], const struct rgpu_graph_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+}
+static inline int rgpu_unpack_graph_destroy_req(const uint8_t *in, size_t len, struct rgpu_graph_destroy_req *m)
+{
+    if (len != RGPU_GRAPH_DESTROY_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* GRAPH_EXEC_DESTROY: cuGraphExecDestroy [deferrable, context] */
+#define RGPU_OP_GRAPH_EXEC_DESTROY 0x00E6
+#define RGPU_GRAPH_EXEC_DESTROY_REQ_SIZE 8
+#define RGPU_GRAPH_EXEC_DESTROY_REP_SIZE 0
+struct rgpu_graph_exec_destroy_req {
+    uint64_t exec;
+};
+static inline void rgpu_pack_graph_exec_destroy(uint8_t out[RGPU_GRAPH_EXEC_DESTROY_REQ_SIZE], const struct rgpu_graph_exec_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+}
+static inline int rgpu_unpack_graph_exec_destroy_req(const uint8_t *in, size_t len, struct rgpu_graph_exec_destroy_req *m)
+{
+    if (len != RGPU_GRAPH_EXEC_DESTROY_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* GRAPH_UPLOAD: cuGraphUpload(exec, stream) [deferrable, context] */
+#define RGPU_OP_GRAPH_UPLOAD 0x00E7
+#define RGPU_GRAPH_UPLOAD_REQ_SIZE 16
+#define RGPU_GRAPH_UPLOAD_REP_SIZE 0
+struct rgpu_graph_upload_req {
+    uint64_t exec;
+    uint64_t stream;
+};
+static inline void rgpu_pack_graph_upload(uint8_t out[RGPU_GRAPH_UPLOAD_REQ_SIZE], const struct rgpu_graph_upload_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+    rgpu_put_u64(out + 8, m->stream);
+}
+static inline int rgpu_unpack_graph_upload_req(const uint8_t *in, size_t len, struct rgpu_graph_upload_req *m)
+{
+    if (len != RGPU_GRAPH_UPLOAD_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* GRAPH_CREATE: cuGraphCreate(flags) -> client-minted `graph` [deferrable, context] */
+#define RGPU_OP_GRAPH_CREATE 0x00F0
+#define RGPU_GRAPH_CREATE_REQ_SIZE 12
+#define RGPU_GRAPH_CREATE_REP_SIZE 0
+struct rgpu_graph_create_req {
+    uint64_t graph;
+    uint32_t flags;
+};
+static inline void rgpu_pack_graph_create(uint8_t out[RGPU_GRAPH_CREATE_REQ_SIZE], const struct rgpu_graph_create_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u32(out + 8, m->flags);
+}
+static inline int rgpu_unpack_graph_create_req(const uint8_t *in, size_t len, struct rgpu_graph_create_req *m)
+{
+    if (len != RGPU_GRAPH_CREATE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->flags = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* GRAPH_ADD_NODE: cuGraphAdd*Node(graph, deps, params) -> client-minted `node`; type is CUgraphNodeType [deferrable, context] */
+#define RGPU_OP_GRAPH_ADD_NODE 0x00F1
+#define RGPU_GRAPH_ADD_NODE_REQ_SIZE 24
+#define RGPU_GRAPH_ADD_NODE_REP_SIZE 0
+struct rgpu_graph_add_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint32_t type;
+    uint32_t count;
+};
+static inline void rgpu_pack_graph_add_node(uint8_t out[RGPU_GRAPH_ADD_NODE_REQ_SIZE], const struct rgpu_graph_add_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u32(out + 16, m->type);
+    rgpu_put_u32(out + 20, m->count);
+}
+static inline int rgpu_unpack_graph_add_node_req(const uint8_t *in, size_t len, struct rgpu_graph_add_node_req *m)
+{
+    if (len != RGPU_GRAPH_ADD_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->type = (uint32_t)rgpu_get_u32(in + 16);
+    m->count = (uint32_t)rgpu_get_u32(in + 20);
+    return 0;
+}
+
+/* GRAPH_ADD_DEPENDENCIES: cuGraphAddDependencies / cuGraphRemoveDependencies (remove=1) [deferrable, context] */
+#define RGPU_OP_GRAPH_ADD_DEPENDENCIES 0x00F2
+#define RGPU_GRAPH_ADD_DEPENDENCIES_REQ_SIZE 16
+#define RGPU_GRAPH_ADD_DEPENDENCIES_REP_SIZE 0
+struct rgpu_graph_add_dependencies_req {
+    uint64_t graph;
+    uint32_t count;
+    uint32_t remove;
+};
+static inline void rgpu_pack_graph_add_dependencies(uint8_t out[RGPU_GRAPH_ADD_DEPENDENCIES_REQ_SIZE], const struct rgpu_graph_add_dependencies_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u32(out + 8, m->count);
+    rgpu_put_u32(out + 12, m->remove);
+}
+static inline int rgpu_unpack_graph_add_dependencies_req(const uint8_t *in, size_t len, struct rgpu_graph_add_dependencies_req *m)
+{
+    if (len != RGPU_GRAPH_ADD_DEPENDENCIES_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 8);
+    m->remove = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+
+/* GRAPH_NODE_SET_PARAMS: cuGraph*NodeSetParams (exec 0) / cuGraphExec*NodeSetParams(exec, node) [deferrable, context] */
+#define RGPU_OP_GRAPH_NODE_SET_PARAMS 0x00F3
+#define RGPU_GRAPH_NODE_SET_PARAMS_REQ_SIZE 16
+#define RGPU_GRAPH_NODE_SET_PARAMS_REP_SIZE 0
+struct rgpu_graph_node_set_params_req {
+    uint64_t node;
+    uint64_t exec;
+};
+static inline void rgpu_pack_graph_node_set_params(uint8_t out[RGPU_GRAPH_NODE_SET_PARAMS_REQ_SIZE], const struct rgpu_graph_node_set_params_req *m)
+{
+    rgpu_put_u64(out + 0, m->node);
+    rgpu_put_u64(out + 8, m->exec);
+}
+static inline int rgpu_unpack_graph_node_set_params_req(const uint8_t *in, size_t len, struct rgpu_graph_node_set_params_req *m)
+{
+    if (len != RGPU_GRAPH_NODE_SET_PARAMS_REQ_SIZE)
+        return -1;
+    m->node = (uint64_t)rgpu_get_u64(in + 0);
+    m->exec = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* GRAPH_CLONE: cuGraphClone(graph) -> client-minted `clone` and node handles [deferrable, context] */
+#define RGPU_OP_GRAPH_CLONE 0x00F4
+#define RGPU_GRAPH_CLONE_REQ_SIZE 20
+#define RGPU_GRAPH_CLONE_REP_SIZE 0
+struct rgpu_graph_clone_req {
+    uint64_t graph;
+    uint64_t clone;
+    uint32_t count;
+};
+static inline void rgpu_pack_graph_clone(uint8_t out[RGPU_GRAPH_CLONE_REQ_SIZE], const struct rgpu_graph_clone_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->clone);
+    rgpu_put_u32(out + 16, m->count);
+}
+static inline int rgpu_unpack_graph_clone_req(const uint8_t *in, size_t len, struct rgpu_graph_clone_req *m)
+{
+    if (len != RGPU_GRAPH_CLONE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->clone = (uint64_t)rgpu_get_u64(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+
+/* GRAPH_DESTROY_NODE: cuGraphDestroyNode (and its edges) [deferrable, context] */
+#define RGPU_OP_GRAPH_DESTROY_NODE 0x00F5
+#define RGPU_GRAPH_DESTROY_NODE_REQ_SIZE 8
+#define RGPU_GRAPH_DESTROY_NODE_REP_SIZE 0
+struct rgpu_graph_destroy_node_req {
+    uint64_t node;
+};
+static inline void rgpu_pack_graph_destroy_node(uint8_t out[RGPU_GRAPH_DESTROY_NODE_REQ_SIZE], const struct rgpu_graph_destroy_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->node);
+}
+static inline int rgpu_unpack_graph_destroy_node_req(const uint8_t *in, size_t len, struct rgpu_graph_destroy_node_req *m)
+{
+    if (len != RGPU_GRAPH_DESTROY_NODE_REQ_SIZE)
+        return -1;
+    m->node = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -2228,6 +2600,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_FUNC_SET_ATTRIBUTE:
     case RGPU_OP_OCCUPANCY_MAX_BLOCKS:
     case RGPU_OP_MODULE_LOAD_CACHED:
+    case RGPU_OP_LAUNCH_KERNEL_EX:
     case RGPU_OP_STREAM_CREATE:
     case RGPU_OP_STREAM_DESTROY:
     case RGPU_OP_STREAM_SYNCHRONIZE:
@@ -2259,6 +2632,20 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_DNN_BN_SIZES:
     case RGPU_OP_DNN_BN_TRAINING:
     case RGPU_OP_DNN_BN_BACKWARD:
+    case RGPU_OP_STREAM_BEGIN_CAPTURE:
+    case RGPU_OP_STREAM_END_CAPTURE:
+    case RGPU_OP_GRAPH_INSTANTIATE:
+    case RGPU_OP_GRAPH_LAUNCH:
+    case RGPU_OP_GRAPH_EXEC_UPDATE:
+    case RGPU_OP_GRAPH_DESTROY:
+    case RGPU_OP_GRAPH_EXEC_DESTROY:
+    case RGPU_OP_GRAPH_UPLOAD:
+    case RGPU_OP_GRAPH_CREATE:
+    case RGPU_OP_GRAPH_ADD_NODE:
+    case RGPU_OP_GRAPH_ADD_DEPENDENCIES:
+    case RGPU_OP_GRAPH_NODE_SET_PARAMS:
+    case RGPU_OP_GRAPH_CLONE:
+    case RGPU_OP_GRAPH_DESTROY_NODE:
         return 1;
     default:
         return 0;

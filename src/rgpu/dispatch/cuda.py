@@ -14,6 +14,7 @@ import cffi
 import numpy as np
 
 from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, BackendUnavailable
+from rgpu.dispatch.cuda_graphs import CudaGraphs
 from rgpu.errors import CudaError, Status
 
 try:
@@ -70,7 +71,7 @@ def _address(buf) -> int:
     return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
 
 
-class CudaBackend(Backend):
+class CudaBackend(CudaGraphs, Backend):
     name = "cuda"
 
     def __init__(self):

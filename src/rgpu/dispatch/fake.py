@@ -18,6 +18,7 @@ import numpy as np
 
 from rgpu.dispatch import fake_blas, fake_dnn, ptx
 from rgpu.dispatch.backend import ATTRIBUTE_UNSUPPORTED, Backend
+from rgpu.dispatch.fake_graphs import FakeGraphs
 from rgpu.dispatch.fake_kernels import KERNELS, KernelExec, decode_params
 from rgpu.errors import CudaError, Status
 
@@ -60,6 +61,7 @@ class FakeStream:
     flags: int
     busy_until: float = 0.0
     priority: int = 0
+    capture: object = None  # a FakeCapture while the stream is capturing (rgpu.dispatch.fake_graphs)
 
 
 @attrs.define(eq=False)
@@ -91,7 +93,7 @@ DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
 STREAM_PRIORITIES = (0, -5)  # least, greatest, as on Hopper
 
 
-class FakeBackend(Backend):
+class FakeBackend(FakeGraphs, Backend):
     name = "fake"
 
     def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1, param_info: bool | None = None):

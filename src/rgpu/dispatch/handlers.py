@@ -767,3 +767,4 @@ def _dnn_bn_backward(s: Session, args, bulk):
 @handles(ops.NOP)
 def _nop(s, args, bulk):
     return ()
+from rgpu.dispatch import graphs as _graphs  # noqa: E402,F401  (registers the graph and launch-attribute handlers)

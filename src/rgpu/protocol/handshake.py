@@ -24,7 +24,7 @@ from rgpu.protocol.frames import LENGTH, BufferPool, Frame
 
 MAGIC = b"RGPUWIRE"
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 1
+PROTOCOL_MINOR = 2
 NONCE_SIZE = 32
 KEY_SIZE = 32
 TAG_SIZE = 16

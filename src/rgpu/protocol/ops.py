@@ -236,6 +236,14 @@ MODULE_LOAD_CACHED = _op(0x0059, "MODULE_LOAD_CACHED", "sha256:b32", "module:u64
                          doc="cuModuleLoadData of an image the server has cached, by SHA-256; NOT_FOUND: "
                              "send it with MODULE_LOAD_DATA")
 
+LAUNCH_KERNEL_EX = _op(0x005A, "LAUNCH_KERNEL_EX",
+                       "function:u64 grid_x:u32 grid_y:u32 grid_z:u32 block_x:u32 block_y:u32 block_z:u32 "
+                       "shared_mem:u32 stream:u64 count:u32", deferrable=True,
+                       request_bulk="count x CUlaunchAttribute (LAUNCH_ATTRIBUTE_SIZE bytes: u32 id, 4 pad, 64-byte "
+                                    "value; event handles in the value are session handles), then the parameter "
+                                    "buffer", names="function:function stream:stream",
+                       doc="cuLaunchKernelEx(config with attributes, f); attributes forwarded as they are")
+
 # Streams (0x006x) and events (0x007x). Stream handle 0 is the current context's NULL stream.
 STREAM_CREATE = _op(0x0060, "STREAM_CREATE", "flags:u32", "stream:u64", creates="stream",
                     doc="cuStreamCreate(flags)")
@@ -341,6 +349,30 @@ DNN_BN_BACKWARD = _op(0x00B9, "DNN_BN_BACKWARD",
                           "params, epsilon, x, dy, dx, scale, dscale, dbias, saved mean/inverse variance, "
                           "workspace, size, reserve, size)")
 
+# Stream capture and CUDA graphs (0x00Ex, 0x00Fx, 0x010x). Graphs, executable graphs and nodes are named by
+# handles the client mints (CLIENT_HANDLE_BIT set, kind in bits 56..62, see rgpu.session.handles), so creating
+# one needs no round trip: capture, instantiate and launch are all deferred, and replaying a captured graph is
+# one GRAPH_LAUNCH however many nodes it has.
+CLIENT_HANDLE_BIT = 1 << 63
+STREAM_BEGIN_CAPTURE = _op(0x00E0, "STREAM_BEGIN_CAPTURE", "stream:u64 mode:u32", deferrable=True,
+                           names="stream:stream", doc="cuStreamBeginCapture(stream, mode)")
+STREAM_END_CAPTURE = _op(0x00E1, "STREAM_END_CAPTURE", "stream:u64 graph:u64", deferrable=True,
+                         names="stream:stream",
+                         doc="cuStreamEndCapture(stream) -> the captured graph, as client-minted handle `graph`")
+GRAPH_INSTANTIATE = _op(0x00E2, "GRAPH_INSTANTIATE", "graph:u64 exec:u64 flags:u64", deferrable=True,
+                        names="graph:graph", doc="cuGraphInstantiateWithFlags(graph, flags) -> client-minted `exec`")
+GRAPH_LAUNCH = _op(0x00E3, "GRAPH_LAUNCH", "exec:u64 stream:u64", deferrable=True,
+                   names="exec:graph_exec stream:stream", doc="cuGraphLaunch(exec, stream)")
+GRAPH_EXEC_UPDATE = _op(0x00E4, "GRAPH_EXEC_UPDATE", "exec:u64 graph:u64", "result:u32 error_node:u64",
+                        names="exec:graph_exec graph:graph",
+                        doc="cuGraphExecUpdate(exec, graph) -> CUgraphExecUpdateResult (not 0: the client returns "
+                            "GRAPH_EXEC_UPDATE_FAILURE), the node that failed (0: none, or none the client named)")
+GRAPH_DESTROY = _op(0x00E5, "GRAPH_DESTROY", "graph:u64", deferrable=True, names="graph:graph",
+                    doc="cuGraphDestroy (and its nodes)")
+GRAPH_EXEC_DESTROY = _op(0x00E6, "GRAPH_EXEC_DESTROY", "exec:u64", deferrable=True, names="exec:graph_exec",
+                         doc="cuGraphExecDestroy")
+GRAPH_UPLOAD = _op(0x00E7, "GRAPH_UPLOAD", "exec:u64 stream:u64", deferrable=True,
+                   names="exec:graph_exec stream:stream", doc="cuGraphUpload(exec, stream)")
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 

@@ -21,6 +21,10 @@ class Kind(enum.IntEnum):
     BLAS = 6  # a cuBLAS handle
     DNN = 7  # a cuDNN handle
     DNN_DESC = 8  # a finalized cuDNN backend descriptor
+    # CUDA graphs (rgpu.dispatch.graphs); their handles are minted by the client (see add_client).
+    GRAPH = 20
+    GRAPH_EXEC = 21
+    GRAPH_NODE = 22
 
 
 _KIND_SHIFT = 56
@@ -50,6 +54,14 @@ class HandleTable:
     def add(self, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None) -> int:
         handle = (int(kind) << _KIND_SHIFT) | self._salt | self._next
         self._next += 1
+        self._entries[handle] = Entry(kind, obj, ctx, parent, info)
+        return handle
+
+    def add_client(self, handle: int, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None) -> int:
+        """Register a handle the client minted (bit 63 set, the kind in bits 56..62): objects made by deferred
+        calls get names before the server has seen them. Any other number, or one in use, is refused."""
+        if handle >> _KIND_SHIFT != (1 << 7) | int(kind) or handle in self._entries:
+            raise CudaError(Status.INVALID_VALUE, f"0x{handle:x} is not a fresh client {kind.name.lower()} handle")
         self._entries[handle] = Entry(kind, obj, ctx, parent, info)
         return handle
 

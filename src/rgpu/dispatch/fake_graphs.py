@@ -1,0 +1,231 @@
+"""Launch attributes, stream capture and CUDA graphs for the fake backend (a mixin of FakeBackend).
+
+Capture is emulated the way the driver behaves towards a program: work queued on a capturing stream is
+recorded into a graph instead of running; calls that would wait on a capturing stream, or move host memory
+through it, fail with STREAM_CAPTURE_UNSUPPORTED and invalidate the capture; instantiating snapshots the
+graph and launching replays its nodes in order on the launch stream.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import weakref
+
+import attrs
+
+from rgpu.errors import CudaError, Status
+
+# CUgraphNodeType
+KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
+NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
+# CUgraphExecUpdateResult
+UPDATE_SUCCESS, UPDATE_ERROR, UPDATE_TOPOLOGY_CHANGED, UPDATE_NODE_TYPE_CHANGED = 0, 1, 2, 3
+
+
+@attrs.define(eq=False)
+class FakeNode:
+    type: int
+    call: object = None  # (function, bound arguments): replayed with the launch stream as `stream`
+    deps: list = attrs.Factory(list)
+
+
+@attrs.define(eq=False)
+class FakeGraph:
+    nodes: list = attrs.Factory(list)
+
+
+@attrs.define(eq=False)
+class FakeExec:
+    ctx: object
+    nodes: list
+    destroyed: bool = False
+
+
+@attrs.define(eq=False)
+class FakeCapture:
+    graph: FakeGraph
+    mode: int
+    origin: object  # the stream that began it
+    invalidated: bool = False
+    tails: dict = attrs.Factory(dict)  # id(stream) -> the last node captured on it
+    streams: list = attrs.Factory(list)
+
+
+def _capture_of(stream):
+    return getattr(stream, "capture", None) if stream is not None else None
+
+
+# name -> (node type, or None where the call cannot be captured; predicate: the call is asynchronous)
+_ASYNC = lambda a: a.get("asynchronous", False)  # noqa: E731
+_CAPTURED = {
+    "launch": (KERNEL, None), "launch_ex": (KERNEL, None), "blas_gemm": (KERNEL, None),
+    "lt_matmul": (KERNEL, None), "dnn_execute": (KERNEL, None), "dnn_bn_inference": (KERNEL, None),
+    "dnn_bn_training": (KERNEL, None), "dnn_bn_backward": (KERNEL, None),
+    "memset": (MEMSET, _ASYNC), "memset_2d": (MEMSET, _ASYNC), "memcpy_dtod": (MEMCPY, _ASYNC),
+    "memcpy_2d": (MEMCPY, lambda a: a.get("asynchronous", False) and a["kind"] == 3),
+    "event_record": (EVENT_RECORD, None), "stream_wait_event": (WAIT_EVENT, None), "graph_launch": (CHILD, None),
+    # Host memory cannot be captured here (the server's staging buffer is not the program's memory), and
+    # waiting on a capturing stream would wait forever: both fail and invalidate the capture, as in CUDA.
+    "memcpy_htod": (None, None), "memcpy_dtoh": (None, None), "stream_synchronize": (None, None),
+    "stream_query": (None, None), "ctx_synchronize": (None, None),
+}
+
+
+def _frozen(value):
+    # Receive buffers are reused after the call returns: a recorded call keeps its own copy.
+    return bytes(value) if isinstance(value, (memoryview, bytearray)) else value
+
+
+def _capturing(fn, node_type, is_async):
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        if "stream" not in bound.arguments:  # ctx_synchronize: waits on every stream, capturing ones too
+            self._check_no_capture(bound.arguments["ctx"])
+            return fn(self, *args, **kwargs)
+        stream = bound.arguments["stream"]
+        capture = _capture_of(stream)
+        if capture is None and node_type == WAIT_EVENT and self.stream_wait_event_joins(
+                stream, bound.arguments["event"]):
+            capture = stream.capture
+        if capture is None:
+            if stream is None:
+                self._check_legacy_stream(bound.arguments.get("ctx"))
+            return fn(self, *args, **kwargs)
+        if node_type is None or (is_async is not None and not is_async(bound.arguments)):
+            capture.invalidated = True
+            raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED,
+                            f"{fn.__name__} is not permitted on a capturing stream; the capture is invalidated")
+        if capture.invalidated:
+            raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the stream's capture was invalidated")
+        call = {k: _frozen(v) for k, v in bound.arguments.items() if k != "self"}
+        deps = [capture.tails[id(stream)]] if id(stream) in capture.tails else []
+        node = FakeNode(node_type, (fn, call), deps)
+        capture.graph.nodes.append(node)
+        capture.tails[id(stream)] = node
+        if fn.__name__ == "event_record":
+            self._captured_events[call["event"]] = (capture, node)
+        return None
+
+    return wrapper
+
+
+class FakeGraphs:
+    """Mixed into FakeBackend; wraps the subclass's capturable calls (see _CAPTURED) when it is defined."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name, (node_type, is_async) in _CAPTURED.items():
+            fn = cls.__dict__.get(name) or getattr(FakeGraphs, name, None)
+            if fn is not None:
+                setattr(cls, name, _capturing(fn, node_type, is_async))
+
+    @functools.cached_property
+    def _captured_events(self) -> weakref.WeakKeyDictionary:
+        return weakref.WeakKeyDictionary()
+
+    def _check_legacy_stream(self, ctx) -> None:
+        """Work on the legacy NULL stream waits for every blocking stream: not while one is capturing."""
+        for stream in getattr(ctx, "streams", ()):
+            capture = _capture_of(stream)
+            if capture is not None and not stream.flags & NON_BLOCKING:
+                capture.invalidated = True
+                raise CudaError(Status.STREAM_CAPTURE_IMPLICIT,
+                                "the NULL stream would wait on a capturing stream; the capture is invalidated")
+
+    def _check_no_capture(self, ctx) -> None:
+        for stream in getattr(ctx, "streams", ()):
+            capture = _capture_of(stream)
+            if capture is not None:
+                capture.invalidated = True
+                raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED,
+                                "synchronizing a context with a capturing stream; the capture is invalidated")
+
+    # -- launches with attributes ------------------------------------------------------------------
+    def launch_ex(self, ctx, func, grid, block, shared_mem, stream, params, attributes) -> None:
+        for a in attributes:
+            if a.id == 4:  # CLUSTER_DIMENSION: the grid must be whole clusters, as the driver requires
+                cluster = [int.from_bytes(a.value[i:i + 4], "little") for i in (0, 4, 8)]
+                if min(cluster) < 1 or any(g % c for g, c in zip(grid, cluster)):
+                    raise CudaError(Status.INVALID_VALUE, f"grid {grid} is not a whole number of {cluster} clusters")
+        self.launch(ctx, func, grid, block, shared_mem, stream, params)
+        for a in attributes:  # both event attributes fire once the kernel is done (or may start the next)
+            if a.event is not None:
+                self.event_record(ctx, a.event, stream)
+
+    def launcher_ex(self, ctx, func, stream):
+        def launch(gx, gy, gz, bx, by, bz, shared_mem, attributes, params):
+            self.launch_ex(ctx, func, (gx, gy, gz), (bx, by, bz), shared_mem, stream, params, attributes)
+
+        return launch
+
+    # -- capture ------------------------------------------------------------------------------------
+    def stream_begin_capture(self, ctx, stream, mode: int) -> None:
+        ctx.check()
+        if _capture_of(stream) is not None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
+        stream.capture = FakeCapture(FakeGraph(), mode, stream, streams=[stream])
+
+    def stream_end_capture(self, ctx, stream) -> FakeGraph:
+        capture = _capture_of(stream)
+        if capture is None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+        if capture.origin is not stream:
+            capture.invalidated = True
+            raise CudaError(Status.STREAM_CAPTURE_UNMATCHED, "capture ended on a stream that did not begin it")
+        for s in capture.streams:
+            s.capture = None
+        if capture.invalidated:
+            raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the capture was invalidated by an illegal call")
+        return capture.graph
+
+    def stream_wait_event_joins(self, stream, event) -> bool:
+        """A stream that waits on an event recorded during a capture joins that capture."""
+        seen = self._captured_events.get(event)
+        if seen is None or stream is None or _capture_of(stream) is not None:
+            return False
+        capture, node = seen
+        stream.capture = capture
+        capture.streams.append(stream)
+        capture.tails[id(stream)] = node
+        return True
+
+    # -- executable graphs --------------------------------------------------------------------------
+    def graph_instantiate(self, ctx, graph: FakeGraph, flags: int) -> FakeExec:
+        ctx.check()
+        return FakeExec(ctx, list(graph.nodes))
+
+    def graph_launch(self, ctx, exe: FakeExec, stream) -> None:
+        ctx.check()
+        for node in exe.nodes:
+            if node.call is None:
+                continue
+            fn, call = node.call
+            fn(self, **{**call, "stream": stream}) if "stream" in call else fn(self, **call)
+
+    def graph_upload(self, ctx, exe: FakeExec, stream) -> None:
+        ctx.check()
+
+    def graph_exec_update(self, ctx, exe: FakeExec, graph: FakeGraph) -> int:
+        ctx.check()
+        if len(exe.nodes) != len(graph.nodes):
+            return UPDATE_TOPOLOGY_CHANGED
+        index = {id(n): i for i, n in enumerate(graph.nodes)}
+        old_index = {id(n): i for i, n in enumerate(exe.nodes)}
+        for old, new in zip(exe.nodes, graph.nodes):
+            if old.type != new.type:
+                return UPDATE_NODE_TYPE_CHANGED
+            if sorted(old_index.get(id(d), -1) for d in old.deps) != sorted(index.get(id(d), -1) for d in new.deps):
+                return UPDATE_TOPOLOGY_CHANGED
+        exe.nodes = list(graph.nodes)
+        return UPDATE_SUCCESS
+
+    def graph_destroy(self, ctx, graph: FakeGraph) -> None:
+        graph.nodes.clear()
+
+    def graph_exec_destroy(self, ctx, exe: FakeExec) -> None:
+        exe.nodes = []
+        exe.destroyed = True

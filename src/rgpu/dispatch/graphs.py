@@ -1,0 +1,221 @@
+"""Launch attributes, stream capture and CUDA graphs: the handlers (registered into rgpu.dispatch.handlers).
+
+Graphs, executable graphs and nodes are session resources named by handles the client mints
+(HandleTable.add_client), so capture, instantiation and replay are all deferred calls: replaying a captured
+graph is one GRAPH_LAUNCH record however many nodes it has. The backends do the work (rgpu.dispatch.cuda_graphs
+captures for real through NVIDIA's driver; rgpu.dispatch.fake_graphs records and replays).
+"""
+
+from __future__ import annotations
+
+import struct
+import weakref
+
+import attrs
+
+from rgpu.dispatch.handlers import handles
+from rgpu.errors import CudaError, Status
+from rgpu.protocol import ops
+from rgpu.session.handles import Kind
+from rgpu.session.state import Session
+
+# -- launch attributes ------------------------------------------------------------------------------
+# CUlaunchAttributeID values whose 64-byte value is plain data: forwarded untouched, the driver decides.
+PLAIN_ATTRIBUTES = {
+    0: "IGNORE", 1: "ACCESS_POLICY_WINDOW", 2: "COOPERATIVE", 3: "SYNCHRONIZATION_POLICY", 4: "CLUSTER_DIMENSION",
+    5: "CLUSTER_SCHEDULING_POLICY_PREFERENCE", 6: "PROGRAMMATIC_STREAM_SERIALIZATION", 8: "PRIORITY",
+    9: "MEM_SYNC_DOMAIN_MAP", 10: "MEM_SYNC_DOMAIN", 11: "PREFERRED_CLUSTER_DIMENSION",
+    14: "PREFERRED_SHARED_MEMORY_CARVEOUT", 16: "NVLINK_UTIL_CENTRIC_SCHEDULING",
+}
+# Values that start with a CUevent: the client sends its session handle, the server hands the driver its own.
+EVENT_ATTRIBUTES = {7: "PROGRAMMATIC_EVENT", 12: "LAUNCH_COMPLETION_EVENT"}
+# DEVICE_UPDATABLE_KERNEL_NODE (13) makes the driver write a device-node handle back into the caller's
+# memory: there is no such memory on the server, so it is refused (it is meant for graphs only anyway).
+_WRITE_BACK_ATTRIBUTES = {13: "DEVICE_UPDATABLE_KERNEL_NODE"}
+_ATTRIBUTE = struct.Struct("<I4x64s")
+assert _ATTRIBUTE.size == ops.LAUNCH_ATTRIBUTE_SIZE
+
+
+@attrs.frozen(slots=True)
+class LaunchAttribute:
+    id: int
+    value: bytes  # the 64-byte CUlaunchAttributeValue as the client sent it
+    event: object = None  # the backend's event, for EVENT_ATTRIBUTES
+
+
+def parse_attributes(s: Session, raw, count: int) -> list[LaunchAttribute]:
+    if count > ops.MAX_LAUNCH_ATTRIBUTES:
+        raise CudaError(Status.INVALID_VALUE, f"{count} launch attributes (at most {ops.MAX_LAUNCH_ATTRIBUTES})")
+    out = []
+    for i in range(count):
+        ident, value = _ATTRIBUTE.unpack_from(raw, i * _ATTRIBUTE.size)
+        event = None
+        if ident in EVENT_ATTRIBUTES:
+            (handle,) = struct.unpack_from("<Q", value)
+            event = s.object(handle, Kind.EVENT)[1].obj
+        elif ident in _WRITE_BACK_ATTRIBUTES:
+            raise CudaError(Status.NOT_SUPPORTED, f"launch attribute {ident} ({_WRITE_BACK_ATTRIBUTES[ident]}) "
+                                                  "writes a device-node handle back to the caller: not forwarded")
+        elif ident not in PLAIN_ATTRIBUTES:
+            raise CudaError(Status.INVALID_VALUE, f"unknown launch attribute {ident}")
+        out.append(LaunchAttribute(ident, bytes(value), event))
+    return out
+
+
+# -- per-session graph state ------------------------------------------------------------------------
+@attrs.define(slots=True)
+class _GraphState:
+    capturing: dict = attrs.Factory(dict)  # stream handle -> capture mode
+    ex_launchers: dict = attrs.Factory(dict)  # (function, stream) -> Backend.launcher_ex(...)
+    ex_launchers_at: int = -1  # handles.removals when ex_launchers was last known good
+    graph_launches: int = 0
+
+
+_STATES: weakref.WeakKeyDictionary[Session, _GraphState] = weakref.WeakKeyDictionary()
+
+
+def state(s: Session) -> _GraphState:
+    st = _STATES.get(s)
+    if st is None:
+        st = _STATES[s] = _GraphState()
+    return st
+
+
+def graph_launches(s: Session) -> int:
+    """How many GRAPH_LAUNCH calls the session made (one wire record each, however many nodes)."""
+    st = _STATES.get(s)
+    return st.graph_launches if st is not None else 0
+
+
+# -- launches with attributes -----------------------------------------------------------------------
+@handles(ops.LAUNCH_KERNEL_EX)
+def _launch_ex(s: Session, args, bulk):
+    a = args
+    attr_bytes = a.count * _ATTRIBUTE.size
+    if a.count > ops.MAX_LAUNCH_ATTRIBUTES or len(bulk) < attr_bytes:
+        raise CudaError(Status.INVALID_VALUE, f"{a.count} launch attributes, {len(bulk)} bytes of bulk")
+    target = s.launch_target(a.function, a.stream)  # checks and caches the function/stream pair
+    params = memoryview(bulk)[attr_bytes:]
+    target.check_params(len(params))
+    attributes = parse_attributes(s, bulk, a.count)
+    st = state(s)
+    if st.ex_launchers_at != s.handles.removals:
+        st.ex_launchers.clear()
+        st.ex_launchers_at = s.handles.removals
+    key = (a.function, a.stream)
+    launch = st.ex_launchers.get(key)
+    if launch is None:
+        ctx, func = s.object(a.function, Kind.FUNCTION)
+        stream = s.stream(a.stream)[1] if a.stream else None
+        launch = st.ex_launchers[key] = s.backend.launcher_ex(ctx.obj, func.obj, stream)
+    launch(a.grid_x, a.grid_y, a.grid_z, a.block_x, a.block_y, a.block_z, a.shared_mem, attributes, params)
+
+
+# -- stream capture ---------------------------------------------------------------------------------
+CAPTURE_MODES = (0, 1, 2)  # CU_STREAM_CAPTURE_MODE_GLOBAL, THREAD_LOCAL, RELAXED
+
+
+def _capture_stream(s: Session, handle: int):
+    if handle == 0:
+        # The legacy NULL stream synchronises with every other: CUDA never captures it.
+        raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED, "the NULL stream cannot be captured")
+    return s.stream(handle)
+
+
+@handles(ops.STREAM_BEGIN_CAPTURE)
+def _begin_capture(s: Session, args, bulk):
+    a = args
+    if a.mode not in CAPTURE_MODES:
+        raise CudaError(Status.INVALID_VALUE, f"capture mode {a.mode}")
+    ctx, stream = _capture_stream(s, a.stream)
+    st = state(s)
+    if a.stream in st.capturing:
+        raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
+    s.backend.stream_begin_capture(ctx.obj, stream, a.mode)
+    st.capturing[a.stream] = a.mode
+
+
+@handles(ops.STREAM_END_CAPTURE)
+def _end_capture(s: Session, args, bulk):
+    a = args
+    ctx, stream = _capture_stream(s, a.stream)
+    st = state(s)
+    if st.capturing.pop(a.stream, None) is None:
+        raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+    # The driver ends the capture even when it fails (invalidated): no graph then.
+    graph = s.backend.stream_end_capture(ctx.obj, stream)
+    try:
+        s.handles.add_client(a.graph, Kind.GRAPH, graph, ctx=ctx_handle(s, a.stream))
+    except CudaError:
+        s.backend.graph_destroy(ctx.obj, graph)
+        raise
+
+
+def ctx_handle(s: Session, stream_handle: int) -> int:
+    return s.handles.get(stream_handle, Kind.STREAM).ctx if stream_handle else s.current_ctx
+
+
+# -- executable graphs ------------------------------------------------------------------------------
+_INSTANTIATE_FLAGS = 0x1 | 0x2 | 0x8 | 0x10  # AUTO_FREE_ON_LAUNCH, UPLOAD, DEVICE_LAUNCH, USE_NODE_PRIORITY
+
+
+@handles(ops.GRAPH_INSTANTIATE)
+def _instantiate(s: Session, args, bulk):
+    a = args
+    if a.flags & ~_INSTANTIATE_FLAGS:
+        raise CudaError(Status.INVALID_VALUE, f"instantiate flags 0x{a.flags:x}")
+    ctx, graph = s.object(a.graph, Kind.GRAPH)
+    if a.exec in s.handles:
+        raise CudaError(Status.INVALID_VALUE, f"0x{a.exec:x} is in use")
+    exe = s.backend.graph_instantiate(ctx.obj, graph.obj, a.flags)
+    try:
+        s.handles.add_client(a.exec, Kind.GRAPH_EXEC, exe, ctx=graph.ctx)
+    except CudaError:
+        s.backend.graph_exec_destroy(ctx.obj, exe)
+        raise
+
+
+def _exec_on(s: Session, exec_handle: int, stream_handle: int):
+    ctx, exe = s.object(exec_handle, Kind.GRAPH_EXEC)
+    stream_ctx, stream = s.stream(stream_handle) if stream_handle else (ctx, None)
+    if stream_ctx is not ctx:
+        raise CudaError(Status.INVALID_VALUE, "the stream and the executable graph belong to different contexts")
+    return ctx, exe, stream
+
+
+@handles(ops.GRAPH_LAUNCH)
+def _graph_launch(s: Session, args, bulk):
+    a = args
+    ctx, exe, stream = _exec_on(s, a.exec, a.stream)
+    s.backend.graph_launch(ctx.obj, exe.obj, stream)
+    state(s).graph_launches += 1
+
+
+@handles(ops.GRAPH_UPLOAD)
+def _graph_upload(s: Session, args, bulk):
+    a = args
+    ctx, exe, stream = _exec_on(s, a.exec, a.stream)
+    s.backend.graph_upload(ctx.obj, exe.obj, stream)
+
+
+@handles(ops.GRAPH_EXEC_UPDATE)
+def _exec_update(s: Session, args, bulk):
+    a = args
+    ctx, exe = s.object(a.exec, Kind.GRAPH_EXEC)
+    _, graph = s.object(a.graph, Kind.GRAPH)
+    result = s.backend.graph_exec_update(ctx.obj, exe.obj, graph.obj)
+    return (int(result), 0)
+
+
+@handles(ops.GRAPH_DESTROY)
+def _graph_destroy(s: Session, args, bulk):
+    ctx, graph = s.object(args[0], Kind.GRAPH)
+    s.handles.pop(args[0], Kind.GRAPH)
+    s.backend.graph_destroy(ctx.obj, graph.obj)
+
+
+@handles(ops.GRAPH_EXEC_DESTROY)
+def _graph_exec_destroy(s: Session, args, bulk):
+    ctx, exe = s.object(args[0], Kind.GRAPH_EXEC)
+    s.handles.pop(args[0], Kind.GRAPH_EXEC)
+    s.backend.graph_exec_destroy(ctx.obj, exe.obj)

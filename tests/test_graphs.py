@@ -1,0 +1,238 @@
+"""Launch attributes, stream capture and CUDA graphs, end to end on the fake backend (the handlers in
+rgpu.dispatch.graphs, the emulation in rgpu.dispatch.fake_graphs)."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from rgpu.client import _Request, pack_params
+from rgpu.dispatch import graphs
+from rgpu.errors import CudaError, Status
+from rgpu.protocol import ops
+from rgpu.session.handles import Kind
+
+from .conftest import DEMO_PTX
+
+_minted = iter(range(1, 1 << 20))
+
+
+def mint(kind: Kind) -> int:
+    return ops.CLIENT_HANDLE_BIT | int(kind) << 56 | next(_minted)
+
+
+def attribute(ident: int, value: bytes = b"") -> bytes:
+    return struct.pack("<I4x64s", ident, value)
+
+
+async def call(client, op, *values, bulk=b""):
+    return await client._call(_Request(op, values, bulk))
+
+
+async def defer(client, op, *values, bulk=b""):
+    return await client._defer(_Request(op, values, bulk))
+
+
+async def setup_vadd(client, n=256):
+    await client.primary_ctx_retain(0)
+    ctx = await client.primary_ctx_retain(0)
+    await client.ctx_set_current(ctx)
+    mod = await client.module_load(DEMO_PTX)
+    fn = await client.get_function(mod, "vadd")
+    a, b, c = [await client.mem_alloc(4 * n) for _ in range(3)]
+    return fn, a, b, c
+
+
+async def put(client, ptr, values):
+    await client.memcpy_htod(ptr, np.asarray(values, dtype=np.float32).tobytes())
+
+
+async def get(client, ptr, n):
+    return np.frombuffer(await client.memcpy_dtoh(ptr, 4 * n), dtype=np.float32)
+
+
+async def launch_ex(client, fn, grid, block, args, attrs=(), stream=0):
+    bulk = b"".join(attrs) + pack_params(fn.layout, args)
+    return await defer(client, ops.LAUNCH_KERNEL_EX, fn.handle, grid, 1, 1, block, 1, 1, 0, stream, len(attrs),
+                       bulk=bulk)
+
+
+async def test_launch_with_pdl_and_scheduling_attributes_runs(client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    await put(client, a, np.arange(n))
+    await put(client, b, np.ones(n))
+    pdl = attribute(6, struct.pack("<i", 1))
+    prio = attribute(8, struct.pack("<i", 0))
+    cluster = attribute(4, struct.pack("<III", 1, 1, 1))
+    await launch_ex(client, fn, 2, 128, (a, b, c, n), (pdl, prio, cluster))
+    assert np.array_equal(await get(client, c, n), np.arange(n) + 1)
+
+
+async def test_launch_attribute_with_an_event_is_translated_and_checked(client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    event = await client.event_create(0)
+    await launch_ex(client, fn, 2, 128, (a, b, c, n), (attribute(12, struct.pack("<Qi", event, 0)),))
+    await client.event_synchronize(event)
+    await launch_ex(client, fn, 2, 128, (a, b, c, n), (attribute(7, struct.pack("<Qii", 0x1234, 0, 0)),))
+    with pytest.raises(CudaError) as e:  # a number that is not one of this session's events
+        await client.synchronize()
+    assert e.value.code == Status.INVALID_HANDLE
+
+
+@pytest.mark.parametrize("ident, status", [(15, Status.INVALID_VALUE), (99, Status.INVALID_VALUE),
+                                           (13, Status.NOT_SUPPORTED)])
+async def test_unknown_or_unforwardable_attributes_are_refused(client, ident, status):
+    fn, a, b, c = await setup_vadd(client)
+    await launch_ex(client, fn, 2, 128, (a, b, c, 256), (attribute(ident),))
+    with pytest.raises(CudaError) as e:
+        await client.synchronize()
+    assert e.value.code == status
+
+
+async def test_cluster_dimension_must_divide_the_grid(client):
+    fn, a, b, c = await setup_vadd(client)
+    await launch_ex(client, fn, 3, 128, (a, b, c, 256), (attribute(4, struct.pack("<III", 2, 1, 1)),))
+    with pytest.raises(CudaError) as e:
+        await client.synchronize()
+    assert e.value.code == Status.INVALID_VALUE
+
+
+async def test_attribute_count_and_bulk_must_agree(client):
+    fn, a, b, c = await setup_vadd(client)
+    with pytest.raises(CudaError) as e:
+        await call(client, ops.LAUNCH_KERNEL_EX, fn.handle, 1, 1, 1, 1, 1, 1, 0, 0, 40, bulk=b"x" * 100)
+    assert e.value.code == Status.INVALID_VALUE
+
+
+async def capture_vadd(client, fn, a, b, c, n, stream, pdl=True):
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 2)  # relaxed, as llama.cpp
+    await launch_ex(client, fn, 2, 128, (a, b, c, n), (attribute(6, struct.pack("<i", 1)),) if pdl else (),
+                    stream=stream)
+    await defer(client, ops.MEMSET_D32_ASYNC, a, 0x3F800000, n, stream)  # a[] = 1.0 after the add
+    graph = mint(Kind.GRAPH)
+    await defer(client, ops.STREAM_END_CAPTURE, stream, graph)
+    return graph
+
+
+async def test_capture_instantiate_replay_with_changing_inputs(srv, client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    stream = await client.stream_create(1)
+    await put(client, a, np.full(n, 5.0))
+    await put(client, b, np.full(n, 2.0))
+    graph = await capture_vadd(client, fn, a, b, c, n, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, c, n) == 0)  # captured, not run
+    assert np.all(await get(client, a, n) == 5)
+    exe = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, graph, exe, 0)
+    for i in range(5):
+        await put(client, b, np.full(n, float(i)))
+        await defer(client, ops.GRAPH_LAUNCH, exe, stream)
+        await client.stream_synchronize(stream)
+        expected = (5.0 if i == 0 else 1.0) + i
+        assert np.all(await get(client, c, n) == expected)
+    (session,) = srv.server.sessions.values()
+    assert graphs.graph_launches(session) == 5  # one wire record per replay
+    await defer(client, ops.GRAPH_EXEC_DESTROY, exe)
+    await defer(client, ops.GRAPH_DESTROY, graph)
+    await client.synchronize()
+
+
+async def test_exec_update_takes_new_parameters_of_the_same_topology(client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    d = await client.mem_alloc(4 * n)
+    stream = await client.stream_create(1)
+    await put(client, a, np.full(n, 1.0))
+    await put(client, b, np.full(n, 2.0))
+    g1 = await capture_vadd(client, fn, a, b, c, n, stream)
+    exe = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, g1, exe, 0)
+    g2 = await capture_vadd(client, fn, a, b, d, n, stream)  # same shape, writes d instead of c
+    assert await call(client, ops.GRAPH_EXEC_UPDATE, exe, g2) == (0, 0)
+    await defer(client, ops.GRAPH_LAUNCH, exe, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, d, n) == 3) and np.all(await get(client, c, n) == 0)
+    # A different topology cannot update: the program destroys the exec and instantiates again.
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 0)
+    await defer(client, ops.MEMSET_D32_ASYNC, a, 0, n, stream)
+    g3 = mint(Kind.GRAPH)
+    await defer(client, ops.STREAM_END_CAPTURE, stream, g3)
+    result, _ = await call(client, ops.GRAPH_EXEC_UPDATE, exe, g3)
+    assert result != 0
+
+
+async def test_illegal_calls_during_capture_invalidate_it(client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    stream = await client.stream_create(0)
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 0)
+    with pytest.raises(CudaError) as e:
+        await client.stream_synchronize(stream)
+    assert e.value.code == Status.STREAM_CAPTURE_UNSUPPORTED
+    with pytest.raises(CudaError) as e:  # the legacy stream would wait on the capturing (blocking) stream
+        await client.memset_d8(a, 0, 4)
+    assert e.value.code == Status.STREAM_CAPTURE_IMPLICIT
+    graph = mint(Kind.GRAPH)
+    with pytest.raises(CudaError) as e:
+        await call(client, ops.STREAM_END_CAPTURE, stream, graph)
+    assert e.value.code == Status.STREAM_CAPTURE_INVALIDATED
+    with pytest.raises(CudaError) as e:  # no graph came of it
+        await call(client, ops.GRAPH_INSTANTIATE, graph, mint(Kind.GRAPH_EXEC), 0)
+    assert e.value.code == Status.INVALID_HANDLE
+    await client.stream_synchronize(stream)  # the stream is usable again
+
+
+async def test_bad_capture_and_graph_input(client):
+    fn, a, b, c = await setup_vadd(client)
+    stream = await client.stream_create(1)
+    with pytest.raises(CudaError) as e:  # never began
+        await call(client, ops.STREAM_END_CAPTURE, stream, mint(Kind.GRAPH))
+    assert e.value.code == Status.ILLEGAL_STATE
+    with pytest.raises(CudaError) as e:
+        await call(client, ops.STREAM_BEGIN_CAPTURE, 0, 0)
+    assert e.value.code == Status.STREAM_CAPTURE_UNSUPPORTED
+    with pytest.raises(CudaError) as e:
+        await call(client, ops.STREAM_BEGIN_CAPTURE, stream, 7)
+    assert e.value.code == Status.INVALID_VALUE
+    graph = await capture_vadd(client, fn, a, b, c, 256, stream)
+    exe = mint(Kind.GRAPH_EXEC)
+    await call(client, ops.GRAPH_INSTANTIATE, graph, exe, 0)
+    for bad in (exe, mint(Kind.GRAPH_EXEC) & ~ops.CLIENT_HANDLE_BIT, mint(Kind.GRAPH)):
+        with pytest.raises(CudaError) as e:  # in use, not client-minted, wrong kind
+            await call(client, ops.GRAPH_INSTANTIATE, graph, bad, 0)
+        assert e.value.code in (Status.INVALID_VALUE, Status.INVALID_HANDLE)
+    await call(client, ops.GRAPH_EXEC_DESTROY, exe)
+    with pytest.raises(CudaError) as e:  # a destroyed exec launched: an error, not a crash
+        await call(client, ops.GRAPH_LAUNCH, exe, stream)
+    assert e.value.code == Status.INVALID_HANDLE
+    with pytest.raises(CudaError) as e:
+        await call(client, ops.GRAPH_DESTROY, mint(Kind.GRAPH))
+    assert e.value.code == Status.INVALID_HANDLE
+
+
+async def test_a_graph_launched_into_a_capture_becomes_a_child_and_teardown_frees_all(srv, client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    stream = await client.stream_create(1)
+    await put(client, a, np.full(n, 1.0))
+    await put(client, b, np.full(n, 1.0))
+    inner = await capture_vadd(client, fn, a, b, c, n, stream, pdl=False)
+    inner_exec = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, inner, inner_exec, 0)
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 1)
+    await defer(client, ops.GRAPH_LAUNCH, inner_exec, stream)
+    outer = mint(Kind.GRAPH)
+    await defer(client, ops.STREAM_END_CAPTURE, stream, outer)
+    outer_exec = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, outer, outer_exec, 0)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, c, n) == 0)
+    await defer(client, ops.GRAPH_LAUNCH, outer_exec, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, c, n) == 2)
