@@ -408,12 +408,6 @@ RT_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, u
     return rt_unsupported(&logged, "cudaGraphDebugDotPrint");
 }
 
-RT_API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphDestroy");
-}
-
 RT_API cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
 {
     static int logged;
@@ -448,12 +442,6 @@ RT_API cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphEx
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphExecChildGraphNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecDestroy");
 }
 
 RT_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event)
@@ -534,12 +522,6 @@ RT_API cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGra
     return rt_unsupported(&logged, "cudaGraphExecNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph, cudaGraphExecUpdateResultInfo *resultInfo)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecUpdate");
-}
-
 RT_API cudaError_t cudaGraphExternalSemaphoresSignalNodeGetParams(cudaGraphNode_t hNode, struct cudaExternalSemaphoreSignalNodeParams *params_out)
 {
     static int logged;
@@ -600,28 +582,9 @@ RT_API cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct
     return rt_unsupported(&logged, "cudaGraphHostNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphInstantiate");
-}
-
-RT_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphInstantiateWithFlags");
-}
-
-RT_API cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphInstantiateWithParams");
-}
-
 RT_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphInstantiateWithParams_ptsz");
+    return cudaGraphInstantiateWithParams(pGraphExec, graph, instantiateParams);
 }
 
 RT_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hSrc, cudaGraphNode_t hDst)
@@ -654,16 +617,9 @@ RT_API cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const stru
     return rt_unsupported(&logged, "cudaGraphKernelNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphLaunch");
-}
-
 RT_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphLaunch_ptsz");
+    return cudaGraphLaunch(graphExec, stream);
 }
 
 RT_API cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams *params_out)
@@ -798,16 +754,9 @@ RT_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t
     return rt_unsupported(&logged, "cudaGraphRetainUserObject");
 }
 
-RT_API cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphUpload");
-}
-
 RT_API cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphUpload_ptsz");
+    return cudaGraphUpload(graphExec, stream);
 }
 
 RT_API cudaError_t cudaGraphicsMapResources(int count, cudaGraphicsResource_t *resources, cudaStream_t stream)
@@ -1447,12 +1396,6 @@ RT_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devP
     return rt_unsupported(&logged, "cudaStreamAttachMemAsync_ptsz");
 }
 
-RT_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamBeginCapture");
-}
-
 RT_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)
 {
     static int logged;
@@ -1467,8 +1410,7 @@ RT_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaG
 
 RT_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamBeginCapture_ptsz");
+    return cudaStreamBeginCapture(stream, mode);
 }
 
 RT_API cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
@@ -1483,16 +1425,9 @@ RT_API cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t 
     return rt_unsupported(&logged, "cudaStreamCopyAttributes_ptsz");
 }
 
-RT_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamEndCapture");
-}
-
 RT_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamEndCapture_ptsz");
+    return cudaStreamEndCapture(stream, pGraph);
 }
 
 RT_API cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr, cudaLaunchAttributeValue *value_out)
@@ -1507,28 +1442,14 @@ RT_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cudaLaunchA
     return rt_unsupported(&logged, "cudaStreamGetAttribute_ptsz");
 }
 
-RT_API cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, size_t *numDependencies_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetCaptureInfo_v2");
-}
-
 RT_API cudaError_t cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, size_t *numDependencies_out)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetCaptureInfo_v2_ptsz");
-}
-
-RT_API cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetCaptureInfo_v3");
+    return cudaStreamGetCaptureInfo_v2(stream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out);
 }
 
 RT_API cudaError_t cudaStreamGetCaptureInfo_v3_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetCaptureInfo_v3_ptsz");
+    return cudaStreamGetCaptureInfo_v3(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out);
 }
 
 RT_API cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
@@ -1563,6 +1484,11 @@ RT_API cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long
 RT_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority)
 {
     return cudaStreamGetPriority(hStream, priority);
+}
+
+RT_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+    return cudaStreamIsCapturing(stream, pCaptureStatus);
 }
 
 RT_API cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue *value)

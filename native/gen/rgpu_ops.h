@@ -2334,7 +2334,7 @@ static inline int rgpu_unpack_graph_launch_req(const uint8_t *in, size_t len, st
     return 0;
 }
 
-/* GRAPH_EXEC_UPDATE: cuGraphExecUpdate(exec, graph) -> CUgraphExecUpdateResult, node that failed (0: none or not known to the client); status GRAPH_EXEC_UPDATE_FAILURE with the result [context] */
+/* GRAPH_EXEC_UPDATE: cuGraphExecUpdate(exec, graph) -> CUgraphExecUpdateResult (not 0: the client returns GRAPH_EXEC_UPDATE_FAILURE), the node that failed (0: none, or none the client named) [context] */
 #define RGPU_OP_GRAPH_EXEC_UPDATE 0x00E4
 #define RGPU_GRAPH_EXEC_UPDATE_REQ_SIZE 16
 #define RGPU_GRAPH_EXEC_UPDATE_REP_SIZE 12
@@ -2428,147 +2428,6 @@ static inline int rgpu_unpack_graph_upload_req(const uint8_t *in, size_t len, st
     return 0;
 }
 
-/* GRAPH_CREATE: cuGraphCreate(flags) -> client-minted `graph` [deferrable, context] */
-#define RGPU_OP_GRAPH_CREATE 0x00F0
-#define RGPU_GRAPH_CREATE_REQ_SIZE 12
-#define RGPU_GRAPH_CREATE_REP_SIZE 0
-struct rgpu_graph_create_req {
-    uint64_t graph;
-    uint32_t flags;
-};
-static inline void rgpu_pack_graph_create(uint8_t out[RGPU_GRAPH_CREATE_REQ_SIZE], const struct rgpu_graph_create_req *m)
-{
-    rgpu_put_u64(out + 0, m->graph);
-    rgpu_put_u32(out + 8, m->flags);
-}
-static inline int rgpu_unpack_graph_create_req(const uint8_t *in, size_t len, struct rgpu_graph_create_req *m)
-{
-    if (len != RGPU_GRAPH_CREATE_REQ_SIZE)
-        return -1;
-    m->graph = (uint64_t)rgpu_get_u64(in + 0);
-    m->flags = (uint32_t)rgpu_get_u32(in + 8);
-    return 0;
-}
-
-/* GRAPH_ADD_NODE: cuGraphAdd*Node(graph, deps, params) -> client-minted `node`; type is CUgraphNodeType [deferrable, context] */
-#define RGPU_OP_GRAPH_ADD_NODE 0x00F1
-#define RGPU_GRAPH_ADD_NODE_REQ_SIZE 24
-#define RGPU_GRAPH_ADD_NODE_REP_SIZE 0
-struct rgpu_graph_add_node_req {
-    uint64_t graph;
-    uint64_t node;
-    uint32_t type;
-    uint32_t count;
-};
-static inline void rgpu_pack_graph_add_node(uint8_t out[RGPU_GRAPH_ADD_NODE_REQ_SIZE], const struct rgpu_graph_add_node_req *m)
-{
-    rgpu_put_u64(out + 0, m->graph);
-    rgpu_put_u64(out + 8, m->node);
-    rgpu_put_u32(out + 16, m->type);
-    rgpu_put_u32(out + 20, m->count);
-}
-static inline int rgpu_unpack_graph_add_node_req(const uint8_t *in, size_t len, struct rgpu_graph_add_node_req *m)
-{
-    if (len != RGPU_GRAPH_ADD_NODE_REQ_SIZE)
-        return -1;
-    m->graph = (uint64_t)rgpu_get_u64(in + 0);
-    m->node = (uint64_t)rgpu_get_u64(in + 8);
-    m->type = (uint32_t)rgpu_get_u32(in + 16);
-    m->count = (uint32_t)rgpu_get_u32(in + 20);
-    return 0;
-}
-
-/* GRAPH_ADD_DEPENDENCIES: cuGraphAddDependencies / cuGraphRemoveDependencies (remove=1) [deferrable, context] */
-#define RGPU_OP_GRAPH_ADD_DEPENDENCIES 0x00F2
-#define RGPU_GRAPH_ADD_DEPENDENCIES_REQ_SIZE 16
-#define RGPU_GRAPH_ADD_DEPENDENCIES_REP_SIZE 0
-struct rgpu_graph_add_dependencies_req {
-    uint64_t graph;
-    uint32_t count;
-    uint32_t remove;
-};
-static inline void rgpu_pack_graph_add_dependencies(uint8_t out[RGPU_GRAPH_ADD_DEPENDENCIES_REQ_SIZE], const struct rgpu_graph_add_dependencies_req *m)
-{
-    rgpu_put_u64(out + 0, m->graph);
-    rgpu_put_u32(out + 8, m->count);
-    rgpu_put_u32(out + 12, m->remove);
-}
-static inline int rgpu_unpack_graph_add_dependencies_req(const uint8_t *in, size_t len, struct rgpu_graph_add_dependencies_req *m)
-{
-    if (len != RGPU_GRAPH_ADD_DEPENDENCIES_REQ_SIZE)
-        return -1;
-    m->graph = (uint64_t)rgpu_get_u64(in + 0);
-    m->count = (uint32_t)rgpu_get_u32(in + 8);
-    m->remove = (uint32_t)rgpu_get_u32(in + 12);
-    return 0;
-}
-
-/* GRAPH_NODE_SET_PARAMS: cuGraph*NodeSetParams (exec 0) / cuGraphExec*NodeSetParams(exec, node) [deferrable, context] */
-#define RGPU_OP_GRAPH_NODE_SET_PARAMS 0x00F3
-#define RGPU_GRAPH_NODE_SET_PARAMS_REQ_SIZE 16
-#define RGPU_GRAPH_NODE_SET_PARAMS_REP_SIZE 0
-struct rgpu_graph_node_set_params_req {
-    uint64_t node;
-    uint64_t exec;
-};
-static inline void rgpu_pack_graph_node_set_params(uint8_t out[RGPU_GRAPH_NODE_SET_PARAMS_REQ_SIZE], const struct rgpu_graph_node_set_params_req *m)
-{
-    rgpu_put_u64(out + 0, m->node);
-    rgpu_put_u64(out + 8, m->exec);
-}
-static inline int rgpu_unpack_graph_node_set_params_req(const uint8_t *in, size_t len, struct rgpu_graph_node_set_params_req *m)
-{
-    if (len != RGPU_GRAPH_NODE_SET_PARAMS_REQ_SIZE)
-        return -1;
-    m->node = (uint64_t)rgpu_get_u64(in + 0);
-    m->exec = (uint64_t)rgpu_get_u64(in + 8);
-    return 0;
-}
-
-/* GRAPH_CLONE: cuGraphClone(graph) -> client-minted `clone` and node handles [deferrable, context] */
-#define RGPU_OP_GRAPH_CLONE 0x00F4
-#define RGPU_GRAPH_CLONE_REQ_SIZE 20
-#define RGPU_GRAPH_CLONE_REP_SIZE 0
-struct rgpu_graph_clone_req {
-    uint64_t graph;
-    uint64_t clone;
-    uint32_t count;
-};
-static inline void rgpu_pack_graph_clone(uint8_t out[RGPU_GRAPH_CLONE_REQ_SIZE], const struct rgpu_graph_clone_req *m)
-{
-    rgpu_put_u64(out + 0, m->graph);
-    rgpu_put_u64(out + 8, m->clone);
-    rgpu_put_u32(out + 16, m->count);
-}
-static inline int rgpu_unpack_graph_clone_req(const uint8_t *in, size_t len, struct rgpu_graph_clone_req *m)
-{
-    if (len != RGPU_GRAPH_CLONE_REQ_SIZE)
-        return -1;
-    m->graph = (uint64_t)rgpu_get_u64(in + 0);
-    m->clone = (uint64_t)rgpu_get_u64(in + 8);
-    m->count = (uint32_t)rgpu_get_u32(in + 16);
-    return 0;
-}
-
-/* GRAPH_DESTROY_NODE: cuGraphDestroyNode (and its edges) [deferrable, context] */
-#define RGPU_OP_GRAPH_DESTROY_NODE 0x00F5
-#define RGPU_GRAPH_DESTROY_NODE_REQ_SIZE 8
-#define RGPU_GRAPH_DESTROY_NODE_REP_SIZE 0
-struct rgpu_graph_destroy_node_req {
-    uint64_t node;
-};
-static inline void rgpu_pack_graph_destroy_node(uint8_t out[RGPU_GRAPH_DESTROY_NODE_REQ_SIZE], const struct rgpu_graph_destroy_node_req *m)
-{
-    rgpu_put_u64(out + 0, m->node);
-}
-static inline int rgpu_unpack_graph_destroy_node_req(const uint8_t *in, size_t len, struct rgpu_graph_destroy_node_req *m)
-{
-    if (len != RGPU_GRAPH_DESTROY_NODE_REQ_SIZE)
-        return -1;
-    m->node = (uint64_t)rgpu_get_u64(in + 0);
-    return 0;
-}
-
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -2640,12 +2499,6 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_DESTROY:
     case RGPU_OP_GRAPH_EXEC_DESTROY:
     case RGPU_OP_GRAPH_UPLOAD:
-    case RGPU_OP_GRAPH_CREATE:
-    case RGPU_OP_GRAPH_ADD_NODE:
-    case RGPU_OP_GRAPH_ADD_DEPENDENCIES:
-    case RGPU_OP_GRAPH_NODE_SET_PARAMS:
-    case RGPU_OP_GRAPH_CLONE:
-    case RGPU_OP_GRAPH_DESTROY_NODE:
         return 1;
     default:
         return 0;

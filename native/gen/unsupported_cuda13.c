@@ -548,12 +548,6 @@ CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int fla
     return rgpu_unsupported(&logged, "cuGraphDebugDotPrint");
 }
 
-CUresult cuGraphDestroy(CUgraph hGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphDestroy");
-}
-
 CUresult cuGraphDestroyNode(CUgraphNode hNode)
 {
     static int logged;
@@ -594,12 +588,6 @@ CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode 
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphExecChildGraphNodeSetParams");
-}
-
-CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecDestroy");
 }
 
 CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
@@ -662,12 +650,6 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUg
     return rgpu_unsupported(&logged, "cuGraphExecNodeSetParams");
 }
 
-CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecUpdate_v2");
-}
-
 CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *params_out)
 {
     static int logged;
@@ -722,24 +704,6 @@ CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS
     return rgpu_unsupported(&logged, "cuGraphHostNodeSetParams");
 }
 
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphInstantiateWithFlags");
-}
-
-CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphInstantiateWithParams");
-}
-
-CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphInstantiateWithParams_ptsz");
-}
-
 CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
     static int logged;
@@ -768,18 +732,6 @@ CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphKernelNodeSetParams_v2");
-}
-
-CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphLaunch");
-}
-
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphLaunch_ptsz");
 }
 
 CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
@@ -876,18 +828,6 @@ CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned in
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphRetainUserObject");
-}
-
-CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphUpload");
-}
-
-CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphUpload_ptsz");
 }
 
 CUresult cuGraphicsMapResources(unsigned int count, CUgraphicsResource *resources, CUstream hStream)
@@ -1910,18 +1850,6 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, cons
     return rgpu_unsupported(&logged, "cuStreamBeginCaptureToGraph_ptsz");
 }
 
-CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamBeginCapture_v2");
-}
-
-CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamBeginCapture_v2_ptsz");
-}
-
 CUresult cuStreamCopyAttributes(CUstream dst, CUstream src)
 {
     static int logged;
@@ -1932,18 +1860,6 @@ CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuStreamCopyAttributes_ptsz");
-}
-
-CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamEndCapture");
-}
-
-CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamEndCapture_ptsz");
 }
 
 CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)

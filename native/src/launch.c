@@ -1,11 +1,12 @@
 /* Functions and launches: a CUfunction carries its parameter layout and cached attributes, so a launch or an
- * attribute query needs no round trip. Also the launch-adjacent calls answered locally (stream capture is
- * never active here; host functions run on the calling thread once the stream has drained). */
+ * attribute query needs no round trip. Also the launch-adjacent calls answered locally (host functions run on
+ * the calling thread once the stream has drained; stream capture is in graph.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_consts.h"
 #include "rgpu_shim.h"
 
 #define API __attribute__((visibility("default")))
@@ -90,9 +91,37 @@ API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset, s
     return CUDA_SUCCESS;
 }
 
-API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
-                            void **extra)
+_Static_assert(sizeof(CUlaunchAttribute) == RGPU_LAUNCH_ATTRIBUTE_SIZE, "CUlaunchAttribute travels as it is");
+
+/* LAUNCH_KERNEL_EX: LAUNCH_KERNEL's fields (`plain`) + the attribute count; bulk = attributes, parameters. Event
+ * handles inside attribute values are already the session's (a CUevent here is its server handle). */
+static CUresult launch_with_attributes(uint64_t fn, const uint8_t plain[RGPU_LAUNCH_KERNEL_REQ_SIZE],
+                                       const CUlaunchAttribute *attrs, unsigned n, const uint8_t *params,
+                                       size_t param_bytes)
+{
+    static int logged;
+    if (n > RGPU_MAX_LAUNCH_ATTRIBUTES)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (rgpu_server_minor() < 2)
+        return rgpu_unsupported(&logged, "cuLaunchKernelEx with launch attributes (the server predates protocol 1.2)");
+    struct rgpu_launch_kernel_req p;
+    struct rgpu_launch_kernel_ex_req req;
+    uint8_t a[RGPU_LAUNCH_KERNEL_EX_REQ_SIZE], bulk[RGPU_MAX_LAUNCH_ATTRIBUTES * RGPU_LAUNCH_ATTRIBUTE_SIZE + 4096];
+    if (rgpu_unpack_launch_kernel_req(plain, RGPU_LAUNCH_KERNEL_REQ_SIZE, &p) < 0 || param_bytes > 4096)
+        return CUDA_ERROR_INVALID_VALUE;
+    req = (struct rgpu_launch_kernel_ex_req){fn, p.grid_x, p.grid_y, p.grid_z, p.block_x, p.block_y, p.block_z,
+                                             p.shared_mem, p.stream, n};
+    rgpu_pack_launch_kernel_ex(a, &req);
+    memcpy(bulk, attrs, n * sizeof *attrs);
+    memcpy(bulk + n * sizeof *attrs, params, param_bytes);
+    return rgpu_defer(RGPU_OP_LAUNCH_KERNEL_EX, a, sizeof a, bulk, n * sizeof *attrs + param_bytes);
+}
+
+/* A launch, with launch attributes (cuLaunchKernelEx) or without: the attributes travel as they are, after
+ * them the parameter buffer. */
+static CUresult launch(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                       unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
+                       void **extra, const CUlaunchAttribute *attrs, unsigned n_attrs)
 {
     struct rgpu_function *f = (struct rgpu_function *)func;
     if (!f)
@@ -143,7 +172,16 @@ API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, u
     rgpu_put_u32(a + 28, bz);
     rgpu_put_u32(a + 32, shmem);
     rgpu_put_u64(a + 36, rgpu_stream_handle(stream));
-    return rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, param_bytes);
+    if (!n_attrs)
+        return rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, param_bytes);
+    return launch_with_attributes(f->handle, a, attrs, n_attrs, buf, param_bytes);
+}
+
+API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
+                            void **extra)
+{
+    return launch(func, gx, gy, gz, bx, by, bz, shmem, stream, params, extra, NULL, 0);
 }
 
 API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -252,23 +290,13 @@ API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, CUfunction
     return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size, smem, 0);
 }
 
-/* cuLaunchKernelEx: attributes that only tune scheduling are accepted; the rest are refused by name. */
+/* cuLaunchKernelEx: every attribute goes to the server's driver as it is; the driver decides. */
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
-    static int logged;
-    if (!c)
+    if (!c || (c->numAttrs && !c->attrs))
         return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < c->numAttrs; i++) {
-        CUlaunchAttributeID id = c->attrs[i].id;
-        if (id != CU_LAUNCH_ATTRIBUTE_IGNORE && id != CU_LAUNCH_ATTRIBUTE_PRIORITY &&
-            id != CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW) {
-            char what[96];
-            snprintf(what, sizeof what, "cuLaunchKernelEx with launch attribute %d", (int)id);
-            return rgpu_unsupported(&logged, what);
-        }
-    }
-    return cuLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-                          c->sharedMemBytes, c->hStream, params, extra);
+    return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                  c->sharedMemBytes, c->hStream, params, extra, c->attrs, c->numAttrs);
 }
 
 API CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
@@ -312,48 +340,4 @@ API CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *data, un
 API CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *data, unsigned flags)
 {
     return stream_callback(s, cb, data, flags);
-}
-
-static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-
-API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
-{
-    if (!mode)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUstreamCaptureMode old = capture_mode;
-    capture_mode = *mode;
-    *mode = old;
-    return CUDA_SUCCESS;
-}
-
-API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
-{
-    (void)s;
-    if (!status)
-        return CUDA_ERROR_INVALID_VALUE;
-    *status = CU_STREAM_CAPTURE_STATUS_NONE; /* capture (graphs) is not supported, so never active */
-    return rgpu_ready();
-}
-API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status) { return cuStreamIsCapturing(s, status); }
-
-API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                                       const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)
-{
-    CUresult r = cuStreamIsCapturing(s, status);
-    if (id)
-        *id = 0;
-    if (graph)
-        *graph = NULL;
-    if (deps)
-        *deps = NULL;
-    if (edges)
-        *edges = NULL;
-    if (n)
-        *n = 0;
-    return r;
-}
-API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                                            const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)
-{
-    return cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, edges, n);
 }

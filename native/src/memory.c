@@ -115,6 +115,8 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     uint8_t a[8], rep[8];
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
+    if (rgpu_capture_unsafe_call() != CUDA_SUCCESS)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     rgpu_put_u64(a, bytes);
     CUresult r = rgpu_call(RGPU_OP_MEM_ALLOC, a, 8, NULL, 0, rep, 8, NULL);
     if (r == CUDA_SUCCESS) {
@@ -369,6 +371,8 @@ API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) { return
 
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
+    if (rgpu_capture_host_copy(s) != CUDA_SUCCESS)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return htod(RGPU_OP_MEMCPY_HTOD_ASYNC, dst, src, n, rgpu_stream_handle(s));
 }
 API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
@@ -378,6 +382,8 @@ API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t 
 API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     /* The bytes must be in host memory when the stream reaches this point; rgpu simply waits for them. */
+    if (rgpu_capture_host_copy(s) != CUDA_SUCCESS)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return dtoh(RGPU_OP_MEMCPY_DTOH_ASYNC, dst, src, n, rgpu_stream_handle(s));
 }
 API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
@@ -440,6 +446,8 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
         return CUDA_SUCCESS;
     if ((h > 1 && (sp < w || dp < w)))
         return CUDA_ERROR_INVALID_VALUE;
+    if (async && (st == CU_MEMORYTYPE_HOST || dt == CU_MEMORYTYPE_HOST) && rgpu_capture_host_copy(stream))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (st == CU_MEMORYTYPE_HOST && dt == CU_MEMORYTYPE_HOST) {
         if (async) {
             CUresult r = cuStreamSynchronize(stream);

@@ -23,6 +23,7 @@ import socket
 import sys
 
 from rgpu.dispatch.backend import BackendUnavailable, make_backend
+from rgpu.dispatch import graphs
 from rgpu.dispatch.dispatcher import execute_batch_sync, execute_sync
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol import ops
@@ -131,7 +132,8 @@ def run_session(params: dict, client: socket.socket, backend) -> dict:
         session.release_all()
         client.close()
     session.log.info("%s", reason)
-    stats = {"reason": reason, "frames": session.frames_received, "calls": session.calls}
+    stats = {"reason": reason, "frames": session.frames_received, "calls": session.calls,
+             "graph_launches": graphs.graph_launches(session)}
     if hasattr(backend, "used"):
         stats["backend_bytes_in_use"] = backend.used  # fake backend accounting: 0 after a clean teardown
         stats["contexts_alive"] = backend.contexts_alive
