@@ -143,7 +143,7 @@ CUresult rgpu_capture_host_copy(CUstream s)
         c->invalidated = 1;
     pthread_mutex_unlock(&lock);
     if (c)
-        rgpu_log(RGPU_LOG_WARN, "a host<->device copy on a capturing stream cannot be captured through rgpu; "
+        rgpu_log(RGPU_LOG_INFO, "a host<->device copy on a capturing stream cannot be captured through rgpu; "
                                 "the capture is invalidated (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
     return c ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
@@ -218,8 +218,13 @@ static CUresult end_capture(CUstream s, CUgraph *out)
     rgpu_pack_stream_end_capture(a, &(struct rgpu_stream_end_capture_req){h, graph});
     CUresult r = rgpu_call(RGPU_OP_STREAM_END_CAPTURE, a, sizeof a, NULL, 0, NULL, 0, NULL);
     *out = NULL;
-    if (r == CUDA_SUCCESS && invalidated)
-        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; /* cannot happen: the server saw the same illegal call */
+    if (r == CUDA_SUCCESS && invalidated) {
+        /* Refused here (a capture-unsafe call the server never saw): the server's graph goes too. */
+        uint8_t d[RGPU_GRAPH_DESTROY_REQ_SIZE];
+        rgpu_pack_graph_destroy(d, &(struct rgpu_graph_destroy_req){graph});
+        rgpu_defer(RGPU_OP_GRAPH_DESTROY, d, sizeof d, NULL, 0);
+        r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&lock);

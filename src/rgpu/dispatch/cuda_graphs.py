@@ -89,8 +89,12 @@ class CudaGraphs:
 
     # -- capture ------------------------------------------------------------------------------------
     def stream_begin_capture(self, ctx, stream, mode: int) -> None:
+        # Always relaxed here: capture modes restrict *other calls of the program's threads*, which the client
+        # enforces (native/src/graph.c); on the server a stricter mode would instead refuse the session's own
+        # allocations made after the program relaxed its thread, and, with in-process sessions, other sessions.
+        del mode
         self._use(ctx)
-        _check(cu.cuStreamBeginCapture(_stream(stream), cu.CUstreamCaptureMode(mode)))
+        _check(cu.cuStreamBeginCapture(_stream(stream), cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
 
     def stream_end_capture(self, ctx, stream):
         self._use(ctx)

@@ -1,0 +1,181 @@
+// Stream capture and CUDA graphs the way llama.cpp and PyTorch use them: capture (relaxed, with PDL launches
+// inside), instantiate, replay with changing inputs, exec update (same topology: updated; another topology:
+// refused, destroy and instantiate again), and the calls CUDA forbids during capture.
+#include <cstdlib>
+#include <cstring>
+
+#include "check.cuh"
+
+__global__ void saxpy(float a, const float *x, float *y, int n)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cudaGridDependencySynchronize();
+#endif
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i] + y[i];
+}
+
+__global__ void fill(float *p, float v, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        p[i] = v;
+}
+
+static const int n = 1 << 14;
+static const dim3 grid((n + 255) / 256), block(256);
+
+static void capture_step(cudaStream_t s, float a, const float *x, float *y, int pdl_launches)
+{
+    // y = 0.5; y += a*x (plain launch); then pdl_launches more y += a*x with PDL.
+    fill<<<grid, block, 0, s>>>(y, 0.5f, n);
+    saxpy<<<grid, block, 0, s>>>(a, x, y, n);
+    cudaLaunchAttribute pdl[1];
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid, c.blockDim = block, c.stream = s, c.attrs = pdl, c.numAttrs = 1;
+    for (int k = 0; k < pdl_launches; k++)
+        CHECK(cudaLaunchKernelEx(&c, saxpy, a, x, y, n));
+}
+
+static void expect_all(const float *d, float want)
+{
+    static float h[n];
+    CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++)
+        EXPECT(h[i] == want);
+}
+
+int main()
+{
+    float *x, *y, *z;
+    CHECK(cudaMalloc(&x, n * sizeof(float)));
+    CHECK(cudaMalloc(&y, n * sizeof(float)));
+    CHECK(cudaMalloc(&z, n * sizeof(float)));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    fill<<<grid, block>>>(x, 1.0f, n);
+    CHECK(cudaMemset(y, 0, n * sizeof(float)));
+    CHECK(cudaDeviceSynchronize());
+
+    // Capture: nothing runs until the graph is launched.
+    cudaStreamCaptureStatus status;
+    CHECK(cudaStreamIsCapturing(s, &status));
+    EXPECT(status == cudaStreamCaptureStatusNone);
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaStreamIsCapturing(s, &status));
+    EXPECT(status == cudaStreamCaptureStatusActive);
+    unsigned long long id = 0;
+    cudaGraph_t during = nullptr;
+#if CUDART_VERSION >= 13000
+    CHECK(cudaStreamGetCaptureInfo(s, &status, &id, &during));
+#else
+    CHECK(cudaStreamGetCaptureInfo_v2(s, &status, &id, &during));
+#endif
+    EXPECT(status == cudaStreamCaptureStatusActive && id != 0 && during != nullptr);
+    capture_step(s, 2.0f, x, y, 3);
+    CHECK(cudaMemsetAsync(z, 0, n * sizeof(float), s));
+    cudaGraph_t graph;
+    CHECK(cudaStreamEndCapture(s, &graph));
+    EXPECT(graph == during);
+    CHECK(cudaStreamIsCapturing(s, &status));
+    EXPECT(status == cudaStreamCaptureStatusNone);
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(y, 0.0f);
+
+    // Instantiate once, replay with new inputs each time.
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int step = 1; step <= 5; step++) {
+        fill<<<grid, block, 0, s>>>(x, float(step), n);
+        CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaStreamSynchronize(s));
+        expect_all(y, 0.5f + 4 * 2.0f * float(step));
+    }
+
+    // Same topology, new pointers and scalar: the exec is updated in place.
+    cudaGraph_t graph2;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    capture_step(s, 3.0f, x, z, 3);
+    CHECK(cudaMemsetAsync(y, 0, n * sizeof(float), s));
+    CHECK(cudaStreamEndCapture(s, &graph2));
+    cudaGraphExecUpdateResultInfo info;
+    CHECK(cudaGraphExecUpdate(exec, graph2, &info));
+    EXPECT(info.result == cudaGraphExecUpdateSuccess);
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(z, 0.5f + 4 * 3.0f * 5.0f);
+    expect_all(y, 0.0f);
+
+    // Another topology: the update is refused; destroy and instantiate again (llama.cpp's fallback).
+    cudaGraph_t graph3;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    capture_step(s, 1.0f, x, y, 1);
+    CHECK(cudaStreamEndCapture(s, &graph3));
+    EXPECT(cudaGraphExecUpdate(exec, graph3, &info) == cudaErrorGraphExecUpdateFailure);
+    EXPECT(info.result != cudaGraphExecUpdateSuccess);
+    cudaGetLastError();
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphInstantiateWithFlags(&exec, graph3, 0));
+    CHECK(cudaGraphUpload(exec, s));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(y, 0.5f + 2 * 5.0f);
+
+    // Calls CUDA forbids during capture: they fail, and so does the capture.
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    EXPECT(cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported);
+    cudaGraph_t broken = graph;
+    EXPECT(cudaStreamEndCapture(s, &broken) == cudaErrorStreamCaptureInvalidated && broken == nullptr);
+    cudaGetLastError();
+
+    float *pageable = (float *)std::malloc(n * sizeof(float));
+    std::memset(pageable, 0, n * sizeof(float));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    EXPECT(cudaMemcpyAsync(y, pageable, n * sizeof(float), cudaMemcpyHostToDevice, s) ==
+           cudaErrorStreamCaptureUnsupported);
+    EXPECT(cudaStreamEndCapture(s, &broken) == cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+
+    // Global mode: an allocation (a potentially unsafe call) is refused unless the thread relaxes its mode.
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    void *p = nullptr;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    EXPECT(mode == cudaStreamCaptureModeGlobal);
+    CHECK(cudaMalloc(&p, 256)); // relaxed for this thread: allowed
+    CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    void *q = nullptr;
+    EXPECT(cudaMalloc(&q, 256) == cudaErrorStreamCaptureUnsupported);
+    EXPECT(cudaStreamEndCapture(s, &broken) == cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    CHECK(cudaFree(p));
+
+    // Ending a capture that never began.
+    EXPECT(cudaStreamEndCapture(s, &broken) == cudaErrorIllegalState);
+    cudaGetLastError();
+    // The stream works as before.
+    fill<<<grid, block, 0, s>>>(y, 7.0f, n);
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(y, 7.0f);
+
+    if (std::getenv("RGPU_SERVER")) {
+        // Through rgpu only (natively this is undefined behaviour): a destroyed exec is refused, not a crash.
+        cudaGraphExec_t gone = exec;
+        CHECK(cudaGraphExecDestroy(exec));
+        EXPECT(cudaGraphLaunch(gone, s) != cudaSuccess);
+        cudaGetLastError();
+    } else {
+        CHECK(cudaGraphExecDestroy(exec));
+    }
+    CHECK(cudaGraphDestroy(graph));
+    CHECK(cudaGraphDestroy(graph2));
+    CHECK(cudaGraphDestroy(graph3));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaStreamDestroy(s));
+    std::free(pageable);
+    std::printf("graphs OK\n");
+    return 0;
+}
