@@ -236,3 +236,100 @@ async def test_a_graph_launched_into_a_capture_becomes_a_child_and_teardown_free
     await defer(client, ops.GRAPH_LAUNCH, outer_exec, stream)
     await client.stream_synchronize(stream)
     assert np.all(await get(client, c, n) == 2)
+
+
+async def kernel_node(client, graph, node, fn, args, deps=(), attrs=(), exec_=0, grid=2):
+    bulk = struct.pack(f"<{len(deps)}Q", *deps) + b"".join(attrs) + pack_params(fn.layout, args)
+    await defer(client, ops.GRAPH_KERNEL_NODE, graph, node, exec_, len(deps), fn.handle, grid, 1, 1, 128, 1, 1, 0,
+                len(attrs), bulk=bulk)
+
+
+async def test_explicit_graph_with_kernel_memset_memcpy_nodes(client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    d = await client.mem_alloc(4 * n)
+    stream = await client.stream_create(1)
+    await put(client, a, np.full(n, 2.0))
+    await put(client, b, np.full(n, 3.0))
+    graph = mint(Kind.GRAPH)
+    await defer(client, ops.GRAPH_CREATE, graph, 0)
+    clear, add, copy, done = (mint(Kind.GRAPH_NODE) for _ in range(4))
+    await defer(client, ops.GRAPH_MEMSET_NODE, graph, clear, 0, 0, d, 4 * n, 0, 4, n, 1)
+    await kernel_node(client, graph, add, fn, (a, b, c, n))
+    await defer(client, ops.GRAPH_MEMCPY_NODE, graph, copy, 0, 2, d, 4 * n, c, 4 * n, 4 * n, 1,
+                bulk=struct.pack("<QQ", clear, add))
+    await defer(client, ops.GRAPH_OTHER_NODE, graph, done, 1, 5, 0, bulk=struct.pack("<Q", copy))
+    exe = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, graph, exe, 0)
+    await defer(client, ops.GRAPH_LAUNCH, exe, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, d, n) == 5)
+    # New kernel parameters: in the graph (the exec keeps its own), then in the exec.
+    await kernel_node(client, 0, add, fn, (a, a, c, n))
+    await defer(client, ops.GRAPH_LAUNCH, exe, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, d, n) == 5)
+    await kernel_node(client, 0, add, fn, (b, b, c, n), exec_=exe)
+    await defer(client, ops.GRAPH_LAUNCH, exe, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, d, n) == 6)
+    exe2 = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, graph, exe2, 0)
+    await defer(client, ops.GRAPH_LAUNCH, exe2, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, d, n) == 4)
+    # A clone, with a child-graph node in another graph.
+    clone, clone_nodes = mint(Kind.GRAPH), [mint(Kind.GRAPH_NODE) for _ in range(4)]
+    pairs = b"".join(struct.pack("<QQ", o, c_) for o, c_ in zip((clear, add, copy, done), clone_nodes))
+    await defer(client, ops.GRAPH_CLONE, graph, clone, 4, bulk=pairs)
+    outer, child = mint(Kind.GRAPH), mint(Kind.GRAPH_NODE)
+    await defer(client, ops.GRAPH_CREATE, outer, 0)
+    await defer(client, ops.GRAPH_OTHER_NODE, outer, child, 0, 4, clone)
+    await put(client, a, np.full(n, 10.0))
+    exe3 = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, outer, exe3, 0)
+    await defer(client, ops.GRAPH_LAUNCH, exe3, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, d, n) == 20)
+    await defer(client, ops.GRAPH_DESTROY, graph)
+    with pytest.raises(CudaError) as e:  # its nodes went with it
+        await call(client, ops.GRAPH_DESTROY_NODE, add)
+    assert e.value.code == Status.INVALID_HANDLE
+
+
+async def test_explicit_graph_edges_and_bad_nodes(client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    stream = await client.stream_create(1)
+    graph, other = mint(Kind.GRAPH), mint(Kind.GRAPH)
+    await defer(client, ops.GRAPH_CREATE, graph, 0)
+    await defer(client, ops.GRAPH_CREATE, other, 0)
+    first, second, stranger = (mint(Kind.GRAPH_NODE) for _ in range(3))
+    # Added in the wrong order, then ordered by an edge: c = a + b after c[:] = 0, so the add must win.
+    await kernel_node(client, graph, first, fn, (a, b, c, n))
+    await defer(client, ops.GRAPH_MEMSET_NODE, graph, second, 0, 0, c, 4 * n, 0, 4, n, 1)
+    await defer(client, ops.GRAPH_EDGES, graph, 1, 0, bulk=struct.pack("<QQ", second, first))
+    await put(client, a, np.full(n, 1.0))
+    await put(client, b, np.full(n, 1.0))
+    exe = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, graph, exe, 0)
+    await defer(client, ops.GRAPH_LAUNCH, exe, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, c, n) == 2)
+    await defer(client, ops.GRAPH_OTHER_NODE, other, stranger, 0, 5, 0)
+    bad = [
+        (ops.GRAPH_OTHER_NODE, (graph, mint(Kind.GRAPH_NODE), 1, 5, 0), struct.pack("<Q", stranger)),  # foreign dep
+        (ops.GRAPH_OTHER_NODE, (graph, mint(Kind.GRAPH_NODE), 0, 3, 0), b""),  # host node: not on the server
+        (ops.GRAPH_MEMSET_NODE, (graph, mint(Kind.GRAPH_NODE), 0, 0, c, 4 * n, 0, 4, n + 1, 1), b""),  # overflow
+        (ops.GRAPH_MEMCPY_NODE, (graph, mint(Kind.GRAPH_NODE), 0, 0, c, 0, 0x1000, 0, 16, 1), b""),  # not ours
+        (ops.GRAPH_EDGES, (graph, 1, 0), struct.pack("<QQ", first, second)),  # a cycle only at instantiate...
+    ]
+    for op, values, bulk in bad[:-1]:
+        with pytest.raises(CudaError) as e:
+            await call(client, op, *values, bulk=bulk)
+        assert e.value.code in (Status.INVALID_VALUE, Status.NOT_SUPPORTED, Status.INVALID_HANDLE), op.name
+    op, values, bulk = bad[-1]
+    await call(client, op, *values, bulk=bulk)
+    with pytest.raises(CudaError) as e:
+        await call(client, ops.GRAPH_INSTANTIATE, graph, mint(Kind.GRAPH_EXEC), 0)
+    assert e.value.code == Status.INVALID_VALUE

@@ -83,4 +83,13 @@ HAND_WRITTEN = {
     "cuStreamWaitEvent_ptsz", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
     "cuGraphInstantiateWithParams_ptsz", "cuGraphLaunch", "cuGraphLaunch_ptsz", "cuGraphUpload",
     "cuGraphUpload_ptsz", "cuGraphExecUpdate_v2", "cuGraphDestroy", "cuGraphExecDestroy",
+    # the explicit graph API (native/src/graph_nodes.c): a local mirror of each graph, deferred changes
+    "cuGraphCreate", "cuGraphAddKernelNode_v2", "cuGraphKernelNodeGetParams_v2", "cuGraphKernelNodeSetParams_v2",
+    "cuGraphExecKernelNodeSetParams_v2", "cuGraphKernelNodeGetAttribute", "cuGraphKernelNodeSetAttribute",
+    "cuGraphAddMemsetNode", "cuGraphMemsetNodeGetParams", "cuGraphAddMemcpyNode", "cuGraphMemcpyNodeGetParams",
+    "cuGraphAddEmptyNode", "cuGraphAddEventRecordNode", "cuGraphAddEventWaitNode", "cuGraphAddChildGraphNode",
+    "cuGraphEventRecordNodeGetEvent", "cuGraphEventWaitNodeGetEvent", "cuGraphAddDependencies_v2",
+    "cuGraphRemoveDependencies_v2", "cuGraphGetNodes", "cuGraphGetRootNodes", "cuGraphGetEdges_v2",
+    "cuGraphNodeGetType", "cuGraphNodeGetDependencies_v2", "cuGraphClone", "cuGraphNodeFindInClone",
+    "cuGraphDestroyNode",
 }

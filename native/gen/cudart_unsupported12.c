@@ -264,42 +264,6 @@ RT_API cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc *pTexD
     return rt_unsupported(&logged, "cudaGetTextureObjectTextureDesc");
 }
 
-RT_API cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaGraph_t childGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddChildGraphNode");
-}
-
-RT_API cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddDependencies");
-}
-
-RT_API cudaError_t cudaGraphAddDependencies_v2(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddDependencies_v2");
-}
-
-RT_API cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddEmptyNode");
-}
-
-RT_API cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddEventRecordNode");
-}
-
-RT_API cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddEventWaitNode");
-}
-
 RT_API cudaError_t cudaGraphAddExternalSemaphoresSignalNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams)
 {
     static int logged;
@@ -318,12 +282,6 @@ RT_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t
     return rt_unsupported(&logged, "cudaGraphAddHostNode");
 }
 
-RT_API cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaKernelNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddKernelNode");
-}
-
 RT_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, struct cudaMemAllocNodeParams *nodeParams)
 {
     static int logged;
@@ -336,18 +294,6 @@ RT_API cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *pGraphNode, cudaGrap
     return rt_unsupported(&logged, "cudaGraphAddMemFreeNode");
 }
 
-RT_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaMemcpy3DParms *pCopyParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemcpyNode");
-}
-
-RT_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemcpyNode1D");
-}
-
 RT_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies, size_t numDependencies, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     static int logged;
@@ -358,12 +304,6 @@ RT_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, c
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphAddMemcpyNodeToSymbol");
-}
-
-RT_API cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaMemsetParams *pMemsetParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemsetNode");
 }
 
 RT_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, struct cudaGraphNodeParams *nodeParams)
@@ -384,34 +324,16 @@ RT_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGra
     return rt_unsupported(&logged, "cudaGraphChildGraphNodeGetGraph");
 }
 
-RT_API cudaError_t cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t originalGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphClone");
-}
-
 RT_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph, unsigned int defaultLaunchValue, unsigned int flags)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphConditionalHandleCreate");
 }
 
-RT_API cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphCreate");
-}
-
 RT_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphDebugDotPrint");
-}
-
-RT_API cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphDestroyNode");
 }
 
 RT_API cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
@@ -480,12 +402,6 @@ RT_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cu
     return rt_unsupported(&logged, "cudaGraphExecHostNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaKernelNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecKernelNodeSetParams");
-}
-
 RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams)
 {
     static int logged;
@@ -546,30 +462,6 @@ RT_API cudaError_t cudaGraphExternalSemaphoresWaitNodeSetParams(cudaGraphNode_t 
     return rt_unsupported(&logged, "cudaGraphExternalSemaphoresWaitNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to, size_t *numEdges)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphGetEdges");
-}
-
-RT_API cudaError_t cudaGraphGetEdges_v2(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to, cudaGraphEdgeData *edgeData, size_t *numEdges)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphGetEdges_v2");
-}
-
-RT_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphGetNodes");
-}
-
-RT_API cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t *pRootNodes, size_t *pNumRootNodes)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphGetRootNodes");
-}
-
 RT_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *pNodeParams)
 {
     static int logged;
@@ -591,30 +483,6 @@ RT_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hSrc, cudaG
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphKernelNodeCopyAttributes");
-}
-
-RT_API cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode, cudaLaunchAttributeID attr, cudaLaunchAttributeValue *value_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphKernelNodeGetAttribute");
-}
-
-RT_API cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, struct cudaKernelNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphKernelNodeGetParams");
-}
-
-RT_API cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue *value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphKernelNodeSetAttribute");
-}
-
-RT_API cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const struct cudaKernelNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphKernelNodeSetParams");
 }
 
 RT_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
@@ -664,34 +532,10 @@ RT_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, co
     return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParamsToSymbol");
 }
 
-RT_API cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, struct cudaMemsetParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemsetNodeGetParams");
-}
-
 RT_API cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphMemsetNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t *pNode, cudaGraphNode_t originalNode, cudaGraph_t clonedGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeFindInClone");
-}
-
-RT_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies, size_t *pNumDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetDependencies");
-}
-
-RT_API cudaError_t cudaGraphNodeGetDependencies_v2(cudaGraphNode_t node, cudaGraphNode_t *pDependencies, cudaGraphEdgeData *edgeData, size_t *pNumDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetDependencies_v2");
 }
 
 RT_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes, size_t *pNumDependentNodes)
@@ -712,12 +556,6 @@ RT_API cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraph
     return rt_unsupported(&logged, "cudaGraphNodeGetEnabled");
 }
 
-RT_API cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *pType)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetType");
-}
-
 RT_API cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int isEnabled)
 {
     static int logged;
@@ -734,18 +572,6 @@ RT_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphReleaseUserObject");
-}
-
-RT_API cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphRemoveDependencies");
-}
-
-RT_API cudaError_t cudaGraphRemoveDependencies_v2(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphRemoveDependencies_v2");
 }
 
 RT_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count, unsigned int flags)

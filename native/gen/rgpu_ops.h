@@ -2428,6 +2428,275 @@ static inline int rgpu_unpack_graph_upload_req(const uint8_t *in, size_t len, st
     return 0;
 }
 
+/* GRAPH_CREATE: cuGraphCreate(flags) -> client-minted `graph` [deferrable, context] */
+#define RGPU_OP_GRAPH_CREATE 0x00F0
+#define RGPU_GRAPH_CREATE_REQ_SIZE 12
+#define RGPU_GRAPH_CREATE_REP_SIZE 0
+struct rgpu_graph_create_req {
+    uint64_t graph;
+    uint32_t flags;
+};
+static inline void rgpu_pack_graph_create(uint8_t out[RGPU_GRAPH_CREATE_REQ_SIZE], const struct rgpu_graph_create_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u32(out + 8, m->flags);
+}
+static inline int rgpu_unpack_graph_create_req(const uint8_t *in, size_t len, struct rgpu_graph_create_req *m)
+{
+    if (len != RGPU_GRAPH_CREATE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->flags = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* GRAPH_KERNEL_NODE: cuGraphAddKernelNode / cuGraphKernelNodeSetParams (+ SetAttribute) / cuGraphExecKernelNodeSetParams [deferrable, context] */
+#define RGPU_OP_GRAPH_KERNEL_NODE 0x00F1
+#define RGPU_GRAPH_KERNEL_NODE_REQ_SIZE 68
+#define RGPU_GRAPH_KERNEL_NODE_REP_SIZE 0
+struct rgpu_graph_kernel_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint64_t exec;
+    uint32_t deps;
+    uint64_t function;
+    uint32_t grid_x;
+    uint32_t grid_y;
+    uint32_t grid_z;
+    uint32_t block_x;
+    uint32_t block_y;
+    uint32_t block_z;
+    uint32_t shared_mem;
+    uint32_t count;
+};
+static inline void rgpu_pack_graph_kernel_node(uint8_t out[RGPU_GRAPH_KERNEL_NODE_REQ_SIZE], const struct rgpu_graph_kernel_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u64(out + 16, m->exec);
+    rgpu_put_u32(out + 24, m->deps);
+    rgpu_put_u64(out + 28, m->function);
+    rgpu_put_u32(out + 36, m->grid_x);
+    rgpu_put_u32(out + 40, m->grid_y);
+    rgpu_put_u32(out + 44, m->grid_z);
+    rgpu_put_u32(out + 48, m->block_x);
+    rgpu_put_u32(out + 52, m->block_y);
+    rgpu_put_u32(out + 56, m->block_z);
+    rgpu_put_u32(out + 60, m->shared_mem);
+    rgpu_put_u32(out + 64, m->count);
+}
+static inline int rgpu_unpack_graph_kernel_node_req(const uint8_t *in, size_t len, struct rgpu_graph_kernel_node_req *m)
+{
+    if (len != RGPU_GRAPH_KERNEL_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->exec = (uint64_t)rgpu_get_u64(in + 16);
+    m->deps = (uint32_t)rgpu_get_u32(in + 24);
+    m->function = (uint64_t)rgpu_get_u64(in + 28);
+    m->grid_x = (uint32_t)rgpu_get_u32(in + 36);
+    m->grid_y = (uint32_t)rgpu_get_u32(in + 40);
+    m->grid_z = (uint32_t)rgpu_get_u32(in + 44);
+    m->block_x = (uint32_t)rgpu_get_u32(in + 48);
+    m->block_y = (uint32_t)rgpu_get_u32(in + 52);
+    m->block_z = (uint32_t)rgpu_get_u32(in + 56);
+    m->shared_mem = (uint32_t)rgpu_get_u32(in + 60);
+    m->count = (uint32_t)rgpu_get_u32(in + 64);
+    return 0;
+}
+
+/* GRAPH_MEMSET_NODE: cuGraphAddMemsetNode / cuGraphMemsetNodeSetParams / cuGraphExecMemsetNodeSetParams [deferrable, context] */
+#define RGPU_OP_GRAPH_MEMSET_NODE 0x00F2
+#define RGPU_GRAPH_MEMSET_NODE_REQ_SIZE 68
+#define RGPU_GRAPH_MEMSET_NODE_REP_SIZE 0
+struct rgpu_graph_memset_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint64_t exec;
+    uint32_t deps;
+    uint64_t dst;
+    uint64_t pitch;
+    uint32_t value;
+    uint32_t element_size;
+    uint64_t width;
+    uint64_t height;
+};
+static inline void rgpu_pack_graph_memset_node(uint8_t out[RGPU_GRAPH_MEMSET_NODE_REQ_SIZE], const struct rgpu_graph_memset_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u64(out + 16, m->exec);
+    rgpu_put_u32(out + 24, m->deps);
+    rgpu_put_u64(out + 28, m->dst);
+    rgpu_put_u64(out + 36, m->pitch);
+    rgpu_put_u32(out + 44, m->value);
+    rgpu_put_u32(out + 48, m->element_size);
+    rgpu_put_u64(out + 52, m->width);
+    rgpu_put_u64(out + 60, m->height);
+}
+static inline int rgpu_unpack_graph_memset_node_req(const uint8_t *in, size_t len, struct rgpu_graph_memset_node_req *m)
+{
+    if (len != RGPU_GRAPH_MEMSET_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->exec = (uint64_t)rgpu_get_u64(in + 16);
+    m->deps = (uint32_t)rgpu_get_u32(in + 24);
+    m->dst = (uint64_t)rgpu_get_u64(in + 28);
+    m->pitch = (uint64_t)rgpu_get_u64(in + 36);
+    m->value = (uint32_t)rgpu_get_u32(in + 44);
+    m->element_size = (uint32_t)rgpu_get_u32(in + 48);
+    m->width = (uint64_t)rgpu_get_u64(in + 52);
+    m->height = (uint64_t)rgpu_get_u64(in + 60);
+    return 0;
+}
+
+/* GRAPH_MEMCPY_NODE: cuGraphAddMemcpyNode (device to device, 1D or 2D) / cuGraphMemcpyNodeSetParams / cuGraphExecMemcpyNodeSetParams [deferrable, context] */
+#define RGPU_OP_GRAPH_MEMCPY_NODE 0x00F3
+#define RGPU_GRAPH_MEMCPY_NODE_REQ_SIZE 76
+#define RGPU_GRAPH_MEMCPY_NODE_REP_SIZE 0
+struct rgpu_graph_memcpy_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint64_t exec;
+    uint32_t deps;
+    uint64_t dst;
+    uint64_t dst_pitch;
+    uint64_t src;
+    uint64_t src_pitch;
+    uint64_t width;
+    uint64_t height;
+};
+static inline void rgpu_pack_graph_memcpy_node(uint8_t out[RGPU_GRAPH_MEMCPY_NODE_REQ_SIZE], const struct rgpu_graph_memcpy_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u64(out + 16, m->exec);
+    rgpu_put_u32(out + 24, m->deps);
+    rgpu_put_u64(out + 28, m->dst);
+    rgpu_put_u64(out + 36, m->dst_pitch);
+    rgpu_put_u64(out + 44, m->src);
+    rgpu_put_u64(out + 52, m->src_pitch);
+    rgpu_put_u64(out + 60, m->width);
+    rgpu_put_u64(out + 68, m->height);
+}
+static inline int rgpu_unpack_graph_memcpy_node_req(const uint8_t *in, size_t len, struct rgpu_graph_memcpy_node_req *m)
+{
+    if (len != RGPU_GRAPH_MEMCPY_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->exec = (uint64_t)rgpu_get_u64(in + 16);
+    m->deps = (uint32_t)rgpu_get_u32(in + 24);
+    m->dst = (uint64_t)rgpu_get_u64(in + 28);
+    m->dst_pitch = (uint64_t)rgpu_get_u64(in + 36);
+    m->src = (uint64_t)rgpu_get_u64(in + 44);
+    m->src_pitch = (uint64_t)rgpu_get_u64(in + 52);
+    m->width = (uint64_t)rgpu_get_u64(in + 60);
+    m->height = (uint64_t)rgpu_get_u64(in + 68);
+    return 0;
+}
+
+/* GRAPH_OTHER_NODE: cuGraphAdd{Empty,EventRecord,EventWait,ChildGraph}Node: type is CUgraphNodeType, object the event or child graph (0 for an empty node) [deferrable, context] */
+#define RGPU_OP_GRAPH_OTHER_NODE 0x00F4
+#define RGPU_GRAPH_OTHER_NODE_REQ_SIZE 32
+#define RGPU_GRAPH_OTHER_NODE_REP_SIZE 0
+struct rgpu_graph_other_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint32_t deps;
+    uint32_t type;
+    uint64_t object;
+};
+static inline void rgpu_pack_graph_other_node(uint8_t out[RGPU_GRAPH_OTHER_NODE_REQ_SIZE], const struct rgpu_graph_other_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u32(out + 16, m->deps);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u64(out + 24, m->object);
+}
+static inline int rgpu_unpack_graph_other_node_req(const uint8_t *in, size_t len, struct rgpu_graph_other_node_req *m)
+{
+    if (len != RGPU_GRAPH_OTHER_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->deps = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->object = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+
+/* GRAPH_EDGES: cuGraphAddDependencies / cuGraphRemoveDependencies (remove=1) [deferrable, context] */
+#define RGPU_OP_GRAPH_EDGES 0x00F5
+#define RGPU_GRAPH_EDGES_REQ_SIZE 16
+#define RGPU_GRAPH_EDGES_REP_SIZE 0
+struct rgpu_graph_edges_req {
+    uint64_t graph;
+    uint32_t count;
+    uint32_t remove;
+};
+static inline void rgpu_pack_graph_edges(uint8_t out[RGPU_GRAPH_EDGES_REQ_SIZE], const struct rgpu_graph_edges_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u32(out + 8, m->count);
+    rgpu_put_u32(out + 12, m->remove);
+}
+static inline int rgpu_unpack_graph_edges_req(const uint8_t *in, size_t len, struct rgpu_graph_edges_req *m)
+{
+    if (len != RGPU_GRAPH_EDGES_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 8);
+    m->remove = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+
+/* GRAPH_CLONE: cuGraphClone(graph) -> client-minted `clone`, and its nodes [deferrable, context] */
+#define RGPU_OP_GRAPH_CLONE 0x00F6
+#define RGPU_GRAPH_CLONE_REQ_SIZE 20
+#define RGPU_GRAPH_CLONE_REP_SIZE 0
+struct rgpu_graph_clone_req {
+    uint64_t graph;
+    uint64_t clone;
+    uint32_t count;
+};
+static inline void rgpu_pack_graph_clone(uint8_t out[RGPU_GRAPH_CLONE_REQ_SIZE], const struct rgpu_graph_clone_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->clone);
+    rgpu_put_u32(out + 16, m->count);
+}
+static inline int rgpu_unpack_graph_clone_req(const uint8_t *in, size_t len, struct rgpu_graph_clone_req *m)
+{
+    if (len != RGPU_GRAPH_CLONE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->clone = (uint64_t)rgpu_get_u64(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+
+/* GRAPH_DESTROY_NODE: cuGraphDestroyNode (and its edges) [deferrable, context] */
+#define RGPU_OP_GRAPH_DESTROY_NODE 0x00F7
+#define RGPU_GRAPH_DESTROY_NODE_REQ_SIZE 8
+#define RGPU_GRAPH_DESTROY_NODE_REP_SIZE 0
+struct rgpu_graph_destroy_node_req {
+    uint64_t node;
+};
+static inline void rgpu_pack_graph_destroy_node(uint8_t out[RGPU_GRAPH_DESTROY_NODE_REQ_SIZE], const struct rgpu_graph_destroy_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->node);
+}
+static inline int rgpu_unpack_graph_destroy_node_req(const uint8_t *in, size_t len, struct rgpu_graph_destroy_node_req *m)
+{
+    if (len != RGPU_GRAPH_DESTROY_NODE_REQ_SIZE)
+        return -1;
+    m->node = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -2499,6 +2768,14 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_DESTROY:
     case RGPU_OP_GRAPH_EXEC_DESTROY:
     case RGPU_OP_GRAPH_UPLOAD:
+    case RGPU_OP_GRAPH_CREATE:
+    case RGPU_OP_GRAPH_KERNEL_NODE:
+    case RGPU_OP_GRAPH_MEMSET_NODE:
+    case RGPU_OP_GRAPH_MEMCPY_NODE:
+    case RGPU_OP_GRAPH_OTHER_NODE:
+    case RGPU_OP_GRAPH_EDGES:
+    case RGPU_OP_GRAPH_CLONE:
+    case RGPU_OP_GRAPH_DESTROY_NODE:
         return 1;
     default:
         return 0;

@@ -422,36 +422,6 @@ CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, cons
     return rgpu_unsupported(&logged, "cuGraphAddBatchMemOpNode");
 }
 
-CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddChildGraphNode");
-}
-
-CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddDependencies_v2");
-}
-
-CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddEmptyNode");
-}
-
-CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddEventRecordNode");
-}
-
-CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddEventWaitNode");
-}
-
 CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams)
 {
     static int logged;
@@ -470,12 +440,6 @@ CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgr
     return rgpu_unsupported(&logged, "cuGraphAddHostNode");
 }
 
-CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddKernelNode_v2");
-}
-
 CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
     static int logged;
@@ -486,18 +450,6 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const C
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphAddMemFreeNode");
-}
-
-CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddMemcpyNode");
-}
-
-CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddMemsetNode");
 }
 
 CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams)
@@ -524,22 +476,10 @@ CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
     return rgpu_unsupported(&logged, "cuGraphChildGraphNodeGetGraph");
 }
 
-CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphClone");
-}
-
 CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphConditionalHandleCreate");
-}
-
-CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphCreate");
 }
 
 CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
@@ -548,28 +488,10 @@ CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int fla
     return rgpu_unsupported(&logged, "cuGraphDebugDotPrint");
 }
 
-CUresult cuGraphDestroyNode(CUgraphNode hNode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphDestroyNode");
-}
-
-CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphEventRecordNodeGetEvent");
-}
-
 CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphEventRecordNodeSetEvent");
-}
-
-CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphEventWaitNodeGetEvent");
 }
 
 CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
@@ -626,12 +548,6 @@ CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
     return rgpu_unsupported(&logged, "cuGraphExecHostNodeSetParams");
 }
 
-CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecKernelNodeSetParams_v2");
-}
-
 CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
     static int logged;
@@ -674,24 +590,6 @@ CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUD
     return rgpu_unsupported(&logged, "cuGraphExternalSemaphoresWaitNodeSetParams");
 }
 
-CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, size_t *numEdges)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphGetEdges_v2");
-}
-
-CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphGetNodes");
-}
-
-CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphGetRootNodes");
-}
-
 CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
 {
     static int logged;
@@ -710,30 +608,6 @@ CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
     return rgpu_unsupported(&logged, "cuGraphKernelNodeCopyAttributes");
 }
 
-CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphKernelNodeGetAttribute");
-}
-
-CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphKernelNodeGetParams_v2");
-}
-
-CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphKernelNodeSetAttribute");
-}
-
-CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphKernelNodeSetParams_v2");
-}
-
 CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
 {
     static int logged;
@@ -746,40 +620,16 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
     return rgpu_unsupported(&logged, "cuGraphMemFreeNodeGetParams");
 }
 
-CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemcpyNodeGetParams");
-}
-
 CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphMemcpyNodeSetParams");
 }
 
-CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemsetNodeGetParams");
-}
-
 CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphMemsetNodeSetParams");
-}
-
-CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeFindInClone");
-}
-
-CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeGetDependencies_v2");
 }
 
 CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes)
@@ -792,12 +642,6 @@ CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphNodeGetEnabled");
-}
-
-CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeGetType");
 }
 
 CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
@@ -816,12 +660,6 @@ CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned i
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphReleaseUserObject");
-}
-
-CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphRemoveDependencies_v2");
 }
 
 CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph.h"
 #include "rgpu_shim.h"
 
 #define API __attribute__((visibility("default")))
@@ -23,8 +24,6 @@
 #define MAX_CAPTURED_EVENTS 256
 #define MAX_LIVE 4096
 
-/* Kinds of client-minted handles (rgpu.session.handles.Kind), in bits 56..62 under bit 63. */
-enum { KIND_GRAPH = 20, KIND_GRAPH_EXEC = 21 };
 
 struct capture {
     uint64_t origin;   /* the stream that began it */
@@ -51,9 +50,17 @@ static cuuint64_t next_capture_id = 1;
 static uint64_t live[MAX_LIVE]; /* graphs and executable graphs the program holds: bad ones fail here, at once */
 static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
-static uint64_t mint(int kind)
+static uint64_t mint(int kind) /* under lock */
 {
     return 1ull << 63 | (uint64_t)kind << 56 | next_handle++;
+}
+
+uint64_t rgpu_graph_mint(int kind)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t h = mint(kind);
+    pthread_mutex_unlock(&lock);
+    return h;
 }
 
 static int live_find(uint64_t h)
@@ -71,6 +78,18 @@ static int live_add(uint64_t h)
         live[i] = h;
     return i >= 0;
 }
+
+static int is_live(uint64_t h, int kind);
+
+int rgpu_graph_live_add(uint64_t h)
+{
+    pthread_mutex_lock(&lock);
+    int ok = live_add(h);
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+int rgpu_graph_is_live(uint64_t h, int kind) { return is_live(h, kind); }
 
 static int is_live(uint64_t h, int kind)
 {
@@ -121,6 +140,9 @@ static void leave_all(struct capture *c) /* under lock: the capture is over for 
             captured_events[i].capture = NULL;
     free(c);
 }
+
+static CUresult need_graphs(void);
+CUresult rgpu_graph_need(void) { return need_graphs(); }
 
 static CUresult need_graphs(void)
 {
@@ -477,7 +499,13 @@ static CUresult destroy(uint16_t op, uint64_t h, int kind)
     return rgpu_defer(op, a, sizeof a, NULL, 0);
 }
 
-API CUresult cuGraphDestroy(CUgraph g) { return destroy(RGPU_OP_GRAPH_DESTROY, (uint64_t)(uintptr_t)g, KIND_GRAPH); }
+API CUresult cuGraphDestroy(CUgraph g)
+{
+    CUresult r = destroy(RGPU_OP_GRAPH_DESTROY, (uint64_t)(uintptr_t)g, KIND_GRAPH);
+    if (r == CUDA_SUCCESS)
+        rgpu_graph_forget((uint64_t)(uintptr_t)g);
+    return r;
+}
 API CUresult cuGraphExecDestroy(CUgraphExec e)
 {
     return destroy(RGPU_OP_GRAPH_EXEC_DESTROY, (uint64_t)(uintptr_t)e, KIND_GRAPH_EXEC);

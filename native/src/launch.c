@@ -341,3 +341,8 @@ API CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *dat
 {
     return stream_callback(s, cb, data, flags);
 }
+
+uint64_t rgpu_function_handle(CUfunction func)
+{
+    return func ? ((struct rgpu_function *)func)->handle : 0;
+}

@@ -27,8 +27,21 @@ _ffi.cdef("""
         void *attrs;
         unsigned count;
     } rgpu_launch_config;
+    typedef struct {
+        uintptr_t func;
+        unsigned gx, gy, gz, bx, by, bz, shmem;
+        void **params;
+        void **extra;
+        uintptr_t kern;
+        uintptr_t ctx;
+    } rgpu_kernel_node_params;  /* CUDA_KERNEL_NODE_PARAMS_v2 */
     int cuCtxSetCurrent(uintptr_t ctx);
     int cuLaunchKernelEx(const rgpu_launch_config *config, uintptr_t f, void **params, void **extra);
+    int cuGraphAddKernelNode_v2(uintptr_t *node, uintptr_t graph, const uintptr_t *deps, size_t count,
+                                const rgpu_kernel_node_params *params);
+    int cuGraphKernelNodeSetParams_v2(uintptr_t node, const rgpu_kernel_node_params *params);
+    int cuGraphExecKernelNodeSetParams_v2(uintptr_t exec, uintptr_t node, const rgpu_kernel_node_params *params);
+    int cuGraphKernelNodeSetAttribute(uintptr_t node, int id, const void *value);
 """)
 _driver = None
 _ATTRIBUTE_SIZE = 72
@@ -45,6 +58,24 @@ def _check(result):
     from rgpu.dispatch.cuda import _check as check
 
     return check(result)
+
+
+def _fail(err: int) -> None:
+    if err:
+        _check((cu.CUresult(err),))
+
+
+def _attribute_records(attributes) -> bytes:
+    """CUlaunchAttribute records for the driver: its own CUevent in place of the session handle."""
+    out = b""
+    for a in attributes:
+        value = int(a.event).to_bytes(8, "little") + a.value[8:] if a.event is not None else a.value
+        out += a.id.to_bytes(4, "little") + bytes(4) + value
+    return out
+
+
+# CUgraphNodeType (rgpu.dispatch.graphs)
+_KERNEL, _MEMCPY, _MEMSET, _CHILD, _EMPTY, _WAIT_EVENT, _EVENT_RECORD = 0, 1, 2, 4, 5, 6, 7
 
 
 def _stream(stream):
@@ -103,7 +134,7 @@ class CudaGraphs:
     # -- executable graphs --------------------------------------------------------------------------
     def graph_instantiate(self, ctx, graph, flags: int):
         self._use(ctx)
-        return _check(cu.cuGraphInstantiateWithFlags(graph, flags))
+        return _check(cu.cuGraphInstantiate(graph, flags))  # cuda-bindings' name for WithFlags
 
     def graph_launch(self, ctx, exe, stream) -> None:
         self._use(ctx)
@@ -127,3 +158,106 @@ class CudaGraphs:
     def graph_exec_destroy(self, ctx, exe) -> None:
         self._use(ctx)
         _check(cu.cuGraphExecDestroy(exe))
+
+    # -- the explicit graph API --------------------------------------------------------------------
+    def graph_create(self, ctx):
+        self._use(ctx)
+        return _check(cu.cuGraphCreate(0))
+
+    def _kernel_params(self, ctx, p):
+        """CUDA_KERNEL_NODE_PARAMS_v2 with the parameter buffer handed over whole; the driver copies it."""
+        buffer = _ffi.new("char[]", max(len(p.params), 1))
+        _ffi.memmove(buffer, p.params, len(p.params))
+        nbytes = _ffi.new("size_t *", len(p.params))
+        extra = _ffi.new("void *[5]", [_ffi.cast("void *", 1), buffer, _ffi.cast("void *", 2), nbytes, _ffi.NULL])
+        params = _ffi.new("rgpu_kernel_node_params *")
+        params.func, params.ctx = int(p.func), int(ctx)
+        params.gx, params.gy, params.gz = p.grid
+        params.bx, params.by, params.bz = p.block
+        params.shmem, params.params, params.extra = p.shared_mem, _ffi.NULL, extra
+        return params, (buffer, nbytes, extra)
+
+    def _set_kernel_attributes(self, node: int, attributes) -> None:
+        records = _attribute_records(attributes)
+        for i, a in enumerate(attributes):  # the value union follows the id and its padding
+            _fail(_lib().cuGraphKernelNodeSetAttribute(node, a.id, _ffi.from_buffer(records, require_writable=False)
+                                                       + i * _ATTRIBUTE_SIZE + 8))
+
+    def _memset_params(self, p):
+        m = cu.CUDA_MEMSET_NODE_PARAMS()
+        m.dst, m.pitch, m.value, m.elementSize, m.width, m.height = p.dst, p.pitch, p.value, p.element_size, \
+            p.width, p.height
+        return m
+
+    def _memcpy_params(self, p):
+        m = cu.CUDA_MEMCPY3D()
+        m.srcMemoryType = m.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+        m.srcDevice, m.srcPitch, m.dstDevice, m.dstPitch = p.src, p.src_pitch or p.width, p.dst, \
+            p.dst_pitch or p.width
+        m.WidthInBytes, m.Height, m.Depth = p.width, p.height, 1
+        return m
+
+    def graph_add_node(self, ctx, graph, node_type: int, deps: list, params):
+        self._use(ctx)
+        n = len(deps)
+        if node_type == _KERNEL:
+            raw, keep = self._kernel_params(ctx, params)
+            out = _ffi.new("uintptr_t *")
+            dep_array = _ffi.new("uintptr_t[]", [int(d) for d in deps] or [0])
+            _fail(_lib().cuGraphAddKernelNode_v2(out, int(graph), dep_array, n, raw))
+            del keep
+            node = cu.CUgraphNode(out[0])
+            self._set_kernel_attributes(out[0], params.attributes)
+            return node
+        if node_type == _MEMSET:
+            return _check(cu.cuGraphAddMemsetNode(graph, deps, n, self._memset_params(params), ctx))
+        if node_type == _MEMCPY:
+            return _check(cu.cuGraphAddMemcpyNode(graph, deps, n, self._memcpy_params(params), ctx))
+        if node_type == _EMPTY:
+            return _check(cu.cuGraphAddEmptyNode(graph, deps, n))
+        if node_type == _EVENT_RECORD:
+            return _check(cu.cuGraphAddEventRecordNode(graph, deps, n, params))
+        if node_type == _WAIT_EVENT:
+            return _check(cu.cuGraphAddEventWaitNode(graph, deps, n, params))
+        if node_type == _CHILD:
+            return _check(cu.cuGraphAddChildGraphNode(graph, deps, n, params))
+        raise CudaError(Status.NOT_SUPPORTED, f"graph node type {node_type}")
+
+    def graph_node_set_params(self, ctx, node, node_type: int, params, exe) -> None:
+        self._use(ctx)
+        if node_type == _KERNEL:
+            raw, keep = self._kernel_params(ctx, params)
+            if exe is None:
+                _fail(_lib().cuGraphKernelNodeSetParams_v2(int(node), raw))
+                self._set_kernel_attributes(int(node), params.attributes)
+            else:
+                _fail(_lib().cuGraphExecKernelNodeSetParams_v2(int(exe), int(node), raw))
+            del keep
+        elif node_type == _MEMSET:
+            m = self._memset_params(params)
+            _check(cu.cuGraphMemsetNodeSetParams(node, m) if exe is None
+                   else cu.cuGraphExecMemsetNodeSetParams(exe, node, m, ctx))
+        elif node_type == _MEMCPY:
+            m = self._memcpy_params(params)
+            _check(cu.cuGraphMemcpyNodeSetParams(node, m) if exe is None
+                   else cu.cuGraphExecMemcpyNodeSetParams(exe, node, m, ctx))
+        else:
+            raise CudaError(Status.NOT_SUPPORTED, f"setting the parameters of a node of type {node_type}")
+
+    def graph_edges(self, ctx, graph, pairs: list, remove: bool) -> None:
+        self._use(ctx)
+        sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
+        fn = cu.cuGraphRemoveDependencies if remove else cu.cuGraphAddDependencies
+        try:
+            _check(fn(graph, sources, targets, None, len(pairs)))  # 13.x: with edge data
+        except TypeError:
+            _check(fn(graph, sources, targets, len(pairs)))  # 12.x
+
+    def graph_clone(self, ctx, graph):
+        self._use(ctx)
+        clone = _check(cu.cuGraphClone(graph))
+        return clone, lambda node: _check(cu.cuGraphNodeFindInClone(node, clone))
+
+    def graph_destroy_node(self, ctx, node) -> None:
+        self._use(ctx)
+        _check(cu.cuGraphDestroyNode(node))

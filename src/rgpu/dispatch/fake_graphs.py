@@ -28,6 +28,7 @@ class FakeNode:
     type: int
     call: object = None  # (function, bound arguments): replayed with the launch stream as `stream`
     deps: list = attrs.Factory(list)
+    owner: object = None  # the FakeGraph it is in (explicit API)
 
 
 @attrs.define(eq=False)
@@ -38,8 +39,42 @@ class FakeGraph:
 @attrs.define(eq=False)
 class FakeExec:
     ctx: object
-    nodes: list
+    nodes: list  # copies, in a topological order
+    by_origin: dict = attrs.Factory(dict)  # the graph's node -> its copy here (exec set-params name the former)
     destroyed: bool = False
+
+
+def _topological(nodes: list) -> list:
+    """Kahn's order, stable: among ready nodes, the one added first goes first (capture order for captures)."""
+    index = {node: i for i, node in enumerate(nodes)}
+    waiting = {node: len({d for d in node.deps if d in index}) for node in nodes}
+    users: dict = {node: [] for node in nodes}
+    for node in nodes:
+        for d in set(node.deps):
+            if d in index:
+                users[d].append(node)
+    ready = sorted((n for n in nodes if not waiting[n]), key=index.get)
+    order = []
+    while ready:
+        node = ready.pop(0)
+        order.append(node)
+        for user in users[node]:
+            waiting[user] -= 1
+            if not waiting[user]:
+                ready.append(user)
+                ready.sort(key=index.get)
+    if len(order) != len(nodes):
+        raise CudaError(Status.INVALID_VALUE, "the graph has a cycle")
+    return order
+
+
+def _copies(nodes: list) -> tuple[list, dict]:
+    """Nodes copied with their edges, in a topological order; and original -> copy."""
+    order = _topological(nodes)
+    mapping: dict = {}
+    for node in order:
+        mapping[node] = FakeNode(node.type, node.call, [mapping[d] for d in node.deps if d in mapping])
+    return [mapping[n] for n in order], mapping
 
 
 @attrs.define(eq=False)
@@ -103,7 +138,7 @@ def _capturing(fn, node_type, is_async):
             raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the stream's capture was invalidated")
         call = {k: _frozen(v) for k, v in bound.arguments.items() if k != "self"}
         deps = [capture.tails[id(stream)]] if id(stream) in capture.tails else []
-        node = FakeNode(node_type, (fn, call), deps)
+        node = FakeNode(node_type, (fn, call), deps, capture.graph)
         capture.graph.nodes.append(node)
         capture.tails[id(stream)] = node
         if fn.__name__ == "event_record":
@@ -196,7 +231,8 @@ class FakeGraphs:
     # -- executable graphs --------------------------------------------------------------------------
     def graph_instantiate(self, ctx, graph: FakeGraph, flags: int) -> FakeExec:
         ctx.check()
-        return FakeExec(ctx, list(graph.nodes))
+        nodes, mapping = _copies(graph.nodes)
+        return FakeExec(ctx, nodes, mapping)
 
     def graph_launch(self, ctx, exe: FakeExec, stream) -> None:
         ctx.check()
@@ -210,17 +246,23 @@ class FakeGraphs:
         ctx.check()
 
     def graph_exec_update(self, ctx, exe: FakeExec, graph: FakeGraph) -> int:
+        """The graph's parameters into the exec's nodes, paired in topological order (node identities stay)."""
         ctx.check()
-        if len(exe.nodes) != len(graph.nodes):
+        try:
+            nodes = _topological(graph.nodes)
+        except CudaError:
+            return UPDATE_ERROR
+        if len(exe.nodes) != len(nodes):
             return UPDATE_TOPOLOGY_CHANGED
-        index = {id(n): i for i, n in enumerate(graph.nodes)}
-        old_index = {id(n): i for i, n in enumerate(exe.nodes)}
-        for old, new in zip(exe.nodes, graph.nodes):
+        index = {n: i for i, n in enumerate(nodes)}
+        old_index = {n: i for i, n in enumerate(exe.nodes)}
+        for old, new in zip(exe.nodes, nodes):
             if old.type != new.type:
                 return UPDATE_NODE_TYPE_CHANGED
-            if sorted(old_index.get(id(d), -1) for d in old.deps) != sorted(index.get(id(d), -1) for d in new.deps):
+            if sorted(old_index.get(d, -1) for d in old.deps) != sorted(index.get(d, -1) for d in new.deps):
                 return UPDATE_TOPOLOGY_CHANGED
-        exe.nodes = list(graph.nodes)
+        for old, new in zip(exe.nodes, nodes):
+            old.call = new.call
         return UPDATE_SUCCESS
 
     def graph_destroy(self, ctx, graph: FakeGraph) -> None:
@@ -228,4 +270,78 @@ class FakeGraphs:
 
     def graph_exec_destroy(self, ctx, exe: FakeExec) -> None:
         exe.nodes = []
+        exe.by_origin = {}
         exe.destroyed = True
+
+    # -- the explicit graph API --------------------------------------------------------------------
+    def graph_create(self, ctx) -> FakeGraph:
+        ctx.check()
+        return FakeGraph()
+
+    def _node_call(self, ctx, node_type: int, params):
+        cls = type(self)
+        if node_type == KERNEL:
+            return (cls.launch_ex.__wrapped__, dict(ctx=ctx, func=params.func, grid=params.grid, block=params.block,
+                                                    shared_mem=params.shared_mem, stream=None, params=params.params,
+                                                    attributes=list(params.attributes)))
+        if node_type == MEMSET:
+            return (cls.memset_2d.__wrapped__, dict(ctx=ctx, dst=params.dst, pitch=params.pitch, value=params.value,
+                                                    elem=params.element_size, width=params.width,
+                                                    height=params.height, stream=None, asynchronous=True))
+        if node_type == MEMCPY:
+            return (cls.memcpy_2d.__wrapped__, dict(ctx=ctx, kind=3, dst=params.dst, dpitch=params.dst_pitch,
+                                                    src=params.src, spitch=params.src_pitch, width=params.width,
+                                                    height=params.height, rows=None, stream=None,
+                                                    asynchronous=True))
+        if node_type == EVENT_RECORD:
+            return (cls.event_record.__wrapped__, dict(ctx=ctx, event=params, stream=None))
+        if node_type == WAIT_EVENT:
+            return (cls.stream_wait_event.__wrapped__, dict(ctx=ctx, stream=None, event=params, flags=0))
+        if node_type == CHILD:  # CUDA copies the child graph into the node when it is added
+            nodes, _ = _copies(params.nodes)
+            return (cls.graph_launch.__wrapped__, dict(ctx=ctx, exe=FakeExec(ctx, nodes), stream=None))
+        if node_type == EMPTY:
+            return None
+        raise CudaError(Status.NOT_SUPPORTED, f"graph node type {node_type}")
+
+    def graph_add_node(self, ctx, graph: FakeGraph, node_type: int, deps: list, params) -> FakeNode:
+        ctx.check()
+        node = FakeNode(node_type, self._node_call(ctx, node_type, params), list(deps), graph)
+        graph.nodes.append(node)
+        return node
+
+    def graph_node_set_params(self, ctx, node: FakeNode, node_type: int, params, exe: FakeExec | None) -> None:
+        ctx.check()
+        target = node if exe is None else exe.by_origin.get(node)
+        if target is None:
+            raise CudaError(Status.INVALID_VALUE, "the node is not in that executable graph")
+        target.call = self._node_call(ctx, node_type, params)
+
+    def graph_edges(self, ctx, graph: FakeGraph, pairs: list, remove: bool) -> None:
+        for source, target in pairs:
+            if remove:
+                if source not in target.deps:
+                    raise CudaError(Status.INVALID_VALUE, "no such edge")
+                target.deps.remove(source)
+            else:
+                if source is target or source in target.deps:
+                    raise CudaError(Status.INVALID_VALUE, "the edge exists or joins a node to itself")
+                target.deps.append(source)
+
+    def graph_clone(self, ctx, graph: FakeGraph):
+        mapping: dict = {}
+        clone = FakeGraph()
+        for node in graph.nodes:  # nodes come after their dependencies unless edges were added later
+            mapping[node] = FakeNode(node.type, node.call, [], clone)
+            clone.nodes.append(mapping[node])
+        for node in graph.nodes:
+            mapping[node].deps = [mapping[d] for d in node.deps]
+        return clone, mapping.__getitem__
+
+    def graph_destroy_node(self, ctx, node: FakeNode) -> None:
+        graph = node.owner
+        if graph is None or node not in graph.nodes:
+            return
+        graph.nodes.remove(node)
+        for other in graph.nodes:
+            other.deps = [d for d in other.deps if d is not node]

@@ -207,15 +207,199 @@ def _exec_update(s: Session, args, bulk):
     return (int(result), 0)
 
 
-@handles(ops.GRAPH_DESTROY)
-def _graph_destroy(s: Session, args, bulk):
-    ctx, graph = s.object(args[0], Kind.GRAPH)
-    s.handles.pop(args[0], Kind.GRAPH)
-    s.backend.graph_destroy(ctx.obj, graph.obj)
-
-
 @handles(ops.GRAPH_EXEC_DESTROY)
 def _graph_exec_destroy(s: Session, args, bulk):
     ctx, exe = s.object(args[0], Kind.GRAPH_EXEC)
     s.handles.pop(args[0], Kind.GRAPH_EXEC)
     s.backend.graph_exec_destroy(ctx.obj, exe.obj)
+
+
+@handles(ops.GRAPH_DESTROY)
+def _graph_destroy(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    for h in s.handles.owned_by(parent=args.graph, kind=Kind.GRAPH_NODE):
+        s.handles.pop(h, Kind.GRAPH_NODE)
+    s.handles.pop(args.graph, Kind.GRAPH)
+    s.backend.graph_destroy(ctx.obj, graph.obj)
+
+
+# -- the explicit graph API -------------------------------------------------------------------------
+# CUgraphNodeType
+KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
+MAX_NODE_DEPENDENCIES = 4096
+
+
+@attrs.frozen(slots=True)
+class KernelNodeParams:
+    func: object
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    params: bytes
+    attributes: tuple  # LaunchAttribute
+
+
+@attrs.frozen(slots=True)
+class MemsetNodeParams:
+    dst: int
+    pitch: int
+    value: int
+    element_size: int
+    width: int  # elements
+    height: int
+
+
+@attrs.frozen(slots=True)
+class MemcpyNodeParams:  # device to device
+    dst: int
+    dst_pitch: int
+    src: int
+    src_pitch: int
+    width: int  # bytes
+    height: int
+
+
+def _extent(pitch: int, width: int, height: int) -> int:
+    if height > 1 and width > pitch:
+        raise CudaError(Status.INVALID_VALUE, f"width {width} exceeds pitch {pitch}")
+    return pitch * (height - 1) + width if height else 0
+
+
+@handles(ops.GRAPH_CREATE)
+def _graph_create(s: Session, args, bulk):
+    if args.flags:
+        raise CudaError(Status.INVALID_VALUE, "cuGraphCreate flags must be 0")
+    ctx = s.context()
+    if args.graph in s.handles:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.graph:x} is in use")
+    graph = s.backend.graph_create(ctx.obj)
+    s.handles.add_client(args.graph, Kind.GRAPH, graph, ctx=s.current_ctx)
+
+
+def _node_handles(s: Session, raw, count: int, graph: int) -> list:
+    """`count` u64 node handles from `raw`: nodes of `graph` -> their backend objects."""
+    if count > MAX_NODE_DEPENDENCIES or len(raw) < 8 * count:
+        raise CudaError(Status.INVALID_VALUE, f"{count} node handles in {len(raw)} bytes")
+    out = []
+    for (handle,) in struct.iter_unpack("<Q", bytes(raw[: 8 * count])):
+        entry = s.handles.get(handle, Kind.GRAPH_NODE)
+        if entry.parent != graph:
+            raise CudaError(Status.INVALID_VALUE, f"node 0x{handle:x} is not in graph 0x{graph:x}")
+        out.append(entry.obj)
+    return out
+
+
+def _add_or_set(s: Session, args, deps_raw, node_type: int, params) -> None:
+    """A node operation: add `args.node` to `args.graph`, or set the parameters of an existing node."""
+    if args.graph:
+        ctx, graph = s.object(args.graph, Kind.GRAPH)
+        if args.node in s.handles:
+            raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is in use")
+        deps = _node_handles(s, deps_raw, args.deps, args.graph)
+        node = s.backend.graph_add_node(ctx.obj, graph.obj, node_type, deps, params)
+        try:
+            s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=graph.ctx, parent=args.graph, info=node_type)
+        except CudaError:
+            s.backend.graph_destroy_node(ctx.obj, node)
+            raise
+        return
+    ctx, node = s.object(args.node, Kind.GRAPH_NODE)
+    if node.info != node_type:
+        raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is of type {node.info}, not {node_type}")
+    exe = None
+    if getattr(args, "exec", 0):
+        _, exe_entry = s.object(args.exec, Kind.GRAPH_EXEC)
+        exe = exe_entry.obj
+    s.backend.graph_node_set_params(ctx.obj, node.obj, node_type, params, exe)
+
+
+@handles(ops.GRAPH_KERNEL_NODE)
+def _kernel_node(s: Session, args, bulk):
+    deps_bytes, attr_bytes = 8 * args.deps, args.count * _ATTRIBUTE.size
+    if args.count > ops.MAX_LAUNCH_ATTRIBUTES or args.deps > MAX_NODE_DEPENDENCIES or \
+            len(bulk) < deps_bytes + attr_bytes:
+        raise CudaError(Status.INVALID_VALUE, f"{args.deps} dependencies, {args.count} attributes, "
+                                              f"{len(bulk)} bytes of bulk")
+    view = memoryview(bulk)
+    params = bytes(view[deps_bytes + attr_bytes:])
+    _, func = s.object(args.function, Kind.FUNCTION)
+    if func.info is not None:
+        expected = func.info[-1][0] + func.info[-1][1] if func.info else 0
+        if len(params) != expected:
+            raise CudaError(Status.INVALID_VALUE, f"parameter buffer is {len(params)} bytes; the kernel's layout "
+                                                  f"needs {expected}")
+    if min(args.grid_x, args.grid_y, args.grid_z, args.block_x, args.block_y, args.block_z) < 1:
+        raise CudaError(Status.INVALID_VALUE, "a kernel node's grid and block dimensions must be at least 1")
+    attributes = tuple(parse_attributes(s, view[deps_bytes:], args.count))
+    node = KernelNodeParams(func.obj, (args.grid_x, args.grid_y, args.grid_z),
+                            (args.block_x, args.block_y, args.block_z), args.shared_mem, params, attributes)
+    _add_or_set(s, args, view[:deps_bytes], KERNEL, node)
+
+
+@handles(ops.GRAPH_MEMSET_NODE)
+def _memset_node(s: Session, args, bulk):
+    if args.element_size not in (1, 2, 4):
+        raise CudaError(Status.INVALID_VALUE, f"element size {args.element_size}")
+    s.memory.check(args.dst, _extent(args.pitch, args.width * args.element_size, args.height))
+    node = MemsetNodeParams(args.dst, args.pitch, args.value, args.element_size, args.width, args.height)
+    _add_or_set(s, args, bulk, MEMSET, node)
+
+
+@handles(ops.GRAPH_MEMCPY_NODE)
+def _memcpy_node(s: Session, args, bulk):
+    s.memory.check(args.dst, _extent(args.dst_pitch, args.width, args.height))
+    s.memory.check(args.src, _extent(args.src_pitch, args.width, args.height))
+    node = MemcpyNodeParams(args.dst, args.dst_pitch, args.src, args.src_pitch, args.width, args.height)
+    _add_or_set(s, args, bulk, MEMCPY, node)
+
+
+@handles(ops.GRAPH_OTHER_NODE)
+def _other_node(s: Session, args, bulk):
+    if args.type == EMPTY:
+        obj = None
+    elif args.type in (EVENT_RECORD, WAIT_EVENT):
+        obj = s.object(args.object, Kind.EVENT)[1].obj
+    elif args.type == CHILD:
+        if args.object == args.graph:
+            raise CudaError(Status.INVALID_VALUE, "a graph cannot be its own child")
+        obj = s.object(args.object, Kind.GRAPH)[1].obj
+    else:
+        raise CudaError(Status.NOT_SUPPORTED, f"graph node type {args.type} through GRAPH_OTHER_NODE")
+    if not args.graph:
+        raise CudaError(Status.INVALID_VALUE, "GRAPH_OTHER_NODE adds nodes only")
+    _add_or_set(s, args, bulk, args.type, obj)
+
+
+@handles(ops.GRAPH_EDGES)
+def _graph_edges(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.remove not in (0, 1):
+        raise CudaError(Status.INVALID_VALUE, f"remove={args.remove}")
+    nodes = _node_handles(s, bulk, 2 * args.count, args.graph)
+    s.backend.graph_edges(ctx.obj, graph.obj, list(zip(nodes[0::2], nodes[1::2])), bool(args.remove))
+
+
+@handles(ops.GRAPH_CLONE)
+def _graph_clone(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.clone in s.handles:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.clone:x} is in use")
+    if args.count > MAX_NODE_DEPENDENCIES or len(bulk) != 16 * args.count:
+        raise CudaError(Status.INVALID_VALUE, f"{args.count} node pairs in {len(bulk)} bytes")
+    pairs = list(struct.iter_unpack("<QQ", bytes(bulk)))
+    originals = _node_handles(s, struct.pack(f"<{len(pairs)}Q", *(p[0] for p in pairs)), len(pairs), args.graph)
+    for _, minted in pairs:
+        if minted in s.handles or minted >> 56 != 0x80 | Kind.GRAPH_NODE:
+            raise CudaError(Status.INVALID_VALUE, f"0x{minted:x} is not a fresh client node handle")
+    clone, find = s.backend.graph_clone(ctx.obj, graph.obj)
+    s.handles.add_client(args.clone, Kind.GRAPH, clone, ctx=graph.ctx)
+    for (original, minted), obj in zip(pairs, originals):
+        info = s.handles.get(original, Kind.GRAPH_NODE).info
+        s.handles.add_client(minted, Kind.GRAPH_NODE, find(obj), ctx=graph.ctx, parent=args.clone, info=info)
+
+
+@handles(ops.GRAPH_DESTROY_NODE)
+def _graph_destroy_node(s: Session, args, bulk):
+    ctx, node = s.object(args.node, Kind.GRAPH_NODE)
+    s.handles.pop(args.node, Kind.GRAPH_NODE)
+    s.backend.graph_destroy_node(ctx.obj, node.obj)

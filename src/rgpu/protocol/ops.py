@@ -372,7 +372,40 @@ GRAPH_DESTROY = _op(0x00E5, "GRAPH_DESTROY", "graph:u64", deferrable=True, names
 GRAPH_EXEC_DESTROY = _op(0x00E6, "GRAPH_EXEC_DESTROY", "exec:u64", deferrable=True, names="exec:graph_exec",
                          doc="cuGraphExecDestroy")
 GRAPH_UPLOAD = _op(0x00E7, "GRAPH_UPLOAD", "exec:u64 stream:u64", deferrable=True,
-                   names="exec:graph_exec stream:stream", doc="cuGraphUpload(exec, stream)")
+                   names="exec:graph_exec stream:stream", doc="cuGraphUpload(exec, stream)")# The explicit graph API. A node operation with `graph` set adds node `node` (client-minted) after `deps`
+# dependencies (request bulk: deps x u64 node handles first); with `graph` 0 it sets the parameters of
+# existing node `node`, in its graph (`exec` 0) or in executable graph `exec`.
+GRAPH_CREATE = _op(0x00F0, "GRAPH_CREATE", "graph:u64 flags:u32", deferrable=True,
+                   doc="cuGraphCreate(flags) -> client-minted `graph`")
+GRAPH_KERNEL_NODE = _op(0x00F1, "GRAPH_KERNEL_NODE",
+                        "graph:u64 node:u64 exec:u64 deps:u32 function:u64 grid_x:u32 grid_y:u32 grid_z:u32 "
+                        "block_x:u32 block_y:u32 block_z:u32 shared_mem:u32 count:u32", deferrable=True,
+                        request_bulk="deps x u64 node handles, count x launch attribute (as LAUNCH_KERNEL_EX), "
+                                     "the parameter buffer", names="function:function",
+                        doc="cuGraphAddKernelNode / cuGraphKernelNodeSetParams (+ SetAttribute) / "
+                            "cuGraphExecKernelNodeSetParams")
+GRAPH_MEMSET_NODE = _op(0x00F2, "GRAPH_MEMSET_NODE",
+                        "graph:u64 node:u64 exec:u64 deps:u32 dst:u64 pitch:u64 value:u32 element_size:u32 "
+                        "width:u64 height:u64", deferrable=True, request_bulk="deps x u64 node handles",
+                        doc="cuGraphAddMemsetNode / cuGraphMemsetNodeSetParams / cuGraphExecMemsetNodeSetParams")
+GRAPH_MEMCPY_NODE = _op(0x00F3, "GRAPH_MEMCPY_NODE",
+                        "graph:u64 node:u64 exec:u64 deps:u32 dst:u64 dst_pitch:u64 src:u64 src_pitch:u64 "
+                        "width:u64 height:u64", deferrable=True, request_bulk="deps x u64 node handles",
+                        doc="cuGraphAddMemcpyNode (device to device, 1D or 2D) / cuGraphMemcpyNodeSetParams / "
+                            "cuGraphExecMemcpyNodeSetParams")
+GRAPH_OTHER_NODE = _op(0x00F4, "GRAPH_OTHER_NODE", "graph:u64 node:u64 deps:u32 type:u32 object:u64",
+                       deferrable=True, request_bulk="deps x u64 node handles",
+                       doc="cuGraphAdd{Empty,EventRecord,EventWait,ChildGraph}Node: type is CUgraphNodeType, "
+                           "object the event or child graph (0 for an empty node)")
+GRAPH_EDGES = _op(0x00F5, "GRAPH_EDGES", "graph:u64 count:u32 remove:u32", deferrable=True,
+                  request_bulk="count x (u64 from, u64 to) node handles", names="graph:graph",
+                  doc="cuGraphAddDependencies / cuGraphRemoveDependencies (remove=1)")
+GRAPH_CLONE = _op(0x00F6, "GRAPH_CLONE", "graph:u64 clone:u64 count:u32", deferrable=True,
+                  request_bulk="count x (u64 original node, u64 client-minted clone node)", names="graph:graph",
+                  doc="cuGraphClone(graph) -> client-minted `clone`, and its nodes")
+GRAPH_DESTROY_NODE = _op(0x00F7, "GRAPH_DESTROY_NODE", "node:u64", deferrable=True,
+                         doc="cuGraphDestroyNode (and its edges)")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 
