@@ -19,7 +19,7 @@ REPO = pathlib.Path(__file__).parents[1]
 PROGRAMS = REPO / "tests" / "cuda"
 PTX = REPO / "src" / "rgpu" / "kernels" / "demo.ptx"
 NVCC_PROGRAMS = ("vector_add", "streams_events", "mixed_params", "memory_2d", "device_info", "launch_attributes",
-                 "graphs")
+                 "graphs", "graph_api")
 
 
 @pytest.fixture(scope="module")
