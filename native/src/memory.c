@@ -142,6 +142,8 @@ API CUresult cuMemFree_v2(CUdeviceptr dptr)
     uint8_t a[8];
     if (!dptr)
         return CUDA_SUCCESS;
+    if (rgpu_capture_unsafe_call() != CUDA_SUCCESS)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     rgpu_put_u64(a, dptr);
     CUresult r = rgpu_call(RGPU_OP_MEM_FREE, a, 8, NULL, 0, NULL, 0, NULL);
     if (r == CUDA_SUCCESS)

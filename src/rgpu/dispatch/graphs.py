@@ -90,25 +90,24 @@ def graph_launches(s: Session) -> int:
 # -- launches with attributes -----------------------------------------------------------------------
 @handles(ops.LAUNCH_KERNEL_EX)
 def _launch_ex(s: Session, args, bulk):
-    a = args
-    attr_bytes = a.count * _ATTRIBUTE.size
-    if a.count > ops.MAX_LAUNCH_ATTRIBUTES or len(bulk) < attr_bytes:
-        raise CudaError(Status.INVALID_VALUE, f"{a.count} launch attributes, {len(bulk)} bytes of bulk")
-    target = s.launch_target(a.function, a.stream)  # checks and caches the function/stream pair
+    attr_bytes = args.count * _ATTRIBUTE.size
+    if args.count > ops.MAX_LAUNCH_ATTRIBUTES or len(bulk) < attr_bytes:
+        raise CudaError(Status.INVALID_VALUE, f"{args.count} launch attributes, {len(bulk)} bytes of bulk")
+    target = s.launch_target(args.function, args.stream)  # checks and caches the function/stream pair
     params = memoryview(bulk)[attr_bytes:]
     target.check_params(len(params))
-    attributes = parse_attributes(s, bulk, a.count)
+    attributes = parse_attributes(s, bulk, args.count)
     st = state(s)
     if st.ex_launchers_at != s.handles.removals:
         st.ex_launchers.clear()
         st.ex_launchers_at = s.handles.removals
-    key = (a.function, a.stream)
+    key = (args.function, args.stream)
     launch = st.ex_launchers.get(key)
     if launch is None:
-        ctx, func = s.object(a.function, Kind.FUNCTION)
-        stream = s.stream(a.stream)[1] if a.stream else None
+        ctx, func = s.object(args.function, Kind.FUNCTION)
+        stream = s.stream(args.stream)[1] if args.stream else None
         launch = st.ex_launchers[key] = s.backend.launcher_ex(ctx.obj, func.obj, stream)
-    launch(a.grid_x, a.grid_y, a.grid_z, a.block_x, a.block_y, a.block_z, a.shared_mem, attributes, params)
+    launch(args.grid_x, args.grid_y, args.grid_z, args.block_x, args.block_y, args.block_z, args.shared_mem, attributes, params)
 
 
 # -- stream capture ---------------------------------------------------------------------------------
@@ -124,28 +123,26 @@ def _capture_stream(s: Session, handle: int):
 
 @handles(ops.STREAM_BEGIN_CAPTURE)
 def _begin_capture(s: Session, args, bulk):
-    a = args
-    if a.mode not in CAPTURE_MODES:
-        raise CudaError(Status.INVALID_VALUE, f"capture mode {a.mode}")
-    ctx, stream = _capture_stream(s, a.stream)
+    if args.mode not in CAPTURE_MODES:
+        raise CudaError(Status.INVALID_VALUE, f"capture mode {args.mode}")
+    ctx, stream = _capture_stream(s, args.stream)
     st = state(s)
-    if a.stream in st.capturing:
+    if args.stream in st.capturing:
         raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
-    s.backend.stream_begin_capture(ctx.obj, stream, a.mode)
-    st.capturing[a.stream] = a.mode
+    s.backend.stream_begin_capture(ctx.obj, stream, args.mode)
+    st.capturing[args.stream] = args.mode
 
 
 @handles(ops.STREAM_END_CAPTURE)
 def _end_capture(s: Session, args, bulk):
-    a = args
-    ctx, stream = _capture_stream(s, a.stream)
+    ctx, stream = _capture_stream(s, args.stream)
     st = state(s)
-    if st.capturing.pop(a.stream, None) is None:
+    if st.capturing.pop(args.stream, None) is None:
         raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
     # The driver ends the capture even when it fails (invalidated): no graph then.
     graph = s.backend.stream_end_capture(ctx.obj, stream)
     try:
-        s.handles.add_client(a.graph, Kind.GRAPH, graph, ctx=ctx_handle(s, a.stream))
+        s.handles.add_client(args.graph, Kind.GRAPH, graph, ctx=ctx_handle(s, args.stream))
     except CudaError:
         s.backend.graph_destroy(ctx.obj, graph)
         raise
@@ -161,15 +158,14 @@ _INSTANTIATE_FLAGS = 0x1 | 0x2 | 0x8 | 0x10  # AUTO_FREE_ON_LAUNCH, UPLOAD, DEVI
 
 @handles(ops.GRAPH_INSTANTIATE)
 def _instantiate(s: Session, args, bulk):
-    a = args
-    if a.flags & ~_INSTANTIATE_FLAGS:
-        raise CudaError(Status.INVALID_VALUE, f"instantiate flags 0x{a.flags:x}")
-    ctx, graph = s.object(a.graph, Kind.GRAPH)
-    if a.exec in s.handles:
-        raise CudaError(Status.INVALID_VALUE, f"0x{a.exec:x} is in use")
-    exe = s.backend.graph_instantiate(ctx.obj, graph.obj, a.flags)
+    if args.flags & ~_INSTANTIATE_FLAGS:
+        raise CudaError(Status.INVALID_VALUE, f"instantiate flags 0x{args.flags:x}")
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.exec in s.handles:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.exec:x} is in use")
+    exe = s.backend.graph_instantiate(ctx.obj, graph.obj, args.flags)
     try:
-        s.handles.add_client(a.exec, Kind.GRAPH_EXEC, exe, ctx=graph.ctx)
+        s.handles.add_client(args.exec, Kind.GRAPH_EXEC, exe, ctx=graph.ctx)
     except CudaError:
         s.backend.graph_exec_destroy(ctx.obj, exe)
         raise
@@ -185,24 +181,21 @@ def _exec_on(s: Session, exec_handle: int, stream_handle: int):
 
 @handles(ops.GRAPH_LAUNCH)
 def _graph_launch(s: Session, args, bulk):
-    a = args
-    ctx, exe, stream = _exec_on(s, a.exec, a.stream)
+    ctx, exe, stream = _exec_on(s, args.exec, args.stream)
     s.backend.graph_launch(ctx.obj, exe.obj, stream)
     state(s).graph_launches += 1
 
 
 @handles(ops.GRAPH_UPLOAD)
 def _graph_upload(s: Session, args, bulk):
-    a = args
-    ctx, exe, stream = _exec_on(s, a.exec, a.stream)
+    ctx, exe, stream = _exec_on(s, args.exec, args.stream)
     s.backend.graph_upload(ctx.obj, exe.obj, stream)
 
 
 @handles(ops.GRAPH_EXEC_UPDATE)
 def _exec_update(s: Session, args, bulk):
-    a = args
-    ctx, exe = s.object(a.exec, Kind.GRAPH_EXEC)
-    _, graph = s.object(a.graph, Kind.GRAPH)
+    ctx, exe = s.object(args.exec, Kind.GRAPH_EXEC)
+    _, graph = s.object(args.graph, Kind.GRAPH)
     result = s.backend.graph_exec_update(ctx.obj, exe.obj, graph.obj)
     return (int(result), 0)
 
