@@ -88,7 +88,7 @@ async def test_launch_with_pdl_and_scheduling_attributes_runs(client):
 async def test_launch_attribute_with_an_event_is_translated_and_checked(client):
     n = 256
     fn, a, b, c = await setup_vadd(client, n)
-    event = await client.event_create(0)
+    event = await client.event_create(2)  # CU_EVENT_DISABLE_TIMING
     await launch_ex(client, fn, 2, 128, (a, b, c, n), (attribute(12, struct.pack("<Qi", event, 0)),))
     await client.event_synchronize(event)
     await launch_ex(client, fn, 2, 128, (a, b, c, n), (attribute(7, struct.pack("<Qii", 0x1234, 0, 0)),))
@@ -347,3 +347,32 @@ async def test_explicit_graph_edges_and_bad_nodes(client):
     with pytest.raises(CudaError) as e:
         await call(client, ops.GRAPH_INSTANTIATE, graph, mint(Kind.GRAPH_EXEC), 0)
     assert e.value.code == Status.INVALID_VALUE
+
+
+async def test_a_stream_that_waits_on_a_captured_event_joins_the_capture(client):
+    """Fork and join, as PyTorch's side streams do: s2 waits on an event recorded in s1's capture, works, and s1
+    waits on s2's event before the capture ends; all of it is in the graph."""
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    d = await client.mem_alloc(4 * n)
+    s1, s2 = await client.stream_create(1), await client.stream_create(1)
+    fork, join = await client.event_create(2), await client.event_create(2)
+    await put(client, a, np.full(n, 1.0))
+    await put(client, b, np.full(n, 2.0))
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, s1, 0)
+    await defer(client, ops.MEMSET_D32_ASYNC, c, 0, n, s1)
+    await client.event_record(fork, s1)
+    await client.stream_wait_event(s2, fork)
+    await launch_ex(client, fn, 2, 128, (a, b, d, n), stream=s2)
+    await client.event_record(join, s2)
+    await client.stream_wait_event(s1, join)
+    await launch_ex(client, fn, 2, 128, (d, b, c, n), stream=s1)
+    graph = mint(Kind.GRAPH)
+    await call(client, ops.STREAM_END_CAPTURE, s1, graph)
+    await client.synchronize()
+    assert np.all(await get(client, d, n) == 0)  # nothing ran, on either stream
+    exe = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, graph, exe, 0)
+    await defer(client, ops.GRAPH_LAUNCH, exe, s1)
+    await client.stream_synchronize(s1)
+    assert np.all(await get(client, d, n) == 3) and np.all(await get(client, c, n) == 5)

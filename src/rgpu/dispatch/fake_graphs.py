@@ -138,6 +138,10 @@ def _capturing(fn, node_type, is_async):
             raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the stream's capture was invalidated")
         call = {k: _frozen(v) for k, v in bound.arguments.items() if k != "self"}
         deps = [capture.tails[id(stream)]] if id(stream) in capture.tails else []
+        if node_type == WAIT_EVENT:  # waiting on work captured on another stream: an edge from it
+            seen = self._captured_events.get(call["event"])
+            if seen is not None and seen[0] is capture and seen[1] not in deps:
+                deps.append(seen[1])
         node = FakeNode(node_type, (fn, call), deps, capture.graph)
         capture.graph.nodes.append(node)
         capture.tails[id(stream)] = node
