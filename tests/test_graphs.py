@@ -376,3 +376,44 @@ async def test_a_stream_that_waits_on_a_captured_event_joins_the_capture(client)
     await defer(client, ops.GRAPH_LAUNCH, exe, s1)
     await client.stream_synchronize(s1)
     assert np.all(await get(client, d, n) == 3) and np.all(await get(client, c, n) == 5)
+
+
+def parse_nodes(count, bulk):
+    size, out, off = ops.GRAPH_NODE_INFO.reply.size, [], 0
+    for _ in range(count):
+        rec = ops.GRAPH_NODE_INFO.decode_reply(bytes(bulk[off:off + size]))
+        off += size
+        deps = struct.unpack_from(f"<{rec.deps}Q", bulk, off)
+        off += 8 * rec.deps
+        out.append((rec, deps, bytes(bulk[off:off + rec.params])))
+        off += rec.params
+    assert off == len(bulk)
+    return out
+
+
+async def test_a_captured_graph_can_be_read_back_and_its_kernel_node_changed(client):
+    """What programs do to patch a captured graph: list its nodes, read a kernel node's parameters, set new
+    ones, and update the exec from the graph."""
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    d = await client.mem_alloc(4 * n)
+    stream = await client.stream_create(1)
+    await put(client, a, np.full(n, 1.0))
+    await put(client, b, np.full(n, 2.0))
+    graph = await capture_vadd(client, fn, a, b, c, n, stream, pdl=False)
+    exe = mint(Kind.GRAPH_EXEC)
+    await defer(client, ops.GRAPH_INSTANTIATE, graph, exe, 0)
+    count, raw = await client._call(_Request(ops.GRAPH_GET_NODES, (graph,), decode=lambda v, bulk: (v[0], bytes(bulk))))
+    nodes = parse_nodes(count, raw)
+    (kernel, kdeps, params), (memset, mdeps, _) = nodes
+    assert kernel.type == 0 and kernel.function == fn.handle and (kernel.grid_x, kernel.block_x) == (2, 128)
+    assert params == pack_params(fn.layout, (a, b, c, n)) and kdeps == ()
+    assert memset.type == 2 and memset.dst == a and memset.value == 0x3F800000 and memset.width == n
+    assert mdeps == (kernel.node,)
+    again = await client._call(_Request(ops.GRAPH_NODE_INFO, (kernel.node,), decode=lambda v, bulk: v))
+    assert again == kernel  # the same handle the second time
+    await kernel_node(client, 0, kernel.node, fn, (a, b, d, n))
+    assert await call(client, ops.GRAPH_EXEC_UPDATE, exe, graph) == (0, 0)
+    await defer(client, ops.GRAPH_LAUNCH, exe, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, d, n) == 3) and np.all(await get(client, c, n) == 0)

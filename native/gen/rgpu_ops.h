@@ -2697,6 +2697,104 @@ static inline int rgpu_unpack_graph_destroy_node_req(const uint8_t *in, size_t l
     return 0;
 }
 
+/* GRAPH_NODE_INFO: one node's type, dependencies and parameters (kernel: function, shape, parameter buffer; memset/memcpy: dst..height; event or child graph: object; function 0: a kernel the session did not load, such as a library's) [context] */
+#define RGPU_OP_GRAPH_NODE_INFO 0x00F8
+#define RGPU_GRAPH_NODE_INFO_REQ_SIZE 8
+#define RGPU_GRAPH_NODE_INFO_REP_SIZE 120
+struct rgpu_graph_node_info_req {
+    uint64_t node;
+};
+static inline void rgpu_pack_graph_node_info(uint8_t out[RGPU_GRAPH_NODE_INFO_REQ_SIZE], const struct rgpu_graph_node_info_req *m)
+{
+    rgpu_put_u64(out + 0, m->node);
+}
+static inline int rgpu_unpack_graph_node_info_req(const uint8_t *in, size_t len, struct rgpu_graph_node_info_req *m)
+{
+    if (len != RGPU_GRAPH_NODE_INFO_REQ_SIZE)
+        return -1;
+    m->node = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_graph_node_info_rep {
+    uint64_t node;
+    uint32_t type;
+    uint32_t deps;
+    uint64_t function;
+    uint32_t grid_x;
+    uint32_t grid_y;
+    uint32_t grid_z;
+    uint32_t block_x;
+    uint32_t block_y;
+    uint32_t block_z;
+    uint32_t shared_mem;
+    uint32_t params;
+    uint64_t dst;
+    uint64_t dst_pitch;
+    uint64_t src;
+    uint64_t src_pitch;
+    uint32_t value;
+    uint32_t element_size;
+    uint64_t width;
+    uint64_t height;
+    uint64_t object;
+};
+static inline int rgpu_unpack_graph_node_info(const uint8_t *in, size_t len, struct rgpu_graph_node_info_rep *m)
+{
+    if (len != RGPU_GRAPH_NODE_INFO_REP_SIZE)
+        return -1;
+    m->node = (uint64_t)rgpu_get_u64(in + 0);
+    m->type = (uint32_t)rgpu_get_u32(in + 8);
+    m->deps = (uint32_t)rgpu_get_u32(in + 12);
+    m->function = (uint64_t)rgpu_get_u64(in + 16);
+    m->grid_x = (uint32_t)rgpu_get_u32(in + 24);
+    m->grid_y = (uint32_t)rgpu_get_u32(in + 28);
+    m->grid_z = (uint32_t)rgpu_get_u32(in + 32);
+    m->block_x = (uint32_t)rgpu_get_u32(in + 36);
+    m->block_y = (uint32_t)rgpu_get_u32(in + 40);
+    m->block_z = (uint32_t)rgpu_get_u32(in + 44);
+    m->shared_mem = (uint32_t)rgpu_get_u32(in + 48);
+    m->params = (uint32_t)rgpu_get_u32(in + 52);
+    m->dst = (uint64_t)rgpu_get_u64(in + 56);
+    m->dst_pitch = (uint64_t)rgpu_get_u64(in + 64);
+    m->src = (uint64_t)rgpu_get_u64(in + 72);
+    m->src_pitch = (uint64_t)rgpu_get_u64(in + 80);
+    m->value = (uint32_t)rgpu_get_u32(in + 88);
+    m->element_size = (uint32_t)rgpu_get_u32(in + 92);
+    m->width = (uint64_t)rgpu_get_u64(in + 96);
+    m->height = (uint64_t)rgpu_get_u64(in + 104);
+    m->object = (uint64_t)rgpu_get_u64(in + 112);
+    return 0;
+}
+
+/* GRAPH_GET_NODES: every node of a graph -- a captured one too -- with handles the server mints for nodes the client has not named, in a topological order [context] */
+#define RGPU_OP_GRAPH_GET_NODES 0x00F9
+#define RGPU_GRAPH_GET_NODES_REQ_SIZE 8
+#define RGPU_GRAPH_GET_NODES_REP_SIZE 4
+struct rgpu_graph_get_nodes_req {
+    uint64_t graph;
+};
+static inline void rgpu_pack_graph_get_nodes(uint8_t out[RGPU_GRAPH_GET_NODES_REQ_SIZE], const struct rgpu_graph_get_nodes_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+}
+static inline int rgpu_unpack_graph_get_nodes_req(const uint8_t *in, size_t len, struct rgpu_graph_get_nodes_req *m)
+{
+    if (len != RGPU_GRAPH_GET_NODES_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_graph_get_nodes_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_graph_get_nodes(const uint8_t *in, size_t len, struct rgpu_graph_get_nodes_rep *m)
+{
+    if (len != RGPU_GRAPH_GET_NODES_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -2776,6 +2874,8 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_EDGES:
     case RGPU_OP_GRAPH_CLONE:
     case RGPU_OP_GRAPH_DESTROY_NODE:
+    case RGPU_OP_GRAPH_NODE_INFO:
+    case RGPU_OP_GRAPH_GET_NODES:
         return 1;
     default:
         return 0;

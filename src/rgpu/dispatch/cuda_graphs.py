@@ -42,6 +42,19 @@ _ffi.cdef("""
     int cuGraphKernelNodeSetParams_v2(uintptr_t node, const rgpu_kernel_node_params *params);
     int cuGraphExecKernelNodeSetParams_v2(uintptr_t exec, uintptr_t node, const rgpu_kernel_node_params *params);
     int cuGraphKernelNodeSetAttribute(uintptr_t node, int id, const void *value);
+    typedef struct {
+        uintptr_t dst;
+        size_t pitch;
+        unsigned value, element_size;
+        size_t width, height;
+    } rgpu_memset_params;  /* CUDA_MEMSET_NODE_PARAMS */
+    int cuGraphGetNodes(uintptr_t graph, uintptr_t *nodes, size_t *count);
+    int cuGraphNodeGetType(uintptr_t node, int *type);
+    int cuGraphNodeGetDependencies_v2(uintptr_t node, uintptr_t *deps, void *edges, size_t *count);
+    int cuGraphKernelNodeGetParams_v2(uintptr_t node, rgpu_kernel_node_params *params);
+    int cuGraphMemsetNodeGetParams(uintptr_t node, rgpu_memset_params *params);
+    int cuGraphEventRecordNodeGetEvent(uintptr_t node, uintptr_t *event);
+    int cuGraphEventWaitNodeGetEvent(uintptr_t node, uintptr_t *event);
 """)
 _driver = None
 _ATTRIBUTE_SIZE = 72
@@ -261,3 +274,74 @@ class CudaGraphs:
     def graph_destroy_node(self, ctx, node) -> None:
         self._use(ctx)
         _check(cu.cuGraphDestroyNode(node))
+
+    # -- reading a graph back ------------------------------------------------------------------------
+    def object_key(self, obj):
+        return int(obj)
+
+    def graph_nodes(self, ctx, graph, layout) -> list:
+        """Every node, dependencies first; kernel parameters packed by `layout(function)` (None: unknown)."""
+        from rgpu.dispatch.graphs import MemsetNodeParams, NodeInfo
+
+        lib = _lib()
+        self._use(ctx)
+        count = _ffi.new("size_t *")
+        _fail(lib.cuGraphGetNodes(int(graph), _ffi.NULL, count))
+        raw = _ffi.new("uintptr_t[]", max(count[0], 1))
+        _fail(lib.cuGraphGetNodes(int(graph), raw, count))
+        nodes, deps, kind = list(raw[0:count[0]]), {}, _ffi.new("int *")
+        for node in nodes:
+            n = _ffi.new("size_t *")
+            _fail(lib.cuGraphNodeGetDependencies_v2(node, _ffi.NULL, _ffi.NULL, n))
+            out = _ffi.new("uintptr_t[]", max(n[0], 1))
+            _fail(lib.cuGraphNodeGetDependencies_v2(node, out, _ffi.NULL, n))
+            deps[node] = tuple(out[0:n[0]])
+        order, placed = [], set()
+        while len(order) < len(nodes):  # the driver lists nodes in no promised order
+            ready = [node for node in nodes if node not in placed and all(d in placed for d in deps[node])]
+            if not ready:
+                raise CudaError(Status.INVALID_VALUE, "the graph has a cycle")
+            order += ready
+            placed.update(ready)
+        infos = []
+        for node in order:
+            _fail(lib.cuGraphNodeGetType(node, kind))
+            params = None
+            if kind[0] == _KERNEL:
+                params = self._kernel_node_params(node, layout)
+            elif kind[0] == _MEMSET:
+                m = _ffi.new("rgpu_memset_params *")
+                _fail(lib.cuGraphMemsetNodeGetParams(node, m))
+                params = MemsetNodeParams(m.dst, m.pitch, m.value, m.element_size, m.width, m.height)
+            elif kind[0] in (_EVENT_RECORD, _WAIT_EVENT):
+                event = _ffi.new("uintptr_t *")
+                get = lib.cuGraphEventRecordNodeGetEvent if kind[0] == _EVENT_RECORD else lib.cuGraphEventWaitNodeGetEvent
+                _fail(get(node, event))
+                params = cu.CUevent(event[0])
+            infos.append(NodeInfo(node, cu.CUgraphNode(node), kind[0], deps[node], params))
+        return infos
+
+    def _kernel_node_params(self, node: int, layout):
+        from rgpu.dispatch.graphs import KernelNodeParams
+
+        p = _ffi.new("rgpu_kernel_node_params *")
+        _fail(_lib().cuGraphKernelNodeGetParams_v2(node, p))
+        func = cu.CUfunction(p.func)
+        shape = layout(func)
+        buf = b""
+        if shape is not None and p.params != _ffi.NULL:
+            out = bytearray(shape[-1][0] + shape[-1][1] if shape else 0)
+            for i, (offset, size) in enumerate(shape):
+                out[offset:offset + size] = _ffi.buffer(p.params[i], size)
+            buf = bytes(out)
+        elif p.extra != _ffi.NULL:
+            i, pointer, size = 0, None, 0
+            while p.extra[i] != _ffi.NULL and i < 16:
+                if int(_ffi.cast("uintptr_t", p.extra[i])) == 1:
+                    pointer = p.extra[i + 1]
+                elif int(_ffi.cast("uintptr_t", p.extra[i])) == 2:
+                    size = _ffi.cast("size_t *", p.extra[i + 1])[0]
+                i += 2
+            buf = bytes(_ffi.buffer(pointer, size)) if pointer is not None else b""
+        return KernelNodeParams(func if shape is not None else None, (p.gx, p.gy, p.gz), (p.bx, p.by, p.bz), p.shmem,
+                                buf, ())

@@ -342,6 +342,33 @@ class FakeGraphs:
             mapping[node].deps = [mapping[d] for d in node.deps]
         return clone, mapping.__getitem__
 
+    def object_key(self, obj):
+        return id(obj)
+
+    def graph_nodes(self, ctx, graph: FakeGraph, layout) -> list:
+        from rgpu.dispatch.graphs import KernelNodeParams, MemcpyNodeParams, MemsetNodeParams, NodeInfo
+
+        out = []
+        for node in _topological(graph.nodes):
+            params, name, a = None, node.call[0].__name__ if node.call else "", node.call[1] if node.call else {}
+            if name in ("launch", "launch_ex"):
+                params = KernelNodeParams(a["func"], tuple(a["grid"]), tuple(a["block"]), a["shared_mem"],
+                                          bytes(a["params"]), tuple(a.get("attributes", ())))
+            elif node.type == KERNEL:  # a library's kernel (cuBLAS, cuDNN): no function of the session's
+                params = KernelNodeParams(None, (1, 1, 1), (1, 1, 1), 0, b"", ())
+            elif name == "memset":
+                params = MemsetNodeParams(a["dst"], a["count"] * a["width"], a["value"], a["width"], a["count"], 1)
+            elif name == "memset_2d":
+                params = MemsetNodeParams(a["dst"], a["pitch"], a["value"], a["elem"], a["width"], a["height"])
+            elif name == "memcpy_dtod":
+                params = MemcpyNodeParams(a["dst"], a["nbytes"], a["src"], a["nbytes"], a["nbytes"], 1)
+            elif name == "memcpy_2d":
+                params = MemcpyNodeParams(a["dst"], a["dpitch"], a["src"], a["spitch"], a["width"], a["height"])
+            elif name in ("event_record", "stream_wait_event"):
+                params = a["event"]
+            out.append(NodeInfo(id(node), node, node.type, tuple(id(d) for d in node.deps), params))
+        return out
+
     def graph_destroy_node(self, ctx, node: FakeNode) -> None:
         graph = node.owner
         if graph is None or node not in graph.nodes:

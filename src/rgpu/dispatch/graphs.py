@@ -13,7 +13,7 @@ import weakref
 
 import attrs
 
-from rgpu.dispatch.handlers import handles
+from rgpu.dispatch.handlers import Reply, handles
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
 from rgpu.session.handles import Kind
@@ -396,3 +396,84 @@ def _graph_destroy_node(s: Session, args, bulk):
     ctx, node = s.object(args.node, Kind.GRAPH_NODE)
     s.handles.pop(args.node, Kind.GRAPH_NODE)
     s.backend.graph_destroy_node(ctx.obj, node.obj)
+
+
+# -- reading a graph back (captured graphs too) -------------------------------------------------------
+@attrs.frozen(slots=True)
+class NodeInfo:
+    """What a backend reports of one node: `key` identifies it (and `deps` its dependencies) among the graph's
+    nodes; params is a *NodeParams, the event or child graph (`object`), or None."""
+
+    key: object
+    obj: object
+    type: int
+    deps: tuple
+    params: object = None
+
+
+def _handle_of(s: Session, kind: Kind, obj) -> int:
+    """The session handle of a backend object (0: none, e.g. a library's own kernel)."""
+    key = s.backend.object_key(obj)
+    for h in s.handles.owned_by(kind=kind):
+        if s.backend.object_key(s.handles.get(h, kind).obj) == key:
+            return h
+    return 0
+
+
+def _node_record(s: Session, handle: int, info: NodeInfo, handles_by_key: dict) -> bytes:
+    p, values = info.params, dict.fromkeys((f.name for f in ops.GRAPH_NODE_INFO.reply_fields), 0)
+    params = b""
+    if isinstance(p, KernelNodeParams):
+        params = p.params
+        values.update(function=_handle_of(s, Kind.FUNCTION, p.func) if p.func is not None else 0,
+                      grid_x=p.grid[0], grid_y=p.grid[1], grid_z=p.grid[2], block_x=p.block[0],
+                      block_y=p.block[1], block_z=p.block[2], shared_mem=p.shared_mem, params=len(params))
+    elif isinstance(p, MemsetNodeParams):
+        values.update(dst=p.dst, dst_pitch=p.pitch, value=p.value, element_size=p.element_size, width=p.width,
+                      height=p.height)
+    elif isinstance(p, MemcpyNodeParams):
+        values.update(dst=p.dst, dst_pitch=p.dst_pitch, src=p.src, src_pitch=p.src_pitch, width=p.width,
+                      height=p.height)
+    elif info.type in (EVENT_RECORD, WAIT_EVENT) and p is not None:
+        values.update(object=_handle_of(s, Kind.EVENT, p))
+    deps = [handles_by_key[d] for d in info.deps if d in handles_by_key]
+    values.update(node=handle, type=info.type, deps=len(deps))
+    return (ops.GRAPH_NODE_INFO.pack_reply(*values.values()) + struct.pack(f"<{len(deps)}Q", *deps) + params)
+
+
+def _graph_nodes(s: Session, graph_handle: int) -> tuple[list, dict]:
+    """([(handle, NodeInfo)] of a graph in a topological order, {node key: handle}); nodes the client never
+    named get handles now."""
+    ctx, graph = s.object(graph_handle, Kind.GRAPH)
+    known = {s.backend.object_key(s.handles.get(h, Kind.GRAPH_NODE).obj): h
+             for h in s.handles.owned_by(parent=graph_handle, kind=Kind.GRAPH_NODE)}
+    out = []
+    def layout(func):
+        handle = _handle_of(s, Kind.FUNCTION, func)
+        return s.handles.get(handle, Kind.FUNCTION).info if handle else None
+
+    for info in s.backend.graph_nodes(ctx.obj, graph.obj, layout):
+        handle = known.get(info.key)
+        if handle is None:
+            handle = known[info.key] = s.handles.add(Kind.GRAPH_NODE, info.obj, ctx=graph.ctx, parent=graph_handle,
+                                                     info=info.type)
+        out.append((handle, info))
+    return out, known
+
+
+@handles(ops.GRAPH_GET_NODES)
+def _graph_get_nodes(s: Session, args, bulk):
+    nodes, known = _graph_nodes(s, args.graph)
+    return Reply((len(nodes),), b"".join(_node_record(s, h, info, known) for h, info in nodes))
+
+
+@handles(ops.GRAPH_NODE_INFO)
+def _graph_node_info(s: Session, args, bulk):
+    entry = s.handles.get(args.node, Kind.GRAPH_NODE)
+    nodes, known = _graph_nodes(s, entry.parent)
+    for h, info in nodes:
+        if h == args.node:
+            record = _node_record(s, h, info, known)
+            size = ops.GRAPH_NODE_INFO.reply.size
+            return Reply(ops.GRAPH_NODE_INFO.decode_reply(record[:size]), record[size:])
+    raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is no longer in its graph")

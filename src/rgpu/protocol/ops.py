@@ -405,6 +405,18 @@ GRAPH_CLONE = _op(0x00F6, "GRAPH_CLONE", "graph:u64 clone:u64 count:u32", deferr
                   doc="cuGraphClone(graph) -> client-minted `clone`, and its nodes")
 GRAPH_DESTROY_NODE = _op(0x00F7, "GRAPH_DESTROY_NODE", "node:u64", deferrable=True,
                          doc="cuGraphDestroyNode (and its edges)")
+_NODE_INFO = ("node:u64 type:u32 deps:u32 function:u64 grid_x:u32 grid_y:u32 grid_z:u32 block_x:u32 block_y:u32 "
+              "block_z:u32 shared_mem:u32 params:u32 dst:u64 dst_pitch:u64 src:u64 src_pitch:u64 value:u32 "
+              "element_size:u32 width:u64 height:u64 object:u64")
+GRAPH_NODE_INFO = _op(0x00F8, "GRAPH_NODE_INFO", "node:u64", _NODE_INFO,
+                      reply_bulk="deps x u64 node handles, then `params` bytes of kernel parameters",
+                      doc="one node's type, dependencies and parameters (kernel: function, shape, parameter "
+                          "buffer; memset/memcpy: dst..height; event or child graph: object; function 0: a kernel "
+                          "the session did not load, such as a library's)")
+GRAPH_GET_NODES = _op(0x00F9, "GRAPH_GET_NODES", "graph:u64", "count:u32", names="graph:graph",
+                      reply_bulk="count x (GRAPH_NODE_INFO's reply record, its deps, its parameters)",
+                      doc="every node of a graph -- a captured one too -- with handles the server mints for nodes "
+                          "the client has not named, in a topological order")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
