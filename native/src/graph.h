@@ -14,7 +14,8 @@ int rgpu_graph_is_live(uint64_t h, int kind);
 CUresult rgpu_graph_need(void);             /* a connected server that speaks protocol 1.2 */
 void rgpu_graph_forget(uint64_t graph);     /* graph_nodes.c: drop the mirror of a destroyed graph */
 
-/* launch.c: the server handle of a function */
+/* launch.c: the server handle of a function, and back (NULL: one this process never looked up) */
 uint64_t rgpu_function_handle(CUfunction f);
+CUfunction rgpu_function_by_handle(uint64_t handle);
 
 #endif

@@ -2,9 +2,10 @@
  * graph made with cuGraphCreate (or cloned from one) -- nodes, types, parameters, edges -- so queries need no
  * round trip, and each change goes to the server as one deferred call with a handle minted here.
  *
+ * A graph that came from stream capture is mirrored on first use, from one GRAPH_GET_NODES round trip.
+ *
  * Limits: host nodes cannot run on the server (cuGraphAddHostNode is not supported); memcpy nodes copy device
- * memory only; graphs that came from stream capture have no mirror, so their nodes cannot be listed (their
- * nodes live on the server); edge data other than the default is not supported. */
+ * memory only; edge data other than the default is not supported. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,17 +80,104 @@ void rgpu_graph_forget(uint64_t graph)
     pthread_mutex_unlock(&lock);
 }
 
-static CUresult mirrored_graph(CUgraph g) /* INVALID_VALUE for no graph; NOT_SUPPORTED for a captured one */
+/* One node record of GRAPH_GET_NODES at in[*off..len) -> a mirror node of graph g (NULL: malformed). */
+static struct gnode *node_from_record(uint64_t g, const uint8_t *in, size_t len, size_t *off)
 {
-    static int logged;
+    struct rgpu_graph_node_info_rep rec;
+    if (len - *off < RGPU_GRAPH_NODE_INFO_REP_SIZE ||
+        rgpu_unpack_graph_node_info(in + *off, RGPU_GRAPH_NODE_INFO_REP_SIZE, &rec) < 0)
+        return NULL;
+    *off += RGPU_GRAPH_NODE_INFO_REP_SIZE;
+    if (rec.params > MAX_PARAMS || (len - *off) / 8 < rec.deps || len - *off - 8 * (size_t)rec.deps < rec.params)
+        return NULL;
+    struct gnode *n = calloc(1, sizeof *n);
+    if (!n || !(n->deps = calloc(rec.deps ? rec.deps : 1, sizeof *n->deps))) {
+        free(n);
+        return NULL;
+    }
+    n->handle = rec.node, n->graph = g, n->type = (CUgraphNodeType)rec.type, n->n_deps = rec.deps;
+    for (uint32_t i = 0; i < rec.deps; i++, *off += 8)
+        n->deps[i] = rgpu_get_u64(in + *off);
+    memcpy(n->params, in + *off, rec.params);
+    *off += rec.params;
+    n->n_params = rec.params;
+    n->func = rgpu_function_by_handle(rec.function); /* NULL: a library's kernel, as natively unknown */
+    unsigned dims[7] = {rec.grid_x, rec.grid_y, rec.grid_z, rec.block_x, rec.block_y, rec.block_z, rec.shared_mem};
+    memcpy(n->dims, dims, sizeof dims);
+    size_t po, ps;
+    for (unsigned i = 0; n->func && i < 64 && cuFuncGetParamInfo(n->func, i, &po, &ps) == CUDA_SUCCESS; i++)
+        n->param_ptrs[i] = po + ps <= n->n_params ? n->params + po : NULL;
+    n->memset = (CUDA_MEMSET_NODE_PARAMS){rec.dst, rec.dst_pitch, rec.value, rec.element_size, rec.width,
+                                          rec.height};
+    n->memcpy.srcMemoryType = n->memcpy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    n->memcpy.srcDevice = rec.src, n->memcpy.srcPitch = rec.src_pitch;
+    n->memcpy.dstDevice = rec.dst, n->memcpy.dstPitch = rec.dst_pitch;
+    n->memcpy.WidthInBytes = rec.width, n->memcpy.Height = rec.height, n->memcpy.Depth = 1;
+    n->object = rec.object;
+    return n;
+}
+
+/* A graph from stream capture: its nodes live on the server; fetch them once (one round trip) and mirror them,
+ * so the explicit API works on it too. */
+static CUresult fetch_mirror(uint64_t g)
+{
+    size_t cap = 1 << 20;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        uint8_t a[RGPU_GRAPH_GET_NODES_REQ_SIZE], rep[RGPU_GRAPH_GET_NODES_REP_SIZE], *buf = malloc(cap);
+        struct rgpu_sink sink = {buf, cap, 0};
+        struct rgpu_graph_get_nodes_rep out;
+        if (!buf)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        rgpu_pack_graph_get_nodes(a, &(struct rgpu_graph_get_nodes_req){g});
+        CUresult r = rgpu_call(RGPU_OP_GRAPH_GET_NODES, a, sizeof a, NULL, 0, rep, sizeof rep, &sink);
+        if (r == CUDA_SUCCESS && sink.len > cap) { /* larger than guessed: ask again for all of it */
+            free(buf);
+            cap = sink.len;
+            continue;
+        }
+        if (r == CUDA_SUCCESS && rgpu_unpack_graph_get_nodes(rep, sizeof rep, &out) < 0)
+            r = CUDA_ERROR_UNKNOWN;
+        struct gnode *got = NULL, **tail = &got;
+        size_t off = 0;
+        for (uint32_t i = 0; r == CUDA_SUCCESS && i < out.count; i++) {
+            struct gnode *n = node_from_record(g, buf, sink.len, &off);
+            if (!n)
+                r = CUDA_ERROR_UNKNOWN;
+            else
+                *tail = n, tail = &n->next;
+        }
+        free(buf);
+        pthread_mutex_lock(&lock);
+        int slot = r == CUDA_SUCCESS ? mirror_slot(0) : -1;
+        if (slot >= 0 && mirror_slot(g) < 0) {
+            mirrored[slot] = g;
+            while (got) { /* oldest first onto a newest-first list: the graph lists in the server's order */
+                struct gnode *n = got;
+                got = n->next;
+                n->next = nodes;
+                nodes = n;
+            }
+        }
+        pthread_mutex_unlock(&lock);
+        while (got) {
+            struct gnode *n = got;
+            got = n->next;
+            free(n->deps);
+            free(n);
+        }
+        return r != CUDA_SUCCESS ? r : slot < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_UNKNOWN;
+}
+
+static CUresult mirrored_graph(CUgraph g) /* INVALID_VALUE for no graph */
+{
     if (!rgpu_graph_is_live(H(g), KIND_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     int known = mirror_slot(H(g)) >= 0;
     pthread_mutex_unlock(&lock);
-    return known ? CUDA_SUCCESS
-                 : rgpu_unsupported(&logged, "the explicit graph API on a graph made by stream capture (its nodes "
-                                             "live on the server)");
+    return known ? CUDA_SUCCESS : fetch_mirror(H(g));
 }
 
 API CUresult cuGraphCreate(CUgraph *out, unsigned int flags)

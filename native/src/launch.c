@@ -346,3 +346,14 @@ uint64_t rgpu_function_handle(CUfunction func)
 {
     return func ? ((struct rgpu_function *)func)->handle : 0;
 }
+
+CUfunction rgpu_function_by_handle(uint64_t handle)
+{
+    struct rgpu_function *found = NULL;
+    pthread_mutex_lock(&fn_lock);
+    for (struct rgpu_function *f = functions; f && !found; f = f->next)
+        if (f->handle == handle)
+            found = f;
+    pthread_mutex_unlock(&fn_lock);
+    return (CUfunction)found;
+}

@@ -95,13 +95,48 @@ int main()
         expect_all(y, 0.5f + 4 * 2.0f * float(step));
     }
 
+    // Reading the captured graph back and patching a node, as programs that tune captured graphs do.
+    size_t nn = 0;
+    CHECK(cudaGraphGetNodes(graph, nullptr, &nn));
+    EXPECT(nn == 6);
+    cudaGraphNode_t nodes[6], fill_node = nullptr;
+    CHECK(cudaGraphGetNodes(graph, nodes, &nn));
+    int saxpys = 0, memsets = 0;
+    for (size_t i = 0; i < nn; i++) {
+        cudaGraphNodeType type;
+        CHECK(cudaGraphNodeGetType(nodes[i], &type));
+        if (type == cudaGraphNodeTypeKernel) {
+            cudaKernelNodeParams p = {};
+            CHECK(cudaGraphKernelNodeGetParams(nodes[i], &p));
+            if (p.func == (void *)saxpy) {
+                saxpys++;
+                EXPECT(*(float *)p.kernelParams[0] == 2.0f && *(float **)p.kernelParams[2] == y);
+            } else if (p.func == (void *)fill) {
+                fill_node = nodes[i];
+            }
+        } else {
+            memsets += type == cudaGraphNodeTypeMemset;
+        }
+    }
+    EXPECT(saxpys == 4 && memsets == 1 && fill_node != nullptr);
+    float start = 1.5f;
+    int count = n;
+    void *fill_args[] = {&y, &start, &count};
+    cudaKernelNodeParams fp = {};
+    fp.func = (void *)fill, fp.gridDim = grid, fp.blockDim = block, fp.kernelParams = fill_args;
+    CHECK(cudaGraphKernelNodeSetParams(fill_node, &fp));
+    cudaGraphExecUpdateResultInfo info;
+    CHECK(cudaGraphExecUpdate(exec, graph, &info));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(y, 1.5f + 4 * 2.0f * 5.0f);
+
     // Same topology, new pointers and scalar: the exec is updated in place.
     cudaGraph_t graph2;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     capture_step(s, 3.0f, x, z, 3);
     CHECK(cudaMemsetAsync(y, 0, n * sizeof(float), s));
     CHECK(cudaStreamEndCapture(s, &graph2));
-    cudaGraphExecUpdateResultInfo info;
     CHECK(cudaGraphExecUpdate(exec, graph2, &info));
     EXPECT(info.result == cudaGraphExecUpdateSuccess);
     CHECK(cudaGraphLaunch(exec, s));

@@ -205,7 +205,10 @@ RT_API cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, struct cud
         if (stubs[i].node == node)
             p->func = stubs[i].func;
     pthread_mutex_unlock(&stubs_lock);
-    return cudaSuccess;
+    if (!p->func) /* a captured launch: the stub its function came from */
+        p->func = (void *)rt_host_of_function(d.func);
+    /* A library's kernel (cuBLAS) has no stub in this program: CUDA's runtime says the same. */
+    return p->func ? cudaSuccess : rt_record(cudaErrorInvalidDeviceFunction);
 }
 
 RT_API cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t node, cudaKernelNodeAttrID id,
