@@ -69,6 +69,9 @@ class _GraphState:
     ex_launchers: dict = attrs.Factory(dict)  # (function, stream) -> Backend.launcher_ex(...)
     ex_launchers_at: int = -1  # handles.removals when ex_launchers was last known good
     graph_launches: int = 0
+    # Attribute records -> parsed attributes, for records without event handles: a program launches with the
+    # same few attribute sets again and again (llama.cpp: PDL on every launch).
+    attribute_sets: dict = attrs.Factory(dict)
 
 
 _STATES: weakref.WeakKeyDictionary[Session, _GraphState] = weakref.WeakKeyDictionary()
@@ -96,8 +99,13 @@ def _launch_ex(s: Session, args, bulk):
     target = s.launch_target(args.function, args.stream)  # checks and caches the function/stream pair
     params = memoryview(bulk)[attr_bytes:]
     target.check_params(len(params))
-    attributes = parse_attributes(s, bulk, args.count)
     st = state(s)
+    raw = bytes(bulk[:attr_bytes])
+    attributes = st.attribute_sets.get(raw)
+    if attributes is None:
+        attributes = parse_attributes(s, bulk, args.count)
+        if len(st.attribute_sets) < 64 and all(a.event is None for a in attributes):
+            st.attribute_sets[raw] = attributes
     if st.ex_launchers_at != s.handles.removals:
         st.ex_launchers.clear()
         st.ex_launchers_at = s.handles.removals
