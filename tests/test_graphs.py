@@ -123,11 +123,10 @@ async def test_attribute_count_and_bulk_must_agree(client):
 
 
 async def capture_vadd(client, fn, a, b, c, n, stream, pdl=True):
-    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 2)  # relaxed, as llama.cpp
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 2, graph := mint(Kind.GRAPH))  # relaxed, as llama.cpp
     await launch_ex(client, fn, 2, 128, (a, b, c, n), (attribute(6, struct.pack("<i", 1)),) if pdl else (),
                     stream=stream)
     await defer(client, ops.MEMSET_D32_ASYNC, a, 0x3F800000, n, stream)  # a[] = 1.0 after the add
-    graph = mint(Kind.GRAPH)
     await defer(client, ops.STREAM_END_CAPTURE, stream, graph)
     return graph
 
@@ -173,9 +172,8 @@ async def test_exec_update_takes_new_parameters_of_the_same_topology(client):
     await client.stream_synchronize(stream)
     assert np.all(await get(client, d, n) == 3) and np.all(await get(client, c, n) == 0)
     # A different topology cannot update: the program destroys the exec and instantiates again.
-    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 0)
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 0, g3 := mint(Kind.GRAPH))
     await defer(client, ops.MEMSET_D32_ASYNC, a, 0, n, stream)
-    g3 = mint(Kind.GRAPH)
     await defer(client, ops.STREAM_END_CAPTURE, stream, g3)
     result, _ = await call(client, ops.GRAPH_EXEC_UPDATE, exe, g3)
     assert result != 0
@@ -185,14 +183,13 @@ async def test_illegal_calls_during_capture_invalidate_it(client):
     n = 256
     fn, a, b, c = await setup_vadd(client, n)
     stream = await client.stream_create(0)
-    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 0)
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 0, graph := mint(Kind.GRAPH))
     with pytest.raises(CudaError) as e:
         await client.stream_synchronize(stream)
     assert e.value.code == Status.STREAM_CAPTURE_UNSUPPORTED
     with pytest.raises(CudaError) as e:  # the legacy stream would wait on the capturing (blocking) stream
         await client.memset_d8(a, 0, 4)
     assert e.value.code == Status.STREAM_CAPTURE_IMPLICIT
-    graph = mint(Kind.GRAPH)
     with pytest.raises(CudaError) as e:
         await call(client, ops.STREAM_END_CAPTURE, stream, graph)
     assert e.value.code == Status.STREAM_CAPTURE_INVALIDATED
@@ -209,10 +206,10 @@ async def test_bad_capture_and_graph_input(client):
         await call(client, ops.STREAM_END_CAPTURE, stream, mint(Kind.GRAPH))
     assert e.value.code == Status.ILLEGAL_STATE
     with pytest.raises(CudaError) as e:
-        await call(client, ops.STREAM_BEGIN_CAPTURE, 0, 0)
+        await call(client, ops.STREAM_BEGIN_CAPTURE, 0, 0, mint(Kind.GRAPH))
     assert e.value.code == Status.STREAM_CAPTURE_UNSUPPORTED
     with pytest.raises(CudaError) as e:
-        await call(client, ops.STREAM_BEGIN_CAPTURE, stream, 7)
+        await call(client, ops.STREAM_BEGIN_CAPTURE, stream, 7, mint(Kind.GRAPH))
     assert e.value.code == Status.INVALID_VALUE
     graph = await capture_vadd(client, fn, a, b, c, 256, stream)
     exe = mint(Kind.GRAPH_EXEC)
@@ -239,9 +236,8 @@ async def test_a_graph_launched_into_a_capture_becomes_a_child_and_teardown_free
     inner = await capture_vadd(client, fn, a, b, c, n, stream, pdl=False)
     inner_exec = mint(Kind.GRAPH_EXEC)
     await defer(client, ops.GRAPH_INSTANTIATE, inner, inner_exec, 0)
-    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 1)
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 1, outer := mint(Kind.GRAPH))
     await defer(client, ops.GRAPH_LAUNCH, inner_exec, stream)
-    outer = mint(Kind.GRAPH)
     await defer(client, ops.STREAM_END_CAPTURE, stream, outer)
     outer_exec = mint(Kind.GRAPH_EXEC)
     await defer(client, ops.GRAPH_INSTANTIATE, outer, outer_exec, 0)
@@ -359,7 +355,7 @@ async def test_a_stream_that_waits_on_a_captured_event_joins_the_capture(client)
     fork, join = await client.event_create(2), await client.event_create(2)
     await put(client, a, np.full(n, 1.0))
     await put(client, b, np.full(n, 2.0))
-    await defer(client, ops.STREAM_BEGIN_CAPTURE, s1, 0)
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, s1, 0, graph := mint(Kind.GRAPH))
     await defer(client, ops.MEMSET_D32_ASYNC, c, 0, n, s1)
     await client.event_record(fork, s1)
     await client.stream_wait_event(s2, fork)
@@ -367,7 +363,6 @@ async def test_a_stream_that_waits_on_a_captured_event_joins_the_capture(client)
     await client.event_record(join, s2)
     await client.stream_wait_event(s1, join)
     await launch_ex(client, fn, 2, 128, (d, b, c, n), stream=s1)
-    graph = mint(Kind.GRAPH)
     await call(client, ops.STREAM_END_CAPTURE, s1, graph)
     await client.synchronize()
     assert np.all(await get(client, d, n) == 0)  # nothing ran, on either stream
@@ -417,3 +412,32 @@ async def test_a_captured_graph_can_be_read_back_and_its_kernel_node_changed(cli
     await defer(client, ops.GRAPH_LAUNCH, exe, stream)
     await client.stream_synchronize(stream)
     assert np.all(await get(client, d, n) == 3) and np.all(await get(client, c, n) == 0)
+
+
+
+async def test_capture_dependencies_can_be_read_and_replaced(client):
+    """cuStreamGetCaptureInfo's dependency set and cuStreamUpdateCaptureDependencies (PyTorch's allocator): the
+    next captured work depends on the nodes set, here none, so it becomes a root."""
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    stream = await client.stream_create(1)
+    await defer(client, ops.STREAM_BEGIN_CAPTURE, stream, 2, graph := mint(Kind.GRAPH))
+    await defer(client, ops.MEMSET_D32_ASYNC, a, 0, n, stream)
+    count, raw = await client._call(_Request(ops.STREAM_CAPTURE_DEPENDENCIES, (stream, graph),
+                                             decode=lambda v, bulk: (v[0], bytes(bulk))))
+    (memset_node,) = struct.unpack(f"<{count}Q", raw)
+    await defer(client, ops.STREAM_UPDATE_CAPTURE_DEPENDENCIES, stream, 1, 0)  # set: none
+    await launch_ex(client, fn, 2, 128, (b, b, c, n), stream=stream)
+    count, raw = await client._call(_Request(ops.STREAM_CAPTURE_DEPENDENCIES, (stream, graph),
+                                             decode=lambda v, bulk: (v[0], bytes(bulk))))
+    (kernel_node,) = struct.unpack(f"<{count}Q", raw)
+    await defer(client, ops.STREAM_UPDATE_CAPTURE_DEPENDENCIES, stream, 0, 1, bulk=struct.pack("<Q", memset_node))
+    await defer(client, ops.MEMSET_D32_ASYNC, b, 0, n, stream)  # after both
+    await call(client, ops.STREAM_END_CAPTURE, stream, graph)
+    count, raw = await client._call(_Request(ops.GRAPH_GET_NODES, (graph,), decode=lambda v, bulk: (v[0], bytes(bulk))))
+    nodes = {rec.node: deps for rec, deps, _ in parse_nodes(count, raw)}
+    assert nodes[memset_node] == () and nodes[kernel_node] == ()  # two roots, the same handles as before
+    (last,) = [h for h in nodes if h not in (memset_node, kernel_node)]
+    assert set(nodes[last]) == {memset_node, kernel_node}
+    with pytest.raises(CudaError):  # the capture is over
+        await call(client, ops.STREAM_UPDATE_CAPTURE_DEPENDENCIES, stream, 0, 1, bulk=struct.pack("<Q", last))

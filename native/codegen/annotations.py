@@ -83,6 +83,7 @@ HAND_WRITTEN = {
     "cuStreamWaitEvent_ptsz", "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
     "cuGraphInstantiateWithParams_ptsz", "cuGraphLaunch", "cuGraphLaunch_ptsz", "cuGraphUpload",
     "cuGraphUpload_ptsz", "cuGraphExecUpdate_v2", "cuGraphDestroy", "cuGraphExecDestroy",
+    "cuStreamUpdateCaptureDependencies_v2", "cuStreamUpdateCaptureDependencies_v2_ptsz",
     # the explicit graph API (native/src/graph_nodes.c): a local mirror of each graph, deferred changes
     "cuGraphCreate", "cuGraphAddKernelNode_v2", "cuGraphKernelNodeGetParams_v2", "cuGraphKernelNodeSetParams_v2",
     "cuGraphExecKernelNodeSetParams_v2", "cuGraphKernelNodeGetAttribute", "cuGraphKernelNodeSetAttribute",

@@ -1329,28 +1329,14 @@ RT_API cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaLaunchA
     return rt_unsupported(&logged, "cudaStreamSetAttribute_ptsz");
 }
 
-RT_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies, size_t numDependencies, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies");
-}
-
 RT_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies, size_t numDependencies, unsigned int flags)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies_ptsz");
-}
-
-RT_API cudaError_t cudaStreamUpdateCaptureDependencies_v2(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies_v2");
+    return cudaStreamUpdateCaptureDependencies(stream, dependencies, numDependencies, flags);
 }
 
 RT_API cudaError_t cudaStreamUpdateCaptureDependencies_v2_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies_v2_ptsz");
+    return cudaStreamUpdateCaptureDependencies_v2(stream, dependencies, dependencyData, numDependencies, flags);
 }
 
 RT_API cudaError_t cudaThreadExit(void)

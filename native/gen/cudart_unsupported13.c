@@ -1366,16 +1366,9 @@ RT_API cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaLaunchA
     return rt_unsupported(&logged, "cudaStreamSetAttribute_ptsz");
 }
 
-RT_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies");
-}
-
 RT_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies_ptsz");
+    return cudaStreamUpdateCaptureDependencies(stream, dependencies, dependencyData, numDependencies, flags);
 }
 
 RT_API cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy, unsigned int initialRefcount, unsigned int flags)

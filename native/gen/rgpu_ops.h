@@ -2243,18 +2243,20 @@ static inline int rgpu_unpack_dnn_bn_backward_req(const uint8_t *in, size_t len,
     return 0;
 }
 
-/* STREAM_BEGIN_CAPTURE: cuStreamBeginCapture(stream, mode) [deferrable, context] */
+/* STREAM_BEGIN_CAPTURE: cuStreamBeginCapture(stream, mode); `graph`: the client-minted handle the capture's graph will have (STREAM_END_CAPTURE names it again) [deferrable, context] */
 #define RGPU_OP_STREAM_BEGIN_CAPTURE 0x00E0
-#define RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE 12
+#define RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE 20
 #define RGPU_STREAM_BEGIN_CAPTURE_REP_SIZE 0
 struct rgpu_stream_begin_capture_req {
     uint64_t stream;
     uint32_t mode;
+    uint64_t graph;
 };
 static inline void rgpu_pack_stream_begin_capture(uint8_t out[RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE], const struct rgpu_stream_begin_capture_req *m)
 {
     rgpu_put_u64(out + 0, m->stream);
     rgpu_put_u32(out + 8, m->mode);
+    rgpu_put_u64(out + 12, m->graph);
 }
 static inline int rgpu_unpack_stream_begin_capture_req(const uint8_t *in, size_t len, struct rgpu_stream_begin_capture_req *m)
 {
@@ -2262,6 +2264,7 @@ static inline int rgpu_unpack_stream_begin_capture_req(const uint8_t *in, size_t
         return -1;
     m->stream = (uint64_t)rgpu_get_u64(in + 0);
     m->mode = (uint32_t)rgpu_get_u32(in + 8);
+    m->graph = (uint64_t)rgpu_get_u64(in + 12);
     return 0;
 }
 
@@ -2425,6 +2428,63 @@ static inline int rgpu_unpack_graph_upload_req(const uint8_t *in, size_t len, st
         return -1;
     m->exec = (uint64_t)rgpu_get_u64(in + 0);
     m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* STREAM_CAPTURE_DEPENDENCIES: cuStreamGetCaptureInfo's dependency set of a stream capturing into `graph` (node handles minted by the server) [context] */
+#define RGPU_OP_STREAM_CAPTURE_DEPENDENCIES 0x00E8
+#define RGPU_STREAM_CAPTURE_DEPENDENCIES_REQ_SIZE 16
+#define RGPU_STREAM_CAPTURE_DEPENDENCIES_REP_SIZE 4
+struct rgpu_stream_capture_dependencies_req {
+    uint64_t stream;
+    uint64_t graph;
+};
+static inline void rgpu_pack_stream_capture_dependencies(uint8_t out[RGPU_STREAM_CAPTURE_DEPENDENCIES_REQ_SIZE], const struct rgpu_stream_capture_dependencies_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u64(out + 8, m->graph);
+}
+static inline int rgpu_unpack_stream_capture_dependencies_req(const uint8_t *in, size_t len, struct rgpu_stream_capture_dependencies_req *m)
+{
+    if (len != RGPU_STREAM_CAPTURE_DEPENDENCIES_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->graph = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+struct rgpu_stream_capture_dependencies_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_stream_capture_dependencies(const uint8_t *in, size_t len, struct rgpu_stream_capture_dependencies_rep *m)
+{
+    if (len != RGPU_STREAM_CAPTURE_DEPENDENCIES_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* STREAM_UPDATE_CAPTURE_DEPENDENCIES: cuStreamUpdateCaptureDependencies(stream, nodes, flags: 0 add, 1 set) [deferrable, context] */
+#define RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES 0x00E9
+#define RGPU_STREAM_UPDATE_CAPTURE_DEPENDENCIES_REQ_SIZE 16
+#define RGPU_STREAM_UPDATE_CAPTURE_DEPENDENCIES_REP_SIZE 0
+struct rgpu_stream_update_capture_dependencies_req {
+    uint64_t stream;
+    uint32_t flags;
+    uint32_t count;
+};
+static inline void rgpu_pack_stream_update_capture_dependencies(uint8_t out[RGPU_STREAM_UPDATE_CAPTURE_DEPENDENCIES_REQ_SIZE], const struct rgpu_stream_update_capture_dependencies_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u32(out + 8, m->flags);
+    rgpu_put_u32(out + 12, m->count);
+}
+static inline int rgpu_unpack_stream_update_capture_dependencies_req(const uint8_t *in, size_t len, struct rgpu_stream_update_capture_dependencies_req *m)
+{
+    if (len != RGPU_STREAM_UPDATE_CAPTURE_DEPENDENCIES_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->flags = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 12);
     return 0;
 }
 
@@ -2866,6 +2926,8 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_DESTROY:
     case RGPU_OP_GRAPH_EXEC_DESTROY:
     case RGPU_OP_GRAPH_UPLOAD:
+    case RGPU_OP_STREAM_CAPTURE_DEPENDENCIES:
+    case RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES:
     case RGPU_OP_GRAPH_CREATE:
     case RGPU_OP_GRAPH_KERNEL_NODE:
     case RGPU_OP_GRAPH_MEMSET_NODE:

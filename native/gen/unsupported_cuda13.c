@@ -1802,18 +1802,6 @@ CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const 
     return rgpu_unsupported(&logged, "cuStreamSetAttribute_ptsz");
 }
 
-CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamUpdateCaptureDependencies_v2");
-}
-
-CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamUpdateCaptureDependencies_v2_ptsz");
-}
-
 CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
     static int logged;

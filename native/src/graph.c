@@ -9,8 +9,8 @@
  *
  * Limits (documented in docs/protocol.md, "Graphs"): host<->device copies of the program's memory on a
  * capturing stream fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture (the server's
- * staging buffer is not the program's memory); cuStreamGetCaptureInfo reports no dependency nodes, and
- * cuStreamUpdateCaptureDependencies is not supported (the captured nodes live on the server). */
+ * staging buffer is not the program's memory). cuStreamGetCaptureInfo answers locally unless the caller asks
+ * for the dependency set, which is the server's (the captured nodes live there): then it is one round trip. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +23,7 @@
 #define MAX_CAPTURING 64
 #define MAX_CAPTURED_EVENTS 256
 #define MAX_LIVE 4096
+#define MAX_CAPTURE_DEPS 256
 
 
 struct capture {
@@ -198,7 +199,7 @@ static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode)
     }
     pthread_mutex_unlock(&lock);
     uint8_t a[RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE];
-    rgpu_pack_stream_begin_capture(a, &(struct rgpu_stream_begin_capture_req){h, (uint32_t)mode});
+    rgpu_pack_stream_begin_capture(a, &(struct rgpu_stream_begin_capture_req){h, (uint32_t)mode, c->graph});
     r = rgpu_defer(RGPU_OP_STREAM_BEGIN_CAPTURE, a, sizeof a, NULL, 0);
     if (r != CUDA_SUCCESS) {
         pthread_mutex_lock(&lock);
@@ -310,15 +311,69 @@ static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64
         *id = c->id;
     if (c && graph)
         *graph = (CUgraph)(uintptr_t)c->graph;
+    uint64_t capture_graph = c ? c->graph : 0;
     pthread_mutex_unlock(&lock);
-    /* The captured nodes live on the server: no dependency set is reported (see the top of this file). */
-    if (c && deps)
-        *deps = NULL;
-    if (c && edges)
-        *edges = NULL;
-    if (c && n)
-        *n = 0;
+    if (!c || (!deps && !n))
+        return CUDA_SUCCESS;
+    /* The dependency set is the server's (the captured nodes live there): one round trip, asked for only. */
+    static __thread CUgraphNode dep_nodes[MAX_CAPTURE_DEPS];
+    static __thread CUgraphEdgeData dep_edges[MAX_CAPTURE_DEPS];
+    uint8_t a[RGPU_STREAM_CAPTURE_DEPENDENCIES_REQ_SIZE], rep[RGPU_STREAM_CAPTURE_DEPENDENCIES_REP_SIZE];
+    uint8_t raw[8 * MAX_CAPTURE_DEPS];
+    struct rgpu_sink sink = {raw, sizeof raw, 0};
+    struct rgpu_stream_capture_dependencies_rep out;
+    rgpu_pack_stream_capture_dependencies(a, &(struct rgpu_stream_capture_dependencies_req){h, capture_graph});
+    r = rgpu_call(RGPU_OP_STREAM_CAPTURE_DEPENDENCIES, a, sizeof a, NULL, 0, rep, sizeof rep, &sink);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (rgpu_unpack_stream_capture_dependencies(rep, sizeof rep, &out) < 0 || out.count > MAX_CAPTURE_DEPS ||
+        sink.len != 8 * (size_t)out.count)
+        return CUDA_ERROR_UNKNOWN;
+    for (uint32_t i = 0; i < out.count; i++)
+        dep_nodes[i] = (CUgraphNode)(uintptr_t)rgpu_get_u64(raw + 8 * i);
+    memset(dep_edges, 0, out.count * sizeof *dep_edges);
+    if (deps)
+        *deps = out.count ? dep_nodes : NULL;
+    if (edges)
+        *edges = out.count ? dep_edges : NULL;
+    if (n)
+        *n = out.count;
     return CUDA_SUCCESS;
+}
+
+static CUresult update_dependencies(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,
+                                    unsigned flags)
+{
+    static const CUgraphEdgeData zero;
+    static int logged;
+    uint64_t h = rgpu_stream_handle(s);
+    if ((n && !deps) || n > MAX_CAPTURE_DEPS || flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; edges && i < n; i++)
+        if (memcmp(&edges[i], &zero, sizeof zero))
+            return rgpu_unsupported(&logged, "cuStreamUpdateCaptureDependencies with edge data");
+    pthread_mutex_lock(&lock);
+    struct capture *c = h && __atomic_load_n(&active, __ATOMIC_ACQUIRE) ? capture_of(h) : NULL;
+    pthread_mutex_unlock(&lock);
+    if (!c)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    uint8_t a[RGPU_STREAM_UPDATE_CAPTURE_DEPENDENCIES_REQ_SIZE], bulk[8 * MAX_CAPTURE_DEPS];
+    for (size_t i = 0; i < n; i++)
+        rgpu_put_u64(bulk + 8 * i, (uint64_t)(uintptr_t)deps[i]);
+    rgpu_pack_stream_update_capture_dependencies(
+        a, &(struct rgpu_stream_update_capture_dependencies_req){h, flags, (uint32_t)n});
+    return rgpu_defer(RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES, a, sizeof a, bulk, 8 * n);
+}
+
+API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                                  size_t n, unsigned flags)
+{
+    return update_dependencies(s, deps, edges, n, flags);
+}
+API CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                                       size_t n, unsigned flags)
+{
+    return update_dependencies(s, deps, edges, n, flags);
 }
 
 API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)

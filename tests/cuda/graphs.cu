@@ -159,6 +159,44 @@ int main()
     CHECK(cudaStreamSynchronize(s));
     expect_all(y, 0.5f + 2 * 5.0f);
 
+    // The capture's dependency set, read and extended (PyTorch's allocator does this).
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMemsetAsync(z, 0, n * sizeof(float), s));
+    const cudaGraphNode_t *deps = nullptr;
+    size_t ndeps = 0;
+#if CUDART_VERSION >= 13000
+    CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, nullptr, &deps, nullptr, &ndeps));
+#else
+    CHECK(cudaStreamGetCaptureInfo_v2(s, &status, nullptr, nullptr, &deps, &ndeps));
+#endif
+    EXPECT(status == cudaStreamCaptureStatusActive && ndeps == 1 && deps != nullptr);
+    cudaGraphNode_t memset_node = deps[0];
+    fill<<<grid, block, 0, s>>>(y, 2.0f, n);
+#if CUDART_VERSION >= 13000
+    CHECK(cudaStreamUpdateCaptureDependencies(s, &memset_node, nullptr, 1, cudaStreamAddCaptureDependencies));
+#else
+    CHECK(cudaStreamUpdateCaptureDependencies(s, &memset_node, 1, cudaStreamAddCaptureDependencies));
+#endif
+    fill<<<grid, block, 0, s>>>(z, 4.0f, n);
+    cudaGraph_t graph4;
+    CHECK(cudaStreamEndCapture(s, &graph4));
+    size_t nodes4 = 0, edges4 = 0;
+    CHECK(cudaGraphGetNodes(graph4, nullptr, &nodes4));
+#if CUDART_VERSION >= 13000
+    CHECK(cudaGraphGetEdges(graph4, nullptr, nullptr, nullptr, &edges4));
+#else
+    CHECK(cudaGraphGetEdges(graph4, nullptr, nullptr, &edges4));
+#endif
+    EXPECT(nodes4 == 3 && edges4 == 3);
+    cudaGraphExec_t exec4;
+    CHECK(cudaGraphInstantiate(&exec4, graph4, 0));
+    CHECK(cudaGraphLaunch(exec4, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(y, 2.0f);
+    expect_all(z, 4.0f);
+    CHECK(cudaGraphExecDestroy(exec4));
+    CHECK(cudaGraphDestroy(graph4));
+
     // Calls CUDA forbids during capture: they fail, and so does the capture.
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     EXPECT(cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported);

@@ -59,6 +59,32 @@ RT_API cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t s, enum cudaStreamCa
 }
 #endif
 
+static cudaError_t update_capture_dependencies(cudaStream_t s, cudaGraphNode_t *deps, const cudaGraphEdgeData *edges,
+                                               size_t n, unsigned int flags)
+{
+    WITH_CONTEXT(cuStreamUpdateCaptureDependencies_v2((CUstream)s, (CUgraphNode *)deps, (const CUgraphEdgeData *)edges,
+                                                      n, flags));
+}
+
+#if CUDART_VERSION >= 13000
+RT_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t *deps,
+                                                       const cudaGraphEdgeData *edges, size_t n, unsigned int flags)
+{
+    return update_capture_dependencies(s, deps, edges, n, flags);
+}
+#else
+RT_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t *deps, size_t n,
+                                                       unsigned int flags)
+{
+    return update_capture_dependencies(s, deps, NULL, n, flags);
+}
+RT_API cudaError_t cudaStreamUpdateCaptureDependencies_v2(cudaStream_t s, cudaGraphNode_t *deps,
+                                                          const cudaGraphEdgeData *edges, size_t n, unsigned int flags)
+{
+    return update_capture_dependencies(s, deps, edges, n, flags);
+}
+#endif
+
 RT_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
 {
     WITH_CONTEXT(cuGraphInstantiateWithFlags((CUgraphExec *)exec, (CUgraph)graph, flags));

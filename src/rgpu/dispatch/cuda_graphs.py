@@ -55,6 +55,10 @@ _ffi.cdef("""
     int cuGraphMemsetNodeGetParams(uintptr_t node, rgpu_memset_params *params);
     int cuGraphEventRecordNodeGetEvent(uintptr_t node, uintptr_t *event);
     int cuGraphEventWaitNodeGetEvent(uintptr_t node, uintptr_t *event);
+    int cuStreamGetCaptureInfo_v3(uintptr_t stream, int *status, uint64_t *id, uintptr_t *graph,
+                                  const uintptr_t **deps, const void **edges, size_t *count);
+    int cuStreamUpdateCaptureDependencies_v2(uintptr_t stream, uintptr_t *deps, const void *edges, size_t count,
+                                             unsigned flags);
 """)
 _driver = None
 _ATTRIBUTE_SIZE = 72
@@ -143,6 +147,25 @@ class CudaGraphs:
     def stream_end_capture(self, ctx, stream):
         self._use(ctx)
         return _check(cu.cuStreamEndCapture(_stream(stream)))
+
+    def capture_dependencies(self, ctx, stream) -> list:
+        from rgpu.dispatch.graphs import NodeInfo
+
+        lib = _lib()
+        self._use(ctx)
+        status, ident, graph = _ffi.new("int *"), _ffi.new("uint64_t *"), _ffi.new("uintptr_t *")
+        deps, edges, count = _ffi.new("const uintptr_t **"), _ffi.new("const void **"), _ffi.new("size_t *")
+        _fail(lib.cuStreamGetCaptureInfo_v3(int(stream), status, ident, graph, deps, edges, count))
+        kind, out = _ffi.new("int *"), []
+        for node in (deps[0][0:count[0]] if count[0] else []):
+            _fail(lib.cuGraphNodeGetType(node, kind))
+            out.append(NodeInfo(node, cu.CUgraphNode(node), kind[0], ()))
+        return out
+
+    def update_capture_dependencies(self, ctx, stream, nodes: list, flags: int) -> None:
+        self._use(ctx)
+        array = _ffi.new("uintptr_t[]", [int(n) for n in nodes] or [0])
+        _fail(_lib().cuStreamUpdateCaptureDependencies_v2(int(stream), array, _ffi.NULL, len(nodes), flags))
 
     # -- executable graphs --------------------------------------------------------------------------
     def graph_instantiate(self, ctx, graph, flags: int):

@@ -83,7 +83,7 @@ class FakeCapture:
     mode: int
     origin: object  # the stream that began it
     invalidated: bool = False
-    tails: dict = attrs.Factory(dict)  # id(stream) -> the last node captured on it
+    tails: dict = attrs.Factory(dict)  # id(stream) -> the nodes its next captured work depends on
     streams: list = attrs.Factory(list)
 
 
@@ -137,14 +137,14 @@ def _capturing(fn, node_type, is_async):
         if capture.invalidated:
             raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the stream's capture was invalidated")
         call = {k: _frozen(v) for k, v in bound.arguments.items() if k != "self"}
-        deps = [capture.tails[id(stream)]] if id(stream) in capture.tails else []
+        deps = list(capture.tails.get(id(stream), ()))
         if node_type == WAIT_EVENT:  # waiting on work captured on another stream: an edge from it
             seen = self._captured_events.get(call["event"])
             if seen is not None and seen[0] is capture and seen[1] not in deps:
                 deps.append(seen[1])
         node = FakeNode(node_type, (fn, call), deps, capture.graph)
         capture.graph.nodes.append(node)
-        capture.tails[id(stream)] = node
+        capture.tails[id(stream)] = [node]
         if fn.__name__ == "event_record":
             self._captured_events[call["event"]] = (capture, node)
         return None
@@ -229,8 +229,25 @@ class FakeGraphs:
         capture, node = seen
         stream.capture = capture
         capture.streams.append(stream)
-        capture.tails[id(stream)] = node
+        capture.tails[id(stream)] = [node]
         return True
+
+    def capture_dependencies(self, ctx, stream) -> list:
+        from rgpu.dispatch.graphs import NodeInfo
+
+        capture = _capture_of(stream)
+        if capture is None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+        return [NodeInfo(id(n), n, n.type, ()) for n in capture.tails.get(id(stream), ())]
+
+    def update_capture_dependencies(self, ctx, stream, nodes: list, flags: int) -> None:
+        capture = _capture_of(stream)
+        if capture is None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+        if any(n.owner is not capture.graph for n in nodes):
+            raise CudaError(Status.INVALID_VALUE, "a node that is not in the capture's graph")
+        tails = [] if flags == 1 else list(capture.tails.get(id(stream), ()))  # 1: CU_STREAM_SET_CAPTURE_DEPENDENCIES
+        capture.tails[id(stream)] = tails + [n for n in nodes if n not in tails]
 
     # -- executable graphs --------------------------------------------------------------------------
     def graph_instantiate(self, ctx, graph: FakeGraph, flags: int) -> FakeExec:

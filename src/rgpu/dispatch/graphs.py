@@ -65,7 +65,7 @@ def parse_attributes(s: Session, raw, count: int) -> list[LaunchAttribute]:
 # -- per-session graph state ------------------------------------------------------------------------
 @attrs.define(slots=True)
 class _GraphState:
-    capturing: dict = attrs.Factory(dict)  # stream handle -> capture mode
+    capturing: dict = attrs.Factory(dict)  # stream handle -> the graph handle its capture will have
     ex_launchers: dict = attrs.Factory(dict)  # (function, stream) -> Backend.launcher_ex(...)
     ex_launchers_at: int = -1  # handles.removals when ex_launchers was last known good
     graph_launches: int = 0
@@ -137,16 +137,21 @@ def _begin_capture(s: Session, args, bulk):
     st = state(s)
     if args.stream in st.capturing:
         raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
+    if args.graph in s.handles or args.graph >> 56 != 0x80 | Kind.GRAPH:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.graph:x} is not a fresh client graph handle")
     s.backend.stream_begin_capture(ctx.obj, stream, args.mode)
-    st.capturing[args.stream] = args.mode
+    st.capturing[args.stream] = args.graph
 
 
 @handles(ops.STREAM_END_CAPTURE)
 def _end_capture(s: Session, args, bulk):
     ctx, stream = _capture_stream(s, args.stream)
     st = state(s)
-    if st.capturing.pop(args.stream, None) is None:
+    graph_handle = st.capturing.pop(args.stream, None)
+    if graph_handle is None:
         raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+    if graph_handle != args.graph:
+        s.log.info("capture began as graph 0x%x, ends as 0x%x", graph_handle, args.graph)
     # The driver ends the capture even when it fails (invalidated): no graph then.
     graph = s.backend.stream_end_capture(ctx.obj, stream)
     try:
@@ -154,6 +159,30 @@ def _end_capture(s: Session, args, bulk):
     except CudaError:
         s.backend.graph_destroy(ctx.obj, graph)
         raise
+
+
+@handles(ops.STREAM_CAPTURE_DEPENDENCIES)
+def _capture_dependencies(s: Session, args, bulk):
+    ctx, stream = _capture_stream(s, args.stream)
+    known = {s.backend.object_key(s.handles.get(h, Kind.GRAPH_NODE).obj): h
+             for h in s.handles.owned_by(parent=args.graph, kind=Kind.GRAPH_NODE)}
+    out = []
+    for info in s.backend.capture_dependencies(ctx.obj, stream):
+        handle = known.get(info.key)
+        if handle is None:
+            handle = known[info.key] = s.handles.add(Kind.GRAPH_NODE, info.obj, ctx=ctx_handle(s, args.stream),
+                                                     parent=args.graph, info=info.type)
+        out.append(handle)
+    return Reply((len(out),), struct.pack(f"<{len(out)}Q", *out))
+
+
+@handles(ops.STREAM_UPDATE_CAPTURE_DEPENDENCIES)
+def _update_capture_dependencies(s: Session, args, bulk):
+    ctx, stream = _capture_stream(s, args.stream)
+    if args.flags not in (0, 1) or args.count > MAX_NODE_DEPENDENCIES or len(bulk) != 8 * args.count:
+        raise CudaError(Status.INVALID_VALUE, f"flags {args.flags}, {args.count} nodes in {len(bulk)} bytes")
+    nodes = [s.handles.get(h, Kind.GRAPH_NODE).obj for (h,) in struct.iter_unpack("<Q", bytes(bulk))]
+    s.backend.update_capture_dependencies(ctx.obj, stream, nodes, args.flags)
 
 
 def ctx_handle(s: Session, stream_handle: int) -> int:

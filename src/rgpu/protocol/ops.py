@@ -354,8 +354,10 @@ DNN_BN_BACKWARD = _op(0x00B9, "DNN_BN_BACKWARD",
 # one needs no round trip: capture, instantiate and launch are all deferred, and replaying a captured graph is
 # one GRAPH_LAUNCH however many nodes it has.
 CLIENT_HANDLE_BIT = 1 << 63
-STREAM_BEGIN_CAPTURE = _op(0x00E0, "STREAM_BEGIN_CAPTURE", "stream:u64 mode:u32", deferrable=True,
-                           names="stream:stream", doc="cuStreamBeginCapture(stream, mode)")
+STREAM_BEGIN_CAPTURE = _op(0x00E0, "STREAM_BEGIN_CAPTURE", "stream:u64 mode:u32 graph:u64", deferrable=True,
+                           names="stream:stream",
+                           doc="cuStreamBeginCapture(stream, mode); `graph`: the client-minted handle the capture's "
+                               "graph will have (STREAM_END_CAPTURE names it again)")
 STREAM_END_CAPTURE = _op(0x00E1, "STREAM_END_CAPTURE", "stream:u64 graph:u64", deferrable=True,
                          names="stream:stream",
                          doc="cuStreamEndCapture(stream) -> the captured graph, as client-minted handle `graph`")
@@ -375,6 +377,14 @@ GRAPH_UPLOAD = _op(0x00E7, "GRAPH_UPLOAD", "exec:u64 stream:u64", deferrable=Tru
                    names="exec:graph_exec stream:stream", doc="cuGraphUpload(exec, stream)")# The explicit graph API. A node operation with `graph` set adds node `node` (client-minted) after `deps`
 # dependencies (request bulk: deps x u64 node handles first); with `graph` 0 it sets the parameters of
 # existing node `node`, in its graph (`exec` 0) or in executable graph `exec`.
+STREAM_CAPTURE_DEPENDENCIES = _op(0x00E8, "STREAM_CAPTURE_DEPENDENCIES", "stream:u64 graph:u64", "count:u32",
+                                  names="stream:stream", reply_bulk="count x u64 node handles",
+                                  doc="cuStreamGetCaptureInfo's dependency set of a stream capturing into `graph` "
+                                      "(node handles minted by the server)")
+STREAM_UPDATE_CAPTURE_DEPENDENCIES = _op(0x00E9, "STREAM_UPDATE_CAPTURE_DEPENDENCIES", "stream:u64 flags:u32 count:u32",
+                                         deferrable=True, request_bulk="count x u64 node handles",
+                                         names="stream:stream",
+                                         doc="cuStreamUpdateCaptureDependencies(stream, nodes, flags: 0 add, 1 set)")
 GRAPH_CREATE = _op(0x00F0, "GRAPH_CREATE", "graph:u64 flags:u32", deferrable=True,
                    doc="cuGraphCreate(flags) -> client-minted `graph`")
 GRAPH_KERNEL_NODE = _op(0x00F1, "GRAPH_KERNEL_NODE",
