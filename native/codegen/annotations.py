@@ -92,5 +92,6 @@ HAND_WRITTEN = {
     "cuGraphEventRecordNodeGetEvent", "cuGraphEventWaitNodeGetEvent", "cuGraphAddDependencies_v2",
     "cuGraphRemoveDependencies_v2", "cuGraphGetNodes", "cuGraphGetRootNodes", "cuGraphGetEdges_v2",
     "cuGraphNodeGetType", "cuGraphNodeGetDependencies_v2", "cuGraphClone", "cuGraphNodeFindInClone",
-    "cuGraphDestroyNode",
+    "cuGraphDestroyNode", "cuGraphMemsetNodeSetParams", "cuGraphExecMemsetNodeSetParams",
+    "cuGraphMemcpyNodeSetParams", "cuGraphExecMemcpyNodeSetParams",
 }

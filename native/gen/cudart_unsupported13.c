@@ -408,12 +408,6 @@ RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, 
     return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParams1D");
-}
-
 RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     static int logged;
@@ -424,12 +418,6 @@ RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGra
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParamsToSymbol");
-}
-
-RT_API cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecMemsetNodeSetParams");
 }
 
 RT_API cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams)
@@ -514,12 +502,6 @@ RT_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const stru
     return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParams1D");
-}
-
 RT_API cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     static int logged;
@@ -530,12 +512,6 @@ RT_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, co
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParamsToSymbol");
-}
-
-RT_API cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemsetNodeSetParams");
 }
 
 RT_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes, cudaGraphEdgeData *edgeData, size_t *pNumDependentNodes)

@@ -548,18 +548,6 @@ CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
     return rgpu_unsupported(&logged, "cuGraphExecHostNodeSetParams");
 }
 
-CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecMemcpyNodeSetParams");
-}
-
-CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecMemsetNodeSetParams");
-}
-
 CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 {
     static int logged;
@@ -618,18 +606,6 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphMemFreeNodeGetParams");
-}
-
-CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemcpyNodeSetParams");
-}
-
-CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemsetNodeSetParams");
 }
 
 CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes)

@@ -560,6 +560,56 @@ API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Set-params of memset and memcpy nodes: in the graph (the mirror changes too) or in an exec (exec != 0). */
+static CUresult copy_or_set_params(CUgraphNode h, CUgraphNodeType type, const void *p, uint64_t exec)
+{
+    struct gnode tmp;
+    if (!p || (exec && !rgpu_graph_is_live(exec, KIND_GRAPH_EXEC)))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    struct gnode *n = typed(h, type);
+    if (n)
+        tmp = *n;
+    pthread_mutex_unlock(&lock);
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type == CU_GRAPH_NODE_TYPE_MEMSET)
+        tmp.memset = *(const CUDA_MEMSET_NODE_PARAMS *)p;
+    else
+        tmp.memcpy = *(const CUDA_MEMCPY3D *)p;
+    if (type == CU_GRAPH_NODE_TYPE_MEMSET && tmp.memset.elementSize != 1 && tmp.memset.elementSize != 2 &&
+        tmp.memset.elementSize != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = type == CU_GRAPH_NODE_TYPE_MEMSET ? send_memset(&tmp, 0, exec) : send_memcpy(&tmp, 0, exec);
+    if (r == CUDA_SUCCESS && !exec) {
+        pthread_mutex_lock(&lock);
+        if ((n = typed(h, type)))
+            n->memset = tmp.memset, n->memcpy = tmp.memcpy;
+        pthread_mutex_unlock(&lock);
+    }
+    return r;
+}
+
+API CUresult cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p)
+{
+    return copy_or_set_params(h, CU_GRAPH_NODE_TYPE_MEMSET, p, 0);
+}
+API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec e, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p,
+                                            CUcontext ctx)
+{
+    (void)ctx; /* the node's own context, on the server */
+    return copy_or_set_params(h, CU_GRAPH_NODE_TYPE_MEMSET, p, H(e) ? H(e) : ~0ull);
+}
+API CUresult cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D *p)
+{
+    return copy_or_set_params(h, CU_GRAPH_NODE_TYPE_MEMCPY, p, 0);
+}
+API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    (void)ctx;
+    return copy_or_set_params(h, CU_GRAPH_NODE_TYPE_MEMCPY, p, H(e) ? H(e) : ~0ull);
+}
+
 /* -- empty, event and child-graph nodes ---------------------------------------------------------------------- */
 static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
                           uint64_t object)

@@ -99,6 +99,12 @@ int main()
     CHECK(cudaGraphLaunch(exec, s));
     CHECK(cudaStreamSynchronize(s));
     expect_all(out, 21.0f);
+    cudaMemsetParams two = ms; // y = 2.0f, in the exec only
+    two.value = 0x40000000;
+    CHECK(cudaGraphExecMemsetNodeSetParams(exec, set_y, &two));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(out, 22.0f);
 
     // A kernel-node attribute, set and read back.
     cudaKernelNodeAttrValue v = {};

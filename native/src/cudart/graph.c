@@ -277,6 +277,55 @@ RT_API cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, struct cud
     return e;
 }
 
+static CUDA_MEMSET_NODE_PARAMS driver_memset(const struct cudaMemsetParams *p)
+{
+    return (CUDA_MEMSET_NODE_PARAMS){(CUdeviceptr)(uintptr_t)p->dst, p->pitch, p->value, p->elementSize, p->width,
+                                     p->height};
+}
+
+RT_API cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams *p)
+{
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    CUDA_MEMSET_NODE_PARAMS d = driver_memset(p);
+    WITH_CONTEXT(cuGraphMemsetNodeSetParams((CUgraphNode)node, &d));
+}
+
+RT_API cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                    const struct cudaMemsetParams *p)
+{
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    CUDA_MEMSET_NODE_PARAMS d = driver_memset(p);
+    WITH_CONTEXT(cuGraphExecMemsetNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
+}
+
+static CUDA_MEMCPY3D driver_copy_1d(void *dst, const void *src, size_t count)
+{
+    CUDA_MEMCPY3D d = {0};
+    d.srcMemoryType = d.dstMemoryType = CU_MEMORYTYPE_UNIFIED; /* the driver tells device from host */
+    d.srcDevice = (CUdeviceptr)(uintptr_t)src, d.srcPitch = count;
+    d.dstDevice = (CUdeviceptr)(uintptr_t)dst, d.dstPitch = count;
+    d.WidthInBytes = count, d.Height = 1, d.Depth = 1;
+    return d;
+}
+
+RT_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src, size_t count,
+                                                  enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    CUDA_MEMCPY3D d = driver_copy_1d(dst, src, count);
+    WITH_CONTEXT(cuGraphMemcpyNodeSetParams((CUgraphNode)node, &d));
+}
+
+RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNode_t node, void *dst,
+                                                      const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    CUDA_MEMCPY3D d = driver_copy_1d(dst, src, count);
+    WITH_CONTEXT(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
+}
+
 static cudaError_t add_copy(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
                             const void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                             size_t height)
