@@ -93,5 +93,5 @@ HAND_WRITTEN = {
     "cuGraphRemoveDependencies_v2", "cuGraphGetNodes", "cuGraphGetRootNodes", "cuGraphGetEdges_v2",
     "cuGraphNodeGetType", "cuGraphNodeGetDependencies_v2", "cuGraphClone", "cuGraphNodeFindInClone",
     "cuGraphDestroyNode", "cuGraphMemsetNodeSetParams", "cuGraphExecMemsetNodeSetParams",
-    "cuGraphMemcpyNodeSetParams", "cuGraphExecMemcpyNodeSetParams",
+    "cuGraphMemcpyNodeSetParams", "cuGraphExecMemcpyNodeSetParams", "cuGraphNodeGetDependentNodes_v2",
 }

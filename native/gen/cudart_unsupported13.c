@@ -336,22 +336,10 @@ RT_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, u
     return rt_unsupported(&logged, "cudaGraphDebugDotPrint");
 }
 
-RT_API cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphEventRecordNodeGetEvent");
-}
-
 RT_API cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphEventRecordNodeSetEvent");
-}
-
-RT_API cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphEventWaitNodeGetEvent");
 }
 
 RT_API cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
@@ -512,12 +500,6 @@ RT_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, co
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParamsToSymbol");
-}
-
-RT_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes, cudaGraphEdgeData *edgeData, size_t *pNumDependentNodes)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetDependentNodes");
 }
 
 RT_API cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int *isEnabled)

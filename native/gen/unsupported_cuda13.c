@@ -608,12 +608,6 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
     return rgpu_unsupported(&logged, "cuGraphMemFreeNodeGetParams");
 }
 
-CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeGetDependentNodes_v2");
-}
-
 CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
 {
     static int logged;

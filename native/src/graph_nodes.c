@@ -842,6 +842,30 @@ API CUresult cuGraphNodeGetDependencies_v2(CUgraphNode h, CUgraphNode *deps, CUg
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode h, CUgraphNode *out, CUgraphEdgeData *data, size_t *count)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t total = 0;
+    pthread_mutex_lock(&lock);
+    struct gnode *n = find(H(h));
+    for (struct gnode *m = nodes; n && m; m = m->next)
+        for (size_t k = 0; m->graph == n->graph && k < m->n_deps; k++)
+            if (m->deps[k] == n->handle) {
+                if (out && total < *count) {
+                    out[total] = (CUgraphNode)(uintptr_t)m->handle;
+                    if (data)
+                        memset(&data[total], 0, sizeof *data);
+                }
+                total++;
+            }
+    pthread_mutex_unlock(&lock);
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = total;
+    return CUDA_SUCCESS;
+}
+
 API CUresult cuGraphClone(CUgraph *out, CUgraph g)
 {
     if (!out)

@@ -73,6 +73,16 @@ int main()
         kernels += type == cudaGraphNodeTypeKernel;
     }
     EXPECT(kernels == 1);
+    size_t after_axpy = 0;
+#if CUDART_VERSION >= 13000
+    CHECK(cudaGraphNodeGetDependentNodes(axpy, nullptr, nullptr, &after_axpy));
+#else
+    CHECK(cudaGraphNodeGetDependentNodes(axpy, nullptr, &after_axpy));
+#endif
+    EXPECT(after_axpy == 1);
+    cudaEvent_t recorded = nullptr;
+    CHECK(cudaGraphEventRecordNodeGetEvent(record, &recorded));
+    EXPECT(recorded == done);
     cudaKernelNodeParams got = {};
     CHECK(cudaGraphKernelNodeGetParams(axpy, &got));
     EXPECT(got.func == (void *)saxpy && got.gridDim.x == n / 256 && got.blockDim.x == 256);

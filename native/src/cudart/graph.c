@@ -412,6 +412,39 @@ static cudaError_t node_dependencies(cudaGraphNode_t node, cudaGraphNode_t *deps
     WITH_CONTEXT(cuGraphNodeGetDependencies_v2((CUgraphNode)node, (CUgraphNode *)deps, (CUgraphEdgeData *)data, n));
 }
 
+static cudaError_t dependent_nodes(cudaGraphNode_t node, cudaGraphNode_t *out, cudaGraphEdgeData *data, size_t *n)
+{
+    WITH_CONTEXT(cuGraphNodeGetDependentNodes_v2((CUgraphNode)node, (CUgraphNode *)out, (CUgraphEdgeData *)data, n));
+}
+
+RT_API cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event)
+{
+    WITH_CONTEXT(cuGraphEventRecordNodeGetEvent((CUgraphNode)node, (CUevent *)event));
+}
+
+RT_API cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event)
+{
+    WITH_CONTEXT(cuGraphEventWaitNodeGetEvent((CUgraphNode)node, (CUevent *)event));
+}
+
+#if CUDART_VERSION >= 13000
+RT_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *out, cudaGraphEdgeData *data,
+                                                  size_t *n)
+{
+    return dependent_nodes(node, out, data, n);
+}
+#else
+RT_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *out, size_t *n)
+{
+    return dependent_nodes(node, out, NULL, n);
+}
+RT_API cudaError_t cudaGraphNodeGetDependentNodes_v2(cudaGraphNode_t node, cudaGraphNode_t *out,
+                                                     cudaGraphEdgeData *data, size_t *n)
+{
+    return dependent_nodes(node, out, data, n);
+}
+#endif
+
 #if CUDART_VERSION >= 13000
 RT_API cudaError_t cudaGraphAddDependencies(cudaGraph_t g, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
                                             const cudaGraphEdgeData *data, size_t n)
