@@ -380,7 +380,10 @@ API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
 {
     return capture_info(s, status, NULL, NULL, NULL, NULL, NULL);
 }
-API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status) { return cuStreamIsCapturing(s, status); }
+API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status)
+{
+    return cuStreamIsCapturing(s, status);
+}
 
 API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
                                        const CUgraphNode **deps, size_t *n)

@@ -1,6 +1,7 @@
-/* The explicit graph API in the driver shim. Every node is built here first: the shim keeps a mirror of each
- * graph made with cuGraphCreate (or cloned from one) -- nodes, types, parameters, edges -- so queries need no
- * round trip, and each change goes to the server as one deferred call with a handle minted here.
+/* The explicit graph API in the driver shim: the mirror and the graph's structure (kernel, memset and memcpy
+ * nodes are graph_params.c's). Every node is built in the mirror first: the shim keeps a mirror of each graph made
+ * with cuGraphCreate (or cloned from one) -- nodes, types, parameters, edges -- so queries need no round trip,
+ * and each change goes to the server as one deferred call with a handle minted here.
  *
  * A graph that came from stream capture is mirrored on first use, from one GRAPH_GET_NODES round trip.
  *
@@ -11,34 +12,12 @@
 #include <string.h>
 
 #include "graph.h"
+#include "graph_mirror.h"
 #include "rgpu_consts.h"
 #include "rgpu_shim.h"
 
 #define API __attribute__((visibility("default")))
-#define MAX_PARAMS 4096
-
-struct gnode {
-    uint64_t handle, graph;
-    CUgraphNodeType type;
-    size_t n_deps;
-    uint64_t *deps;
-    /* kernel nodes */
-    CUfunction func;
-    unsigned dims[7]; /* grid xyz, block xyz, shared memory */
-    uint8_t params[MAX_PARAMS];
-    size_t n_params;
-    void *param_ptrs[64]; /* what cuGraphKernelNodeGetParams hands back as kernelParams */
-    CUlaunchAttribute attrs[RGPU_MAX_LAUNCH_ATTRIBUTES];
-    unsigned n_attrs;
-    /* other nodes */
-    CUDA_MEMSET_NODE_PARAMS memset;
-    CUDA_MEMCPY3D memcpy;
-    CUcontext ctx;
-    uint64_t object; /* event or child graph */
-    struct gnode *next;
-};
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t rgpu_graph_nodes_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gnode *nodes; /* newest first */
 #define MAX_MIRRORED 1024
 static uint64_t mirrored[MAX_MIRRORED]; /* graphs whose nodes this side knows */
@@ -51,7 +30,7 @@ static int mirror_slot(uint64_t g) /* under lock */
     return -1;
 }
 
-static struct gnode *find(uint64_t h) /* under lock */
+struct gnode *rgpu_node_find(uint64_t h) /* under the lock */
 {
     for (struct gnode *n = nodes; n; n = n->next)
         if (n->handle == h)
@@ -59,11 +38,10 @@ static struct gnode *find(uint64_t h) /* under lock */
     return NULL;
 }
 
-static uint64_t H(const void *p) { return (uint64_t)(uintptr_t)p; }
 
 void rgpu_graph_forget(uint64_t graph)
 {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     int i = mirror_slot(graph);
     if (i >= 0)
         mirrored[i] = 0;
@@ -77,7 +55,7 @@ void rgpu_graph_forget(uint64_t graph)
             p = &n->next;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
 }
 
 /* One node record of GRAPH_GET_NODES at in[*off..len) -> a mirror node of graph g (NULL: malformed). */
@@ -147,7 +125,7 @@ static CUresult fetch_mirror(uint64_t g)
                 *tail = n, tail = &n->next;
         }
         free(buf);
-        pthread_mutex_lock(&lock);
+        pthread_mutex_lock(&rgpu_graph_nodes_lock);
         int slot = r == CUDA_SUCCESS ? mirror_slot(0) : -1;
         if (slot >= 0 && mirror_slot(g) < 0) {
             mirrored[slot] = g;
@@ -158,7 +136,7 @@ static CUresult fetch_mirror(uint64_t g)
                 nodes = n;
             }
         }
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&rgpu_graph_nodes_lock);
         while (got) {
             struct gnode *n = got;
             got = n->next;
@@ -174,9 +152,9 @@ static CUresult mirrored_graph(CUgraph g) /* INVALID_VALUE for no graph */
 {
     if (!rgpu_graph_is_live(H(g), KIND_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     int known = mirror_slot(H(g)) >= 0;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     return known ? CUDA_SUCCESS : fetch_mirror(H(g));
 }
 
@@ -188,11 +166,11 @@ API CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
     if (r != CUDA_SUCCESS)
         return r;
     uint64_t g = rgpu_graph_mint(KIND_GRAPH);
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     int slot = mirror_slot(0);
     if (slot >= 0)
         mirrored[slot] = g;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (slot < 0 || !rgpu_graph_live_add(g))
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint8_t a[RGPU_GRAPH_CREATE_REQ_SIZE];
@@ -204,7 +182,7 @@ API CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
 }
 
 /* A new mirror node in graph g after deps (all of g), not yet linked in; NULL with *r set on failure. */
-static struct gnode *new_node(CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type, CUresult *r)
+struct gnode *rgpu_node_new(CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type, CUresult *r)
 {
     *r = mirrored_graph(g);
     if (*r != CUDA_SUCCESS)
@@ -222,14 +200,14 @@ static struct gnode *new_node(CUgraph g, const CUgraphNode *deps, size_t n, CUgr
     node->graph = H(g);
     node->type = type;
     node->n_deps = n;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     for (size_t i = 0; i < n; i++) {
-        struct gnode *d = find(H(deps[i]));
+        struct gnode *d = rgpu_node_find(H(deps[i]));
         if (!d || d->graph != H(g))
             *r = CUDA_ERROR_INVALID_VALUE;
         node->deps[i] = H(deps[i]);
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (*r != CUDA_SUCCESS) {
         free(node->deps);
         free(node);
@@ -239,375 +217,27 @@ static struct gnode *new_node(CUgraph g, const CUgraphNode *deps, size_t n, CUgr
     return node;
 }
 
-static void link_node(struct gnode *node, CUgraphNode *out)
+void rgpu_node_link(struct gnode *node, CUgraphNode *out)
 {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     node->next = nodes;
     nodes = node;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     *out = (CUgraphNode)(uintptr_t)node->handle;
 }
 
 /* Bulk of a node operation: the dependencies, then `tail`. */
-static size_t deps_bulk(uint8_t *out, const struct gnode *node)
+size_t rgpu_node_deps_bulk(uint8_t *out, const struct gnode *node)
 {
     for (size_t i = 0; i < node->n_deps; i++)
         rgpu_put_u64(out + 8 * i, node->deps[i]);
     return 8 * node->n_deps;
 }
 
-/* -- kernel nodes -------------------------------------------------------------------------------------------- */
-static CUresult kernel_params_in(struct gnode *node, const CUDA_KERNEL_NODE_PARAMS *p)
+struct gnode *rgpu_node_typed(CUgraphNode h, CUgraphNodeType type) /* under the lock */
 {
-    static int logged;
-    if (!p || !p->func)
-        return p && p->kern ? rgpu_unsupported(&logged, "kernel nodes of a CUkernel (context-independent loading)")
-                            : CUDA_ERROR_INVALID_VALUE;
-    node->func = p->func;
-    unsigned dims[7] = {p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ,
-                        p->sharedMemBytes};
-    memcpy(node->dims, dims, sizeof dims);
-    size_t size = 0;
-    if (p->extra) {
-        const void *buf = NULL;
-        for (int i = 0; p->extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-            if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-                buf = p->extra[i + 1];
-            else if (p->extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
-                size = *(size_t *)p->extra[i + 1];
-            else
-                return CUDA_ERROR_INVALID_VALUE;
-        }
-        if (!buf || size > MAX_PARAMS)
-            return CUDA_ERROR_INVALID_VALUE;
-        memcpy(node->params, buf, size);
-    } else {
-        size_t off, sz;
-        CUresult r;
-        for (unsigned i = 0; (r = cuFuncGetParamInfo(p->func, i, &off, &sz)) != CUDA_ERROR_INVALID_VALUE; i++) {
-            if (r != CUDA_SUCCESS) /* no layout from the server: only a packed buffer (extra) can say it */
-                return r;
-            if (i >= 64 || !p->kernelParams || !p->kernelParams[i] || off + sz > MAX_PARAMS)
-                return CUDA_ERROR_INVALID_VALUE;
-            memcpy(node->params + off, p->kernelParams[i], sz);
-            node->param_ptrs[i] = node->params + off;
-            if (off + sz > size)
-                size = off + sz;
-        }
-    }
-    node->n_params = size;
-    return CUDA_SUCCESS;
-}
-
-static CUresult send_kernel(const struct gnode *node, uint64_t graph, uint64_t exec)
-{
-    uint8_t a[RGPU_GRAPH_KERNEL_NODE_REQ_SIZE];
-    size_t cap = 8 * node->n_deps + sizeof node->attrs + node->n_params;
-    uint8_t *bulk = malloc(cap);
-    if (!bulk)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t len = graph ? deps_bulk(bulk, node) : 0;
-    memcpy(bulk + len, node->attrs, node->n_attrs * sizeof *node->attrs);
-    len += node->n_attrs * sizeof *node->attrs;
-    memcpy(bulk + len, node->params, node->n_params);
-    len += node->n_params;
-    const unsigned *d = node->dims;
-    rgpu_pack_graph_kernel_node(a, &(struct rgpu_graph_kernel_node_req){
-                                       graph, node->handle, exec, graph ? (uint32_t)node->n_deps : 0,
-                                       rgpu_function_handle(node->func), d[0], d[1], d[2], d[3], d[4], d[5], d[6],
-                                       node->n_attrs});
-    CUresult r = rgpu_defer(RGPU_OP_GRAPH_KERNEL_NODE, a, sizeof a, bulk, len);
-    free(bulk);
-    return r;
-}
-
-API CUresult cuGraphAddKernelNode_v2(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
-                                     const CUDA_KERNEL_NODE_PARAMS *p)
-{
-    CUresult r;
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct gnode *node = new_node(g, deps, n, CU_GRAPH_NODE_TYPE_KERNEL, &r);
-    if (!node)
-        return r;
-    if ((r = kernel_params_in(node, p)) != CUDA_SUCCESS || (r = send_kernel(node, H(g), 0)) != CUDA_SUCCESS) {
-        free(node->deps);
-        free(node);
-        return r;
-    }
-    link_node(node, out);
-    return CUDA_SUCCESS;
-}
-
-static struct gnode *typed(CUgraphNode h, CUgraphNodeType type) /* under lock */
-{
-    struct gnode *n = find(H(h));
+    struct gnode *n = rgpu_node_find(H(h));
     return n && n->type == type ? n : NULL;
-}
-
-API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = typed(h, CU_GRAPH_NODE_TYPE_KERNEL);
-    if (n) {
-        memset(p, 0, sizeof *p);
-        p->func = n->func;
-        p->gridDimX = n->dims[0], p->gridDimY = n->dims[1], p->gridDimZ = n->dims[2];
-        p->blockDimX = n->dims[3], p->blockDimY = n->dims[4], p->blockDimZ = n->dims[5];
-        p->sharedMemBytes = n->dims[6];
-        p->kernelParams = n->param_ptrs[0] ? n->param_ptrs : NULL;
-    }
-    pthread_mutex_unlock(&lock);
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-static CUresult kernel_set(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p, uint64_t exec)
-{
-    struct gnode tmp;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = typed(h, CU_GRAPH_NODE_TYPE_KERNEL);
-    if (n)
-        tmp = *n;
-    pthread_mutex_unlock(&lock);
-    if (!n)
-        return CUDA_ERROR_INVALID_VALUE;
-    memset(tmp.param_ptrs, 0, sizeof tmp.param_ptrs);
-    CUresult r = kernel_params_in(&tmp, p);
-    if (r == CUDA_SUCCESS)
-        r = send_kernel(&tmp, 0, exec);
-    if (r == CUDA_SUCCESS && !exec) { /* the graph's node changes; an exec's copy is the server's alone */
-        pthread_mutex_lock(&lock);
-        if ((n = typed(h, CU_GRAPH_NODE_TYPE_KERNEL))) {
-            n->func = tmp.func;
-            memcpy(n->dims, tmp.dims, sizeof tmp.dims);
-            memcpy(n->params, tmp.params, tmp.n_params);
-            n->n_params = tmp.n_params;
-            for (int i = 0; i < 64; i++)
-                n->param_ptrs[i] = tmp.param_ptrs[i] ? n->params + ((uint8_t *)tmp.param_ptrs[i] - tmp.params) : NULL;
-        }
-        pthread_mutex_unlock(&lock);
-    }
-    return r;
-}
-
-API CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
-{
-    return kernel_set(h, p, 0);
-}
-
-API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
-{
-    if (!rgpu_graph_is_live(H(e), KIND_GRAPH_EXEC))
-        return CUDA_ERROR_INVALID_VALUE;
-    return kernel_set(h, p, H(e));
-}
-
-API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id, CUkernelNodeAttrValue *v)
-{
-    if (!v)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = typed(h, CU_GRAPH_NODE_TYPE_KERNEL);
-    int found = 0;
-    if (n) {
-        memset(v, 0, sizeof *v); /* never set: the default, zero */
-        for (unsigned i = 0; i < n->n_attrs; i++)
-            if (n->attrs[i].id == id)
-                *v = n->attrs[i].value, found = 1;
-    }
-    pthread_mutex_unlock(&lock);
-    (void)found;
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id, const CUkernelNodeAttrValue *v)
-{
-    if (!v)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct gnode tmp;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = typed(h, CU_GRAPH_NODE_TYPE_KERNEL);
-    if (n)
-        tmp = *n;
-    pthread_mutex_unlock(&lock);
-    if (!n)
-        return CUDA_ERROR_INVALID_VALUE;
-    unsigned i = 0;
-    while (i < tmp.n_attrs && tmp.attrs[i].id != id)
-        i++;
-    if (i == RGPU_MAX_LAUNCH_ATTRIBUTES)
-        return CUDA_ERROR_INVALID_VALUE;
-    tmp.attrs[i].id = id;
-    tmp.attrs[i].value = *v;
-    if (i == tmp.n_attrs)
-        tmp.n_attrs++;
-    /* The node goes again with every attribute it has: the server sets them all. */
-    CUresult r = send_kernel(&tmp, 0, 0);
-    if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&lock);
-        if ((n = typed(h, CU_GRAPH_NODE_TYPE_KERNEL))) {
-            memcpy(n->attrs, tmp.attrs, sizeof tmp.attrs);
-            n->n_attrs = tmp.n_attrs;
-        }
-        pthread_mutex_unlock(&lock);
-    }
-    return r;
-}
-
-/* -- memset and memcpy nodes --------------------------------------------------------------------------------- */
-static CUresult send_memset(const struct gnode *node, uint64_t graph, uint64_t exec)
-{
-    uint8_t a[RGPU_GRAPH_MEMSET_NODE_REQ_SIZE], *bulk = malloc(8 * node->n_deps + 1);
-    if (!bulk)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t len = graph ? deps_bulk(bulk, node) : 0;
-    const CUDA_MEMSET_NODE_PARAMS *m = &node->memset;
-    rgpu_pack_graph_memset_node(a, &(struct rgpu_graph_memset_node_req){graph, node->handle, exec,
-                                                                        graph ? (uint32_t)node->n_deps : 0, m->dst,
-                                                                        m->pitch, m->value, m->elementSize,
-                                                                        m->width, m->height});
-    CUresult r = rgpu_defer(RGPU_OP_GRAPH_MEMSET_NODE, a, sizeof a, bulk, len);
-    free(bulk);
-    return r;
-}
-
-API CUresult cuGraphAddMemsetNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
-                                  const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
-{
-    CUresult r;
-    if (!out || !p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4))
-        return CUDA_ERROR_INVALID_VALUE;
-    struct gnode *node = new_node(g, deps, n, CU_GRAPH_NODE_TYPE_MEMSET, &r);
-    if (!node)
-        return r;
-    node->memset = *p;
-    node->ctx = ctx;
-    if ((r = send_memset(node, H(g), 0)) != CUDA_SUCCESS) {
-        free(node->deps);
-        free(node);
-        return r;
-    }
-    link_node(node, out);
-    return CUDA_SUCCESS;
-}
-
-API CUresult cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *p)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = typed(h, CU_GRAPH_NODE_TYPE_MEMSET);
-    if (n)
-        *p = n->memset;
-    pthread_mutex_unlock(&lock);
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-static CUresult send_memcpy(const struct gnode *node, uint64_t graph, uint64_t exec)
-{
-    static int logged;
-    const CUDA_MEMCPY3D *m = &node->memcpy;
-    int device = (m->srcMemoryType == CU_MEMORYTYPE_DEVICE ||
-                  (m->srcMemoryType == CU_MEMORYTYPE_UNIFIED && rgpu_is_device_range(m->srcDevice, 1))) &&
-                 (m->dstMemoryType == CU_MEMORYTYPE_DEVICE ||
-                  (m->dstMemoryType == CU_MEMORYTYPE_UNIFIED && rgpu_is_device_range(m->dstDevice, 1)));
-    if (!device || m->Depth > 1 || m->srcXInBytes || m->srcY || m->srcZ || m->dstXInBytes || m->dstY || m->dstZ)
-        return rgpu_unsupported(&logged, "graph memcpy nodes other than plain device-to-device 1D/2D copies");
-    uint8_t a[RGPU_GRAPH_MEMCPY_NODE_REQ_SIZE], *bulk = malloc(8 * node->n_deps + 1);
-    if (!bulk)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t len = graph ? deps_bulk(bulk, node) : 0;
-    rgpu_pack_graph_memcpy_node(a, &(struct rgpu_graph_memcpy_node_req){
-                                       graph, node->handle, exec, graph ? (uint32_t)node->n_deps : 0,
-                                       m->dstDevice, m->dstPitch, m->srcDevice, m->srcPitch, m->WidthInBytes,
-                                       m->Height ? m->Height : 1});
-    CUresult r = rgpu_defer(RGPU_OP_GRAPH_MEMCPY_NODE, a, sizeof a, bulk, len);
-    free(bulk);
-    return r;
-}
-
-API CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
-                                  const CUDA_MEMCPY3D *p, CUcontext ctx)
-{
-    CUresult r;
-    if (!out || !p)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct gnode *node = new_node(g, deps, n, CU_GRAPH_NODE_TYPE_MEMCPY, &r);
-    if (!node)
-        return r;
-    node->memcpy = *p;
-    node->ctx = ctx;
-    if ((r = send_memcpy(node, H(g), 0)) != CUDA_SUCCESS) {
-        free(node->deps);
-        free(node);
-        return r;
-    }
-    link_node(node, out);
-    return CUDA_SUCCESS;
-}
-
-API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = typed(h, CU_GRAPH_NODE_TYPE_MEMCPY);
-    if (n)
-        *p = n->memcpy;
-    pthread_mutex_unlock(&lock);
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-/* Set-params of memset and memcpy nodes: in the graph (the mirror changes too) or in an exec (exec != 0). */
-static CUresult copy_or_set_params(CUgraphNode h, CUgraphNodeType type, const void *p, uint64_t exec)
-{
-    struct gnode tmp;
-    if (!p || (exec && !rgpu_graph_is_live(exec, KIND_GRAPH_EXEC)))
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = typed(h, type);
-    if (n)
-        tmp = *n;
-    pthread_mutex_unlock(&lock);
-    if (!n)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (type == CU_GRAPH_NODE_TYPE_MEMSET)
-        tmp.memset = *(const CUDA_MEMSET_NODE_PARAMS *)p;
-    else
-        tmp.memcpy = *(const CUDA_MEMCPY3D *)p;
-    if (type == CU_GRAPH_NODE_TYPE_MEMSET && tmp.memset.elementSize != 1 && tmp.memset.elementSize != 2 &&
-        tmp.memset.elementSize != 4)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = type == CU_GRAPH_NODE_TYPE_MEMSET ? send_memset(&tmp, 0, exec) : send_memcpy(&tmp, 0, exec);
-    if (r == CUDA_SUCCESS && !exec) {
-        pthread_mutex_lock(&lock);
-        if ((n = typed(h, type)))
-            n->memset = tmp.memset, n->memcpy = tmp.memcpy;
-        pthread_mutex_unlock(&lock);
-    }
-    return r;
-}
-
-API CUresult cuGraphMemsetNodeSetParams(CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p)
-{
-    return copy_or_set_params(h, CU_GRAPH_NODE_TYPE_MEMSET, p, 0);
-}
-API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec e, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p,
-                                            CUcontext ctx)
-{
-    (void)ctx; /* the node's own context, on the server */
-    return copy_or_set_params(h, CU_GRAPH_NODE_TYPE_MEMSET, p, H(e) ? H(e) : ~0ull);
-}
-API CUresult cuGraphMemcpyNodeSetParams(CUgraphNode h, const CUDA_MEMCPY3D *p)
-{
-    return copy_or_set_params(h, CU_GRAPH_NODE_TYPE_MEMCPY, p, 0);
-}
-API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext ctx)
-{
-    (void)ctx;
-    return copy_or_set_params(h, CU_GRAPH_NODE_TYPE_MEMCPY, p, H(e) ? H(e) : ~0ull);
 }
 
 /* -- empty, event and child-graph nodes ---------------------------------------------------------------------- */
@@ -619,7 +249,7 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         return CUDA_ERROR_INVALID_VALUE;
     if (type == CU_GRAPH_NODE_TYPE_GRAPH && (object == H(g) || !rgpu_graph_is_live(object, KIND_GRAPH)))
         return CUDA_ERROR_INVALID_VALUE;
-    struct gnode *node = new_node(g, deps, n, type, &r);
+    struct gnode *node = rgpu_node_new(g, deps, n, type, &r);
     if (!node)
         return r;
     node->object = object;
@@ -629,7 +259,7 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         free(node);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    size_t len = deps_bulk(bulk, node);
+    size_t len = rgpu_node_deps_bulk(bulk, node);
     rgpu_pack_graph_other_node(a, &(struct rgpu_graph_other_node_req){H(g), node->handle, (uint32_t)n,
                                                                       (uint32_t)type, object});
     r = rgpu_defer(RGPU_OP_GRAPH_OTHER_NODE, a, sizeof a, bulk, len);
@@ -639,7 +269,7 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         free(node);
         return r;
     }
-    link_node(node, out);
+    rgpu_node_link(node, out);
     return CUDA_SUCCESS;
 }
 
@@ -664,11 +294,11 @@ static CUresult node_event(CUgraphNode h, CUgraphNodeType type, CUevent *out)
 {
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = typed(h, type);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_typed(h, type);
     if (n)
         *out = (CUevent)(uintptr_t)n->object;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 API CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode h, CUevent *out)
@@ -704,9 +334,9 @@ static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
     uint8_t *bulk = malloc(16 * n + 1);
     if (!bulk)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
-        struct gnode *a = find(H(from[i])), *b = find(H(to[i]));
+        struct gnode *a = rgpu_node_find(H(from[i])), *b = rgpu_node_find(H(to[i]));
         if (!a || !b || a->graph != H(g) || b->graph != H(g) || a == b) {
             r = CUDA_ERROR_INVALID_VALUE;
             break;
@@ -722,7 +352,7 @@ static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
         rgpu_put_u64(bulk + 16 * i + 8, b->handle);
     }
     for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) { /* checked all: now change the mirror */
-        struct gnode *a = find(H(from[i])), *b = find(H(to[i]));
+        struct gnode *a = rgpu_node_find(H(from[i])), *b = rgpu_node_find(H(to[i]));
         if (remove) {
             size_t k = 0;
             while (b->deps[k] != a->handle)
@@ -738,7 +368,7 @@ static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
             b->deps[b->n_deps++] = a->handle;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (r == CUDA_SUCCESS) {
         uint8_t a[RGPU_GRAPH_EDGES_REQ_SIZE];
         rgpu_pack_graph_edges(a, &(struct rgpu_graph_edges_req){H(g), (uint32_t)n, (uint32_t)remove});
@@ -768,7 +398,7 @@ static CUresult list_nodes(CUgraph g, CUgraphNode *out, size_t *count, int roots
     if (r != CUDA_SUCCESS)
         return r;
     size_t total = 0, cap = *count;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     for (struct gnode *n = nodes; n; n = n->next)
         if (n->graph == H(g) && (!roots_only || !n->n_deps))
             total++;
@@ -778,7 +408,7 @@ static CUresult list_nodes(CUgraph g, CUgraphNode *out, size_t *count, int roots
             if (n->graph == H(g) && (!roots_only || !n->n_deps) && --i < cap)
                 out[i] = (CUgraphNode)(uintptr_t)n->handle;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (out && cap > total)
         for (size_t i = total; i < cap; i++)
             out[i] = NULL;
@@ -797,7 +427,7 @@ API CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode *from, CUgraphNode *to, C
     if (r != CUDA_SUCCESS)
         return r;
     size_t total = 0, cap = *n;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     for (struct gnode *b = nodes; b; b = b->next)
         if (b->graph == H(g))
             for (size_t k = 0; k < b->n_deps; k++, total++)
@@ -807,7 +437,7 @@ API CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode *from, CUgraphNode *to, C
                     if (data)
                         memset(&data[total], 0, sizeof *data);
                 }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     *n = total;
     return CUDA_SUCCESS;
 }
@@ -816,11 +446,11 @@ API CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
 {
     if (!type)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = find(H(h));
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_find(H(h));
     if (n)
         *type = n->type;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -828,8 +458,8 @@ API CUresult cuGraphNodeGetDependencies_v2(CUgraphNode h, CUgraphNode *deps, CUg
 {
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = find(H(h));
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_find(H(h));
     if (n) {
         for (size_t k = 0; deps && k < n->n_deps && k < *count; k++) {
             deps[k] = (CUgraphNode)(uintptr_t)n->deps[k];
@@ -838,7 +468,7 @@ API CUresult cuGraphNodeGetDependencies_v2(CUgraphNode h, CUgraphNode *deps, CUg
         }
         *count = n->n_deps;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -847,8 +477,8 @@ API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode h, CUgraphNode *out, CU
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
     size_t total = 0;
-    pthread_mutex_lock(&lock);
-    struct gnode *n = find(H(h));
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_find(H(h));
     for (struct gnode *m = nodes; n && m; m = m->next)
         for (size_t k = 0; m->graph == n->graph && k < m->n_deps; k++)
             if (m->deps[k] == n->handle) {
@@ -859,7 +489,7 @@ API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode h, CUgraphNode *out, CU
                 }
                 total++;
             }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
     *count = total;
@@ -875,7 +505,7 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
         return r;
     uint64_t clone = rgpu_graph_mint(KIND_GRAPH);
     size_t count = 0, i = 0;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     int slot = mirror_slot(0);
     for (struct gnode *n = nodes; n; n = n->next)
         count += n->graph == H(g);
@@ -900,7 +530,7 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
         rgpu_put_u64(pairs + 16 * i, n->handle);
         copies[i++] = c;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (!copies || !pairs || slot < 0 || r != CUDA_SUCCESS) {
         for (size_t k = 0; k < i; k++)
             free(copies[k]->deps), free(copies[k]);
@@ -922,7 +552,7 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
     r = rgpu_graph_live_add(clone) ? rgpu_defer(RGPU_OP_GRAPH_CLONE, a, sizeof a, pairs, 16 * i)
                                    : CUDA_ERROR_OUT_OF_MEMORY;
     free(pairs);
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     if (r == CUDA_SUCCESS)
         mirrored[slot] = clone;
     for (size_t k = i; k-- > 0;) { /* oldest first, so the clone lists its nodes in the original's order */
@@ -934,7 +564,7 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
             free(copies[k]);
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     free(copies);
     if (r == CUDA_SUCCESS)
         *out = (CUgraph)(uintptr_t)clone;
@@ -946,8 +576,8 @@ API CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode original, CUgr
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
     /* A clone's nodes are numbered in the original's order: match by position among the graph's nodes. */
-    pthread_mutex_lock(&lock);
-    struct gnode *o = find(H(original));
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *o = rgpu_node_find(H(original));
     size_t pos = 0, k = 0;
     int found = 0;
     for (struct gnode *n = nodes; o && n; n = n->next)
@@ -961,13 +591,13 @@ API CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode original, CUgr
     for (struct gnode *n = nodes; found && n; n = n->next)
         if (n->graph == H(clone) && k++ == pos)
             *out = (CUgraphNode)(uintptr_t)n->handle;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 API CUresult cuGraphDestroyNode(CUgraphNode h)
 {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
     struct gnode **p = &nodes;
     while (*p && (*p)->handle != H(h))
         p = &(*p)->next;
@@ -981,7 +611,7 @@ API CUresult cuGraphDestroyNode(CUgraphNode h)
                 else
                     k++;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
     free(n->deps);

@@ -338,7 +338,8 @@ class CudaGraphs:
                 params = MemsetNodeParams(m.dst, m.pitch, m.value, m.element_size, m.width, m.height)
             elif kind[0] in (_EVENT_RECORD, _WAIT_EVENT):
                 event = _ffi.new("uintptr_t *")
-                get = lib.cuGraphEventRecordNodeGetEvent if kind[0] == _EVENT_RECORD else lib.cuGraphEventWaitNodeGetEvent
+                get = lib.cuGraphEventRecordNodeGetEvent if kind[0] == _EVENT_RECORD else \
+                    lib.cuGraphEventWaitNodeGetEvent
                 _fail(get(node, event))
                 params = cu.CUevent(event[0])
             infos.append(NodeInfo(node, cu.CUgraphNode(node), kind[0], deps[node], params))

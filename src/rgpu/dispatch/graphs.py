@@ -115,7 +115,8 @@ def _launch_ex(s: Session, args, bulk):
         ctx, func = s.object(args.function, Kind.FUNCTION)
         stream = s.stream(args.stream)[1] if args.stream else None
         launch = st.ex_launchers[key] = s.backend.launcher_ex(ctx.obj, func.obj, stream)
-    launch(args.grid_x, args.grid_y, args.grid_z, args.block_x, args.block_y, args.block_z, args.shared_mem, attributes, params)
+    launch(args.grid_x, args.grid_y, args.grid_z, args.block_x, args.block_y, args.block_z, args.shared_mem, attributes,
+           params)
 
 
 # -- stream capture ---------------------------------------------------------------------------------
