@@ -18,7 +18,8 @@ from rgpu.cli import local_server
 REPO = pathlib.Path(__file__).parents[1]
 PROGRAMS = REPO / "tests" / "cuda"
 PTX = REPO / "src" / "rgpu" / "kernels" / "demo.ptx"
-NVCC_PROGRAMS = ("vector_add", "streams_events", "mixed_params", "memory_2d", "device_info", "big_params")
+NVCC_PROGRAMS = ("vector_add", "streams_events", "mixed_params", "memory_2d", "device_info", "big_params",
+                 "launch_attributes", "graphs", "graph_api")
 
 
 @pytest.fixture(scope="module")

@@ -288,6 +288,11 @@ def consts_header() -> str:
               f"#define RGPU_MAX_PARAM_BYTES {ops.MAX_PARAM_BYTES}",
               f"#define RGPU_LAUNCH_ATTRIBUTE_SIZE {ops.LAUNCH_ATTRIBUTE_SIZE}",
               f"#define RGPU_MAX_LAUNCH_ATTRIBUTES {ops.MAX_LAUNCH_ATTRIBUTES}", "",
+              "/* Handles a client mints (bit 63 set, the kind in bits 56..62): the kinds' numbers. */"]
+    from rgpu.session.handles import Kind
+
+    lines += [f"#define RGPU_KIND_{k.name} {int(k)}" for k in (Kind.GRAPH, Kind.GRAPH_EXEC, Kind.GRAPH_NODE)]
+    lines += ["",
               "/* rgpu's own statuses (CUDA's CUresult values travel unchanged below this range). */",
               "#define RGPU_STATUS_BASE 0x10000"]
     lines += [f"#define RGPU_STATUS_{s.name} 0x{int(s):X}" for s in Status if s >= 0x10000]

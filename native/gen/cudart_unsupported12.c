@@ -240,42 +240,6 @@ RT_API cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc *pTexD
     return rt_unsupported(&logged, "cudaGetTextureObjectTextureDesc");
 }
 
-RT_API cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaGraph_t childGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddChildGraphNode");
-}
-
-RT_API cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddDependencies");
-}
-
-RT_API cudaError_t cudaGraphAddDependencies_v2(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddDependencies_v2");
-}
-
-RT_API cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddEmptyNode");
-}
-
-RT_API cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddEventRecordNode");
-}
-
-RT_API cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, cudaEvent_t event)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddEventWaitNode");
-}
-
 RT_API cudaError_t cudaGraphAddExternalSemaphoresSignalNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams)
 {
     static int logged;
@@ -294,12 +258,6 @@ RT_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t
     return rt_unsupported(&logged, "cudaGraphAddHostNode");
 }
 
-RT_API cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaKernelNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddKernelNode");
-}
-
 RT_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, struct cudaMemAllocNodeParams *nodeParams)
 {
     static int logged;
@@ -312,18 +270,6 @@ RT_API cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *pGraphNode, cudaGrap
     return rt_unsupported(&logged, "cudaGraphAddMemFreeNode");
 }
 
-RT_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaMemcpy3DParms *pCopyParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemcpyNode");
-}
-
-RT_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemcpyNode1D");
-}
-
 RT_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies, size_t numDependencies, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     static int logged;
@@ -334,12 +280,6 @@ RT_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, c
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphAddMemcpyNodeToSymbol");
-}
-
-RT_API cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaMemsetParams *pMemsetParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemsetNode");
 }
 
 RT_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, struct cudaGraphNodeParams *nodeParams)
@@ -360,22 +300,10 @@ RT_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGra
     return rt_unsupported(&logged, "cudaGraphChildGraphNodeGetGraph");
 }
 
-RT_API cudaError_t cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t originalGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphClone");
-}
-
 RT_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph, unsigned int defaultLaunchValue, unsigned int flags)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphConditionalHandleCreate");
-}
-
-RT_API cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphCreate");
 }
 
 RT_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
@@ -384,34 +312,10 @@ RT_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, u
     return rt_unsupported(&logged, "cudaGraphDebugDotPrint");
 }
 
-RT_API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphDestroy");
-}
-
-RT_API cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphDestroyNode");
-}
-
-RT_API cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphEventRecordNodeGetEvent");
-}
-
 RT_API cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphEventRecordNodeSetEvent");
-}
-
-RT_API cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphEventWaitNodeGetEvent");
 }
 
 RT_API cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
@@ -424,12 +328,6 @@ RT_API cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphEx
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphExecChildGraphNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecDestroy");
 }
 
 RT_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event)
@@ -468,22 +366,10 @@ RT_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cu
     return rt_unsupported(&logged, "cudaGraphExecHostNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaKernelNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecKernelNodeSetParams");
-}
-
 RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParams1D");
 }
 
 RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
@@ -498,22 +384,10 @@ RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGra
     return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParamsToSymbol");
 }
 
-RT_API cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecMemsetNodeSetParams");
-}
-
 RT_API cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphExecNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph, cudaGraphExecUpdateResultInfo *resultInfo)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecUpdate");
 }
 
 RT_API cudaError_t cudaGraphExternalSemaphoresSignalNodeGetParams(cudaGraphNode_t hNode, struct cudaExternalSemaphoreSignalNodeParams *params_out)
@@ -540,30 +414,6 @@ RT_API cudaError_t cudaGraphExternalSemaphoresWaitNodeSetParams(cudaGraphNode_t 
     return rt_unsupported(&logged, "cudaGraphExternalSemaphoresWaitNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to, size_t *numEdges)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphGetEdges");
-}
-
-RT_API cudaError_t cudaGraphGetEdges_v2(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to, cudaGraphEdgeData *edgeData, size_t *numEdges)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphGetEdges_v2");
-}
-
-RT_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphGetNodes");
-}
-
-RT_API cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t *pRootNodes, size_t *pNumRootNodes)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphGetRootNodes");
-}
-
 RT_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *pNodeParams)
 {
     static int logged;
@@ -576,28 +426,9 @@ RT_API cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct
     return rt_unsupported(&logged, "cudaGraphHostNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphInstantiate");
-}
-
-RT_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphInstantiateWithFlags");
-}
-
-RT_API cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphInstantiateWithParams");
-}
-
 RT_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphInstantiateWithParams_ptsz");
+    return cudaGraphInstantiateWithParams(pGraphExec, graph, instantiateParams);
 }
 
 RT_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hSrc, cudaGraphNode_t hDst)
@@ -606,40 +437,9 @@ RT_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hSrc, cudaG
     return rt_unsupported(&logged, "cudaGraphKernelNodeCopyAttributes");
 }
 
-RT_API cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode, cudaLaunchAttributeID attr, cudaLaunchAttributeValue *value_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphKernelNodeGetAttribute");
-}
-
-RT_API cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, struct cudaKernelNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphKernelNodeGetParams");
-}
-
-RT_API cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue *value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphKernelNodeSetAttribute");
-}
-
-RT_API cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const struct cudaKernelNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphKernelNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphLaunch");
-}
-
 RT_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphLaunch_ptsz");
+    return cudaGraphLaunch(graphExec, stream);
 }
 
 RT_API cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams *params_out)
@@ -666,12 +466,6 @@ RT_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const stru
     return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void* dst, const void* src, size_t count, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParams1D");
-}
-
 RT_API cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     static int logged;
@@ -684,58 +478,10 @@ RT_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, co
     return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParamsToSymbol");
 }
 
-RT_API cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, struct cudaMemsetParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemsetNodeGetParams");
-}
-
-RT_API cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemsetNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t *pNode, cudaGraphNode_t originalNode, cudaGraph_t clonedGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeFindInClone");
-}
-
-RT_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies, size_t *pNumDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetDependencies");
-}
-
-RT_API cudaError_t cudaGraphNodeGetDependencies_v2(cudaGraphNode_t node, cudaGraphNode_t *pDependencies, cudaGraphEdgeData *edgeData, size_t *pNumDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetDependencies_v2");
-}
-
-RT_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes, size_t *pNumDependentNodes)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetDependentNodes");
-}
-
-RT_API cudaError_t cudaGraphNodeGetDependentNodes_v2(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes, cudaGraphEdgeData *edgeData, size_t *pNumDependentNodes)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetDependentNodes_v2");
-}
-
 RT_API cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int *isEnabled)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphNodeGetEnabled");
-}
-
-RT_API cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *pType)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetType");
 }
 
 RT_API cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int isEnabled)
@@ -756,34 +502,15 @@ RT_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_
     return rt_unsupported(&logged, "cudaGraphReleaseUserObject");
 }
 
-RT_API cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphRemoveDependencies");
-}
-
-RT_API cudaError_t cudaGraphRemoveDependencies_v2(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphRemoveDependencies_v2");
-}
-
 RT_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count, unsigned int flags)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphRetainUserObject");
 }
 
-RT_API cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphUpload");
-}
-
 RT_API cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphUpload_ptsz");
+    return cudaGraphUpload(graphExec, stream);
 }
 
 RT_API cudaError_t cudaGraphicsMapResources(int count, cudaGraphicsResource_t *resources, cudaStream_t stream)
@@ -1333,12 +1060,6 @@ RT_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devP
     return rt_unsupported(&logged, "cudaStreamAttachMemAsync_ptsz");
 }
 
-RT_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamBeginCapture");
-}
-
 RT_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)
 {
     static int logged;
@@ -1353,8 +1074,7 @@ RT_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaG
 
 RT_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamBeginCapture_ptsz");
+    return cudaStreamBeginCapture(stream, mode);
 }
 
 RT_API cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
@@ -1369,16 +1089,9 @@ RT_API cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t 
     return rt_unsupported(&logged, "cudaStreamCopyAttributes_ptsz");
 }
 
-RT_API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamEndCapture");
-}
-
 RT_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamEndCapture_ptsz");
+    return cudaStreamEndCapture(stream, pGraph);
 }
 
 RT_API cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr, cudaLaunchAttributeValue *value_out)
@@ -1393,28 +1106,14 @@ RT_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cudaLaunchA
     return rt_unsupported(&logged, "cudaStreamGetAttribute_ptsz");
 }
 
-RT_API cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, size_t *numDependencies_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetCaptureInfo_v2");
-}
-
 RT_API cudaError_t cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, size_t *numDependencies_out)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetCaptureInfo_v2_ptsz");
-}
-
-RT_API cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetCaptureInfo_v3");
+    return cudaStreamGetCaptureInfo_v2(stream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out);
 }
 
 RT_API cudaError_t cudaStreamGetCaptureInfo_v3_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetCaptureInfo_v3_ptsz");
+    return cudaStreamGetCaptureInfo_v3(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out);
 }
 
 RT_API cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
@@ -1451,6 +1150,11 @@ RT_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priorit
     return cudaStreamGetPriority(hStream, priority);
 }
 
+RT_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+    return cudaStreamIsCapturing(stream, pCaptureStatus);
+}
+
 RT_API cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue *value)
 {
     static int logged;
@@ -1463,28 +1167,14 @@ RT_API cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaLaunchA
     return rt_unsupported(&logged, "cudaStreamSetAttribute_ptsz");
 }
 
-RT_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies, size_t numDependencies, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies");
-}
-
 RT_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies, size_t numDependencies, unsigned int flags)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies_ptsz");
-}
-
-RT_API cudaError_t cudaStreamUpdateCaptureDependencies_v2(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies_v2");
+    return cudaStreamUpdateCaptureDependencies(stream, dependencies, numDependencies, flags);
 }
 
 RT_API cudaError_t cudaStreamUpdateCaptureDependencies_v2_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamUpdateCaptureDependencies_v2_ptsz");
+    return cudaStreamUpdateCaptureDependencies_v2(stream, dependencies, dependencyData, numDependencies, flags);
 }
 
 RT_API cudaError_t cudaThreadExit(void)

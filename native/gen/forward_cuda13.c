@@ -86,22 +86,6 @@ CUresult cuEventQuery(CUevent hEvent)
     return r;
 }
 
-CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
-{
-    uint8_t args[16];
-    rgpu_put_u64(args + 0, (uint64_t)(uintptr_t)hEvent);
-    rgpu_put_u64(args + 8, rgpu_stream_handle(hStream));
-    return rgpu_defer(RGPU_OP_EVENT_RECORD, args, 16, NULL, 0);
-}
-
-CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
-{
-    uint8_t args[16];
-    rgpu_put_u64(args + 0, (uint64_t)(uintptr_t)hEvent);
-    rgpu_put_u64(args + 8, rgpu_stream_handle(hStream));
-    return rgpu_defer(RGPU_OP_EVENT_RECORD, args, 16, NULL, 0);
-}
-
 CUresult cuEventSynchronize(CUevent hEvent)
 {
     uint8_t args[8];
@@ -316,22 +300,4 @@ CUresult cuStreamSynchronize_ptsz(CUstream hStream)
     rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
     CUresult r = rgpu_call(RGPU_OP_STREAM_SYNCHRONIZE, args, 8, NULL, 0, NULL, 0, NULL);
     return r;
-}
-
-CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
-{
-    uint8_t args[20];
-    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
-    rgpu_put_u64(args + 8, (uint64_t)(uintptr_t)hEvent);
-    rgpu_put_u32(args + 16, (uint64_t)Flags);
-    return rgpu_defer(RGPU_OP_STREAM_WAIT_EVENT, args, 20, NULL, 0);
-}
-
-CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
-{
-    uint8_t args[20];
-    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
-    rgpu_put_u64(args + 8, (uint64_t)(uintptr_t)hEvent);
-    rgpu_put_u32(args + 16, (uint64_t)Flags);
-    return rgpu_defer(RGPU_OP_STREAM_WAIT_EVENT, args, 20, NULL, 0);
 }

@@ -27,6 +27,11 @@
 #define RGPU_LAUNCH_ATTRIBUTE_SIZE 72
 #define RGPU_MAX_LAUNCH_ATTRIBUTES 16
 
+/* Handles a client mints (bit 63 set, the kind in bits 56..62): the kinds' numbers. */
+#define RGPU_KIND_GRAPH 22
+#define RGPU_KIND_GRAPH_EXEC 23
+#define RGPU_KIND_GRAPH_NODE 24
+
 /* rgpu's own statuses (CUDA's CUresult values travel unchanged below this range). */
 #define RGPU_STATUS_BASE 0x10000
 #define RGPU_STATUS_PROTOCOL_ERROR 0x10001

@@ -1220,6 +1220,52 @@ static inline int rgpu_unpack_module_load_cached(const uint8_t *in, size_t len, 
     return 0;
 }
 
+/* LAUNCH_KERNEL_EX: cuLaunchKernelEx(config with attributes, f); attributes forwarded as they are [deferrable, context] */
+#define RGPU_OP_LAUNCH_KERNEL_EX 0x005A
+#define RGPU_LAUNCH_KERNEL_EX_REQ_SIZE 48
+#define RGPU_LAUNCH_KERNEL_EX_REP_SIZE 0
+struct rgpu_launch_kernel_ex_req {
+    uint64_t function;
+    uint32_t grid_x;
+    uint32_t grid_y;
+    uint32_t grid_z;
+    uint32_t block_x;
+    uint32_t block_y;
+    uint32_t block_z;
+    uint32_t shared_mem;
+    uint64_t stream;
+    uint32_t count;
+};
+static inline void rgpu_pack_launch_kernel_ex(uint8_t out[RGPU_LAUNCH_KERNEL_EX_REQ_SIZE], const struct rgpu_launch_kernel_ex_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->grid_x);
+    rgpu_put_u32(out + 12, m->grid_y);
+    rgpu_put_u32(out + 16, m->grid_z);
+    rgpu_put_u32(out + 20, m->block_x);
+    rgpu_put_u32(out + 24, m->block_y);
+    rgpu_put_u32(out + 28, m->block_z);
+    rgpu_put_u32(out + 32, m->shared_mem);
+    rgpu_put_u64(out + 36, m->stream);
+    rgpu_put_u32(out + 44, m->count);
+}
+static inline int rgpu_unpack_launch_kernel_ex_req(const uint8_t *in, size_t len, struct rgpu_launch_kernel_ex_req *m)
+{
+    if (len != RGPU_LAUNCH_KERNEL_EX_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->grid_x = (uint32_t)rgpu_get_u32(in + 8);
+    m->grid_y = (uint32_t)rgpu_get_u32(in + 12);
+    m->grid_z = (uint32_t)rgpu_get_u32(in + 16);
+    m->block_x = (uint32_t)rgpu_get_u32(in + 20);
+    m->block_y = (uint32_t)rgpu_get_u32(in + 24);
+    m->block_z = (uint32_t)rgpu_get_u32(in + 28);
+    m->shared_mem = (uint32_t)rgpu_get_u32(in + 32);
+    m->stream = (uint64_t)rgpu_get_u64(in + 36);
+    m->count = (uint32_t)rgpu_get_u32(in + 44);
+    return 0;
+}
+
 /* STREAM_CREATE: cuStreamCreate(flags) [context] */
 #define RGPU_OP_STREAM_CREATE 0x0060
 #define RGPU_STREAM_CREATE_REQ_SIZE 4
@@ -3041,6 +3087,618 @@ static inline int rgpu_unpack_mem_pool_get_access(const uint8_t *in, size_t len,
     return 0;
 }
 
+/* STREAM_BEGIN_CAPTURE: cuStreamBeginCapture(stream, mode); `graph`: the client-minted handle the capture's graph will have (STREAM_END_CAPTURE names it again) [deferrable, context] */
+#define RGPU_OP_STREAM_BEGIN_CAPTURE 0x00E0
+#define RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE 20
+#define RGPU_STREAM_BEGIN_CAPTURE_REP_SIZE 0
+struct rgpu_stream_begin_capture_req {
+    uint64_t stream;
+    uint32_t mode;
+    uint64_t graph;
+};
+static inline void rgpu_pack_stream_begin_capture(uint8_t out[RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE], const struct rgpu_stream_begin_capture_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u32(out + 8, m->mode);
+    rgpu_put_u64(out + 12, m->graph);
+}
+static inline int rgpu_unpack_stream_begin_capture_req(const uint8_t *in, size_t len, struct rgpu_stream_begin_capture_req *m)
+{
+    if (len != RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->mode = (uint32_t)rgpu_get_u32(in + 8);
+    m->graph = (uint64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+
+/* STREAM_END_CAPTURE: cuStreamEndCapture(stream) -> the captured graph, as client-minted handle `graph` [deferrable, context] */
+#define RGPU_OP_STREAM_END_CAPTURE 0x00E1
+#define RGPU_STREAM_END_CAPTURE_REQ_SIZE 16
+#define RGPU_STREAM_END_CAPTURE_REP_SIZE 0
+struct rgpu_stream_end_capture_req {
+    uint64_t stream;
+    uint64_t graph;
+};
+static inline void rgpu_pack_stream_end_capture(uint8_t out[RGPU_STREAM_END_CAPTURE_REQ_SIZE], const struct rgpu_stream_end_capture_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u64(out + 8, m->graph);
+}
+static inline int rgpu_unpack_stream_end_capture_req(const uint8_t *in, size_t len, struct rgpu_stream_end_capture_req *m)
+{
+    if (len != RGPU_STREAM_END_CAPTURE_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->graph = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* GRAPH_INSTANTIATE: cuGraphInstantiateWithFlags(graph, flags) -> client-minted `exec` [deferrable, context] */
+#define RGPU_OP_GRAPH_INSTANTIATE 0x00E2
+#define RGPU_GRAPH_INSTANTIATE_REQ_SIZE 24
+#define RGPU_GRAPH_INSTANTIATE_REP_SIZE 0
+struct rgpu_graph_instantiate_req {
+    uint64_t graph;
+    uint64_t exec;
+    uint64_t flags;
+};
+static inline void rgpu_pack_graph_instantiate(uint8_t out[RGPU_GRAPH_INSTANTIATE_REQ_SIZE], const struct rgpu_graph_instantiate_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->exec);
+    rgpu_put_u64(out + 16, m->flags);
+}
+static inline int rgpu_unpack_graph_instantiate_req(const uint8_t *in, size_t len, struct rgpu_graph_instantiate_req *m)
+{
+    if (len != RGPU_GRAPH_INSTANTIATE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->exec = (uint64_t)rgpu_get_u64(in + 8);
+    m->flags = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
+/* GRAPH_LAUNCH: cuGraphLaunch(exec, stream) [deferrable, context] */
+#define RGPU_OP_GRAPH_LAUNCH 0x00E3
+#define RGPU_GRAPH_LAUNCH_REQ_SIZE 16
+#define RGPU_GRAPH_LAUNCH_REP_SIZE 0
+struct rgpu_graph_launch_req {
+    uint64_t exec;
+    uint64_t stream;
+};
+static inline void rgpu_pack_graph_launch(uint8_t out[RGPU_GRAPH_LAUNCH_REQ_SIZE], const struct rgpu_graph_launch_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+    rgpu_put_u64(out + 8, m->stream);
+}
+static inline int rgpu_unpack_graph_launch_req(const uint8_t *in, size_t len, struct rgpu_graph_launch_req *m)
+{
+    if (len != RGPU_GRAPH_LAUNCH_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* GRAPH_EXEC_UPDATE: cuGraphExecUpdate(exec, graph) -> CUgraphExecUpdateResult (not 0: the client returns GRAPH_EXEC_UPDATE_FAILURE), the node that failed (0: none, or none the client named) [context] */
+#define RGPU_OP_GRAPH_EXEC_UPDATE 0x00E4
+#define RGPU_GRAPH_EXEC_UPDATE_REQ_SIZE 16
+#define RGPU_GRAPH_EXEC_UPDATE_REP_SIZE 12
+struct rgpu_graph_exec_update_req {
+    uint64_t exec;
+    uint64_t graph;
+};
+static inline void rgpu_pack_graph_exec_update(uint8_t out[RGPU_GRAPH_EXEC_UPDATE_REQ_SIZE], const struct rgpu_graph_exec_update_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+    rgpu_put_u64(out + 8, m->graph);
+}
+static inline int rgpu_unpack_graph_exec_update_req(const uint8_t *in, size_t len, struct rgpu_graph_exec_update_req *m)
+{
+    if (len != RGPU_GRAPH_EXEC_UPDATE_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    m->graph = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+struct rgpu_graph_exec_update_rep {
+    uint32_t result;
+    uint64_t error_node;
+};
+static inline int rgpu_unpack_graph_exec_update(const uint8_t *in, size_t len, struct rgpu_graph_exec_update_rep *m)
+{
+    if (len != RGPU_GRAPH_EXEC_UPDATE_REP_SIZE)
+        return -1;
+    m->result = (uint32_t)rgpu_get_u32(in + 0);
+    m->error_node = (uint64_t)rgpu_get_u64(in + 4);
+    return 0;
+}
+
+/* GRAPH_DESTROY: cuGraphDestroy (and its nodes) [deferrable, context] */
+#define RGPU_OP_GRAPH_DESTROY 0x00E5
+#define RGPU_GRAPH_DESTROY_REQ_SIZE 8
+#define RGPU_GRAPH_DESTROY_REP_SIZE 0
+struct rgpu_graph_destroy_req {
+    uint64_t graph;
+};
+static inline void rgpu_pack_graph_destroy(uint8_t out[RGPU_GRAPH_DESTROY_REQ_SIZE], const struct rgpu_graph_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+}
+static inline int rgpu_unpack_graph_destroy_req(const uint8_t *in, size_t len, struct rgpu_graph_destroy_req *m)
+{
+    if (len != RGPU_GRAPH_DESTROY_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* GRAPH_EXEC_DESTROY: cuGraphExecDestroy [deferrable, context] */
+#define RGPU_OP_GRAPH_EXEC_DESTROY 0x00E6
+#define RGPU_GRAPH_EXEC_DESTROY_REQ_SIZE 8
+#define RGPU_GRAPH_EXEC_DESTROY_REP_SIZE 0
+struct rgpu_graph_exec_destroy_req {
+    uint64_t exec;
+};
+static inline void rgpu_pack_graph_exec_destroy(uint8_t out[RGPU_GRAPH_EXEC_DESTROY_REQ_SIZE], const struct rgpu_graph_exec_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+}
+static inline int rgpu_unpack_graph_exec_destroy_req(const uint8_t *in, size_t len, struct rgpu_graph_exec_destroy_req *m)
+{
+    if (len != RGPU_GRAPH_EXEC_DESTROY_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* GRAPH_UPLOAD: cuGraphUpload(exec, stream) [deferrable, context] */
+#define RGPU_OP_GRAPH_UPLOAD 0x00E7
+#define RGPU_GRAPH_UPLOAD_REQ_SIZE 16
+#define RGPU_GRAPH_UPLOAD_REP_SIZE 0
+struct rgpu_graph_upload_req {
+    uint64_t exec;
+    uint64_t stream;
+};
+static inline void rgpu_pack_graph_upload(uint8_t out[RGPU_GRAPH_UPLOAD_REQ_SIZE], const struct rgpu_graph_upload_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+    rgpu_put_u64(out + 8, m->stream);
+}
+static inline int rgpu_unpack_graph_upload_req(const uint8_t *in, size_t len, struct rgpu_graph_upload_req *m)
+{
+    if (len != RGPU_GRAPH_UPLOAD_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* STREAM_CAPTURE_DEPENDENCIES: cuStreamGetCaptureInfo's dependency set of a stream capturing into `graph` (node handles minted by the server) [context] */
+#define RGPU_OP_STREAM_CAPTURE_DEPENDENCIES 0x00E8
+#define RGPU_STREAM_CAPTURE_DEPENDENCIES_REQ_SIZE 16
+#define RGPU_STREAM_CAPTURE_DEPENDENCIES_REP_SIZE 4
+struct rgpu_stream_capture_dependencies_req {
+    uint64_t stream;
+    uint64_t graph;
+};
+static inline void rgpu_pack_stream_capture_dependencies(uint8_t out[RGPU_STREAM_CAPTURE_DEPENDENCIES_REQ_SIZE], const struct rgpu_stream_capture_dependencies_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u64(out + 8, m->graph);
+}
+static inline int rgpu_unpack_stream_capture_dependencies_req(const uint8_t *in, size_t len, struct rgpu_stream_capture_dependencies_req *m)
+{
+    if (len != RGPU_STREAM_CAPTURE_DEPENDENCIES_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->graph = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+struct rgpu_stream_capture_dependencies_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_stream_capture_dependencies(const uint8_t *in, size_t len, struct rgpu_stream_capture_dependencies_rep *m)
+{
+    if (len != RGPU_STREAM_CAPTURE_DEPENDENCIES_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* STREAM_UPDATE_CAPTURE_DEPENDENCIES: cuStreamUpdateCaptureDependencies(stream, nodes, flags: 0 add, 1 set) [deferrable, context] */
+#define RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES 0x00E9
+#define RGPU_STREAM_UPDATE_CAPTURE_DEPENDENCIES_REQ_SIZE 16
+#define RGPU_STREAM_UPDATE_CAPTURE_DEPENDENCIES_REP_SIZE 0
+struct rgpu_stream_update_capture_dependencies_req {
+    uint64_t stream;
+    uint32_t flags;
+    uint32_t count;
+};
+static inline void rgpu_pack_stream_update_capture_dependencies(uint8_t out[RGPU_STREAM_UPDATE_CAPTURE_DEPENDENCIES_REQ_SIZE], const struct rgpu_stream_update_capture_dependencies_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u32(out + 8, m->flags);
+    rgpu_put_u32(out + 12, m->count);
+}
+static inline int rgpu_unpack_stream_update_capture_dependencies_req(const uint8_t *in, size_t len, struct rgpu_stream_update_capture_dependencies_req *m)
+{
+    if (len != RGPU_STREAM_UPDATE_CAPTURE_DEPENDENCIES_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->flags = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+
+/* GRAPH_CREATE: cuGraphCreate(flags) -> client-minted `graph` [deferrable, context] */
+#define RGPU_OP_GRAPH_CREATE 0x00F0
+#define RGPU_GRAPH_CREATE_REQ_SIZE 12
+#define RGPU_GRAPH_CREATE_REP_SIZE 0
+struct rgpu_graph_create_req {
+    uint64_t graph;
+    uint32_t flags;
+};
+static inline void rgpu_pack_graph_create(uint8_t out[RGPU_GRAPH_CREATE_REQ_SIZE], const struct rgpu_graph_create_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u32(out + 8, m->flags);
+}
+static inline int rgpu_unpack_graph_create_req(const uint8_t *in, size_t len, struct rgpu_graph_create_req *m)
+{
+    if (len != RGPU_GRAPH_CREATE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->flags = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* GRAPH_KERNEL_NODE: cuGraphAddKernelNode / cuGraphKernelNodeSetParams (+ SetAttribute) / cuGraphExecKernelNodeSetParams [deferrable, context] */
+#define RGPU_OP_GRAPH_KERNEL_NODE 0x00F1
+#define RGPU_GRAPH_KERNEL_NODE_REQ_SIZE 68
+#define RGPU_GRAPH_KERNEL_NODE_REP_SIZE 0
+struct rgpu_graph_kernel_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint64_t exec;
+    uint32_t deps;
+    uint64_t function;
+    uint32_t grid_x;
+    uint32_t grid_y;
+    uint32_t grid_z;
+    uint32_t block_x;
+    uint32_t block_y;
+    uint32_t block_z;
+    uint32_t shared_mem;
+    uint32_t count;
+};
+static inline void rgpu_pack_graph_kernel_node(uint8_t out[RGPU_GRAPH_KERNEL_NODE_REQ_SIZE], const struct rgpu_graph_kernel_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u64(out + 16, m->exec);
+    rgpu_put_u32(out + 24, m->deps);
+    rgpu_put_u64(out + 28, m->function);
+    rgpu_put_u32(out + 36, m->grid_x);
+    rgpu_put_u32(out + 40, m->grid_y);
+    rgpu_put_u32(out + 44, m->grid_z);
+    rgpu_put_u32(out + 48, m->block_x);
+    rgpu_put_u32(out + 52, m->block_y);
+    rgpu_put_u32(out + 56, m->block_z);
+    rgpu_put_u32(out + 60, m->shared_mem);
+    rgpu_put_u32(out + 64, m->count);
+}
+static inline int rgpu_unpack_graph_kernel_node_req(const uint8_t *in, size_t len, struct rgpu_graph_kernel_node_req *m)
+{
+    if (len != RGPU_GRAPH_KERNEL_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->exec = (uint64_t)rgpu_get_u64(in + 16);
+    m->deps = (uint32_t)rgpu_get_u32(in + 24);
+    m->function = (uint64_t)rgpu_get_u64(in + 28);
+    m->grid_x = (uint32_t)rgpu_get_u32(in + 36);
+    m->grid_y = (uint32_t)rgpu_get_u32(in + 40);
+    m->grid_z = (uint32_t)rgpu_get_u32(in + 44);
+    m->block_x = (uint32_t)rgpu_get_u32(in + 48);
+    m->block_y = (uint32_t)rgpu_get_u32(in + 52);
+    m->block_z = (uint32_t)rgpu_get_u32(in + 56);
+    m->shared_mem = (uint32_t)rgpu_get_u32(in + 60);
+    m->count = (uint32_t)rgpu_get_u32(in + 64);
+    return 0;
+}
+
+/* GRAPH_MEMSET_NODE: cuGraphAddMemsetNode / cuGraphMemsetNodeSetParams / cuGraphExecMemsetNodeSetParams [deferrable, context] */
+#define RGPU_OP_GRAPH_MEMSET_NODE 0x00F2
+#define RGPU_GRAPH_MEMSET_NODE_REQ_SIZE 68
+#define RGPU_GRAPH_MEMSET_NODE_REP_SIZE 0
+struct rgpu_graph_memset_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint64_t exec;
+    uint32_t deps;
+    uint64_t dst;
+    uint64_t pitch;
+    uint32_t value;
+    uint32_t element_size;
+    uint64_t width;
+    uint64_t height;
+};
+static inline void rgpu_pack_graph_memset_node(uint8_t out[RGPU_GRAPH_MEMSET_NODE_REQ_SIZE], const struct rgpu_graph_memset_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u64(out + 16, m->exec);
+    rgpu_put_u32(out + 24, m->deps);
+    rgpu_put_u64(out + 28, m->dst);
+    rgpu_put_u64(out + 36, m->pitch);
+    rgpu_put_u32(out + 44, m->value);
+    rgpu_put_u32(out + 48, m->element_size);
+    rgpu_put_u64(out + 52, m->width);
+    rgpu_put_u64(out + 60, m->height);
+}
+static inline int rgpu_unpack_graph_memset_node_req(const uint8_t *in, size_t len, struct rgpu_graph_memset_node_req *m)
+{
+    if (len != RGPU_GRAPH_MEMSET_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->exec = (uint64_t)rgpu_get_u64(in + 16);
+    m->deps = (uint32_t)rgpu_get_u32(in + 24);
+    m->dst = (uint64_t)rgpu_get_u64(in + 28);
+    m->pitch = (uint64_t)rgpu_get_u64(in + 36);
+    m->value = (uint32_t)rgpu_get_u32(in + 44);
+    m->element_size = (uint32_t)rgpu_get_u32(in + 48);
+    m->width = (uint64_t)rgpu_get_u64(in + 52);
+    m->height = (uint64_t)rgpu_get_u64(in + 60);
+    return 0;
+}
+
+/* GRAPH_MEMCPY_NODE: cuGraphAddMemcpyNode (device to device, 1D or 2D) / cuGraphMemcpyNodeSetParams / cuGraphExecMemcpyNodeSetParams [deferrable, context] */
+#define RGPU_OP_GRAPH_MEMCPY_NODE 0x00F3
+#define RGPU_GRAPH_MEMCPY_NODE_REQ_SIZE 76
+#define RGPU_GRAPH_MEMCPY_NODE_REP_SIZE 0
+struct rgpu_graph_memcpy_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint64_t exec;
+    uint32_t deps;
+    uint64_t dst;
+    uint64_t dst_pitch;
+    uint64_t src;
+    uint64_t src_pitch;
+    uint64_t width;
+    uint64_t height;
+};
+static inline void rgpu_pack_graph_memcpy_node(uint8_t out[RGPU_GRAPH_MEMCPY_NODE_REQ_SIZE], const struct rgpu_graph_memcpy_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u64(out + 16, m->exec);
+    rgpu_put_u32(out + 24, m->deps);
+    rgpu_put_u64(out + 28, m->dst);
+    rgpu_put_u64(out + 36, m->dst_pitch);
+    rgpu_put_u64(out + 44, m->src);
+    rgpu_put_u64(out + 52, m->src_pitch);
+    rgpu_put_u64(out + 60, m->width);
+    rgpu_put_u64(out + 68, m->height);
+}
+static inline int rgpu_unpack_graph_memcpy_node_req(const uint8_t *in, size_t len, struct rgpu_graph_memcpy_node_req *m)
+{
+    if (len != RGPU_GRAPH_MEMCPY_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->exec = (uint64_t)rgpu_get_u64(in + 16);
+    m->deps = (uint32_t)rgpu_get_u32(in + 24);
+    m->dst = (uint64_t)rgpu_get_u64(in + 28);
+    m->dst_pitch = (uint64_t)rgpu_get_u64(in + 36);
+    m->src = (uint64_t)rgpu_get_u64(in + 44);
+    m->src_pitch = (uint64_t)rgpu_get_u64(in + 52);
+    m->width = (uint64_t)rgpu_get_u64(in + 60);
+    m->height = (uint64_t)rgpu_get_u64(in + 68);
+    return 0;
+}
+
+/* GRAPH_OTHER_NODE: cuGraphAdd{Empty,EventRecord,EventWait,ChildGraph}Node: type is CUgraphNodeType, object the event or child graph (0 for an empty node) [deferrable, context] */
+#define RGPU_OP_GRAPH_OTHER_NODE 0x00F4
+#define RGPU_GRAPH_OTHER_NODE_REQ_SIZE 32
+#define RGPU_GRAPH_OTHER_NODE_REP_SIZE 0
+struct rgpu_graph_other_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint32_t deps;
+    uint32_t type;
+    uint64_t object;
+};
+static inline void rgpu_pack_graph_other_node(uint8_t out[RGPU_GRAPH_OTHER_NODE_REQ_SIZE], const struct rgpu_graph_other_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u32(out + 16, m->deps);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u64(out + 24, m->object);
+}
+static inline int rgpu_unpack_graph_other_node_req(const uint8_t *in, size_t len, struct rgpu_graph_other_node_req *m)
+{
+    if (len != RGPU_GRAPH_OTHER_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->deps = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->object = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+
+/* GRAPH_EDGES: cuGraphAddDependencies / cuGraphRemoveDependencies (remove=1) [deferrable, context] */
+#define RGPU_OP_GRAPH_EDGES 0x00F5
+#define RGPU_GRAPH_EDGES_REQ_SIZE 16
+#define RGPU_GRAPH_EDGES_REP_SIZE 0
+struct rgpu_graph_edges_req {
+    uint64_t graph;
+    uint32_t count;
+    uint32_t remove;
+};
+static inline void rgpu_pack_graph_edges(uint8_t out[RGPU_GRAPH_EDGES_REQ_SIZE], const struct rgpu_graph_edges_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u32(out + 8, m->count);
+    rgpu_put_u32(out + 12, m->remove);
+}
+static inline int rgpu_unpack_graph_edges_req(const uint8_t *in, size_t len, struct rgpu_graph_edges_req *m)
+{
+    if (len != RGPU_GRAPH_EDGES_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 8);
+    m->remove = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+
+/* GRAPH_CLONE: cuGraphClone(graph) -> client-minted `clone`, and its nodes [deferrable, context] */
+#define RGPU_OP_GRAPH_CLONE 0x00F6
+#define RGPU_GRAPH_CLONE_REQ_SIZE 20
+#define RGPU_GRAPH_CLONE_REP_SIZE 0
+struct rgpu_graph_clone_req {
+    uint64_t graph;
+    uint64_t clone;
+    uint32_t count;
+};
+static inline void rgpu_pack_graph_clone(uint8_t out[RGPU_GRAPH_CLONE_REQ_SIZE], const struct rgpu_graph_clone_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->clone);
+    rgpu_put_u32(out + 16, m->count);
+}
+static inline int rgpu_unpack_graph_clone_req(const uint8_t *in, size_t len, struct rgpu_graph_clone_req *m)
+{
+    if (len != RGPU_GRAPH_CLONE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->clone = (uint64_t)rgpu_get_u64(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+
+/* GRAPH_DESTROY_NODE: cuGraphDestroyNode (and its edges) [deferrable, context] */
+#define RGPU_OP_GRAPH_DESTROY_NODE 0x00F7
+#define RGPU_GRAPH_DESTROY_NODE_REQ_SIZE 8
+#define RGPU_GRAPH_DESTROY_NODE_REP_SIZE 0
+struct rgpu_graph_destroy_node_req {
+    uint64_t node;
+};
+static inline void rgpu_pack_graph_destroy_node(uint8_t out[RGPU_GRAPH_DESTROY_NODE_REQ_SIZE], const struct rgpu_graph_destroy_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->node);
+}
+static inline int rgpu_unpack_graph_destroy_node_req(const uint8_t *in, size_t len, struct rgpu_graph_destroy_node_req *m)
+{
+    if (len != RGPU_GRAPH_DESTROY_NODE_REQ_SIZE)
+        return -1;
+    m->node = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* GRAPH_NODE_INFO: one node's type, dependencies and parameters (kernel: function, shape, parameter buffer; memset/memcpy: dst..height; event or child graph: object; function 0: a kernel the session did not load, such as a library's) [context] */
+#define RGPU_OP_GRAPH_NODE_INFO 0x00F8
+#define RGPU_GRAPH_NODE_INFO_REQ_SIZE 8
+#define RGPU_GRAPH_NODE_INFO_REP_SIZE 120
+struct rgpu_graph_node_info_req {
+    uint64_t node;
+};
+static inline void rgpu_pack_graph_node_info(uint8_t out[RGPU_GRAPH_NODE_INFO_REQ_SIZE], const struct rgpu_graph_node_info_req *m)
+{
+    rgpu_put_u64(out + 0, m->node);
+}
+static inline int rgpu_unpack_graph_node_info_req(const uint8_t *in, size_t len, struct rgpu_graph_node_info_req *m)
+{
+    if (len != RGPU_GRAPH_NODE_INFO_REQ_SIZE)
+        return -1;
+    m->node = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_graph_node_info_rep {
+    uint64_t node;
+    uint32_t type;
+    uint32_t deps;
+    uint64_t function;
+    uint32_t grid_x;
+    uint32_t grid_y;
+    uint32_t grid_z;
+    uint32_t block_x;
+    uint32_t block_y;
+    uint32_t block_z;
+    uint32_t shared_mem;
+    uint32_t params;
+    uint64_t dst;
+    uint64_t dst_pitch;
+    uint64_t src;
+    uint64_t src_pitch;
+    uint32_t value;
+    uint32_t element_size;
+    uint64_t width;
+    uint64_t height;
+    uint64_t object;
+};
+static inline int rgpu_unpack_graph_node_info(const uint8_t *in, size_t len, struct rgpu_graph_node_info_rep *m)
+{
+    if (len != RGPU_GRAPH_NODE_INFO_REP_SIZE)
+        return -1;
+    m->node = (uint64_t)rgpu_get_u64(in + 0);
+    m->type = (uint32_t)rgpu_get_u32(in + 8);
+    m->deps = (uint32_t)rgpu_get_u32(in + 12);
+    m->function = (uint64_t)rgpu_get_u64(in + 16);
+    m->grid_x = (uint32_t)rgpu_get_u32(in + 24);
+    m->grid_y = (uint32_t)rgpu_get_u32(in + 28);
+    m->grid_z = (uint32_t)rgpu_get_u32(in + 32);
+    m->block_x = (uint32_t)rgpu_get_u32(in + 36);
+    m->block_y = (uint32_t)rgpu_get_u32(in + 40);
+    m->block_z = (uint32_t)rgpu_get_u32(in + 44);
+    m->shared_mem = (uint32_t)rgpu_get_u32(in + 48);
+    m->params = (uint32_t)rgpu_get_u32(in + 52);
+    m->dst = (uint64_t)rgpu_get_u64(in + 56);
+    m->dst_pitch = (uint64_t)rgpu_get_u64(in + 64);
+    m->src = (uint64_t)rgpu_get_u64(in + 72);
+    m->src_pitch = (uint64_t)rgpu_get_u64(in + 80);
+    m->value = (uint32_t)rgpu_get_u32(in + 88);
+    m->element_size = (uint32_t)rgpu_get_u32(in + 92);
+    m->width = (uint64_t)rgpu_get_u64(in + 96);
+    m->height = (uint64_t)rgpu_get_u64(in + 104);
+    m->object = (uint64_t)rgpu_get_u64(in + 112);
+    return 0;
+}
+
+/* GRAPH_GET_NODES: every node of a graph -- a captured one too -- with handles the server mints for nodes the client has not named, in a topological order [context] */
+#define RGPU_OP_GRAPH_GET_NODES 0x00F9
+#define RGPU_GRAPH_GET_NODES_REQ_SIZE 8
+#define RGPU_GRAPH_GET_NODES_REP_SIZE 4
+struct rgpu_graph_get_nodes_req {
+    uint64_t graph;
+};
+static inline void rgpu_pack_graph_get_nodes(uint8_t out[RGPU_GRAPH_GET_NODES_REQ_SIZE], const struct rgpu_graph_get_nodes_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+}
+static inline int rgpu_unpack_graph_get_nodes_req(const uint8_t *in, size_t len, struct rgpu_graph_get_nodes_req *m)
+{
+    if (len != RGPU_GRAPH_GET_NODES_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_graph_get_nodes_rep {
+    uint32_t count;
+};
+static inline int rgpu_unpack_graph_get_nodes(const uint8_t *in, size_t len, struct rgpu_graph_get_nodes_rep *m)
+{
+    if (len != RGPU_GRAPH_GET_NODES_REP_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
 /* OCCUPANCY_TABLE: cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags for several block sizes (the client runs the program's shared-memory callback) [context] */
 #define RGPU_OP_OCCUPANCY_TABLE 0x0110
 #define RGPU_OCCUPANCY_TABLE_REQ_SIZE 16
@@ -3142,6 +3800,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_FUNC_SET_ATTRIBUTE:
     case RGPU_OP_OCCUPANCY_MAX_BLOCKS:
     case RGPU_OP_MODULE_LOAD_CACHED:
+    case RGPU_OP_LAUNCH_KERNEL_EX:
     case RGPU_OP_STREAM_CREATE:
     case RGPU_OP_STREAM_DESTROY:
     case RGPU_OP_STREAM_SYNCHRONIZE:
@@ -3194,6 +3853,26 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_MEM_POOL_GET_ATTRIBUTE:
     case RGPU_OP_MEM_POOL_SET_ACCESS:
     case RGPU_OP_MEM_POOL_GET_ACCESS:
+    case RGPU_OP_STREAM_BEGIN_CAPTURE:
+    case RGPU_OP_STREAM_END_CAPTURE:
+    case RGPU_OP_GRAPH_INSTANTIATE:
+    case RGPU_OP_GRAPH_LAUNCH:
+    case RGPU_OP_GRAPH_EXEC_UPDATE:
+    case RGPU_OP_GRAPH_DESTROY:
+    case RGPU_OP_GRAPH_EXEC_DESTROY:
+    case RGPU_OP_GRAPH_UPLOAD:
+    case RGPU_OP_STREAM_CAPTURE_DEPENDENCIES:
+    case RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES:
+    case RGPU_OP_GRAPH_CREATE:
+    case RGPU_OP_GRAPH_KERNEL_NODE:
+    case RGPU_OP_GRAPH_MEMSET_NODE:
+    case RGPU_OP_GRAPH_MEMCPY_NODE:
+    case RGPU_OP_GRAPH_OTHER_NODE:
+    case RGPU_OP_GRAPH_EDGES:
+    case RGPU_OP_GRAPH_CLONE:
+    case RGPU_OP_GRAPH_DESTROY_NODE:
+    case RGPU_OP_GRAPH_NODE_INFO:
+    case RGPU_OP_GRAPH_GET_NODES:
     case RGPU_OP_OCCUPANCY_TABLE:
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
         return 1;

@@ -80,18 +80,6 @@ CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *s
     return rgpu_unsupported(&logged, "cuMemcpyBatchAsync_ptsz");
 }
 
-CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetCaptureInfo_v2");
-}
-
-CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetCaptureInfo_v2_ptsz");
-}
-
 CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
 {
     static int logged;

@@ -404,36 +404,6 @@ CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, cons
     return rgpu_unsupported(&logged, "cuGraphAddBatchMemOpNode");
 }
 
-CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddChildGraphNode");
-}
-
-CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddDependencies_v2");
-}
-
-CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddEmptyNode");
-}
-
-CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddEventRecordNode");
-}
-
-CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddEventWaitNode");
-}
-
 CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams)
 {
     static int logged;
@@ -452,12 +422,6 @@ CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgr
     return rgpu_unsupported(&logged, "cuGraphAddHostNode");
 }
 
-CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddKernelNode_v2");
-}
-
 CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
     static int logged;
@@ -468,18 +432,6 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const C
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphAddMemFreeNode");
-}
-
-CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddMemcpyNode");
-}
-
-CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddMemsetNode");
 }
 
 CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams)
@@ -506,22 +458,10 @@ CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
     return rgpu_unsupported(&logged, "cuGraphChildGraphNodeGetGraph");
 }
 
-CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphClone");
-}
-
 CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphConditionalHandleCreate");
-}
-
-CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphCreate");
 }
 
 CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
@@ -530,34 +470,10 @@ CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int fla
     return rgpu_unsupported(&logged, "cuGraphDebugDotPrint");
 }
 
-CUresult cuGraphDestroy(CUgraph hGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphDestroy");
-}
-
-CUresult cuGraphDestroyNode(CUgraphNode hNode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphDestroyNode");
-}
-
-CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphEventRecordNodeGetEvent");
-}
-
 CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphEventRecordNodeSetEvent");
-}
-
-CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphEventWaitNodeGetEvent");
 }
 
 CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
@@ -576,12 +492,6 @@ CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode 
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphExecChildGraphNodeSetParams");
-}
-
-CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecDestroy");
 }
 
 CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
@@ -620,34 +530,10 @@ CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
     return rgpu_unsupported(&logged, "cuGraphExecHostNodeSetParams");
 }
 
-CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecKernelNodeSetParams_v2");
-}
-
-CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecMemcpyNodeSetParams");
-}
-
-CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecMemsetNodeSetParams");
-}
-
 CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphExecNodeSetParams");
-}
-
-CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecUpdate_v2");
 }
 
 CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *params_out)
@@ -674,24 +560,6 @@ CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUD
     return rgpu_unsupported(&logged, "cuGraphExternalSemaphoresWaitNodeSetParams");
 }
 
-CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, size_t *numEdges)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphGetEdges_v2");
-}
-
-CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphGetNodes");
-}
-
-CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphGetRootNodes");
-}
-
 CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
 {
     static int logged;
@@ -704,64 +572,10 @@ CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS
     return rgpu_unsupported(&logged, "cuGraphHostNodeSetParams");
 }
 
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphInstantiateWithFlags");
-}
-
-CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphInstantiateWithParams");
-}
-
-CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphInstantiateWithParams_ptsz");
-}
-
 CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphKernelNodeCopyAttributes");
-}
-
-CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphKernelNodeGetAttribute");
-}
-
-CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphKernelNodeGetParams_v2");
-}
-
-CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphKernelNodeSetAttribute");
-}
-
-CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphKernelNodeSetParams_v2");
-}
-
-CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphLaunch");
-}
-
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphLaunch_ptsz");
 }
 
 CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
@@ -776,58 +590,10 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
     return rgpu_unsupported(&logged, "cuGraphMemFreeNodeGetParams");
 }
 
-CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemcpyNodeGetParams");
-}
-
-CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemcpyNodeSetParams");
-}
-
-CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemsetNodeGetParams");
-}
-
-CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemsetNodeSetParams");
-}
-
-CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeFindInClone");
-}
-
-CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeGetDependencies_v2");
-}
-
-CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeGetDependentNodes_v2");
-}
-
 CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphNodeGetEnabled");
-}
-
-CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeGetType");
 }
 
 CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
@@ -848,28 +614,10 @@ CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned i
     return rgpu_unsupported(&logged, "cuGraphReleaseUserObject");
 }
 
-CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphRemoveDependencies_v2");
-}
-
 CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphRetainUserObject");
-}
-
-CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphUpload");
-}
-
-CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphUpload_ptsz");
 }
 
 CUresult cuGraphicsMapResources(unsigned int count, CUgraphicsResource *resources, CUstream hStream)
@@ -1646,18 +1394,6 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, cons
     return rgpu_unsupported(&logged, "cuStreamBeginCaptureToGraph_ptsz");
 }
 
-CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamBeginCapture_v2");
-}
-
-CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamBeginCapture_v2_ptsz");
-}
-
 CUresult cuStreamCopyAttributes(CUstream dst, CUstream src)
 {
     static int logged;
@@ -1668,18 +1404,6 @@ CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuStreamCopyAttributes_ptsz");
-}
-
-CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamEndCapture");
-}
-
-CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamEndCapture_ptsz");
 }
 
 CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
@@ -1782,18 +1506,6 @@ CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const 
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuStreamSetAttribute_ptsz");
-}
-
-CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamUpdateCaptureDependencies_v2");
-}
-
-CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamUpdateCaptureDependencies_v2_ptsz");
 }
 
 CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)

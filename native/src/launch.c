@@ -1,11 +1,12 @@
 /* Functions and launches: a CUfunction carries its parameter layout and cached attributes, so a launch or an
- * attribute query needs no round trip. Also the launch-adjacent calls answered locally (stream capture is
- * never active here; host functions run on the calling thread once the stream has drained). */
+ * attribute query needs no round trip. Also the launch-adjacent calls answered locally (host functions run on
+ * the calling thread once the stream has drained; stream capture is in graph.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rgpu_consts.h"
 #include "rgpu_layout.h"
 #include "rgpu_shim.h"
 
@@ -154,9 +155,42 @@ static CUresult pack_params(const struct rgpu_function *f, void **params, void *
     return CUDA_SUCCESS;
 }
 
-API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
-                            void **extra)
+_Static_assert(sizeof(CUlaunchAttribute) == RGPU_LAUNCH_ATTRIBUTE_SIZE, "CUlaunchAttribute travels as it is");
+
+/* LAUNCH_KERNEL_EX: LAUNCH_KERNEL's fields + the attribute count; bulk = attributes, then parameters. Event
+ * handles inside attribute values are already the session's (a CUevent here is its server handle). */
+static CUresult launch_with_attributes(const struct rgpu_launch_kernel_req *p, const CUlaunchAttribute *attrs,
+                                       unsigned n, const uint8_t *params, size_t param_bytes)
+{
+    static int logged;
+    if (n > RGPU_MAX_LAUNCH_ATTRIBUTES || param_bytes > RGPU_MAX_PARAM_BYTES)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (rgpu_server_minor() < 2)
+        return rgpu_unsupported(&logged, "cuLaunchKernelEx with launch attributes (the server predates protocol 1.2)");
+    uint8_t a[RGPU_LAUNCH_KERNEL_EX_REQ_SIZE];
+    rgpu_pack_launch_kernel_ex(a, &(struct rgpu_launch_kernel_ex_req){
+                                      .function = p->function, .grid_x = p->grid_x, .grid_y = p->grid_y,
+                                      .grid_z = p->grid_z, .block_x = p->block_x, .block_y = p->block_y,
+                                      .block_z = p->block_z, .shared_mem = p->shared_mem, .stream = p->stream,
+                                      .count = n});
+    size_t attr_bytes = n * sizeof *attrs;
+    uint8_t small[RGPU_MAX_LAUNCH_ATTRIBUTES * RGPU_LAUNCH_ATTRIBUTE_SIZE + 1024], *bulk = small;
+    if (attr_bytes + param_bytes > sizeof small && !(bulk = malloc(attr_bytes + param_bytes)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(bulk, attrs, attr_bytes);
+    if (param_bytes)
+        memcpy(bulk + attr_bytes, params, param_bytes);
+    CUresult r = rgpu_defer(RGPU_OP_LAUNCH_KERNEL_EX, a, sizeof a, bulk, attr_bytes + param_bytes);
+    if (bulk != small)
+        free(bulk);
+    return r;
+}
+
+/* A launch, with launch attributes (cuLaunchKernelEx) or without: the attributes travel as they are, after
+ * them the parameter buffer. */
+static CUresult launch(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                       unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
+                       void **extra, const CUlaunchAttribute *attrs, unsigned n_attrs)
 {
     struct rgpu_function *f = (struct rgpu_function *)func;
     if (!f)
@@ -170,16 +204,27 @@ API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, u
     size_t size = 0;
     CUresult r = pack_params(f, params, extra, buf, &size);
     if (r == CUDA_SUCCESS) {
-        uint8_t a[RGPU_LAUNCH_KERNEL_REQ_SIZE];
-        rgpu_pack_launch_kernel(a, &(struct rgpu_launch_kernel_req){
-                                       .function = f->handle, .grid_x = gx, .grid_y = gy, .grid_z = gz,
-                                       .block_x = bx, .block_y = by, .block_z = bz, .shared_mem = shmem,
-                                       .stream = rgpu_stream_handle(stream)});
-        r = rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, size);
+        struct rgpu_launch_kernel_req req = {.function = f->handle, .grid_x = gx, .grid_y = gy, .grid_z = gz,
+                                             .block_x = bx, .block_y = by, .block_z = bz, .shared_mem = shmem,
+                                             .stream = rgpu_stream_handle(stream)};
+        if (n_attrs) {
+            r = launch_with_attributes(&req, attrs, n_attrs, buf, size);
+        } else {
+            uint8_t a[RGPU_LAUNCH_KERNEL_REQ_SIZE];
+            rgpu_pack_launch_kernel(a, &req);
+            r = rgpu_defer(RGPU_OP_LAUNCH_KERNEL, a, sizeof a, buf, size);
+        }
     }
     if (buf != small)
         free(buf);
     return r;
+}
+
+API CUresult cuLaunchKernel(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                            unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream, void **params,
+                            void **extra)
+{
+    return launch(func, gx, gy, gz, bx, by, bz, shmem, stream, params, extra, NULL, 0);
 }
 
 API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -294,25 +339,13 @@ API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, CUfunction
     return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, func, block_size, smem, 0);
 }
 
-uint64_t rgpu_function_handle(CUfunction func) { return func ? ((struct rgpu_function *)func)->handle : 0; }
-
-/* cuLaunchKernelEx: attributes that only tune scheduling are accepted; the rest are refused by name. */
+/* cuLaunchKernelEx: every attribute goes to the server's driver as it is; the driver decides. */
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
-    static int logged;
-    if (!c)
+    if (!c || (c->numAttrs && !c->attrs))
         return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < c->numAttrs; i++) {
-        CUlaunchAttributeID id = c->attrs[i].id;
-        if (id != CU_LAUNCH_ATTRIBUTE_IGNORE && id != CU_LAUNCH_ATTRIBUTE_PRIORITY &&
-            id != CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW) {
-            char what[96];
-            snprintf(what, sizeof what, "cuLaunchKernelEx with launch attribute %d", (int)id);
-            return rgpu_unsupported(&logged, what);
-        }
-    }
-    return cuLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-                          c->sharedMemBytes, c->hStream, params, extra);
+    return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                  c->sharedMemBytes, c->hStream, params, extra, c->attrs, c->numAttrs);
 }
 
 API CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
@@ -358,46 +391,18 @@ API CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *dat
     return stream_callback(s, cb, data, flags);
 }
 
-static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-
-API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+uint64_t rgpu_function_handle(CUfunction func)
 {
-    if (!mode)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUstreamCaptureMode old = capture_mode;
-    capture_mode = *mode;
-    *mode = old;
-    return CUDA_SUCCESS;
+    return func ? ((struct rgpu_function *)func)->handle : 0;
 }
 
-API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+CUfunction rgpu_function_by_handle(uint64_t handle)
 {
-    (void)s;
-    if (!status)
-        return CUDA_ERROR_INVALID_VALUE;
-    *status = CU_STREAM_CAPTURE_STATUS_NONE; /* capture (graphs) is not supported, so never active */
-    return rgpu_ready();
-}
-API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status) { return cuStreamIsCapturing(s, status); }
-
-API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                                       const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)
-{
-    CUresult r = cuStreamIsCapturing(s, status);
-    if (id)
-        *id = 0;
-    if (graph)
-        *graph = NULL;
-    if (deps)
-        *deps = NULL;
-    if (edges)
-        *edges = NULL;
-    if (n)
-        *n = 0;
-    return r;
-}
-API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-                                            const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n)
-{
-    return cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, edges, n);
+    struct rgpu_function *found = NULL;
+    pthread_mutex_lock(&fn_lock);
+    for (struct rgpu_function *f = functions; f && !found; f = f->next)
+        if (f->handle == handle)
+            found = f;
+    pthread_mutex_unlock(&fn_lock);
+    return (CUfunction)found;
 }

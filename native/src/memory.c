@@ -127,6 +127,8 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     struct rgpu_mem_alloc_rep got;
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
+    if (rgpu_capture_unsafe_call() != CUDA_SUCCESS)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     rgpu_pack_mem_alloc(a, &(struct rgpu_mem_alloc_req){.size = bytes});
     CUresult r = rgpu_call(RGPU_OP_MEM_ALLOC, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
     if (r == CUDA_SUCCESS && rgpu_unpack_mem_alloc(rep, sizeof rep, &got) == 0) {
@@ -152,6 +154,8 @@ API CUresult cuMemFree_v2(CUdeviceptr dptr)
     uint8_t a[RGPU_MEM_FREE_REQ_SIZE];
     if (!dptr)
         return CUDA_SUCCESS;
+    if (rgpu_capture_unsafe_call() != CUDA_SUCCESS)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     rgpu_pack_mem_free(a, &(struct rgpu_mem_free_req){.dptr = dptr});
     CUresult r = rgpu_call(RGPU_OP_MEM_FREE, a, sizeof a, NULL, 0, NULL, 0, NULL);
     if (r == CUDA_SUCCESS)
@@ -388,6 +392,8 @@ API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) { return
 
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
+    if (rgpu_capture_host_copy(s) != CUDA_SUCCESS)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return htod(RGPU_OP_MEMCPY_HTOD_ASYNC, dst, src, n, rgpu_stream_handle(s));
 }
 API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
@@ -397,6 +403,8 @@ API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t 
 API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     /* The bytes must be in host memory when the stream reaches this point; rgpu simply waits for them. */
+    if (rgpu_capture_host_copy(s) != CUDA_SUCCESS)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return dtoh(RGPU_OP_MEMCPY_DTOH_ASYNC, dst, src, n, rgpu_stream_handle(s));
 }
 API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
@@ -459,6 +467,8 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
         return CUDA_SUCCESS;
     if ((h > 1 && (sp < w || dp < w)))
         return CUDA_ERROR_INVALID_VALUE;
+    if (async && (st == CU_MEMORYTYPE_HOST || dt == CU_MEMORYTYPE_HOST) && rgpu_capture_host_copy(stream))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (st == CU_MEMORYTYPE_HOST && dt == CU_MEMORYTYPE_HOST) {
         if (async) {
             CUresult r = cuStreamSynchronize(stream);

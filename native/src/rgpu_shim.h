@@ -55,6 +55,10 @@ void rgpu_note_server_ctx(uint64_t ctx);
 
 uint64_t rgpu_stream_handle(CUstream s);
 uint64_t rgpu_function_handle(CUfunction f); /* the server's handle of a function (launch.c); 0 for NULL */
+/* graph.c: a host<->device copy on stream s, or a capture-unsafe call (allocation, synchronous copy), during
+ * stream capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture is invalidated), else CUDA_SUCCESS. */
+CUresult rgpu_capture_host_copy(CUstream s);
+CUresult rgpu_capture_unsafe_call(void);
 CUresult rgpu_unsupported(int *logged, const char *name);
 
 /* Logging (rgpu_log.h): RGPU_LOG=off|error|warn|info|debug (default warn), to stderr. */

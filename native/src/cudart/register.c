@@ -251,6 +251,20 @@ static cudaError_t check_layout(struct rt_kernel *k, CUfunction f)
 
 struct rt_kernel *rt_kernel_of(const void *func) { return func ? map_get(&kernels, func) : NULL; }
 
+const void *rt_host_of_function(CUfunction f)
+{
+    const void *host = NULL;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; f && i < kernels.cap && !host; i++) {
+        struct rt_kernel *k = kernels.keys[i] ? kernels.values[i] : NULL;
+        for (int d = 0; k && d < RT_MAX_DEVICES && !host; d++)
+            if (__atomic_load_n(&k->fn[d], __ATOMIC_ACQUIRE) == f)
+                host = k->host;
+    }
+    pthread_mutex_unlock(&lock);
+    return host;
+}
+
 cudaError_t rt_kernel_function(struct rt_kernel *k, int dev, CUfunction *out)
 {
     uint32_t gen = rt_generation(dev);

@@ -36,6 +36,7 @@ const struct rt_device_limits *rt_device_limits(int device); /* launch-shape lim
 struct rt_kernel;
 struct rt_kernel *rt_kernel_of(const void *func); /* host stub (or a handle from __cudaGetKernel) */
 cudaError_t rt_kernel_function(struct rt_kernel *k, int device, CUfunction *out);
+const void *rt_host_of_function(CUfunction f); /* the host stub a CUfunction came from (NULL: none) */
 
 /* Body of the many calls that are one driver call in the thread's context. */
 #define WITH_CONTEXT(call)                                                                                         \

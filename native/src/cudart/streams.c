@@ -118,19 +118,6 @@ RT_API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *dat
 }
 RT_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void *data) { return cudaLaunchHostFunc(s, fn, data); }
 
-RT_API cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
-{
-    (void)s;
-    if (!status)
-        return rt_record(cudaErrorInvalidValue);
-    *status = cudaStreamCaptureStatusNone;
-    return cudaSuccess;
-}
-RT_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *status)
-{
-    return cudaStreamIsCapturing(s, status);
-}
-
 /* -- events ------------------------------------------------------------------------------------------------- */
 RT_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {

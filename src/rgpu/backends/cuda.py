@@ -17,6 +17,7 @@ from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, 
 from rgpu.backends.cuda_blas import CudaBlasBatched
 from rgpu.backends.cuda_common import check as _check
 from rgpu.backends.cuda_common import stream as _stream
+from rgpu.backends.cuda_graphs import CudaGraphs
 from rgpu.backends.cuda_occupancy import CudaOccupancy
 from rgpu.backends.cuda_pools import CudaPools
 from rgpu.backends.cuda_vmm import CudaVmm
@@ -60,7 +61,7 @@ def _address(buf) -> int:
     return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
 
 
-class CudaBackend(CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, Backend):
+class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, Backend):
     name = "cuda"
 
     def __init__(self):

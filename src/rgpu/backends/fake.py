@@ -18,6 +18,7 @@ import numpy as np
 
 from rgpu.backends import fake_blas, fake_dnn, ptx
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, Backend
+from rgpu.backends.fake_graphs import FakeGraphs
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
 from rgpu.backends.fake_pools import FakePools
 from rgpu.backends.fake_vmm import FakeVmm
@@ -63,6 +64,7 @@ class FakeStream:
     flags: int
     busy_until: float = 0.0
     priority: int = 0
+    capture: object = None  # a FakeCapture while the stream is capturing (rgpu.dispatch.fake_graphs)
 
 
 @attrs.define(eq=False)
@@ -94,7 +96,7 @@ DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
 STREAM_PRIORITIES = (0, -5)  # least, greatest, as on Hopper
 
 
-class FakeBackend(FakeVmm, FakePools, fake_blas.FakeBlasBatched, Backend):
+class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Backend):
     name = "fake"
 
 

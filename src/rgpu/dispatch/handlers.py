@@ -718,5 +718,5 @@ def _nop(s, args, bulk):
     return ()
 
 
-# Handlers in modules of their own register themselves on import (they import `handles` from here).
-from rgpu.dispatch import blas_batched, occupancy, pools, vmm  # noqa: E402, F401
+# Handlers in modules of their own register themselves on import (they import `handles` from the registry).
+from rgpu.dispatch import blas_batched, graphs, occupancy, pools, vmm  # noqa: E402, F401

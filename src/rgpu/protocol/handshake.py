@@ -24,7 +24,7 @@ from rgpu.protocol.frames import LENGTH, BufferPool, Frame
 
 MAGIC = b"RGPUWIRE"
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 2  # 2: VMM, stream-ordered pools, occupancy table, batched GEMM
+PROTOCOL_MINOR = 2  # 2: VMM, stream-ordered pools, occupancy table, batched GEMM, launch attributes, graphs
 NONCE_SIZE = 32
 KEY_SIZE = 32
 TAG_SIZE = 16

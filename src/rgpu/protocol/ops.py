@@ -246,6 +246,14 @@ MODULE_LOAD_CACHED = _op(0x0059, "MODULE_LOAD_CACHED", "sha256:b32", "module:u64
                          doc="cuModuleLoadData of an image the server has cached, by SHA-256; NOT_FOUND: "
                              "send it with MODULE_LOAD_DATA")
 
+LAUNCH_KERNEL_EX = _op(0x005A, "LAUNCH_KERNEL_EX",
+                       "function:u64 grid_x:u32 grid_y:u32 grid_z:u32 block_x:u32 block_y:u32 block_z:u32 "
+                       "shared_mem:u32 stream:u64 count:u32", deferrable=True,
+                       request_bulk="count x CUlaunchAttribute (LAUNCH_ATTRIBUTE_SIZE bytes: u32 id, 4 pad, 64-byte "
+                                    "value; event handles in the value are session handles), then the parameter "
+                                    "buffer", names="function:function stream:stream",
+                       doc="cuLaunchKernelEx(config with attributes, f); attributes forwarded as they are")
+
 # Streams (0x006x) and events (0x007x). Stream handle 0 is the current context's NULL stream.
 STREAM_CREATE = _op(0x0060, "STREAM_CREATE", "flags:u32", "stream:u64", creates="stream",
                     doc="cuStreamCreate(flags)")
@@ -424,6 +432,86 @@ OCCUPANCY_TABLE = _op(0x0110, "OCCUPANCY_TABLE", "function:u64 flags:u32 count:u
 OCCUPANCY_AVAILABLE_SMEM = _op(0x0111, "OCCUPANCY_AVAILABLE_SMEM", "function:u64 blocks:i32 block_size:i32",
                                "bytes:u64", names="function:function",
                                doc="cuOccupancyAvailableDynamicSMemPerBlock(f, blocks per SM, block size)")
+
+# Stream capture and CUDA graphs (0x00Ex, 0x00Fx, 0x010x). Graphs, executable graphs and nodes are named by
+# handles the client mints (CLIENT_HANDLE_BIT set, kind in bits 56..62, see rgpu.session.handles), so creating
+# one needs no round trip: capture, instantiate and launch are all deferred, and replaying a captured graph is
+# one GRAPH_LAUNCH however many nodes it has.
+CLIENT_HANDLE_BIT = 1 << 63
+STREAM_BEGIN_CAPTURE = _op(0x00E0, "STREAM_BEGIN_CAPTURE", "stream:u64 mode:u32 graph:u64", deferrable=True,
+                           names="stream:stream",
+                           doc="cuStreamBeginCapture(stream, mode); `graph`: the client-minted handle the capture's "
+                               "graph will have (STREAM_END_CAPTURE names it again)")
+STREAM_END_CAPTURE = _op(0x00E1, "STREAM_END_CAPTURE", "stream:u64 graph:u64", deferrable=True,
+                         names="stream:stream",
+                         doc="cuStreamEndCapture(stream) -> the captured graph, as client-minted handle `graph`")
+GRAPH_INSTANTIATE = _op(0x00E2, "GRAPH_INSTANTIATE", "graph:u64 exec:u64 flags:u64", deferrable=True,
+                        names="graph:graph", doc="cuGraphInstantiateWithFlags(graph, flags) -> client-minted `exec`")
+GRAPH_LAUNCH = _op(0x00E3, "GRAPH_LAUNCH", "exec:u64 stream:u64", deferrable=True,
+                   names="exec:graph_exec stream:stream", doc="cuGraphLaunch(exec, stream)")
+GRAPH_EXEC_UPDATE = _op(0x00E4, "GRAPH_EXEC_UPDATE", "exec:u64 graph:u64", "result:u32 error_node:u64",
+                        names="exec:graph_exec graph:graph",
+                        doc="cuGraphExecUpdate(exec, graph) -> CUgraphExecUpdateResult (not 0: the client returns "
+                            "GRAPH_EXEC_UPDATE_FAILURE), the node that failed (0: none, or none the client named)")
+GRAPH_DESTROY = _op(0x00E5, "GRAPH_DESTROY", "graph:u64", deferrable=True, names="graph:graph",
+                    doc="cuGraphDestroy (and its nodes)")
+GRAPH_EXEC_DESTROY = _op(0x00E6, "GRAPH_EXEC_DESTROY", "exec:u64", deferrable=True, names="exec:graph_exec",
+                         doc="cuGraphExecDestroy")
+GRAPH_UPLOAD = _op(0x00E7, "GRAPH_UPLOAD", "exec:u64 stream:u64", deferrable=True,
+                   names="exec:graph_exec stream:stream", doc="cuGraphUpload(exec, stream)")
+# The explicit graph API. A node operation with `graph` set adds node `node` (client-minted) after `deps`
+# dependencies (request bulk: deps x u64 node handles first); with `graph` 0 it sets the parameters of
+# existing node `node`, in its graph (`exec` 0) or in executable graph `exec`.
+STREAM_CAPTURE_DEPENDENCIES = _op(0x00E8, "STREAM_CAPTURE_DEPENDENCIES", "stream:u64 graph:u64", "count:u32",
+                                  names="stream:stream", reply_bulk="count x u64 node handles",
+                                  doc="cuStreamGetCaptureInfo's dependency set of a stream capturing into `graph` "
+                                      "(node handles minted by the server)")
+STREAM_UPDATE_CAPTURE_DEPENDENCIES = _op(0x00E9, "STREAM_UPDATE_CAPTURE_DEPENDENCIES", "stream:u64 flags:u32 count:u32",
+                                         deferrable=True, request_bulk="count x u64 node handles",
+                                         names="stream:stream",
+                                         doc="cuStreamUpdateCaptureDependencies(stream, nodes, flags: 0 add, 1 set)")
+GRAPH_CREATE = _op(0x00F0, "GRAPH_CREATE", "graph:u64 flags:u32", deferrable=True,
+                   doc="cuGraphCreate(flags) -> client-minted `graph`")
+GRAPH_KERNEL_NODE = _op(0x00F1, "GRAPH_KERNEL_NODE",
+                        "graph:u64 node:u64 exec:u64 deps:u32 function:u64 grid_x:u32 grid_y:u32 grid_z:u32 "
+                        "block_x:u32 block_y:u32 block_z:u32 shared_mem:u32 count:u32", deferrable=True,
+                        request_bulk="deps x u64 node handles, count x launch attribute (as LAUNCH_KERNEL_EX), "
+                                     "the parameter buffer", names="function:function",
+                        doc="cuGraphAddKernelNode / cuGraphKernelNodeSetParams (+ SetAttribute) / "
+                            "cuGraphExecKernelNodeSetParams")
+GRAPH_MEMSET_NODE = _op(0x00F2, "GRAPH_MEMSET_NODE",
+                        "graph:u64 node:u64 exec:u64 deps:u32 dst:u64 pitch:u64 value:u32 element_size:u32 "
+                        "width:u64 height:u64", deferrable=True, request_bulk="deps x u64 node handles",
+                        doc="cuGraphAddMemsetNode / cuGraphMemsetNodeSetParams / cuGraphExecMemsetNodeSetParams")
+GRAPH_MEMCPY_NODE = _op(0x00F3, "GRAPH_MEMCPY_NODE",
+                        "graph:u64 node:u64 exec:u64 deps:u32 dst:u64 dst_pitch:u64 src:u64 src_pitch:u64 "
+                        "width:u64 height:u64", deferrable=True, request_bulk="deps x u64 node handles",
+                        doc="cuGraphAddMemcpyNode (device to device, 1D or 2D) / cuGraphMemcpyNodeSetParams / "
+                            "cuGraphExecMemcpyNodeSetParams")
+GRAPH_OTHER_NODE = _op(0x00F4, "GRAPH_OTHER_NODE", "graph:u64 node:u64 deps:u32 type:u32 object:u64",
+                       deferrable=True, request_bulk="deps x u64 node handles",
+                       doc="cuGraphAdd{Empty,EventRecord,EventWait,ChildGraph}Node: type is CUgraphNodeType, "
+                           "object the event or child graph (0 for an empty node)")
+GRAPH_EDGES = _op(0x00F5, "GRAPH_EDGES", "graph:u64 count:u32 remove:u32", deferrable=True,
+                  request_bulk="count x (u64 from, u64 to) node handles", names="graph:graph",
+                  doc="cuGraphAddDependencies / cuGraphRemoveDependencies (remove=1)")
+GRAPH_CLONE = _op(0x00F6, "GRAPH_CLONE", "graph:u64 clone:u64 count:u32", deferrable=True,
+                  request_bulk="count x (u64 original node, u64 client-minted clone node)", names="graph:graph",
+                  doc="cuGraphClone(graph) -> client-minted `clone`, and its nodes")
+GRAPH_DESTROY_NODE = _op(0x00F7, "GRAPH_DESTROY_NODE", "node:u64", deferrable=True,
+                         doc="cuGraphDestroyNode (and its edges)")
+_NODE_INFO = ("node:u64 type:u32 deps:u32 function:u64 grid_x:u32 grid_y:u32 grid_z:u32 block_x:u32 block_y:u32 "
+              "block_z:u32 shared_mem:u32 params:u32 dst:u64 dst_pitch:u64 src:u64 src_pitch:u64 value:u32 "
+              "element_size:u32 width:u64 height:u64 object:u64")
+GRAPH_NODE_INFO = _op(0x00F8, "GRAPH_NODE_INFO", "node:u64", _NODE_INFO,
+                      reply_bulk="deps x u64 node handles, then `params` bytes of kernel parameters",
+                      doc="one node's type, dependencies and parameters (kernel: function, shape, parameter "
+                          "buffer; memset/memcpy: dst..height; event or child graph: object; function 0: a kernel "
+                          "the session did not load, such as a library's)")
+GRAPH_GET_NODES = _op(0x00F9, "GRAPH_GET_NODES", "graph:u64", "count:u32", names="graph:graph",
+                      reply_bulk="count x (GRAPH_NODE_INFO's reply record, its deps, its parameters)",
+                      doc="every node of a graph -- a captured one too -- with handles the server mints for nodes "
+                          "the client has not named, in a topological order")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)

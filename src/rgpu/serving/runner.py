@@ -85,8 +85,8 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
                       keys=None if hs.keys is None else SessionKeys(*hs.keys))
     log.info("[session %d] opened for %s in a worker process (%d live)", session_id, peer, len(server.sessions))
     stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout, slot=slot)
-    log.info("[session %d] ended: %s (%d frames, %d calls)", session_id, stats.get("reason"),
-             stats.get("frames", 0), stats.get("calls", 0))
+    log.info("[session %d] ended: %s (%d frames, %d calls, %d graph launches)", session_id, stats.get("reason"),
+             stats.get("frames", 0), stats.get("calls", 0), stats.get("graph_launches", 0))
 
 
 async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str):

@@ -24,6 +24,7 @@ import sys
 
 from rgpu.backends.base import BackendUnavailable
 from rgpu.backends.factory import make_backend
+from rgpu.dispatch import graphs
 from rgpu.errors import ProtocolError
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.handshake import RecordProtector
@@ -146,7 +147,8 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
         session.release_all()
         client.close()
     session.log.info("%s", reason)
-    stats = {"reason": reason, "frames": session.frames_received, "calls": session.calls}
+    stats = {"reason": reason, "frames": session.frames_received, "calls": session.calls,
+             "graph_launches": graphs.graph_launches(session)}
     if hasattr(backend, "used"):
         stats["backend_bytes_in_use"] = backend.used  # fake backend accounting: 0 after a clean teardown
         stats["contexts_alive"] = backend.contexts_alive

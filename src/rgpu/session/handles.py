@@ -23,6 +23,11 @@ class Kind(enum.IntEnum):
     DNN_DESC = 8  # a finalized cuDNN backend descriptor
     VMM_ALLOCATION = 20  # a physical allocation (cuMemCreate)
     MEM_POOL = 21  # a stream-ordered memory pool
+    # CUDA graphs (rgpu.dispatch.graphs); their handles are minted by the client (see add_client), with these
+    # numbers in them: native/gen/rgpu_consts.h carries them to the C side.
+    GRAPH = 22
+    GRAPH_EXEC = 23
+    GRAPH_NODE = 24
 
 
 _KIND_SHIFT = 56
@@ -55,6 +60,14 @@ class HandleTable:
         handle = (int(kind) << _KIND_SHIFT) | self._salt | self._next
         self._next += 1
         self._entries[handle] = Entry(kind, obj, ctx, parent, info, charge)
+        return handle
+
+    def add_client(self, handle: int, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None) -> int:
+        """Register a handle the client minted (bit 63 set, the kind in bits 56..62): objects made by deferred
+        calls get names before the server has seen them. Any other number, or one in use, is refused."""
+        if handle >> _KIND_SHIFT != (1 << 7) | int(kind) or handle in self._entries:
+            raise CudaError(Status.INVALID_VALUE, f"0x{handle:x} is not a fresh client {kind.name.lower()} handle")
+        self._entries[handle] = Entry(kind, obj, ctx, parent, info)
         return handle
 
     def get(self, handle: int, kind: Kind) -> Entry:

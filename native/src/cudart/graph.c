@@ -1,0 +1,538 @@
+/* Stream capture and CUDA graphs in the runtime: each call is its driver counterpart in the thread's context
+ * (the runtime's and the driver's graph, node, exec and parameter types are the same objects and layouts), so
+ * this runs on NVIDIA's driver as well as on rgpu's. */
+#include <pthread.h>
+
+#include "rt.h"
+
+_Static_assert(sizeof(cudaGraphInstantiateParams) == sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) &&
+                   sizeof(cudaGraphExecUpdateResultInfo) == sizeof(CUgraphExecUpdateResultInfo),
+               "runtime and driver graph records differ");
+_Static_assert((int)cudaStreamCaptureModeRelaxed == (int)CU_STREAM_CAPTURE_MODE_RELAXED &&
+                   (int)cudaStreamCaptureStatusInvalidated == (int)CU_STREAM_CAPTURE_STATUS_INVALIDATED,
+               "capture enums differ");
+
+RT_API cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+    WITH_CONTEXT(cuStreamBeginCapture_v2((CUstream)s, (CUstreamCaptureMode)mode));
+}
+
+RT_API cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+    WITH_CONTEXT(cuStreamEndCapture((CUstream)s, (CUgraph *)graph));
+}
+
+RT_API cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status)
+{
+    WITH_CONTEXT(cuStreamIsCapturing((CUstream)s, (CUstreamCaptureStatus *)status));
+}
+
+static cudaError_t capture_info(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+                                cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
+                                size_t *n)
+{
+    WITH_CONTEXT(cuStreamGetCaptureInfo_v3((CUstream)s, (CUstreamCaptureStatus *)status, (cuuint64_t *)id,
+                                           (CUgraph *)graph, (const CUgraphNode **)deps,
+                                           (const CUgraphEdgeData **)edges, n));
+}
+
+#if CUDART_VERSION >= 13000
+RT_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatus *status,
+                                            unsigned long long *id, cudaGraph_t *graph,
+                                            const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges, size_t *n)
+{
+    return capture_info(s, status, id, graph, deps, edges, n);
+}
+#else
+RT_API cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t s, enum cudaStreamCaptureStatus *status,
+                                               unsigned long long *id, cudaGraph_t *graph,
+                                               const cudaGraphNode_t **deps, size_t *n)
+{
+    return capture_info(s, status, id, graph, deps, NULL, n);
+}
+RT_API cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t s, enum cudaStreamCaptureStatus *status,
+                                               unsigned long long *id, cudaGraph_t *graph,
+                                               const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
+                                               size_t *n)
+{
+    return capture_info(s, status, id, graph, deps, edges, n);
+}
+#endif
+
+static cudaError_t update_capture_dependencies(cudaStream_t s, cudaGraphNode_t *deps, const cudaGraphEdgeData *edges,
+                                               size_t n, unsigned int flags)
+{
+    WITH_CONTEXT(cuStreamUpdateCaptureDependencies_v2((CUstream)s, (CUgraphNode *)deps, (const CUgraphEdgeData *)edges,
+                                                      n, flags));
+}
+
+#if CUDART_VERSION >= 13000
+RT_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t *deps,
+                                                       const cudaGraphEdgeData *edges, size_t n, unsigned int flags)
+{
+    return update_capture_dependencies(s, deps, edges, n, flags);
+}
+#else
+RT_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t *deps, size_t n,
+                                                       unsigned int flags)
+{
+    return update_capture_dependencies(s, deps, NULL, n, flags);
+}
+RT_API cudaError_t cudaStreamUpdateCaptureDependencies_v2(cudaStream_t s, cudaGraphNode_t *deps,
+                                                          const cudaGraphEdgeData *edges, size_t n, unsigned int flags)
+{
+    return update_capture_dependencies(s, deps, edges, n, flags);
+}
+#endif
+
+RT_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    WITH_CONTEXT(cuGraphInstantiateWithFlags((CUgraphExec *)exec, (CUgraph)graph, flags));
+}
+
+RT_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    return cudaGraphInstantiate(exec, graph, flags);
+}
+
+RT_API cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                                  cudaGraphInstantiateParams *params)
+{
+    WITH_CONTEXT(cuGraphInstantiateWithParams((CUgraphExec *)exec, (CUgraph)graph,
+                                              (CUDA_GRAPH_INSTANTIATE_PARAMS *)params));
+}
+
+RT_API cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
+{
+    WITH_CONTEXT(cuGraphLaunch((CUgraphExec)exec, (CUstream)s));
+}
+
+RT_API cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t s)
+{
+    WITH_CONTEXT(cuGraphUpload((CUgraphExec)exec, (CUstream)s));
+}
+
+RT_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info)
+{
+    WITH_CONTEXT(cuGraphExecUpdate_v2((CUgraphExec)exec, (CUgraph)graph, (CUgraphExecUpdateResultInfo *)info));
+}
+
+RT_API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    WITH_CONTEXT(cuGraphDestroy((CUgraph)graph));
+}
+
+RT_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    WITH_CONTEXT(cuGraphExecDestroy((CUgraphExec)exec));
+}
+
+/* -- the explicit graph API ------------------------------------------------------------------------------------ */
+RT_API cudaError_t cudaGraphCreate(cudaGraph_t *graph, unsigned int flags)
+{
+    WITH_CONTEXT(cuGraphCreate((CUgraph *)graph, flags));
+}
+
+/* Kernel nodes name host stubs here and CUfunctions in the driver: which stub each node was given, for
+ * cudaGraphKernelNodeGetParams. */
+#define MAX_KERNEL_NODES 4096
+static pthread_mutex_t stubs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    cudaGraphNode_t node;
+    void *func;
+} stubs[MAX_KERNEL_NODES];
+
+static void note_stub(cudaGraphNode_t node, void *func)
+{
+    pthread_mutex_lock(&stubs_lock);
+    int free_slot = -1;
+    for (int i = 0; i < MAX_KERNEL_NODES; i++) {
+        if (stubs[i].node == node) {
+            stubs[i].func = func;
+            free_slot = -2;
+            break;
+        }
+        if (!stubs[i].node && free_slot == -1)
+            free_slot = i;
+    }
+    if (free_slot >= 0)
+        stubs[free_slot].node = node, stubs[free_slot].func = func;
+    pthread_mutex_unlock(&stubs_lock);
+}
+
+static cudaError_t driver_kernel_params(const struct cudaKernelNodeParams *p, CUDA_KERNEL_NODE_PARAMS *out)
+{
+    int dev;
+    CUfunction f;
+    struct rt_kernel *k = p ? rt_kernel_of(p->func) : NULL;
+    if (!k)
+        return cudaErrorInvalidDeviceFunction;
+    cudaError_t e = rt_context(&dev);
+    if (e == cudaSuccess)
+        e = rt_kernel_function(k, dev, &f);
+    if (e != cudaSuccess)
+        return e;
+    *out = (CUDA_KERNEL_NODE_PARAMS){.func = f, .gridDimX = p->gridDim.x, .gridDimY = p->gridDim.y,
+                                     .gridDimZ = p->gridDim.z, .blockDimX = p->blockDim.x,
+                                     .blockDimY = p->blockDim.y, .blockDimZ = p->blockDim.z,
+                                     .sharedMemBytes = p->sharedMemBytes, .kernelParams = p->kernelParams,
+                                     .extra = p->extra};
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                          size_t n, const struct cudaKernelNodeParams *p)
+{
+    CUDA_KERNEL_NODE_PARAMS d;
+    cudaError_t e = driver_kernel_params(p, &d);
+    if (e != cudaSuccess)
+        return rt_record(e);
+    e = rt_fail(cuGraphAddKernelNode_v2((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &d));
+    if (e == cudaSuccess)
+        note_stub(*node, p->func);
+    return e;
+}
+
+RT_API cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const struct cudaKernelNodeParams *p)
+{
+    CUDA_KERNEL_NODE_PARAMS d;
+    cudaError_t e = driver_kernel_params(p, &d);
+    if (e != cudaSuccess)
+        return rt_record(e);
+    e = rt_fail(cuGraphKernelNodeSetParams_v2((CUgraphNode)node, &d));
+    if (e == cudaSuccess)
+        note_stub(node, p->func);
+    return e;
+}
+
+RT_API cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                    const struct cudaKernelNodeParams *p)
+{
+    CUDA_KERNEL_NODE_PARAMS d;
+    cudaError_t e = driver_kernel_params(p, &d);
+    if (e != cudaSuccess)
+        return rt_record(e);
+    return rt_fail(cuGraphExecKernelNodeSetParams_v2((CUgraphExec)exec, (CUgraphNode)node, &d));
+}
+
+RT_API cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, struct cudaKernelNodeParams *p)
+{
+    CUDA_KERNEL_NODE_PARAMS d;
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    cudaError_t e = rt_fail(cuGraphKernelNodeGetParams_v2((CUgraphNode)node, &d));
+    if (e != cudaSuccess)
+        return e;
+    *p = (struct cudaKernelNodeParams){.gridDim = {d.gridDimX, d.gridDimY, d.gridDimZ},
+                                       .blockDim = {d.blockDimX, d.blockDimY, d.blockDimZ},
+                                       .sharedMemBytes = d.sharedMemBytes, .kernelParams = d.kernelParams};
+    pthread_mutex_lock(&stubs_lock);
+    for (int i = 0; i < MAX_KERNEL_NODES; i++)
+        if (stubs[i].node == node)
+            p->func = stubs[i].func;
+    pthread_mutex_unlock(&stubs_lock);
+    if (!p->func) /* a captured launch: the stub its function came from */
+        p->func = (void *)rt_host_of_function(d.func);
+    /* A library's kernel (cuBLAS) has no stub in this program: CUDA's runtime says the same. */
+    return p->func ? cudaSuccess : rt_record(cudaErrorInvalidDeviceFunction);
+}
+
+RT_API cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t node, cudaKernelNodeAttrID id,
+                                                   cudaKernelNodeAttrValue *v)
+{
+    WITH_CONTEXT(cuGraphKernelNodeGetAttribute((CUgraphNode)node, (CUkernelNodeAttrID)id, (CUkernelNodeAttrValue *)v));
+}
+
+RT_API cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t node, cudaKernelNodeAttrID id,
+                                                   const cudaKernelNodeAttrValue *v)
+{
+    WITH_CONTEXT(cuGraphKernelNodeSetAttribute((CUgraphNode)node, (CUkernelNodeAttrID)id,
+                                               (const CUkernelNodeAttrValue *)v));
+}
+
+RT_API cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                          size_t n, const struct cudaMemsetParams *p)
+{
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    CUcontext ctx = NULL;
+    CUDA_MEMSET_NODE_PARAMS d = {(CUdeviceptr)(uintptr_t)p->dst, p->pitch, p->value, p->elementSize, p->width,
+                                 p->height};
+    cudaError_t e = rt_context(NULL);
+    if (e == cudaSuccess)
+        e = rt_fail(cuCtxGetCurrent(&ctx));
+    return e != cudaSuccess ? rt_record(e)
+                            : rt_fail(cuGraphAddMemsetNode((CUgraphNode *)node, (CUgraph)graph,
+                                                           (const CUgraphNode *)deps, n, &d, ctx));
+}
+
+RT_API cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, struct cudaMemsetParams *p)
+{
+    CUDA_MEMSET_NODE_PARAMS d;
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    cudaError_t e = rt_fail(cuGraphMemsetNodeGetParams((CUgraphNode)node, &d));
+    if (e == cudaSuccess)
+        *p = (struct cudaMemsetParams){(void *)(uintptr_t)d.dst, d.pitch, d.value, d.elementSize, d.width, d.height};
+    return e;
+}
+
+static CUDA_MEMSET_NODE_PARAMS driver_memset(const struct cudaMemsetParams *p)
+{
+    return (CUDA_MEMSET_NODE_PARAMS){(CUdeviceptr)(uintptr_t)p->dst, p->pitch, p->value, p->elementSize, p->width,
+                                     p->height};
+}
+
+RT_API cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams *p)
+{
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    CUDA_MEMSET_NODE_PARAMS d = driver_memset(p);
+    WITH_CONTEXT(cuGraphMemsetNodeSetParams((CUgraphNode)node, &d));
+}
+
+RT_API cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                    const struct cudaMemsetParams *p)
+{
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    CUDA_MEMSET_NODE_PARAMS d = driver_memset(p);
+    WITH_CONTEXT(cuGraphExecMemsetNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
+}
+
+static CUDA_MEMCPY3D driver_copy_1d(void *dst, const void *src, size_t count)
+{
+    CUDA_MEMCPY3D d = {0};
+    d.srcMemoryType = d.dstMemoryType = CU_MEMORYTYPE_UNIFIED; /* the driver tells device from host */
+    d.srcDevice = (CUdeviceptr)(uintptr_t)src, d.srcPitch = count;
+    d.dstDevice = (CUdeviceptr)(uintptr_t)dst, d.dstPitch = count;
+    d.WidthInBytes = count, d.Height = 1, d.Depth = 1;
+    return d;
+}
+
+RT_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src, size_t count,
+                                                  enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    CUDA_MEMCPY3D d = driver_copy_1d(dst, src, count);
+    WITH_CONTEXT(cuGraphMemcpyNodeSetParams((CUgraphNode)node, &d));
+}
+
+RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNode_t node, void *dst,
+                                                      const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    CUDA_MEMCPY3D d = driver_copy_1d(dst, src, count);
+    WITH_CONTEXT(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
+}
+
+static cudaError_t add_copy(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                            const void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                            size_t height)
+{
+    CUcontext ctx = NULL;
+    CUDA_MEMCPY3D d = {0};
+    d.srcMemoryType = d.dstMemoryType = CU_MEMORYTYPE_UNIFIED; /* the driver tells device from host */
+    d.srcDevice = (CUdeviceptr)(uintptr_t)src, d.srcPitch = spitch;
+    d.dstDevice = (CUdeviceptr)(uintptr_t)dst, d.dstPitch = dpitch;
+    d.WidthInBytes = width, d.Height = height, d.Depth = 1;
+    cudaError_t e = rt_context(NULL);
+    if (e == cudaSuccess)
+        e = rt_fail(cuCtxGetCurrent(&ctx));
+    return e != cudaSuccess ? rt_record(e)
+                            : rt_fail(cuGraphAddMemcpyNode((CUgraphNode *)node, (CUgraph)graph,
+                                                           (const CUgraphNode *)deps, n, &d, ctx));
+}
+
+RT_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                            size_t n, void *dst, const void *src, size_t count,
+                                            enum cudaMemcpyKind kind)
+{
+    (void)kind; /* unified addressing: the pointers say where they are */
+    return add_copy(node, graph, deps, n, dst, count, src, count, count, 1);
+}
+
+RT_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                          size_t n, const struct cudaMemcpy3DParms *p)
+{
+    static int logged;
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    if (p->srcArray || p->dstArray || p->extent.depth > 1 || p->srcPos.x || p->srcPos.y || p->srcPos.z ||
+        p->dstPos.x || p->dstPos.y || p->dstPos.z)
+        return rt_unsupported(&logged, "cudaGraphAddMemcpyNode with arrays, 3D extents or positions");
+    return add_copy(node, graph, deps, n, p->dstPtr.ptr, p->dstPtr.pitch, p->srcPtr.ptr, p->srcPtr.pitch,
+                    p->extent.width, p->extent.height);
+}
+
+RT_API cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                         size_t n)
+{
+    WITH_CONTEXT(cuGraphAddEmptyNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n));
+}
+
+RT_API cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t *node, cudaGraph_t graph,
+                                               const cudaGraphNode_t *deps, size_t n, cudaEvent_t event)
+{
+    WITH_CONTEXT(cuGraphAddEventRecordNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                           (CUevent)event));
+}
+
+RT_API cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                             size_t n, cudaEvent_t event)
+{
+    WITH_CONTEXT(cuGraphAddEventWaitNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                         (CUevent)event));
+}
+
+RT_API cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *node, cudaGraph_t graph,
+                                              const cudaGraphNode_t *deps, size_t n, cudaGraph_t child)
+{
+    WITH_CONTEXT(cuGraphAddChildGraphNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                          (CUgraph)child));
+}
+
+static cudaError_t dependencies(cudaGraph_t g, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+                                const cudaGraphEdgeData *data, size_t n, int remove)
+{
+    CUresult (*fn)(CUgraph, const CUgraphNode *, const CUgraphNode *, const CUgraphEdgeData *, size_t) =
+        remove ? cuGraphRemoveDependencies_v2 : cuGraphAddDependencies_v2;
+    WITH_CONTEXT(fn((CUgraph)g, (const CUgraphNode *)from, (const CUgraphNode *)to, (const CUgraphEdgeData *)data,
+                    n));
+}
+
+static cudaError_t get_edges(cudaGraph_t g, cudaGraphNode_t *from, cudaGraphNode_t *to, cudaGraphEdgeData *data,
+                             size_t *n)
+{
+    WITH_CONTEXT(cuGraphGetEdges_v2((CUgraph)g, (CUgraphNode *)from, (CUgraphNode *)to, (CUgraphEdgeData *)data, n));
+}
+
+static cudaError_t node_dependencies(cudaGraphNode_t node, cudaGraphNode_t *deps, cudaGraphEdgeData *data, size_t *n)
+{
+    WITH_CONTEXT(cuGraphNodeGetDependencies_v2((CUgraphNode)node, (CUgraphNode *)deps, (CUgraphEdgeData *)data, n));
+}
+
+static cudaError_t dependent_nodes(cudaGraphNode_t node, cudaGraphNode_t *out, cudaGraphEdgeData *data, size_t *n)
+{
+    WITH_CONTEXT(cuGraphNodeGetDependentNodes_v2((CUgraphNode)node, (CUgraphNode *)out, (CUgraphEdgeData *)data, n));
+}
+
+RT_API cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event)
+{
+    WITH_CONTEXT(cuGraphEventRecordNodeGetEvent((CUgraphNode)node, (CUevent *)event));
+}
+
+RT_API cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event)
+{
+    WITH_CONTEXT(cuGraphEventWaitNodeGetEvent((CUgraphNode)node, (CUevent *)event));
+}
+
+#if CUDART_VERSION >= 13000
+RT_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *out, cudaGraphEdgeData *data,
+                                                  size_t *n)
+{
+    return dependent_nodes(node, out, data, n);
+}
+#else
+RT_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *out, size_t *n)
+{
+    return dependent_nodes(node, out, NULL, n);
+}
+RT_API cudaError_t cudaGraphNodeGetDependentNodes_v2(cudaGraphNode_t node, cudaGraphNode_t *out,
+                                                     cudaGraphEdgeData *data, size_t *n)
+{
+    return dependent_nodes(node, out, data, n);
+}
+#endif
+
+#if CUDART_VERSION >= 13000
+RT_API cudaError_t cudaGraphAddDependencies(cudaGraph_t g, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+                                            const cudaGraphEdgeData *data, size_t n)
+{
+    return dependencies(g, from, to, data, n, 0);
+}
+RT_API cudaError_t cudaGraphRemoveDependencies(cudaGraph_t g, const cudaGraphNode_t *from,
+                                               const cudaGraphNode_t *to, const cudaGraphEdgeData *data, size_t n)
+{
+    return dependencies(g, from, to, data, n, 1);
+}
+RT_API cudaError_t cudaGraphGetEdges(cudaGraph_t g, cudaGraphNode_t *from, cudaGraphNode_t *to,
+                                     cudaGraphEdgeData *data, size_t *n)
+{
+    return get_edges(g, from, to, data, n);
+}
+RT_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *deps, cudaGraphEdgeData *data,
+                                                size_t *n)
+{
+    return node_dependencies(node, deps, data, n);
+}
+#else
+RT_API cudaError_t cudaGraphAddDependencies(cudaGraph_t g, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+                                            size_t n)
+{
+    return dependencies(g, from, to, NULL, n, 0);
+}
+RT_API cudaError_t cudaGraphAddDependencies_v2(cudaGraph_t g, const cudaGraphNode_t *from, const cudaGraphNode_t *to,
+                                               const cudaGraphEdgeData *data, size_t n)
+{
+    return dependencies(g, from, to, data, n, 0);
+}
+RT_API cudaError_t cudaGraphRemoveDependencies(cudaGraph_t g, const cudaGraphNode_t *from,
+                                               const cudaGraphNode_t *to, size_t n)
+{
+    return dependencies(g, from, to, NULL, n, 1);
+}
+RT_API cudaError_t cudaGraphRemoveDependencies_v2(cudaGraph_t g, const cudaGraphNode_t *from,
+                                                  const cudaGraphNode_t *to, const cudaGraphEdgeData *data, size_t n)
+{
+    return dependencies(g, from, to, data, n, 1);
+}
+RT_API cudaError_t cudaGraphGetEdges(cudaGraph_t g, cudaGraphNode_t *from, cudaGraphNode_t *to, size_t *n)
+{
+    return get_edges(g, from, to, NULL, n);
+}
+RT_API cudaError_t cudaGraphGetEdges_v2(cudaGraph_t g, cudaGraphNode_t *from, cudaGraphNode_t *to,
+                                        cudaGraphEdgeData *data, size_t *n)
+{
+    return get_edges(g, from, to, data, n);
+}
+RT_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *deps, size_t *n)
+{
+    return node_dependencies(node, deps, NULL, n);
+}
+RT_API cudaError_t cudaGraphNodeGetDependencies_v2(cudaGraphNode_t node, cudaGraphNode_t *deps,
+                                                   cudaGraphEdgeData *data, size_t *n)
+{
+    return node_dependencies(node, deps, data, n);
+}
+#endif
+
+RT_API cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
+{
+    WITH_CONTEXT(cuGraphGetNodes((CUgraph)g, (CUgraphNode *)nodes, n));
+}
+
+RT_API cudaError_t cudaGraphGetRootNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
+{
+    WITH_CONTEXT(cuGraphGetRootNodes((CUgraph)g, (CUgraphNode *)nodes, n));
+}
+
+RT_API cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *type)
+{
+    WITH_CONTEXT(cuGraphNodeGetType((CUgraphNode)node, (CUgraphNodeType *)type));
+}
+
+RT_API cudaError_t cudaGraphClone(cudaGraph_t *clone, cudaGraph_t g)
+{
+    WITH_CONTEXT(cuGraphClone((CUgraph *)clone, (CUgraph)g));
+}
+
+RT_API cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t *node, cudaGraphNode_t original, cudaGraph_t clone)
+{
+    WITH_CONTEXT(cuGraphNodeFindInClone((CUgraphNode *)node, (CUgraphNode)original, (CUgraph)clone));
+}
+
+RT_API cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
+{
+    WITH_CONTEXT(cuGraphDestroyNode((CUgraphNode)node));
+}

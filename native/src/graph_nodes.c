@@ -1,0 +1,622 @@
+/* The explicit graph API in the driver shim: the mirror and the graph's structure (kernel, memset and memcpy
+ * nodes are graph_params.c's). Every node is built in the mirror first: the shim keeps a mirror of each graph made
+ * with cuGraphCreate (or cloned from one) -- nodes, types, parameters, edges -- so queries need no round trip,
+ * and each change goes to the server as one deferred call with a handle minted here.
+ *
+ * A graph that came from stream capture is mirrored on first use, from one GRAPH_GET_NODES round trip.
+ *
+ * Limits: host nodes cannot run on the server (cuGraphAddHostNode is not supported); memcpy nodes copy device
+ * memory only; edge data other than the default is not supported. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph.h"
+#include "graph_mirror.h"
+#include "rgpu_consts.h"
+#include "rgpu_shim.h"
+
+#define API __attribute__((visibility("default")))
+pthread_mutex_t rgpu_graph_nodes_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gnode *nodes; /* newest first */
+#define MAX_MIRRORED 1024
+static uint64_t mirrored[MAX_MIRRORED]; /* graphs whose nodes this side knows */
+
+static int mirror_slot(uint64_t g) /* under lock */
+{
+    for (int i = 0; i < MAX_MIRRORED; i++)
+        if (mirrored[i] == g)
+            return i;
+    return -1;
+}
+
+struct gnode *rgpu_node_find(uint64_t h) /* under the lock */
+{
+    for (struct gnode *n = nodes; n; n = n->next)
+        if (n->handle == h)
+            return n;
+    return NULL;
+}
+
+
+void rgpu_graph_forget(uint64_t graph)
+{
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int i = mirror_slot(graph);
+    if (i >= 0)
+        mirrored[i] = 0;
+    for (struct gnode **p = &nodes; *p;) {
+        struct gnode *n = *p;
+        if (n->graph == graph) {
+            *p = n->next;
+            free(n->deps);
+            free(n);
+        } else {
+            p = &n->next;
+        }
+    }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+}
+
+/* One node record of GRAPH_GET_NODES at in[*off..len) -> a mirror node of graph g (NULL: malformed). */
+static struct gnode *node_from_record(uint64_t g, const uint8_t *in, size_t len, size_t *off)
+{
+    struct rgpu_graph_node_info_rep rec;
+    if (len - *off < RGPU_GRAPH_NODE_INFO_REP_SIZE ||
+        rgpu_unpack_graph_node_info(in + *off, RGPU_GRAPH_NODE_INFO_REP_SIZE, &rec) < 0)
+        return NULL;
+    *off += RGPU_GRAPH_NODE_INFO_REP_SIZE;
+    if (rec.params > MAX_PARAMS || (len - *off) / 8 < rec.deps || len - *off - 8 * (size_t)rec.deps < rec.params)
+        return NULL;
+    struct gnode *n = calloc(1, sizeof *n);
+    if (!n || !(n->deps = calloc(rec.deps ? rec.deps : 1, sizeof *n->deps))) {
+        free(n);
+        return NULL;
+    }
+    n->handle = rec.node, n->graph = g, n->type = (CUgraphNodeType)rec.type, n->n_deps = rec.deps;
+    for (uint32_t i = 0; i < rec.deps; i++, *off += 8)
+        n->deps[i] = rgpu_get_u64(in + *off);
+    memcpy(n->params, in + *off, rec.params);
+    *off += rec.params;
+    n->n_params = rec.params;
+    n->func = rgpu_function_by_handle(rec.function); /* NULL: a library's kernel, as natively unknown */
+    unsigned dims[7] = {rec.grid_x, rec.grid_y, rec.grid_z, rec.block_x, rec.block_y, rec.block_z, rec.shared_mem};
+    memcpy(n->dims, dims, sizeof dims);
+    size_t po, ps;
+    for (unsigned i = 0; n->func && i < 64 && cuFuncGetParamInfo(n->func, i, &po, &ps) == CUDA_SUCCESS; i++)
+        n->param_ptrs[i] = po + ps <= n->n_params ? n->params + po : NULL;
+    n->memset = (CUDA_MEMSET_NODE_PARAMS){rec.dst, rec.dst_pitch, rec.value, rec.element_size, rec.width,
+                                          rec.height};
+    n->memcpy.srcMemoryType = n->memcpy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    n->memcpy.srcDevice = rec.src, n->memcpy.srcPitch = rec.src_pitch;
+    n->memcpy.dstDevice = rec.dst, n->memcpy.dstPitch = rec.dst_pitch;
+    n->memcpy.WidthInBytes = rec.width, n->memcpy.Height = rec.height, n->memcpy.Depth = 1;
+    n->object = rec.object;
+    return n;
+}
+
+/* A graph from stream capture: its nodes live on the server; fetch them once (one round trip) and mirror them,
+ * so the explicit API works on it too. */
+static CUresult fetch_mirror(uint64_t g)
+{
+    size_t cap = 1 << 20;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        uint8_t a[RGPU_GRAPH_GET_NODES_REQ_SIZE], rep[RGPU_GRAPH_GET_NODES_REP_SIZE], *buf = malloc(cap);
+        struct rgpu_sink sink = {buf, cap, 0};
+        struct rgpu_graph_get_nodes_rep out;
+        if (!buf)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        rgpu_pack_graph_get_nodes(a, &(struct rgpu_graph_get_nodes_req){g});
+        CUresult r = rgpu_call(RGPU_OP_GRAPH_GET_NODES, a, sizeof a, NULL, 0, rep, sizeof rep, &sink);
+        if (r == CUDA_SUCCESS && sink.len > cap) { /* larger than guessed: ask again for all of it */
+            free(buf);
+            cap = sink.len;
+            continue;
+        }
+        if (r == CUDA_SUCCESS && rgpu_unpack_graph_get_nodes(rep, sizeof rep, &out) < 0)
+            r = CUDA_ERROR_UNKNOWN;
+        struct gnode *got = NULL, **tail = &got;
+        size_t off = 0;
+        for (uint32_t i = 0; r == CUDA_SUCCESS && i < out.count; i++) {
+            struct gnode *n = node_from_record(g, buf, sink.len, &off);
+            if (!n)
+                r = CUDA_ERROR_UNKNOWN;
+            else
+                *tail = n, tail = &n->next;
+        }
+        free(buf);
+        pthread_mutex_lock(&rgpu_graph_nodes_lock);
+        int slot = r == CUDA_SUCCESS ? mirror_slot(0) : -1;
+        if (slot >= 0 && mirror_slot(g) < 0) {
+            mirrored[slot] = g;
+            while (got) { /* oldest first onto a newest-first list: the graph lists in the server's order */
+                struct gnode *n = got;
+                got = n->next;
+                n->next = nodes;
+                nodes = n;
+            }
+        }
+        pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+        while (got) {
+            struct gnode *n = got;
+            got = n->next;
+            free(n->deps);
+            free(n);
+        }
+        return r != CUDA_SUCCESS ? r : slot < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_UNKNOWN;
+}
+
+static CUresult mirrored_graph(CUgraph g) /* INVALID_VALUE for no graph */
+{
+    if (!rgpu_graph_is_live(H(g), KIND_GRAPH))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int known = mirror_slot(H(g)) >= 0;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return known ? CUDA_SUCCESS : fetch_mirror(H(g));
+}
+
+API CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
+{
+    if (!out || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_graph_need();
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t g = rgpu_graph_mint(KIND_GRAPH);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int slot = mirror_slot(0);
+    if (slot >= 0)
+        mirrored[slot] = g;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (slot < 0 || !rgpu_graph_live_add(g))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint8_t a[RGPU_GRAPH_CREATE_REQ_SIZE];
+    rgpu_pack_graph_create(a, &(struct rgpu_graph_create_req){g, 0});
+    r = rgpu_defer(RGPU_OP_GRAPH_CREATE, a, sizeof a, NULL, 0);
+    if (r == CUDA_SUCCESS)
+        *out = (CUgraph)(uintptr_t)g;
+    return r;
+}
+
+/* A new mirror node in graph g after deps (all of g), not yet linked in; NULL with *r set on failure. */
+struct gnode *rgpu_node_new(CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type, CUresult *r)
+{
+    *r = mirrored_graph(g);
+    if (*r != CUDA_SUCCESS)
+        return NULL;
+    if (n && !deps) {
+        *r = CUDA_ERROR_INVALID_VALUE;
+        return NULL;
+    }
+    struct gnode *node = calloc(1, sizeof *node);
+    if (!node || !(node->deps = calloc(n ? n : 1, sizeof *node->deps))) {
+        free(node);
+        *r = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    node->graph = H(g);
+    node->type = type;
+    node->n_deps = n;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    for (size_t i = 0; i < n; i++) {
+        struct gnode *d = rgpu_node_find(H(deps[i]));
+        if (!d || d->graph != H(g))
+            *r = CUDA_ERROR_INVALID_VALUE;
+        node->deps[i] = H(deps[i]);
+    }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (*r != CUDA_SUCCESS) {
+        free(node->deps);
+        free(node);
+        return NULL;
+    }
+    node->handle = rgpu_graph_mint(KIND_GRAPH_NODE);
+    return node;
+}
+
+void rgpu_node_link(struct gnode *node, CUgraphNode *out)
+{
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    node->next = nodes;
+    nodes = node;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    *out = (CUgraphNode)(uintptr_t)node->handle;
+}
+
+/* Bulk of a node operation: the dependencies, then `tail`. */
+size_t rgpu_node_deps_bulk(uint8_t *out, const struct gnode *node)
+{
+    for (size_t i = 0; i < node->n_deps; i++)
+        rgpu_put_u64(out + 8 * i, node->deps[i]);
+    return 8 * node->n_deps;
+}
+
+struct gnode *rgpu_node_typed(CUgraphNode h, CUgraphNodeType type) /* under the lock */
+{
+    struct gnode *n = rgpu_node_find(H(h));
+    return n && n->type == type ? n : NULL;
+}
+
+/* -- empty, event and child-graph nodes ---------------------------------------------------------------------- */
+static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
+                          uint64_t object)
+{
+    CUresult r;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type == CU_GRAPH_NODE_TYPE_GRAPH && (object == H(g) || !rgpu_graph_is_live(object, KIND_GRAPH)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct gnode *node = rgpu_node_new(g, deps, n, type, &r);
+    if (!node)
+        return r;
+    node->object = object;
+    uint8_t a[RGPU_GRAPH_OTHER_NODE_REQ_SIZE], *bulk = malloc(8 * n + 1);
+    if (!bulk) {
+        free(node->deps);
+        free(node);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    size_t len = rgpu_node_deps_bulk(bulk, node);
+    rgpu_pack_graph_other_node(a, &(struct rgpu_graph_other_node_req){H(g), node->handle, (uint32_t)n,
+                                                                      (uint32_t)type, object});
+    r = rgpu_defer(RGPU_OP_GRAPH_OTHER_NODE, a, sizeof a, bulk, len);
+    free(bulk);
+    if (r != CUDA_SUCCESS) {
+        free(node->deps);
+        free(node);
+        return r;
+    }
+    rgpu_node_link(node, out);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n)
+{
+    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0);
+}
+API CUresult cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e)
+{
+    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD, H(e)) : CUDA_ERROR_INVALID_VALUE;
+}
+API CUresult cuGraphAddEventWaitNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e)
+{
+    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_WAIT_EVENT, H(e)) : CUDA_ERROR_INVALID_VALUE;
+}
+API CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraph child)
+{
+    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_GRAPH, H(child));
+}
+
+static CUresult node_event(CUgraphNode h, CUgraphNodeType type, CUevent *out)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_typed(h, type);
+    if (n)
+        *out = (CUevent)(uintptr_t)n->object;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+API CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode h, CUevent *out)
+{
+    return node_event(h, CU_GRAPH_NODE_TYPE_EVENT_RECORD, out);
+}
+API CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode h, CUevent *out)
+{
+    return node_event(h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, out);
+}
+
+/* -- structure: edges, queries, clones ----------------------------------------------------------------------- */
+static int default_edges(const CUgraphEdgeData *data, size_t n)
+{
+    static const CUgraphEdgeData zero;
+    for (size_t i = 0; data && i < n; i++)
+        if (memcmp(&data[i], &zero, sizeof zero))
+            return 0;
+    return 1;
+}
+
+static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *data,
+                      size_t n, int remove)
+{
+    static int logged;
+    CUresult r = mirrored_graph(g);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (n && (!from || !to))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!default_edges(data, n))
+        return rgpu_unsupported(&logged, "graph edges with edge data (programmatic edges) in the explicit API");
+    uint8_t *bulk = malloc(16 * n + 1);
+    if (!bulk)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        struct gnode *a = rgpu_node_find(H(from[i])), *b = rgpu_node_find(H(to[i]));
+        if (!a || !b || a->graph != H(g) || b->graph != H(g) || a == b) {
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        size_t k = 0;
+        while (k < b->n_deps && b->deps[k] != a->handle)
+            k++;
+        if (remove ? k == b->n_deps : k < b->n_deps) {
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        rgpu_put_u64(bulk + 16 * i, a->handle);
+        rgpu_put_u64(bulk + 16 * i + 8, b->handle);
+    }
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) { /* checked all: now change the mirror */
+        struct gnode *a = rgpu_node_find(H(from[i])), *b = rgpu_node_find(H(to[i]));
+        if (remove) {
+            size_t k = 0;
+            while (b->deps[k] != a->handle)
+                k++;
+            b->deps[k] = b->deps[--b->n_deps];
+        } else {
+            uint64_t *grown = realloc(b->deps, (b->n_deps + 1) * sizeof *grown);
+            if (!grown) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+                break;
+            }
+            b->deps = grown;
+            b->deps[b->n_deps++] = a->handle;
+        }
+    }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (r == CUDA_SUCCESS) {
+        uint8_t a[RGPU_GRAPH_EDGES_REQ_SIZE];
+        rgpu_pack_graph_edges(a, &(struct rgpu_graph_edges_req){H(g), (uint32_t)n, (uint32_t)remove});
+        r = rgpu_defer(RGPU_OP_GRAPH_EDGES, a, sizeof a, bulk, 16 * n);
+    }
+    free(bulk);
+    return r;
+}
+
+API CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                                       const CUgraphEdgeData *data, size_t n)
+{
+    return edges(g, from, to, data, n, 0);
+}
+API CUresult cuGraphRemoveDependencies_v2(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                                          const CUgraphEdgeData *data, size_t n)
+{
+    return edges(g, from, to, data, n, 1);
+}
+
+/* Nodes of g in the order they were added (the list is newest first). */
+static CUresult list_nodes(CUgraph g, CUgraphNode *out, size_t *count, int roots_only)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = mirrored_graph(g);
+    if (r != CUDA_SUCCESS)
+        return r;
+    size_t total = 0, cap = *count;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    for (struct gnode *n = nodes; n; n = n->next)
+        if (n->graph == H(g) && (!roots_only || !n->n_deps))
+            total++;
+    if (out) {
+        size_t i = total;
+        for (struct gnode *n = nodes; n; n = n->next)
+            if (n->graph == H(g) && (!roots_only || !n->n_deps) && --i < cap)
+                out[i] = (CUgraphNode)(uintptr_t)n->handle;
+    }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (out && cap > total)
+        for (size_t i = total; i < cap; i++)
+            out[i] = NULL;
+    *count = total;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphGetNodes(CUgraph g, CUgraphNode *out, size_t *n) { return list_nodes(g, out, n, 0); }
+API CUresult cuGraphGetRootNodes(CUgraph g, CUgraphNode *out, size_t *n) { return list_nodes(g, out, n, 1); }
+
+API CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *data, size_t *n)
+{
+    if (!n || (!from) != (!to))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = mirrored_graph(g);
+    if (r != CUDA_SUCCESS)
+        return r;
+    size_t total = 0, cap = *n;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    for (struct gnode *b = nodes; b; b = b->next)
+        if (b->graph == H(g))
+            for (size_t k = 0; k < b->n_deps; k++, total++)
+                if (from && total < cap) {
+                    from[total] = (CUgraphNode)(uintptr_t)b->deps[k];
+                    to[total] = (CUgraphNode)(uintptr_t)b->handle;
+                    if (data)
+                        memset(&data[total], 0, sizeof *data);
+                }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    *n = total;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
+{
+    if (!type)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_find(H(h));
+    if (n)
+        *type = n->type;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGraphNodeGetDependencies_v2(CUgraphNode h, CUgraphNode *deps, CUgraphEdgeData *data, size_t *count)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_find(H(h));
+    if (n) {
+        for (size_t k = 0; deps && k < n->n_deps && k < *count; k++) {
+            deps[k] = (CUgraphNode)(uintptr_t)n->deps[k];
+            if (data)
+                memset(&data[k], 0, sizeof *data);
+        }
+        *count = n->n_deps;
+    }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode h, CUgraphNode *out, CUgraphEdgeData *data, size_t *count)
+{
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t total = 0;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_find(H(h));
+    for (struct gnode *m = nodes; n && m; m = m->next)
+        for (size_t k = 0; m->graph == n->graph && k < m->n_deps; k++)
+            if (m->deps[k] == n->handle) {
+                if (out && total < *count) {
+                    out[total] = (CUgraphNode)(uintptr_t)m->handle;
+                    if (data)
+                        memset(&data[total], 0, sizeof *data);
+                }
+                total++;
+            }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = total;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphClone(CUgraph *out, CUgraph g)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = mirrored_graph(g);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t clone = rgpu_graph_mint(KIND_GRAPH);
+    size_t count = 0, i = 0;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int slot = mirror_slot(0);
+    for (struct gnode *n = nodes; n; n = n->next)
+        count += n->graph == H(g);
+    struct gnode **copies = calloc(count ? count : 1, sizeof *copies);
+    uint8_t *pairs = malloc(16 * count + 1);
+    for (struct gnode *n = nodes; copies && pairs && n && r == CUDA_SUCCESS; n = n->next) {
+        if (n->graph != H(g))
+            continue;
+        struct gnode *c = malloc(sizeof *c);
+        uint64_t *deps = malloc((n->n_deps ? n->n_deps : 1) * sizeof *deps);
+        if (!c || !deps) {
+            free(c);
+            free(deps);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        *c = *n;
+        c->graph = clone;
+        c->handle = 1ull << 63 | (uint64_t)KIND_GRAPH_NODE << 56; /* numbered below, outside this lock */
+        c->deps = deps;
+        memcpy(deps, n->deps, n->n_deps * sizeof *deps);
+        rgpu_put_u64(pairs + 16 * i, n->handle);
+        copies[i++] = c;
+    }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (!copies || !pairs || slot < 0 || r != CUDA_SUCCESS) {
+        for (size_t k = 0; k < i; k++)
+            free(copies[k]->deps), free(copies[k]);
+        free(copies);
+        free(pairs);
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t k = 0; k < i; k++) {
+        copies[k]->handle = rgpu_graph_mint(KIND_GRAPH_NODE);
+        rgpu_put_u64(pairs + 16 * k + 8, copies[k]->handle);
+    }
+    for (size_t k = 0; k < i; k++) /* dependencies name the clone's nodes */
+        for (size_t d = 0; d < copies[k]->n_deps; d++)
+            for (size_t m = 0; m < i; m++)
+                if (rgpu_get_u64(pairs + 16 * m) == copies[k]->deps[d])
+                    copies[k]->deps[d] = copies[m]->handle;
+    uint8_t a[RGPU_GRAPH_CLONE_REQ_SIZE];
+    rgpu_pack_graph_clone(a, &(struct rgpu_graph_clone_req){H(g), clone, (uint32_t)i});
+    r = rgpu_graph_live_add(clone) ? rgpu_defer(RGPU_OP_GRAPH_CLONE, a, sizeof a, pairs, 16 * i)
+                                   : CUDA_ERROR_OUT_OF_MEMORY;
+    free(pairs);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    if (r == CUDA_SUCCESS)
+        mirrored[slot] = clone;
+    for (size_t k = i; k-- > 0;) { /* oldest first, so the clone lists its nodes in the original's order */
+        if (r == CUDA_SUCCESS) {
+            copies[k]->next = nodes;
+            nodes = copies[k];
+        } else {
+            free(copies[k]->deps);
+            free(copies[k]);
+        }
+    }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    free(copies);
+    if (r == CUDA_SUCCESS)
+        *out = (CUgraph)(uintptr_t)clone;
+    return r;
+}
+
+API CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode original, CUgraph clone)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A clone's nodes are numbered in the original's order: match by position among the graph's nodes. */
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *o = rgpu_node_find(H(original));
+    size_t pos = 0, k = 0;
+    int found = 0;
+    for (struct gnode *n = nodes; o && n; n = n->next)
+        if (n->graph == o->graph) {
+            if (n == o)
+                found = 1;
+            else if (!found)
+                pos++;
+        }
+    *out = NULL;
+    for (struct gnode *n = nodes; found && n; n = n->next)
+        if (n->graph == H(clone) && k++ == pos)
+            *out = (CUgraphNode)(uintptr_t)n->handle;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGraphDestroyNode(CUgraphNode h)
+{
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode **p = &nodes;
+    while (*p && (*p)->handle != H(h))
+        p = &(*p)->next;
+    struct gnode *n = *p;
+    if (n) {
+        *p = n->next;
+        for (struct gnode *m = nodes; m; m = m->next) /* and every edge into it */
+            for (size_t k = 0; m->graph == n->graph && k < m->n_deps;)
+                if (m->deps[k] == n->handle)
+                    m->deps[k] = m->deps[--m->n_deps];
+                else
+                    k++;
+    }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(n->deps);
+    free(n);
+    uint8_t a[RGPU_GRAPH_DESTROY_NODE_REQ_SIZE];
+    rgpu_pack_graph_destroy_node(a, &(struct rgpu_graph_destroy_node_req){H(h)});
+    return rgpu_defer(RGPU_OP_GRAPH_DESTROY_NODE, a, sizeof a, NULL, 0);
+}

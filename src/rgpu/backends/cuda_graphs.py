@@ -1,0 +1,371 @@
+"""Launch attributes, stream capture and CUDA graphs on a real GPU (a mixin of CudaBackend).
+
+Capture is NVIDIA's own: cuStreamBeginCapture on the session's real stream, and the deferred launches,
+memsets and device-to-device copies that follow are captured by the driver; cuStreamEndCapture yields the
+real CUgraph. Host<->device copies of the program's memory cannot be captured faithfully (the server's
+staging buffer is not the program's memory): the client refuses them during capture, and on the server the
+driver's own rule (no synchronisation of a capturing stream) fails them and invalidates the capture.
+"""
+
+from __future__ import annotations
+
+import cffi
+
+from rgpu.backends.base import MAX_PARAM_BYTES
+from rgpu.errors import CudaError, Status
+
+try:
+    from cuda.bindings import driver as cu
+except ImportError:  # pragma: no cover - the cuda backend is unavailable then
+    cu = None
+
+_ffi = cffi.FFI()
+_ffi.cdef("""
+    typedef struct {
+        unsigned gx, gy, gz, bx, by, bz, shmem;
+        uintptr_t stream;
+        void *attrs;
+        unsigned count;
+    } rgpu_launch_config;
+    typedef struct {
+        uintptr_t func;
+        unsigned gx, gy, gz, bx, by, bz, shmem;
+        void **params;
+        void **extra;
+        uintptr_t kern;
+        uintptr_t ctx;
+    } rgpu_kernel_node_params;  /* CUDA_KERNEL_NODE_PARAMS_v2 */
+    int cuCtxSetCurrent(uintptr_t ctx);
+    int cuLaunchKernelEx(const rgpu_launch_config *config, uintptr_t f, void **params, void **extra);
+    int cuGraphAddKernelNode_v2(uintptr_t *node, uintptr_t graph, const uintptr_t *deps, size_t count,
+                                const rgpu_kernel_node_params *params);
+    int cuGraphKernelNodeSetParams_v2(uintptr_t node, const rgpu_kernel_node_params *params);
+    int cuGraphExecKernelNodeSetParams_v2(uintptr_t exec, uintptr_t node, const rgpu_kernel_node_params *params);
+    int cuGraphKernelNodeSetAttribute(uintptr_t node, int id, const void *value);
+    typedef struct {
+        uintptr_t dst;
+        size_t pitch;
+        unsigned value, element_size;
+        size_t width, height;
+    } rgpu_memset_params;  /* CUDA_MEMSET_NODE_PARAMS */
+    int cuGraphGetNodes(uintptr_t graph, uintptr_t *nodes, size_t *count);
+    int cuGraphNodeGetType(uintptr_t node, int *type);
+    int cuGraphNodeGetDependencies_v2(uintptr_t node, uintptr_t *deps, void *edges, size_t *count);
+    int cuGraphKernelNodeGetParams_v2(uintptr_t node, rgpu_kernel_node_params *params);
+    int cuGraphMemsetNodeGetParams(uintptr_t node, rgpu_memset_params *params);
+    int cuGraphEventRecordNodeGetEvent(uintptr_t node, uintptr_t *event);
+    int cuGraphEventWaitNodeGetEvent(uintptr_t node, uintptr_t *event);
+    int cuStreamGetCaptureInfo_v3(uintptr_t stream, int *status, uint64_t *id, uintptr_t *graph,
+                                  const uintptr_t **deps, const void **edges, size_t *count);
+    int cuStreamUpdateCaptureDependencies_v2(uintptr_t stream, uintptr_t *deps, const void *edges, size_t count,
+                                             unsigned flags);
+""")
+_driver = None
+_ATTRIBUTE_SIZE = 72
+
+
+def _lib():
+    global _driver
+    if _driver is None:
+        _driver = _ffi.dlopen("libcuda.so.1")
+    return _driver
+
+
+def _check(result):
+    from rgpu.backends.cuda_common import check
+
+    return check(result)
+
+
+def _fail(err: int) -> None:
+    if err:
+        _check((cu.CUresult(err),))
+
+
+def _attribute_records(attributes) -> bytes:
+    """CUlaunchAttribute records for the driver: its own CUevent in place of the session handle."""
+    out = b""
+    for a in attributes:
+        value = int(a.event).to_bytes(8, "little") + a.value[8:] if a.event is not None else a.value
+        out += a.id.to_bytes(4, "little") + bytes(4) + value
+    return out
+
+
+# CUgraphNodeType (rgpu.dispatch.graphs)
+_KERNEL, _MEMCPY, _MEMSET, _CHILD, _EMPTY, _WAIT_EVENT, _EVENT_RECORD = 0, 1, 2, 4, 5, 6, 7
+
+
+def _stream(stream):
+    return cu.CUstream(0) if stream is None else stream
+
+
+class CudaGraphs:
+    """Mixed into CudaBackend."""
+
+    # -- launches with attributes ------------------------------------------------------------------
+    def launcher_ex(self, ctx, func, stream):
+        # As CudaBackend.launcher: bound once per (function, stream); the buffers belong to this launcher.
+        lib = _lib()
+        ctx_ptr, func_ptr = int(ctx), int(func)
+        config = _ffi.new("rgpu_launch_config *")
+        config.stream = int(stream) if stream else 0
+        records = _ffi.new("char[]", 16 * _ATTRIBUTE_SIZE)
+        config.attrs = records
+        buffer = _ffi.new("char[]", MAX_PARAM_BYTES)
+        nbytes = _ffi.new("size_t *")
+        extra = _ffi.new("void *[5]", [_ffi.cast("void *", 1), buffer, _ffi.cast("void *", 2), nbytes, _ffi.NULL])
+
+        def launch(gx, gy, gz, bx, by, bz, shared_mem, attributes, params):
+            size = len(params)
+            if size > MAX_PARAM_BYTES:
+                raise CudaError(Status.INVALID_VALUE, f"{size} bytes of kernel parameters (at most {MAX_PARAM_BYTES})")
+            _ffi.memmove(buffer, params, size)
+            nbytes[0] = size
+            for i, a in enumerate(attributes):
+                value = a.value
+                if a.event is not None:  # the driver's own CUevent replaces the session handle
+                    value = int(a.event).to_bytes(8, "little") + value[8:]
+                _ffi.memmove(records + i * _ATTRIBUTE_SIZE, a.id.to_bytes(4, "little") + bytes(4) + value,
+                             _ATTRIBUTE_SIZE)
+            config.gx, config.gy, config.gz, config.bx, config.by, config.bz = gx, gy, gz, bx, by, bz
+            config.shmem, config.count = shared_mem, len(attributes)
+            err = lib.cuCtxSetCurrent(ctx_ptr) or lib.cuLaunchKernelEx(config, func_ptr, _ffi.NULL, extra)
+            if err:
+                _check((cu.CUresult(err),))
+
+        return launch
+
+    # -- capture ------------------------------------------------------------------------------------
+    def stream_begin_capture(self, ctx, stream, mode: int) -> None:
+        # Always relaxed here: capture modes restrict *other calls of the program's threads*, which the client
+        # enforces (native/src/graph.c); on the server a stricter mode would instead refuse the session's own
+        # allocations made after the program relaxed its thread, and, with in-process sessions, other sessions.
+        del mode
+        self._use(ctx)
+        _check(cu.cuStreamBeginCapture(_stream(stream), cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+
+    def stream_end_capture(self, ctx, stream):
+        self._use(ctx)
+        return _check(cu.cuStreamEndCapture(_stream(stream)))
+
+    def capture_dependencies(self, ctx, stream) -> list:
+        from rgpu.backends.graph_types import NodeInfo
+
+        lib = _lib()
+        self._use(ctx)
+        status, ident, graph = _ffi.new("int *"), _ffi.new("uint64_t *"), _ffi.new("uintptr_t *")
+        deps, edges, count = _ffi.new("const uintptr_t **"), _ffi.new("const void **"), _ffi.new("size_t *")
+        _fail(lib.cuStreamGetCaptureInfo_v3(int(stream), status, ident, graph, deps, edges, count))
+        kind, out = _ffi.new("int *"), []
+        for node in (deps[0][0:count[0]] if count[0] else []):
+            _fail(lib.cuGraphNodeGetType(node, kind))
+            out.append(NodeInfo(node, cu.CUgraphNode(node), kind[0], ()))
+        return out
+
+    def update_capture_dependencies(self, ctx, stream, nodes: list, flags: int) -> None:
+        self._use(ctx)
+        array = _ffi.new("uintptr_t[]", [int(n) for n in nodes] or [0])
+        _fail(_lib().cuStreamUpdateCaptureDependencies_v2(int(stream), array, _ffi.NULL, len(nodes), flags))
+
+    # -- executable graphs --------------------------------------------------------------------------
+    def graph_instantiate(self, ctx, graph, flags: int):
+        self._use(ctx)
+        return _check(cu.cuGraphInstantiate(graph, flags))  # cuda-bindings' name for WithFlags
+
+    def graph_launch(self, ctx, exe, stream) -> None:
+        self._use(ctx)
+        _check(cu.cuGraphLaunch(exe, _stream(stream)))
+
+    def graph_upload(self, ctx, exe, stream) -> None:
+        self._use(ctx)
+        _check(cu.cuGraphUpload(exe, _stream(stream)))
+
+    def graph_exec_update(self, ctx, exe, graph) -> int:
+        self._use(ctx)
+        err, info = cu.cuGraphExecUpdate(exe, graph)
+        if err == cu.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
+            return int(info.result) or 1
+        _check((err,))
+        return 0
+
+    def graph_destroy(self, ctx, graph) -> None:
+        _check(cu.cuGraphDestroy(graph))
+
+    def graph_exec_destroy(self, ctx, exe) -> None:
+        self._use(ctx)
+        _check(cu.cuGraphExecDestroy(exe))
+
+    # -- the explicit graph API --------------------------------------------------------------------
+    def graph_create(self, ctx):
+        self._use(ctx)
+        return _check(cu.cuGraphCreate(0))
+
+    def _kernel_params(self, ctx, p):
+        """CUDA_KERNEL_NODE_PARAMS_v2 with the parameter buffer handed over whole; the driver copies it."""
+        buffer = _ffi.new("char[]", max(len(p.params), 1))
+        _ffi.memmove(buffer, p.params, len(p.params))
+        nbytes = _ffi.new("size_t *", len(p.params))
+        extra = _ffi.new("void *[5]", [_ffi.cast("void *", 1), buffer, _ffi.cast("void *", 2), nbytes, _ffi.NULL])
+        params = _ffi.new("rgpu_kernel_node_params *")
+        params.func, params.ctx = int(p.func), int(ctx)
+        params.gx, params.gy, params.gz = p.grid
+        params.bx, params.by, params.bz = p.block
+        params.shmem, params.params, params.extra = p.shared_mem, _ffi.NULL, extra
+        return params, (buffer, nbytes, extra)
+
+    def _set_kernel_attributes(self, node: int, attributes) -> None:
+        records = _attribute_records(attributes)
+        for i, a in enumerate(attributes):  # the value union follows the id and its padding
+            _fail(_lib().cuGraphKernelNodeSetAttribute(node, a.id, _ffi.from_buffer(records, require_writable=False)
+                                                       + i * _ATTRIBUTE_SIZE + 8))
+
+    def _memset_params(self, p):
+        m = cu.CUDA_MEMSET_NODE_PARAMS()
+        m.dst, m.pitch, m.value, m.elementSize, m.width, m.height = p.dst, p.pitch, p.value, p.element_size, \
+            p.width, p.height
+        return m
+
+    def _memcpy_params(self, p):
+        m = cu.CUDA_MEMCPY3D()
+        m.srcMemoryType = m.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+        m.srcDevice, m.srcPitch, m.dstDevice, m.dstPitch = p.src, p.src_pitch or p.width, p.dst, \
+            p.dst_pitch or p.width
+        m.WidthInBytes, m.Height, m.Depth = p.width, p.height, 1
+        return m
+
+    def graph_add_node(self, ctx, graph, node_type: int, deps: list, params):
+        self._use(ctx)
+        n = len(deps)
+        if node_type == _KERNEL:
+            raw, keep = self._kernel_params(ctx, params)
+            out = _ffi.new("uintptr_t *")
+            dep_array = _ffi.new("uintptr_t[]", [int(d) for d in deps] or [0])
+            _fail(_lib().cuGraphAddKernelNode_v2(out, int(graph), dep_array, n, raw))
+            del keep
+            node = cu.CUgraphNode(out[0])
+            self._set_kernel_attributes(out[0], params.attributes)
+            return node
+        if node_type == _MEMSET:
+            return _check(cu.cuGraphAddMemsetNode(graph, deps, n, self._memset_params(params), ctx))
+        if node_type == _MEMCPY:
+            return _check(cu.cuGraphAddMemcpyNode(graph, deps, n, self._memcpy_params(params), ctx))
+        if node_type == _EMPTY:
+            return _check(cu.cuGraphAddEmptyNode(graph, deps, n))
+        if node_type == _EVENT_RECORD:
+            return _check(cu.cuGraphAddEventRecordNode(graph, deps, n, params))
+        if node_type == _WAIT_EVENT:
+            return _check(cu.cuGraphAddEventWaitNode(graph, deps, n, params))
+        if node_type == _CHILD:
+            return _check(cu.cuGraphAddChildGraphNode(graph, deps, n, params))
+        raise CudaError(Status.NOT_SUPPORTED, f"graph node type {node_type}")
+
+    def graph_node_set_params(self, ctx, node, node_type: int, params, exe) -> None:
+        self._use(ctx)
+        if node_type == _KERNEL:
+            raw, keep = self._kernel_params(ctx, params)
+            if exe is None:
+                _fail(_lib().cuGraphKernelNodeSetParams_v2(int(node), raw))
+                self._set_kernel_attributes(int(node), params.attributes)
+            else:
+                _fail(_lib().cuGraphExecKernelNodeSetParams_v2(int(exe), int(node), raw))
+            del keep
+        elif node_type == _MEMSET:
+            m = self._memset_params(params)
+            _check(cu.cuGraphMemsetNodeSetParams(node, m) if exe is None
+                   else cu.cuGraphExecMemsetNodeSetParams(exe, node, m, ctx))
+        elif node_type == _MEMCPY:
+            m = self._memcpy_params(params)
+            _check(cu.cuGraphMemcpyNodeSetParams(node, m) if exe is None
+                   else cu.cuGraphExecMemcpyNodeSetParams(exe, node, m, ctx))
+        else:
+            raise CudaError(Status.NOT_SUPPORTED, f"setting the parameters of a node of type {node_type}")
+
+    def graph_edges(self, ctx, graph, pairs: list, remove: bool) -> None:
+        self._use(ctx)
+        sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
+        fn = cu.cuGraphRemoveDependencies if remove else cu.cuGraphAddDependencies
+        try:
+            _check(fn(graph, sources, targets, None, len(pairs)))  # 13.x: with edge data
+        except TypeError:
+            _check(fn(graph, sources, targets, len(pairs)))  # 12.x
+
+    def graph_clone(self, ctx, graph):
+        self._use(ctx)
+        clone = _check(cu.cuGraphClone(graph))
+        return clone, lambda node: _check(cu.cuGraphNodeFindInClone(node, clone))
+
+    def graph_destroy_node(self, ctx, node) -> None:
+        self._use(ctx)
+        _check(cu.cuGraphDestroyNode(node))
+
+    # -- reading a graph back ------------------------------------------------------------------------
+    def object_key(self, obj):
+        return int(obj)
+
+    def graph_nodes(self, ctx, graph, layout) -> list:
+        """Every node, dependencies first; kernel parameters packed by `layout(function)` (None: unknown)."""
+        from rgpu.backends.graph_types import MemsetNodeParams, NodeInfo
+
+        lib = _lib()
+        self._use(ctx)
+        count = _ffi.new("size_t *")
+        _fail(lib.cuGraphGetNodes(int(graph), _ffi.NULL, count))
+        raw = _ffi.new("uintptr_t[]", max(count[0], 1))
+        _fail(lib.cuGraphGetNodes(int(graph), raw, count))
+        nodes, deps, kind = list(raw[0:count[0]]), {}, _ffi.new("int *")
+        for node in nodes:
+            n = _ffi.new("size_t *")
+            _fail(lib.cuGraphNodeGetDependencies_v2(node, _ffi.NULL, _ffi.NULL, n))
+            out = _ffi.new("uintptr_t[]", max(n[0], 1))
+            _fail(lib.cuGraphNodeGetDependencies_v2(node, out, _ffi.NULL, n))
+            deps[node] = tuple(out[0:n[0]])
+        order, placed = [], set()
+        while len(order) < len(nodes):  # the driver lists nodes in no promised order
+            ready = [node for node in nodes if node not in placed and all(d in placed for d in deps[node])]
+            if not ready:
+                raise CudaError(Status.INVALID_VALUE, "the graph has a cycle")
+            order += ready
+            placed.update(ready)
+        infos = []
+        for node in order:
+            _fail(lib.cuGraphNodeGetType(node, kind))
+            params = None
+            if kind[0] == _KERNEL:
+                params = self._kernel_node_params(node, layout)
+            elif kind[0] == _MEMSET:
+                m = _ffi.new("rgpu_memset_params *")
+                _fail(lib.cuGraphMemsetNodeGetParams(node, m))
+                params = MemsetNodeParams(m.dst, m.pitch, m.value, m.element_size, m.width, m.height)
+            elif kind[0] in (_EVENT_RECORD, _WAIT_EVENT):
+                event = _ffi.new("uintptr_t *")
+                get = lib.cuGraphEventRecordNodeGetEvent if kind[0] == _EVENT_RECORD else \
+                    lib.cuGraphEventWaitNodeGetEvent
+                _fail(get(node, event))
+                params = cu.CUevent(event[0])
+            infos.append(NodeInfo(node, cu.CUgraphNode(node), kind[0], deps[node], params))
+        return infos
+
+    def _kernel_node_params(self, node: int, layout):
+        from rgpu.backends.graph_types import KernelNodeParams
+
+        p = _ffi.new("rgpu_kernel_node_params *")
+        _fail(_lib().cuGraphKernelNodeGetParams_v2(node, p))
+        func = cu.CUfunction(p.func)
+        shape = layout(func)
+        buf = b""
+        if shape is not None and p.params != _ffi.NULL:
+            out = bytearray(shape[-1][0] + shape[-1][1] if shape else 0)
+            for i, (offset, size) in enumerate(shape):
+                out[offset:offset + size] = _ffi.buffer(p.params[i], size)
+            buf = bytes(out)
+        elif p.extra != _ffi.NULL:
+            i, pointer, size = 0, None, 0
+            while p.extra[i] != _ffi.NULL and i < 16:
+                if int(_ffi.cast("uintptr_t", p.extra[i])) == 1:
+                    pointer = p.extra[i + 1]
+                elif int(_ffi.cast("uintptr_t", p.extra[i])) == 2:
+                    size = _ffi.cast("size_t *", p.extra[i + 1])[0]
+                i += 2
+            buf = bytes(_ffi.buffer(pointer, size)) if pointer is not None else b""
+        return KernelNodeParams(func if shape is not None else None, (p.gx, p.gy, p.gz), (p.bx, p.by, p.bz), p.shmem,
+                                buf, ())

@@ -1,0 +1,395 @@
+"""Launch attributes, stream capture and CUDA graphs for the fake backend (a mixin of FakeBackend).
+
+Capture is emulated the way the driver behaves towards a program: work queued on a capturing stream is
+recorded into a graph instead of running; calls that would wait on a capturing stream, or move host memory
+through it, fail with STREAM_CAPTURE_UNSUPPORTED and invalidate the capture; instantiating snapshots the
+graph and launching replays its nodes in order on the launch stream.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import weakref
+
+import attrs
+
+from rgpu.errors import CudaError, Status
+
+# CUgraphNodeType
+KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
+NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
+# CUgraphExecUpdateResult
+UPDATE_SUCCESS, UPDATE_ERROR, UPDATE_TOPOLOGY_CHANGED, UPDATE_NODE_TYPE_CHANGED = 0, 1, 2, 3
+
+
+@attrs.define(eq=False)
+class FakeNode:
+    type: int
+    call: object = None  # (function, bound arguments): replayed with the launch stream as `stream`
+    deps: list = attrs.Factory(list)
+    owner: object = None  # the FakeGraph it is in (explicit API)
+
+
+@attrs.define(eq=False)
+class FakeGraph:
+    nodes: list = attrs.Factory(list)
+
+
+@attrs.define(eq=False)
+class FakeExec:
+    ctx: object
+    nodes: list  # copies, in a topological order
+    by_origin: dict = attrs.Factory(dict)  # the graph's node -> its copy here (exec set-params name the former)
+    destroyed: bool = False
+
+
+def _topological(nodes: list) -> list:
+    """Kahn's order, stable: among ready nodes, the one added first goes first (capture order for captures)."""
+    index = {node: i for i, node in enumerate(nodes)}
+    waiting = {node: len({d for d in node.deps if d in index}) for node in nodes}
+    users: dict = {node: [] for node in nodes}
+    for node in nodes:
+        for d in set(node.deps):
+            if d in index:
+                users[d].append(node)
+    ready = sorted((n for n in nodes if not waiting[n]), key=index.get)
+    order = []
+    while ready:
+        node = ready.pop(0)
+        order.append(node)
+        for user in users[node]:
+            waiting[user] -= 1
+            if not waiting[user]:
+                ready.append(user)
+                ready.sort(key=index.get)
+    if len(order) != len(nodes):
+        raise CudaError(Status.INVALID_VALUE, "the graph has a cycle")
+    return order
+
+
+def _copies(nodes: list) -> tuple[list, dict]:
+    """Nodes copied with their edges, in a topological order; and original -> copy."""
+    order = _topological(nodes)
+    mapping: dict = {}
+    for node in order:
+        mapping[node] = FakeNode(node.type, node.call, [mapping[d] for d in node.deps if d in mapping])
+    return [mapping[n] for n in order], mapping
+
+
+@attrs.define(eq=False)
+class FakeCapture:
+    graph: FakeGraph
+    mode: int
+    origin: object  # the stream that began it
+    invalidated: bool = False
+    tails: dict = attrs.Factory(dict)  # id(stream) -> the nodes its next captured work depends on
+    streams: list = attrs.Factory(list)
+
+
+def _capture_of(stream):
+    return getattr(stream, "capture", None) if stream is not None else None
+
+
+# name -> (node type, or None where the call cannot be captured; predicate: the call is asynchronous)
+_ASYNC = lambda a: a.get("asynchronous", False)  # noqa: E731
+_CAPTURED = {
+    "launch": (KERNEL, None), "launch_ex": (KERNEL, None), "blas_gemm": (KERNEL, None),
+    "lt_matmul": (KERNEL, None), "dnn_execute": (KERNEL, None), "dnn_bn_inference": (KERNEL, None),
+    "dnn_bn_training": (KERNEL, None), "dnn_bn_backward": (KERNEL, None),
+    "memset": (MEMSET, _ASYNC), "memset_2d": (MEMSET, _ASYNC), "memcpy_dtod": (MEMCPY, _ASYNC),
+    "memcpy_2d": (MEMCPY, lambda a: a.get("asynchronous", False) and a["kind"] == 3),
+    "event_record": (EVENT_RECORD, None), "stream_wait_event": (WAIT_EVENT, None), "graph_launch": (CHILD, None),
+    # Host memory cannot be captured here (the server's staging buffer is not the program's memory), and
+    # waiting on a capturing stream would wait forever: both fail and invalidate the capture, as in CUDA.
+    "memcpy_htod": (None, None), "memcpy_dtoh": (None, None), "stream_synchronize": (None, None),
+    "stream_query": (None, None), "ctx_synchronize": (None, None),
+}
+
+
+def _frozen(value):
+    # Receive buffers are reused after the call returns: a recorded call keeps its own copy.
+    return bytes(value) if isinstance(value, (memoryview, bytearray)) else value
+
+
+def _capturing(fn, node_type, is_async):
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        if "stream" not in bound.arguments:  # ctx_synchronize: waits on every stream, capturing ones too
+            self._check_no_capture(bound.arguments["ctx"])
+            return fn(self, *args, **kwargs)
+        stream = bound.arguments["stream"]
+        capture = _capture_of(stream)
+        if capture is None and node_type == WAIT_EVENT and self.stream_wait_event_joins(
+                stream, bound.arguments["event"]):
+            capture = stream.capture
+        if capture is None:
+            if stream is None:
+                self._check_legacy_stream(bound.arguments.get("ctx"))
+            return fn(self, *args, **kwargs)
+        if node_type is None or (is_async is not None and not is_async(bound.arguments)):
+            capture.invalidated = True
+            raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED,
+                            f"{fn.__name__} is not permitted on a capturing stream; the capture is invalidated")
+        if capture.invalidated:
+            raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the stream's capture was invalidated")
+        call = {k: _frozen(v) for k, v in bound.arguments.items() if k != "self"}
+        deps = list(capture.tails.get(id(stream), ()))
+        if node_type == WAIT_EVENT:  # waiting on work captured on another stream: an edge from it
+            seen = self._captured_events.get(call["event"])
+            if seen is not None and seen[0] is capture and seen[1] not in deps:
+                deps.append(seen[1])
+        node = FakeNode(node_type, (fn, call), deps, capture.graph)
+        capture.graph.nodes.append(node)
+        capture.tails[id(stream)] = [node]
+        if fn.__name__ == "event_record":
+            self._captured_events[call["event"]] = (capture, node)
+        return None
+
+    return wrapper
+
+
+class FakeGraphs:
+    """Mixed into FakeBackend; wraps the subclass's capturable calls (see _CAPTURED) when it is defined."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name, (node_type, is_async) in _CAPTURED.items():
+            fn = cls.__dict__.get(name) or getattr(FakeGraphs, name, None)
+            if fn is not None:
+                setattr(cls, name, _capturing(fn, node_type, is_async))
+
+    @functools.cached_property
+    def _captured_events(self) -> weakref.WeakKeyDictionary:
+        return weakref.WeakKeyDictionary()
+
+    def _check_legacy_stream(self, ctx) -> None:
+        """Work on the legacy NULL stream waits for every blocking stream: not while one is capturing."""
+        for stream in getattr(ctx, "streams", ()):
+            capture = _capture_of(stream)
+            if capture is not None and not stream.flags & NON_BLOCKING:
+                capture.invalidated = True
+                raise CudaError(Status.STREAM_CAPTURE_IMPLICIT,
+                                "the NULL stream would wait on a capturing stream; the capture is invalidated")
+
+    def _check_no_capture(self, ctx) -> None:
+        for stream in getattr(ctx, "streams", ()):
+            capture = _capture_of(stream)
+            if capture is not None:
+                capture.invalidated = True
+                raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED,
+                                "synchronizing a context with a capturing stream; the capture is invalidated")
+
+    # -- launches with attributes ------------------------------------------------------------------
+    def launch_ex(self, ctx, func, grid, block, shared_mem, stream, params, attributes) -> None:
+        for a in attributes:
+            if a.id == 4:  # CLUSTER_DIMENSION: the grid must be whole clusters, as the driver requires
+                cluster = [int.from_bytes(a.value[i:i + 4], "little") for i in (0, 4, 8)]
+                if min(cluster) < 1 or any(g % c for g, c in zip(grid, cluster)):
+                    raise CudaError(Status.INVALID_VALUE, f"grid {grid} is not a whole number of {cluster} clusters")
+        self.launch(ctx, func, grid, block, shared_mem, stream, params)
+        for a in attributes:  # both event attributes fire once the kernel is done (or may start the next)
+            if a.event is not None:
+                self.event_record(ctx, a.event, stream)
+
+    def launcher_ex(self, ctx, func, stream):
+        def launch(gx, gy, gz, bx, by, bz, shared_mem, attributes, params):
+            self.launch_ex(ctx, func, (gx, gy, gz), (bx, by, bz), shared_mem, stream, params, attributes)
+
+        return launch
+
+    # -- capture ------------------------------------------------------------------------------------
+    def stream_begin_capture(self, ctx, stream, mode: int) -> None:
+        ctx.check()
+        if _capture_of(stream) is not None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
+        stream.capture = FakeCapture(FakeGraph(), mode, stream, streams=[stream])
+
+    def stream_end_capture(self, ctx, stream) -> FakeGraph:
+        capture = _capture_of(stream)
+        if capture is None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+        if capture.origin is not stream:
+            capture.invalidated = True
+            raise CudaError(Status.STREAM_CAPTURE_UNMATCHED, "capture ended on a stream that did not begin it")
+        for s in capture.streams:
+            s.capture = None
+        if capture.invalidated:
+            raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the capture was invalidated by an illegal call")
+        return capture.graph
+
+    def stream_wait_event_joins(self, stream, event) -> bool:
+        """A stream that waits on an event recorded during a capture joins that capture."""
+        seen = self._captured_events.get(event)
+        if seen is None or stream is None or _capture_of(stream) is not None:
+            return False
+        capture, node = seen
+        stream.capture = capture
+        capture.streams.append(stream)
+        capture.tails[id(stream)] = [node]
+        return True
+
+    def capture_dependencies(self, ctx, stream) -> list:
+        from rgpu.backends.graph_types import NodeInfo
+
+        capture = _capture_of(stream)
+        if capture is None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+        return [NodeInfo(id(n), n, n.type, ()) for n in capture.tails.get(id(stream), ())]
+
+    def update_capture_dependencies(self, ctx, stream, nodes: list, flags: int) -> None:
+        capture = _capture_of(stream)
+        if capture is None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+        if any(n.owner is not capture.graph for n in nodes):
+            raise CudaError(Status.INVALID_VALUE, "a node that is not in the capture's graph")
+        tails = [] if flags == 1 else list(capture.tails.get(id(stream), ()))  # 1: CU_STREAM_SET_CAPTURE_DEPENDENCIES
+        capture.tails[id(stream)] = tails + [n for n in nodes if n not in tails]
+
+    # -- executable graphs --------------------------------------------------------------------------
+    def graph_instantiate(self, ctx, graph: FakeGraph, flags: int) -> FakeExec:
+        ctx.check()
+        nodes, mapping = _copies(graph.nodes)
+        return FakeExec(ctx, nodes, mapping)
+
+    def graph_launch(self, ctx, exe: FakeExec, stream) -> None:
+        ctx.check()
+        for node in exe.nodes:
+            if node.call is None:
+                continue
+            fn, call = node.call
+            fn(self, **{**call, "stream": stream}) if "stream" in call else fn(self, **call)
+
+    def graph_upload(self, ctx, exe: FakeExec, stream) -> None:
+        ctx.check()
+
+    def graph_exec_update(self, ctx, exe: FakeExec, graph: FakeGraph) -> int:
+        """The graph's parameters into the exec's nodes, paired in topological order (node identities stay)."""
+        ctx.check()
+        try:
+            nodes = _topological(graph.nodes)
+        except CudaError:
+            return UPDATE_ERROR
+        if len(exe.nodes) != len(nodes):
+            return UPDATE_TOPOLOGY_CHANGED
+        index = {n: i for i, n in enumerate(nodes)}
+        old_index = {n: i for i, n in enumerate(exe.nodes)}
+        for old, new in zip(exe.nodes, nodes):
+            if old.type != new.type:
+                return UPDATE_NODE_TYPE_CHANGED
+            if sorted(old_index.get(d, -1) for d in old.deps) != sorted(index.get(d, -1) for d in new.deps):
+                return UPDATE_TOPOLOGY_CHANGED
+        for old, new in zip(exe.nodes, nodes):
+            old.call = new.call
+        return UPDATE_SUCCESS
+
+    def graph_destroy(self, ctx, graph: FakeGraph) -> None:
+        graph.nodes.clear()
+
+    def graph_exec_destroy(self, ctx, exe: FakeExec) -> None:
+        exe.nodes = []
+        exe.by_origin = {}
+        exe.destroyed = True
+
+    # -- the explicit graph API --------------------------------------------------------------------
+    def graph_create(self, ctx) -> FakeGraph:
+        ctx.check()
+        return FakeGraph()
+
+    def _node_call(self, ctx, node_type: int, params):
+        cls = type(self)
+        if node_type == KERNEL:
+            return (cls.launch_ex.__wrapped__, dict(ctx=ctx, func=params.func, grid=params.grid, block=params.block,
+                                                    shared_mem=params.shared_mem, stream=None, params=params.params,
+                                                    attributes=list(params.attributes)))
+        if node_type == MEMSET:
+            return (cls.memset_2d.__wrapped__, dict(ctx=ctx, dst=params.dst, pitch=params.pitch, value=params.value,
+                                                    elem=params.element_size, width=params.width,
+                                                    height=params.height, stream=None, asynchronous=True))
+        if node_type == MEMCPY:
+            return (cls.memcpy_2d.__wrapped__, dict(ctx=ctx, kind=3, dst=params.dst, dpitch=params.dst_pitch,
+                                                    src=params.src, spitch=params.src_pitch, width=params.width,
+                                                    height=params.height, rows=None, stream=None,
+                                                    asynchronous=True))
+        if node_type == EVENT_RECORD:
+            return (cls.event_record.__wrapped__, dict(ctx=ctx, event=params, stream=None))
+        if node_type == WAIT_EVENT:
+            return (cls.stream_wait_event.__wrapped__, dict(ctx=ctx, stream=None, event=params, flags=0))
+        if node_type == CHILD:  # CUDA copies the child graph into the node when it is added
+            nodes, _ = _copies(params.nodes)
+            return (cls.graph_launch.__wrapped__, dict(ctx=ctx, exe=FakeExec(ctx, nodes), stream=None))
+        if node_type == EMPTY:
+            return None
+        raise CudaError(Status.NOT_SUPPORTED, f"graph node type {node_type}")
+
+    def graph_add_node(self, ctx, graph: FakeGraph, node_type: int, deps: list, params) -> FakeNode:
+        ctx.check()
+        node = FakeNode(node_type, self._node_call(ctx, node_type, params), list(deps), graph)
+        graph.nodes.append(node)
+        return node
+
+    def graph_node_set_params(self, ctx, node: FakeNode, node_type: int, params, exe: FakeExec | None) -> None:
+        ctx.check()
+        target = node if exe is None else exe.by_origin.get(node)
+        if target is None:
+            raise CudaError(Status.INVALID_VALUE, "the node is not in that executable graph")
+        target.call = self._node_call(ctx, node_type, params)
+
+    def graph_edges(self, ctx, graph: FakeGraph, pairs: list, remove: bool) -> None:
+        for source, target in pairs:
+            if remove:
+                if source not in target.deps:
+                    raise CudaError(Status.INVALID_VALUE, "no such edge")
+                target.deps.remove(source)
+            else:
+                if source is target or source in target.deps:
+                    raise CudaError(Status.INVALID_VALUE, "the edge exists or joins a node to itself")
+                target.deps.append(source)
+
+    def graph_clone(self, ctx, graph: FakeGraph):
+        mapping: dict = {}
+        clone = FakeGraph()
+        for node in graph.nodes:  # nodes come after their dependencies unless edges were added later
+            mapping[node] = FakeNode(node.type, node.call, [], clone)
+            clone.nodes.append(mapping[node])
+        for node in graph.nodes:
+            mapping[node].deps = [mapping[d] for d in node.deps]
+        return clone, mapping.__getitem__
+
+    def object_key(self, obj):
+        return id(obj)
+
+    def graph_nodes(self, ctx, graph: FakeGraph, layout) -> list:
+        from rgpu.backends.graph_types import KernelNodeParams, MemcpyNodeParams, MemsetNodeParams, NodeInfo
+
+        out = []
+        for node in _topological(graph.nodes):
+            params, name, a = None, node.call[0].__name__ if node.call else "", node.call[1] if node.call else {}
+            if name in ("launch", "launch_ex"):
+                params = KernelNodeParams(a["func"], tuple(a["grid"]), tuple(a["block"]), a["shared_mem"],
+                                          bytes(a["params"]), tuple(a.get("attributes", ())))
+            elif node.type == KERNEL:  # a library's kernel (cuBLAS, cuDNN): no function of the session's
+                params = KernelNodeParams(None, (1, 1, 1), (1, 1, 1), 0, b"", ())
+            elif name == "memset":
+                params = MemsetNodeParams(a["dst"], a["count"] * a["width"], a["value"], a["width"], a["count"], 1)
+            elif name == "memset_2d":
+                params = MemsetNodeParams(a["dst"], a["pitch"], a["value"], a["elem"], a["width"], a["height"])
+            elif name == "memcpy_dtod":
+                params = MemcpyNodeParams(a["dst"], a["nbytes"], a["src"], a["nbytes"], a["nbytes"], 1)
+            elif name == "memcpy_2d":
+                params = MemcpyNodeParams(a["dst"], a["dpitch"], a["src"], a["spitch"], a["width"], a["height"])
+            elif name in ("event_record", "stream_wait_event"):
+                params = a["event"]
+            out.append(NodeInfo(id(node), node, node.type, tuple(id(d) for d in node.deps), params))
+        return out
+
+    def graph_destroy_node(self, ctx, node: FakeNode) -> None:
+        graph = node.owner
+        if graph is None or node not in graph.nodes:
+            return
+        graph.nodes.remove(node)
+        for other in graph.nodes:
+            other.deps = [d for d in other.deps if d is not node]

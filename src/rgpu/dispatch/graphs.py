@@ -1,0 +1,476 @@
+"""Launch attributes, stream capture and CUDA graphs: the handlers (registered into rgpu.dispatch.handlers).
+
+Graphs, executable graphs and nodes are session resources named by handles the client mints
+(HandleTable.add_client), so capture, instantiation and replay are all deferred calls: replaying a captured
+graph is one GRAPH_LAUNCH record however many nodes it has. The backends do the work (rgpu.dispatch.cuda_graphs
+captures for real through NVIDIA's driver; rgpu.dispatch.fake_graphs records and replays).
+"""
+
+from __future__ import annotations
+
+import struct
+import weakref
+
+import attrs
+
+from rgpu.backends.graph_types import KernelNodeParams, MemcpyNodeParams, MemsetNodeParams, NodeInfo  # noqa: F401
+from rgpu.dispatch.registry import Reply, handles
+from rgpu.errors import CudaError, Status
+from rgpu.protocol import ops
+from rgpu.session.handles import Kind
+from rgpu.session.state import Session
+
+# -- launch attributes ------------------------------------------------------------------------------
+# CUlaunchAttributeID values whose 64-byte value is plain data: forwarded untouched, the driver decides.
+PLAIN_ATTRIBUTES = {
+    0: "IGNORE", 1: "ACCESS_POLICY_WINDOW", 2: "COOPERATIVE", 3: "SYNCHRONIZATION_POLICY", 4: "CLUSTER_DIMENSION",
+    5: "CLUSTER_SCHEDULING_POLICY_PREFERENCE", 6: "PROGRAMMATIC_STREAM_SERIALIZATION", 8: "PRIORITY",
+    9: "MEM_SYNC_DOMAIN_MAP", 10: "MEM_SYNC_DOMAIN", 11: "PREFERRED_CLUSTER_DIMENSION",
+    14: "PREFERRED_SHARED_MEMORY_CARVEOUT", 16: "NVLINK_UTIL_CENTRIC_SCHEDULING",
+}
+# Values that start with a CUevent: the client sends its session handle, the server hands the driver its own.
+EVENT_ATTRIBUTES = {7: "PROGRAMMATIC_EVENT", 12: "LAUNCH_COMPLETION_EVENT"}
+# DEVICE_UPDATABLE_KERNEL_NODE (13) makes the driver write a device-node handle back into the caller's
+# memory: there is no such memory on the server, so it is refused (it is meant for graphs only anyway).
+_WRITE_BACK_ATTRIBUTES = {13: "DEVICE_UPDATABLE_KERNEL_NODE"}
+_ATTRIBUTE = struct.Struct("<I4x64s")
+assert _ATTRIBUTE.size == ops.LAUNCH_ATTRIBUTE_SIZE
+
+
+@attrs.frozen(slots=True)
+class LaunchAttribute:
+    id: int
+    value: bytes  # the 64-byte CUlaunchAttributeValue as the client sent it
+    event: object = None  # the backend's event, for EVENT_ATTRIBUTES
+
+
+def parse_attributes(s: Session, raw, count: int) -> list[LaunchAttribute]:
+    if count > ops.MAX_LAUNCH_ATTRIBUTES:
+        raise CudaError(Status.INVALID_VALUE, f"{count} launch attributes (at most {ops.MAX_LAUNCH_ATTRIBUTES})")
+    out = []
+    for i in range(count):
+        ident, value = _ATTRIBUTE.unpack_from(raw, i * _ATTRIBUTE.size)
+        event = None
+        if ident in EVENT_ATTRIBUTES:
+            (handle,) = struct.unpack_from("<Q", value)
+            event = s.object(handle, Kind.EVENT)[1].obj
+        elif ident in _WRITE_BACK_ATTRIBUTES:
+            raise CudaError(Status.NOT_SUPPORTED, f"launch attribute {ident} ({_WRITE_BACK_ATTRIBUTES[ident]}) "
+                                                  "writes a device-node handle back to the caller: not forwarded")
+        elif ident not in PLAIN_ATTRIBUTES:
+            raise CudaError(Status.INVALID_VALUE, f"unknown launch attribute {ident}")
+        out.append(LaunchAttribute(ident, bytes(value), event))
+    return out
+
+
+# -- per-session graph state ------------------------------------------------------------------------
+@attrs.define(slots=True)
+class _GraphState:
+    capturing: dict = attrs.Factory(dict)  # stream handle -> the graph handle its capture will have
+    ex_launchers: dict = attrs.Factory(dict)  # (function, stream) -> Backend.launcher_ex(...)
+    ex_launchers_at: int = -1  # handles.removals when ex_launchers was last known good
+    graph_launches: int = 0
+    # Attribute records -> parsed attributes, for records without event handles: a program launches with the
+    # same few attribute sets again and again (llama.cpp: PDL on every launch).
+    attribute_sets: dict = attrs.Factory(dict)
+
+
+_STATES: weakref.WeakKeyDictionary[Session, _GraphState] = weakref.WeakKeyDictionary()
+
+
+def state(s: Session) -> _GraphState:
+    st = _STATES.get(s)
+    if st is None:
+        st = _STATES[s] = _GraphState()
+    return st
+
+
+def graph_launches(s: Session) -> int:
+    """How many GRAPH_LAUNCH calls the session made (one wire record each, however many nodes)."""
+    st = _STATES.get(s)
+    return st.graph_launches if st is not None else 0
+
+
+# -- launches with attributes -----------------------------------------------------------------------
+@handles(ops.LAUNCH_KERNEL_EX)
+def _launch_ex(s: Session, args, bulk):
+    attr_bytes = args.count * _ATTRIBUTE.size
+    if args.count > ops.MAX_LAUNCH_ATTRIBUTES or len(bulk) < attr_bytes:
+        raise CudaError(Status.INVALID_VALUE, f"{args.count} launch attributes, {len(bulk)} bytes of bulk")
+    target = s.launch_target(args.function, args.stream)  # checks and caches the function/stream pair
+    params = memoryview(bulk)[attr_bytes:]
+    target.check_params(len(params))
+    st = state(s)
+    raw = bytes(bulk[:attr_bytes])
+    attributes = st.attribute_sets.get(raw)
+    if attributes is None:
+        attributes = parse_attributes(s, bulk, args.count)
+        if len(st.attribute_sets) < 64 and all(a.event is None for a in attributes):
+            st.attribute_sets[raw] = attributes
+    if st.ex_launchers_at != s.handles.removals:
+        st.ex_launchers.clear()
+        st.ex_launchers_at = s.handles.removals
+    key = (args.function, args.stream)
+    launch = st.ex_launchers.get(key)
+    if launch is None:
+        ctx, func = s.object(args.function, Kind.FUNCTION)
+        stream = s.stream(args.stream)[1] if args.stream else None
+        launch = st.ex_launchers[key] = s.backend.launcher_ex(ctx.obj, func.obj, stream)
+    launch(args.grid_x, args.grid_y, args.grid_z, args.block_x, args.block_y, args.block_z, args.shared_mem, attributes,
+           params)
+
+
+# -- stream capture ---------------------------------------------------------------------------------
+CAPTURE_MODES = (0, 1, 2)  # CU_STREAM_CAPTURE_MODE_GLOBAL, THREAD_LOCAL, RELAXED
+
+
+def _capture_stream(s: Session, handle: int):
+    if handle == 0:
+        # The legacy NULL stream synchronises with every other: CUDA never captures it.
+        raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED, "the NULL stream cannot be captured")
+    return s.stream(handle)
+
+
+@handles(ops.STREAM_BEGIN_CAPTURE)
+def _begin_capture(s: Session, args, bulk):
+    if args.mode not in CAPTURE_MODES:
+        raise CudaError(Status.INVALID_VALUE, f"capture mode {args.mode}")
+    ctx, stream = _capture_stream(s, args.stream)
+    st = state(s)
+    if args.stream in st.capturing:
+        raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
+    if args.graph in s.handles or args.graph >> 56 != 0x80 | Kind.GRAPH:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.graph:x} is not a fresh client graph handle")
+    s.backend.stream_begin_capture(ctx.obj, stream, args.mode)
+    st.capturing[args.stream] = args.graph
+
+
+@handles(ops.STREAM_END_CAPTURE)
+def _end_capture(s: Session, args, bulk):
+    ctx, stream = _capture_stream(s, args.stream)
+    st = state(s)
+    graph_handle = st.capturing.pop(args.stream, None)
+    if graph_handle is None:
+        raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+    if graph_handle != args.graph:
+        s.log.info("capture began as graph 0x%x, ends as 0x%x", graph_handle, args.graph)
+    # The driver ends the capture even when it fails (invalidated): no graph then.
+    graph = s.backend.stream_end_capture(ctx.obj, stream)
+    try:
+        s.handles.add_client(args.graph, Kind.GRAPH, graph, ctx=ctx_handle(s, args.stream))
+    except CudaError:
+        s.backend.graph_destroy(ctx.obj, graph)
+        raise
+
+
+@handles(ops.STREAM_CAPTURE_DEPENDENCIES)
+def _capture_dependencies(s: Session, args, bulk):
+    ctx, stream = _capture_stream(s, args.stream)
+    known = {s.backend.object_key(s.handles.get(h, Kind.GRAPH_NODE).obj): h
+             for h in s.handles.owned_by(parent=args.graph, kind=Kind.GRAPH_NODE)}
+    out = []
+    for info in s.backend.capture_dependencies(ctx.obj, stream):
+        handle = known.get(info.key)
+        if handle is None:
+            handle = known[info.key] = s.handles.add(Kind.GRAPH_NODE, info.obj, ctx=ctx_handle(s, args.stream),
+                                                     parent=args.graph, info=info.type)
+        out.append(handle)
+    return Reply((len(out),), struct.pack(f"<{len(out)}Q", *out))
+
+
+@handles(ops.STREAM_UPDATE_CAPTURE_DEPENDENCIES)
+def _update_capture_dependencies(s: Session, args, bulk):
+    ctx, stream = _capture_stream(s, args.stream)
+    if args.flags not in (0, 1) or args.count > MAX_NODE_DEPENDENCIES or len(bulk) != 8 * args.count:
+        raise CudaError(Status.INVALID_VALUE, f"flags {args.flags}, {args.count} nodes in {len(bulk)} bytes")
+    nodes = [s.handles.get(h, Kind.GRAPH_NODE).obj for (h,) in struct.iter_unpack("<Q", bytes(bulk))]
+    s.backend.update_capture_dependencies(ctx.obj, stream, nodes, args.flags)
+
+
+def ctx_handle(s: Session, stream_handle: int) -> int:
+    return s.handles.get(stream_handle, Kind.STREAM).ctx if stream_handle else s.current_ctx
+
+
+# -- executable graphs ------------------------------------------------------------------------------
+_INSTANTIATE_FLAGS = 0x1 | 0x2 | 0x8 | 0x10  # AUTO_FREE_ON_LAUNCH, UPLOAD, DEVICE_LAUNCH, USE_NODE_PRIORITY
+
+
+@handles(ops.GRAPH_INSTANTIATE)
+def _instantiate(s: Session, args, bulk):
+    if args.flags & ~_INSTANTIATE_FLAGS:
+        raise CudaError(Status.INVALID_VALUE, f"instantiate flags 0x{args.flags:x}")
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.exec in s.handles:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.exec:x} is in use")
+    exe = s.backend.graph_instantiate(ctx.obj, graph.obj, args.flags)
+    try:
+        s.handles.add_client(args.exec, Kind.GRAPH_EXEC, exe, ctx=graph.ctx)
+    except CudaError:
+        s.backend.graph_exec_destroy(ctx.obj, exe)
+        raise
+
+
+def _exec_on(s: Session, exec_handle: int, stream_handle: int):
+    ctx, exe = s.object(exec_handle, Kind.GRAPH_EXEC)
+    stream_ctx, stream = s.stream(stream_handle) if stream_handle else (ctx, None)
+    if stream_ctx is not ctx:
+        raise CudaError(Status.INVALID_VALUE, "the stream and the executable graph belong to different contexts")
+    return ctx, exe, stream
+
+
+@handles(ops.GRAPH_LAUNCH)
+def _graph_launch(s: Session, args, bulk):
+    ctx, exe, stream = _exec_on(s, args.exec, args.stream)
+    s.backend.graph_launch(ctx.obj, exe.obj, stream)
+    state(s).graph_launches += 1
+
+
+@handles(ops.GRAPH_UPLOAD)
+def _graph_upload(s: Session, args, bulk):
+    ctx, exe, stream = _exec_on(s, args.exec, args.stream)
+    s.backend.graph_upload(ctx.obj, exe.obj, stream)
+
+
+@handles(ops.GRAPH_EXEC_UPDATE)
+def _exec_update(s: Session, args, bulk):
+    ctx, exe = s.object(args.exec, Kind.GRAPH_EXEC)
+    _, graph = s.object(args.graph, Kind.GRAPH)
+    result = s.backend.graph_exec_update(ctx.obj, exe.obj, graph.obj)
+    return (int(result), 0)
+
+
+@handles(ops.GRAPH_EXEC_DESTROY)
+def _graph_exec_destroy(s: Session, args, bulk):
+    ctx, exe = s.object(args.exec, Kind.GRAPH_EXEC)
+    s.handles.pop(args.exec, Kind.GRAPH_EXEC)
+    s.backend.graph_exec_destroy(ctx.obj, exe.obj)
+
+
+@handles(ops.GRAPH_DESTROY)
+def _graph_destroy(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    for h in s.handles.owned_by(parent=args.graph, kind=Kind.GRAPH_NODE):
+        s.handles.pop(h, Kind.GRAPH_NODE)
+    s.handles.pop(args.graph, Kind.GRAPH)
+    s.backend.graph_destroy(ctx.obj, graph.obj)
+
+
+# -- the explicit graph API -------------------------------------------------------------------------
+# CUgraphNodeType
+KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
+MAX_NODE_DEPENDENCIES = 4096
+
+
+def _extent(pitch: int, width: int, height: int) -> int:
+    if height > 1 and width > pitch:
+        raise CudaError(Status.INVALID_VALUE, f"width {width} exceeds pitch {pitch}")
+    return pitch * (height - 1) + width if height else 0
+
+
+@handles(ops.GRAPH_CREATE)
+def _graph_create(s: Session, args, bulk):
+    if args.flags:
+        raise CudaError(Status.INVALID_VALUE, "cuGraphCreate flags must be 0")
+    ctx = s.context()
+    if args.graph in s.handles:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.graph:x} is in use")
+    graph = s.backend.graph_create(ctx.obj)
+    s.handles.add_client(args.graph, Kind.GRAPH, graph, ctx=s.current_ctx)
+
+
+def _node_handles(s: Session, raw, count: int, graph: int) -> list:
+    """`count` u64 node handles from `raw`: nodes of `graph` -> their backend objects."""
+    if count > MAX_NODE_DEPENDENCIES or len(raw) < 8 * count:
+        raise CudaError(Status.INVALID_VALUE, f"{count} node handles in {len(raw)} bytes")
+    out = []
+    for (handle,) in struct.iter_unpack("<Q", bytes(raw[: 8 * count])):
+        entry = s.handles.get(handle, Kind.GRAPH_NODE)
+        if entry.parent != graph:
+            raise CudaError(Status.INVALID_VALUE, f"node 0x{handle:x} is not in graph 0x{graph:x}")
+        out.append(entry.obj)
+    return out
+
+
+def _add_or_set(s: Session, args, deps_raw, node_type: int, params) -> None:
+    """A node operation: add `args.node` to `args.graph`, or set the parameters of an existing node."""
+    if args.graph:
+        ctx, graph = s.object(args.graph, Kind.GRAPH)
+        if args.node in s.handles:
+            raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is in use")
+        deps = _node_handles(s, deps_raw, args.deps, args.graph)
+        node = s.backend.graph_add_node(ctx.obj, graph.obj, node_type, deps, params)
+        try:
+            s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=graph.ctx, parent=args.graph, info=node_type)
+        except CudaError:
+            s.backend.graph_destroy_node(ctx.obj, node)
+            raise
+        return
+    ctx, node = s.object(args.node, Kind.GRAPH_NODE)
+    if node.info != node_type:
+        raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is of type {node.info}, not {node_type}")
+    exe = None
+    if getattr(args, "exec", 0):
+        _, exe_entry = s.object(args.exec, Kind.GRAPH_EXEC)
+        exe = exe_entry.obj
+    s.backend.graph_node_set_params(ctx.obj, node.obj, node_type, params, exe)
+
+
+@handles(ops.GRAPH_KERNEL_NODE)
+def _kernel_node(s: Session, args, bulk):
+    deps_bytes, attr_bytes = 8 * args.deps, args.count * _ATTRIBUTE.size
+    if args.count > ops.MAX_LAUNCH_ATTRIBUTES or args.deps > MAX_NODE_DEPENDENCIES or \
+            len(bulk) < deps_bytes + attr_bytes:
+        raise CudaError(Status.INVALID_VALUE, f"{args.deps} dependencies, {args.count} attributes, "
+                                              f"{len(bulk)} bytes of bulk")
+    view = memoryview(bulk)
+    params = bytes(view[deps_bytes + attr_bytes:])
+    _, func = s.object(args.function, Kind.FUNCTION)
+    if func.info is not None:
+        expected = func.info[-1][0] + func.info[-1][1] if func.info else 0
+        if len(params) != expected:
+            raise CudaError(Status.INVALID_VALUE, f"parameter buffer is {len(params)} bytes; the kernel's layout "
+                                                  f"needs {expected}")
+    if min(args.grid_x, args.grid_y, args.grid_z, args.block_x, args.block_y, args.block_z) < 1:
+        raise CudaError(Status.INVALID_VALUE, "a kernel node's grid and block dimensions must be at least 1")
+    attributes = tuple(parse_attributes(s, view[deps_bytes:], args.count))
+    node = KernelNodeParams(func.obj, (args.grid_x, args.grid_y, args.grid_z),
+                            (args.block_x, args.block_y, args.block_z), args.shared_mem, params, attributes)
+    _add_or_set(s, args, view[:deps_bytes], KERNEL, node)
+
+
+@handles(ops.GRAPH_MEMSET_NODE)
+def _memset_node(s: Session, args, bulk):
+    if args.element_size not in (1, 2, 4):
+        raise CudaError(Status.INVALID_VALUE, f"element size {args.element_size}")
+    s.memory.check(args.dst, _extent(args.pitch, args.width * args.element_size, args.height))
+    node = MemsetNodeParams(args.dst, args.pitch, args.value, args.element_size, args.width, args.height)
+    _add_or_set(s, args, bulk, MEMSET, node)
+
+
+@handles(ops.GRAPH_MEMCPY_NODE)
+def _memcpy_node(s: Session, args, bulk):
+    s.memory.check(args.dst, _extent(args.dst_pitch, args.width, args.height))
+    s.memory.check(args.src, _extent(args.src_pitch, args.width, args.height))
+    node = MemcpyNodeParams(args.dst, args.dst_pitch, args.src, args.src_pitch, args.width, args.height)
+    _add_or_set(s, args, bulk, MEMCPY, node)
+
+
+@handles(ops.GRAPH_OTHER_NODE)
+def _other_node(s: Session, args, bulk):
+    if args.type == EMPTY:
+        obj = None
+    elif args.type in (EVENT_RECORD, WAIT_EVENT):
+        obj = s.object(args.object, Kind.EVENT)[1].obj
+    elif args.type == CHILD:
+        if args.object == args.graph:
+            raise CudaError(Status.INVALID_VALUE, "a graph cannot be its own child")
+        obj = s.object(args.object, Kind.GRAPH)[1].obj
+    else:
+        raise CudaError(Status.NOT_SUPPORTED, f"graph node type {args.type} through GRAPH_OTHER_NODE")
+    if not args.graph:
+        raise CudaError(Status.INVALID_VALUE, "GRAPH_OTHER_NODE adds nodes only")
+    _add_or_set(s, args, bulk, args.type, obj)
+
+
+@handles(ops.GRAPH_EDGES)
+def _graph_edges(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.remove not in (0, 1):
+        raise CudaError(Status.INVALID_VALUE, f"remove={args.remove}")
+    nodes = _node_handles(s, bulk, 2 * args.count, args.graph)
+    s.backend.graph_edges(ctx.obj, graph.obj, list(zip(nodes[0::2], nodes[1::2])), bool(args.remove))
+
+
+@handles(ops.GRAPH_CLONE)
+def _graph_clone(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.clone in s.handles:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.clone:x} is in use")
+    if args.count > MAX_NODE_DEPENDENCIES or len(bulk) != 16 * args.count:
+        raise CudaError(Status.INVALID_VALUE, f"{args.count} node pairs in {len(bulk)} bytes")
+    pairs = list(struct.iter_unpack("<QQ", bytes(bulk)))
+    originals = _node_handles(s, struct.pack(f"<{len(pairs)}Q", *(p[0] for p in pairs)), len(pairs), args.graph)
+    for _, minted in pairs:
+        if minted in s.handles or minted >> 56 != 0x80 | Kind.GRAPH_NODE:
+            raise CudaError(Status.INVALID_VALUE, f"0x{minted:x} is not a fresh client node handle")
+    clone, find = s.backend.graph_clone(ctx.obj, graph.obj)
+    s.handles.add_client(args.clone, Kind.GRAPH, clone, ctx=graph.ctx)
+    for (original, minted), obj in zip(pairs, originals):
+        info = s.handles.get(original, Kind.GRAPH_NODE).info
+        s.handles.add_client(minted, Kind.GRAPH_NODE, find(obj), ctx=graph.ctx, parent=args.clone, info=info)
+
+
+@handles(ops.GRAPH_DESTROY_NODE)
+def _graph_destroy_node(s: Session, args, bulk):
+    ctx, node = s.object(args.node, Kind.GRAPH_NODE)
+    s.handles.pop(args.node, Kind.GRAPH_NODE)
+    s.backend.graph_destroy_node(ctx.obj, node.obj)
+
+
+# -- reading a graph back (captured graphs too) -------------------------------------------------------
+def _handle_of(s: Session, kind: Kind, obj) -> int:
+    """The session handle of a backend object (0: none, e.g. a library's own kernel)."""
+    key = s.backend.object_key(obj)
+    for h in s.handles.owned_by(kind=kind):
+        if s.backend.object_key(s.handles.get(h, kind).obj) == key:
+            return h
+    return 0
+
+
+def _node_record(s: Session, handle: int, info: NodeInfo, handles_by_key: dict) -> bytes:
+    p, values = info.params, dict.fromkeys((f.name for f in ops.GRAPH_NODE_INFO.reply_fields), 0)
+    params = b""
+    if isinstance(p, KernelNodeParams):
+        params = p.params
+        values.update(function=_handle_of(s, Kind.FUNCTION, p.func) if p.func is not None else 0,
+                      grid_x=p.grid[0], grid_y=p.grid[1], grid_z=p.grid[2], block_x=p.block[0],
+                      block_y=p.block[1], block_z=p.block[2], shared_mem=p.shared_mem, params=len(params))
+    elif isinstance(p, MemsetNodeParams):
+        values.update(dst=p.dst, dst_pitch=p.pitch, value=p.value, element_size=p.element_size, width=p.width,
+                      height=p.height)
+    elif isinstance(p, MemcpyNodeParams):
+        values.update(dst=p.dst, dst_pitch=p.dst_pitch, src=p.src, src_pitch=p.src_pitch, width=p.width,
+                      height=p.height)
+    elif info.type in (EVENT_RECORD, WAIT_EVENT) and p is not None:
+        values.update(object=_handle_of(s, Kind.EVENT, p))
+    deps = [handles_by_key[d] for d in info.deps if d in handles_by_key]
+    values.update(node=handle, type=info.type, deps=len(deps))
+    return (ops.GRAPH_NODE_INFO.pack_reply(*values.values()) + struct.pack(f"<{len(deps)}Q", *deps) + params)
+
+
+def _graph_nodes(s: Session, graph_handle: int) -> tuple[list, dict]:
+    """([(handle, NodeInfo)] of a graph in a topological order, {node key: handle}); nodes the client never
+    named get handles now."""
+    ctx, graph = s.object(graph_handle, Kind.GRAPH)
+    known = {s.backend.object_key(s.handles.get(h, Kind.GRAPH_NODE).obj): h
+             for h in s.handles.owned_by(parent=graph_handle, kind=Kind.GRAPH_NODE)}
+    out = []
+    def layout(func):
+        handle = _handle_of(s, Kind.FUNCTION, func)
+        return s.handles.get(handle, Kind.FUNCTION).info if handle else None
+
+    for info in s.backend.graph_nodes(ctx.obj, graph.obj, layout):
+        handle = known.get(info.key)
+        if handle is None:
+            handle = known[info.key] = s.handles.add(Kind.GRAPH_NODE, info.obj, ctx=graph.ctx, parent=graph_handle,
+                                                     info=info.type)
+        out.append((handle, info))
+    return out, known
+
+
+@handles(ops.GRAPH_GET_NODES)
+def _graph_get_nodes(s: Session, args, bulk):
+    nodes, known = _graph_nodes(s, args.graph)
+    return Reply((len(nodes),), b"".join(_node_record(s, h, info, known) for h, info in nodes))
+
+
+@handles(ops.GRAPH_NODE_INFO)
+def _graph_node_info(s: Session, args, bulk):
+    entry = s.handles.get(args.node, Kind.GRAPH_NODE)
+    nodes, known = _graph_nodes(s, entry.parent)
+    for h, info in nodes:
+        if h == args.node:
+            record = _node_record(s, h, info, known)
+            size = ops.GRAPH_NODE_INFO.reply.size
+            return Reply(ops.GRAPH_NODE_INFO.decode_reply(record[:size]), record[size:])
+    raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is no longer in its graph")

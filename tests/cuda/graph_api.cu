@@ -1,0 +1,159 @@
+// The explicit graph API: a graph built node by node (memset, kernel, device-to-device copy, empty, event
+// record, child graph), edges, queries (nodes, roots, edges, types, parameters), kernel-node parameters changed
+// in the graph and in an instantiated exec, a clone, and a node destroyed.
+#include "check.cuh"
+
+__global__ void saxpy(float a, const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i] + y[i];
+}
+
+static const int n = 4096;
+
+static void expect_all(const float *d, float want)
+{
+    static float h[n];
+    CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++)
+        EXPECT(h[i] == want);
+}
+
+int main()
+{
+    float *x, *y, *out;
+    CHECK(cudaMalloc(&x, n * sizeof(float)));
+    CHECK(cudaMalloc(&y, n * sizeof(float)));
+    CHECK(cudaMalloc(&out, n * sizeof(float)));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaEvent_t done;
+    CHECK(cudaEventCreate(&done));
+
+    cudaGraph_t g;
+    CHECK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t set_x, set_y, axpy, copy, join, record;
+    cudaMemsetParams ms = {};
+    ms.dst = x, ms.value = 0x40000000, ms.elementSize = 4, ms.width = n, ms.height = 1; // 2.0f
+    CHECK(cudaGraphAddMemsetNode(&set_x, g, nullptr, 0, &ms));
+    ms.dst = y, ms.value = 0x3F800000; // 1.0f
+    CHECK(cudaGraphAddMemsetNode(&set_y, g, nullptr, 0, &ms));
+    float a = 3.0f;
+    int count = n;
+    void *args[] = {&a, &x, &y, &count};
+    cudaKernelNodeParams kp = {};
+    kp.func = (void *)saxpy, kp.gridDim = dim3(n / 256), kp.blockDim = dim3(256), kp.kernelParams = args;
+    cudaGraphNode_t both[] = {set_x, set_y};
+    CHECK(cudaGraphAddKernelNode(&axpy, g, both, 2, &kp));
+    CHECK(cudaGraphAddMemcpyNode1D(&copy, g, &axpy, 1, out, y, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    CHECK(cudaGraphAddEmptyNode(&join, g, nullptr, 0));
+#if CUDART_VERSION >= 13000
+    CHECK(cudaGraphAddDependencies(g, &copy, &join, nullptr, 1));
+#else
+    CHECK(cudaGraphAddDependencies(g, &copy, &join, 1));
+#endif
+    CHECK(cudaGraphAddEventRecordNode(&record, g, &join, 1, done));
+
+    size_t count_nodes = 0, roots = 0, edges = 0;
+    CHECK(cudaGraphGetNodes(g, nullptr, &count_nodes));
+    CHECK(cudaGraphGetRootNodes(g, nullptr, &roots));
+#if CUDART_VERSION >= 13000
+    CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &edges));
+#else
+    CHECK(cudaGraphGetEdges(g, nullptr, nullptr, &edges));
+#endif
+    EXPECT(count_nodes == 6 && roots == 2 && edges == 5);
+    cudaGraphNode_t listed[6];
+    CHECK(cudaGraphGetNodes(g, listed, &count_nodes));
+    int kernels = 0;
+    for (size_t i = 0; i < count_nodes; i++) {
+        cudaGraphNodeType type;
+        CHECK(cudaGraphNodeGetType(listed[i], &type));
+        kernels += type == cudaGraphNodeTypeKernel;
+    }
+    EXPECT(kernels == 1);
+    size_t after_axpy = 0;
+#if CUDART_VERSION >= 13000
+    CHECK(cudaGraphNodeGetDependentNodes(axpy, nullptr, nullptr, &after_axpy));
+#else
+    CHECK(cudaGraphNodeGetDependentNodes(axpy, nullptr, &after_axpy));
+#endif
+    EXPECT(after_axpy == 1);
+    cudaEvent_t recorded = nullptr;
+    CHECK(cudaGraphEventRecordNodeGetEvent(record, &recorded));
+    EXPECT(recorded == done);
+    cudaKernelNodeParams got = {};
+    CHECK(cudaGraphKernelNodeGetParams(axpy, &got));
+    EXPECT(got.func == (void *)saxpy && got.gridDim.x == n / 256 && got.blockDim.x == 256);
+    EXPECT(*(float *)got.kernelParams[0] == 3.0f);
+    cudaMemsetParams got_ms = {};
+    CHECK(cudaGraphMemsetNodeGetParams(set_y, &got_ms));
+    EXPECT(got_ms.dst == y && got_ms.value == 0x3F800000 && got_ms.width == n);
+
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaEventSynchronize(done));
+    expect_all(out, 7.0f); // 3 * 2 + 1
+
+    // New parameters in the graph do not reach the exec; in the exec they do.
+    a = 5.0f;
+    CHECK(cudaGraphKernelNodeSetParams(axpy, &kp));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(out, 7.0f);
+    a = 10.0f;
+    CHECK(cudaGraphExecKernelNodeSetParams(exec, axpy, &kp));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(out, 21.0f);
+    cudaMemsetParams two = ms; // y = 2.0f, in the exec only
+    two.value = 0x40000000;
+    CHECK(cudaGraphExecMemsetNodeSetParams(exec, set_y, &two));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(out, 22.0f);
+
+    // A kernel-node attribute, set and read back.
+    cudaKernelNodeAttrValue v = {};
+    v.priority = 0;
+    CHECK(cudaGraphKernelNodeSetAttribute(axpy, cudaKernelNodeAttributePriority, &v));
+    cudaKernelNodeAttrValue back = {};
+    back.priority = 99;
+    CHECK(cudaGraphKernelNodeGetAttribute(axpy, cudaKernelNodeAttributePriority, &back));
+    EXPECT(back.priority == 0);
+
+    // A clone (parameters as of now: a = 5) inside another graph as a child.
+    cudaGraph_t clone, outer;
+    CHECK(cudaGraphClone(&clone, g));
+    cudaGraphNode_t axpy_in_clone;
+    CHECK(cudaGraphNodeFindInClone(&axpy_in_clone, axpy, clone));
+    cudaGraphNodeType type;
+    CHECK(cudaGraphNodeGetType(axpy_in_clone, &type));
+    EXPECT(type == cudaGraphNodeTypeKernel);
+    CHECK(cudaGraphCreate(&outer, 0));
+    cudaGraphNode_t child;
+    CHECK(cudaGraphAddChildGraphNode(&child, outer, nullptr, 0, clone));
+    cudaGraphExec_t outer_exec;
+    CHECK(cudaGraphInstantiate(&outer_exec, outer, 0));
+    CHECK(cudaGraphLaunch(outer_exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(out, 11.0f);
+
+    // Destroying the event-record node takes its edge with it.
+    CHECK(cudaGraphDestroyNode(record));
+    CHECK(cudaGraphGetNodes(g, nullptr, &count_nodes));
+    EXPECT(count_nodes == 5);
+
+    CHECK(cudaGraphExecDestroy(outer_exec));
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(outer));
+    CHECK(cudaGraphDestroy(clone));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaEventDestroy(done));
+    CHECK(cudaStreamDestroy(s));
+    std::printf("graph_api OK\n");
+    return 0;
+}
