@@ -236,21 +236,15 @@ def run_demo(address: str, psk_file: str | None = None, n: int = 1 << 20) -> Non
 
 def run_native_demo(address: str, psk_file: str | None = None) -> bool:
     """The same vector add as a compiled C program on the driver API, through rgpu's libcuda.so.1."""
-    import shutil
-
     from rgpu import shims
     from rgpu.kernels import build as kernels
 
-    if shutil.which("gcc") is None:
-        print("native demo skipped: no C compiler (gcc) to build the libcuda.so.1 shim")
-        return True
     try:
         shim_dir = shims.default_out_dir()
-        if not (shim_dir / "vecadd").exists():
-            shims.build(shim_dir)
-            shims.build_examples(shim_dir)
-    except (SystemExit, subprocess.CalledProcessError) as e:
-        print(f"native demo skipped: cannot build the shim ({e})")
+        shims.build(shim_dir, progress=True)  # rebuilds what is stale only
+        shims.build_examples(shim_dir, progress=True)
+    except shims.ShimError as e:
+        print(f"native demo skipped: cannot build the stand-ins: {e}")
         return True
     env = shims.environment(shim_dir)
     env["RGPU_SERVER"] = address
@@ -268,14 +262,16 @@ def run_runtime_demo(address: str, psk_file: str | None = None) -> bool:
 
     from rgpu import shims
 
-    source = shims.native_dir().parent / "tests" / "cuda" / "vector_add.cu"
-    if shutil.which("nvcc") is None or not source.exists():
-        print("runtime demo skipped: needs nvcc and the source checkout")
+    nat = shims.native_dir()
+    # The wheel carries the program under rgpu/_native/demo; a checkout keeps it with the other test programs.
+    source = next(p for p in (nat / "demo" / "vector_add.cu", nat.parent / "tests" / "cuda" / "vector_add.cu")
+                  if p.exists() or p.parent.name == "cuda")
+    if shutil.which("nvcc") is None:
+        print("runtime demo skipped: needs nvcc (the CUDA compiler) to build an unmodified CUDA program")
         return True
     shim_dir = shims.default_out_dir()
     exe = shim_dir / "vector_add_runtime"
-    if not (shim_dir / "libcudart.so.13").exists():
-        shims.build(shim_dir)
+    shims.build(shim_dir, progress=True)
     if not exe.exists() or exe.stat().st_mtime < source.stat().st_mtime:
         subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(source)], check=True, capture_output=True)
     env = shims.environment(shim_dir)
@@ -312,16 +308,10 @@ def cmd_build_shims(args) -> int:
 
     from rgpu import shims
 
-    import subprocess
-
-    out = pathlib.Path(args.out) if args.out else None
-    try:
-        lib = shims.build(out, verbose=args.verbose)
-        examples = shims.build_examples(out)
-    except subprocess.CalledProcessError as e:
-        print(f"rgpu: build failed: {' '.join(e.cmd[:3])} ... exited with {e.returncode}", file=sys.stderr)
-        return 1
-    print(f"built {lib} and examples {', '.join(e.name for e in examples)}")
+    out = pathlib.Path(args.out) if args.out else shims.default_out_dir()
+    lib = shims.build(out, verbose=args.verbose, progress=True, jobs=args.jobs)
+    examples = shims.build_examples(out, progress=True, verbose=args.verbose)
+    print(f"stand-ins up to date in {lib.parent} (examples: {', '.join(e.name for e in examples)})")
     return 0
 
 
@@ -347,9 +337,9 @@ def cmd_run(args) -> int:
 def cmd_doctor(args) -> int:
     import pathlib
 
-    from rgpu import shims
+    from rgpu.doctor import doctor
 
-    return shims.doctor(_program(args), pathlib.Path(args.shims) if args.shims else None)
+    return doctor(_program(args), pathlib.Path(args.shims) if args.shims else None)
 
 
 def main(argv=None) -> int:
@@ -373,8 +363,10 @@ def main(argv=None) -> int:
     keygen.set_defaults(fn=cmd_keygen)
     sub.add_parser("server", help="same as rgpu-server")
     bs = sub.add_parser("build-shims", help="compile the native stand-ins: libcuda, libcudart, libcublas(Lt), libcudnn")
-    bs.add_argument("--out", help="output directory (default build/shims in the checkout, or $RGPU_SHIM_DIR)")
-    bs.add_argument("-v", "--verbose", action="store_true")
+    bs.add_argument("--out", help="output directory (default: $RGPU_SHIM_DIR; build/shims in a source checkout; "
+                                  "otherwise a per-user cache directory, ~/.cache/rgpu/VERSION-...)")
+    bs.add_argument("-j", "--jobs", type=int, help="parallel compiler runs (default: one per CPU)")
+    bs.add_argument("-v", "--verbose", action="store_true", help="print every compiler command")
     bs.set_defaults(fn=cmd_build_shims)
     for name, fn, text in (("run", cmd_run, "run a program with rgpu's CUDA libraries"),
                            ("doctor", cmd_doctor, "run a program and report which CUDA libraries it loaded")):
