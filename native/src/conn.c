@@ -578,8 +578,10 @@ static int dial(const char *spec)
     }
     struct addrinfo hints = {0}, *res, *ai;
     hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, port, &hints, &res))
+    if (getaddrinfo(host, port, &hints, &res)) {
+        errno = 0; /* not a system error: the caller says the address is bad */
         return -1;
+    }
     int fd = -1;
     for (ai = res; ai && fd < 0; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -773,10 +775,11 @@ CUresult rgpu_connect(void)
         g.batching = !(batch && !strcmp(batch, "0"));
         const char *spin = getenv("RGPU_SPIN_US");
         g.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
+        errno = 0;
         g.fd = dial(server);
         if (g.fd < 0) {
             rgpu_log(RGPU_LOG_ERROR, "cannot reach rgpu-server at %s: %s", server && *server ? server : "127.0.0.1:9713",
-                     strerror(errno));
+                     errno ? strerror(errno) : "unknown host or not host:port (set RGPU_SERVER or rgpu run --server)");
             g.state = -1;
             g.failure = CUDA_ERROR_NO_DEVICE;
         } else {

@@ -34,10 +34,36 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _add_version(p: argparse.ArgumentParser) -> None:
+    from rgpu import __version__
+
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__} (protocol "
+                                                          f"{_protocol_version()})")
+
+
+def _protocol_version() -> str:
+    from rgpu.protocol.handshake import PROTOCOL_MAJOR, PROTOCOL_MINOR
+
+    return f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0 to 65535; 0: any free port)")
+    return port
+
+
 def server_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rgpu-server", description="Serve this host's GPU to rgpu clients.")
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)")
     p.add_argument("--backend", choices=("auto", "cuda", "fake"), default="auto",
                    help="cuda: the real GPU; fake: emulation for tests; auto: cuda if a GPU answers")
     p.add_argument("--psk-file", help="pre-shared key file (hex or raw, >= 32 bytes): clients must prove it, "
@@ -61,7 +87,8 @@ def server_parser() -> argparse.ArgumentParser:
                    help="how long a session's worker polls for the next request before sleeping (default 50; "
                         "0: never poll). Polling saves the wake-up of a sleeping process on every call")
     p.add_argument("--port-file", help="write the listening port here once ready (useful with --port 0)")
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-level", default="info", type=str.lower, choices=LOG_LEVELS)
+    _add_version(p)
     from rgpu.bridge.cli import add_location_args
 
     add_location_args(p, prefix="bridge-")
@@ -141,7 +168,8 @@ def server_main(argv=None) -> int:
         from rgpu.dispatch.backend import BackendUnavailable
         from rgpu.session.pool import WorkerStartError
 
-        startup = (BackendUnavailable, WorkerStartError)
+        # Startup failures arrive wrapped in the nursery's exception groups: report the one that matters.
+        startup = (ConfigError, BackendUnavailable, WorkerStartError, ValueError, OSError)
         known = [x for x in _leaves(e) if isinstance(x, startup)]
         if known:
             log.error("%s", known[0])
@@ -284,9 +312,13 @@ def run_runtime_demo(address: str, psk_file: str | None = None) -> bool:
 
 
 def cmd_demo(args) -> int:
-    if args.server:
-        run_demo(args.server, args.psk_file)
-        ok = run_native_demo(args.server, args.psk_file) and run_runtime_demo(args.server, args.psk_file)
+    from rgpu import config
+
+    server = args.server or os.environ.get("RGPU_SERVER")  # else a local server of its own
+    if server:
+        psk_file = config.psk_file(args.psk_file)
+        run_demo(server, psk_file)
+        ok = run_native_demo(server, psk_file) and run_runtime_demo(server, psk_file)
         return 0 if ok else 1
     with local_server(args.backend) as address:
         run_demo(address)
@@ -316,13 +348,20 @@ def cmd_build_shims(args) -> int:
 
 
 def _program(args) -> list[str]:
+    """The program to run, with --server / --psk-file passed on to the stand-ins through the environment,
+    checked here first: the stand-ins can only log what is wrong from inside the program."""
+    from rgpu import config
+
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
-        raise SystemExit("rgpu: give a program after --")
-    if args.server:
-        os.environ["RGPU_SERVER"] = args.server
-    if args.psk_file:
-        os.environ["RGPU_PSK_FILE"] = args.psk_file
+        raise config.ConfigurationError("give a program to run after --, e.g. `rgpu run -- ./my_cuda_program`")
+    address = config.server_address(args.server)
+    config.parse_address(address)
+    os.environ["RGPU_SERVER"] = address
+    psk_file = config.psk_file(args.psk_file)
+    if psk_file:
+        config.load_psk(psk_file)
+        os.environ["RGPU_PSK_FILE"] = psk_file
     return argv
 
 
@@ -347,11 +386,12 @@ def main(argv=None) -> int:
     if argv[:1] == ["server"]:
         return server_main(argv[1:])
     p = argparse.ArgumentParser(prog="rgpu", description="rgpu: use a remote NVIDIA GPU.")
+    _add_version(p)
     sub = p.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--server", default=os.environ.get("RGPU_SERVER"), help="host:port of rgpu-server")
-    common.add_argument("--psk-file", default=os.environ.get("RGPU_PSK_FILE"))
-    common.add_argument("--log-level", default="warning")
+    common.add_argument("--server", help="host:port of rgpu-server (default: $RGPU_SERVER, else 127.0.0.1:9713)")
+    common.add_argument("--psk-file", help="pre-shared key file (default: $RGPU_PSK_FILE, else none)")
+    common.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS)
     info = sub.add_parser("info", parents=[common], help="show the server's devices")
     info.set_defaults(fn=cmd_info)
     demo = sub.add_parser("demo", parents=[common],
@@ -379,13 +419,13 @@ def main(argv=None) -> int:
     add_bridge_parser(sub, common)
     args = p.parse_args(argv)
     _setup_logging(getattr(args, "log_level", "warning"))
-    if getattr(args, "server", None) is None and args.command == "info":
-        args.server = f"127.0.0.1:{DEFAULT_PORT}"
     try:
         return args.fn(args)
-    except (RgpuError, OSError, RuntimeError) as e:
+    except (RgpuError, OSError, RuntimeError, ValueError) as e:
         print(f"rgpu: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -84,6 +84,8 @@ def check_config(config: ServerConfig) -> None:
             "can reach the port could run code on the GPU and read its memory. Give --psk-file, or say "
             "--insecure if the network is trusted."
         )
+    if not 0 <= config.port <= 65535:
+        raise ConfigError(f"--port must be between 0 and 65535 (0: any free port), not {config.port}")
     if config.max_sessions < 1:
         raise ConfigError("--max-sessions must be at least 1")
     if not 0 <= config.spin_us <= 1_000_000:
@@ -123,10 +125,15 @@ class Server:
     async def _listen(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
             listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.bind)
+        except socket.gaierror as e:
+            raise ConfigError(f"cannot listen on {self.config.bind!r}: {e.strerror} (give --bind an address "
+                              "of this host, such as 127.0.0.1 or 0.0.0.0)") from None
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                raise ConfigError(f"{self.config.bind}:{self.config.port} is already in use") from None
-            raise
+                raise ConfigError(f"{self.config.bind}:{self.config.port} is already in use (another "
+                                  "rgpu-server? stop it, or choose another --port)") from None
+            raise ConfigError(f"cannot listen on {self.config.bind}:{self.config.port}: "
+                              f"{e.strerror or e}") from None
         self.ports = sorted({lst.socket.getsockname()[1] for lst in listeners})
         where = ", ".join(f"{self.config.bind}:{p}" for p in self.ports)
         backend = self.backend.name if self.backend else f"{self.config.backend} in one process per session"

@@ -295,10 +295,12 @@ class ClientHandshake:
         self._server_frame = frame
         server_wants_auth = bool(server.flags & HelloFlags.PSK)
         if server_wants_auth and not self.psk:
-            raise AuthenticationError("authentication failed: the server requires a pre-shared key")
+            raise AuthenticationError("authentication failed: the server requires a pre-shared key "
+                                      "(give --psk-file, or set RGPU_PSK_FILE)")
         if self.psk and not server_wants_auth:
             # A server (or a man in the middle) that skips authentication must not get our traffic in clear.
-            raise AuthenticationError("authentication failed: the server did not ask for the pre-shared key")
+            raise AuthenticationError("authentication failed: the server did not ask for the pre-shared key "
+                                      "(it runs without --psk-file; refusing to talk in clear)")
         if not self.psk:
             return None
         self._cipher = _pick_cipher(server.ciphers)
@@ -310,8 +312,10 @@ class ClientHandshake:
 
     def on_auth_reply(self, frame: Frame) -> None:
         if frame.status or frame.opcode != ops.AUTH.code:
-            raise AuthenticationError("authentication failed: " +
-                                      (bytes(frame.bulk).decode("utf-8", "replace") or "rejected by server"))
+            # The server says only "authentication failed" when our proof is wrong: say what that means.
+            reason = bytes(frame.bulk).decode("utf-8", "replace").removeprefix("authentication failed")
+            raise AuthenticationError("authentication failed: " + (reason.lstrip(": ") or
+                                      "the server does not accept our pre-shared key (not the key in its --psk-file)"))
         (server_proof,) = ops.AUTH.unpack_reply(frame.args)
         th = transcript_hash(self._hello_frame, self._server_frame)
         if not hmac.compare_digest(server_proof, proof(self.psk, LABEL_SERVER_PROOF, th)):
