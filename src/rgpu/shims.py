@@ -241,7 +241,7 @@ def libraries(nat: pathlib.Path | None = None) -> list[Library]:
                             includes=("src/cudart", "src/libs"), exports="cuda*; __cuda*",
                             links=("libcuda.so.1",), crt=True))
         for name, part in (("libcublasLt", "lt"), ("libcublas", "blas")):
-            sources = files(*math, "src/cublas/common*.c", f"src/cublas/{part}*.c", f"gen/{name}_*.c")
+            sources = files(*math, "src/cublas/common*.c", f"src/cublas/{part}*.c", f"gen/{name.removeprefix('lib')}_*.c")
             libs.append(Library(f"{name}.so.{major}", tuple((f, major) for f in sources),
                                 includes=("src/cublas", "src/libs"), exports="cublas*",
                                 links=("libcuda.so.1", f"libcudart.so.{major}")))
