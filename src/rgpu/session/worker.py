@@ -146,6 +146,17 @@ def _send_quietly(io: SocketFrameStream, frame: Frame) -> None:
         pass
 
 
+def _start_backend(kind: str):
+    """(backend, why it is the fake one when `kind` is auto and no GPU answered). The supervisor tells the
+    user about the fallback once; every worker saying so would repeat it for each session."""
+    if kind != "auto":
+        return make_backend(kind), None
+    try:
+        return make_backend("cuda"), None
+    except BackendUnavailable as e:
+        return make_backend("fake"), str(e)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="rgpu-worker")
     ap.add_argument("--control-fd", type=int, required=True)
@@ -158,9 +169,11 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     control = socket.socket(fileno=args.control_fd)
     try:
-        backend = make_backend(args.backend)
+        with _Interruptible():  # a worker still starting when the server stops has nothing to finish
+            backend, fallback = _start_backend(args.backend)
         name = backend.device_name(0) if backend.device_count() else "no device"
-        send_json(control, {"ready": True, "pid": os.getpid(), "backend": backend.name, "device": name})
+        send_json(control, {"ready": True, "pid": os.getpid(), "backend": backend.name, "device": name,
+                            "fallback": fallback})
         with _Interruptible():
             assignment = receive_assignment(control)
         if assignment is None:
