@@ -291,3 +291,27 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
     finally:
         server.terminate()
         server.wait(30)
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this host has a GPU")
+def test_no_gpu_is_said_once_and_shutdown_is_clean(tmp_path):
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen([*SERVER, "--port", "0", "--port-file", str(port_file), "--backend", "auto",
+                             "--worker-pool", "2"], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        address = f"127.0.0.1:{int(port_file.read_text())}"
+        clients = [rgpu.connect(address) for _ in range(4)]
+        for c in clients:
+            c.mem_alloc(4096)
+        proc.send_signal(subprocess.signal.SIGTERM)  # with live sessions and workers still starting
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = proc.stderr.read()
+    assert log.count("NO GPU") == 1 and "falling back to the FAKE backend" in log
+    assert " ERROR " not in log and "Traceback" not in log, log
