@@ -315,3 +315,39 @@ def test_no_gpu_is_said_once_and_shutdown_is_clean(tmp_path):
     log = proc.stderr.read()
     assert log.count("NO GPU") == 1 and "falling back to the FAKE backend" in log
     assert " ERROR " not in log and "Traceback" not in log, log
+
+
+# -- rgpu status --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("isolation", ["process", "thread"])
+def test_status_lists_live_sessions(isolation):
+    with local_server("fake", ["--isolation", isolation, "--log-level", "warning"]) as address:
+        with rgpu.connect(address) as c:
+            c.mem_alloc(3 << 20)
+            status = rgpu.client.server_status(address)
+            assert status["backend"] == "fake" and status["isolation"] == isolation
+            (row,) = status["sessions"]
+            assert row["id"] == c.session_id and row["peer"].startswith("127.0.0.1:") and row["age_s"] >= 0
+            if isolation == "thread":
+                assert row["memory"] == 3 << 20 and row["calls"] >= 3
+            proc = rgpu_cli("status", "--server", address, "--json")
+            assert proc.returncode == 0, proc.stderr
+            shown = __import__("json").loads(proc.stdout)
+            assert [s["id"] for s in shown["server"]["sessions"]] == [c.session_id]
+            assert shown["devices"][0]["name"] == "rgpu fake GPU 0" and shown["devices"][0]["free"] > 0
+            text = rgpu_cli("status", "--server", address).stdout
+            assert "fake backend" in text and "sessions: 1 live" in text and row["peer"] in text
+        deadline = time.monotonic() + 30  # a worker's session is gone once the worker has exited
+        while rgpu.client.server_status(address)["sessions"]:
+            assert time.monotonic() < deadline, "a closed session is still listed"
+            time.sleep(0.05)
+
+
+def test_status_needs_the_key(tmp_path):
+    key = tmp_path / "key"
+    subprocess.run([*RGPU, "keygen", str(key)], check=True, capture_output=True, timeout=60)
+    with local_server("fake", ["--psk-file", str(key), "--log-level", "warning"]) as address:
+        with pytest.raises(AuthenticationError):
+            rgpu.client.server_status(address)
+        assert rgpu.client.server_status(address, psk_file=str(key))["psk"] is True
+        line = one_line_error(rgpu_cli("status", "--server", address))
+        assert "requires a pre-shared key" in line

@@ -9,6 +9,7 @@
 #define RGPU_OP_BATCH 0x0004  /* args 0 B, reply 0 B */
 #define RGPU_OP_NOP 0x0005  /* args 0 B, reply 0 B */
 #define RGPU_OP_PROTOCOL_ERROR 0x0006  /* args 0 B, reply 0 B */
+#define RGPU_OP_SERVER_STATUS 0x0007  /* args 0 B, reply 0 B */
 #define RGPU_OP_INIT 0x0010  /* args 4 B, reply 0 B */
 #define RGPU_OP_DRIVER_GET_VERSION 0x0011  /* args 0 B, reply 4 B */
 #define RGPU_OP_DEVICE_GET_COUNT 0x0020  /* args 0 B, reply 4 B */

@@ -198,6 +198,49 @@ def cmd_info(args) -> int:
     return 0
 
 
+def cmd_status(args) -> int:
+    """Like nvidia-smi for an rgpu server: its backend, devices and memory, and its live sessions."""
+    import json
+
+    from rgpu import config
+    from rgpu.client import server_status
+
+    address = config.server_address(args.server)
+    status = server_status(address, psk_file=args.psk_file)
+    devices = []
+    with _connect(args) as c:  # opened after the status query, so it is not among the sessions listed
+        for dev in range(c.device_count()):
+            total = c.device_total_mem(dev)
+            row = {"index": dev, "name": c.device_name(dev), "total": total}
+            if dev == 0:  # the session's context is on device 0; free memory is the driver's, device-wide
+                row["free"] = c.mem_get_info()[0]
+            devices.append(row)
+    if args.json:
+        print(json.dumps({"address": address, "server": status, "devices": devices}, indent=2))
+        return 0
+    gib = 2.0 ** 30
+    print(f"rgpu-server {status['version']} at {address}: {status['backend']} backend, {status['isolation']} "
+          f"isolation, up {status['uptime_s']:.0f} s, {'PSK authentication' if status['psk'] else 'no authentication'}")
+    if status.get("fallback"):
+        print(f"  NO GPU: {status['fallback']}")
+    for d in devices:
+        free = d.get("free")
+        used = f"{(d['total'] - free) / gib:.1f} GiB used, {free / gib:.1f} GiB free" if free is not None else ""
+        print(f"device {d['index']}: {d['name']}, {d['total'] / gib:.1f} GiB" + (f" ({used})" if used else ""))
+    sessions = status["sessions"]
+    print(f"sessions: {len(sessions)} live (limit {status['max_sessions']})")
+    if sessions:
+        print(f"  {'id':>5}  {'peer':24} {'age':>9} {'memory':>10} {'calls':>8}  last error")
+    for row in sessions:
+        memory = f"{row['memory'] / 2**20:.1f} MiB" if "memory" in row else "-"
+        print(f"  {row['id']:>5}  {row['peer']:24} {row['age_s']:>7.1f} s {memory:>10} {row.get('calls', '-'):>8}  "
+              f"{row.get('last_error') or '-'}")
+    if status["recently_ended"]:
+        print(f"recently ended: {len(status['recently_ended'])} session(s); the last: "
+              f"{status['recently_ended'][-1].get('reason')}")
+    return 0
+
+
 @contextlib.contextmanager
 def local_server(backend: str = "auto", extra_args=()):
     """Start `rgpu-server` on an ephemeral loopback port; yields its address; SIGTERMs it afterwards and
@@ -398,6 +441,10 @@ def main(argv=None) -> int:
                           help="run vadd/saxpy through rgpu (starts a local server unless --server is given)")
     demo.add_argument("--backend", default="auto", choices=("auto", "cuda", "fake"))
     demo.set_defaults(fn=cmd_demo)
+    status = sub.add_parser("status", parents=[common],
+                            help="show a running server's backend, devices, memory and live sessions")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(fn=cmd_status)
     keygen = sub.add_parser("keygen", help="write a new random pre-shared key file")
     keygen.add_argument("path")
     keygen.set_defaults(fn=cmd_keygen)

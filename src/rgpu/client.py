@@ -540,14 +540,9 @@ class AsyncClient(_Operations):
             await self.stream.aclose()
 
 
-def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: str | None = None,
-            timeout: float = 10.0, context: bool = True, batching: bool = True, spin_us: float = 50) -> Client:
-    """Open a session. `address` defaults to $RGPU_SERVER, then 127.0.0.1:9713; without `psk` or `psk_file`
-    the key comes from $RGPU_PSK_FILE, if set -- as for the `rgpu` commands and the native stand-ins. With
-    `context=True` (default) the device-0 context is retained and made current, so memory and module calls
-    work at once. `spin_us`: how long to poll for each reply before sleeping."""
+def _open_blocking(address: str | None, hs: ClientHandshake, timeout: float) -> tuple[socket.socket, SocketFrameStream]:
+    """TCP connection + handshake (+ record protection) to the configured server, for blocking clients."""
     host, port = parse_address(config.server_address(address))
-    key = _resolve_psk(psk, psk_file)
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except OSError as e:
@@ -555,7 +550,6 @@ def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: s
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         io = SocketFrameStream(sock, Connection())
-        hs = ClientHandshake(key)
         flow = _handshake_flow(hs)
         frame = next(flow)
         while True:
@@ -567,6 +561,21 @@ def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: s
                 break
         if hs.protector is not None:
             io.conn.protect(hs.protector)
+        return sock, io
+    except BaseException:
+        sock.close()
+        raise
+
+
+def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: str | None = None,
+            timeout: float = 10.0, context: bool = True, batching: bool = True, spin_us: float = 50) -> Client:
+    """Open a session. `address` defaults to $RGPU_SERVER, then 127.0.0.1:9713; without `psk` or `psk_file`
+    the key comes from $RGPU_PSK_FILE, if set -- as for the `rgpu` commands and the native stand-ins. With
+    `context=True` (default) the device-0 context is retained and made current, so memory and module calls
+    work at once. `spin_us`: how long to poll for each reply before sleeping."""
+    hs = ClientHandshake(_resolve_psk(psk, psk_file))
+    sock, io = _open_blocking(address, hs, timeout)
+    try:
         sock.settimeout(None)
         io.spin_ns = int(spin_us * 1000)  # not before: polling needs the socket's timeout gone
         client = Client(sock, io, hs, batching)
@@ -577,6 +586,26 @@ def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: s
     except BaseException:
         sock.close()
         raise
+
+
+def server_status(address: str | None = None, psk: bytes | None = None, *, psk_file: str | None = None,
+                  timeout: float = 10.0) -> dict:
+    """The server's own view (SERVER_STATUS): backend, limits, live sessions. Authenticated like a session
+    when the server has a key, but it is none: the server answers and closes."""
+    import json
+
+    from rgpu.protocol.handshake import Feature
+
+    hs = ClientHandshake(_resolve_psk(psk, psk_file), status=True)
+    sock, io = _open_blocking(address, hs, timeout)
+    with sock:
+        if not hs.server.features & Feature.STATUS:
+            raise RgpuError(f"the server ({hs.server.agent}) is too old to report its status")
+        io.send_frames([Frame(ops.SERVER_STATUS.code, 1)])
+        reply = io.receive_frame()
+        if reply.status:
+            raise CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
+        return json.loads(bytes(reply.bulk))
 
 
 async def connect_async(address: str | None = None, psk: bytes | None = None, *,

@@ -9,6 +9,7 @@ import logging
 import os
 import pathlib
 import socket
+import time
 
 import attrs
 import trio
@@ -108,8 +109,34 @@ class Server:
             if config.isolation == "process" else None
         self.module_cache = _module_cache(config)
         self.sessions: dict = {}
+        self.session_started: dict[int, float] = {}  # wall-clock time each live session opened
+        self.started = time.time()
         self._ids = itertools.count(1)
         self.ports: list[int] = []
+
+    def status(self) -> dict:
+        """What `rgpu status` shows: the server, its limits and its live sessions (SERVER_STATUS). Memory and
+        calls per session are known here only for in-process sessions; a worker reports its own at the end."""
+        from rgpu import __version__
+
+        now = time.time()
+        info = (self.pool.backend_info or {}) if self.pool is not None else \
+            {"backend": self.backend.name, "device": self.backend.device_name(0)}
+        sessions = []
+        for sid, value in sorted(self.sessions.items()):
+            row = {"id": sid, "age_s": round(now - self.session_started.get(sid, now), 1)}
+            if isinstance(value, str):
+                row["peer"] = value
+            else:
+                row.update(peer=value.peer, memory=value.memory.allocated, calls=value.calls,
+                           last_error=value.deferred_error)
+            sessions.append(row)
+        recent = list(self.pool.finished)[-10:] if self.pool is not None else []
+        return {"version": __version__, "backend": info.get("backend"), "device": info.get("device"),
+                "fallback": info.get("fallback"), "isolation": self.config.isolation,
+                "uptime_s": round(now - self.started, 1), "max_sessions": self.config.max_sessions,
+                "session_mem_limit": self.config.session_mem_limit, "psk": self.config.psk is not None,
+                "sessions": sessions, "recently_ended": recent}
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
