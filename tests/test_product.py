@@ -164,6 +164,23 @@ def test_build_steps_remake_only_what_is_stale(tmp_path):
     assert step().stale()
 
 
+def test_missing_build_tools_are_named(monkeypatch, tmp_path):
+    with pytest.raises(shims.ShimError, match="no C compiler 'no-such-cc' on PATH: building the stand-ins needs gcc"):
+        shims.build(tmp_path, cc="no-such-cc")
+    monkeypatch.setattr(sys, "path", [])
+    monkeypatch.delenv("RGPU_CUDA12_INCLUDE", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.setattr(shims, "_toolkit_major", lambda home: None)
+    with pytest.raises(shims.ShimError, match=r"CUDA 12 headers missing .*pip install 'rgpu\[shims\]'"):
+        shims.cuda_include(12)
+
+
+def test_run_and_doctor_name_a_missing_program(shim_dir):
+    for command in ("run", "doctor"):
+        line = one_line_error(rgpu_cli(command, "--shims", str(shim_dir), "--", "./no-such-program"))
+        assert "./no-such-program" in line and ("not found" in line or "No such file" in line), line
+
+
 def test_every_native_source_is_built():
     """Files added to native/src, native/gen or a library's folder are picked up without a list to edit."""
     nat = shims.native_dir()
