@@ -314,7 +314,10 @@ def run_native_demo(address: str, psk_file: str | None = None) -> bool:
         shim_dir = shims.default_out_dir()
         shims.build(shim_dir, progress=True)  # rebuilds what is stale only
         shims.build_examples(shim_dir, progress=True)
-    except shims.ShimError as e:
+    except shims.BuildFailed as e:
+        print(f"native demo FAILED: {e}")
+        return False
+    except shims.ShimError as e:  # no compiler or headers here: the Python demo above is all we can show
         print(f"native demo skipped: cannot build the stand-ins: {e}")
         return True
     env = shims.environment(shim_dir)
@@ -335,8 +338,9 @@ def run_runtime_demo(address: str, psk_file: str | None = None) -> bool:
 
     nat = shims.native_dir()
     # The wheel carries the program under rgpu/_native/demo; a checkout keeps it with the other test programs.
-    source = next(p for p in (nat / "demo" / "vector_add.cu", nat.parent / "tests" / "cuda" / "vector_add.cu")
-                  if p.exists() or p.parent.name == "cuda")
+    source = nat / "demo" / "vector_add.cu"
+    if not source.exists():
+        source = nat.parent / "tests" / "cuda" / "vector_add.cu"
     if shutil.which("nvcc") is None:
         print("runtime demo skipped: needs nvcc (the CUDA compiler) to build an unmodified CUDA program")
         return True

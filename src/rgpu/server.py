@@ -15,6 +15,7 @@ import attrs
 import trio
 
 from rgpu.dispatch.backend import Backend
+from rgpu.errors import status_name
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.pool import WorkerPool
@@ -129,7 +130,7 @@ class Server:
                 row["peer"] = value
             else:
                 row.update(peer=value.peer, memory=value.memory.allocated, calls=value.calls,
-                           last_error=value.deferred_error)
+                           last_error=status_name(value.deferred_error) if value.deferred_error else None)
             sessions.append(row)
         recent = list(self.pool.finished)[-10:] if self.pool is not None else []
         return {"version": __version__, "backend": info.get("backend"), "device": info.get("device"),
