@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -368,3 +369,47 @@ def test_status_needs_the_key(tmp_path):
         assert rgpu.client.server_status(address, psk_file=str(key))["psk"] is True
         line = one_line_error(rgpu_cli("status", "--server", address))
         assert "requires a pre-shared key" in line
+
+
+# -- operating the server -------------------------------------------------------------------------------
+def test_log_file_in_json_holds_server_and_worker_lines(tmp_path):
+    import json
+
+    port_file, log_file = tmp_path / "port", tmp_path / "server.log"
+    proc = subprocess.Popen([*SERVER, "--port", "0", "--port-file", str(port_file), "--backend", "fake",
+                             "--log-file", str(log_file), "--log-format", "json"], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        with rgpu.connect(f"127.0.0.1:{int(port_file.read_text())}") as c:
+            c.mem_alloc(4096)
+        proc.send_signal(subprocess.signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stderr.read() == ""
+    entries = [json.loads(line) for line in log_file.read_text().splitlines()]
+    messages = [e["message"] for e in entries]
+    assert any("listening on 127.0.0.1:" in m for m in messages) and "server stopped" in messages
+    assert any(e.get("pid") and "released 1 context" in e["message"] for e in entries)  # from the worker
+    assert {"time", "level", "logger", "message"} <= set(entries[0])
+
+
+def test_unusable_log_file_is_one_line(tmp_path):
+    proc = subprocess.run([*SERVER, "--log-file", str(tmp_path / "no" / "such" / "dir.log")], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "cannot open --log-file" in one_line_error(proc)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_systemd_unit_verifies(tmp_path):
+    unit = (ROOT / "deploy" / "rgpu-server.service").read_text()
+    assert "ExecStart=/usr/local/bin/rgpu-server " in unit
+    server = shutil.which("rgpu-server") or pytest.skip("rgpu-server is not on PATH")
+    local = tmp_path / "rgpu-server.service"
+    local.write_text(unit.replace("/usr/local/bin/rgpu-server", server))  # verify checks the program exists
+    proc = subprocess.run(["systemd-analyze", "verify", str(local)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "rgpu-server.service" not in proc.stderr, proc.stderr

@@ -30,8 +30,9 @@ def _size(text: str) -> int:
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from rgpu import logs
+
+    logs.setup(level)
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -88,6 +89,9 @@ def server_parser() -> argparse.ArgumentParser:
                         "0: never poll). Polling saves the wake-up of a sleeping process on every call")
     p.add_argument("--port-file", help="write the listening port here once ready (useful with --port 0)")
     p.add_argument("--log-level", default="info", type=str.lower, choices=LOG_LEVELS)
+    p.add_argument("--log-file", metavar="PATH", help="append the server's and its workers' logs here, not stderr")
+    p.add_argument("--log-format", default="text", choices=("text", "json"),
+                   help="json: one JSON object per line (time, level, logger, message, pid for workers)")
     _add_version(p)
     from rgpu.bridge.cli import add_location_args
 
@@ -142,6 +146,15 @@ def _leaves(exc: BaseException):
 
 def server_main(argv=None) -> int:
     args = server_parser().parse_args(argv)
+    os.environ["RGPU_LOG_FORMAT"] = args.log_format  # the workers log the same way
+    if args.log_file:
+        from rgpu import logs
+
+        try:
+            logs.redirect_stderr(args.log_file)
+        except OSError as e:
+            print(f"rgpu-server: cannot open --log-file {args.log_file}: {e.strerror}", file=sys.stderr)
+            return 2
     _setup_logging(args.log_level)
     try:
         psk = None

@@ -163,8 +163,9 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--log-level", default="info")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s")
+    from rgpu import logs
+
+    logs.setup(args.log_level, pid=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     signal.signal(signal.SIGTERM, _on_sigterm)
     control = socket.socket(fileno=args.control_fd)
