@@ -105,6 +105,9 @@ def test_readable_psk_file_is_warned_about(tmp_path):
     key.chmod(0o644)
     proc = rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key))
     assert f"can be read by other users (mode 0644)" in proc.stderr and f"chmod 600 {key}" in proc.stderr
+    server = subprocess.run([*SERVER, "--spin-us", "-1", "--psk-file", str(key)], capture_output=True, text=True,
+                            timeout=60)  # the server reads the key (and warns) before it checks its settings
+    assert server.returncode == 2 and f"chmod 600 {key}" in server.stderr
     key.chmod(0o600)
     assert "chmod" not in rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key)).stderr
 

@@ -159,9 +159,9 @@ def server_main(argv=None) -> int:
     try:
         psk = None
         if args.psk_file:
-            from rgpu.protocol.handshake import load_psk_file
+            from rgpu.config import load_psk
 
-            psk = load_psk_file(args.psk_file)
+            psk = load_psk(args.psk_file)  # the same checks and messages as the clients
         config = ServerConfig(isolation=args.isolation, backend=args.backend, worker_pool=args.worker_pool,
                               log_level=args.log_level, bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
