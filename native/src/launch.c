@@ -60,11 +60,12 @@ API CUresult cuModuleGetFunction(CUfunction *pfunc, CUmodule mod, const char *na
         static int logged;
         return rgpu_unsupported(&logged, "a kernel with more than 1024 parameters");
     }
-    struct rgpu_module_get_function_item *items = calloc(got.count ? got.count : 1, sizeof *items);
+    size_t cap = got.count <= MAX_PARAMS ? got.count : 0; /* a larger count is refused below, before any use */
+    struct rgpu_module_get_function_item *items = calloc(cap ? cap : 1, sizeof *items);
     if (!items)
         return CUDA_ERROR_OUT_OF_MEMORY;
     long bytes = -1;
-    if (rgpu_unpack_module_get_function_items(raw, s.len, got.count, items, MAX_PARAMS) ||
+    if (rgpu_unpack_module_get_function_items(raw, s.len, got.count, items, cap) ||
         (bytes = rgpu_layout_bytes(items, got.count)) < 0) {
         free(items);
         return rgpu_bad_reply(RGPU_OP_MODULE_GET_FUNCTION, "parameter layout");
