@@ -12,15 +12,18 @@ SRC = pathlib.Path(__file__).resolve().parent.parent / "src" / "rgpu"
 
 # Top to bottom. Units in one layer are independent of each other; a unit may import any unit below its layer.
 LAYERS: list[set[str]] = [
+    {"__main__"},  # python -m rgpu
     {"cli"},  # rgpu, rgpu-server
+    {"doctor"},  # rgpu doctor: what a program loaded, and whether the server answers (through the client)
     {"__init__"},  # `import rgpu`: the client's names, loaded on first use
     {"serving", "bridge", "client", "shims"},  # the servers (rgpu-server, the Open-IOV bridge), the client
     {"dispatch"},  # opcode -> handler
     {"session"},  # per-session state: handles, owned memory, module cache
     {"backends", "kernels"},  # cuda, fake and their library parts; the shipped PTX
+    {"config"},  # one configuration for client and CLI: server address, PSK file
     {"transport"},  # frames over sockets
     {"protocol"},  # the sans-IO codec: frames, handshake, operation spec, library wire formats
-    {"errors"},
+    {"errors", "logs", "version"},  # errors; the log format shared by server and workers; the version
 ]
 LAYER_OF = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 

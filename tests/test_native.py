@@ -257,7 +257,7 @@ def test_doctor_reports_the_shim(shim_dir):
         res = subprocess.run([sys.executable, "-m", "rgpu.cli", "doctor", "--shims", str(shim_dir), "--server",
                               address, "--", str(shim_dir / "rpc_smoke")], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    assert "libcuda.so.1" in res.stdout and "[rgpu shim]" in res.stdout
+    assert "libcuda.so.1" in res.stdout and "rgpu stand-in" in res.stdout and "needed by" in res.stdout
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to make images")

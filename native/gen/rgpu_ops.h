@@ -131,6 +131,11 @@ static inline int rgpu_unpack_auth(const uint8_t *in, size_t len, struct rgpu_au
 #define RGPU_PROTOCOL_ERROR_REQ_SIZE 0
 #define RGPU_PROTOCOL_ERROR_REP_SIZE 0
 
+/* SERVER_STATUS: the server's sessions and limits; only on a connection whose HELLO has the STATUS flag, answered by the server itself (no session), which then closes */
+#define RGPU_OP_SERVER_STATUS 0x0007
+#define RGPU_SERVER_STATUS_REQ_SIZE 0
+#define RGPU_SERVER_STATUS_REP_SIZE 0
+
 /* INIT: cuInit(flags) */
 #define RGPU_OP_INIT 0x0010
 #define RGPU_INIT_REQ_SIZE 4

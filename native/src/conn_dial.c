@@ -37,8 +37,10 @@ int conn_dial(const char *spec)
     }
     struct addrinfo hints = {0}, *res, *ai;
     hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, port, &hints, &res))
+    if (getaddrinfo(host, port, &hints, &res)) {
+        errno = 0; /* not a system error: the caller says the address is bad */
         return -1;
+    }
     int fd = -1;
     for (ai = res; ai && fd < 0; ai = ai->ai_next) {
         fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);

@@ -93,11 +93,12 @@ CUresult rgpu_connect(void)
         rgpu_conn.batching = !(batch && !strcmp(batch, "0"));
         const char *spin = getenv("RGPU_SPIN_US");
         rgpu_conn.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
+        errno = 0;
         rgpu_conn.fd = conn_dial(server);
         if (rgpu_conn.fd < 0) {
             rgpu_log(RGPU_LOG_ERROR, "cannot reach rgpu-server at %s: %s",
                      server && *server ? server : "127.0.0.1:9713",
-                     strerror(errno));
+                     errno ? strerror(errno) : "unknown host or not host:port (set RGPU_SERVER or rgpu run --server)");
             rgpu_conn.state = -1;
             rgpu_conn.failure = CUDA_ERROR_NO_DEVICE;
         } else {

@@ -1,9 +1,8 @@
 """rgpu: run CUDA programs on a remote NVIDIA GPU."""
 
 from rgpu.errors import AuthenticationError, CudaError, ProtocolError, RgpuError, Status
-
-__version__ = "0.2.0"
-__all__ = ["AsyncClient", "Client", "Function", "connect", "connect_async", "AuthenticationError", "CudaError",
+from rgpu.version import __version__
+__all__ = ["__version__", "AsyncClient", "Client", "Function", "connect", "connect_async", "AuthenticationError", "CudaError",
            "ProtocolError", "RgpuError", "Status"]
 
 _CLIENT_NAMES = {"AsyncClient", "Client", "Function", "connect", "connect_async"}

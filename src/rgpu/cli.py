@@ -30,14 +30,41 @@ def _size(text: str) -> int:
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from rgpu import logs
+
+    logs.setup(level)
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _add_version(p: argparse.ArgumentParser) -> None:
+    from rgpu.version import __version__
+
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__} (protocol "
+                                                          f"{_protocol_version()})")
+
+
+def _protocol_version() -> str:
+    from rgpu.protocol.handshake import PROTOCOL_MAJOR, PROTOCOL_MINOR
+
+    return f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0 to 65535; 0: any free port)")
+    return port
 
 
 def server_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rgpu-server", description="Serve this host's GPU to rgpu clients.")
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)")
     p.add_argument("--backend", choices=("auto", "cuda", "fake"), default="auto",
                    help="cuda: the real GPU; fake: emulation for tests; auto: cuda if a GPU answers")
     p.add_argument("--psk-file", help="pre-shared key file (hex or raw, >= 32 bytes): clients must prove it, "
@@ -67,7 +94,11 @@ def server_parser() -> argparse.ArgumentParser:
                    help="how long a session's worker polls for the next request before sleeping (default 50; "
                         "0: never poll). Polling saves the wake-up of a sleeping process on every call")
     p.add_argument("--port-file", help="write the listening port here once ready (useful with --port 0)")
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-level", default="info", type=str.lower, choices=LOG_LEVELS)
+    p.add_argument("--log-file", metavar="PATH", help="append the server's and its workers' logs here, not stderr")
+    p.add_argument("--log-format", default="text", choices=("text", "json"),
+                   help="json: one JSON object per line (time, level, logger, message, pid for workers)")
+    _add_version(p)
     from rgpu.bridge.cli import add_location_args
 
     add_location_args(p, prefix="bridge-")
@@ -121,13 +152,22 @@ def _leaves(exc: BaseException):
 
 def server_main(argv=None) -> int:
     args = server_parser().parse_args(argv)
+    os.environ["RGPU_LOG_FORMAT"] = args.log_format  # the workers log the same way
+    if args.log_file:
+        from rgpu import logs
+
+        try:
+            logs.redirect_stderr(args.log_file)
+        except OSError as e:
+            print(f"rgpu-server: cannot open --log-file {args.log_file}: {e.strerror}", file=sys.stderr)
+            return 2
     _setup_logging(args.log_level)
     try:
         psk = None
         if args.psk_file:
-            from rgpu.protocol.handshake import load_psk_file
+            from rgpu.config import load_psk
 
-            psk = load_psk_file(args.psk_file)
+            psk = load_psk(args.psk_file)  # the same checks and messages as the clients
         config = ServerConfig(isolation=args.isolation, backend=args.backend, worker_pool=args.worker_pool,
                               log_level=args.log_level, bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
@@ -148,7 +188,8 @@ def server_main(argv=None) -> int:
         from rgpu.backends.base import BackendUnavailable
         from rgpu.serving.pool import WorkerStartError
 
-        startup = (BackendUnavailable, WorkerStartError)
+        # Startup failures arrive wrapped in the nursery's exception groups: report the one that matters.
+        startup = (ConfigError, BackendUnavailable, WorkerStartError, ValueError, OSError)
         known = [x for x in _leaves(e) if isinstance(x, startup)]
         if known:
             log.error("%s", known[0])
@@ -174,6 +215,49 @@ def cmd_info(args) -> int:
             print(f"  device {dev}: {c.device_name(dev)}, compute {attrs.get(75)}.{attrs.get(76)}, "
                   f"{attrs.get(16)} SMs, {c.device_total_mem(dev) / 2**30:.1f} GiB ({free / 2**30:.1f} free), "
                   f"uuid {c.device_uuid(dev).hex()}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    """Like nvidia-smi for an rgpu server: its backend, devices and memory, and its live sessions."""
+    import json
+
+    from rgpu import config
+    from rgpu.client import server_status
+
+    address = config.server_address(args.server)
+    status = server_status(address, psk_file=args.psk_file)
+    devices = []
+    with _connect(args) as c:  # opened after the status query, so it is not among the sessions listed
+        for dev in range(c.device_count()):
+            total = c.device_total_mem(dev)
+            row = {"index": dev, "name": c.device_name(dev), "total": total}
+            if dev == 0:  # the session's context is on device 0; free memory is the driver's, device-wide
+                row["free"] = c.mem_get_info()[0]
+            devices.append(row)
+    if args.json:
+        print(json.dumps({"address": address, "server": status, "devices": devices}, indent=2))
+        return 0
+    gib = 2.0 ** 30
+    print(f"rgpu-server {status['version']} at {address}: {status['backend']} backend, {status['isolation']} "
+          f"isolation, up {status['uptime_s']:.0f} s, {'PSK authentication' if status['psk'] else 'no authentication'}")
+    if status.get("fallback"):
+        print(f"  NO GPU: {status['fallback']}")
+    for d in devices:
+        free = d.get("free")
+        used = f"{(d['total'] - free) / gib:.1f} GiB used, {free / gib:.1f} GiB free" if free is not None else ""
+        print(f"device {d['index']}: {d['name']}, {d['total'] / gib:.1f} GiB" + (f" ({used})" if used else ""))
+    sessions = status["sessions"]
+    print(f"sessions: {len(sessions)} live (limit {status['max_sessions']})")
+    if sessions:
+        print(f"  {'id':>5}  {'peer':24} {'age':>9} {'memory':>10} {'calls':>8}  last error")
+    for row in sessions:
+        memory = f"{row['memory'] / 2**20:.1f} MiB" if "memory" in row else "-"
+        print(f"  {row['id']:>5}  {row['peer']:24} {row['age_s']:>7.1f} s {memory:>10} {row.get('calls', '-'):>8}  "
+              f"{row.get('last_error') or '-'}")
+    if status["recently_ended"]:
+        print(f"recently ended: {len(status['recently_ended'])} session(s); the last: "
+              f"{status['recently_ended'][-1].get('reason')}")
     return 0
 
 
@@ -243,21 +327,18 @@ def run_demo(address: str, psk_file: str | None = None, n: int = 1 << 20) -> Non
 
 def run_native_demo(address: str, psk_file: str | None = None) -> bool:
     """The same vector add as a compiled C program on the driver API, through rgpu's libcuda.so.1."""
-    import shutil
-
     from rgpu import shims
     from rgpu.kernels import build as kernels
 
-    if shutil.which("gcc") is None:
-        print("native demo skipped: no C compiler (gcc) to build the libcuda.so.1 shim")
-        return True
     try:
         shim_dir = shims.default_out_dir()
-        if not (shim_dir / "vecadd").exists():
-            shims.build(shim_dir)
-            shims.build_examples(shim_dir)
-    except (SystemExit, subprocess.CalledProcessError) as e:
-        print(f"native demo skipped: cannot build the shim ({e})")
+        shims.build(shim_dir, progress=True)  # rebuilds what is stale only
+        shims.build_examples(shim_dir, progress=True)
+    except shims.BuildFailed as e:
+        print(f"native demo FAILED: {e}")
+        return False
+    except shims.ShimError as e:  # no compiler or headers here: the Python demo above is all we can show
+        print(f"native demo skipped: cannot build the stand-ins: {e}")
         return True
     env = shims.environment(shim_dir)
     env["RGPU_SERVER"] = address
@@ -275,14 +356,17 @@ def run_runtime_demo(address: str, psk_file: str | None = None) -> bool:
 
     from rgpu import shims
 
-    source = shims.native_dir().parent / "tests" / "cuda" / "vector_add.cu"
-    if shutil.which("nvcc") is None or not source.exists():
-        print("runtime demo skipped: needs nvcc and the source checkout")
+    nat = shims.native_dir()
+    # The wheel carries the program under rgpu/_native/demo; a checkout keeps it with the other test programs.
+    source = nat / "demo" / "vector_add.cu"
+    if not source.exists():
+        source = nat.parent / "tests" / "cuda" / "vector_add.cu"
+    if shutil.which("nvcc") is None:
+        print("runtime demo skipped: needs nvcc (the CUDA compiler) to build an unmodified CUDA program")
         return True
     shim_dir = shims.default_out_dir()
     exe = shim_dir / "vector_add_runtime"
-    if not (shim_dir / "libcudart.so.13").exists():
-        shims.build(shim_dir)
+    shims.build(shim_dir, progress=True)
     if not exe.exists() or exe.stat().st_mtime < source.stat().st_mtime:
         subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(source)], check=True, capture_output=True)
     env = shims.environment(shim_dir)
@@ -295,9 +379,13 @@ def run_runtime_demo(address: str, psk_file: str | None = None) -> bool:
 
 
 def cmd_demo(args) -> int:
-    if args.server:
-        run_demo(args.server, args.psk_file)
-        ok = run_native_demo(args.server, args.psk_file) and run_runtime_demo(args.server, args.psk_file)
+    from rgpu import config
+
+    server = args.server or os.environ.get("RGPU_SERVER")  # else a local server of its own
+    if server:
+        psk_file = config.psk_file(args.psk_file)
+        run_demo(server, psk_file)
+        ok = run_native_demo(server, psk_file) and run_runtime_demo(server, psk_file)
         return 0 if ok else 1
     with local_server(args.backend) as address:
         run_demo(address)
@@ -319,27 +407,28 @@ def cmd_build_shims(args) -> int:
 
     from rgpu import shims
 
-    import subprocess
-
-    out = pathlib.Path(args.out) if args.out else None
-    try:
-        lib = shims.build(out, verbose=args.verbose)
-        examples = shims.build_examples(out)
-    except subprocess.CalledProcessError as e:
-        print(f"rgpu: build failed: {' '.join(e.cmd[:3])} ... exited with {e.returncode}", file=sys.stderr)
-        return 1
-    print(f"built {lib} and examples {', '.join(e.name for e in examples)}")
+    out = pathlib.Path(args.out) if args.out else shims.default_out_dir()
+    lib = shims.build(out, verbose=args.verbose, progress=True, jobs=args.jobs)
+    examples = shims.build_examples(out, progress=True, verbose=args.verbose)
+    print(f"stand-ins up to date in {lib.parent} (examples: {', '.join(e.name for e in examples)})")
     return 0
 
 
 def _program(args) -> list[str]:
+    """The program to run, with --server / --psk-file passed on to the stand-ins through the environment,
+    checked here first: the stand-ins can only log what is wrong from inside the program."""
+    from rgpu import config
+
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
-        raise SystemExit("rgpu: give a program after --")
-    if args.server:
-        os.environ["RGPU_SERVER"] = args.server
-    if args.psk_file:
-        os.environ["RGPU_PSK_FILE"] = args.psk_file
+        raise config.ConfigurationError("give a program to run after --, e.g. `rgpu run -- ./my_cuda_program`")
+    address = config.server_address(args.server)
+    config.parse_address(address)
+    os.environ["RGPU_SERVER"] = address
+    psk_file = config.psk_file(args.psk_file)
+    if psk_file:
+        config.load_psk(psk_file)
+        os.environ["RGPU_PSK_FILE"] = psk_file
     return argv
 
 
@@ -354,9 +443,9 @@ def cmd_run(args) -> int:
 def cmd_doctor(args) -> int:
     import pathlib
 
-    from rgpu import shims
+    from rgpu.doctor import doctor
 
-    return shims.doctor(_program(args), pathlib.Path(args.shims) if args.shims else None)
+    return doctor(_program(args), pathlib.Path(args.shims) if args.shims else None)
 
 
 def main(argv=None) -> int:
@@ -364,24 +453,31 @@ def main(argv=None) -> int:
     if argv[:1] == ["server"]:
         return server_main(argv[1:])
     p = argparse.ArgumentParser(prog="rgpu", description="rgpu: use a remote NVIDIA GPU.")
+    _add_version(p)
     sub = p.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--server", default=os.environ.get("RGPU_SERVER"), help="host:port of rgpu-server")
-    common.add_argument("--psk-file", default=os.environ.get("RGPU_PSK_FILE"))
-    common.add_argument("--log-level", default="warning")
+    common.add_argument("--server", help="host:port of rgpu-server (default: $RGPU_SERVER, else 127.0.0.1:9713)")
+    common.add_argument("--psk-file", help="pre-shared key file (default: $RGPU_PSK_FILE, else none)")
+    common.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS)
     info = sub.add_parser("info", parents=[common], help="show the server's devices")
     info.set_defaults(fn=cmd_info)
     demo = sub.add_parser("demo", parents=[common],
                           help="run vadd/saxpy through rgpu (starts a local server unless --server is given)")
     demo.add_argument("--backend", default="auto", choices=("auto", "cuda", "fake"))
     demo.set_defaults(fn=cmd_demo)
+    status = sub.add_parser("status", parents=[common],
+                            help="show a running server's backend, devices, memory and live sessions")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(fn=cmd_status)
     keygen = sub.add_parser("keygen", help="write a new random pre-shared key file")
     keygen.add_argument("path")
     keygen.set_defaults(fn=cmd_keygen)
     sub.add_parser("server", help="same as rgpu-server")
     bs = sub.add_parser("build-shims", help="compile the native stand-ins: libcuda, libcudart, libcublas(Lt), libcudnn")
-    bs.add_argument("--out", help="output directory (default build/shims in the checkout, or $RGPU_SHIM_DIR)")
-    bs.add_argument("-v", "--verbose", action="store_true")
+    bs.add_argument("--out", help="output directory (default: $RGPU_SHIM_DIR; build/shims in a source checkout; "
+                                  "otherwise a per-user cache directory, ~/.cache/rgpu/VERSION-...)")
+    bs.add_argument("-j", "--jobs", type=int, help="parallel compiler runs (default: one per CPU)")
+    bs.add_argument("-v", "--verbose", action="store_true", help="print every compiler command")
     bs.set_defaults(fn=cmd_build_shims)
     for name, fn, text in (("run", cmd_run, "run a program with rgpu's CUDA libraries"),
                            ("doctor", cmd_doctor, "run a program and report which CUDA libraries it loaded")):
@@ -394,13 +490,13 @@ def main(argv=None) -> int:
     add_bridge_parser(sub, common)
     args = p.parse_args(argv)
     _setup_logging(getattr(args, "log_level", "warning"))
-    if getattr(args, "server", None) is None and args.command == "info":
-        args.server = f"127.0.0.1:{DEFAULT_PORT}"
     try:
         return args.fn(args)
-    except (RgpuError, OSError, RuntimeError) as e:
+    except (RgpuError, OSError, RuntimeError, ValueError) as e:
         print(f"rgpu: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

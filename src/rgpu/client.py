@@ -16,13 +16,15 @@ from typing import Any, Callable, Sequence
 import attrs
 import trio
 
-from rgpu.errors import CudaError, ProtocolError, Status
+from rgpu.errors import CudaError, ProtocolError, RgpuError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Flags, Frame, frame_bytes
-from rgpu.protocol.handshake import ClientHandshake, load_psk_file
+from rgpu import config
+from rgpu.config import parse_address
+from rgpu.protocol.handshake import ClientHandshake
 from rgpu.protocol.params import pack_params
-from rgpu.transport import DEFAULT_PORT, SocketFrameStream, TrioFrameStream
+from rgpu.transport import SocketFrameStream, TrioFrameStream
 
 MAX_BATCH_CALLS = 256
 MAX_BATCH_BYTES = 1 << 20
@@ -47,16 +49,6 @@ class _Request:
     bulk: Any = b""
     decode: Callable | None = None  # (values, bulk) -> result
     sink: memoryview | None = None  # where the reply's bulk should land (no copy), if the transport can
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    if address.startswith("["):
-        host, _, rest = address[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") else DEFAULT_PORT
-    if address.count(":") == 1:
-        host, port = address.split(":")
-        return host, int(port)
-    return address, DEFAULT_PORT
 
 
 def _layout(count: int, bulk) -> tuple | None:
@@ -390,9 +382,24 @@ def _handshake_flow(hs: ClientHandshake):
 
 
 def _resolve_psk(psk: bytes | None, psk_file: str | None) -> bytes | None:
-    if psk_file:
-        return load_psk_file(psk_file)
-    return psk
+    """An explicit key wins; then the file given, then $RGPU_PSK_FILE (as the CLI and the shims read it)."""
+    if psk is not None:
+        return psk
+    path = config.psk_file(psk_file)
+    return config.load_psk(path) if path else None
+
+
+class ServerUnreachable(RgpuError, ConnectionError):
+    """No TCP connection to the server: the message names the address and what to check."""
+
+
+def _unreachable(host: str, port: int, e: OSError) -> ServerUnreachable:
+    if isinstance(e, socket.gaierror):
+        return ServerUnreachable(f"cannot resolve rgpu-server host {host!r}: {e.strerror}")
+    reason = e.strerror or str(e) or type(e).__name__
+    hint = " (is rgpu-server running there? start it, or set --server / RGPU_SERVER)" \
+        if isinstance(e, (ConnectionRefusedError, TimeoutError)) else ""
+    return ServerUnreachable(f"cannot reach rgpu-server at {host}:{port}: {reason}{hint}")
 
 
 class Client(_Operations):
@@ -504,16 +511,16 @@ class AsyncClient(_Operations):
             await self.stream.aclose()
 
 
-def connect(address: str = "127.0.0.1:9713", psk: bytes | None = None, *, psk_file: str | None = None,
-            timeout: float = 10.0, context: bool = True, batching: bool = True, spin_us: float = 50) -> Client:
-    """Open a session. With `context=True` (default) the device-0 context is retained and made current,
-    so memory and module calls work at once. `spin_us`: how long to poll for each reply before sleeping."""
-    host, port = parse_address(address)
-    sock = socket.create_connection((host, port), timeout=timeout)
+def _open_blocking(address: str | None, hs: ClientHandshake, timeout: float) -> tuple[socket.socket, SocketFrameStream]:
+    """TCP connection + handshake (+ record protection) to the configured server, for blocking clients."""
+    host, port = parse_address(config.server_address(address))
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as e:
+        raise _unreachable(host, port, e) from None
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         io = SocketFrameStream(sock, Connection())
-        hs = ClientHandshake(_resolve_psk(psk, psk_file))
         flow = _handshake_flow(hs)
         frame = next(flow)
         while True:
@@ -525,6 +532,21 @@ def connect(address: str = "127.0.0.1:9713", psk: bytes | None = None, *, psk_fi
                 break
         if hs.protector is not None:
             io.conn.protect(hs.protector)
+        return sock, io
+    except BaseException:
+        sock.close()
+        raise
+
+
+def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: str | None = None,
+            timeout: float = 10.0, context: bool = True, batching: bool = True, spin_us: float = 50) -> Client:
+    """Open a session. `address` defaults to $RGPU_SERVER, then 127.0.0.1:9713; without `psk` or `psk_file`
+    the key comes from $RGPU_PSK_FILE, if set -- as for the `rgpu` commands and the native stand-ins. With
+    `context=True` (default) the device-0 context is retained and made current, so memory and module calls
+    work at once. `spin_us`: how long to poll for each reply before sleeping."""
+    hs = ClientHandshake(_resolve_psk(psk, psk_file))
+    sock, io = _open_blocking(address, hs, timeout)
+    try:
         sock.settimeout(None)
         io.spin_ns = int(spin_us * 1000)  # not before: polling needs the socket's timeout gone
         client = Client(sock, io, hs, batching)
@@ -537,16 +559,41 @@ def connect(address: str = "127.0.0.1:9713", psk: bytes | None = None, *, psk_fi
         raise
 
 
-async def connect_async(address: str = "127.0.0.1:9713", psk: bytes | None = None, *,
+def server_status(address: str | None = None, psk: bytes | None = None, *, psk_file: str | None = None,
+                  timeout: float = 10.0) -> dict:
+    """The server's own view (SERVER_STATUS): backend, limits, live sessions. Authenticated like a session
+    when the server has a key, but it is none: the server answers and closes."""
+    import json
+
+    from rgpu.protocol.handshake import Feature
+
+    hs = ClientHandshake(_resolve_psk(psk, psk_file), status=True)
+    sock, io = _open_blocking(address, hs, timeout)
+    with sock:
+        if not hs.server.features & Feature.STATUS:
+            raise RgpuError(f"the server ({hs.server.agent}) is too old to report its status")
+        io.send_frames([Frame(ops.SERVER_STATUS.code, 1)])
+        reply = io.receive_frame()
+        if reply.status:
+            raise CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
+        return json.loads(bytes(reply.bulk))
+
+
+async def connect_async(address: str | None = None, psk: bytes | None = None, *,
                         psk_file: str | None = None, context: bool = True, batching: bool = True,
                         stream: trio.abc.Stream | None = None) -> AsyncClient:
-    """trio flavour of connect(); `stream` lets tests pass an in-memory stream instead of TCP."""
+    """trio flavour of connect() (the same defaults from the environment); `stream` lets tests pass an
+    in-memory stream instead of TCP."""
+    key = _resolve_psk(psk, psk_file)
     if stream is None:
-        host, port = parse_address(address)
-        stream = await trio.open_tcp_stream(host, port)
+        host, port = parse_address(config.server_address(address))
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError as e:
+            raise _unreachable(host, port, e) from None
     try:
         io = TrioFrameStream(stream, Connection())
-        hs = ClientHandshake(_resolve_psk(psk, psk_file))
+        hs = ClientHandshake(key)
         flow = _handshake_flow(hs)
         frame = next(flow)
         while True:

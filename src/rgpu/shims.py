@@ -1,32 +1,67 @@
 """Build and use the native stand-in libraries (`rgpu build-shims`, `rgpu run`, `rgpu doctor`).
 
-The C sources live in native/ of a source checkout; CUDA headers come from the nvidia-cuda-runtime wheels
-(`pip install 'rgpu[shims]'`), so no CUDA toolkit is needed on a client.
+The C sources live in native/ of a source checkout; an installed wheel carries the same files under
+rgpu/_native. CUDA headers come from the nvidia-cuda-runtime wheels (`pip install 'rgpu[shims]'`), so no CUDA
+toolkit is needed on a client. Builds are incremental (gcc's dependency files plus the recorded command line
+of every output), so a stale stand-in is rebuilt and an up-to-date one costs a few stat calls.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import fcntl
+import hashlib
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
-import tempfile
+
+import attrs
+
+from rgpu.errors import RgpuError
 
 CUDA_WHEELS = {13: ("cu13", "nvidia-cuda-runtime"), 12: ("cuda_runtime", "nvidia-cuda-runtime-cu12")}
+PACKAGED_NATIVE = pathlib.Path(__file__).resolve().parent / "_native"
+CHECKOUT_NATIVE = pathlib.Path(__file__).resolve().parents[2] / "native"
+
+
+class ShimError(RgpuError):
+    """The stand-ins cannot be built or found; the message says what to install or run."""
+
+
+def _is_native(path: pathlib.Path) -> bool:
+    return (path / "src").is_dir() and (path / "gen").is_dir()
 
 
 def native_dir() -> pathlib.Path:
-    candidates = [pathlib.Path(__file__).resolve().parents[2] / "native", pathlib.Path.cwd() / "native"]
-    for path in candidates:
-        if (path / "src" / "driver.c").exists():
+    """The C sources: a source checkout's native/ (an editable install), else the copy inside the wheel."""
+    for path in (CHECKOUT_NATIVE, PACKAGED_NATIVE):
+        if _is_native(path):
             return path
-    raise SystemExit("rgpu: native sources not found; run this from an rgpu source checkout")
+    raise ShimError(f"the native sources are missing (looked in {CHECKOUT_NATIVE} and {PACKAGED_NATIVE}); "
+                    "reinstall rgpu from a wheel or sdist built by pip, or run from a source checkout")
+
+
+def _cache_home() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
 
 
 def default_out_dir() -> pathlib.Path:
+    """$RGPU_SHIM_DIR; in a checkout, build/shims there; for an installed wheel, a per-user cache directory
+    named after the version and the installation (two environments never share, nor overwrite, stand-ins)."""
     env = os.environ.get("RGPU_SHIM_DIR")
-    return pathlib.Path(env) if env else native_dir().parent / "build" / "shims"
+    if env:
+        return pathlib.Path(env)
+    nat = native_dir()
+    if nat == CHECKOUT_NATIVE:
+        return nat.parent / "build" / "shims"
+    from rgpu.version import __version__
+
+    where = hashlib.sha256(str(nat).encode()).hexdigest()[:12]
+    return _cache_home() / "rgpu" / f"{__version__}-{where}"
 
 
 def cuda_include(major: int) -> pathlib.Path:
@@ -41,7 +76,8 @@ def cuda_include(major: int) -> pathlib.Path:
     for inc in candidates:
         if inc and os.path.exists(os.path.join(inc, "cuda.h")):
             return pathlib.Path(inc)
-    raise SystemExit(f"rgpu: CUDA {major} headers missing: pip install {wheel}")
+    raise ShimError(f"CUDA {major} headers missing (needed to build the stand-ins): "
+                    f"pip install 'rgpu[shims]' (or just {wheel}) into this environment")
 
 
 def _toolkit_major(home: str) -> int | None:
@@ -60,80 +96,212 @@ def crt_include() -> pathlib.Path:
                                                                        "/usr/local/cuda") if h)):
         if (inc / "crt" / "host_defines.h").exists():
             return inc
-    raise SystemExit("rgpu: crt/host_defines.h missing: pip install nvidia-cuda-crt")
+    raise ShimError("crt/host_defines.h missing (needed to build the stand-ins): "
+                    "pip install 'rgpu[shims]' (or just nvidia-cuda-crt) into this environment")
 
 
-def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = False) -> pathlib.Path:
-    """Compile libcuda.so.1 and, for CUDA 13 and 12, libcudart, libcublasLt and libcublas into `out`; returns
-    libcuda's path."""
+def _compiler(cc: str) -> str:
+    path = shutil.which(cc)
+    if path is None:
+        raise ShimError(f"no C compiler {cc!r} on PATH: building the stand-ins needs gcc "
+                        "(Debian/Ubuntu: apt install gcc; Fedora: dnf install gcc)")
+    return cc
+
+
+# -- an incremental build: the few rules of a Makefile, no make needed ------------------------------------
+@attrs.frozen(slots=True)
+class Step:
+    """One output and the command that makes it. `inputs`: files it is made from (besides the headers gcc
+    names in `depfile`)."""
+
+    target: pathlib.Path
+    command: tuple[str, ...]
+    inputs: tuple[pathlib.Path, ...]
+    depfile: pathlib.Path | None = None
+    label: str = ""
+
+    @property
+    def stamp(self) -> pathlib.Path:
+        # The command line that made the target: a changed flag or header directory rebuilds it.
+        return self.target.parent / ".stamps" / (self.target.name + ".cmd")
+
+    def stale(self) -> bool:
+        try:
+            built = self.target.stat().st_mtime_ns
+            if self.stamp.read_text() != "\0".join(self.command):
+                return True
+            return any(os.stat(dep).st_mtime_ns > built for dep in (*self.inputs, *self._headers()))
+        except OSError:  # a missing target, stamp or dependency
+            return True
+
+    def _headers(self) -> list[str]:
+        if self.depfile is None:
+            return []
+        text = self.depfile.read_text().replace("\\\n", " ").replace("\\ ", "\0")
+        _, _, deps = text.partition(": ")
+        return [d.replace("\0", " ") for d in deps.split()]
+
+    def run(self) -> None:
+        self.stamp.parent.mkdir(parents=True, exist_ok=True)
+        self.stamp.unlink(missing_ok=True)  # an interrupted run must not leave a target that looks built
+        proc = subprocess.run(self.command, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BuildFailed(self, proc.stdout + proc.stderr)
+        if proc.stderr.strip():
+            sys.stderr.write(proc.stderr)  # compiler warnings stay visible
+        self.stamp.write_text("\0".join(self.command))
+
+
+class BuildFailed(ShimError):
+    def __init__(self, step: Step, output: str):
+        self.step, self.output = step, output
+        super().__init__(f"building {step.target.name} failed ({step.label}):\n{output.rstrip()}\n"
+                         f"command: {' '.join(step.command)}")
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool, verbose: bool):
+        self.total, self.done, self.enabled, self.verbose = total, 0, enabled, verbose
+
+    def __call__(self, step: Step) -> None:
+        self.done += 1
+        if self.enabled:
+            print(f"[{self.done}/{self.total}] {step.label}", file=sys.stderr, flush=True)
+            if self.verbose:
+                print("    " + " ".join(step.command), file=sys.stderr, flush=True)
+
+
+def _execute(stages: list[list[Step]], progress: bool, verbose: bool, jobs: int | None, title: str) -> int:
+    """Run the stale steps, stage by stage (the steps of one stage in parallel); returns how many ran."""
+    todo, remade = [], set()
+    for stage in stages:  # planned in full first, so progress can count: a step whose input is remade is stale
+        todo.append([s for s in stage if s.stale() or remade.intersection(s.inputs)])
+        remade.update(s.target for s in todo[-1])
+    report = _Progress(sum(map(len, todo)), progress, verbose)
+    if progress and report.total:
+        print(f"rgpu: {title}: {report.total} step(s)", file=sys.stderr, flush=True)
+    with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
+        for stage in todo:
+            futures = {pool.submit(step.run): step for step in stage}
+            for future in concurrent.futures.as_completed(futures):
+                future.result()
+                report(futures[future])
+    return report.total
+
+
+@contextlib.contextmanager
+def _locked(out: pathlib.Path):
+    """One build at a time per output directory (two `rgpu run`s may start together)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def _write_if_changed(path: pathlib.Path, text: str) -> pathlib.Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+# -- the stand-ins -----------------------------------------------------------------------------------------
+FLAGS = ("-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations")
+_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_")  # generated files of the other libraries, not libcuda's
+
+
+@attrs.frozen(slots=True)
+class Library:
+    """One stand-in. `sources`: (path under native/, CUDA major of its headers); `links`: the stand-ins it
+    is linked against; `exports`: the symbols it exports (None: src/libcuda.map decides)."""
+
+    soname: str
+    sources: tuple[tuple[str, int], ...]
+    includes: tuple[str, ...] = ()
+    exports: str | None = None
+    links: tuple[str, ...] = ()
+    crt: bool = False  # crt/ headers searched after the CUDA headers (the shared crt/ must not shadow CUDA 12's own)
+
+
+def libraries(nat: pathlib.Path | None = None) -> list[Library]:
+    """Every stand-in, in link order, with its sources found by directory (files added there are picked up)."""
+    nat = nat or native_dir()
+
+    def files(*patterns: str) -> list[str]:
+        return sorted({p.relative_to(nat).as_posix() for pat in patterns for p in nat.glob(pat)})
+
+    driver = [(f, 12 if pathlib.Path(f).stem.endswith("12") else 13)
+              for f in files("src/*.c", "gen/*.c") if not pathlib.Path(f).name.startswith(_STAND_IN_PREFIXES)]
+    libs = [Library("libcuda.so.1", tuple(driver))]
+    # Every stand-in beside libcuda logs as libcuda does (src/log.c, one implementation; libcuda exports only
+    # the driver API, so each library carries its own copy).
+    standin = ("src/log.c", "src/libs/standin.c")
+    math = ("src/log.c", "src/libs/*.c")
+    for major in (13, 12):
+        libs.append(Library(f"libcudart.so.{major}",
+                            tuple((f, major) for f in files("src/cudart/*.c", *standin, f"gen/cudart_*{major}.c")),
+                            includes=("src/cudart", "src/libs"), exports="cuda*; __cuda*",
+                            links=("libcuda.so.1",), crt=True))
+        for name, parts in (("libcublasLt", ("lt",)), ("libcublas", ("blas", "batched"))):
+            sources = files(*math, "src/cublas/common*.c", *(f"src/cublas/{p}*.c" for p in parts),
+                            f"gen/{name.removeprefix('lib')}_*.c")
+            libs.append(Library(f"{name}.so.{major}", tuple((f, major) for f in sources),
+                                includes=("src/cublas", "src/libs"), exports="cublas*",
+                                links=("libcuda.so.1", f"libcudart.so.{major}")))
+    # cuDNN 9 is one soname for CUDA 12 and 13; this one runs on the CUDA 13 runtime.
+    libs.append(Library("libcudnn.so.9", tuple((f, 13) for f in files(*math, "src/cudnn/*.c", "gen/cudnn_*.c")),
+                        includes=("src/cudnn", "src/libs"), exports="cudnn*",
+                        links=("libcuda.so.1", "libcudart.so.13")))
+    return libs
+
+
+def _library_steps(lib: Library, nat: pathlib.Path, out: pathlib.Path, cc: str) -> tuple[list[Step], Step]:
+    objdir = out / "obj" / lib.soname
+    includes = [f"-I{nat / 'src'}", f"-I{nat / 'gen'}", *(f"-I{nat / i}" for i in lib.includes)]
+    after = [f"-I{crt_include()}"] if lib.crt else []
+    compiles = []
+    for source, major in lib.sources:
+        obj = objdir / (source.replace("/", "_").removesuffix(".c") + ".o")
+        dep = obj.with_suffix(".d")
+        compiles.append(Step(obj, (cc, *FLAGS, *includes, f"-I{cuda_include(major)}", *after, "-MMD", "-MF",
+                                   str(dep), "-c", str(nat / source), "-o", str(obj)),
+                             (nat / source,), dep, f"CC {lib.soname}: {source}"))
+    if lib.exports is None:
+        script = nat / "src" / "libcuda.map"
+    else:
+        script = _write_if_changed(objdir / "exports.map",
+                                   f"{lib.soname} {{\n    global: {lib.exports};\n    local: *;\n}};\n")
+    target = out / lib.soname
+    link = Step(target, (cc, "-shared", f"-Wl,-soname,{lib.soname}", f"-Wl,--version-script={script}",
+                         "-o", str(target), *(str(c.target) for c in compiles), f"-L{out}",
+                         *(f"-l:{name}" for name in lib.links), "-ldl", "-lpthread"),
+                (*(c.target for c in compiles), script, *(out / name for name in lib.links)),
+                label=f"LINK {lib.soname}")
+    return compiles, link
+
+
+def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = False, *, progress: bool = False,
+          jobs: int | None = None) -> pathlib.Path:
+    """Compile (what is stale of) libcuda.so.1 and, for CUDA 13 and 12, libcudart, libcublasLt and libcublas,
+    and libcudnn.so.9 into `out`; returns libcuda's path. `progress`: a line per step on stderr."""
     nat = native_dir()
     out = out or default_out_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    src, gen = nat / "src", nat / "gen"
-    flags = ["-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations", f"-I{src}", f"-I{gen}"]
-    units = [([*sorted(src.glob("*.c")), gen / "forward_cuda13.c", gen / "unsupported_cuda13.c", gen / "errors.c"],
-              [f"-I{cuda_include(13)}"]),
-             ([gen / "forward_cuda12.c", gen / "unsupported_cuda12.c"], [f"-I{cuda_include(12)}"]),
-             ([gen / "proctable.c"], [])]
-    with tempfile.TemporaryDirectory() as tmp:
-        objects = []
-        for files, extra in units:
-            for f in files:
-                obj = pathlib.Path(tmp) / (f.parent.name + "_" + f.stem + ".o")
-                _run([cc, *flags, *extra, "-c", str(f), "-o", str(obj)], verbose)
-                objects.append(str(obj))
-        lib = out / "libcuda.so.1"
-        _run([cc, "-shared", "-Wl,-soname,libcuda.so.1", f"-Wl,--version-script={src / 'libcuda.map'}",
-              "-o", str(lib), *objects, "-ldl", "-lpthread"], verbose)
-    _symlink(out / "libcuda.so", "libcuda.so.1")
-    for major in (13, 12):
-        _build_library(out, f"libcudart.so.{major}", _runtime_sources(major), major, cc, flags, verbose,
-                       exports="cuda*; __cuda*", includes=("src/cudart", "src/libs"), after=(crt_include(),), runtime=False)
-        for name, sources in BLAS_LIBRARIES.items():
-            _build_library(out, f"{name}.so.{major}", sources, major, cc, flags, verbose, exports="cublas*",
-                           includes=("src/cublas", "src/libs"))
-    _symlink(out / "libcudart.so", "libcudart.so.13")
-    # cuDNN 9 is one soname for CUDA 12 and 13; this one runs on the CUDA 13 runtime.
-    _build_library(out, "libcudnn.so.9", DNN_SOURCES, 13, cc, flags, verbose, exports="cudnn*",
-                   includes=("src/cudnn", "src/libs"))
-    return lib
-
-
-def _runtime_sources(major: int) -> list[str]:
-    """libcudart: native/src/cudart (a runtime on the driver API) + its generated stubs and error table."""
-    rt = sorted(p.relative_to(native_dir()).as_posix() for p in (native_dir() / "src" / "cudart").glob("*.c"))
-    return [*rt, *_STANDIN_COMMON, f"gen/cudart_unsupported{major}.c", f"gen/cudart_errors{major}.c"]
-
-
-# Every stand-in beside libcuda logs as libcuda does (native/src/log.c, one implementation).
-_STANDIN_COMMON = ("src/log.c", "src/libs/standin.c")
-# The cuBLAS stand-ins: native/src/cublas + their generated stubs (native/gen), one build per soname.
-_MATH_COMMON = (*_STANDIN_COMMON, "src/libs/remote.c")
-BLAS_LIBRARIES = {"libcublasLt": (*_MATH_COMMON, "src/cublas/common.c", "src/cublas/lt.c", "gen/cublasLt_unsupported.c"),
-                  "libcublas": (*_MATH_COMMON, "src/cublas/common.c", "src/cublas/blas.c", "src/cublas/batched.c",
-                                "gen/cublas_unsupported.c")}
-DNN_SOURCES = (*_MATH_COMMON, "src/cudnn/dnn.c", "src/cudnn/backend.c", "src/cudnn/legacy.c", "gen/cudnn_unsupported.c")
-
-
-def _build_library(out, soname, sources, major, cc, flags, verbose, *, exports, includes, after=(), runtime=True):
-    """One stand-in library in `out`, linked against the libcuda.so.1 there (and, unless it is the runtime
-    itself, the libcudart of its CUDA version). CUDA's libraries version their symbols with the soname, and
-    programs linked against them ask for that version, so the export script names it too. `after`: include
-    directories searched after the CUDA headers of `major` (the shared crt/ must not shadow CUDA 12's own)."""
-    nat = native_dir()
-    lib = out / soname
-    with tempfile.TemporaryDirectory() as tmp:
-        script = pathlib.Path(tmp) / "exports.map"
-        script.write_text(f"{soname} {{\n    global: {exports};\n    local: *;\n}};\n")
-        _run([cc, *flags, *(f"-I{nat / i}" for i in includes), f"-I{cuda_include(major)}",
-              *(f"-I{i}" for i in after), "-shared",
-              f"-Wl,-soname,{soname}", f"-Wl,--version-script={script}", "-o", str(lib),
-              *(str(nat / s) for s in sources), f"-L{out}", "-l:libcuda.so.1",
-              *([f"-l:libcudart.so.{major}"] if runtime else []), "-lpthread"], verbose)
-    return lib
+    cc = _compiler(cc)
+    with _locked(out):
+        compiles, links = [], []
+        for lib in libraries(nat):
+            c, link = _library_steps(lib, nat, out, cc)
+            compiles += c
+            links.append([link])  # in order: each links against those before it
+        _execute([compiles, *links], progress or verbose, verbose, jobs, f"building the CUDA stand-ins in {out}")
+        _symlink(out / "libcuda.so", "libcuda.so.1")
+        _symlink(out / "libcudart.so", "libcudart.so.13")
+    return out / "libcuda.so.1"
 
 
 def _symlink(link: pathlib.Path, target: str) -> None:
+    if link.is_symlink() and os.readlink(link) == target:
+        return
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(target)
@@ -142,23 +310,23 @@ def _symlink(link: pathlib.Path, target: str) -> None:
 EXAMPLES = ("rpc_smoke", "vecadd", "bench_calls")
 
 
-def build_examples(out: pathlib.Path | None = None, cc: str = "gcc") -> list[pathlib.Path]:
+def build_examples(out: pathlib.Path | None = None, cc: str = "gcc", *, progress: bool = False,
+                   verbose: bool = False) -> list[pathlib.Path]:
     """The C examples in native/examples, linked against the shim in `out` (which must be built)."""
     nat = native_dir()
     out = out or default_out_dir()
-    built = []
+    cc = _compiler(cc)
+    steps = []
     for name in EXAMPLES:
-        exe = out / name
-        _run([cc, "-O2", "-Wall", "-Wno-deprecated-declarations", f"-I{cuda_include(13)}", str(nat / "examples" / f"{name}.c"), f"-L{out}",
-              "-lcuda", "-o", str(exe)], False)
-        built.append(exe)
-    return built
-
-
-def _run(cmd, verbose):
-    if verbose:
-        print(" ".join(cmd), file=sys.stderr)
-    subprocess.run(cmd, check=True)
+        exe, source = out / name, nat / "examples" / f"{name}.c"
+        dep = out / "obj" / "examples" / f"{name}.d"
+        dep.parent.mkdir(parents=True, exist_ok=True)
+        steps.append(Step(exe, (cc, "-O2", "-Wall", "-Wno-deprecated-declarations", f"-I{cuda_include(13)}",
+                                "-MMD", "-MF", str(dep), str(source), f"-L{out}", "-l:libcuda.so.1", "-o", str(exe)),
+                          (source, out / "libcuda.so.1"), dep, f"CC+LINK example {name}"))
+    with _locked(out):
+        _execute([steps], progress or verbose, verbose, None, f"building the C examples in {out}")
+    return [s.target for s in steps]
 
 
 # Preloaded, not only found first on LD_LIBRARY_PATH: libraries such as PyTorch's carry an RPATH to their own
@@ -180,31 +348,32 @@ def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:
     return env
 
 
+def ensure_built(shim_dir: pathlib.Path | None = None) -> pathlib.Path:
+    """The directory of stand-ins a program should run with. A directory the user named (--shims,
+    $RGPU_SHIM_DIR) is used as it is; the default one is brought up to date first (a no-op when it is)."""
+    explicit = shim_dir or (pathlib.Path(os.environ["RGPU_SHIM_DIR"]) if os.environ.get("RGPU_SHIM_DIR") else None)
+    if explicit is not None:
+        if not (explicit / "libcuda.so.1").exists():
+            raise ShimError(f"no stand-ins in {explicit}: run `rgpu build-shims --out {explicit}`")
+        return explicit
+    out = default_out_dir()
+    try:
+        build(out, progress=True)
+    except BuildFailed:
+        raise
+    except ShimError as e:
+        if not (out / "libcuda.so.1").exists():
+            raise ShimError(f"the CUDA stand-ins are not built and cannot be: {e}") from None
+        print(f"rgpu: warning: cannot check the stand-ins in {out} are up to date ({e}); using them as they are",
+              file=sys.stderr)
+    return out
+
+
 def run(argv: list[str], shim_dir: pathlib.Path | None = None) -> int:
-    shim_dir = shim_dir or default_out_dir()
-    if not (shim_dir / "libcuda.so.1").exists():
-        raise SystemExit(f"rgpu: no shims in {shim_dir}; run `rgpu build-shims` first")
-    return subprocess.call(argv, env=environment(shim_dir))
-
-
-def doctor(argv: list[str], shim_dir: pathlib.Path | None = None) -> int:
-    """Run the program with the loader's trace on and report which CUDA libraries it really loaded."""
-    shim_dir = shim_dir or default_out_dir()
-    env = environment(shim_dir)
-    env["LD_DEBUG"] = "libs"
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
-    loaded = {}
-    for line in proc.stderr.splitlines():
-        m = re.search(r"calling init: (\S+)", line)
-        if m:
-            path = m.group(1)
-            name = os.path.basename(path)
-            if re.match(r"lib(cuda|cudart|cublas|cublasLt|cudnn)\b", name):
-                loaded[name] = path
-    print(f"program exited with {proc.returncode}")
-    if not loaded:
-        print("no CUDA library was loaded (the program may dlopen them later, or not use CUDA)")
-    for name, path in sorted(loaded.items()):
-        origin = "rgpu shim" if str(shim_dir) in path else "NOT rgpu: a real library"
-        print(f"  {name:24} {path}  [{origin}]")
-    return proc.returncode
+    shim_dir = ensure_built(shim_dir)
+    try:
+        return subprocess.call(argv, env=environment(shim_dir))
+    except FileNotFoundError:
+        raise ShimError(f"program not found: {argv[0]}") from None
+    except PermissionError:
+        raise ShimError(f"program not executable: {argv[0]}") from None

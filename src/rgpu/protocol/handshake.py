@@ -40,9 +40,10 @@ class Feature(enum.IntFlag):
     BATCH = 0x1  # BATCH frames of NO_REPLY calls
     DEFERRED_ERRORS = 0x2  # deferred_status in replies
     PSK = 0x4  # this build can authenticate and protect frames
+    STATUS = 0x8  # SERVER_STATUS queries (a HELLO with the STATUS flag)
 
 
-SUPPORTED_FEATURES = Feature.BATCH | Feature.DEFERRED_ERRORS | Feature.PSK
+SUPPORTED_FEATURES = Feature.BATCH | Feature.DEFERRED_ERRORS | Feature.PSK | Feature.STATUS
 
 
 class Cipher(enum.IntFlag):
@@ -56,6 +57,8 @@ SUPPORTED_CIPHERS = Cipher.AES_256_GCM | Cipher.CHACHA20_POLY1305
 class HelloFlags(enum.IntFlag):
     # In the client's hello: the client holds a PSK. In the server's: the server demands authentication.
     PSK = 0x1
+    # In the client's hello: this connection asks for the server's status (SERVER_STATUS), it is no session.
+    STATUS = 0x2
 
 
 @attrs.frozen(slots=True)
@@ -264,8 +267,10 @@ class ServerHandshake:
 class ClientHandshake:
     """Client side. hello() -> send; on_hello_reply() -> AUTH frame to send or None; on_auth_reply()."""
 
-    def __init__(self, psk: bytes | None, *, agent: str = "rgpu-python", major: int = PROTOCOL_MAJOR):
+    def __init__(self, psk: bytes | None, *, agent: str = "rgpu-python", major: int = PROTOCOL_MAJOR,
+                 status: bool = False):
         self.psk = psk
+        self.status = status
         self.agent = agent
         self.major = major
         self.server: Hello | None = None
@@ -276,7 +281,7 @@ class ClientHandshake:
         self._cipher = 0
 
     def hello(self, request_id: int = 1) -> Frame:
-        flags = int(HelloFlags.PSK) if self.psk else 0
+        flags = (int(HelloFlags.PSK) if self.psk else 0) | (int(HelloFlags.STATUS) if self.status else 0)
         ciphers = int(SUPPORTED_CIPHERS) if self.psk else 0
         self._hello_frame = Hello(major=self.major, ciphers=ciphers, nonce=self._nonce, flags=flags,
                                   agent=self.agent).to_frame(request_id)
@@ -295,10 +300,12 @@ class ClientHandshake:
         self._server_frame = frame
         server_wants_auth = bool(server.flags & HelloFlags.PSK)
         if server_wants_auth and not self.psk:
-            raise AuthenticationError("authentication failed: the server requires a pre-shared key")
+            raise AuthenticationError("authentication failed: the server requires a pre-shared key "
+                                      "(give --psk-file, or set RGPU_PSK_FILE)")
         if self.psk and not server_wants_auth:
             # A server (or a man in the middle) that skips authentication must not get our traffic in clear.
-            raise AuthenticationError("authentication failed: the server did not ask for the pre-shared key")
+            raise AuthenticationError("authentication failed: the server did not ask for the pre-shared key "
+                                      "(it runs without --psk-file; refusing to talk in clear)")
         if not self.psk:
             return None
         self._cipher = _pick_cipher(server.ciphers)
@@ -310,8 +317,10 @@ class ClientHandshake:
 
     def on_auth_reply(self, frame: Frame) -> None:
         if frame.status or frame.opcode != ops.AUTH.code:
-            raise AuthenticationError("authentication failed: " +
-                                      (bytes(frame.bulk).decode("utf-8", "replace") or "rejected by server"))
+            # The server says only "authentication failed" when our proof is wrong: say what that means.
+            reason = bytes(frame.bulk).decode("utf-8", "replace").removeprefix("authentication failed")
+            raise AuthenticationError("authentication failed: " + (reason.lstrip(": ") or
+                                      "the server does not accept our pre-shared key (not the key in its --psk-file)"))
         (server_proof,) = ops.AUTH.unpack_reply(frame.args)
         th = transcript_hash(self._hello_frame, self._server_frame)
         if not hmac.compare_digest(server_proof, proof(self.psk, LABEL_SERVER_PROOF, th)):

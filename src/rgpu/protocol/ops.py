@@ -153,6 +153,9 @@ BATCH = _op(0x0004, "BATCH", context=False, request_bulk="concatenated NO_REPLY 
 NOP = _op(0x0005, "NOP", context=False, doc="null call (latency probe)")
 PROTOCOL_ERROR = _op(0x0006, "PROTOCOL_ERROR", context=False, reply_bulk="message (UTF-8)",
                      doc="sent by the server before it closes a connection it cannot continue")
+SERVER_STATUS = _op(0x0007, "SERVER_STATUS", context=False, reply_bulk="JSON (UTF-8)",
+                    doc="the server's sessions and limits; only on a connection whose HELLO has the STATUS flag, "
+                        "answered by the server itself (no session), which then closes")
 
 # Initialisation and devices (0x001x, 0x002x).
 INIT = _op(0x0010, "INIT", "flags:u32", context=False, doc="cuInit(flags)")

@@ -134,6 +134,9 @@ class WorkerPool:
             worker.info = info
             if self.backend_info is None:
                 self.backend_info = info
+                if info.get("fallback"):
+                    log.warning("NO GPU: %s -- falling back to the FAKE backend (emulated memory and kernels; "
+                                "nothing runs on a GPU)", info["fallback"])
                 log.info("workers run the %s backend on %s", info["backend"], info["device"])
             return worker
         await worker.stop(1)

@@ -3,14 +3,17 @@ loop, and teardown of everything the session owns -- however the connection ends
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import time
 
 import trio
 
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol.connection import Connection
-from rgpu.protocol.handshake import ServerHandshake
+from rgpu.protocol import ops
+from rgpu.protocol.handshake import HelloFlags, ServerHandshake
 from rgpu.serving.handoff import Handoff, SessionKeys
 from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
 from rgpu.serving.pool import run_session_in_worker
@@ -38,6 +41,10 @@ async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: st
             return
         if hs is None:
             return
+        if hs.client.flags & HelloFlags.STATUS:
+            await _answer_status(server, io, session_id, peer)
+            return
+        server.session_started[session_id] = time.time()
         if cfg.isolation == "process":
             server.sessions[session_id] = peer
             await _run_in_worker(server, stream, io, hs, session_id, peer, slot)
@@ -67,10 +74,25 @@ async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: st
             await _teardown(server, session)
         # Only after teardown: whoever sees the session gone may rely on its memory being back.
         server.sessions.pop(session_id, None)
+        server.session_started.pop(session_id, None)
         if slot is not None:
             slot.release()  # usually done already, as soon as the session's memory was back
         with trio.CancelScope(shield=True), trio.move_on_after(1):
             await stream.aclose()
+
+
+async def _answer_status(server, io: TrioFrameStream, session_id: int, peer: str) -> None:
+    """A status connection (authenticated like a session, when the server has a key) asks SERVER_STATUS once;
+    the supervisor answers from what it knows and closes. No session, no worker."""
+    # It holds a session slot until it closes: one that never asks must not keep it.
+    with trio.move_on_after(server.config.handshake_timeout):
+        frame = await io.receive_frame()
+    if frame is None:
+        return
+    if frame.opcode != ops.SERVER_STATUS.code:
+        raise ProtocolError(f"a status connection asks SERVER_STATUS only, not opcode 0x{frame.opcode:04x}")
+    await io.send_frame(frame.reply(bulk=json.dumps(server.status()).encode()))
+    log.info("[connection %d] %s asked for the server's status", session_id, peer)
 
 
 async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshake, session_id: int,

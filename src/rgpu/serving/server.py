@@ -12,11 +12,13 @@ import pathlib
 import resource
 import socket
 import threading
+import time
 
 import attrs
 import trio
 
 from rgpu.backends.base import Backend
+from rgpu.errors import status_name
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
 from rgpu.session.modcache import ModuleCache
 from rgpu.serving.pool import WorkerPool
@@ -156,6 +158,8 @@ def check_config(config: ServerConfig) -> None:
             "can reach the port could run code on the GPU and read its memory. Give --psk-file, or say "
             "--insecure if the network is trusted."
         )
+    if not 0 <= config.port <= 65535:
+        raise ConfigError(f"--port must be between 0 and 65535 (0: any free port), not {config.port}")
     if config.max_sessions < 1:
         raise ConfigError("--max-sessions must be at least 1")
     if config.max_handshakes < 1:
@@ -182,10 +186,36 @@ class Server:
             if config.isolation == "process" else None
         self.module_cache = _module_cache(config)
         self.sessions: dict = {}  # live sessions, until everything they owned is released
+        self.session_started: dict[int, float] = {}  # wall-clock time each live session opened
+        self.started = time.time()
         self.slots = SessionSlots(config.max_sessions)
         self.admission = Admission(handshake_limit(config.max_handshakes))
         self._ids = itertools.count(1)
         self.ports: list[int] = []
+
+    def status(self) -> dict:
+        """What `rgpu status` shows: the server, its limits and its live sessions (SERVER_STATUS). Memory and
+        calls per session are known here only for in-process sessions; a worker reports its own at the end."""
+        from rgpu.version import __version__
+
+        now = time.time()
+        info = (self.pool.backend_info or {}) if self.pool is not None else \
+            {"backend": self.backend.name, "device": self.backend.device_name(0)}
+        sessions = []
+        for sid, value in sorted(self.sessions.items()):
+            row = {"id": sid, "age_s": round(now - self.session_started.get(sid, now), 1)}
+            if isinstance(value, str):
+                row["peer"] = value
+            else:
+                row.update(peer=value.peer, memory=value.memory.allocated, calls=value.calls,
+                           last_error=status_name(value.deferred_error) if value.deferred_error else None)
+            sessions.append(row)
+        recent = list(self.pool.finished)[-10:] if self.pool is not None else []
+        return {"version": __version__, "backend": info.get("backend"), "device": info.get("device"),
+                "fallback": info.get("fallback"), "isolation": self.config.isolation,
+                "uptime_s": round(now - self.started, 1), "max_sessions": self.config.max_sessions,
+                "session_mem_limit": self.config.session_mem_limit, "psk": self.config.psk is not None,
+                "sessions": sessions, "recently_ended": recent}
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -201,10 +231,15 @@ class Server:
     async def _listen(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
             listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.bind)
+        except socket.gaierror as e:
+            raise ConfigError(f"cannot listen on {self.config.bind!r}: {e.strerror} (give --bind an address "
+                              "of this host, such as 127.0.0.1 or 0.0.0.0)") from None
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                raise ConfigError(f"{self.config.bind}:{self.config.port} is already in use") from None
-            raise
+                raise ConfigError(f"{self.config.bind}:{self.config.port} is already in use (another "
+                                  "rgpu-server? stop it, or choose another --port)") from None
+            raise ConfigError(f"cannot listen on {self.config.bind}:{self.config.port}: "
+                              f"{e.strerror or e}") from None
         self.ports = sorted({lst.socket.getsockname()[1] for lst in listeners})
         where = ", ".join(f"{self.config.bind}:{p}" for p in self.ports)
         backend = self.backend.name if self.backend else f"{self.config.backend} in one process per session"

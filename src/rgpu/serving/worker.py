@@ -155,21 +155,35 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     return stats
 
 
+def _start_backend(kind: str):
+    """(backend, why it is the fake one when `kind` is auto and no GPU answered). The supervisor tells the
+    user about the fallback once; every worker saying so would repeat it for each session."""
+    if kind != "auto":
+        return make_backend(kind), None
+    try:
+        return make_backend("cuda"), None
+    except BackendUnavailable as e:
+        return make_backend("fake"), str(e)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="rgpu-worker")
     ap.add_argument("--control-fd", type=int, required=True)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--log-level", default="info")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s")
+    from rgpu import logs
+
+    logs.setup(args.log_level, pid=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     signal.signal(signal.SIGTERM, _on_sigterm)
     control = socket.socket(fileno=args.control_fd)
     try:
-        backend = make_backend(args.backend)
+        with _Interruptible():  # a worker still starting when the server stops has nothing to finish
+            backend, fallback = _start_backend(args.backend)
         name = backend.device_name(0) if backend.device_count() else "no device"
-        send_json(control, {"ready": True, "pid": os.getpid(), "backend": backend.name, "device": name})
+        send_json(control, {"ready": True, "pid": os.getpid(), "backend": backend.name, "device": name,
+                            "fallback": fallback})
         with _Interruptible():
             assignment = receive_assignment(control)
         if assignment is None:

@@ -1,0 +1,76 @@
+"""Client configuration read the same way by `rgpu.connect()`, the `rgpu` commands and (for what they pass
+on to programs) the native stand-ins: RGPU_SERVER and RGPU_PSK_FILE, with one set of checks and messages."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+
+from rgpu.errors import RgpuError
+from rgpu.transport import DEFAULT_PORT
+
+DEFAULT_SERVER = f"127.0.0.1:{DEFAULT_PORT}"
+ADDRESS_FORMS = "host:port, host, or [ipv6]:port"
+
+log = logging.getLogger("rgpu")
+_warned_modes: set[str] = set()
+
+
+class ConfigurationError(RgpuError, ValueError):
+    """A setting the user gave (argument or environment) is unusable; the message says which and why."""
+
+
+def server_address(address: str | None = None) -> str:
+    """The server to use: `address` if given, else $RGPU_SERVER, else 127.0.0.1:9713."""
+    return address or os.environ.get("RGPU_SERVER") or DEFAULT_SERVER
+
+
+def psk_file(path: str | None = None) -> str | None:
+    """The PSK file to use: `path` if given, else $RGPU_PSK_FILE, else none."""
+    return path or os.environ.get("RGPU_PSK_FILE") or None
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """(host, port) of "host:port", "host" (port 9713) or "[ipv6]:port"; a clear error for anything else."""
+    text = address.strip()
+    if text.startswith("["):
+        host, close, rest = text[1:].partition("]")
+        if not close or (rest and not rest.startswith(":")):
+            raise ConfigurationError(f"bad server address {address!r}: expected {ADDRESS_FORMS}")
+        port_text = rest[1:] if rest else None
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    elif text.count(":") == 0:
+        host, port_text = text, None
+    else:
+        raise ConfigurationError(f"bad server address {address!r}: write an IPv6 address in brackets, "
+                                 "such as [::1]:9713")
+    if not host:
+        raise ConfigurationError(f"bad server address {address!r}: no host (expected {ADDRESS_FORMS})")
+    if port_text is None:
+        return host, DEFAULT_PORT
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ConfigurationError(f"bad server address {address!r}: the port must be a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def load_psk(path: str) -> bytes:
+    """The key in a PSK file, with the file named in every error. A file that others may read is used but
+    warned about once (the key in it lets anyone who reads it use, or impersonate, the server)."""
+    from rgpu.protocol.handshake import load_psk_file
+
+    try:
+        mode = os.stat(path).st_mode
+        key = load_psk_file(path)
+    except FileNotFoundError:
+        raise ConfigurationError(f"PSK file {path} does not exist (make one with `rgpu keygen {path}`)") from None
+    except OSError as e:
+        raise ConfigurationError(f"cannot read PSK file {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ConfigurationError(f"PSK file {path}: {e}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO) and path not in _warned_modes:
+        _warned_modes.add(path)
+        log.warning("PSK file %s can be read by other users (mode %04o): anyone who reads it can use this "
+                    "server; run: chmod 600 %s", path, stat.S_IMODE(mode), path)
+    return key
