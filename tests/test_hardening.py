@@ -386,3 +386,25 @@ def _call(session: Session, op, *values, bulk=b""):
     if reply.status:
         raise CudaError(reply.status, bytes(reply.bulk).decode())
     return op.reply.unpack(reply.args)
+
+
+def test_compressed_fatbin_entries_share_one_unpacking_budget(monkeypatch):
+    """A thousand small zstd entries must not unpack 64 MiB each: the image's entries share one budget."""
+    zstandard = pytest.importorskip("zstandard")
+    monkeypatch.setattr(ptx, "MAX_PTX_TEXT", 1 << 20)
+    unpacked = []
+    original = ptx._decompress_bounded
+    monkeypatch.setattr(ptx, "_decompress_bounded",
+                        lambda z, data, limit=1 << 20: unpacked.append(limit) or original(z, data, limit))
+    entry_text = HEAD + b".global .b8 g[16];\n" + b"/" * (300 << 10)
+    one = zstandard.ZstdCompressor().compress(entry_text)
+    entries = b""
+    for _ in range(50):
+        head = bytearray(64)
+        struct.pack_into("<HHIQ", head, 0, 1, 0x101, 64, len(one))
+        struct.pack_into("<I", head, 16, len(one))
+        struct.pack_into("<Q", head, 40, 0x8000)
+        entries += bytes(head) + one
+    image = struct.pack("<IHHQ", ptx.FATBIN_MAGIC, 1, 16, len(entries)) + entries
+    assert ptx.image_device_bytes(image) == len(image)  # past the budget: charged its own size
+    assert len(unpacked) <= 5  # the fourth entry runs out of the 1 MiB budget

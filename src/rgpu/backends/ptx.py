@@ -127,8 +127,8 @@ def _elf_data_bytes(image: bytes) -> int:
     table = image[names[4] : names[4] + names[5]]
     total = 0
     for name_at, _type, _flags, _addr, _offset, size in sections:
-        name = table[name_at : table.find(b"\0", name_at)] if name_at < len(table) else b""
-        if name.startswith((b".nv.global", b".nv.constant")):
+        # Prefixes compared in place: finding each name's end could scan the whole table once per section.
+        if table.startswith(b".nv.global", name_at) or table.startswith(b".nv.constant", name_at):
             total += size
     return total
 
@@ -141,6 +141,7 @@ def _fatbin_entry_bytes(image: bytes) -> list[int] | None:
     if magic != FATBIN_MAGIC:
         return None
     sizes = []
+    unpacked = 0  # one budget for all entries: a thousand small bombs must not unpack 64 MiB each
     pos, end = header_size, min(len(image), header_size + size)
     while pos + 64 <= end:
         kind, _ver, entry_header, payload_size = _ENTRY_HEADER.unpack_from(image, pos)
@@ -152,7 +153,8 @@ def _fatbin_entry_bytes(image: bytes) -> list[int] | None:
         if flags & _FLAG_ZSTD:
             import zstandard
 
-            payload = _decompress_bounded(zstandard, payload[:compressed_size])
+            payload = _decompress_bounded(zstandard, payload[:compressed_size], MAX_PTX_TEXT - unpacked)
+            unpacked += len(payload)
         if flags & _FLAG_LEGACY_COMPRESSED:
             sizes.append(len(image))
         elif kind == _ENTRY_PTX:
