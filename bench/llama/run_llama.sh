@@ -12,6 +12,11 @@ W=${LLAMA_WORK:-/tmp/llama}
 mkdir -p "$OUT" "$W"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$ROOT/src PYTHONUNBUFFERED=1
+# CUDA 12 headers for building the stand-ins (the box's toolkit has 13's only): .hdr/ carries them compressed.
+if [ -e .hdr/cu12-include.tar.zst ] && [ -z "${RGPU_CUDA12_INCLUDE:-}" ]; then
+  mkdir -p /tmp/cu12 && python3 -c "import sys,zstandard; zstandard.ZstdDecompressor().copy_stream(sys.stdin.buffer, sys.stdout.buffer)" \
+    < .hdr/cu12-include.tar.zst | tar -C /tmp/cu12 -xf - && export RGPU_CUDA12_INCLUDE=/tmp/cu12/include
+fi
 BIN=$W/build/bin
 MODELS=$W/models
 N_PREDICT=${N_PREDICT:-48}
@@ -34,10 +39,11 @@ shims() {
   if [ -e .shims/libcuda.so.1 ]; then mkdir -p /tmp/rgpu-shims && cp .shims/* /tmp/rgpu-shims/;
   else python3 -m rgpu.cli build-shims --out /tmp/rgpu-shims >/dev/null; fi
 }
-through_rgpu() { RGPU_LOG=${RGPU_LOG:-warn} python3 -m rgpu.cli run --server $RGPU_SERVER --shims /tmp/rgpu-shims -- "$@"; }
+# A command prefix (not a function: `timeout` must be able to run it).
+through_rgpu() { RUN="env RGPU_LOG=${RGPU_LOG:-warn} python3 -m rgpu.cli run --server $RGPU_SERVER --shims /tmp/rgpu-shims --"; }
 
 complete() {  # model fa -> greedy completion text on stdout
-  $RUN $BIN/llama-completion -m $MODELS/$1.gguf -p "$PROMPT" -n $N_PREDICT --temp 0 --seed 1 -fa $2 -no-cnv \
+  timeout 150 $RUN $BIN/llama-completion -m $MODELS/$1.gguf -p "$PROMPT" -n $N_PREDICT --temp 0 --seed 1 -fa $2 -no-cnv \
     -ngl 99 --no-warmup 2>>"$OUT/llama_stderr_${TAG}.log" </dev/null
 }
 
@@ -63,7 +69,7 @@ for s in ${*:-build native rgpu bench}; do
         | split -b 15m -d - "$OUT/build-" && for f in "$OUT"/build-*; do mv "$f" "$f.part"; done; ls -la "$OUT" ;;
     native|rgpu)
       TAG=$s; RUN=""
-      if [ $s = rgpu ]; then shims; start_server llama; RUN=through_rgpu; fi
+      if [ $s = rgpu ]; then shims; start_server llama; through_rgpu; fi
       for m in tiny-f16 tiny-q8_0 tiny-q4_0 small-q8_0; do
         for fa in on off; do
           complete $m $fa > "$OUT/completion_${s}_${m}_fa${fa}.txt"; echo "$m fa=$fa rc=$? $(wc -c < "$OUT/completion_${s}_${m}_fa${fa}.txt") bytes"
@@ -79,22 +85,22 @@ for s in ${*:-build native rgpu bench}; do
       fi ;;
     bench)
       for mode in native rgpu; do
-        RUN=""; [ $mode = rgpu ] && { shims; start_server bench; RUN=through_rgpu; }
+        RUN=""; [ $mode = rgpu ] && { shims; start_server bench; through_rgpu; }
         for m in tiny-q4_0 small-q8_0; do
-          $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r 3 -o json > "$OUT/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
+          timeout 240 $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r 3 -o json > "$OUT/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
           echo "$mode $m rc=$?"
         done
-        [ $mode = rgpu ] && { grep -iE "round trips|blocking" "$OUT/rgpu_server_bench.log" | tail -5; stop_server; }
+        [ $mode = rgpu ] && { grep -E "ended:" "$OUT/rgpu_server_bench.log" | tail -4; stop_server; }
       done
       python3 bench/llama/compare_bench.py "$OUT" | tee "$OUT/bench_summary.txt" ;;
     server)
       for mode in native rgpu; do
-        RUN=""; [ $mode = rgpu ] && { shims; start_server http; RUN=through_rgpu; }
+        RUN=""; [ $mode = rgpu ] && { shims; start_server http; through_rgpu; }
         $RUN $BIN/llama-server -m $MODELS/tiny-q8_0.gguf --host 127.0.0.1 --port 18080 -ngl 99 -np 1 \
           > "$OUT/llama_server_$mode.log" 2>&1 &
         LS=$!
         for i in $(seq 100); do curl -sf http://127.0.0.1:18080/health >/dev/null && break; sleep 0.3; done
-        curl -s http://127.0.0.1:18080/v1/completions -H 'Content-Type: application/json' \
+        curl -s -m 120 http://127.0.0.1:18080/v1/completions -H 'Content-Type: application/json' \
           -d "{\"prompt\": \"$PROMPT\", \"max_tokens\": 32, \"temperature\": 0, \"seed\": 1}" \
           | python3 -c "import json,sys; print(json.load(sys.stdin)['choices'][0]['text'])" > "$OUT/server_$mode.txt"
         echo "$mode: $(cat "$OUT/server_$mode.txt" | head -c 200)"

@@ -93,6 +93,11 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--spin-us", type=float, default=50.0, metavar="MICROSECONDS",
                    help="how long a session's worker polls for the next request before sleeping (default 50; "
                         "0: never poll). Polling saves the wake-up of a sleeping process on every call")
+    p.add_argument("--inject-rtt-us", type=float, default=0.0, metavar="MICROSECONDS",
+                   help="benchmarks: delay every reply by this long, as a slower network would (default 0)")
+    p.add_argument("--stats-file", metavar="PATH",
+                   help="append each finished session's counters (blocking replies, deferred calls, bytes, CPU "
+                        "seconds) here as JSON lines")
     p.add_argument("--port-file", help="write the listening port here once ready (useful with --port 0)")
     p.add_argument("--log-level", default="info", type=str.lower, choices=LOG_LEVELS)
     p.add_argument("--log-file", metavar="PATH", help="append the server's and its workers' logs here, not stderr")
@@ -173,7 +178,8 @@ def server_main(argv=None) -> int:
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
                               handshake_timeout=args.handshake_timeout, max_frame=args.max_frame,
                               max_handshakes=args.max_handshakes, frame_timeout=args.frame_timeout,
-                              port_file=args.port_file, module_cache=args.module_cache, spin_us=args.spin_us)
+                              port_file=args.port_file, module_cache=args.module_cache, spin_us=args.spin_us,
+                              inject_rtt_us=args.inject_rtt_us, stats_file=args.stats_file)
         from rgpu.serving.server import check_config
 
         check_config(config)

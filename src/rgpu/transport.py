@@ -103,6 +103,8 @@ class SocketFrameStream:
         self.conn = conn
         self.spin_ns = int(spin_us * 1000)
         self.frame_timeout = frame_timeout  # as TrioFrameStream's (the socket must be a blocking one)
+        self.bytes_received = 0
+        self.bytes_sent = 0
 
     def receive_frame(self) -> Frame:
         deadline = None
@@ -115,6 +117,7 @@ class SocketFrameStream:
             n = self._receive(self.conn.get_buffer(), deadline)
             if not n:
                 raise ConnectionError("server closed the connection")
+            self.bytes_received += n
             self.conn.buffer_updated(n)
 
     def _receive(self, buffer: memoryview, deadline: float | None = None) -> int:
@@ -141,6 +144,7 @@ class SocketFrameStream:
         for write in self.conn.writes(frames):
             for part in write:
                 self.sock.sendall(part)
+                self.bytes_sent += memoryview(part).nbytes
 
     def send_quietly(self, frame: Frame, timeout: float = 1.0) -> None:
         """A last word to a peer that may be gone or stuck: at most `timeout` seconds per write; failures are

@@ -28,6 +28,7 @@ class Handoff:
     module_cache: str | None = None  # the directory; None: no cache
     module_cache_bytes: int = 0
     spin_us: float = 0
+    inject_rtt_us: float = 0  # see ServerConfig
     frame_timeout: float | None = None  # seconds a started frame may take to arrive whole; None: no limit
     keys: SessionKeys | None = None
 

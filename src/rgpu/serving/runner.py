@@ -103,12 +103,15 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
     cache = server.module_cache
     handoff = Handoff(session_id, peer, cfg.max_frame, mem_limit=cfg.session_mem_limit,
                       module_cache=str(cache.dir) if cache else None, module_cache_bytes=cache.max_bytes if cache else 0,
-                      spin_us=cfg.spin_us, frame_timeout=cfg.frame_timeout,
+                      spin_us=cfg.spin_us, frame_timeout=cfg.frame_timeout, inject_rtt_us=cfg.inject_rtt_us,
                       keys=None if hs.keys is None else SessionKeys(*hs.keys))
     log.info("[session %d] opened for %s in a worker process (%d live)", session_id, peer, len(server.sessions))
     stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout, slot=slot)
-    log.info("[session %d] ended: %s (%d frames, %d calls, %d graph launches)", session_id, stats.get("reason"),
-             stats.get("frames", 0), stats.get("calls", 0), stats.get("graph_launches", 0))
+    log.info("[session %d] ended: %s (%d frames, %d calls, %d blocking replies, %d graph launches, %.3f s worker "
+             "CPU)", session_id, stats.get("reason"), stats.get("frames", 0), stats.get("calls", 0),
+             stats.get("blocking", 0), stats.get("graph_launches", 0), stats.get("cpu_s", 0.0))
+    if cfg.stats_file:
+        _append_stats(cfg.stats_file, {"session_id": session_id, **stats})
 
 
 async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str):
@@ -188,3 +191,11 @@ async def _teardown(server, session: Session) -> None:
                 session.log.exception("teardown failed")
         if scope.cancelled_caught:
             session.log.error("teardown did not finish within %gs (GPU hung?); left to the worker thread", timeout)
+
+
+def _append_stats(path: str, stats: dict) -> None:
+    try:
+        with open(path, "a") as f:
+            f.write(json.dumps(stats, default=str) + "\n")
+    except OSError as e:
+        log.warning("cannot append session counters to %s: %s", path, e)

@@ -55,6 +55,11 @@ class ServerConfig:
     module_cache_bytes: int = 2 << 30
     # A worker polls this long for the next request before sleeping in recv (see SocketFrameStream).
     spin_us: float = 50.0
+    # Benchmarks only: hold every reply this long, as a network of that round-trip time would (the GPU box has
+    # no tc/netem). Deferred calls are not delayed: they wait for no reply.
+    inject_rtt_us: float = 0.0
+    # Append each finished session's counters here, one JSON object per line (benchmarks read them).
+    stats_file: str | None = None
 
 
 class ConfigError(Exception):
@@ -166,6 +171,8 @@ def check_config(config: ServerConfig) -> None:
         raise ConfigError("--max-handshakes must be at least 1")
     if config.frame_timeout < 0:
         raise ConfigError("--frame-timeout must be 0 (no limit) or more")
+    if not 0 <= config.inject_rtt_us <= 10_000_000:
+        raise ConfigError(f"--inject-rtt-us must be between 0 and 10000000, not {config.inject_rtt_us}")
     if not 0 <= config.spin_us <= 1_000_000:
         raise ConfigError("--spin-us must be between 0 and 1000000")
     if config.isolation not in ("process", "thread"):

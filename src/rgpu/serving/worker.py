@@ -18,9 +18,11 @@ import array
 import json
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
+import time
 
 from rgpu.backends.base import BackendUnavailable
 from rgpu.backends.factory import make_backend
@@ -88,8 +90,10 @@ def receive_assignment(control: socket.socket) -> tuple[Handoff, socket.socket] 
         raise
 
 
-def serve_blocking(session: Session, io: SocketFrameStream) -> str:
-    """The blocking driver of the session's request loop (loop.py); returns why it ended."""
+def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float = 0) -> str:
+    """The blocking driver of the session's request loop (loop.py); returns why it ended. `inject_rtt_us`
+    (benchmarks) holds each reply that long, as a slower network would."""
+    delay_ns = int(inject_rtt_us * 1000)
     while True:
         try:
             frame = io.receive_frame()
@@ -98,9 +102,26 @@ def serve_blocking(session: Session, io: SocketFrameStream) -> str:
         action = next_action(session, frame, io.conn.max_record)
         reply = action.run()  # the only thread here: blocking on the GPU blocks no one else
         if reply is not None:
+            session.replies_sent += 1
+            if delay_ns:
+                _hold(delay_ns)
             io.send_frames([reply])
         if action.close:
             return action.close
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _hold(ns: int) -> None:
+    # Sleep is too coarse below a millisecond (it overshoots by ~50 us); poll the clock for the last part.
+    until = time.perf_counter_ns() + ns
+    if ns > 2_000_000:
+        time.sleep((ns - 1_000_000) / 1e9)
+    while time.perf_counter_ns() < until:
+        pass
 
 
 def report_released(control: socket.socket) -> None:
@@ -133,7 +154,7 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     reason = "?"
     try:
         with _Interruptible():
-            reason = serve_blocking(session, io)
+            reason = serve_blocking(session, io, handoff.inject_rtt_us)
     except ShuttingDown:
         reason = "server shutting down"
         io.send_quietly(shutting_down_frame())
@@ -148,7 +169,9 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
         client.close()
     session.log.info("%s", reason)
     stats = {"reason": reason, "frames": session.frames_received, "calls": session.calls,
-             "graph_launches": graphs.graph_launches(session)}
+             "graph_launches": graphs.graph_launches(session), "blocking": session.replies_sent,
+             "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
+             "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds()}
     if hasattr(backend, "used"):
         stats["backend_bytes_in_use"] = backend.used  # fake backend accounting: 0 after a clean teardown
         stats["contexts_alive"] = backend.contexts_alive

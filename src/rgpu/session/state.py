@@ -89,6 +89,7 @@ class Session:
         self.on_released: Callable[[], None] | None = None
         self.frames_received = 0  # frames off the wire (a BATCH counts once)
         self.calls = 0  # operations executed
+        self.replies_sent = 0  # of them, those the client waited for (blocking round trips)
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
         self._launch_targets_at = 0  # handles.removals when the cache was last known good
         # Per-feature state made on first use (rgpu.dispatch.vmm, pools): name -> object whose

@@ -1,0 +1,221 @@
+"""Real workloads natively and through rgpu, in the same run (issue 15): milliseconds per step, the ratio, and --
+from the server's per-session counters -- blocking round trips, bytes each way and the worker's CPU time per step.
+
+    python3 bench/workloads.py [--rtt-us 0,100,500,2000] [--only resnet18_b32,...] [--json OUT.json]
+
+Needs a GPU host with PyTorch (and torchvision for ResNet-18). Each workload runs in its own process: natively,
+then under `rgpu run` against a local rgpu-server (cuda backend, loopback). Per-step server counters come from two
+runs with different step counts (the difference divided by the extra steps), so set-up costs cancel out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+WORKLOADS = {
+    "resnet18_b1": dict(kind="resnet", batch=1, half=False),
+    "resnet18_b32": dict(kind="resnet", batch=32, half=False),
+    "resnet18_b32_fp16_cl": dict(kind="resnet", batch=32, half=True),
+    "gpt_small_train": dict(kind="gpt", width=256, layers=4, seq=128, batch=8),
+    "gpt_medium_train": dict(kind="gpt", width=512, layers=8, seq=256, batch=8),
+}
+
+
+# -- the workloads themselves (run in a child process) -----------------------------------------------------------
+def _resnet(cfg):
+    import torch
+    import torchvision
+
+    model = torchvision.models.resnet18().cuda().eval()
+    x = torch.randn(cfg["batch"], 3, 224, 224, device="cuda")
+    if cfg["half"]:
+        model = model.half().to(memory_format=torch.channels_last)
+        x = x.half().to(memory_format=torch.channels_last)
+
+    def step():
+        with torch.no_grad():
+            return model(x)
+
+    return step
+
+
+def _gpt(cfg):
+    import torch
+    from torch import nn
+
+    w, n_layers, seq, batch, vocab = cfg["width"], cfg["layers"], cfg["seq"], cfg["batch"], 4096
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(w), nn.LayerNorm(w)
+            self.qkv, self.proj = nn.Linear(w, 3 * w), nn.Linear(w, w)
+            self.mlp = nn.Sequential(nn.Linear(w, 4 * w), nn.GELU(), nn.Linear(4 * w, w))
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, w // 64, 64).permute(2, 0, 3, 1, 4)
+            a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, w))
+            return x + self.mlp(self.ln2(x))
+
+    model = nn.Sequential(nn.Embedding(vocab, w), *[Block() for _ in range(n_layers)], nn.LayerNorm(w),
+                          nn.Linear(w, vocab)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    data = torch.randint(0, vocab, (batch, seq + 1), device="cuda", generator=gen)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = model(data[:, :-1])
+        loss = nn.functional.cross_entropy(logits.reshape(-1, vocab), data[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def run_child(name: str, steps: int, warmup: int) -> None:
+    import torch
+
+    torch.manual_seed(0)
+    cfg = WORKLOADS[name]
+    step = {"resnet": _resnet, "gpt": _gpt}[cfg["kind"]](cfg)
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        out = step()
+    torch.cuda.synchronize()
+    ms = (time.perf_counter() - t0) * 1e3 / steps
+    # A value every step produced, so native and rgpu can be compared for sameness too.
+    check = float(out.float().sum().item()) if hasattr(out, "float") else float(out)
+    print("RESULT " + json.dumps({"ms": ms, "steps": steps, "check": check}))
+
+
+# -- the harness --------------------------------------------------------------------------------------------------
+def _child_cmd(name, steps, warmup):
+    return [sys.executable, __file__, "--child", name, "--steps", str(steps), "--warmup", str(warmup)]
+
+
+def _result(proc: subprocess.CompletedProcess) -> dict | None:
+    m = re.search(r"^RESULT (.*)$", proc.stdout, re.M)
+    return json.loads(m.group(1)) if m else None
+
+
+class Server:
+    """A local rgpu-server whose per-session counters the harness reads from --stats-file."""
+
+    def __init__(self, rtt_us: int):
+        self.dir = tempfile.mkdtemp(prefix="rgpu-bench-")
+        self.stats = pathlib.Path(self.dir) / "stats.jsonl"
+        port_file = pathlib.Path(self.dir) / "port"
+        args = [sys.executable, "-m", "rgpu.cli", "server", "--port", "0", "--port-file", str(port_file),
+                "--backend", "cuda", "--stats-file", str(self.stats)]
+        if rtt_us:
+            args += ["--inject-rtt-us", str(rtt_us)]
+        self.log = open(pathlib.Path(self.dir) / "server.log", "w")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(300):
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            time.sleep(0.1)
+        self.address = f"127.0.0.1:{port_file.read_text().strip()}"
+
+    def last_session(self) -> dict:
+        for _ in range(50):  # the worker reports just after the client goes
+            lines = self.stats.read_text().splitlines() if self.stats.exists() else []
+            if len(lines) > self.seen:
+                self.seen = len(lines)
+                return json.loads(lines[-1])
+            time.sleep(0.1)
+        return {}
+
+    seen = 0
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(30)
+        self.log.close()
+
+
+def measure(name: str, server: Server | None, steps: int, warmup: int, shims: str) -> dict:
+    env = dict(os.environ)
+    prefix = []
+    if server:
+        prefix = [sys.executable, "-m", "rgpu.cli", "run", "--server", server.address, "--shims", shims, "--"]
+    runs = []
+    for n in (steps, 2 * steps):
+        proc = subprocess.run(prefix + _child_cmd(name, n, warmup), capture_output=True, text=True, env=env,
+                              timeout=900)
+        res = _result(proc)
+        if res is None:
+            return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-3:]}
+        res["session"] = server.last_session() if server else {}
+        runs.append(res)
+    out = {"ms": runs[1]["ms"], "check": runs[1]["check"]}
+    if server:
+        a, b = runs[0]["session"], runs[1]["session"]
+        for key in ("blocking", "deferred", "bytes_in", "bytes_out", "cpu_s"):
+            if key in a and key in b:
+                out[f"{key}_per_step"] = (b[key] - a[key]) / steps
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--only", default=",".join(WORKLOADS))
+    ap.add_argument("--rtt-us", default="0")
+    ap.add_argument("--shims", default="/tmp/rgpu-shims")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    if args.child:
+        run_child(args.child, args.steps, args.warmup)
+        return 0
+    if not pathlib.Path(args.shims, "libcuda.so.1").exists():
+        subprocess.run([sys.executable, "-m", "rgpu.cli", "build-shims", "--out", args.shims], check=True,
+                       stdout=subprocess.DEVNULL)
+    results = []
+    print(f"{'workload':<22} {'rtt us':>6} {'native ms':>10} {'rgpu ms':>10} {'ratio':>7} {'same':>5} "
+          f"{'blocking/step':>13} {'KB in/step':>10} {'KB out/step':>11} {'srv cpu ms/step':>15}")
+    for rtt in [int(x) for x in args.rtt_us.split(",")]:
+        server = Server(rtt)
+        try:
+            for name in args.only.split(","):
+                native = measure(name, None, args.steps, args.warmup, args.shims)
+                remote = measure(name, server, args.steps, args.warmup, args.shims)
+                row = {"workload": name, "rtt_us": rtt, "native": native, "rgpu": remote}
+                results.append(row)
+                if "error" in native or "error" in remote:
+                    print(f"{name:<22} {rtt:>6} error: {native.get('error') or remote.get('error')}")
+                    continue
+                same = "yes" if native["check"] == remote["check"] else "no"
+                print(f"{name:<22} {rtt:>6} {native['ms']:>10.2f} {remote['ms']:>10.2f} "
+                      f"{remote['ms'] / native['ms']:>6.2f}x {same:>5} {remote.get('blocking_per_step', float('nan')):>13.1f} "
+                      f"{remote.get('bytes_in_per_step', float('nan')) / 1e3:>10.1f} "
+                      f"{remote.get('bytes_out_per_step', float('nan')) / 1e3:>11.1f} "
+                      f"{remote.get('cpu_s_per_step', float('nan')) * 1e3:>15.2f}", flush=True)
+        finally:
+            server.close()
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
