@@ -43,7 +43,7 @@ shims() {
 through_rgpu() { RUN="env RGPU_LOG=${RGPU_LOG:-warn} python3 -m rgpu.cli run --server $RGPU_SERVER --shims /tmp/rgpu-shims --"; }
 
 complete() {  # model fa -> greedy completion text on stdout
-  timeout 150 $RUN $BIN/llama-completion -m $MODELS/$1.gguf -p "$PROMPT" -n $N_PREDICT --temp 0 --seed 1 -fa $2 -no-cnv \
+  timeout 90 $RUN $BIN/llama-completion -m $MODELS/$1.gguf -p "$PROMPT" -n $N_PREDICT --temp 0 --seed 1 -fa $2 -no-cnv \
     -ngl 99 --no-warmup 2>>"$OUT/llama_stderr_${TAG}.log" </dev/null
 }
 
@@ -72,7 +72,9 @@ for s in ${*:-build native rgpu bench}; do
       if [ $s = rgpu ]; then shims; start_server llama; through_rgpu; fi
       for m in tiny-f16 tiny-q8_0 tiny-q4_0 small-q8_0; do
         for fa in on off; do
-          complete $m $fa > "$OUT/completion_${s}_${m}_fa${fa}.txt"; echo "$m fa=$fa rc=$? $(wc -c < "$OUT/completion_${s}_${m}_fa${fa}.txt") bytes"
+          complete $m $fa > "$OUT/completion_${s}_${m}_fa${fa}.txt"; crc=$?
+          echo "$m fa=$fa rc=$crc $(wc -c < "$OUT/completion_${s}_${m}_fa${fa}.txt") bytes"
+          [ $crc = 124 ] && { echo "timed out: skipping the other models"; break 2; }
         done
       done
       if [ $s = rgpu ]; then
@@ -93,6 +95,22 @@ for s in ${*:-build native rgpu bench}; do
         [ $mode = rgpu ] && { grep -E "ended:" "$OUT/rgpu_server_bench.log" | tail -4; stop_server; }
       done
       python3 bench/llama/compare_bench.py "$OUT" | tee "$OUT/bench_summary.txt" ;;
+    trips)  # blocking round trips per generated token: two greedy runs of different lengths, the difference
+      shims; RGPU_SERVER_ARGS="--stats-file $W/stats.jsonl" start_server trips; through_rgpu; rm -f $W/stats.jsonl
+      for n in 16 80; do
+        timeout 150 $RUN $BIN/llama-completion -m $MODELS/tiny-q4_0.gguf -p "$PROMPT" -n $n --temp 0 -fa on -no-cnv \
+          -ngl 99 --no-warmup --ignore-eos > /dev/null 2>>"$OUT/llama_stderr_trips.log" </dev/null; echo "n=$n rc=$?"
+        sleep 1
+      done
+      stop_server
+      python3 - "$W/stats.jsonl" <<'PY' | tee "$OUT/trips.txt"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+a, b = rows[-2], rows[-1]
+per = {k: (b[k] - a[k]) / 64 for k in ("blocking", "deferred", "graph_launches", "bytes_in", "bytes_out", "cpu_s")}
+print("per generated token (tiny-q4_0, fa on, graphs on):", {k: round(v, 3) for k, v in per.items()})
+PY
+      ;;
     server)
       for mode in native rgpu; do
         RUN=""; [ $mode = rgpu ] && { shims; start_server http; through_rgpu; }
