@@ -68,3 +68,33 @@ def test_pointers_outside_the_session_are_refused_before_anything_runs():
     fails(Status.INVALID_VALUE, s, ops.BLAS_GEMM_BATCHED, *args(blas, (a, b, 0x1000), 3))
     fails(Status.INVALID_VALUE, s, ops.BLAS_GEMM_BATCHED, *args(blas, (a, b, a), 1 << 21))
     fails(Status.INVALID_HANDLE, s, ops.BLAS_GEMM_BATCHED, *args(0x77, (a, b, a), 3))
+
+
+def test_captured_batched_gemm_reads_its_arrays_at_each_replay():
+    # llama.cpp captures its attention GEMMs: reading the arrays during capture would wait on the capturing
+    # stream (ending the capture), and the pointers they hold at replay are the ones cuBLAS uses.
+    from rgpu.session.handles import Kind
+
+    s = session()
+    blas, mats = setup(s)
+    (stream,) = call(s, ops.STREAM_CREATE, 1)  # non-blocking: reading results on the NULL stream is allowed
+    arrays = [pointer_array(s, mats[x]) for x in "abc"]
+    graph, exe = (1 << 63) | (int(Kind.GRAPH) << 56) | 1, (1 << 63) | (int(Kind.GRAPH_EXEC) << 56) | 2
+    call(s, ops.STREAM_BEGIN_CAPTURE, stream, 2, graph)
+    a = args(blas, arrays, 3)
+    call(s, ops.BLAS_GEMM_BATCHED, a[0], stream, *a[2:])
+    assert read(s, mats["c"][0], 64) == bytes(64)  # recorded, not run
+    call(s, ops.STREAM_END_CAPTURE, stream, graph)
+    call(s, ops.GRAPH_INSTANTIATE, graph, exe, 0)
+    call(s, ops.GRAPH_LAUNCH, exe, stream)
+    call(s, ops.STREAM_SYNCHRONIZE, stream)
+    for i, c in enumerate(mats["c"]):
+        assert (np.frombuffer(read(s, c, 64), np.float32) == 2 * (i + 1)).all()
+    write(s, arrays[0], struct.pack("<3Q", *reversed(mats["a"])))  # new pointers, same graph
+    call(s, ops.GRAPH_LAUNCH, exe, stream)
+    call(s, ops.STREAM_SYNCHRONIZE, stream)
+    for i, c in enumerate(mats["c"]):
+        assert (np.frombuffer(read(s, c, 64), np.float32) == 2 * (3 - i)).all()
+    # The arrays themselves must still be the session's.
+    call(s, ops.STREAM_BEGIN_CAPTURE, stream, 2, graph + 16)
+    fails(Status.INVALID_VALUE, s, ops.BLAS_GEMM_BATCHED, a[0], stream, *a[2:7], 0x1000, *a[8:])

@@ -89,7 +89,7 @@ for s in ${*:-build native rgpu bench}; do
       for mode in native rgpu; do
         RUN=""; [ $mode = rgpu ] && { shims; start_server bench; through_rgpu; }
         for m in tiny-q4_0 small-q8_0; do
-          timeout 240 $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r 3 -o json > "$OUT/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
+          timeout 240 $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r 3 -o json ${LLAMA_BENCH_ARGS:-} > "$OUT/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
           echo "$mode $m rc=$?"
         done
         [ $mode = rgpu ] && { grep -E "ended:" "$OUT/rgpu_server_bench.log" | tail -4; stop_server; }

@@ -136,6 +136,12 @@ class CudaGraphs:
         return launch
 
     # -- capture ------------------------------------------------------------------------------------
+    def stream_is_capturing(self, ctx, stream) -> bool:
+        """Whether work queued on `stream` now is being captured (its own capture, or one it joined)."""
+        self._use(ctx)
+        status = _check(cu.cuStreamIsCapturing(_stream(stream)))
+        return status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+
     def stream_begin_capture(self, ctx, stream, mode: int) -> None:
         # Always relaxed here: capture modes restrict *other calls of the program's threads*, which the client
         # enforces (native/src/graph.c); on the server a stricter mode would instead refuse the session's own

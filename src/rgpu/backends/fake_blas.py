@@ -77,8 +77,15 @@ class FakeBlasBatched:
     """Mixed into FakeBackend: a GEMM per entry of the (already read and checked) pointer arrays."""
 
     def blas_gemm_batched(self, ctx, handle, stream, g: blas_wire.Gemm, arrays) -> None:
+        """`arrays`: the pointers the server read and checked, or None (a captured call): then read here, when
+        the work runs, as cuBLAS reads them on a GPU."""
         ctx.check()
-        for pa, pb, pc in zip(arrays.a, arrays.b, arrays.c):
+        if arrays is None:
+            arrays = [struct.unpack(f"<{g.batch}Q", self._blas_view(p, 8 * g.batch).tobytes())
+                      for p in (g.a.ptr, g.b.ptr, g.c.ptr)]
+        else:
+            arrays = (arrays.a, arrays.b, arrays.c)
+        for pa, pb, pc in zip(*arrays):
             gemm(self._blas_view, attrs.evolve(g, batch=1, a=attrs.evolve(g.a, ptr=pa, stride=0),
                                                b=attrs.evolve(g.b, ptr=pb, stride=0),
                                                c=attrs.evolve(g.c, ptr=pc, stride=0)))

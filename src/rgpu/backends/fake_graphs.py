@@ -95,6 +95,7 @@ def _capture_of(stream):
 _ASYNC = lambda a: a.get("asynchronous", False)  # noqa: E731
 _CAPTURED = {
     "launch": (KERNEL, None), "launch_ex": (KERNEL, None), "blas_gemm": (KERNEL, None),
+    "blas_gemm_batched": (KERNEL, None),
     "lt_matmul": (KERNEL, None), "dnn_execute": (KERNEL, None), "dnn_bn_inference": (KERNEL, None),
     "dnn_bn_training": (KERNEL, None), "dnn_bn_backward": (KERNEL, None),
     "memset": (MEMSET, _ASYNC), "memset_2d": (MEMSET, _ASYNC), "memcpy_dtod": (MEMCPY, _ASYNC),
@@ -158,9 +159,15 @@ class FakeGraphs:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         for name, (node_type, is_async) in _CAPTURED.items():
-            fn = cls.__dict__.get(name) or getattr(FakeGraphs, name, None)
-            if fn is not None:
-                setattr(cls, name, _capturing(fn, node_type, is_async))
+            fn = getattr(cls, name, None)  # defined here, by the subclass, or by another of its mixins
+            if fn is not None and not getattr(fn, "captured", False):
+                wrapped = _capturing(fn, node_type, is_async)
+                wrapped.captured = True
+                setattr(cls, name, wrapped)
+
+    def stream_is_capturing(self, ctx, stream) -> bool:
+        """Whether work queued on `stream` now is being captured (its own capture, or one it joined)."""
+        return stream is not None and getattr(stream, "capture", None) is not None
 
     @functools.cached_property
     def _captured_events(self) -> weakref.WeakKeyDictionary:

@@ -65,6 +65,14 @@ def _gemm_batched(s: Session, args, bulk):
     stream_ctx, strm = s.stream(stream)
     if stream_ctx is not ctx:
         raise CudaError(Status.INVALID_HANDLE, "cuBLAS handle and stream belong to different contexts")
+    if s.backend.stream_is_capturing(ctx.obj, strm):
+        # Captured, the call runs at each replay, with whatever the arrays hold then: reading them now would
+        # both check the wrong pointers and wait on a capturing stream (which ends the capture). The arrays
+        # themselves must be the session's; what they point at is the malicious-kernel case (see above).
+        for p in (g.a.ptr, g.b.ptr, g.c.ptr):
+            s.memory.check(p, 8 * g.batch)
+        s.backend.blas_gemm_batched(ctx.obj, entry.obj, strm, g, None)
+        return
     arrays = PointerArrays(*(_read_pointers(s, ctx, strm, p, g.batch) for p in (g.a.ptr, g.b.ptr, g.c.ptr)))
     check_arrays(s, g, arrays)
     s.backend.blas_gemm_batched(ctx.obj, entry.obj, strm, g, arrays)
