@@ -225,11 +225,9 @@ int main()
 
     float *pageable = (float *)std::malloc(n * sizeof(float));
     std::memset(pageable, 0, n * sizeof(float));
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    EXPECT(cudaMemcpyAsync(y, pageable, n * sizeof(float), cudaMemcpyHostToDevice, s) ==
-           cudaErrorStreamCaptureUnsupported);
-    EXPECT(cudaStreamEndCapture(s, &broken) == cudaErrorStreamCaptureInvalidated);
-    cudaGetLastError();
+    // A host-to-device copy during a relaxed capture: NVIDIA's driver captures it (measured on the H200), rgpu
+    // refuses it (the server's staging buffer is not the program's memory; docs/protocol.md). Not compared here;
+    // tests/test_graphs.py checks rgpu's answer.
 
     // Global mode: an allocation (a potentially unsafe call) is refused unless the thread relaxes its mode.
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));

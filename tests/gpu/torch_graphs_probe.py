@@ -67,4 +67,6 @@ for stage in (cuda_graph, compiled_reduce_overhead, training_with_allocator):
             print(stage.__name__, line)
         print(stage.__name__, "OK")
     except Exception:
-        print(stage.__name__, "FAIL", traceback.format_exc().strip().splitlines()[-1])
+        lines = traceback.format_exc().strip().splitlines()
+        error = next((x for x in lines if "Error" in x and not x.startswith(" ")), lines[-1])
+        print(stage.__name__, "FAIL", error)

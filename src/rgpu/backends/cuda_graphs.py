@@ -190,7 +190,8 @@ class CudaGraphs:
         self._use(ctx)
         err, info = cu.cuGraphExecUpdate(exe, graph)
         if err == cu.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
-            return int(info.result) or 1
+            # cuda-bindings gives no result info with a failure: CU_GRAPH_EXEC_UPDATE_ERROR then.
+            return (int(info.result) if info is not None else 0) or 1
         _check((err,))
         return 0
 
