@@ -106,9 +106,11 @@ for s in ${*:-build native rgpu bench}; do
       python3 - "$W/stats.jsonl" <<'PY' | tee "$OUT/trips.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-a, b = rows[-2], rows[-1]
+a, b = sorted(rows[-2:], key=lambda r: r["calls"])  # the shorter run made fewer calls
 per = {k: (b[k] - a[k]) / 64 for k in ("blocking", "deferred", "graph_launches", "bytes_in", "bytes_out", "cpu_s")}
 print("per generated token (tiny-q4_0, fa on, graphs on):", {k: round(v, 3) for k, v in per.items()})
+ops = {k: (b["blocking_by_op"].get(k, 0) - a["blocking_by_op"].get(k, 0)) / 64 for k in b["blocking_by_op"]}
+print("blocking round trips per token by operation:", {k: round(v, 2) for k, v in sorted(ops.items(), key=lambda x: -x[1]) if v})
 PY
       ;;
     server)

@@ -28,6 +28,7 @@ from rgpu.backends.base import BackendUnavailable
 from rgpu.backends.factory import make_backend
 from rgpu.dispatch import graphs
 from rgpu.errors import ProtocolError
+from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.handshake import RecordProtector
 from rgpu.serving.handoff import Handoff
@@ -103,6 +104,7 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
         reply = action.run()  # the only thread here: blocking on the GPU blocks no one else
         if reply is not None:
             session.replies_sent += 1
+            session.replies_by_op[reply.opcode] = session.replies_by_op.get(reply.opcode, 0) + 1
             if delay_ns:
                 _hold(delay_ns)
             io.send_frames([reply])
@@ -171,7 +173,9 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     stats = {"reason": reason, "frames": session.frames_received, "calls": session.calls,
              "graph_launches": graphs.graph_launches(session), "blocking": session.replies_sent,
              "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
-             "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds()}
+             "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(),
+             "blocking_by_op": {ops.OPS[code].name if code in ops.OPS else hex(code): n
+                                for code, n in sorted(session.replies_by_op.items())}}
     if hasattr(backend, "used"):
         stats["backend_bytes_in_use"] = backend.used  # fake backend accounting: 0 after a clean teardown
         stats["contexts_alive"] = backend.contexts_alive
