@@ -310,6 +310,22 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         return int(_check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(func, block_size,
                                                                                   dynamic_smem, flags)))
 
+    def tensor_map_encode_tiled(self, ctx, data_type, address, dims, strides, box, element_strides, interleave,
+                                swizzle, l2_promotion, oob_fill) -> bytes:
+        if ctx is not None:
+            self._use(ctx)
+        try:  # an enum value the bindings do not know is the program's mistake, not the server's
+            enums = (cu.CUtensorMapDataType(data_type), cu.CUtensorMapInterleave(interleave),
+                     cu.CUtensorMapSwizzle(swizzle), cu.CUtensorMapL2promotion(l2_promotion),
+                     cu.CUtensorMapFloatOOBfill(oob_fill))
+        except ValueError as e:
+            raise CudaError(Status.INVALID_VALUE, f"cuTensorMapEncodeTiled: {e}") from None
+        u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+        tensor_map = _check(cu.cuTensorMapEncodeTiled(
+            enums[0], u32(len(dims)), address, [u64(d) for d in dims], [u64(d) for d in strides],
+            [u32(b) for b in box], [u32(e) for e in element_strides], *enums[1:]))
+        return ctypes.string_at(tensor_map.getPtr(), 128)
+
     def launch(self, ctx, func, grid, block, shared_mem, stream, params) -> None:
         self.launcher(ctx, func, stream)(*grid, *block, shared_mem, params)
 

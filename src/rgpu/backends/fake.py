@@ -354,6 +354,16 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
             blocks = min(blocks, ATTRIBUTES[81] // dynamic_smem)
         return blocks
 
+    def tensor_map_encode_tiled(self, ctx, data_type, address, dims, strides, box, element_strides, interleave,
+                                swizzle, l2_promotion, oob_fill) -> bytes:
+        """No fake kernel reads a tensor map (there is no TMA here), so the map only has to be deterministic and
+        differ with its arguments: a tag, the address, type and rank, then a digest of everything."""
+        values = (data_type, len(dims), address, *dims, *strides, *box, *element_strides, interleave, swizzle,
+                  l2_promotion, oob_fill)
+        digest = hashlib.blake2b(repr(values).encode(), digest_size=64).digest()
+        return (b"rgpufake" + address.to_bytes(8, "little") + data_type.to_bytes(4, "little")
+                + len(dims).to_bytes(4, "little") + digest).ljust(128, b"\0")
+
     def module_get_global(self, ctx, module: FakeModule, name: str) -> tuple[int, int]:
         ctx.check()
         if name not in module.globals:

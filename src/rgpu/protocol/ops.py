@@ -436,6 +436,19 @@ OCCUPANCY_AVAILABLE_SMEM = _op(0x0111, "OCCUPANCY_AVAILABLE_SMEM", "function:u64
                                "bytes:u64", names="function:function",
                                doc="cuOccupancyAvailableDynamicSMemPerBlock(f, blocks per SM, block size)")
 
+# Tensor maps (0x0120-0x012F): TMA descriptors, which Triton's and XLA's Hopper kernels take as parameters. The
+# map is the server driver's opaque 128 bytes, returned as-is; arrays travel as fixed fields, zero past `rank`.
+TENSOR_MAP_ENCODE_TILED = _op(0x0120, "TENSOR_MAP_ENCODE_TILED",
+                              "data_type:u32 rank:u32 address:u64 "
+                              + " ".join(f"dim{i}:u64" for i in range(5)) + " "
+                              + " ".join(f"stride{i}:u64" for i in range(1, 5)) + " "
+                              + " ".join(f"box{i}:u32" for i in range(5)) + " "
+                              + " ".join(f"element_stride{i}:u32" for i in range(5))
+                              + " interleave:u32 swizzle:u32 l2_promotion:u32 oob_fill:u32",
+                              "tensor_map:b128", context=False,
+                              doc="cuTensorMapEncodeTiled: dims and box per dimension, byte strides of dimensions "
+                                  "1..rank-1 -> CUtensorMap (the tensor must lie in the session's memory)")
+
 # Stream capture and CUDA graphs (0x00Ex, 0x00Fx, 0x010x). Graphs, executable graphs and nodes are named by
 # handles the client mints (CLIENT_HANDLE_BIT set, kind in bits 56..62, see rgpu.session.handles), so creating
 # one needs no round trip: capture, instantiate and launch are all deferred, and replaying a captured graph is
