@@ -1,0 +1,45 @@
+// Tensor maps (TMA descriptors): cuTensorMapEncodeTiled over memory from cudaMalloc, as Triton's and XLA's Hopper
+// kernels need, and the driver's refusals of bad input. Through rgpu the map must also describe the program's
+// own memory (natively the driver does not check that). Build with -lcuda.
+#include <cuda.h>
+#include <cstdlib>
+#include <cstring>
+
+#include "check.cuh"
+
+static CUresult encode(CUtensorMap *map, cuuint32_t rank, void *address, const cuuint64_t *dims,
+                       const cuuint64_t *strides, const cuuint32_t *box)
+{
+    const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+    return cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, address, dims, strides, box,
+                                  element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                  CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+int main()
+{
+    float *d = nullptr;
+    CHECK(cudaMalloc(&d, 64 * 32 * sizeof(float)));
+    const cuuint64_t dims[2] = {64, 32}, strides[1] = {64 * sizeof(float)};
+    const cuuint32_t box[2] = {16, 16};
+    CUtensorMap map, again;
+    std::memset(&map, 0, sizeof map);
+    EXPECT(encode(&map, 2, d, dims, strides, box) == CUDA_SUCCESS);
+    CUtensorMap zero;
+    std::memset(&zero, 0, sizeof zero);
+    EXPECT(std::memcmp(&map, &zero, sizeof map) != 0);
+    EXPECT(encode(&again, 2, d, dims, strides, box) == CUDA_SUCCESS);
+    EXPECT(std::memcmp(&map, &again, sizeof map) == 0);
+
+    EXPECT(encode(nullptr, 2, d, dims, strides, box) == CUDA_ERROR_INVALID_VALUE);
+    EXPECT(encode(&map, 0, d, dims, strides, box) == CUDA_ERROR_INVALID_VALUE);
+    EXPECT(encode(&map, 6, d, dims, strides, box) == CUDA_ERROR_INVALID_VALUE);
+    EXPECT(encode(&map, 2, d, dims, nullptr, box) == CUDA_ERROR_INVALID_VALUE);
+    if (std::getenv("RGPU_SERVER")) {  // rgpu refuses a map beyond the program's memory; the driver cannot tell
+        const cuuint64_t too_many_rows[2] = {64, 33};
+        EXPECT(encode(&map, 2, d, too_many_rows, strides, box) == CUDA_ERROR_INVALID_VALUE);
+    }
+    CHECK(cudaFree(d));
+    std::printf("tensor_map OK\n");
+    return 0;
+}

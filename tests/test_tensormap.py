@@ -1,0 +1,79 @@
+"""TENSOR_MAP_ENCODE_TILED on the fake backend: the map comes back as 128 opaque bytes, and a map may only
+describe the session's own memory."""
+
+from __future__ import annotations
+
+from rgpu.dispatch import tensormap
+from rgpu.errors import Status
+from rgpu.protocol import ops
+
+from .test_vmm import HANDLERS, call, fails, session
+
+OP = ops.TENSOR_MAP_ENCODE_TILED
+FLOAT32, U4_ALIGN8B = 7, 13
+
+
+def request(address, dims, strides, box, element_strides=None, *, data_type=FLOAT32, rank=None, swizzle=0):
+    """The request's field values, arrays padded with zeros as the C client sends them."""
+    pad = lambda values, n: list(values) + [0] * (n - len(values))  # noqa: E731
+    fields = dict(data_type=data_type, rank=len(dims) if rank is None else rank, address=address,
+                  interleave=0, swizzle=swizzle, l2_promotion=0, oob_fill=0)
+    fields.update({f"dim{i}": v for i, v in enumerate(pad(dims, 5))})
+    fields.update({f"stride{i + 1}": v for i, v in enumerate(pad(strides, 4))})
+    fields.update({f"box{i}": v for i, v in enumerate(pad(box, 5))})
+    fields.update({f"element_stride{i}": v for i, v in enumerate(pad(element_strides or [1] * len(dims), 5))})
+    return tuple(OP.Request(**fields))
+
+
+def alloc(s, size):
+    return call(s, ops.MEM_ALLOC, size)[0]
+
+
+def test_a_map_of_the_sessions_memory_is_128_deterministic_bytes():
+    s = session()
+    ptr = alloc(s, 64 * 32 * 4)
+    (tensor_map,) = call(s, OP, *request(ptr, [64, 32], [256], [16, 16]))
+    assert len(tensor_map) == 128 and tensor_map[8:16] == ptr.to_bytes(8, "little")
+    assert call(s, OP, *request(ptr, [64, 32], [256], [16, 16]))[0] == tensor_map
+    assert call(s, OP, *request(ptr, [64, 32], [256], [32, 16]))[0] != tensor_map
+    assert call(s, OP, *request(ptr, [64, 32], [256], [16, 16], swizzle=3))[0] != tensor_map
+    # A 5-dimensional view and a 1-dimensional one of the same allocation.
+    assert len(call(s, OP, *request(ptr, [8, 4, 4, 4, 4], [32, 128, 512, 2048], [8, 2, 2, 2, 2]))[0]) == 128
+    assert len(call(s, OP, *request(ptr, [64 * 32], [], [256]))[0]) == 128
+
+
+def test_the_extent_counts_strides_and_packed_types():
+    assert tensormap.extent(FLOAT32, (64, 32), (256,)) == 64 * 4 + 31 * 256
+    assert tensormap.extent(FLOAT32, (10,), ()) == 40
+    assert tensormap.extent(U4_ALIGN8B, (128, 2), (64,)) == 64 + 64  # 16 four-bit values in 8 bytes
+    s = session()
+    ptr = alloc(s, 128)
+    assert len(call(s, OP, *request(ptr, [128, 2], [64], [128, 1], data_type=U4_ALIGN8B))[0]) == 128
+
+
+def test_bad_rank_type_or_dimensions_are_invalid_value():
+    s = session()
+    ptr = alloc(s, 1 << 16)
+    for rank in (0, 6, 0xFFFFFFFF):
+        fails(Status.INVALID_VALUE, s, OP, *request(ptr, [16], [], [16], rank=rank))
+    fails(Status.INVALID_VALUE, s, OP, *request(ptr, [16], [], [16], data_type=16))
+    fails(Status.INVALID_VALUE, s, OP, *request(ptr, [16, 0], [64], [16, 1]))
+
+
+def test_a_map_reaching_outside_the_sessions_memory_is_invalid_value():
+    s = session()
+    other = session(backend=s.backend)
+    ptr, theirs = alloc(s, 64 * 32 * 4), alloc(other, 64 * 32 * 4)
+    assert theirs != ptr and len(call(other, OP, *request(theirs, [64, 32], [256], [16, 16]))[0]) == 128
+    fails(Status.INVALID_VALUE, s, OP, *request(ptr, [64, 33], [256], [16, 16]))  # one row past the end
+    fails(Status.INVALID_VALUE, s, OP, *request(ptr, [65, 32], [256], [16, 16]))  # one element past the end
+    fails(Status.INVALID_VALUE, s, OP, *request(ptr, [64, 32], [1 << 40], [16, 16]))  # a stride far beyond
+    fails(Status.INVALID_VALUE, s, OP, *request(ptr + 64 * 32 * 4, [1], [], [1]))  # just past the allocation
+    fails(Status.INVALID_VALUE, s, OP, *request(theirs, [64, 32], [256], [16, 16]))  # another session's
+    fails(Status.INVALID_VALUE, s, OP, *request(0, [16], [], [16]))
+    fails(Status.INVALID_VALUE, s, OP, *request(2**64 - 16, [16, 2**32], [2**40], [16, 1]))
+
+
+def test_the_call_needs_no_context_and_is_not_deferrable():
+    assert not OP.context and not OP.deferrable
+    assert HANDLERS[OP.code].op is OP
