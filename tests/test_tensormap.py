@@ -1,4 +1,4 @@
-"""TENSOR_MAP_ENCODE_TILED on the fake backend: the map comes back as 128 opaque bytes, and a map may only
+"""TENSOR_MAP_ENCODE_TILED and TENSOR_MAP_ENCODE_IM2COL on the fake backend: the map comes back as 128 opaque bytes, and a map may only
 describe the session's own memory."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from rgpu.protocol import ops
 
 from .test_vmm import HANDLERS, call, fails, session
 
-OP = ops.TENSOR_MAP_ENCODE_TILED
+OP, IM2COL = ops.TENSOR_MAP_ENCODE_TILED, ops.TENSOR_MAP_ENCODE_IM2COL
 FLOAT32, U4_ALIGN8B = 7, 13
 
 
@@ -23,6 +23,15 @@ def request(address, dims, strides, box, element_strides=None, *, data_type=FLOA
     fields.update({f"box{i}": v for i, v in enumerate(pad(box, 5))})
     fields.update({f"element_stride{i}": v for i, v in enumerate(pad(element_strides or [1] * len(dims), 5))})
     return tuple(OP.Request(**fields))
+
+
+def im2col(address, dims, strides, lower, upper, channels=8, pixels=16, **kw):
+    """An im2col request: the tiled one's fields without the box, with the pixel box's corners."""
+    fields = OP.Request(*request(address, dims, strides, [], **kw))._asdict()
+    fields.update({f"lower{i}": v for i, v in enumerate(list(lower) + [0] * (3 - len(lower)))})
+    fields.update({f"upper{i}": v for i, v in enumerate(list(upper) + [0] * (3 - len(upper)))})
+    fields.update(channels_per_pixel=channels, pixels_per_column=pixels)
+    return tuple(IM2COL.Request(**{f.name: fields[f.name] for f in IM2COL.request_fields}))
 
 
 def alloc(s, size):
@@ -74,6 +83,22 @@ def test_a_map_reaching_outside_the_sessions_memory_is_invalid_value():
     fails(Status.INVALID_VALUE, s, OP, *request(2**64 - 16, [16, 2**32], [2**40], [16, 1]))
 
 
-def test_the_call_needs_no_context_and_is_not_deferrable():
-    assert not OP.context and not OP.deferrable
-    assert HANDLERS[OP.code].op is OP
+def test_im2col_maps_need_rank_3_and_the_sessions_memory():
+    s = session()
+    nhwc = [8, 4, 4, 2]  # channels, width, height, images of float32
+    strides = [32, 128, 512]
+    ptr = alloc(s, 1024)
+    (tensor_map,) = call(s, IM2COL, *im2col(ptr, nhwc, strides, [0, 0], [-1, -1]))
+    assert len(tensor_map) == 128 and tensor_map[8:16] == ptr.to_bytes(8, "little")
+    assert call(s, IM2COL, *im2col(ptr, nhwc, strides, [-1, -1], [0, 0]))[0] != tensor_map
+    assert call(s, OP, *request(ptr, nhwc, strides, [8, 4, 4, 1]))[0] != tensor_map
+    fails(Status.INVALID_VALUE, s, IM2COL, *im2col(ptr, [8, 4], [32], [], []))  # rank 2
+    fails(Status.INVALID_VALUE, s, IM2COL, *im2col(ptr, nhwc, strides, [0, 0], [-1, -1], rank=6))
+    fails(Status.INVALID_VALUE, s, IM2COL, *im2col(ptr, [8, 4, 4, 3], strides, [0, 0], [-1, -1]))  # one image more
+    fails(Status.INVALID_VALUE, s, IM2COL, *im2col(ptr + 1024, [1, 1, 1], [16, 16], [0], [0]))
+
+
+def test_the_calls_need_no_context_and_are_not_deferrable():
+    for op in (OP, IM2COL):
+        assert not op.context and not op.deferrable
+        assert HANDLERS[op.code].op is op

@@ -1,4 +1,4 @@
-// Tensor maps (TMA descriptors): cuTensorMapEncodeTiled over memory from cudaMalloc, as Triton's and XLA's Hopper
+// Tensor maps (TMA descriptors): cuTensorMapEncodeTiled and cuTensorMapEncodeIm2col over memory from cudaMalloc, as Triton's and XLA's Hopper
 // kernels need, and the driver's refusals of bad input. Through rgpu the map must also describe the program's
 // own memory (natively the driver does not check that). Build with -lcuda.
 #include <cuda.h>
@@ -38,6 +38,25 @@ int main()
     if (std::getenv("RGPU_SERVER")) {  // rgpu refuses a map beyond the program's memory; the driver cannot tell
         const cuuint64_t too_many_rows[2] = {64, 33};
         EXPECT(encode(&map, 2, d, too_many_rows, strides, box) == CUDA_ERROR_INVALID_VALUE);
+    }
+
+    // An im2col map of 2 images of 4x4 pixels with 8 float channels, for a 3x3 convolution padded by 1.
+    const cuuint64_t nhwc[4] = {8, 4, 4, 2}, nhwc_strides[3] = {32, 128, 512};
+    const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+    const int lower[2] = {-1, -1}, upper[2] = {-1, -1};
+    CUtensorMap columns;
+    auto im2col = [&](cuuint32_t rank, const cuuint64_t *dims) {
+        return cuTensorMapEncodeIm2col(&columns, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, d, dims, nhwc_strides,
+                                       lower, upper, 8, 16, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                       CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    };
+    EXPECT(im2col(4, nhwc) == CUDA_SUCCESS);
+    EXPECT(std::memcmp(&columns, &map, sizeof map) != 0);
+    EXPECT(im2col(2, nhwc) == CUDA_ERROR_INVALID_VALUE);
+    if (std::getenv("RGPU_SERVER")) {
+        const cuuint64_t too_many_images[4] = {8, 4, 4, 64};
+        EXPECT(im2col(4, too_many_images) == CUDA_ERROR_INVALID_VALUE);
     }
     CHECK(cudaFree(d));
     std::printf("tensor_map OK\n");

@@ -109,6 +109,14 @@ class Backend(abc.ABC):
         entry fewer than `dims`: dimension 0 is contiguous."""
 
     @abc.abstractmethod
+    def tensor_map_encode_im2col(self, ctx, data_type: int, address: int, dims: tuple[int, ...],
+                                 strides: tuple[int, ...], corners: tuple[tuple[int, ...], tuple[int, ...]],
+                                 channels_per_pixel: int, pixels_per_column: int, element_strides: tuple[int, ...],
+                                 interleave: int, swizzle: int, l2_promotion: int, oob_fill: int) -> bytes:
+        """cuTensorMapEncodeIm2col -> the 128-byte CUtensorMap; `corners`: the pixel box's lower and upper
+        corners, rank - 2 entries each."""
+
+    @abc.abstractmethod
     def stream_create(self, ctx, flags: int, priority: int = 0): ...
     @abc.abstractmethod
     def stream_priority_range(self, ctx) -> tuple[int, int]: ...

@@ -61,6 +61,28 @@ def _address(buf) -> int:
     return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
 
 
+def _u64s(values):
+    return [cu.cuuint64_t(v) for v in values]
+
+
+def _u32s(values):
+    return [cu.cuuint32_t(v) for v in values]
+
+
+def _tensor_map_enums(data_type, interleave, swizzle, l2_promotion, oob_fill):
+    """The bindings' enums of a tensor map request; a value they do not know is the program's mistake."""
+    try:
+        modes = (cu.CUtensorMapInterleave(interleave), cu.CUtensorMapSwizzle(swizzle),
+                 cu.CUtensorMapL2promotion(l2_promotion), cu.CUtensorMapFloatOOBfill(oob_fill))
+        return cu.CUtensorMapDataType(data_type), modes
+    except ValueError as e:
+        raise CudaError(Status.INVALID_VALUE, f"tensor map: {e}") from None
+
+
+def _tensor_map_bytes(tensor_map) -> bytes:
+    return ctypes.string_at(tensor_map.getPtr(), 128)
+
+
 class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, Backend):
     name = "cuda"
 
@@ -314,17 +336,21 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
                                 swizzle, l2_promotion, oob_fill) -> bytes:
         if ctx is not None:
             self._use(ctx)
-        try:  # an enum value the bindings do not know is the program's mistake, not the server's
-            enums = (cu.CUtensorMapDataType(data_type), cu.CUtensorMapInterleave(interleave),
-                     cu.CUtensorMapSwizzle(swizzle), cu.CUtensorMapL2promotion(l2_promotion),
-                     cu.CUtensorMapFloatOOBfill(oob_fill))
-        except ValueError as e:
-            raise CudaError(Status.INVALID_VALUE, f"cuTensorMapEncodeTiled: {e}") from None
-        u64, u32 = cu.cuuint64_t, cu.cuuint32_t
-        tensor_map = _check(cu.cuTensorMapEncodeTiled(
-            enums[0], u32(len(dims)), address, [u64(d) for d in dims], [u64(d) for d in strides],
-            [u32(b) for b in box], [u32(e) for e in element_strides], *enums[1:]))
-        return ctypes.string_at(tensor_map.getPtr(), 128)
+        dtype, modes = _tensor_map_enums(data_type, interleave, swizzle, l2_promotion, oob_fill)
+        return _tensor_map_bytes(_check(cu.cuTensorMapEncodeTiled(
+            dtype, cu.cuuint32_t(len(dims)), address, _u64s(dims), _u64s(strides), _u32s(box),
+            _u32s(element_strides), *modes)))
+
+    def tensor_map_encode_im2col(self, ctx, data_type, address, dims, strides, corners, channels_per_pixel,
+                                 pixels_per_column, element_strides, interleave, swizzle, l2_promotion,
+                                 oob_fill) -> bytes:
+        if ctx is not None:
+            self._use(ctx)
+        dtype, modes = _tensor_map_enums(data_type, interleave, swizzle, l2_promotion, oob_fill)
+        return _tensor_map_bytes(_check(cu.cuTensorMapEncodeIm2col(
+            dtype, cu.cuuint32_t(len(dims)), address, _u64s(dims), _u64s(strides), list(corners[0]),
+            list(corners[1]), cu.cuuint32_t(channels_per_pixel), cu.cuuint32_t(pixels_per_column),
+            _u32s(element_strides), *modes)))
 
     def launch(self, ctx, func, grid, block, shared_mem, stream, params) -> None:
         self.launcher(ctx, func, stream)(*grid, *block, shared_mem, params)

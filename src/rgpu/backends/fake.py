@@ -96,6 +96,14 @@ DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
 STREAM_PRIORITIES = (0, -5)  # least, greatest, as on Hopper
 
 
+def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> bytes:
+    """No fake kernel reads a tensor map (there is no TMA here), so a map only has to be deterministic and differ
+    with its arguments: a tag, the address, type and rank, then a digest of everything."""
+    digest = hashlib.blake2b(repr((data_type, address, dims, *rest)).encode(), digest_size=64).digest()
+    head = tag + address.to_bytes(8, "little") + data_type.to_bytes(4, "little") + len(dims).to_bytes(4, "little")
+    return (head + digest).ljust(128, b"\0")
+
+
 class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Backend):
     name = "fake"
 
@@ -356,13 +364,14 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
 
     def tensor_map_encode_tiled(self, ctx, data_type, address, dims, strides, box, element_strides, interleave,
                                 swizzle, l2_promotion, oob_fill) -> bytes:
-        """No fake kernel reads a tensor map (there is no TMA here), so the map only has to be deterministic and
-        differ with its arguments: a tag, the address, type and rank, then a digest of everything."""
-        values = (data_type, len(dims), address, *dims, *strides, *box, *element_strides, interleave, swizzle,
-                  l2_promotion, oob_fill)
-        digest = hashlib.blake2b(repr(values).encode(), digest_size=64).digest()
-        return (b"rgpufake" + address.to_bytes(8, "little") + data_type.to_bytes(4, "little")
-                + len(dims).to_bytes(4, "little") + digest).ljust(128, b"\0")
+        return _fake_tensor_map(b"rgputile", data_type, address, dims, strides, box, element_strides, interleave,
+                                swizzle, l2_promotion, oob_fill)
+
+    def tensor_map_encode_im2col(self, ctx, data_type, address, dims, strides, corners, channels_per_pixel,
+                                 pixels_per_column, element_strides, interleave, swizzle, l2_promotion,
+                                 oob_fill) -> bytes:
+        return _fake_tensor_map(b"rgpuimcl", data_type, address, dims, strides, corners, channels_per_pixel,
+                                pixels_per_column, element_strides, interleave, swizzle, l2_promotion, oob_fill)
 
     def module_get_global(self, ctx, module: FakeModule, name: str) -> tuple[int, int]:
         ctx.check()
