@@ -1,5 +1,5 @@
-"""TENSOR_MAP_ENCODE_TILED and TENSOR_MAP_ENCODE_IM2COL on the fake backend: the map comes back as 128 opaque bytes, and a map may only
-describe the session's own memory."""
+"""TENSOR_MAP_ENCODE_TILED, TENSOR_MAP_ENCODE_IM2COL and TENSOR_MAP_REPLACE_ADDRESS on the fake backend: the map
+comes back as 128 opaque bytes, and a map may only describe the session's own memory."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rgpu.protocol import ops
 
 from .test_vmm import HANDLERS, call, fails, session
 
-OP, IM2COL = ops.TENSOR_MAP_ENCODE_TILED, ops.TENSOR_MAP_ENCODE_IM2COL
+OP, IM2COL, REPLACE = ops.TENSOR_MAP_ENCODE_TILED, ops.TENSOR_MAP_ENCODE_IM2COL, ops.TENSOR_MAP_REPLACE_ADDRESS
 FLOAT32, U4_ALIGN8B = 7, 13
 
 
@@ -98,7 +98,30 @@ def test_im2col_maps_need_rank_3_and_the_sessions_memory():
     fails(Status.INVALID_VALUE, s, IM2COL, *im2col(ptr + 1024, [1, 1, 1], [16, 16], [0], [0]))
 
 
+def test_replace_address_moves_only_maps_the_session_encoded_and_only_into_its_memory(monkeypatch):
+    s = session()
+    other = session(backend=s.backend)
+    a, b, small, theirs = alloc(s, 8192), alloc(s, 8192), alloc(s, 4096), alloc(other, 8192)
+    (tensor_map,) = call(s, OP, *request(a, [64, 32], [256], [16, 16]))
+    (moved,) = call(s, REPLACE, tensor_map, b)
+    assert moved == call(s, OP, *request(b, [64, 32], [256], [16, 16]))[0]  # as if encoded there
+    assert call(s, REPLACE, moved, a)[0] == tensor_map  # a moved map can move again
+    fails(Status.INVALID_VALUE, s, REPLACE, tensor_map, small)  # too small for the map's extent
+    fails(Status.INVALID_VALUE, s, REPLACE, tensor_map, theirs)
+    fails(Status.INVALID_VALUE, s, REPLACE, tensor_map, b + 16)
+    fails(Status.INVALID_VALUE, other, REPLACE, tensor_map, theirs)  # not a map `other` was given
+    fails(Status.INVALID_VALUE, s, REPLACE, bytes(128), b)
+    forged = bytearray(tensor_map)
+    forged[100] ^= 1
+    fails(Status.INVALID_VALUE, s, REPLACE, bytes(forged), b)
+    # The session remembers a bounded number of maps, the least recently used going first.
+    monkeypatch.setattr(tensormap, "MAX_REMEMBERED", 2)
+    call(s, OP, *request(a, [16], [], [16]))
+    call(s, OP, *request(a, [32], [], [16]))
+    fails(Status.INVALID_VALUE, s, REPLACE, tensor_map, b)
+
+
 def test_the_calls_need_no_context_and_are_not_deferrable():
-    for op in (OP, IM2COL):
+    for op in (OP, IM2COL, REPLACE):
         assert not op.context and not op.deferrable
         assert HANDLERS[op.code].op is op

@@ -83,7 +83,7 @@ HAND_WRITTEN = {
     "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSizeWithFlags",
     "cuOccupancyAvailableDynamicSMemPerBlock",
     # tensor maps (native/src/tensormap.c): encoded by the server's driver, opaque bytes back
-    "cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col",
+    "cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapReplaceAddress",
     # modules and launches: image sizes, parameter layouts
     "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoad", "cuModuleLoadFatBinary", "cuModuleGetFunction",
     "cuModuleGetGlobal_v2", "cuModuleGetLoadingMode",

@@ -3991,6 +3991,38 @@ static inline int rgpu_unpack_tensor_map_encode_im2col(const uint8_t *in, size_t
     return 0;
 }
 
+/* TENSOR_MAP_REPLACE_ADDRESS: cuTensorMapReplaceAddress(map, address) -> the map with the new address (only a map this session encoded, moved to memory it owns) */
+#define RGPU_OP_TENSOR_MAP_REPLACE_ADDRESS 0x0122
+#define RGPU_TENSOR_MAP_REPLACE_ADDRESS_REQ_SIZE 136
+#define RGPU_TENSOR_MAP_REPLACE_ADDRESS_REP_SIZE 128
+struct rgpu_tensor_map_replace_address_req {
+    uint8_t tensor_map[128];
+    uint64_t address;
+};
+static inline void rgpu_pack_tensor_map_replace_address(uint8_t out[RGPU_TENSOR_MAP_REPLACE_ADDRESS_REQ_SIZE], const struct rgpu_tensor_map_replace_address_req *m)
+{
+    memcpy(out + 0, m->tensor_map, 128);
+    rgpu_put_u64(out + 128, m->address);
+}
+static inline int rgpu_unpack_tensor_map_replace_address_req(const uint8_t *in, size_t len, struct rgpu_tensor_map_replace_address_req *m)
+{
+    if (len != RGPU_TENSOR_MAP_REPLACE_ADDRESS_REQ_SIZE)
+        return -1;
+    memcpy(m->tensor_map, in + 0, 128);
+    m->address = (uint64_t)rgpu_get_u64(in + 128);
+    return 0;
+}
+struct rgpu_tensor_map_replace_address_rep {
+    uint8_t tensor_map[128];
+};
+static inline int rgpu_unpack_tensor_map_replace_address(const uint8_t *in, size_t len, struct rgpu_tensor_map_replace_address_rep *m)
+{
+    if (len != RGPU_TENSOR_MAP_REPLACE_ADDRESS_REP_SIZE)
+        return -1;
+    memcpy(m->tensor_map, in + 0, 128);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {

@@ -1592,12 +1592,6 @@ CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType
     return rgpu_unsupported(&logged, "cuTensorMapEncodeIm2colWide");
 }
 
-CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuTensorMapReplaceAddress");
-}
-
 CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
 {
     static int logged;

@@ -103,3 +103,20 @@ API CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType
         memcpy(tensorMap, v.tensor_map, sizeof v.tensor_map);
     return r;
 }
+
+API CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)
+{
+    if (!tensorMap || !globalAddress)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t a[RGPU_TENSOR_MAP_REPLACE_ADDRESS_REQ_SIZE], rep[RGPU_TENSOR_MAP_REPLACE_ADDRESS_REP_SIZE];
+    struct rgpu_tensor_map_replace_address_req m = {.address = (uint64_t)(uintptr_t)globalAddress};
+    memcpy(m.tensor_map, tensorMap, sizeof m.tensor_map);
+    rgpu_pack_tensor_map_replace_address(a, &m);
+    CUresult r = rgpu_call(RGPU_OP_TENSOR_MAP_REPLACE_ADDRESS, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
+    struct rgpu_tensor_map_replace_address_rep v;
+    if (r == CUDA_SUCCESS && rgpu_unpack_tensor_map_replace_address(rep, sizeof rep, &v) != 0)
+        r = CUDA_ERROR_UNKNOWN;
+    if (r == CUDA_SUCCESS)
+        memcpy(tensorMap, v.tensor_map, sizeof v.tensor_map);
+    return r;
+}

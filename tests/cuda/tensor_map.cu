@@ -1,6 +1,7 @@
-// Tensor maps (TMA descriptors): cuTensorMapEncodeTiled and cuTensorMapEncodeIm2col over memory from cudaMalloc, as Triton's and XLA's Hopper
-// kernels need, and the driver's refusals of bad input. Through rgpu the map must also describe the program's
-// own memory (natively the driver does not check that). Build with -lcuda.
+// Tensor maps (TMA descriptors): cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col and cuTensorMapReplaceAddress
+// over memory from cudaMalloc, as Triton's and XLA's Hopper kernels need, and the driver's refusals of bad input.
+// Through rgpu a map must also describe the program's own memory (natively the driver does not check that).
+// Build with -lcuda.
 #include <cuda.h>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +41,20 @@ int main()
         EXPECT(encode(&map, 2, d, too_many_rows, strides, box) == CUDA_ERROR_INVALID_VALUE);
     }
 
+    // The same map moved to another buffer of the same size.
+    float *e = nullptr, *small = nullptr;
+    CHECK(cudaMalloc(&e, 64 * 32 * sizeof(float)));
+    CHECK(cudaMalloc(&small, 1024));
+    CUtensorMap moved = map;
+    EXPECT(cuTensorMapReplaceAddress(&moved, e) == CUDA_SUCCESS);
+    EXPECT(std::memcmp(&moved, &map, sizeof map) != 0);
+    EXPECT(cuTensorMapReplaceAddress(nullptr, e) == CUDA_ERROR_INVALID_VALUE);
+    if (std::getenv("RGPU_SERVER")) {  // too small for the map
+        CUtensorMap kept = moved;
+        EXPECT(cuTensorMapReplaceAddress(&moved, small) == CUDA_ERROR_INVALID_VALUE);
+        EXPECT(std::memcmp(&moved, &kept, sizeof map) == 0);
+    }
+
     // An im2col map of 2 images of 4x4 pixels with 8 float channels, for a 3x3 convolution padded by 1.
     const cuuint64_t nhwc[4] = {8, 4, 4, 2}, nhwc_strides[3] = {32, 128, 512};
     const cuuint32_t element_strides[4] = {1, 1, 1, 1};
@@ -59,6 +74,8 @@ int main()
         EXPECT(im2col(4, too_many_images) == CUDA_ERROR_INVALID_VALUE);
     }
     CHECK(cudaFree(d));
+    CHECK(cudaFree(e));
+    CHECK(cudaFree(small));
     std::printf("tensor_map OK\n");
     return 0;
 }

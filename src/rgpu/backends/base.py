@@ -117,6 +117,10 @@ class Backend(abc.ABC):
         corners, rank - 2 entries each."""
 
     @abc.abstractmethod
+    def tensor_map_replace_address(self, ctx, tensor_map: bytes, address: int) -> bytes:
+        """cuTensorMapReplaceAddress on a copy of `tensor_map` -> the new 128 bytes."""
+
+    @abc.abstractmethod
     def stream_create(self, ctx, flags: int, priority: int = 0): ...
     @abc.abstractmethod
     def stream_priority_range(self, ctx) -> tuple[int, int]: ...

@@ -352,6 +352,14 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
             list(corners[1]), cu.cuuint32_t(channels_per_pixel), cu.cuuint32_t(pixels_per_column),
             _u32s(element_strides), *modes)))
 
+    def tensor_map_replace_address(self, ctx, tensor_map, address) -> bytes:
+        if ctx is not None:
+            self._use(ctx)
+        copy = cu.CUtensorMap()
+        ctypes.memmove(copy.getPtr(), bytes(tensor_map), 128)
+        _check(cu.cuTensorMapReplaceAddress(copy, address))
+        return _tensor_map_bytes(copy)
+
     def launch(self, ctx, func, grid, block, shared_mem, stream, params) -> None:
         self.launcher(ctx, func, stream)(*grid, *block, shared_mem, params)
 
