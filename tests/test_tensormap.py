@@ -3,6 +3,13 @@ comes back as 128 opaque bytes, and a map may only describe the session's own me
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
+from rgpu import shims
+from rgpu.backends.fake import _fake_tensor_map
+from rgpu.cli import local_server
 from rgpu.dispatch import tensormap
 from rgpu.errors import Status
 from rgpu.protocol import ops
@@ -125,3 +132,51 @@ def test_the_calls_need_no_context_and_are_not_deferrable():
     for op in (OP, IM2COL, REPLACE):
         assert not op.context and not op.deferrable
         assert HANDLERS[op.code].op is op
+
+
+SHIM_SCRIPT = """
+import cffi, json, sys
+ffi = cffi.FFI()
+ffi.cdef('''
+    int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
+    int cuCtxSetCurrent(void *); int cuMemAlloc_v2(unsigned long long *, size_t);
+    int cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *address, const uint64_t *dims,
+                               const uint64_t *strides, const unsigned *box, const unsigned *element_strides,
+                               int interleave, int swizzle, int l2, int oob);
+    int cuTensorMapReplaceAddress(void *map, void *address);
+''')
+c = ffi.dlopen(sys.argv[1])
+dev, ctx = ffi.new('int *'), ffi.new('void **')
+ptr, small = ffi.new('unsigned long long *'), ffi.new('unsigned long long *')
+assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0 and c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0
+assert c.cuCtxSetCurrent(ctx[0]) == 0 and c.cuMemAlloc_v2(ptr, 8192) == 0 and c.cuMemAlloc_v2(small, 4096) == 0
+buf = ffi.new('char[192]')
+tmap = ffi.cast('void *', (int(ffi.cast('uintptr_t', buf)) + 63) // 64 * 64)  # CUtensorMap is 64-byte aligned
+def encode(address, rows, rank=2):
+    return c.cuTensorMapEncodeTiled(tmap, 7, rank, ffi.cast('void *', address), ffi.new('uint64_t[2]', [64, rows]),
+                                    ffi.new('uint64_t[1]', [256]), ffi.new('unsigned[2]', [16, 16]),
+                                    ffi.new('unsigned[2]', [1, 1]), 0, 0, 0, 0)
+out = {'ptr': ptr[0], 'valid': encode(ptr[0], 32), 'map': bytes(ffi.buffer(tmap, 128)).hex(),
+       'past_end': encode(ptr[0], 33), 'unowned': encode(ptr[0] + (1 << 30), 1), 'rank0': encode(ptr[0], 32, 0),
+       'rank6': encode(ptr[0], 32, 6)}
+assert encode(ptr[0], 32) == 0
+out['too_small'] = c.cuTensorMapReplaceAddress(tmap, ffi.cast('void *', small[0]))
+out['kept'] = bytes(ffi.buffer(tmap, 128)).hex()
+print(json.dumps(out))
+"""
+
+
+def test_the_shim_stores_the_servers_map_as_is_and_passes_on_its_refusals(shim_dir, tmp_path):
+    script = tmp_path / "tensor_map.py"
+    script.write_text(SHIM_SCRIPT)
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        env = dict(shims.environment(shim_dir), RGPU_SERVER=address)
+        proc = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=env,
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    expected = _fake_tensor_map(b"rgputile", FLOAT32, out["ptr"], (64, 32), (256,), (16, 16), (1, 1), 0, 0, 0, 0)
+    assert out["valid"] == 0 and bytes.fromhex(out["map"]) == expected
+    invalid = int(Status.INVALID_VALUE)
+    assert [out[k] for k in ("past_end", "unowned", "rank0", "rank6", "too_small")] == [invalid] * 5
+    assert out["kept"] == out["map"]  # a refused replacement leaves the map alone
