@@ -23,6 +23,7 @@ LINKS = {
     "blas_batched": ["-l:libcublas.so.13"],
     "pools": [],
     "library": ["-lcuda"],
+    "tensor_map": ["-lcuda"],
 }
 
 

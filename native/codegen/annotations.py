@@ -82,6 +82,8 @@ HAND_WRITTEN = {
     # occupancy searches (native/src/occupancy.c): the shared-memory callback runs here
     "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSizeWithFlags",
     "cuOccupancyAvailableDynamicSMemPerBlock",
+    # tensor maps (native/src/tensormap.c): encoded by the server's driver, opaque bytes back
+    "cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapReplaceAddress",
     # modules and launches: image sizes, parameter layouts
     "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoad", "cuModuleLoadFatBinary", "cuModuleGetFunction",
     "cuModuleGetGlobal_v2", "cuModuleGetLoadingMode",

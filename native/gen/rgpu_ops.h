@@ -3774,6 +3774,255 @@ static inline int rgpu_unpack_occupancy_available_smem(const uint8_t *in, size_t
     return 0;
 }
 
+/* TENSOR_MAP_ENCODE_TILED: cuTensorMapEncodeTiled: dims and box per dimension, byte strides of dimensions 1..rank-1 -> CUtensorMap (the tensor must lie in the session's memory) */
+#define RGPU_OP_TENSOR_MAP_ENCODE_TILED 0x0120
+#define RGPU_TENSOR_MAP_ENCODE_TILED_REQ_SIZE 144
+#define RGPU_TENSOR_MAP_ENCODE_TILED_REP_SIZE 128
+struct rgpu_tensor_map_encode_tiled_req {
+    uint32_t data_type;
+    uint32_t rank;
+    uint64_t address;
+    uint64_t dim0;
+    uint64_t dim1;
+    uint64_t dim2;
+    uint64_t dim3;
+    uint64_t dim4;
+    uint64_t stride1;
+    uint64_t stride2;
+    uint64_t stride3;
+    uint64_t stride4;
+    uint32_t box0;
+    uint32_t box1;
+    uint32_t box2;
+    uint32_t box3;
+    uint32_t box4;
+    uint32_t element_stride0;
+    uint32_t element_stride1;
+    uint32_t element_stride2;
+    uint32_t element_stride3;
+    uint32_t element_stride4;
+    uint32_t interleave;
+    uint32_t swizzle;
+    uint32_t l2_promotion;
+    uint32_t oob_fill;
+};
+static inline void rgpu_pack_tensor_map_encode_tiled(uint8_t out[RGPU_TENSOR_MAP_ENCODE_TILED_REQ_SIZE], const struct rgpu_tensor_map_encode_tiled_req *m)
+{
+    rgpu_put_u32(out + 0, m->data_type);
+    rgpu_put_u32(out + 4, m->rank);
+    rgpu_put_u64(out + 8, m->address);
+    rgpu_put_u64(out + 16, m->dim0);
+    rgpu_put_u64(out + 24, m->dim1);
+    rgpu_put_u64(out + 32, m->dim2);
+    rgpu_put_u64(out + 40, m->dim3);
+    rgpu_put_u64(out + 48, m->dim4);
+    rgpu_put_u64(out + 56, m->stride1);
+    rgpu_put_u64(out + 64, m->stride2);
+    rgpu_put_u64(out + 72, m->stride3);
+    rgpu_put_u64(out + 80, m->stride4);
+    rgpu_put_u32(out + 88, m->box0);
+    rgpu_put_u32(out + 92, m->box1);
+    rgpu_put_u32(out + 96, m->box2);
+    rgpu_put_u32(out + 100, m->box3);
+    rgpu_put_u32(out + 104, m->box4);
+    rgpu_put_u32(out + 108, m->element_stride0);
+    rgpu_put_u32(out + 112, m->element_stride1);
+    rgpu_put_u32(out + 116, m->element_stride2);
+    rgpu_put_u32(out + 120, m->element_stride3);
+    rgpu_put_u32(out + 124, m->element_stride4);
+    rgpu_put_u32(out + 128, m->interleave);
+    rgpu_put_u32(out + 132, m->swizzle);
+    rgpu_put_u32(out + 136, m->l2_promotion);
+    rgpu_put_u32(out + 140, m->oob_fill);
+}
+static inline int rgpu_unpack_tensor_map_encode_tiled_req(const uint8_t *in, size_t len, struct rgpu_tensor_map_encode_tiled_req *m)
+{
+    if (len != RGPU_TENSOR_MAP_ENCODE_TILED_REQ_SIZE)
+        return -1;
+    m->data_type = (uint32_t)rgpu_get_u32(in + 0);
+    m->rank = (uint32_t)rgpu_get_u32(in + 4);
+    m->address = (uint64_t)rgpu_get_u64(in + 8);
+    m->dim0 = (uint64_t)rgpu_get_u64(in + 16);
+    m->dim1 = (uint64_t)rgpu_get_u64(in + 24);
+    m->dim2 = (uint64_t)rgpu_get_u64(in + 32);
+    m->dim3 = (uint64_t)rgpu_get_u64(in + 40);
+    m->dim4 = (uint64_t)rgpu_get_u64(in + 48);
+    m->stride1 = (uint64_t)rgpu_get_u64(in + 56);
+    m->stride2 = (uint64_t)rgpu_get_u64(in + 64);
+    m->stride3 = (uint64_t)rgpu_get_u64(in + 72);
+    m->stride4 = (uint64_t)rgpu_get_u64(in + 80);
+    m->box0 = (uint32_t)rgpu_get_u32(in + 88);
+    m->box1 = (uint32_t)rgpu_get_u32(in + 92);
+    m->box2 = (uint32_t)rgpu_get_u32(in + 96);
+    m->box3 = (uint32_t)rgpu_get_u32(in + 100);
+    m->box4 = (uint32_t)rgpu_get_u32(in + 104);
+    m->element_stride0 = (uint32_t)rgpu_get_u32(in + 108);
+    m->element_stride1 = (uint32_t)rgpu_get_u32(in + 112);
+    m->element_stride2 = (uint32_t)rgpu_get_u32(in + 116);
+    m->element_stride3 = (uint32_t)rgpu_get_u32(in + 120);
+    m->element_stride4 = (uint32_t)rgpu_get_u32(in + 124);
+    m->interleave = (uint32_t)rgpu_get_u32(in + 128);
+    m->swizzle = (uint32_t)rgpu_get_u32(in + 132);
+    m->l2_promotion = (uint32_t)rgpu_get_u32(in + 136);
+    m->oob_fill = (uint32_t)rgpu_get_u32(in + 140);
+    return 0;
+}
+struct rgpu_tensor_map_encode_tiled_rep {
+    uint8_t tensor_map[128];
+};
+static inline int rgpu_unpack_tensor_map_encode_tiled(const uint8_t *in, size_t len, struct rgpu_tensor_map_encode_tiled_rep *m)
+{
+    if (len != RGPU_TENSOR_MAP_ENCODE_TILED_REP_SIZE)
+        return -1;
+    memcpy(m->tensor_map, in + 0, 128);
+    return 0;
+}
+
+/* TENSOR_MAP_ENCODE_IM2COL: cuTensorMapEncodeIm2col: as TENSOR_MAP_ENCODE_TILED, with the pixel box's corners in dimensions 1..rank-2 instead of a box */
+#define RGPU_OP_TENSOR_MAP_ENCODE_IM2COL 0x0121
+#define RGPU_TENSOR_MAP_ENCODE_IM2COL_REQ_SIZE 156
+#define RGPU_TENSOR_MAP_ENCODE_IM2COL_REP_SIZE 128
+struct rgpu_tensor_map_encode_im2col_req {
+    uint32_t data_type;
+    uint32_t rank;
+    uint64_t address;
+    uint64_t dim0;
+    uint64_t dim1;
+    uint64_t dim2;
+    uint64_t dim3;
+    uint64_t dim4;
+    uint64_t stride1;
+    uint64_t stride2;
+    uint64_t stride3;
+    uint64_t stride4;
+    int32_t lower0;
+    int32_t lower1;
+    int32_t lower2;
+    int32_t upper0;
+    int32_t upper1;
+    int32_t upper2;
+    uint32_t channels_per_pixel;
+    uint32_t pixels_per_column;
+    uint32_t element_stride0;
+    uint32_t element_stride1;
+    uint32_t element_stride2;
+    uint32_t element_stride3;
+    uint32_t element_stride4;
+    uint32_t interleave;
+    uint32_t swizzle;
+    uint32_t l2_promotion;
+    uint32_t oob_fill;
+};
+static inline void rgpu_pack_tensor_map_encode_im2col(uint8_t out[RGPU_TENSOR_MAP_ENCODE_IM2COL_REQ_SIZE], const struct rgpu_tensor_map_encode_im2col_req *m)
+{
+    rgpu_put_u32(out + 0, m->data_type);
+    rgpu_put_u32(out + 4, m->rank);
+    rgpu_put_u64(out + 8, m->address);
+    rgpu_put_u64(out + 16, m->dim0);
+    rgpu_put_u64(out + 24, m->dim1);
+    rgpu_put_u64(out + 32, m->dim2);
+    rgpu_put_u64(out + 40, m->dim3);
+    rgpu_put_u64(out + 48, m->dim4);
+    rgpu_put_u64(out + 56, m->stride1);
+    rgpu_put_u64(out + 64, m->stride2);
+    rgpu_put_u64(out + 72, m->stride3);
+    rgpu_put_u64(out + 80, m->stride4);
+    rgpu_put_u32(out + 88, m->lower0);
+    rgpu_put_u32(out + 92, m->lower1);
+    rgpu_put_u32(out + 96, m->lower2);
+    rgpu_put_u32(out + 100, m->upper0);
+    rgpu_put_u32(out + 104, m->upper1);
+    rgpu_put_u32(out + 108, m->upper2);
+    rgpu_put_u32(out + 112, m->channels_per_pixel);
+    rgpu_put_u32(out + 116, m->pixels_per_column);
+    rgpu_put_u32(out + 120, m->element_stride0);
+    rgpu_put_u32(out + 124, m->element_stride1);
+    rgpu_put_u32(out + 128, m->element_stride2);
+    rgpu_put_u32(out + 132, m->element_stride3);
+    rgpu_put_u32(out + 136, m->element_stride4);
+    rgpu_put_u32(out + 140, m->interleave);
+    rgpu_put_u32(out + 144, m->swizzle);
+    rgpu_put_u32(out + 148, m->l2_promotion);
+    rgpu_put_u32(out + 152, m->oob_fill);
+}
+static inline int rgpu_unpack_tensor_map_encode_im2col_req(const uint8_t *in, size_t len, struct rgpu_tensor_map_encode_im2col_req *m)
+{
+    if (len != RGPU_TENSOR_MAP_ENCODE_IM2COL_REQ_SIZE)
+        return -1;
+    m->data_type = (uint32_t)rgpu_get_u32(in + 0);
+    m->rank = (uint32_t)rgpu_get_u32(in + 4);
+    m->address = (uint64_t)rgpu_get_u64(in + 8);
+    m->dim0 = (uint64_t)rgpu_get_u64(in + 16);
+    m->dim1 = (uint64_t)rgpu_get_u64(in + 24);
+    m->dim2 = (uint64_t)rgpu_get_u64(in + 32);
+    m->dim3 = (uint64_t)rgpu_get_u64(in + 40);
+    m->dim4 = (uint64_t)rgpu_get_u64(in + 48);
+    m->stride1 = (uint64_t)rgpu_get_u64(in + 56);
+    m->stride2 = (uint64_t)rgpu_get_u64(in + 64);
+    m->stride3 = (uint64_t)rgpu_get_u64(in + 72);
+    m->stride4 = (uint64_t)rgpu_get_u64(in + 80);
+    m->lower0 = (int32_t)rgpu_get_u32(in + 88);
+    m->lower1 = (int32_t)rgpu_get_u32(in + 92);
+    m->lower2 = (int32_t)rgpu_get_u32(in + 96);
+    m->upper0 = (int32_t)rgpu_get_u32(in + 100);
+    m->upper1 = (int32_t)rgpu_get_u32(in + 104);
+    m->upper2 = (int32_t)rgpu_get_u32(in + 108);
+    m->channels_per_pixel = (uint32_t)rgpu_get_u32(in + 112);
+    m->pixels_per_column = (uint32_t)rgpu_get_u32(in + 116);
+    m->element_stride0 = (uint32_t)rgpu_get_u32(in + 120);
+    m->element_stride1 = (uint32_t)rgpu_get_u32(in + 124);
+    m->element_stride2 = (uint32_t)rgpu_get_u32(in + 128);
+    m->element_stride3 = (uint32_t)rgpu_get_u32(in + 132);
+    m->element_stride4 = (uint32_t)rgpu_get_u32(in + 136);
+    m->interleave = (uint32_t)rgpu_get_u32(in + 140);
+    m->swizzle = (uint32_t)rgpu_get_u32(in + 144);
+    m->l2_promotion = (uint32_t)rgpu_get_u32(in + 148);
+    m->oob_fill = (uint32_t)rgpu_get_u32(in + 152);
+    return 0;
+}
+struct rgpu_tensor_map_encode_im2col_rep {
+    uint8_t tensor_map[128];
+};
+static inline int rgpu_unpack_tensor_map_encode_im2col(const uint8_t *in, size_t len, struct rgpu_tensor_map_encode_im2col_rep *m)
+{
+    if (len != RGPU_TENSOR_MAP_ENCODE_IM2COL_REP_SIZE)
+        return -1;
+    memcpy(m->tensor_map, in + 0, 128);
+    return 0;
+}
+
+/* TENSOR_MAP_REPLACE_ADDRESS: cuTensorMapReplaceAddress(map, address) -> the map with the new address (only a map this session encoded, moved to memory it owns) */
+#define RGPU_OP_TENSOR_MAP_REPLACE_ADDRESS 0x0122
+#define RGPU_TENSOR_MAP_REPLACE_ADDRESS_REQ_SIZE 136
+#define RGPU_TENSOR_MAP_REPLACE_ADDRESS_REP_SIZE 128
+struct rgpu_tensor_map_replace_address_req {
+    uint8_t tensor_map[128];
+    uint64_t address;
+};
+static inline void rgpu_pack_tensor_map_replace_address(uint8_t out[RGPU_TENSOR_MAP_REPLACE_ADDRESS_REQ_SIZE], const struct rgpu_tensor_map_replace_address_req *m)
+{
+    memcpy(out + 0, m->tensor_map, 128);
+    rgpu_put_u64(out + 128, m->address);
+}
+static inline int rgpu_unpack_tensor_map_replace_address_req(const uint8_t *in, size_t len, struct rgpu_tensor_map_replace_address_req *m)
+{
+    if (len != RGPU_TENSOR_MAP_REPLACE_ADDRESS_REQ_SIZE)
+        return -1;
+    memcpy(m->tensor_map, in + 0, 128);
+    m->address = (uint64_t)rgpu_get_u64(in + 128);
+    return 0;
+}
+struct rgpu_tensor_map_replace_address_rep {
+    uint8_t tensor_map[128];
+};
+static inline int rgpu_unpack_tensor_map_replace_address(const uint8_t *in, size_t len, struct rgpu_tensor_map_replace_address_rep *m)
+{
+    if (len != RGPU_TENSOR_MAP_REPLACE_ADDRESS_REP_SIZE)
+        return -1;
+    memcpy(m->tensor_map, in + 0, 128);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {

@@ -102,6 +102,25 @@ class Backend(abc.ABC):
         return launch
 
     @abc.abstractmethod
+    def tensor_map_encode_tiled(self, ctx, data_type: int, address: int, dims: tuple[int, ...],
+                                strides: tuple[int, ...], box: tuple[int, ...], element_strides: tuple[int, ...],
+                                interleave: int, swizzle: int, l2_promotion: int, oob_fill: int) -> bytes:
+        """cuTensorMapEncodeTiled -> the 128-byte CUtensorMap (`ctx` None: no context needed). `strides` has one
+        entry fewer than `dims`: dimension 0 is contiguous."""
+
+    @abc.abstractmethod
+    def tensor_map_encode_im2col(self, ctx, data_type: int, address: int, dims: tuple[int, ...],
+                                 strides: tuple[int, ...], corners: tuple[tuple[int, ...], tuple[int, ...]],
+                                 channels_per_pixel: int, pixels_per_column: int, element_strides: tuple[int, ...],
+                                 interleave: int, swizzle: int, l2_promotion: int, oob_fill: int) -> bytes:
+        """cuTensorMapEncodeIm2col -> the 128-byte CUtensorMap; `corners`: the pixel box's lower and upper
+        corners, rank - 2 entries each."""
+
+    @abc.abstractmethod
+    def tensor_map_replace_address(self, ctx, tensor_map: bytes, address: int) -> bytes:
+        """cuTensorMapReplaceAddress on a copy of `tensor_map` -> the new 128 bytes."""
+
+    @abc.abstractmethod
     def stream_create(self, ctx, flags: int, priority: int = 0): ...
     @abc.abstractmethod
     def stream_priority_range(self, ctx) -> tuple[int, int]: ...

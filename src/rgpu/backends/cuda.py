@@ -61,6 +61,28 @@ def _address(buf) -> int:
     return np.frombuffer(buf, dtype=np.uint8).ctypes.data if len(buf) else 0
 
 
+def _u64s(values):
+    return [cu.cuuint64_t(v) for v in values]
+
+
+def _u32s(values):
+    return [cu.cuuint32_t(v) for v in values]
+
+
+def _tensor_map_enums(data_type, interleave, swizzle, l2_promotion, oob_fill):
+    """The bindings' enums of a tensor map request; a value they do not know is the program's mistake."""
+    try:
+        modes = (cu.CUtensorMapInterleave(interleave), cu.CUtensorMapSwizzle(swizzle),
+                 cu.CUtensorMapL2promotion(l2_promotion), cu.CUtensorMapFloatOOBfill(oob_fill))
+        return cu.CUtensorMapDataType(data_type), modes
+    except ValueError as e:
+        raise CudaError(Status.INVALID_VALUE, f"tensor map: {e}") from None
+
+
+def _tensor_map_bytes(tensor_map) -> bytes:
+    return ctypes.string_at(tensor_map.getPtr(), 128)
+
+
 class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, Backend):
     name = "cuda"
 
@@ -309,6 +331,34 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         self._use(ctx)
         return int(_check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(func, block_size,
                                                                                   dynamic_smem, flags)))
+
+    def tensor_map_encode_tiled(self, ctx, data_type, address, dims, strides, box, element_strides, interleave,
+                                swizzle, l2_promotion, oob_fill) -> bytes:
+        if ctx is not None:
+            self._use(ctx)
+        dtype, modes = _tensor_map_enums(data_type, interleave, swizzle, l2_promotion, oob_fill)
+        return _tensor_map_bytes(_check(cu.cuTensorMapEncodeTiled(
+            dtype, cu.cuuint32_t(len(dims)), address, _u64s(dims), _u64s(strides), _u32s(box),
+            _u32s(element_strides), *modes)))
+
+    def tensor_map_encode_im2col(self, ctx, data_type, address, dims, strides, corners, channels_per_pixel,
+                                 pixels_per_column, element_strides, interleave, swizzle, l2_promotion,
+                                 oob_fill) -> bytes:
+        if ctx is not None:
+            self._use(ctx)
+        dtype, modes = _tensor_map_enums(data_type, interleave, swizzle, l2_promotion, oob_fill)
+        return _tensor_map_bytes(_check(cu.cuTensorMapEncodeIm2col(
+            dtype, cu.cuuint32_t(len(dims)), address, _u64s(dims), _u64s(strides), list(corners[0]),
+            list(corners[1]), cu.cuuint32_t(channels_per_pixel), cu.cuuint32_t(pixels_per_column),
+            _u32s(element_strides), *modes)))
+
+    def tensor_map_replace_address(self, ctx, tensor_map, address) -> bytes:
+        if ctx is not None:
+            self._use(ctx)
+        copy = cu.CUtensorMap()
+        ctypes.memmove(copy.getPtr(), bytes(tensor_map), 128)
+        _check(cu.cuTensorMapReplaceAddress(copy, address))
+        return _tensor_map_bytes(copy)
 
     def launch(self, ctx, func, grid, block, shared_mem, stream, params) -> None:
         self.launcher(ctx, func, stream)(*grid, *block, shared_mem, params)

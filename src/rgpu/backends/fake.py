@@ -96,6 +96,15 @@ DEFAULT_LIMITS = {0: 1024, 1: 1 << 20, 2: 8 << 20, 3: 2, 4: 2048, 5: 64, 6: 0}
 STREAM_PRIORITIES = (0, -5)  # least, greatest, as on Hopper
 
 
+def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> bytes:
+    """No fake kernel reads a tensor map (there is no TMA here), so a map only has to be deterministic and differ
+    with its arguments: a tag, the address, type and rank, then a digest of everything but the address (so that
+    replacing the address gives what encoding at the new one gives, as on the driver)."""
+    digest = hashlib.blake2b(repr((data_type, dims, *rest)).encode(), digest_size=64).digest()
+    head = tag + address.to_bytes(8, "little") + data_type.to_bytes(4, "little") + len(dims).to_bytes(4, "little")
+    return (head + digest).ljust(128, b"\0")
+
+
 class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Backend):
     name = "fake"
 
@@ -353,6 +362,22 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
         if dynamic_smem:
             blocks = min(blocks, ATTRIBUTES[81] // dynamic_smem)
         return blocks
+
+    def tensor_map_encode_tiled(self, ctx, data_type, address, dims, strides, box, element_strides, interleave,
+                                swizzle, l2_promotion, oob_fill) -> bytes:
+        return _fake_tensor_map(b"rgputile", data_type, address, dims, strides, box, element_strides, interleave,
+                                swizzle, l2_promotion, oob_fill)
+
+    def tensor_map_encode_im2col(self, ctx, data_type, address, dims, strides, corners, channels_per_pixel,
+                                 pixels_per_column, element_strides, interleave, swizzle, l2_promotion,
+                                 oob_fill) -> bytes:
+        return _fake_tensor_map(b"rgpuimcl", data_type, address, dims, strides, corners, channels_per_pixel,
+                                pixels_per_column, element_strides, interleave, swizzle, l2_promotion, oob_fill)
+
+    def tensor_map_replace_address(self, ctx, tensor_map, address) -> bytes:
+        if tensor_map[:4] != b"rgpu":
+            raise CudaError(Status.INVALID_VALUE, "not a tensor map of the fake backend")
+        return bytes(tensor_map[:8]) + address.to_bytes(8, "little") + bytes(tensor_map[16:])
 
     def module_get_global(self, ctx, module: FakeModule, name: str) -> tuple[int, int]:
         ctx.check()

@@ -436,6 +436,30 @@ OCCUPANCY_AVAILABLE_SMEM = _op(0x0111, "OCCUPANCY_AVAILABLE_SMEM", "function:u64
                                "bytes:u64", names="function:function",
                                doc="cuOccupancyAvailableDynamicSMemPerBlock(f, blocks per SM, block size)")
 
+# Tensor maps (0x0120-0x012F): TMA descriptors, which Triton's and XLA's Hopper kernels take as parameters. The
+# map is the server driver's opaque 128 bytes, returned as-is; arrays travel as fixed fields, zero past `rank`.
+def _array(name, type_, indices):
+    return " ".join(f"{name}{i}:{type_}" for i in indices)
+
+
+_TENSOR = f"data_type:u32 rank:u32 address:u64 {_array('dim', 'u64', range(5))} {_array('stride', 'u64', range(1, 5))}"
+_TMA_MODES = f"{_array('element_stride', 'u32', range(5))} interleave:u32 swizzle:u32 l2_promotion:u32 oob_fill:u32"
+TENSOR_MAP_ENCODE_TILED = _op(0x0120, "TENSOR_MAP_ENCODE_TILED",
+                              f"{_TENSOR} {_array('box', 'u32', range(5))} {_TMA_MODES}", "tensor_map:b128",
+                              context=False,
+                              doc="cuTensorMapEncodeTiled: dims and box per dimension, byte strides of dimensions "
+                                  "1..rank-1 -> CUtensorMap (the tensor must lie in the session's memory)")
+TENSOR_MAP_ENCODE_IM2COL = _op(0x0121, "TENSOR_MAP_ENCODE_IM2COL",
+                               f"{_TENSOR} {_array('lower', 'i32', range(3))} {_array('upper', 'i32', range(3))} "
+                               f"channels_per_pixel:u32 pixels_per_column:u32 {_TMA_MODES}",
+                               "tensor_map:b128", context=False,
+                               doc="cuTensorMapEncodeIm2col: as TENSOR_MAP_ENCODE_TILED, with the pixel box's "
+                                   "corners in dimensions 1..rank-2 instead of a box")
+TENSOR_MAP_REPLACE_ADDRESS = _op(0x0122, "TENSOR_MAP_REPLACE_ADDRESS", "tensor_map:b128 address:u64",
+                                 "tensor_map:b128", context=False,
+                                 doc="cuTensorMapReplaceAddress(map, address) -> the map with the new address (only "
+                                     "a map this session encoded, moved to memory it owns)")
+
 # Stream capture and CUDA graphs (0x00Ex, 0x00Fx, 0x010x). Graphs, executable graphs and nodes are named by
 # handles the client mints (CLIENT_HANDLE_BIT set, kind in bits 56..62, see rgpu.session.handles), so creating
 # one needs no round trip: capture, instantiate and launch are all deferred, and replaying a captured graph is
