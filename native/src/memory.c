@@ -354,6 +354,13 @@ static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t
     size_t chunk = rgpu_max_chunk();
     if (!dst && n)
         return CUDA_ERROR_INVALID_VALUE;
+    /* A "device" pointer into the program's page-locked host memory (unified addressing: XLA copies out of its
+     * pinned buffers this way). Such memory is the program's own here, and nothing on a stream writes it
+     * later than now (device-to-host copies complete before they return), so a local copy is exact. */
+    if (n && set_find(&host_ranges, src, n, NULL) == 0 && set_find(&device_ranges, src, 1, NULL) != 0) {
+        memmove(dst, (const void *)(uintptr_t)src, n);
+        return CUDA_SUCCESS;
+    }
     int async = op == RGPU_OP_MEMCPY_DTOH_ASYNC;
     size_t alen = async ? RGPU_MEMCPY_DTOH_ASYNC_REQ_SIZE : RGPU_MEMCPY_DTOH_REQ_SIZE;
     size_t count = n ? (n + chunk - 1) / chunk : 0;

@@ -318,13 +318,18 @@ class CudaGraphs:
         count = _ffi.new("size_t *")
         _fail(lib.cuGraphGetNodes(int(graph), _ffi.NULL, count))
         raw = _ffi.new("uintptr_t[]", max(count[0], 1))
-        _fail(lib.cuGraphGetNodes(int(graph), raw, count))
+        if count[0]:
+            _fail(lib.cuGraphGetNodes(int(graph), raw, count))
         nodes, deps, kind = list(raw[0:count[0]]), {}, _ffi.new("int *")
         for node in nodes:
             n = _ffi.new("size_t *")
             _fail(lib.cuGraphNodeGetDependencies_v2(node, _ffi.NULL, _ffi.NULL, n))
-            out = _ffi.new("uintptr_t[]", max(n[0], 1))
-            _fail(lib.cuGraphNodeGetDependencies_v2(node, out, _ffi.NULL, n))
+            if n[0] == 0:  # the driver refuses an output array with a count of 0 (measured: INVALID_VALUE)
+                deps[node] = ()
+                continue
+            # Edge data too: without it the driver refuses graphs with programmatic (PDL) edges.
+            out, edges = _ffi.new("uintptr_t[]", n[0]), _ffi.new("char[]", 8 * n[0])
+            _fail(lib.cuGraphNodeGetDependencies_v2(node, out, edges, n))
             deps[node] = tuple(out[0:n[0]])
         order, placed = [], set()
         while len(order) < len(nodes):  # the driver lists nodes in no promised order
