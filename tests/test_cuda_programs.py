@@ -24,6 +24,7 @@ LINKS = {
     "pools": [],
     "library": ["-lcuda"],
     "tensor_map": ["-lcuda"],
+    "pinned_uva": ["-lcuda"],
 }
 
 
