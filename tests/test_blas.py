@@ -101,3 +101,19 @@ async def test_lt_refuses_attributes_it_cannot_check(client):
     with pytest.raises(CudaError) as e:
         await client._call(_Request(ops.LT_HEURISTIC, (1,), bulk[:7]))
     assert e.value.code == Status.INVALID_VALUE
+
+
+async def test_lt_heuristic_asked_for_more_than_64_returns_at_most_64(client):
+    # XLA asks cuBLASLt for 128 candidates; cuBLASLt may return fewer than asked, never an error for asking.
+    from rgpu.client import _Request
+
+    def desc(tag, fixed):
+        return struct.pack("<B", tag) + fixed + struct.pack("<H", 0)
+
+    layout = struct.pack("<IQQq", 0, 4, 4, 4)
+    bulk = desc(1, struct.pack("<II", 68, 0)) + b"".join(desc(t, layout) for t in (2, 3, 4, 5)) + desc(6, b"")
+    returned = await client._call(_Request(ops.LT_HEURISTIC, (128,), bulk))
+    assert 1 <= returned <= 64
+    with pytest.raises(CudaError) as e:
+        await client._call(_Request(ops.LT_HEURISTIC, (0,), bulk))
+    assert e.value.code == Status.INVALID_VALUE
