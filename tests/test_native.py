@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import cffi
 import pytest
@@ -271,3 +272,47 @@ def test_default_compressed_fatbin_runs_on_the_fake_backend(shim_dir, tmp_path):
     with local_server("fake", ["--log-level", "warning"]) as address:
         res = run(shim_dir, "vecadd", fatbin, 100_000, env={"RGPU_SERVER": address})
     assert res.returncode == 0 and "OK (0 wrong)" in res.stdout, res.stderr
+
+
+def test_a_stream_synchronize_after_nothing_needs_no_round_trip(shim_dir, tmp_path):
+    # llama.cpp synchronizes its stream ~19 times per token, mostly with nothing queued in between: those are
+    # answered by the shim (NVIDIA's driver answers success at once for an idle stream); any work in between, or
+    # a failure, still goes to the server.
+    script = tmp_path / "syncs.py"
+    script.write_text(textwrap.dedent("""
+        import cffi, sys
+        ffi = cffi.FFI()
+        ffi.cdef('''
+            int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
+            int cuCtxSetCurrent(void *); int cuStreamSynchronize(void *); int cuMemAlloc_v2(unsigned long long *, size_t);
+            int cuMemsetD8Async(unsigned long long, unsigned char, size_t, void *);
+        ''')
+        c = ffi.dlopen(sys.argv[1])
+        dev, ctx, p = ffi.new("int *"), ffi.new("void **"), ffi.new("unsigned long long *")
+        assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0
+        assert c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0 and c.cuCtxSetCurrent(ctx[0]) == 0
+        assert c.cuMemAlloc_v2(p, 4096) == 0
+        results = [c.cuStreamSynchronize(ffi.NULL) for _ in range(5)]        # 1 round trip
+        assert c.cuMemsetD8Async(p[0], 7, 4096, ffi.NULL) == 0
+        results += [c.cuStreamSynchronize(ffi.NULL) for _ in range(3)]       # 1 more: work was queued
+        assert c.cuMemsetD8Async(p[0], 7, 1 << 20, ffi.NULL) == 0            # past the allocation: fails
+        results += [c.cuStreamSynchronize(ffi.NULL) for _ in range(2)]       # the failure, then 1 more trip
+        bogus = ffi.cast("void *", 0x0400000000000099)
+        results += [c.cuStreamSynchronize(bogus) for _ in range(2)]          # never idle: both go
+        print(results)
+    """))
+    stats = tmp_path / "stats.jsonl"
+    with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats)]) as address:
+        e = shims.environment(shim_dir)
+        e.update(RGPU_SERVER=address)
+        res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=e,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        for _ in range(100):
+            if stats.exists() and stats.read_text().strip():
+                break
+            time.sleep(0.1)
+    results = eval(res.stdout)  # noqa: S307 (our own script's list of ints)
+    assert results[:8] == [0] * 8 and results[8] != 0 and results[9] == 0 and all(results[10:])
+    (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert record["blocking_by_op"]["STREAM_SYNCHRONIZE"] == 1 + 1 + 2 + 2

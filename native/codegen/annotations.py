@@ -23,7 +23,6 @@ FORWARD = {
     "cuModuleUnload": ("MODULE_UNLOAD", "in0"),
     "cuStreamCreate": ("STREAM_CREATE", "out0 in0"),
     "cuStreamDestroy_v2": ("STREAM_DESTROY", "in0"),
-    "cuStreamSynchronize": ("STREAM_SYNCHRONIZE", "in0"),
     "cuStreamQuery": ("STREAM_QUERY", "in0"),
     "cuEventCreate": ("EVENT_CREATE", "out0 in0"),
     "cuEventDestroy_v2": ("EVENT_DESTROY", "in0"),
@@ -42,6 +41,8 @@ FORWARD = {
 
 HAND_WRITTEN = {
     # initialisation, versions, errors, entry points (native/src/driver.c)
+    # stream synchronization answered locally when nothing was issued since the stream was idle (sync.c)
+    "cuStreamSynchronize", "cuStreamSynchronize_ptsz",
     "cuInit", "cuDriverGetVersion", "cuGetErrorName", "cuGetErrorString", "cuGetProcAddress",
     "cuGetProcAddress_v2", "cuGetExportTable",
     # devices: answered from the cache filled at cuInit

@@ -285,19 +285,3 @@ CUresult cuStreamQuery_ptsz(CUstream hStream)
     CUresult r = rgpu_call(RGPU_OP_STREAM_QUERY, args, 8, NULL, 0, NULL, 0, NULL);
     return r;
 }
-
-CUresult cuStreamSynchronize(CUstream hStream)
-{
-    uint8_t args[8];
-    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
-    CUresult r = rgpu_call(RGPU_OP_STREAM_SYNCHRONIZE, args, 8, NULL, 0, NULL, 0, NULL);
-    return r;
-}
-
-CUresult cuStreamSynchronize_ptsz(CUstream hStream)
-{
-    uint8_t args[8];
-    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
-    CUresult r = rgpu_call(RGPU_OP_STREAM_SYNCHRONIZE, args, 8, NULL, 0, NULL, 0, NULL);
-    return r;
-}

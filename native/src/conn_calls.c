@@ -134,6 +134,14 @@ CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, siz
     return first;
 }
 
+uint32_t rgpu_request_seq(void)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    uint32_t seq = rgpu_conn.next_id;
+    pthread_mutex_unlock(&rgpu_conn.lock);
+    return seq;
+}
+
 CUresult rgpu_ready(void)
 {
     pthread_mutex_lock(&rgpu_conn.lock);

@@ -36,6 +36,9 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
 /* Connect + handshake once per process; later calls return the first outcome. */
 CUresult rgpu_connect(void);
 CUresult rgpu_ready(void); /* CUDA_ERROR_NOT_INITIALIZED before a successful cuInit */
+/* The id the next request will take: every call or deferred call takes one, so an unchanged value means that
+ * nothing at all was issued in between (sync.c answers stream synchronizations from it). */
+uint32_t rgpu_request_seq(void);
 uint32_t rgpu_max_chunk(void);
 uint16_t rgpu_server_minor(void); /* the server's protocol minor version (newer operations need >= 1) */
 
