@@ -27,5 +27,17 @@ def check(result):
     return result[1] if len(result) == 2 else result[1:]
 
 
+def access_descriptors(descriptors) -> list:
+    """(location type, id, flags) records as the driver's CUmemAccessDesc (cuMemSetAccess, cuMemPoolSetAccess)."""
+    out = []
+    for ltype, lid, flags in descriptors:
+        d = cu.CUmemAccessDesc()
+        d.location.type = cu.CUmemLocationType(ltype)
+        d.location.id = lid
+        d.flags = cu.CUmemAccess_flags(flags)
+        out.append(d)
+    return out
+
+
 def stream(s):
     return cu.CUstream(0) if s is None else s

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cuda.bindings import driver as cu
 
-from rgpu.backends.cuda_common import check as _check, stream as _stream
+from rgpu.backends.cuda_common import access_descriptors, check as _check, stream as _stream
 
 _INT_ATTRIBUTES = {1, 2, 3}
 
@@ -53,11 +53,5 @@ class CudaPools:
 
     def pool_set_access(self, ctx, pool, descriptors) -> None:
         self._use(ctx)
-        descs = []
-        for ltype, lid, flags in descriptors:
-            d = cu.CUmemAccessDesc()
-            d.location.type = cu.CUmemLocationType(ltype)
-            d.location.id = lid
-            d.flags = cu.CUmemAccess_flags(flags)
-            descs.append(d)
+        descs = access_descriptors(descriptors)
         _check(cu.cuMemPoolSetAccess(pool, descs, len(descs)))

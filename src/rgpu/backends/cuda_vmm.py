@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cuda.bindings import driver as cu
 
-from rgpu.backends.cuda_common import check as _check
+from rgpu.backends.cuda_common import access_descriptors, check as _check
 
 
 def _prop(dev: int, compression: int, usage: int):
@@ -54,11 +54,5 @@ class CudaVmm:
 
     def vmm_set_access(self, ctx, ptr: int, size: int, descriptors) -> None:
         self._use(ctx)
-        descs = []
-        for ltype, lid, flags in descriptors:
-            d = cu.CUmemAccessDesc()
-            d.location.type = cu.CUmemLocationType(ltype)
-            d.location.id = lid
-            d.flags = cu.CUmemAccess_flags(flags)
-            descs.append(d)
+        descs = access_descriptors(descriptors)
         _check(cu.cuMemSetAccess(ptr, size, descs, len(descs)))

@@ -9,19 +9,13 @@ event loop -- and every other session -- never waits for a GPU.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 
-import attrs
-
-from rgpu.protocol import blas_wire, dnn_wire
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED
+from rgpu.dispatch.registry import HANDLERS, Handler, Reply, handles, handles_fields  # noqa: F401 (re-exported)
 from rgpu.errors import CudaError, Status
-from rgpu.protocol import ops
+from rgpu.protocol import blas_wire, dnn_wire, ops
 from rgpu.session.handles import Kind
 from rgpu.session.state import Session
-
-
-from rgpu.dispatch.registry import HANDLERS, Handler, Reply, handles, handles_fields  # noqa: F401 (re-exported)
 
 
 def _text(bulk) -> str:

@@ -10,27 +10,22 @@ it is refused, as on a GPU it would be a use after free.
 
 from __future__ import annotations
 
-import logging
-import struct
 from typing import Any
 
 import attrs
 
-from rgpu.dispatch import quota
+from rgpu.dispatch import access, quota
+from rgpu.dispatch.access import LOCATION_DEVICE, device
 from rgpu.dispatch.registry import handles
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
 from rgpu.session.handles import Kind, Region
 from rgpu.session.state import Session
 
-log = logging.getLogger("rgpu.pools")
 
 OWNER = "pool"
-LOCATION_DEVICE = 1
 INT_ATTRIBUTES = {1, 2, 3}  # the reuse policies; 4..8 are byte counts
 RELEASE_THRESHOLD, RESERVED_HIGH, USED_HIGH = 4, 6, 8
-_ACCESS = struct.Struct("<IiI")
-MAX_ACCESS_DESCRIPTORS = 64
 
 
 @attrs.define(eq=False)
@@ -80,12 +75,6 @@ def state(s: Session) -> PoolState:
     return pools
 
 
-def _device(s: Session, dev: int) -> int:
-    if not 0 <= dev < s.backend.device_count():
-        raise CudaError(Status.INVALID_DEVICE, f"device {dev}")
-    return dev
-
-
 def _pool(s: Session, handle: int):
     try:
         return s.object(handle, Kind.MEM_POOL)
@@ -121,7 +110,7 @@ def _create(s: Session, args, bulk):
     if args.handle_types:
         raise CudaError(Status.NOT_SUPPORTED, "pools of exportable memory (shareable handles cannot cross the "
                                               "network)")
-    return (_make_pool(s, _device(s, args.device), args.max_size, args.usage),)
+    return (_make_pool(s, device(s, args.device), args.max_size, args.usage),)
 
 
 @handles(ops.MEM_POOL_DESTROY, blocking=True)
@@ -139,12 +128,12 @@ def _destroy(s: Session, args, bulk):
 
 @handles(ops.MEM_POOL_GET_DEFAULT)
 def _get_default(s: Session, args, bulk):
-    return (_default(s, state(s), _device(s, args.device)),)
+    return (_default(s, state(s), device(s, args.device)),)
 
 
 @handles(ops.MEM_POOL_GET_CURRENT)
 def _get_current(s: Session, args, bulk):
-    pools, dev = state(s), _device(s, args.device)
+    pools, dev = state(s), device(s, args.device)
     handle = pools.current.get(dev)
     return (handle if handle in s.handles else _default(s, pools, dev),)
 
@@ -152,7 +141,7 @@ def _get_current(s: Session, args, bulk):
 @handles(ops.MEM_POOL_SET_CURRENT)
 def _set_current(s: Session, args, bulk):
     _, entry = _pool(s, args.pool)
-    if entry.info.device != _device(s, args.device):
+    if entry.info.device != device(s, args.device):
         raise CudaError(Status.INVALID_VALUE, f"the pool is on device {entry.info.device}, not {args.device}")
     state(s).current[args.device] = args.pool
 
@@ -234,15 +223,8 @@ def _get_attribute(s: Session, args, bulk):
 @handles(ops.MEM_POOL_SET_ACCESS)
 def _set_access(s: Session, args, bulk):
     ctx, entry = _pool(s, args.pool)
-    if not 0 < args.count <= MAX_ACCESS_DESCRIPTORS or len(bulk) != args.count * _ACCESS.size:
-        raise CudaError(Status.INVALID_VALUE, f"{args.count} access descriptors in {len(bulk)} bytes")
-    descriptors = [_ACCESS.unpack_from(bulk, i * _ACCESS.size) for i in range(args.count)]
-    for ltype, lid, flags in descriptors:
-        if ltype != LOCATION_DEVICE:
-            raise CudaError(Status.NOT_SUPPORTED, "pool access for a host location (it would be the server's)")
-        _device(s, lid)
-        if flags not in (0, 1, 3):
-            raise CudaError(Status.INVALID_VALUE, f"access flags 0x{flags:x}")
+    descriptors = access.descriptors(s, args.count, bulk,
+                                     host="pool access for a host location (it would be the server's)")
     s.backend.pool_set_access(ctx.obj, entry.obj, descriptors)
     for ltype, lid, flags in descriptors:
         entry.info.access[(ltype, lid)] = flags

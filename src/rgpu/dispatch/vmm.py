@@ -19,44 +19,29 @@ allocation rgpu would really make.
 from __future__ import annotations
 
 import bisect
-import logging
-import struct
 from typing import Any
 
 import attrs
 
-from rgpu.dispatch import quota
+from rgpu.dispatch import access, quota
+from rgpu.dispatch.access import ACCESS_NONE, device, refuse
 from rgpu.dispatch.registry import handles
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
 from rgpu.session.handles import Kind, Region
 from rgpu.session.state import Session
 
-log = logging.getLogger("rgpu.vmm")
 
 HANDLE_POSIX_FD, HANDLE_WIN32, HANDLE_WIN32_KMT, HANDLE_FABRIC = 0x1, 0x2, 0x4, 0x8
 _KNOWN_HANDLE_TYPES = HANDLE_POSIX_FD | HANDLE_WIN32 | HANDLE_WIN32_KMT | HANDLE_FABRIC
 _REFUSED_HANDLE_TYPES = HANDLE_WIN32 | HANDLE_WIN32_KMT | HANDLE_FABRIC
-LOCATION_DEVICE = 1
-ACCESS_NONE, ACCESS_READ, ACCESS_READWRITE = 0x0, 0x1, 0x3
 # What one session may reserve in all (address space only; physical memory is what the quota limits).
 MAX_RESERVED = 1 << 44
-MAX_ACCESS_DESCRIPTORS = 64
 
 # Device attributes a client must see as "no" whatever the server's GPU says: exporting memory to an OS handle
 # (POSIX fd 103, Win32 104/105, fabric 128, pool IPC 119), GPUDirect RDMA (110), and host-memory locations
 # for VMM and pools (141, 142, 144, 145) -- none of which can reach the client's machine.
 ATTRIBUTE_OVERRIDES = {103: 0, 104: 0, 105: 0, 110: 0, 119: 0, 128: 0, 141: 0, 142: 0, 144: 0, 145: 0}
-
-_logged: set[str] = set()
-
-
-def _refuse(what: str) -> CudaError:
-    if what not in _logged:
-        _logged.add(what)
-        log.warning("%s: not supported through rgpu (logged once)", what)
-    return CudaError(Status.NOT_SUPPORTED, what)
-
 
 @attrs.define(eq=False)
 class Physical:
@@ -219,12 +204,6 @@ def _check_handle_types(handle_types: int) -> None:
         raise CudaError(Status.INVALID_VALUE, f"unknown handle types 0x{handle_types:x}")
 
 
-def _device(s: Session, dev: int) -> int:
-    if not 0 <= dev < s.backend.device_count():
-        raise CudaError(Status.INVALID_DEVICE, f"device {dev}")
-    return dev
-
-
 # -- handlers ----------------------------------------------------------------------------------------
 @handles(ops.MEM_GET_GRANULARITY)
 def _granularity(s: Session, args, bulk):
@@ -232,7 +211,7 @@ def _granularity(s: Session, args, bulk):
     _check_handle_types(a.handle_types)
     if a.option not in (0, 1):
         raise CudaError(Status.INVALID_VALUE, f"granularity option {a.option}")
-    return (s.backend.vmm_granularity(_device(s, a.device), a.option, a.compression),)
+    return (s.backend.vmm_granularity(device(s, a.device), a.option, a.compression),)
 
 
 @handles(ops.MEM_CREATE)
@@ -240,11 +219,11 @@ def _create(s: Session, args, bulk):
     a = args
     _check_handle_types(a.handle_types)
     if a.handle_types & _REFUSED_HANDLE_TYPES:
-        raise _refuse("cuMemCreate with fabric or Win32 handle types (shareable handles cannot cross the network)")
+        raise refuse("cuMemCreate with fabric or Win32 handle types (shareable handles cannot cross the network)")
     if a.size == 0 or a.flags:
         raise CudaError(Status.INVALID_VALUE, f"cuMemCreate of {a.size} bytes, flags 0x{a.flags:x}")
     ctx = s.context()
-    dev = _device(s, a.device)
+    dev = device(s, a.device)
     quota.charge(s, a.size, quota.VMM)
     try:
         obj = s.backend.vmm_create(ctx.obj, dev, a.size, a.compression, a.usage)
@@ -324,21 +303,11 @@ def _unmap(s: Session, args, bulk):
         _unmap_one(s, vmm, r, m)
 
 
-_ACCESS = struct.Struct("<IiI")
-
-
 @handles(ops.MEM_SET_ACCESS)
 def _set_access(s: Session, args, bulk):
     a = args
-    if not 0 < a.count <= MAX_ACCESS_DESCRIPTORS or len(bulk) != a.count * _ACCESS.size:
-        raise CudaError(Status.INVALID_VALUE, f"{a.count} access descriptors in {len(bulk)} bytes")
-    descriptors = [_ACCESS.unpack_from(bulk, i * _ACCESS.size) for i in range(a.count)]
-    for ltype, lid, flags in descriptors:
-        if ltype != LOCATION_DEVICE:
-            raise _refuse("cuMemSetAccess for a host location (the client's memory is not the server's)")
-        _device(s, lid)
-        if flags not in (ACCESS_NONE, ACCESS_READ, ACCESS_READWRITE):
-            raise CudaError(Status.INVALID_VALUE, f"access flags 0x{flags:x}")
+    descriptors = access.descriptors(s, a.count, bulk,
+                                     host="cuMemSetAccess for a host location (the client's memory is not the server's)")
     vmm = state(s)
     r = vmm.reservation_of(a.ptr, a.size)
     hit = r.overlapping(a.ptr, a.ptr + a.size)
