@@ -538,8 +538,9 @@ API CUresult cuModuleLoadFatBinary(CUmodule *mod, const void *fat)
     return cuModuleLoadData(mod, fat);
 }
 
-API CUresult cuModuleLoad(CUmodule *mod, const char *path)
+CUresult rgpu_read_image_file(const char *path, uint8_t **data, size_t *len)
 {
+    *data = NULL;
     if (!path)
         return CUDA_ERROR_INVALID_VALUE;
     FILE *f = fopen(path, "rb");
@@ -552,9 +553,23 @@ API CUresult cuModuleLoad(CUmodule *mod, const char *path)
     CUresult r = CUDA_ERROR_INVALID_IMAGE;
     if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n) {
         buf[n] = 0; /* PTX files need not end in NUL */
-        r = load_image(mod, buf, (size_t)n + (memchr(buf, 0, (size_t)n) ? 0 : 1));
+        *data = buf;
+        *len = (size_t)n;
+        r = CUDA_SUCCESS;
+    } else {
+        free(buf);
     }
     fclose(f);
+    return r;
+}
+
+API CUresult cuModuleLoad(CUmodule *mod, const char *path)
+{
+    uint8_t *buf;
+    size_t n;
+    CUresult r = rgpu_read_image_file(path, &buf, &n);
+    if (r == CUDA_SUCCESS)
+        r = load_image(mod, buf, n + (memchr(buf, 0, n) ? 0 : 1));
     free(buf);
     return r;
 }

@@ -103,21 +103,11 @@ API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *path, CUjit_o
     CUresult r = rgpu_ready();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!path)
-        return CUDA_ERROR_INVALID_VALUE;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return CUDA_ERROR_FILE_NOT_FOUND;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = n > 0 ? malloc((size_t)n + 1) : NULL;
-    r = CUDA_ERROR_INVALID_IMAGE;
-    if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-        buf[n] = 0; /* PTX files need not end in NUL */
-        r = load(library, buf, (size_t)n + 1, n_jit, n_lib);
-    }
-    fclose(f);
+    uint8_t *buf;
+    size_t n;
+    r = rgpu_read_image_file(path, &buf, &n);
+    if (r == CUDA_SUCCESS)
+        r = load(library, buf, n + 1, n_jit, n_lib);
     free(buf);
     return r;
 }

@@ -57,6 +57,9 @@ void rgpu_forget_server_ctx(uint64_t ctx);
 void rgpu_note_server_ctx(uint64_t ctx);
 
 uint64_t rgpu_stream_handle(CUstream s);
+/* A module image file (driver.c): its bytes and a NUL after them (PTX need not end in one); *data is NULL, and
+ * the result an error, when it cannot be read. The caller frees *data. */
+CUresult rgpu_read_image_file(const char *path, uint8_t **data, size_t *len);
 uint64_t rgpu_function_handle(CUfunction f); /* the server's handle of a function (launch.c); 0 for NULL */
 /* graph.c: a host<->device copy on stream s, or a capture-unsafe call (allocation, synchronous copy), during
  * stream capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture is invalidated), else CUDA_SUCCESS. */
