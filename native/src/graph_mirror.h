@@ -39,6 +39,9 @@ struct gnode *rgpu_node_typed(CUgraphNode h, CUgraphNodeType type); /* under the
 /* A new node of graph g after deps (all of g), not yet linked in; NULL with *r set on failure. */
 struct gnode *rgpu_node_new(CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type, CUresult *r);
 void rgpu_node_link(struct gnode *node, CUgraphNode *out);
+void rgpu_node_free(struct gnode *node);
+/* Link a new node (sent == CUDA_SUCCESS) or free it; returns `sent`. */
+CUresult rgpu_node_added(struct gnode *node, CUresult sent, CUgraphNode *out);
 size_t rgpu_node_deps_bulk(uint8_t *out, const struct gnode *node); /* the node's dependencies, as wire bulk */
 
 static inline uint64_t H(const void *p) { return (uint64_t)(uintptr_t)p; }

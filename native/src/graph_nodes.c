@@ -49,8 +49,7 @@ void rgpu_graph_forget(uint64_t graph)
         struct gnode *n = *p;
         if (n->graph == graph) {
             *p = n->next;
-            free(n->deps);
-            free(n);
+            rgpu_node_free(n);
         } else {
             p = &n->next;
         }
@@ -140,8 +139,7 @@ static CUresult fetch_mirror(uint64_t g)
         while (got) {
             struct gnode *n = got;
             got = n->next;
-            free(n->deps);
-            free(n);
+            rgpu_node_free(n);
         }
         return r != CUDA_SUCCESS ? r : slot < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     }
@@ -209,12 +207,29 @@ struct gnode *rgpu_node_new(CUgraph g, const CUgraphNode *deps, size_t n, CUgrap
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (*r != CUDA_SUCCESS) {
-        free(node->deps);
-        free(node);
+        rgpu_node_free(node);
         return NULL;
     }
     node->handle = rgpu_graph_mint(KIND_GRAPH_NODE);
     return node;
+}
+
+void rgpu_node_free(struct gnode *node)
+{
+    free(node->deps);
+    free(node);
+}
+
+/* A new node's last step: once the server was told of it (`sent`), it joins the mirror and the caller gets its
+ * handle; otherwise it is dropped and `sent` is the answer. */
+CUresult rgpu_node_added(struct gnode *node, CUresult sent, CUgraphNode *out)
+{
+    if (sent != CUDA_SUCCESS) {
+        rgpu_node_free(node);
+        return sent;
+    }
+    rgpu_node_link(node, out);
+    return CUDA_SUCCESS;
 }
 
 void rgpu_node_link(struct gnode *node, CUgraphNode *out)
@@ -254,23 +269,14 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         return r;
     node->object = object;
     uint8_t a[RGPU_GRAPH_OTHER_NODE_REQ_SIZE], *bulk = malloc(8 * n + 1);
-    if (!bulk) {
-        free(node->deps);
-        free(node);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    if (!bulk)
+        return rgpu_node_added(node, CUDA_ERROR_OUT_OF_MEMORY, out);
     size_t len = rgpu_node_deps_bulk(bulk, node);
     rgpu_pack_graph_other_node(a, &(struct rgpu_graph_other_node_req){H(g), node->handle, (uint32_t)n,
                                                                       (uint32_t)type, object});
     r = rgpu_defer(RGPU_OP_GRAPH_OTHER_NODE, a, sizeof a, bulk, len);
     free(bulk);
-    if (r != CUDA_SUCCESS) {
-        free(node->deps);
-        free(node);
-        return r;
-    }
-    rgpu_node_link(node, out);
-    return CUDA_SUCCESS;
+    return rgpu_node_added(node, r, out);
 }
 
 API CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n)
@@ -533,7 +539,7 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (!copies || !pairs || slot < 0 || r != CUDA_SUCCESS) {
         for (size_t k = 0; k < i; k++)
-            free(copies[k]->deps), free(copies[k]);
+            rgpu_node_free(copies[k]);
         free(copies);
         free(pairs);
         return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
@@ -560,8 +566,7 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
             copies[k]->next = nodes;
             nodes = copies[k];
         } else {
-            free(copies[k]->deps);
-            free(copies[k]);
+            rgpu_node_free(copies[k]);
         }
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
@@ -614,8 +619,7 @@ API CUresult cuGraphDestroyNode(CUgraphNode h)
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
-    free(n->deps);
-    free(n);
+    rgpu_node_free(n);
     uint8_t a[RGPU_GRAPH_DESTROY_NODE_REQ_SIZE];
     rgpu_pack_graph_destroy_node(a, &(struct rgpu_graph_destroy_node_req){H(h)});
     return rgpu_defer(RGPU_OP_GRAPH_DESTROY_NODE, a, sizeof a, NULL, 0);

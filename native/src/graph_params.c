@@ -86,13 +86,9 @@ API CUresult cuGraphAddKernelNode_v2(CUgraphNode *out, CUgraph g, const CUgraphN
     struct gnode *node = rgpu_node_new(g, deps, n, CU_GRAPH_NODE_TYPE_KERNEL, &r);
     if (!node)
         return r;
-    if ((r = kernel_params_in(node, p)) != CUDA_SUCCESS || (r = send_kernel(node, H(g), 0)) != CUDA_SUCCESS) {
-        free(node->deps);
-        free(node);
-        return r;
-    }
-    rgpu_node_link(node, out);
-    return CUDA_SUCCESS;
+    if ((r = kernel_params_in(node, p)) == CUDA_SUCCESS)
+        r = send_kernel(node, H(g), 0);
+    return rgpu_node_added(node, r, out);
 }
 
 API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
@@ -234,13 +230,7 @@ API CUresult cuGraphAddMemsetNode(CUgraphNode *out, CUgraph g, const CUgraphNode
         return r;
     node->memset = *p;
     node->ctx = ctx;
-    if ((r = send_memset(node, H(g), 0)) != CUDA_SUCCESS) {
-        free(node->deps);
-        free(node);
-        return r;
-    }
-    rgpu_node_link(node, out);
-    return CUDA_SUCCESS;
+    return rgpu_node_added(node, send_memset(node, H(g), 0), out);
 }
 
 API CUresult cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *p)
@@ -289,13 +279,7 @@ API CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode
         return r;
     node->memcpy = *p;
     node->ctx = ctx;
-    if ((r = send_memcpy(node, H(g), 0)) != CUDA_SUCCESS) {
-        free(node->deps);
-        free(node);
-        return r;
-    }
-    rgpu_node_link(node, out);
-    return CUDA_SUCCESS;
+    return rgpu_node_added(node, send_memcpy(node, H(g), 0), out);
 }
 
 API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)

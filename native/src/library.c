@@ -5,7 +5,6 @@
  * launched with cuLaunchKernel as CUDA allows; cuKernelGetFunction gives the kernel's function in whatever
  * context is current. Unlike CUDA, a library's kernels can only be looked up with a context current. */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
