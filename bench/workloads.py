@@ -121,6 +121,7 @@ class Server:
     def __init__(self, rtt_us: int):
         self.dir = tempfile.mkdtemp(prefix="rgpu-bench-")
         self.stats = pathlib.Path(self.dir) / "stats.jsonl"
+        self.seen = 0  # session records already read
         port_file = pathlib.Path(self.dir) / "port"
         args = [sys.executable, "-m", "rgpu.cli", "server", "--port", "0", "--port-file", str(port_file),
                 "--backend", "cuda", "--stats-file", str(self.stats)]
@@ -142,8 +143,6 @@ class Server:
                 return json.loads(lines[-1])
             time.sleep(0.1)
         return {}
-
-    seen = 0
 
     def close(self):
         self.proc.terminate()
