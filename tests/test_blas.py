@@ -117,3 +117,25 @@ async def test_lt_heuristic_asked_for_more_than_64_returns_at_most_64(client):
     with pytest.raises(CudaError) as e:
         await client._call(_Request(ops.LT_HEURISTIC, (0,), bulk))
     assert e.value.code == Status.INVALID_VALUE
+
+
+def test_lt_scale_pointers_are_checked_scalars_and_block_scaling_is_refused():
+    # XLA's autotuner sets A/B/C/D scale and amax pointers (FP8 GEMMs): each names one fp32 in the session's
+    # memory, so each becomes a 4-byte range the server checks; block-scaling modes size tensors rgpu cannot.
+    from rgpu.protocol import blas_wire
+
+    def desc(tag, fixed, attrs):
+        out = struct.pack("<B", tag) + fixed + struct.pack("<H", len(attrs))
+        return out + b"".join(struct.pack("<II", i, len(v)) + v for i, v in attrs.items())
+
+    def operation(attrs):
+        layout = struct.pack("<IQQq", 0, 4, 4, 4)
+        return blas_wire.parse_operation(desc(1, struct.pack("<II", 68, 0), attrs)
+                                         + b"".join(desc(t, layout, {}) for t in (2, 3, 4, 5)))
+
+    op = operation({17: struct.pack("<Q", 0x5000), 21: struct.pack("<Q", 0x6000), 18: struct.pack("<Q", 0)})
+    ranges = op.ranges(0x1000, 0x2000, 0x3000, 0x4000)
+    assert (0x5000, 4) in ranges and (0x6000, 4) in ranges and not any(p == 0 for p, _ in ranges)
+    with pytest.raises(CudaError) as e:
+        operation({31: struct.pack("<i", 1)})
+    assert e.value.code == Status.NOT_SUPPORTED

@@ -36,6 +36,13 @@ int main()
     EXPECT(encode(&map, 6, d, dims, strides, box) == CUDA_ERROR_INVALID_VALUE);
     EXPECT(encode(&map, 2, d, dims, nullptr, box) == CUDA_ERROR_INVALID_VALUE);
 
+    // Rank 1, as XLA's autotuner encodes a vector (a box wider than the vector too): no stride is read.
+    const cuuint64_t length[1] = {128}, short_length[1] = {10}, unused_stride[1] = {0};
+    const cuuint32_t box128[1] = {128}, box16[1] = {16};
+    CUtensorMap vector;
+    EXPECT(encode(&vector, 1, d, length, unused_stride, box128) == CUDA_SUCCESS);
+    EXPECT(encode(&vector, 1, d, short_length, unused_stride, box16) == CUDA_SUCCESS);
+
     // The same map moved to another buffer of the same size.
     float *e = nullptr;
     CHECK(cudaMalloc(&e, 64 * 32 * sizeof(float)));

@@ -337,8 +337,10 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         if ctx is not None:
             self._use(ctx)
         dtype, modes = _tensor_map_enums(data_type, interleave, swizzle, l2_promotion, oob_fill)
+        # A rank-1 map has no strides, but the driver refuses a NULL array (the bindings' empty list): pass one
+        # entry it does not read.
         return _tensor_map_bytes(_check(cu.cuTensorMapEncodeTiled(
-            dtype, cu.cuuint32_t(len(dims)), address, _u64s(dims), _u64s(strides), _u32s(box),
+            dtype, cu.cuuint32_t(len(dims)), address, _u64s(dims), _u64s(strides or (0,)), _u32s(box),
             _u32s(element_strides), *modes)))
 
     def tensor_map_encode_im2col(self, ctx, data_type, address, dims, strides, corners, channels_per_pixel,

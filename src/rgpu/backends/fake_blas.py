@@ -97,6 +97,8 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 
 def lt_matmul(view, op: blas_wire.LtOperation, pointers, alpha: bytes, beta: bytes) -> None:
     pa, pb, pc, pd = pointers
+    if op.scalar_pointers():
+        raise CudaError(Status.NOT_SUPPORTED, "cuBLASLt scale and amax pointers (FP8) on the fake backend")
     ta, tb = op.int_attr(3), op.int_attr(4)
     scale = {0: 68, 1: 70, 2: 64}.get(op.scale, 68)  # the scalars' type, as a compute type for _scalar
     al, be = _scalar(alpha, scale), _scalar(beta, scale)

@@ -66,7 +66,7 @@ def _reply(session: Session, frame: Frame, outcome) -> Frame | None:
     if frame.flags & _NO_REPLY:
         if status:
             op = ops.OPS.get(frame.opcode)
-            session.defer_error(status, op.name if op else f"0x{frame.opcode:04x}", frame.request_id)
+            session.defer_error(status, op.name if op else f"0x{frame.opcode:04x}", frame.request_id, message)
         return None
     deferred = session.take_deferred_error()
     if status:
@@ -117,7 +117,8 @@ def _launch_record(session: Session, record) -> bool:
         # v[6:15] are the request's fields in spec order, which launch_kernel's parameters are checked to be.
         launch_kernel(session, record[_LAUNCH_BULK:], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14])
     except Exception as e:
-        session.defer_error(_failure(session, _LAUNCH.code, e)[0], _LAUNCH.name, v[2])
+        status, message, _ = _failure(session, _LAUNCH.code, e)
+        session.defer_error(status, _LAUNCH.name, v[2], message)
     return True
 
 

@@ -78,6 +78,15 @@ def _tensor(s: Session, a, min_rank: int):
     return nbytes, dims, strides, element_strides
 
 
+def _encoded(s: Session, a, encode):
+    """The driver's map; when it refuses, the request's fields go to the debug log: the driver names no field."""
+    try:
+        return encode()
+    except CudaError as e:
+        s.log.debug("tensor map refused by the driver (%s): %s", e, a)
+        raise
+
+
 def _map(s: Session, tensor_map: bytes, nbytes: int) -> tuple[bytes]:
     if len(tensor_map) != 128:
         raise CudaError(Status.UNKNOWN, f"backend returned a {len(tensor_map)}-byte tensor map")
@@ -89,18 +98,18 @@ def _map(s: Session, tensor_map: bytes, nbytes: int) -> tuple[bytes]:
 def _encode_tiled(s: Session, a, bulk):
     nbytes, dims, strides, element_strides = _tensor(s, a, 1)
     box = (a.box0, a.box1, a.box2, a.box3, a.box4)[: a.rank]
-    return _map(s, s.backend.tensor_map_encode_tiled(_context(s), a.data_type, a.address, dims, strides, box,
-                                                     element_strides, a.interleave, a.swizzle, a.l2_promotion,
-                                                     a.oob_fill), nbytes)
+    return _map(s, _encoded(s, a, lambda: s.backend.tensor_map_encode_tiled(
+        _context(s), a.data_type, a.address, dims, strides, box, element_strides, a.interleave, a.swizzle,
+        a.l2_promotion, a.oob_fill)), nbytes)
 
 
 @handles(ops.TENSOR_MAP_ENCODE_IM2COL)
 def _encode_im2col(s: Session, a, bulk):
     nbytes, dims, strides, element_strides = _tensor(s, a, MIN_IM2COL_RANK)
     corners = ((a.lower0, a.lower1, a.lower2)[: a.rank - 2], (a.upper0, a.upper1, a.upper2)[: a.rank - 2])
-    return _map(s, s.backend.tensor_map_encode_im2col(_context(s), a.data_type, a.address, dims, strides, corners,
-                                                      a.channels_per_pixel, a.pixels_per_column, element_strides,
-                                                      a.interleave, a.swizzle, a.l2_promotion, a.oob_fill), nbytes)
+    return _map(s, _encoded(s, a, lambda: s.backend.tensor_map_encode_im2col(
+        _context(s), a.data_type, a.address, dims, strides, corners, a.channels_per_pixel, a.pixels_per_column,
+        element_strides, a.interleave, a.swizzle, a.l2_promotion, a.oob_fill)), nbytes)
 
 
 @handles(ops.TENSOR_MAP_REPLACE_ADDRESS)

@@ -18,7 +18,13 @@ COMPUTE_16F, COMPUTE_64F = (64, 65), (70, 71)
 # cuBLASLt matmul-description attributes a client may set; pointer-valued ones are range-checked below.
 MATMUL_ATTRS = {0: "COMPUTE_TYPE", 1: "SCALE_TYPE", 2: "POINTER_MODE", 3: "TRANSA", 4: "TRANSB", 5: "TRANSC",
                 6: "FILL_MODE", 7: "EPILOGUE", 8: "BIAS_POINTER", 10: "BIAS_BATCH_STRIDE", 15: "SM_COUNT_TARGET",
-                25: "FAST_ACCUM", 26: "BIAS_DATA_TYPE"}
+                17: "A_SCALE_POINTER", 18: "B_SCALE_POINTER", 19: "C_SCALE_POINTER", 20: "D_SCALE_POINTER",
+                21: "AMAX_D_POINTER", 25: "FAST_ACCUM", 26: "BIAS_DATA_TYPE", 31: "A_SCALE_MODE",
+                32: "B_SCALE_MODE", 33: "C_SCALE_MODE", 34: "D_SCALE_MODE"}
+# Scale and amax pointers name one fp32 scalar each while every scale mode is the default (scalar fp32); the
+# block-scaling modes name tensors whose size depends on the mode, which rgpu does not compute yet.
+SCALAR_POINTERS = (17, 18, 19, 20, 21)
+SCALE_MODES = (31, 32, 33, 34)
 LAYOUT_ATTRS = {0: "TYPE", 1: "ORDER", 2: "ROWS", 3: "COLS", 4: "LD", 5: "BATCH_COUNT", 6: "STRIDED_BATCH_OFFSET"}
 EPILOGUES = {1: "DEFAULT", 2: "RELU", 4: "BIAS", 6: "RELU_BIAS", 32: "GELU", 36: "GELU_BIAS"}
 
@@ -147,7 +153,12 @@ class LtOperation:
         out = [(a, self.a.nbytes()), (b, self.b.nbytes()), (c, self.c.nbytes()), (d, self.d.nbytes())]
         if self.bias:
             out.append((self.bias, self.d.rows * type_size(self.int_attr(26, self.d.type))))
+        out.extend((pointer, 4) for pointer in self.scalar_pointers())
         return [r for r in out if r[1]]
+
+    def scalar_pointers(self) -> list[int]:
+        return [p for p in (struct.unpack("<Q", self.attrs[a][:8].ljust(8, b"\0"))[0]
+                            for a in SCALAR_POINTERS if a in self.attrs) if p]
 
 
 def _records(bulk: bytes):
@@ -193,6 +204,9 @@ def parse_operation(bulk: bytes) -> LtOperation:
             raise CudaError(Status.NOT_SUPPORTED, f"cuBLASLt matmul attribute {attr} is not supported by rgpu")
     if int.from_bytes(op_attrs.get(2, b"\0")[:4], "little"):
         raise CudaError(Status.NOT_SUPPORTED, "cuBLASLt device pointer mode")
+    for attr in SCALE_MODES:
+        if int.from_bytes(op_attrs.get(attr, b"\0")[:4], "little"):
+            raise CudaError(Status.NOT_SUPPORTED, f"cuBLASLt {MATMUL_ATTRS[attr]} other than scalar fp32")
     layouts = []
     for tag in (2, 3, 4, 5):
         (dtype, rows, cols, ld), la, _ = found[tag]

@@ -151,8 +151,11 @@ class Session:
         return target
 
     # -- deferred errors ---------------------------------------------------------------------------
-    def defer_error(self, code: int, what: str, request_id: int) -> None:
-        self.deferred_failures.record(self.log, f"{what} (request {request_id}) failed: {code}", time.monotonic())
+    def defer_error(self, code: int, what: str, request_id: int, message: str = "") -> None:
+        # The message says which argument was wrong: without it a deferred failure names only its status.
+        detail = f" ({message})" if message else ""
+        self.deferred_failures.record(self.log, f"{what} (request {request_id}) failed: {code}{detail}",
+                                      time.monotonic())
         if not self.deferred_error:
             self.deferred_error = code
 
