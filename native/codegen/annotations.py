@@ -14,12 +14,6 @@ Everything else in cuda.h becomes a stub returning CUDA_ERROR_NOT_SUPPORTED that
 FORWARD = {
     "cuMemGetInfo_v2": ("MEM_GET_INFO", "out0 out1"),
     "cuCtxSynchronize": ("CTX_SYNCHRONIZE", ""),
-    "cuMemcpyDtoD_v2": ("MEMCPY_DTOD", "in0 in1 in2"),
-    "cuMemcpyDtoDAsync_v2": ("MEMCPY_DTOD_ASYNC", "in0 in1 in2 in3"),
-    "cuMemsetD8_v2": ("MEMSET_D8", "in0 in1 in2"),
-    "cuMemsetD32_v2": ("MEMSET_D32", "in0 in1 in2"),
-    "cuMemsetD8Async": ("MEMSET_D8_ASYNC", "in0 in1 in2 in3"),
-    "cuMemsetD32Async": ("MEMSET_D32_ASYNC", "in0 in1 in2 in3"),
     "cuModuleUnload": ("MODULE_UNLOAD", "in0"),
     "cuStreamCreate": ("STREAM_CREATE", "out0 in0"),
     "cuStreamDestroy_v2": ("STREAM_DESTROY", "in0"),
@@ -63,6 +57,11 @@ HAND_WRITTEN = {
     "cuMemcpy", "cuMemcpy_ptds", "cuMemcpyAsync", "cuMemcpyAsync_ptsz",
     "cuMemcpy2D_v2", "cuMemcpy2D_v2_ptds", "cuMemcpy2DUnaligned_v2", "cuMemcpy2DUnaligned_v2_ptds",
     "cuMemcpy2DAsync_v2", "cuMemcpy2DAsync_v2_ptsz",
+    # 1-D memsets and device-to-device copies too: a "device" pointer may be the program's own page-locked
+    # host memory (unified addressing), which only this side can write
+    "cuMemsetD8_v2", "cuMemsetD8_v2_ptds", "cuMemsetD8Async", "cuMemsetD8Async_ptsz",
+    "cuMemsetD32_v2", "cuMemsetD32_v2_ptds", "cuMemsetD32Async", "cuMemsetD32Async_ptsz",
+    "cuMemcpyDtoD_v2", "cuMemcpyDtoD_v2_ptds", "cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync_v2_ptsz",
     "cuMemsetD16_v2", "cuMemsetD16_v2_ptds", "cuMemsetD16Async", "cuMemsetD16Async_ptsz",
     "cuMemsetD2D8_v2", "cuMemsetD2D8_v2_ptds", "cuMemsetD2D8Async", "cuMemsetD2D8Async_ptsz",
     "cuMemsetD2D16_v2", "cuMemsetD2D16_v2_ptds", "cuMemsetD2D16Async", "cuMemsetD2D16Async_ptsz",

@@ -315,6 +315,16 @@ API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, 
     return r;
 }
 
+/* A "device" pointer into the program's page-locked host memory (unified addressing: XLA copies out of and
+ * memsets its pinned buffers this way). Such memory is the program's own here and the server cannot reach it.
+ * Doing the work locally, at once, is exact: nothing on a stream writes host memory later than its call
+ * returns (device-to-host copies complete before they return) and host-to-device copies take their bytes
+ * when they are called, so no queued work can observe the difference. */
+static int program_host(uint64_t ptr, uint64_t n)
+{
+    return n && set_find(&host_ranges, ptr, n, NULL) == 0 && set_find(&device_ranges, ptr, 1, NULL) != 0;
+}
+
 /* -- 1D copies: chunked to the server's frame limit; device->host bytes land in the caller's buffer ------------ */
 static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
 {
@@ -322,6 +332,10 @@ static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, ui
     size_t chunk = rgpu_max_chunk(), off = 0;
     if (!src && n)
         return CUDA_ERROR_INVALID_VALUE;
+    if (program_host(dst, n)) {
+        memmove((void *)(uintptr_t)dst, src, n);
+        return CUDA_SUCCESS;
+    }
     int defer = op == RGPU_OP_MEMCPY_HTOD_ASYNC ||
                 (rgpu_server_minor() >= 1 && set_find(&device_ranges, dst, n, NULL) == 0);
     do {
@@ -354,10 +368,7 @@ static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t
     size_t chunk = rgpu_max_chunk();
     if (!dst && n)
         return CUDA_ERROR_INVALID_VALUE;
-    /* A "device" pointer into the program's page-locked host memory (unified addressing: XLA copies out of its
-     * pinned buffers this way). Such memory is the program's own here, and nothing on a stream writes it
-     * later than now (device-to-host copies complete before they return), so a local copy is exact. */
-    if (n && set_find(&host_ranges, src, n, NULL) == 0 && set_find(&device_ranges, src, 1, NULL) != 0) {
+    if (program_host(src, n)) {
         memmove(dst, (const void *)(uintptr_t)src, n);
         return CUDA_SUCCESS;
     }
@@ -444,6 +455,26 @@ API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return unifi
 API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return unified(dst, src, n, NULL, 0); }
 API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return unified(dst, src, n, s, 1); }
 API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return unified(dst, src, n, s, 1); }
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async)
+{
+    if (program_host(dst, n) || program_host(src, n))
+        return unified(dst, src, n, s, async);
+    if (!async) {
+        uint8_t a[RGPU_MEMCPY_DTOD_REQ_SIZE];
+        rgpu_pack_memcpy_dtod(a, &(struct rgpu_memcpy_dtod_req){.dst = dst, .src = src, .size = n});
+        return rgpu_call(RGPU_OP_MEMCPY_DTOD, a, sizeof a, NULL, 0, NULL, 0, NULL);
+    }
+    uint8_t a[RGPU_MEMCPY_DTOD_ASYNC_REQ_SIZE];
+    rgpu_pack_memcpy_dtod_async(a, &(struct rgpu_memcpy_dtod_async_req){
+                                       .dst = dst, .src = src, .size = n, .stream = rgpu_stream_handle(s)});
+    return rgpu_defer(RGPU_OP_MEMCPY_DTOD_ASYNC, a, sizeof a, NULL, 0);
+}
+
+API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return dtod(dst, src, n, NULL, 0); }
+API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return dtod(dst, src, n, NULL, 0); }
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return dtod(dst, src, n, s, 1); }
+API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return dtod(dst, src, n, s, 1); }
 
 /* -- 2D copies: host rows travel packed, so the wire carries width x height bytes whatever the host pitch ------- */
 enum { KIND_H2D = 1, KIND_D2H = 2, KIND_D2D = 3 };
@@ -550,6 +581,44 @@ API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s) { return cop
 API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { return copy_2d(p, s, 1); }
 
 /* -- memsets of 16-bit elements and 2D memsets ------------------------------------------------------------- */
+static void fill_local(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height)
+{
+    for (size_t y = 0; y < height; y++) {
+        uint8_t *row = (uint8_t *)(uintptr_t)(dst + y * pitch);
+        for (size_t x = 0; x < width; x++)
+            memcpy(row + x * elem, &(uint32_t){value}, elem); /* little-endian: the low `elem` bytes */
+    }
+}
+
+/* The 1-D memsets keep their own operations on the wire (a graph capture records them as such). */
+static CUresult memset_1d(CUdeviceptr dst, unsigned value, unsigned elem, size_t count, CUstream s, int async)
+{
+    if (program_host(dst, count * elem)) {
+        fill_local(dst, count * elem, value, elem, count, 1);
+        return CUDA_SUCCESS;
+    }
+    _Static_assert(RGPU_MEMSET_D8_REQ_SIZE == RGPU_MEMSET_D32_REQ_SIZE &&
+                   RGPU_MEMSET_D8_ASYNC_REQ_SIZE == RGPU_MEMSET_D32_ASYNC_REQ_SIZE, "one layout for both widths");
+    if (!async) {
+        uint8_t a[RGPU_MEMSET_D32_REQ_SIZE];
+        rgpu_pack_memset_d32(a, &(struct rgpu_memset_d32_req){.dst = dst, .value = value, .count = count});
+        return rgpu_call(elem == 1 ? RGPU_OP_MEMSET_D8 : RGPU_OP_MEMSET_D32, a, sizeof a, NULL, 0, NULL, 0, NULL);
+    }
+    uint8_t a[RGPU_MEMSET_D32_ASYNC_REQ_SIZE];
+    rgpu_pack_memset_d32_async(a, &(struct rgpu_memset_d32_async_req){
+                                      .dst = dst, .value = value, .count = count, .stream = rgpu_stream_handle(s)});
+    return rgpu_defer(elem == 1 ? RGPU_OP_MEMSET_D8_ASYNC : RGPU_OP_MEMSET_D32_ASYNC, a, sizeof a, NULL, 0);
+}
+
+API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return memset_1d(d, v, 1, n, NULL, 0); }
+API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) { return memset_1d(d, v, 1, n, NULL, 0); }
+API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_1d(d, v, 1, n, s, 1); }
+API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_1d(d, v, 1, n, s, 1); }
+API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) { return memset_1d(d, v, 4, n, NULL, 0); }
+API CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) { return memset_1d(d, v, 4, n, NULL, 0); }
+API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { return memset_1d(d, v, 4, n, s, 1); }
+API CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { return memset_1d(d, v, 4, n, s, 1); }
+
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height,
                           CUstream s, int async)
 {
@@ -557,6 +626,10 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
     uint8_t a[RGPU_MEMSET_2D_REQ_SIZE];
     if (!width || !height)
         return CUDA_SUCCESS;
+    if (program_host(dst, pitch * (height - 1) + width * elem)) {
+        fill_local(dst, pitch, value, elem, width, height);
+        return CUDA_SUCCESS;
+    }
     rgpu_pack_memset_2d(a, &(struct rgpu_memset_2d_req){.dst = dst, .pitch = pitch, .value = value,
                                                         .element_size = elem, .width = width, .height = height,
                                                         .stream = rgpu_stream_handle(s)});

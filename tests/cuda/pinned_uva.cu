@@ -1,5 +1,6 @@
 // Unified addressing with page-locked host memory, as XLA uses it: a pointer into memory from cuMemHostAlloc is
-// also a valid "device" pointer, so cuMemcpyDtoH(Async) may copy out of it. Build with -lcuda.
+// also a valid "device" pointer, so cuMemcpyDtoH(Async) may copy out of it, memsets (XLA's autotuner clears
+// 8 pinned bytes with cuMemsetD32Async) and copies to and from device memory may name it. Build with -lcuda.
 #include <cuda.h>
 #include <cstdio>
 
@@ -23,6 +24,28 @@ int main()
     for (int i = 0; i < n; i++)
         sum += out[i];
     EXPECT(out[5] == pinned[5] && one == pinned[77]);
+
+    CUstream stream;
+    CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CU(cuMemsetD32Async((CUdeviceptr)(pinned + 8), 0xabcd1234u, 2, stream));
+    CU(cuMemsetD8Async((CUdeviceptr)(pinned + 16), 0x5a, 3, stream));
+    CU(cuMemsetD32((CUdeviceptr)(pinned + 20), 7u, 1));
+    CUdeviceptr dev;
+    CU(cuMemAlloc(&dev, n * sizeof(unsigned)));
+    CU(cuMemcpyDtoDAsync(dev, (CUdeviceptr)pinned, n * sizeof(unsigned), stream));   // pinned -> device
+    CU(cuMemsetD32Async((CUdeviceptr)pinned, 0, n, stream));
+    CU(cuMemcpyDtoDAsync((CUdeviceptr)(pinned + 100), dev + 8 * sizeof(unsigned), 16, stream));  // device -> pinned
+    CU(cuMemcpyHtoDAsync((CUdeviceptr)(pinned + 200), &one, sizeof one, stream));  // host -> pinned
+    CU(cuStreamSynchronize(stream));
+    EXPECT(pinned[100] == 0xabcd1234u && pinned[101] == 0xabcd1234u && pinned[103] == (0x9e3779b9u * 11u));
+    EXPECT((pinned[104 + 0] == 0) && pinned[200] == one && pinned[0] == 0);
+    unsigned back[24];
+    CU(cuMemcpyDtoH(back, dev, sizeof back));
+    EXPECT(back[16] == (0x9e3779b9u * 16u & 0xff000000u) + 0x5a5a5a && back[20] == 7u);
+    for (int i = 0; i < 24; i++)
+        sum += back[i];
+    CU(cuMemFree(dev));
+    CU(cuStreamDestroy(stream));
     CU(cuMemFreeHost(pinned));
     std::printf("pinned_uva OK sum=%llu one=%u\n", sum, one);
     return 0;

@@ -1,6 +1,7 @@
 // Tensor maps (TMA descriptors): cuTensorMapEncodeTiled, cuTensorMapEncodeIm2col and cuTensorMapReplaceAddress
 // over memory from cudaMalloc, as Triton's and XLA's Hopper kernels need, and the driver's refusals of bad input.
-// Only what the driver and rgpu both do (rgpu's refusal of maps beyond the program's memory: test_tensormap.py).
+// Only what the driver and rgpu both do (rgpu's refusal of maps beyond the program's memory and of NULL
+// arguments, which crash NVIDIA's driver: test_tensormap.py).
 // Build with -lcuda.
 #include <cuda.h>
 #include <cstring>
@@ -31,10 +32,8 @@ int main()
     EXPECT(encode(&again, 2, d, dims, strides, box) == CUDA_SUCCESS);
     EXPECT(std::memcmp(&map, &again, sizeof map) == 0);
 
-    EXPECT(encode(nullptr, 2, d, dims, strides, box) == CUDA_ERROR_INVALID_VALUE);
     EXPECT(encode(&map, 0, d, dims, strides, box) == CUDA_ERROR_INVALID_VALUE);
     EXPECT(encode(&map, 6, d, dims, strides, box) == CUDA_ERROR_INVALID_VALUE);
-    EXPECT(encode(&map, 2, d, dims, nullptr, box) == CUDA_ERROR_INVALID_VALUE);
 
     // Rank 1, as XLA's autotuner encodes a vector (a box wider than the vector too): no stride is read.
     const cuuint64_t length[1] = {128}, short_length[1] = {10}, unused_stride[1] = {0};
@@ -49,7 +48,6 @@ int main()
     CUtensorMap moved = map;
     EXPECT(cuTensorMapReplaceAddress(&moved, e) == CUDA_SUCCESS);
     EXPECT(std::memcmp(&moved, &map, sizeof map) != 0);
-    EXPECT(cuTensorMapReplaceAddress(nullptr, e) == CUDA_ERROR_INVALID_VALUE);
 
     // An im2col map of 2 images of 4x4 pixels with 8 float channels, for a 3x3 convolution padded by 1.
     const cuuint64_t nhwc[4] = {8, 4, 4, 2}, nhwc_strides[3] = {32, 128, 512};

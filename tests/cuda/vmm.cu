@@ -128,10 +128,8 @@ int main()
     CU(cuMemUnmap(base + 8 * g, g));                              // never mapped: the driver accepts it
     EXPECT(cuMemMap(alias, g, 0, shared, 0) != CUDA_SUCCESS);      // over an existing mapping
     EXPECT(cuMemSetAccess(base + 8 * g, g, nullptr, 0) != CUDA_SUCCESS);
-    CU(cuMemCreate(&h, g, &prop, 0));
-    CU(cuMemRelease(h));
-    EXPECT(cuMemRelease(h) != CUDA_SUCCESS);                        // released twice
-    EXPECT(cuMemRelease((CUmemGenericAllocationHandle)0xdead0000beefULL) != CUDA_SUCCESS); // never made
+    // (A handle released twice or never made crashes NVIDIA's driver, which takes it for a pointer: rgpu's
+    // refusal of those is tested against the server in tests/test_vmm.py.)
     EXPECT(cuMemCreate(&h, (size_t)1 << 40, &prop, 0) != CUDA_SUCCESS); // more than the device (or quota)
     CUmemAllocationProp fabric = device_prop(CU_MEM_HANDLE_TYPE_FABRIC);
     if (cuMemCreate(&h, g, &fabric, 0) == CUDA_SUCCESS) // hardware with fabric handles; never through rgpu
