@@ -156,6 +156,11 @@ def measure(name: str, server: Server | None, steps: int, warmup: int, shims: st
     if server:
         prefix = [sys.executable, "-m", "rgpu.cli", "run", "--server", server.address, "--shims", shims, "--"]
     runs = []
+    if server:
+        # One short run first: the server keeps module images across sessions, so without it the first
+        # measured run alone would upload them, and its bytes would not cancel out.
+        subprocess.run(prefix + _child_cmd(name, 1, 1), capture_output=True, text=True, env=env, timeout=900)
+        server.last_session()
     for n in (steps, 2 * steps):
         proc = subprocess.run(prefix + _child_cmd(name, n, warmup), capture_output=True, text=True, env=env,
                               timeout=900)
@@ -170,6 +175,9 @@ def measure(name: str, server: Server | None, steps: int, warmup: int, shims: st
         for key in ("blocking", "deferred", "bytes_in", "bytes_out", "cpu_s"):
             if key in a and key in b:
                 out[f"{key}_per_step"] = (b[key] - a[key]) / steps
+        by_a, by_b = a.get("blocking_by_op", {}), b.get("blocking_by_op", {})
+        per_op = {op: (by_b.get(op, 0) - by_a.get(op, 0)) / steps for op in set(by_a) | set(by_b)}
+        out["blocking_by_op_per_step"] = {op: n for op, n in sorted(per_op.items(), key=lambda kv: -kv[1]) if n}
     return out
 
 
@@ -209,6 +217,9 @@ def main(argv=None) -> int:
                       f"{remote.get('bytes_in_per_step', float('nan')) / 1e3:>10.1f} "
                       f"{remote.get('bytes_out_per_step', float('nan')) / 1e3:>11.1f} "
                       f"{remote.get('cpu_s_per_step', float('nan')) * 1e3:>15.2f}", flush=True)
+                top = list(remote.get("blocking_by_op_per_step", {}).items())[:4]
+                if top:
+                    print(f"{'':<22} blocking per step: " + ", ".join(f"{op} {n:.1f}" for op, n in top), flush=True)
         finally:
             server.close()
     if args.json:

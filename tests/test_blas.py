@@ -4,8 +4,10 @@ on what a GEMM may touch."""
 
 from __future__ import annotations
 
+import json
 import struct
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -26,10 +28,17 @@ def blas_check(shim_dir, tmp_path_factory):
     return exe
 
 
-def test_gemms_and_lt_matmul_match_a_cpu_reference(shim_dir, blas_check):
-    with local_server("fake", ["--log-level", "warning"]) as address:
+def test_gemms_and_lt_matmul_match_a_cpu_reference(shim_dir, blas_check, tmp_path):
+    stats = tmp_path / "stats.jsonl"
+    with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats)]) as address:
         proc = run(shim_dir, blas_check, env={"RGPU_SERVER": address})
+        for _ in range(100):  # the worker writes its record as the session ends
+            if stats.exists() and stats.read_text().strip():
+                break
+            time.sleep(0.05)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Three heuristic questions, two of them the same: the repeat is answered by the client from memory.
+    assert json.loads(stats.read_text().splitlines()[-1])["blocking_by_op"]["LT_HEURISTIC"] == 2
     for check in ("cublasSgemm", "cublasDgemm", "cublasGemmEx", "cublasSgemmStridedBatched", "cublasLtMatmul"):
         assert any(line.startswith(check + " ") and " OK " in line for line in proc.stdout.splitlines()), proc.stdout
     assert "blas_check OK" in proc.stdout

@@ -43,4 +43,9 @@ size_t rgpu_blas_type_size(int cuda_data_type);  /* 0 if unknown */
 size_t rgpu_blas_scalar_size(int compute_type);  /* bytes of alpha/beta for a cublasComputeType_t */
 const char *rgpu_blas_status_name(int status);
 
+/* cuBLASLt heuristic answers by request bytes (lt_cache.c): the count kept (its results copied out), or -1. */
+int rgpu_lt_cache_get(const uint8_t *key, size_t len, int requested, void *results, size_t item_size);
+void rgpu_lt_cache_put(const uint8_t *key, size_t len, int requested, const void *results, int count,
+                       size_t item_size);
+
 #endif

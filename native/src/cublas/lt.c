@@ -221,6 +221,11 @@ BLAS_API int cublasLtMatmulAlgoGetHeuristic(struct lt_handle *h, struct desc *op
     put_desc(tb, 6, pref);
     if (tb->overflow)
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    int kept = rgpu_lt_cache_get(tb->data, tb->len, requested, results, HEURISTIC_BYTES);
+    if (kept > 0) {
+        *returned = kept;
+        return CUBLAS_STATUS_SUCCESS;
+    }
     uint8_t args[RGPU_LT_HEURISTIC_REQ_SIZE], rep[RGPU_LT_HEURISTIC_REP_SIZE];
     rgpu_pack_lt_heuristic(args, &(struct rgpu_lt_heuristic_req){.requested = requested});
     size_t cap = (size_t)requested * HEURISTIC_BYTES, got = 0;
@@ -239,6 +244,8 @@ BLAS_API int cublasLtMatmulAlgoGetHeuristic(struct lt_handle *h, struct desc *op
     if (r)
         return rgpu_blas_status(r);
     *returned = (int)res.count;
+    if (*returned)
+        rgpu_lt_cache_put(tb->data, tb->len, requested, results, *returned, HEURISTIC_BYTES);
     return *returned ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
