@@ -328,7 +328,7 @@ static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64
         return r;
     if (rgpu_unpack_stream_capture_dependencies(rep, sizeof rep, &out) < 0 || out.count > MAX_CAPTURE_DEPS ||
         sink.len != 8 * (size_t)out.count)
-        return CUDA_ERROR_UNKNOWN;
+        return rgpu_bad_reply(RGPU_OP_STREAM_CAPTURE_DEPENDENCIES, "dependency count and bytes disagree");
     for (uint32_t i = 0; i < out.count; i++)
         dep_nodes[i] = (CUgraphNode)(uintptr_t)rgpu_get_u64(raw + 8 * i);
     memset(dep_edges, 0, out.count * sizeof *dep_edges);

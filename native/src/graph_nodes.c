@@ -113,16 +113,18 @@ static CUresult fetch_mirror(uint64_t g)
             continue;
         }
         if (r == CUDA_SUCCESS && rgpu_unpack_graph_get_nodes(rep, sizeof rep, &out) < 0)
-            r = CUDA_ERROR_UNKNOWN;
+            r = rgpu_bad_reply(RGPU_OP_GRAPH_GET_NODES, "reply of the wrong size");
         struct gnode *got = NULL, **tail = &got;
         size_t off = 0;
         for (uint32_t i = 0; r == CUDA_SUCCESS && i < out.count; i++) {
             struct gnode *n = node_from_record(g, buf, sink.len, &off);
             if (!n)
-                r = CUDA_ERROR_UNKNOWN;
+                r = rgpu_bad_reply(RGPU_OP_GRAPH_GET_NODES, "node records shorter than their count");
             else
                 *tail = n, tail = &n->next;
         }
+        if (r == CUDA_SUCCESS && off != sink.len)
+            r = rgpu_bad_reply(RGPU_OP_GRAPH_GET_NODES, "bytes past its node records");
         free(buf);
         pthread_mutex_lock(&rgpu_graph_nodes_lock);
         int slot = r == CUDA_SUCCESS ? mirror_slot(0) : -1;
@@ -143,7 +145,7 @@ static CUresult fetch_mirror(uint64_t g)
         }
         return r != CUDA_SUCCESS ? r : slot < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     }
-    return CUDA_ERROR_UNKNOWN;
+    return rgpu_bad_reply(RGPU_OP_GRAPH_GET_NODES, "the node records outgrew the size they announced");
 }
 
 static CUresult mirrored_graph(CUgraph g) /* INVALID_VALUE for no graph */

@@ -44,8 +44,10 @@ static CUresult potential_block_size(int *min_grid, int *block_size, CUfunction 
         struct rgpu_sink sink = {out, (size_t)n * 4, 0};
         rgpu_pack_occupancy_table(a, &(struct rgpu_occupancy_table_req){rgpu_function_handle(func), flags, (uint32_t)n});
         r = rgpu_call(RGPU_OP_OCCUPANCY_TABLE, a, sizeof a, bulk, (size_t)n * 12, rep, sizeof rep, &sink);
-        if (r == CUDA_SUCCESS && sink.len != (size_t)n * 4)
-            r = CUDA_ERROR_UNKNOWN;
+        struct rgpu_occupancy_table_rep got;
+        if (r == CUDA_SUCCESS && (rgpu_unpack_occupancy_table(rep, sizeof rep, &got) < 0 || got.count != (uint32_t)n ||
+                                  sink.len != (size_t)n * 4))
+            r = rgpu_bad_reply(RGPU_OP_OCCUPANCY_TABLE, "not one entry per block size asked for");
     }
     if (r == CUDA_SUCCESS) {
         /* Most resident threads wins; on a tie the larger block (it comes first). */
@@ -85,7 +87,9 @@ API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, CUfunction f
                                                                                       block_size});
     CUresult r = rgpu_call(RGPU_OP_OCCUPANCY_AVAILABLE_SMEM, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
     struct rgpu_occupancy_available_smem_rep v;
-    if (r == CUDA_SUCCESS && rgpu_unpack_occupancy_available_smem(rep, sizeof rep, &v) == 0)
+    if (r == CUDA_SUCCESS && rgpu_unpack_occupancy_available_smem(rep, sizeof rep, &v) < 0)
+        return rgpu_bad_reply(RGPU_OP_OCCUPANCY_AVAILABLE_SMEM, "reply of the wrong size");
+    if (r == CUDA_SUCCESS)
         *bytes = (size_t)v.bytes;
     return r;
 }

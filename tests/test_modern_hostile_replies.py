@@ -1,0 +1,94 @@
+"""A hostile server against the stand-ins' newer replies (VMM, pools, occupancy tables, tensor maps, graph
+queries and capture dependencies): a proxy rewrites the first reply of one operation -- a result of the wrong
+size, a count above the items sent or above what was asked, bytes past the items -- while an unmodified CUDA
+program runs. Each must end in a clean CUDA error and a log line naming the reply, never a crash or a hang.
+(tests/test_hostile_server.py does the same for the older replies, under the sanitizers.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from rgpu import shims
+from rgpu.cli import local_server
+from rgpu.protocol import ops
+
+from .test_cuda_programs import LINKS, PROGRAMS
+from .test_hostile_server import CorruptingProxy, _items, _with
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to build the CUDA test programs")
+
+
+def _short(frame):
+    return _with(frame, args=bytes(frame.args)[:-1])
+
+
+def _first_node_deps(deps: int):
+    """GRAPH_GET_NODES' first record (a GRAPH_NODE_INFO reply) claiming `deps` dependencies."""
+    def corrupt(frame):
+        size = ops.GRAPH_NODE_INFO.reply.size
+        bulk = bytes(frame.bulk)
+        fields = ops.GRAPH_NODE_INFO.decode_reply(bulk[:size])._replace(deps=deps)
+        return _with(frame, bulk=ops.GRAPH_NODE_INFO.pack_reply(*fields) + bulk[size:])
+    return corrupt
+
+
+CASES = {
+    # name: (program, operation, corruption)
+    "granularity of the wrong size": ("vmm", ops.MEM_GET_GRANULARITY, _short),
+    "physical handle of the wrong size": ("vmm", ops.MEM_CREATE, _short),
+    "allocation properties of the wrong size": ("vmm", ops.MEM_GET_ALLOCATION_PROPERTIES, _short),
+    "pool pointer of the wrong size": ("pools", ops.MEM_ALLOC_ASYNC, _short),
+    "tensor map of the wrong size": ("tensor_map", ops.TENSOR_MAP_ENCODE_TILED, _short),
+    "occupancy table above its bytes": ("occupancy", ops.OCCUPANCY_TABLE, _items(ops.OCCUPANCY_TABLE, 4096, 8)),
+    "occupancy table of a huge count": ("occupancy", ops.OCCUPANCY_TABLE,
+                                        _items(ops.OCCUPANCY_TABLE, 0xFFFFFFFF, 64)),
+    "graph nodes above their bytes": ("graphs", ops.GRAPH_GET_NODES, _items(ops.GRAPH_GET_NODES, 1 << 20, 16)),
+    "node records with bytes past them": ("graphs", ops.GRAPH_GET_NODES,
+                                          lambda f: _with(f, bulk=bytes(f.bulk) + bytes(4096))),
+    "node dependencies above the bytes": ("graphs", ops.GRAPH_GET_NODES, _first_node_deps(1000)),
+    "capture dependencies above their bytes": ("graphs", ops.STREAM_CAPTURE_DEPENDENCIES,
+                                               _items(ops.STREAM_CAPTURE_DEPENDENCIES, 100000, 8)),
+}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def built(shim_dir, tmp_path_factory):
+    out, cache = tmp_path_factory.mktemp("hostile-programs"), {}
+
+    def build(name):
+        if name not in cache:
+            exe = out / name
+            subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(PROGRAMS / f"{name}.cu"),
+                            f"-L{shim_dir}", *LINKS.get(name, ["-lcuda"]), "-Xlinker", f"-rpath-link={shim_dir}"],
+                           check=True, capture_output=True)
+            cache[name] = exe
+        return cache[name]
+    return build
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_corrupt_modern_reply_is_a_clean_error(shim_dir, server, built, case):
+    program, op, corrupt = CASES[case]
+    exe = built(program)
+    proxy = CorruptingProxy(server, op.code, corrupt)
+    try:
+        env = shims.environment(shim_dir)
+        env["RGPU_SERVER"] = proxy.address
+        proc = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        proxy.close()
+    assert proxy.corrupted.is_set(), f"{program} never received a {op.name} reply"
+    text = proc.stdout + proc.stderr
+    assert proc.returncode > 0, text  # an error the program reported, not a signal
+    assert f"{program} OK" not in proc.stdout, text
+    assert f"reply to opcode 0x{op.code:04x} is inconsistent" in proc.stderr or "connection to rgpu-server lost" \
+        in proc.stderr, text
