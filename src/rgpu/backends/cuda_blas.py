@@ -10,6 +10,7 @@ import threading
 
 import cffi
 
+from rgpu.backends.libcache import PerHandle
 from rgpu.backends.nvlibs import open_library
 from rgpu.errors import CudaError, Status
 
@@ -69,19 +70,24 @@ def _ptr(value: int):
 
 
 class Descriptors:
-    """Real cuBLASLt descriptors for one decoded operation, destroyed on exit."""
+    """Real cuBLASLt descriptors for one decoded operation; kept in `_descriptors` until evicted."""
 
     def __init__(self, op, lt):
         self.lt, self.made = lt, []
-        self.op = self._make("cublasLtMatmulDescCreate", "cublasLtMatmulDescDestroy",
-                             "cublasLtMatmulDescSetAttribute", op.attrs, op.compute, op.scale)
-        self.layouts = [self._make("cublasLtMatrixLayoutCreate", "cublasLtMatrixLayoutDestroy",
-                                   "cublasLtMatrixLayoutSetAttribute", lay.attrs, lay.type, lay.rows, lay.cols, lay.ld)
-                        for lay in (op.a, op.b, op.c, op.d)]
-        self.pref = None
-        if op.preference is not None:
-            self.pref = self._make("cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceDestroy",
-                                   "cublasLtMatmulPreferenceSetAttribute", op.preference)
+        try:
+            self.op = self._make("cublasLtMatmulDescCreate", "cublasLtMatmulDescDestroy",
+                                 "cublasLtMatmulDescSetAttribute", op.attrs, op.compute, op.scale)
+            self.layouts = [self._make("cublasLtMatrixLayoutCreate", "cublasLtMatrixLayoutDestroy",
+                                       "cublasLtMatrixLayoutSetAttribute", lay.attrs, lay.type, lay.rows, lay.cols,
+                                       lay.ld)
+                            for lay in (op.a, op.b, op.c, op.d)]
+            self.pref = None
+            if op.preference is not None:
+                self.pref = self._make("cublasLtMatmulPreferenceCreate", "cublasLtMatmulPreferenceDestroy",
+                                       "cublasLtMatmulPreferenceSetAttribute", op.preference)
+        except CudaError:
+            self.destroy()
+            raise
 
     def _make(self, create, destroy, set_attr, attrs, *args):
         out = _ffi.new("void **")
@@ -91,21 +97,37 @@ class Descriptors:
             check(getattr(self.lt, set_attr)(out[0], attr, raw, len(raw)), f"{set_attr}({attr})")
         return out[0]
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
+    def destroy(self) -> None:
         for destroy, obj in reversed(self.made):
             getattr(self.lt, destroy)(obj)
+        self.made = []
+
+
+# Per cuBLASLt handle: descriptors by operation content. Per cuBLAS handle: the settings last given to it.
+_descriptors = PerHandle(Descriptors.destroy)
+_settings: dict[int, tuple] = {}
+
+
+def _key(handle) -> int:
+    return int(_ffi.cast("uintptr_t", handle))
+
+
+def _described(lt_handle, op, lt) -> Descriptors:
+    return _descriptors.of(_key(lt_handle)).get(op.key(), lambda: Descriptors(op, lt))
 
 
 def _prepare(lib, handle, stream: int, g):
-    """The handle's settings for one GEMM; its alpha and beta as cuBLAS takes them."""
-    check(lib.cublasSetStream_v2(handle, _ptr(stream)), "cublasSetStream")
-    check(lib.cublasSetMathMode(handle, g.math_mode), "cublasSetMathMode")
-    check(lib.cublasSetPointerMode_v2(handle, g.pointer_mode), "cublasSetPointerMode")
-    if g.workspace_size:
-        check(lib.cublasSetWorkspace_v2(handle, _ptr(g.workspace), g.workspace_size), "cublasSetWorkspace")
+    """The handle's settings for one GEMM (set only when they differ from the last GEMM's); its alpha and beta
+    as cuBLAS takes them."""
+    key, settings = _key(handle), (stream, g.math_mode, g.pointer_mode, g.workspace, g.workspace_size)
+    if _settings.get(key) != settings:
+        _settings.pop(key, None)  # a failed setter leaves the handle's state unknown: set all next time
+        check(lib.cublasSetStream_v2(handle, _ptr(stream)), "cublasSetStream")
+        check(lib.cublasSetMathMode(handle, g.math_mode), "cublasSetMathMode")
+        check(lib.cublasSetPointerMode_v2(handle, g.pointer_mode), "cublasSetPointerMode")
+        if g.workspace_size:
+            check(lib.cublasSetWorkspace_v2(handle, _ptr(g.workspace), g.workspace_size), "cublasSetWorkspace")
+        _settings[key] = settings
     if g.pointer_mode:
         return _ptr(int.from_bytes(g.alpha[:8], "little")), _ptr(int.from_bytes(g.beta[:8], "little"))
     return _ffi.from_buffer(g.alpha), _ffi.from_buffer(g.beta)
@@ -141,9 +163,9 @@ def heuristic(lt_handle, op, requested: int) -> list[bytes]:
     lt = library("cublasLt")
     results = _ffi.new("char[]", 96 * requested)
     returned = _ffi.new("int *")
-    with Descriptors(op, lt) as d:
-        check(lt.cublasLtMatmulAlgoGetHeuristic(lt_handle, d.op, *d.layouts, d.pref, requested, results, returned),
-              "cublasLtMatmulAlgoGetHeuristic")
+    d = _described(lt_handle, op, lt)
+    check(lt.cublasLtMatmulAlgoGetHeuristic(lt_handle, d.op, *d.layouts, d.pref, requested, results, returned),
+          "cublasLtMatmulAlgoGetHeuristic")
     raw = _ffi.buffer(results)[:]
     return [raw[i * 96 : (i + 1) * 96] for i in range(returned[0])]
 
@@ -153,10 +175,10 @@ def matmul(lt_handle, op, pointers, alpha: bytes, beta: bytes, workspace: int, w
     lt = library("cublasLt")
     a, b, c, d = (_ptr(p) for p in pointers)
     algo = _ffi.from_buffer(op.algo) if op.algo is not None else _ffi.NULL
-    with Descriptors(op, lt) as desc:
-        check(lt.cublasLtMatmul(lt_handle, desc.op, _ffi.from_buffer(alpha), a, desc.layouts[0], b,
-                                desc.layouts[1], _ffi.from_buffer(beta), c, desc.layouts[2], d, desc.layouts[3],
-                                algo, _ptr(workspace), workspace_size, _ptr(stream)), "cublasLtMatmul")
+    desc = _described(lt_handle, op, lt)
+    check(lt.cublasLtMatmul(lt_handle, desc.op, _ffi.from_buffer(alpha), a, desc.layouts[0], b, desc.layouts[1],
+                            _ffi.from_buffer(beta), c, desc.layouts[2], d, desc.layouts[3], algo, _ptr(workspace),
+                            workspace_size, _ptr(stream)), "cublasLtMatmul")
 
 
 def create(kind: str):
@@ -168,4 +190,6 @@ def create(kind: str):
 
 def destroy(kind: str, handle) -> None:
     lib = library(kind)
+    _descriptors.drop(_key(handle))
+    _settings.pop(_key(handle), None)
     check(lib.cublasDestroy_v2(handle) if kind == "cublas" else lib.cublasLtDestroy(handle), f"{kind} destroy")

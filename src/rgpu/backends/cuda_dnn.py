@@ -8,6 +8,7 @@ import threading
 import cffi
 
 from rgpu.protocol import dnn_wire
+from rgpu.backends.libcache import PerHandle
 from rgpu.backends.nvlibs import open_library
 from rgpu.errors import CudaError, Status
 
@@ -70,7 +71,15 @@ def create():
     return out[0]
 
 
+def _key(handle) -> int:
+    return int(_ffi.cast("uintptr_t", handle))
+
+
 def destroy(handle) -> None:
+    key = _key(handle)
+    _packs.drop(key)
+    _tensors.drop(key)
+    _streams.pop(key, None)
     check(library().cudnnDestroy(handle), "cudnnDestroy")
 
 
@@ -125,37 +134,40 @@ def destroy_descriptor(desc) -> None:
     library().cudnnBackendDestroyDescriptor(desc)
 
 
-def execute(handle, plan, attributes, stream: int) -> None:
-    lib = library()
-    check(lib.cudnnSetStream(handle, _ffi.cast("void *", stream)), "cudnnSetStream")
+def _variant_pack(attributes):
     pack, status = finalize(16, attributes, lambda t, i: _ffi.NULL)  # CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR
     if pack is None:
         check(status, "variant pack")
-    try:
-        check(lib.cudnnBackendExecute(handle, plan, pack), "cudnnBackendExecute")
-    finally:
-        lib.cudnnBackendDestroyDescriptor(pack)
+    return pack
 
 
-class _Tensors:
-    """Real legacy tensor descriptors for the duration of one call."""
+def execute(handle, plan, attributes, stream: int) -> None:
+    _on_stream(handle, stream)
+    key = tuple((a.name, a.type, a.count, bytes(a.raw)) for a in attributes)
+    pack = _packs.of(_key(handle)).get(key, lambda: _variant_pack(attributes))
+    check(library().cudnnBackendExecute(handle, plan, pack), "cudnnBackendExecute")
 
-    def __init__(self, tensors):
-        self.tensors, self.descs = tensors, []
 
-    def __enter__(self):
-        lib = library()
-        for t in self.tensors:
-            out = _ffi.new("void **")
-            check(lib.cudnnCreateTensorDescriptor(out), "cudnnCreateTensorDescriptor")
-            self.descs.append(out[0])
-            check(lib.cudnnSetTensorNdDescriptor(out[0], t.type, len(t.dims), list(t.dims), list(t.strides)),
-                  "cudnnSetTensorNdDescriptor")
-        return self.descs
+def _tensor_descriptor(t):
+    lib, out = library(), _ffi.new("void **")
+    check(lib.cudnnCreateTensorDescriptor(out), "cudnnCreateTensorDescriptor")
+    status = lib.cudnnSetTensorNdDescriptor(out[0], t.type, len(t.dims), list(t.dims), list(t.strides))
+    if status:
+        lib.cudnnDestroyTensorDescriptor(out[0])
+        check(status, "cudnnSetTensorNdDescriptor")
+    return out[0]
 
-    def __exit__(self, *exc):
-        for d in self.descs:
-            library().cudnnDestroyTensorDescriptor(d)
+
+def _described(handle, tensors) -> list:
+    """Real legacy tensor descriptors for `tensors`, kept per handle by shape."""
+    cache = _tensors.of(_key(handle))
+    return [cache.get((t.type, tuple(t.dims), tuple(t.strides)), lambda t=t: _tensor_descriptor(t)) for t in tensors]
+
+
+# Per cuDNN handle: variant packs by content, tensor descriptors by shape, and the stream last set.
+_packs = PerHandle(lambda pack: library().cudnnBackendDestroyDescriptor(pack))
+_tensors = PerHandle(lambda desc: library().cudnnDestroyTensorDescriptor(desc))
+_streams: dict[int, int] = {}
 
 
 def _scalars(tensor, *values):
@@ -168,51 +180,55 @@ def _ptrs(values):
 
 
 def _on_stream(handle, stream: int) -> None:
-    check(library().cudnnSetStream(handle, _ffi.cast("void *", stream)), "cudnnSetStream")
+    key = _key(handle)
+    if _streams.get(key) != stream:
+        _streams.pop(key, None)
+        check(library().cudnnSetStream(handle, _ffi.cast("void *", stream)), "cudnnSetStream")
+        _streams[key] = stream
 
 
 def bn_inference(handle, stream: int, mode: int, alpha: float, beta: float, epsilon: float, tensors, pointers):
     _on_stream(handle, stream)
-    with _Tensors(tensors) as (xd, yd, bnd):
-        x, y, scale, bias, mean, var = _ptrs(pointers)
-        check(library().cudnnBatchNormalizationForwardInference(
-            handle, mode, *_scalars(tensors[0], alpha, beta), xd, x, yd, y, bnd, scale, bias, mean, var, epsilon),
-            "cudnnBatchNormalizationForwardInference")
+    xd, yd, bnd = _described(handle, tensors)
+    x, y, scale, bias, mean, var = _ptrs(pointers)
+    check(library().cudnnBatchNormalizationForwardInference(
+        handle, mode, *_scalars(tensors[0], alpha, beta), xd, x, yd, y, bnd, scale, bias, mean, var, epsilon),
+        "cudnnBatchNormalizationForwardInference")
 
 
 def bn_size(handle, mode: int, ops: int, which: int, tensors) -> int:
     lib, size = library(), _ffi.new("size_t *")
-    with _Tensors(tensors) as (xd, bnd):
-        if which == 0:
-            status = lib.cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, _ffi.NULL,
-                                                                                xd, bnd, _ffi.NULL, size)
-        elif which == 1:
-            status = lib.cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, _ffi.NULL, xd, size)
-        else:
-            status = lib.cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, ops, xd, xd, xd, _ffi.NULL,
-                                                                         xd, bnd, _ffi.NULL, size)
-        check(status, "batch-norm size query")
+    xd, bnd = _described(handle, tensors)
+    if which == 0:
+        status = lib.cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, _ffi.NULL, xd,
+                                                                            bnd, _ffi.NULL, size)
+    elif which == 1:
+        status = lib.cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, _ffi.NULL, xd, size)
+    else:
+        status = lib.cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, ops, xd, xd, xd, _ffi.NULL, xd,
+                                                                     bnd, _ffi.NULL, size)
+    check(status, "batch-norm size query")
     return int(size[0])
 
 
 def bn_training(handle, stream: int, mode: int, ops: int, alpha, beta, factor, epsilon, tensors, pointers):
     _on_stream(handle, stream)
     x, y, scale, bias, rmean, rvar, smean, sinv, ws, ws_size, reserve, reserve_size = pointers
-    with _Tensors(tensors) as (xd, yd, bnd):
-        check(library().cudnnBatchNormalizationForwardTrainingEx(
-            handle, mode, ops, *_scalars(tensors[0], alpha, beta), xd, _ffi.cast("void *", x), _ffi.NULL, _ffi.NULL,
-            yd, *_ptrs([y]), bnd, *_ptrs([scale, bias]), factor, *_ptrs([rmean, rvar]), epsilon,
-            *_ptrs([smean, sinv]), _ffi.NULL, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve),
-            reserve_size), "cudnnBatchNormalizationForwardTrainingEx")
+    xd, yd, bnd = _described(handle, tensors)
+    check(library().cudnnBatchNormalizationForwardTrainingEx(
+        handle, mode, ops, *_scalars(tensors[0], alpha, beta), xd, _ffi.cast("void *", x), _ffi.NULL, _ffi.NULL,
+        yd, *_ptrs([y]), bnd, *_ptrs([scale, bias]), factor, *_ptrs([rmean, rvar]), epsilon,
+        *_ptrs([smean, sinv]), _ffi.NULL, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve),
+        reserve_size), "cudnnBatchNormalizationForwardTrainingEx")
 
 
 def bn_backward(handle, stream: int, mode: int, ops: int, scales, epsilon, tensors, pointers):
     _on_stream(handle, stream)
     x, dy, dx, scale, dscale, dbias, smean, sinv, ws, ws_size, reserve, reserve_size = pointers
-    with _Tensors(tensors) as (xd, dyd, dxd, bnd):
-        check(library().cudnnBatchNormalizationBackwardEx(
-            handle, mode, ops, *_scalars(tensors[0], *scales), xd, _ffi.cast("void *", x), _ffi.NULL, _ffi.NULL,
-            dyd, _ffi.cast("void *", dy), _ffi.NULL, _ffi.NULL, dxd, _ffi.cast("void *", dx), bnd,
-            _ffi.cast("void *", scale), _ffi.NULL, *_ptrs([dscale, dbias]), epsilon, *_ptrs([smean, sinv]),
-            _ffi.NULL, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve), reserve_size),
-            "cudnnBatchNormalizationBackwardEx")
+    xd, dyd, dxd, bnd = _described(handle, tensors)
+    check(library().cudnnBatchNormalizationBackwardEx(
+        handle, mode, ops, *_scalars(tensors[0], *scales), xd, _ffi.cast("void *", x), _ffi.NULL, _ffi.NULL,
+        dyd, _ffi.cast("void *", dy), _ffi.NULL, _ffi.NULL, dxd, _ffi.cast("void *", dx), bnd,
+        _ffi.cast("void *", scale), _ffi.NULL, *_ptrs([dscale, dbias]), epsilon, *_ptrs([smean, sinv]),
+        _ffi.NULL, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve), reserve_size),
+        "cudnnBatchNormalizationBackwardEx")

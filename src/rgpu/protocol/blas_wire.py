@@ -136,6 +136,15 @@ class LtOperation:
     preference: dict | None = None
     algo: bytes | None = None
 
+    def key(self) -> tuple:
+        """Everything the server's descriptors are made of (not the algorithm, which travels with a matmul)."""
+        def layout(lay: Layout) -> tuple:
+            return lay.type, lay.rows, lay.cols, lay.ld, tuple(sorted(lay.attrs.items()))
+
+        return (self.compute, self.scale, tuple(sorted(self.attrs.items())), layout(self.a), layout(self.b),
+                layout(self.c), layout(self.d),
+                None if self.preference is None else tuple(sorted(self.preference.items())))
+
     def int_attr(self, attr: int, default: int = 0) -> int:
         raw = self.attrs.get(attr)
         return int.from_bytes(raw[:4], "little", signed=True) if raw else default
