@@ -148,3 +148,38 @@ def test_lt_scale_pointers_are_checked_scalars_and_block_scaling_is_refused():
     with pytest.raises(CudaError) as e:
         operation({31: struct.pack("<i", 1)})
     assert e.value.code == Status.NOT_SUPPORTED
+
+
+async def test_lt_matmul_with_row_major_layouts(client):
+    # XLA describes its cuBLASLt operands row-major (CUBLASLT_MATRIX_LAYOUT_ORDER = ROW): extents are checked
+    # over rows of `ld` elements, and the product is the same as NumPy's.
+    from rgpu.client import _Request
+
+    def desc(tag, fixed, attrs):
+        out = struct.pack("<B", tag) + fixed + struct.pack("<H", len(attrs))
+        return out + b"".join(struct.pack("<II", i, len(v)) + v for i, v in attrs.items())
+
+    m, k, n = 3, 5, 4
+    row = {1: struct.pack("<i", 1)}
+    layouts = [struct.pack("<IQQq", 0, r, c, c) for r, c in ((m, k), (k, n), (m, n), (m, n))]
+    bulk = (desc(1, struct.pack("<II", 68, 0), {}) + b"".join(desc(t, lay, row) for t, lay in zip((2, 3, 4, 5),
+                                                                                                     layouts))
+            + struct.pack("<B", 7) + bytes(64))
+    a = np.arange(m * k, dtype=np.float32).reshape(m, k)
+    b = (np.arange(k * n, dtype=np.float32) - 7).reshape(k, n)
+    pa, pb, pd = [await client.mem_alloc(x) for x in (a.nbytes, b.nbytes, 4 * m * n)]
+    await client.memcpy_htod(pa, a)
+    await client.memcpy_htod(pb, b)
+    alpha, beta = struct.pack("<f", 1.0).ljust(16, b"\0"), bytes(16)
+    await client._defer(_Request(ops.LT_MATMUL, (0, pa, pb, pd, pd, 0, 0, alpha, beta), bulk))
+    got = np.frombuffer(await client.memcpy_dtoh(pd, 4 * m * n), np.float32).reshape(m, n)
+    assert np.array_equal(got, a @ b)
+    # The same D one row longer than its allocation: refused.
+    layouts[3] = struct.pack("<IQQq", 0, m + 1, n, n)
+    bad = (desc(1, struct.pack("<II", 68, 0), {}) + b"".join(desc(t, lay, row) for t, lay in zip((2, 3, 4, 5),
+                                                                                                    layouts))
+           + struct.pack("<B", 7) + bytes(64))
+    await client._defer(_Request(ops.LT_MATMUL, (0, pa, pb, pd, pd, 0, 0, alpha, beta), bad))
+    with pytest.raises(CudaError) as e:
+        await client.nop()
+    assert e.value.deferred and e.value.code == Status.INVALID_VALUE

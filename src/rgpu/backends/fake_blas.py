@@ -46,6 +46,16 @@ def _store(view, ptr: int, dtype: int, ld: int, stride: int, values: np.ndarray)
     target[...] = out
 
 
+def _load_layout(view, ptr: int, lay: blas_wire.Layout) -> np.ndarray:
+    if lay.row_major:
+        return np.swapaxes(_load(view, ptr, lay.type, lay.cols, lay.rows, lay.ld, lay.batch, lay.stride), 1, 2)
+    return _load(view, ptr, lay.type, lay.rows, lay.cols, lay.ld, lay.batch, lay.stride)
+
+
+def _store_layout(view, ptr: int, lay: blas_wire.Layout, values: np.ndarray) -> None:
+    _store(view, ptr, lay.type, lay.ld, lay.stride, np.swapaxes(values, 1, 2) if lay.row_major else values)
+
+
 def _scalar(raw: bytes, compute: int) -> float:
     size = blas_wire.scalar_size(compute)
     return float(np.frombuffer(raw[:size], {2: np.float16, 4: np.float32, 8: np.float64}[size])[0])
@@ -102,13 +112,13 @@ def lt_matmul(view, op: blas_wire.LtOperation, pointers, alpha: bytes, beta: byt
     ta, tb = op.int_attr(3), op.int_attr(4)
     scale = {0: 68, 1: 70, 2: 64}.get(op.scale, 68)  # the scalars' type, as a compute type for _scalar
     al, be = _scalar(alpha, scale), _scalar(beta, scale)
-    a = _op(_load(view, pa, op.a.type, op.a.rows, op.a.cols, op.a.ld, op.a.batch, op.a.stride), ta)
-    b = _op(_load(view, pb, op.b.type, op.b.rows, op.b.cols, op.b.ld, op.b.batch, op.b.stride), tb)
+    a = _op(_load_layout(view, pa, op.a), ta)
+    b = _op(_load_layout(view, pb, op.b), tb)
     if a.shape[2] != b.shape[1] or (a.shape[1], b.shape[2]) != (op.d.rows, op.d.cols):
         raise CudaError(Status.INVALID_VALUE, f"matmul shapes {a.shape} x {b.shape} -> {op.d.rows}x{op.d.cols}")
     result = al * (a @ b)
     if be:
-        result = result + be * _load(view, pc, op.c.type, op.c.rows, op.c.cols, op.c.ld, op.c.batch, op.c.stride)
+        result = result + be * _load_layout(view, pc, op.c)
     epilogue = op.epilogue
     if epilogue in (4, 6, 36):
         bias_type = op.int_attr(26, op.d.type)
@@ -118,7 +128,7 @@ def lt_matmul(view, op: blas_wire.LtOperation, pointers, alpha: bytes, beta: byt
     elif epilogue in (32, 36):
         result = _gelu(result)
     batch = max(op.d.batch, result.shape[0])
-    _store(view, pd, op.d.type, op.d.ld, op.d.stride, np.broadcast_to(result, (batch, op.d.rows, op.d.cols)))
+    _store_layout(view, pd, op.d, np.broadcast_to(result, (batch, op.d.rows, op.d.cols)))
 
 
 def heuristic(requested: int) -> list[bytes]:

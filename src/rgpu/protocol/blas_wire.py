@@ -25,6 +25,7 @@ MATMUL_ATTRS = {0: "COMPUTE_TYPE", 1: "SCALE_TYPE", 2: "POINTER_MODE", 3: "TRANS
 # block-scaling modes name tensors whose size depends on the mode, which rgpu does not compute yet.
 SCALAR_POINTERS = (17, 18, 19, 20, 21)
 SCALE_MODES = (31, 32, 33, 34)
+ORDER_ROW = 1  # CUBLASLT_ORDER_ROW (XLA's layouts); the tiled orders (COL32, ...) are not supported
 LAYOUT_ATTRS = {0: "TYPE", 1: "ORDER", 2: "ROWS", 3: "COLS", 4: "LD", 5: "BATCH_COUNT", 6: "STRIDED_BATCH_OFFSET"}
 EPILOGUES = {1: "DEFAULT", 2: "RELU", 4: "BIAS", 6: "RELU_BIAS", 32: "GELU", 36: "GELU_BIAS"}
 
@@ -120,8 +121,14 @@ class Layout:
     def stride(self) -> int:
         return struct.unpack("<q", self.attrs[6][:8])[0] if 6 in self.attrs else 0
 
+    @property
+    def row_major(self) -> bool:
+        return 1 in self.attrs and int.from_bytes(self.attrs[1][:4], "little") == ORDER_ROW
+
     def nbytes(self) -> int:
-        return extent(self.rows, self.cols, self.ld, type_size(self.type), self.batch, self.stride)
+        # A row-major rows x cols matrix lies in memory as a column-major cols x rows one.
+        rows, cols = (self.cols, self.rows) if self.row_major else (self.rows, self.cols)
+        return extent(rows, cols, self.ld, type_size(self.type), self.batch, self.stride)
 
 
 @attrs.frozen(slots=True)
@@ -220,8 +227,9 @@ def parse_operation(bulk: bytes) -> LtOperation:
     for tag in (2, 3, 4, 5):
         (dtype, rows, cols, ld), la, _ = found[tag]
         for attr, raw in la.items():
-            if attr not in LAYOUT_ATTRS or (attr == 1 and int.from_bytes(raw[:4], "little") != 0):
-                raise CudaError(Status.NOT_SUPPORTED, f"cuBLASLt layout attribute {attr} (only column-major layouts)")
+            if attr not in LAYOUT_ATTRS or (attr == 1 and int.from_bytes(raw[:4], "little") not in (0, ORDER_ROW)):
+                raise CudaError(Status.NOT_SUPPORTED,
+                                f"cuBLASLt layout attribute {attr} (only column- and row-major layouts)")
         layouts.append(Layout(dtype, rows, cols, ld, la))
     op = LtOperation(compute, scale, op_attrs, *layouts, preference=found.get(6, (None, None, None))[1],
                      algo=found.get(7, (None, None, None))[2])
