@@ -4023,6 +4023,144 @@ static inline int rgpu_unpack_tensor_map_replace_address(const uint8_t *in, size
     return 0;
 }
 
+/* DEVICE_CAN_ACCESS_PEER: cuDeviceCanAccessPeer(device, peer) */
+#define RGPU_OP_DEVICE_CAN_ACCESS_PEER 0x0130
+#define RGPU_DEVICE_CAN_ACCESS_PEER_REQ_SIZE 8
+#define RGPU_DEVICE_CAN_ACCESS_PEER_REP_SIZE 4
+struct rgpu_device_can_access_peer_req {
+    int32_t device;
+    int32_t peer;
+};
+static inline void rgpu_pack_device_can_access_peer(uint8_t out[RGPU_DEVICE_CAN_ACCESS_PEER_REQ_SIZE], const struct rgpu_device_can_access_peer_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u32(out + 4, m->peer);
+}
+static inline int rgpu_unpack_device_can_access_peer_req(const uint8_t *in, size_t len, struct rgpu_device_can_access_peer_req *m)
+{
+    if (len != RGPU_DEVICE_CAN_ACCESS_PEER_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->peer = (int32_t)rgpu_get_u32(in + 4);
+    return 0;
+}
+struct rgpu_device_can_access_peer_rep {
+    int32_t can;
+};
+static inline int rgpu_unpack_device_can_access_peer(const uint8_t *in, size_t len, struct rgpu_device_can_access_peer_rep *m)
+{
+    if (len != RGPU_DEVICE_CAN_ACCESS_PEER_REP_SIZE)
+        return -1;
+    m->can = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* CTX_ENABLE_PEER_ACCESS: cuCtxEnablePeerAccess(peer_ctx, flags): the current context may access peer_ctx's memory [context] */
+#define RGPU_OP_CTX_ENABLE_PEER_ACCESS 0x0131
+#define RGPU_CTX_ENABLE_PEER_ACCESS_REQ_SIZE 12
+#define RGPU_CTX_ENABLE_PEER_ACCESS_REP_SIZE 0
+struct rgpu_ctx_enable_peer_access_req {
+    uint64_t peer_ctx;
+    uint32_t flags;
+};
+static inline void rgpu_pack_ctx_enable_peer_access(uint8_t out[RGPU_CTX_ENABLE_PEER_ACCESS_REQ_SIZE], const struct rgpu_ctx_enable_peer_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->peer_ctx);
+    rgpu_put_u32(out + 8, m->flags);
+}
+static inline int rgpu_unpack_ctx_enable_peer_access_req(const uint8_t *in, size_t len, struct rgpu_ctx_enable_peer_access_req *m)
+{
+    if (len != RGPU_CTX_ENABLE_PEER_ACCESS_REQ_SIZE)
+        return -1;
+    m->peer_ctx = (uint64_t)rgpu_get_u64(in + 0);
+    m->flags = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* CTX_DISABLE_PEER_ACCESS: cuCtxDisablePeerAccess [context] */
+#define RGPU_OP_CTX_DISABLE_PEER_ACCESS 0x0132
+#define RGPU_CTX_DISABLE_PEER_ACCESS_REQ_SIZE 8
+#define RGPU_CTX_DISABLE_PEER_ACCESS_REP_SIZE 0
+struct rgpu_ctx_disable_peer_access_req {
+    uint64_t peer_ctx;
+};
+static inline void rgpu_pack_ctx_disable_peer_access(uint8_t out[RGPU_CTX_DISABLE_PEER_ACCESS_REQ_SIZE], const struct rgpu_ctx_disable_peer_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->peer_ctx);
+}
+static inline int rgpu_unpack_ctx_disable_peer_access_req(const uint8_t *in, size_t len, struct rgpu_ctx_disable_peer_access_req *m)
+{
+    if (len != RGPU_CTX_DISABLE_PEER_ACCESS_REQ_SIZE)
+        return -1;
+    m->peer_ctx = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEMCPY_PEER: cuMemcpyPeer(dst, dst_ctx, src, src_ctx, n), between devices of this server */
+#define RGPU_OP_MEMCPY_PEER 0x0133
+#define RGPU_MEMCPY_PEER_REQ_SIZE 40
+#define RGPU_MEMCPY_PEER_REP_SIZE 0
+struct rgpu_memcpy_peer_req {
+    uint64_t dst;
+    uint64_t dst_ctx;
+    uint64_t src;
+    uint64_t src_ctx;
+    uint64_t size;
+};
+static inline void rgpu_pack_memcpy_peer(uint8_t out[RGPU_MEMCPY_PEER_REQ_SIZE], const struct rgpu_memcpy_peer_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->dst_ctx);
+    rgpu_put_u64(out + 16, m->src);
+    rgpu_put_u64(out + 24, m->src_ctx);
+    rgpu_put_u64(out + 32, m->size);
+}
+static inline int rgpu_unpack_memcpy_peer_req(const uint8_t *in, size_t len, struct rgpu_memcpy_peer_req *m)
+{
+    if (len != RGPU_MEMCPY_PEER_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->dst_ctx = (uint64_t)rgpu_get_u64(in + 8);
+    m->src = (uint64_t)rgpu_get_u64(in + 16);
+    m->src_ctx = (uint64_t)rgpu_get_u64(in + 24);
+    m->size = (uint64_t)rgpu_get_u64(in + 32);
+    return 0;
+}
+
+/* MEMCPY_PEER_ASYNC: cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, n, stream); stream 0: the current context's NULL stream [deferrable, context] */
+#define RGPU_OP_MEMCPY_PEER_ASYNC 0x0134
+#define RGPU_MEMCPY_PEER_ASYNC_REQ_SIZE 48
+#define RGPU_MEMCPY_PEER_ASYNC_REP_SIZE 0
+struct rgpu_memcpy_peer_async_req {
+    uint64_t dst;
+    uint64_t dst_ctx;
+    uint64_t src;
+    uint64_t src_ctx;
+    uint64_t size;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memcpy_peer_async(uint8_t out[RGPU_MEMCPY_PEER_ASYNC_REQ_SIZE], const struct rgpu_memcpy_peer_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->dst_ctx);
+    rgpu_put_u64(out + 16, m->src);
+    rgpu_put_u64(out + 24, m->src_ctx);
+    rgpu_put_u64(out + 32, m->size);
+    rgpu_put_u64(out + 40, m->stream);
+}
+static inline int rgpu_unpack_memcpy_peer_async_req(const uint8_t *in, size_t len, struct rgpu_memcpy_peer_async_req *m)
+{
+    if (len != RGPU_MEMCPY_PEER_ASYNC_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->dst_ctx = (uint64_t)rgpu_get_u64(in + 8);
+    m->src = (uint64_t)rgpu_get_u64(in + 16);
+    m->src_ctx = (uint64_t)rgpu_get_u64(in + 24);
+    m->size = (uint64_t)rgpu_get_u64(in + 32);
+    m->stream = (uint64_t)rgpu_get_u64(in + 40);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -4129,6 +4267,9 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_GET_NODES:
     case RGPU_OP_OCCUPANCY_TABLE:
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
+    case RGPU_OP_CTX_ENABLE_PEER_ACCESS:
+    case RGPU_OP_CTX_DISABLE_PEER_ACCESS:
+    case RGPU_OP_MEMCPY_PEER_ASYNC:
         return 1;
     default:
         return 0;

@@ -67,6 +67,11 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)")
     p.add_argument("--backend", choices=("auto", "cuda", "fake"), default="auto",
                    help="cuda: the real GPU; fake: emulation for tests; auto: cuda if a GPU answers")
+    p.add_argument("--devices", metavar="LIST",
+                   help="show sessions only these devices (e.g. 0,2), renumbered from 0 as CUDA_VISIBLE_DEVICES "
+                        "does (default: every device)")
+    p.add_argument("--fake-devices", metavar="N", default="1",
+                   help="how many devices the fake backend emulates (default 1; tests of several devices)")
     p.add_argument("--psk-file", help="pre-shared key file (hex or raw, >= 32 bytes): clients must prove it, "
                                       "frames are encrypted and authenticated")
     p.add_argument("--insecure", action="store_true",
@@ -158,6 +163,16 @@ def _leaves(exc: BaseException):
 def server_main(argv=None) -> int:
     args = server_parser().parse_args(argv)
     os.environ["RGPU_LOG_FORMAT"] = args.log_format  # the workers log the same way
+    from rgpu.backends import factory
+
+    try:  # the workers make their backends from the environment, with the same devices
+        factory.parse_fake_devices(args.fake_devices)
+        os.environ[factory.FAKE_DEVICES_ENV] = args.fake_devices
+        if args.devices is not None:
+            os.environ[factory.DEVICES_ENV] = ",".join(map(str, factory.parse_devices(args.devices)))
+    except ValueError as e:
+        print(f"rgpu-server: {e}", file=sys.stderr)
+        return 2
     if args.log_file:
         from rgpu import logs
 

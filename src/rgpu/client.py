@@ -305,6 +305,22 @@ class _Operations:
     def event_elapsed_time(self, start: int, end: int):
         return self._call(_Request(ops.EVENT_ELAPSED_TIME, (start, end)))
 
+    # -- several devices of one server -------------------------------------------------------------
+    def device_can_access_peer(self, dev: int, peer: int):
+        return self._call(_Request(ops.DEVICE_CAN_ACCESS_PEER, (dev, peer), decode=lambda v, b: bool(v[0])))
+
+    def ctx_enable_peer_access(self, peer_ctx: int, flags: int = 0):
+        return self._call(_Request(ops.CTX_ENABLE_PEER_ACCESS, (peer_ctx, flags)))
+
+    def ctx_disable_peer_access(self, peer_ctx: int):
+        return self._call(_Request(ops.CTX_DISABLE_PEER_ACCESS, (peer_ctx,)))
+
+    def memcpy_peer(self, dst: int, dst_ctx: int, src: int, src_ctx: int, nbytes: int):
+        return self._call(_Request(ops.MEMCPY_PEER, (dst, dst_ctx, src, src_ctx, nbytes)))
+
+    def memcpy_peer_async(self, dst: int, dst_ctx: int, src: int, src_ctx: int, nbytes: int, stream: int = 0):
+        return self._defer(_Request(ops.MEMCPY_PEER_ASYNC, (dst, dst_ctx, src, src_ctx, nbytes, stream)))
+
     # -- shared plumbing ---------------------------------------------------------------------------
     def _start_client_state(self, server_max_frame: int, batching: bool) -> None:
         self.max_frame = server_max_frame
