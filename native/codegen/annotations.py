@@ -34,6 +34,12 @@ FORWARD = {
     "cuCtxSetLimit": ("CTX_SET_LIMIT", "in0 in1"),
     "cuCtxGetStreamPriorityRange": ("CTX_GET_STREAM_PRIORITY_RANGE", "out0 out1"),
     "cuStreamCreateWithPriority": ("STREAM_CREATE_WITH_PRIORITY", "out0 in0 in1"),
+    # several devices of one server
+    "cuDeviceCanAccessPeer": ("DEVICE_CAN_ACCESS_PEER", "out0 in0 in1"),
+    "cuCtxEnablePeerAccess": ("CTX_ENABLE_PEER_ACCESS", "in0 in1"),
+    "cuCtxDisablePeerAccess": ("CTX_DISABLE_PEER_ACCESS", "in0"),
+    "cuMemcpyPeer": ("MEMCPY_PEER", "in0 in1 in2 in3 in4"),
+    "cuMemcpyPeerAsync": ("MEMCPY_PEER_ASYNC", "in0 in1 in2 in3 in4 in5"),
 }
 
 # Per-thread-default-stream variants (_ptsz / _ptds) of forwarded functions behave the same here: rgpu has
@@ -53,7 +59,7 @@ HAND_WRITTEN = {
     "cuCtxGetCurrent", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuCtxGetDevice",
     "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxGetState",
     "cuDevicePrimaryCtxSetFlags_v2", "cuDevicePrimaryCtxReset_v2", "cuCtxGetApiVersion",
-    "cuDeviceGetPCIBusId", "cuDeviceCanAccessPeer",
+    "cuDeviceGetPCIBusId",
     # memory (native/src/memory.c): local device/host range tables, bulk data, 2D copies, memsets
     "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemFree_v2", "cuMemGetAddressRange_v2",
     "cuMemHostAlloc", "cuMemAllocHost_v2", "cuMemFreeHost", "cuMemHostRegister_v2", "cuMemHostUnregister",

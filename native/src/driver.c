@@ -240,19 +240,6 @@ API CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
     return r;
 }
 
-API CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
-{
-    struct device *d;
-    if (!can)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = device(dev, &d);
-    if (r == CUDA_SUCCESS)
-        r = device(peer, &d);
-    if (r == CUDA_SUCCESS)
-        *can = 0; /* peer access is not forwarded */
-    return r;
-}
-
 /* -- contexts: current context is per thread, told to the server lazily (conn.c) ---------------------------- */
 static __thread uint64_t ctx_stack[CTX_STACK];
 static __thread int ctx_depth;
