@@ -14,8 +14,6 @@ Everything else in cuda.h becomes a stub returning CUDA_ERROR_NOT_SUPPORTED that
 FORWARD = {
     "cuMemGetInfo_v2": ("MEM_GET_INFO", "out0 out1"),
     "cuCtxSynchronize": ("CTX_SYNCHRONIZE", ""),
-    "cuMemcpyDtoD_v2": ("MEMCPY_DTOD", "in0 in1 in2"),
-    "cuMemcpyDtoDAsync_v2": ("MEMCPY_DTOD_ASYNC", "in0 in1 in2 in3"),
     "cuMemsetD8_v2": ("MEMSET_D8", "in0 in1 in2"),
     "cuMemsetD32_v2": ("MEMSET_D32", "in0 in1 in2"),
     "cuMemsetD8Async": ("MEMSET_D8_ASYNC", "in0 in1 in2 in3"),
@@ -34,12 +32,6 @@ FORWARD = {
     "cuCtxSetLimit": ("CTX_SET_LIMIT", "in0 in1"),
     "cuCtxGetStreamPriorityRange": ("CTX_GET_STREAM_PRIORITY_RANGE", "out0 out1"),
     "cuStreamCreateWithPriority": ("STREAM_CREATE_WITH_PRIORITY", "out0 in0 in1"),
-    # several devices of one server
-    "cuDeviceCanAccessPeer": ("DEVICE_CAN_ACCESS_PEER", "out0 in0 in1"),
-    "cuCtxEnablePeerAccess": ("CTX_ENABLE_PEER_ACCESS", "in0 in1"),
-    "cuCtxDisablePeerAccess": ("CTX_DISABLE_PEER_ACCESS", "in0"),
-    "cuMemcpyPeer": ("MEMCPY_PEER", "in0 in1 in2 in3 in4"),
-    "cuMemcpyPeerAsync": ("MEMCPY_PEER_ASYNC", "in0 in1 in2 in3 in4 in5"),
 }
 
 # Per-thread-default-stream variants (_ptsz / _ptds) of forwarded functions behave the same here: rgpu has
@@ -67,6 +59,10 @@ HAND_WRITTEN = {
     "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
     "cuMemcpyHtoD_v2_ptds", "cuMemcpyDtoH_v2_ptds", "cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyDtoHAsync_v2_ptsz",
     "cuMemcpy", "cuMemcpy_ptds", "cuMemcpyAsync", "cuMemcpyAsync_ptsz",
+    "cuMemcpyDtoD_v2", "cuMemcpyDtoD_v2_ptds", "cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync_v2_ptsz",
+    # several devices (native/src/peer.c): peer access and copies, between servers through this host
+    "cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess", "cuMemcpyPeer", "cuMemcpyPeer_ptds",
+    "cuMemcpyPeerAsync", "cuMemcpyPeerAsync_ptsz",
     "cuMemcpy2D_v2", "cuMemcpy2D_v2_ptds", "cuMemcpy2DUnaligned_v2", "cuMemcpy2DUnaligned_v2_ptds",
     "cuMemcpy2DAsync_v2", "cuMemcpy2DAsync_v2_ptsz",
     "cuMemsetD16_v2", "cuMemsetD16_v2_ptds", "cuMemsetD16Async", "cuMemsetD16Async_ptsz",

@@ -2,23 +2,6 @@
 
 #include "rgpu_shim.h"
 
-CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
-{
-    uint8_t args[8];
-    rgpu_put_u64(args + 0, (uint64_t)(uintptr_t)peerContext);
-    CUresult r = rgpu_call(RGPU_OP_CTX_DISABLE_PEER_ACCESS, args, 8, NULL, 0, NULL, 0, NULL);
-    return r;
-}
-
-CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
-{
-    uint8_t args[12];
-    rgpu_put_u64(args + 0, (uint64_t)(uintptr_t)peerContext);
-    rgpu_put_u32(args + 8, (uint64_t)Flags);
-    CUresult r = rgpu_call(RGPU_OP_CTX_ENABLE_PEER_ACCESS, args, 12, NULL, 0, NULL, 0, NULL);
-    return r;
-}
-
 CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
     uint8_t args[4];
@@ -57,20 +40,6 @@ CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 CUresult cuCtxSynchronize(void)
 {
     CUresult r = rgpu_call(RGPU_OP_CTX_SYNCHRONIZE, NULL, 0, NULL, 0, NULL, 0, NULL);
-    return r;
-}
-
-CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
-{
-    uint8_t args[8];
-    uint8_t rep[4];
-    if (canAccessPeer == NULL) return CUDA_ERROR_INVALID_VALUE;
-    rgpu_put_u32(args + 0, (uint64_t)dev);
-    rgpu_put_u32(args + 4, (uint64_t)peerDev);
-    CUresult r = rgpu_call(RGPU_OP_DEVICE_CAN_ACCESS_PEER, args, 8, NULL, 0, rep, 4, NULL);
-    if (r == CUDA_SUCCESS) {
-        *canAccessPeer = (int)rgpu_get_u32(rep + 0);
-    }
     return r;
 }
 
@@ -135,94 +104,6 @@ CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
         *free = (size_t)rgpu_get_u64(rep + 0);
         *total = (size_t)rgpu_get_u64(rep + 8);
     }
-    return r;
-}
-
-CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
-{
-    uint8_t args[32];
-    rgpu_put_u64(args + 0, (uint64_t)dstDevice);
-    rgpu_put_u64(args + 8, (uint64_t)srcDevice);
-    rgpu_put_u64(args + 16, (uint64_t)ByteCount);
-    rgpu_put_u64(args + 24, rgpu_stream_handle(hStream));
-    return rgpu_defer(RGPU_OP_MEMCPY_DTOD_ASYNC, args, 32, NULL, 0);
-}
-
-CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
-{
-    uint8_t args[32];
-    rgpu_put_u64(args + 0, (uint64_t)dstDevice);
-    rgpu_put_u64(args + 8, (uint64_t)srcDevice);
-    rgpu_put_u64(args + 16, (uint64_t)ByteCount);
-    rgpu_put_u64(args + 24, rgpu_stream_handle(hStream));
-    return rgpu_defer(RGPU_OP_MEMCPY_DTOD_ASYNC, args, 32, NULL, 0);
-}
-
-CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
-{
-    uint8_t args[24];
-    rgpu_put_u64(args + 0, (uint64_t)dstDevice);
-    rgpu_put_u64(args + 8, (uint64_t)srcDevice);
-    rgpu_put_u64(args + 16, (uint64_t)ByteCount);
-    CUresult r = rgpu_call(RGPU_OP_MEMCPY_DTOD, args, 24, NULL, 0, NULL, 0, NULL);
-    return r;
-}
-
-CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
-{
-    uint8_t args[24];
-    rgpu_put_u64(args + 0, (uint64_t)dstDevice);
-    rgpu_put_u64(args + 8, (uint64_t)srcDevice);
-    rgpu_put_u64(args + 16, (uint64_t)ByteCount);
-    CUresult r = rgpu_call(RGPU_OP_MEMCPY_DTOD, args, 24, NULL, 0, NULL, 0, NULL);
-    return r;
-}
-
-CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
-{
-    uint8_t args[40];
-    rgpu_put_u64(args + 0, (uint64_t)dstDevice);
-    rgpu_put_u64(args + 8, (uint64_t)(uintptr_t)dstContext);
-    rgpu_put_u64(args + 16, (uint64_t)srcDevice);
-    rgpu_put_u64(args + 24, (uint64_t)(uintptr_t)srcContext);
-    rgpu_put_u64(args + 32, (uint64_t)ByteCount);
-    CUresult r = rgpu_call(RGPU_OP_MEMCPY_PEER, args, 40, NULL, 0, NULL, 0, NULL);
-    return r;
-}
-
-CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream)
-{
-    uint8_t args[48];
-    rgpu_put_u64(args + 0, (uint64_t)dstDevice);
-    rgpu_put_u64(args + 8, (uint64_t)(uintptr_t)dstContext);
-    rgpu_put_u64(args + 16, (uint64_t)srcDevice);
-    rgpu_put_u64(args + 24, (uint64_t)(uintptr_t)srcContext);
-    rgpu_put_u64(args + 32, (uint64_t)ByteCount);
-    rgpu_put_u64(args + 40, rgpu_stream_handle(hStream));
-    return rgpu_defer(RGPU_OP_MEMCPY_PEER_ASYNC, args, 48, NULL, 0);
-}
-
-CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream)
-{
-    uint8_t args[48];
-    rgpu_put_u64(args + 0, (uint64_t)dstDevice);
-    rgpu_put_u64(args + 8, (uint64_t)(uintptr_t)dstContext);
-    rgpu_put_u64(args + 16, (uint64_t)srcDevice);
-    rgpu_put_u64(args + 24, (uint64_t)(uintptr_t)srcContext);
-    rgpu_put_u64(args + 32, (uint64_t)ByteCount);
-    rgpu_put_u64(args + 40, rgpu_stream_handle(hStream));
-    return rgpu_defer(RGPU_OP_MEMCPY_PEER_ASYNC, args, 48, NULL, 0);
-}
-
-CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
-{
-    uint8_t args[40];
-    rgpu_put_u64(args + 0, (uint64_t)dstDevice);
-    rgpu_put_u64(args + 8, (uint64_t)(uintptr_t)dstContext);
-    rgpu_put_u64(args + 16, (uint64_t)srcDevice);
-    rgpu_put_u64(args + 24, (uint64_t)(uintptr_t)srcContext);
-    rgpu_put_u64(args + 32, (uint64_t)ByteCount);
-    CUresult r = rgpu_call(RGPU_OP_MEMCPY_PEER, args, 40, NULL, 0, NULL, 0, NULL);
     return r;
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 
 from rgpu.backends.base import Backend, BackendUnavailable
 from rgpu.errors import CudaError
@@ -60,11 +61,14 @@ def _restrict_cuda(devices: tuple[int, ...]) -> None:
 
 
 def _fake():
-    from rgpu.backends.fake import FakeBackend
+    from rgpu.backends.fake import BASE_ADDRESS, FakeBackend
 
+    # Addresses from a random one of 2**14 slots 16 GiB apart: a program using two fake servers at once sees
+    # disjoint device addresses (as processes of a real driver do), which is how its client tells them apart.
+    base = BASE_ADDRESS + (secrets.randbelow(1 << 14) << 34)
     try:
         return FakeBackend(device_count=parse_fake_devices(os.environ.get(FAKE_DEVICES_ENV, "1")),
-                           visible=_selected())
+                           visible=_selected(), base_address=base)
     except ValueError as e:
         raise BackendUnavailable(str(e)) from None
 

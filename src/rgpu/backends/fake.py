@@ -120,7 +120,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
         return max(0, min(MAX_SHARED_PER_BLOCK_OPTIN, ATTRIBUTES[81] // blocks) - static)
 
     def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1, param_info: bool | None = None,
-                 visible: tuple[int, ...] | None = None):
+                 visible: tuple[int, ...] | None = None, base_address: int = BASE_ADDRESS):
         """`device_count` emulated devices, of which `visible` (default all) are shown, renumbered from 0 as
         CUDA_VISIBLE_DEVICES does; every device has `total_mem` of its own."""
         self.total_mem = total_mem
@@ -141,7 +141,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
         self._starts: list[int] = []
         self._memory: dict[int, np.ndarray] = {}
         self._owner: dict[int, FakeContext] = {}
-        self._next = BASE_ADDRESS
+        self._next = base_address
         self.used = 0
         self.used_by_device = [0] * self._device_count
         self.contexts_alive = 0
