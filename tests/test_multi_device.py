@@ -160,19 +160,3 @@ def test_cuda_visible_devices_is_composed(monkeypatch):
     with pytest.raises(BackendUnavailable):
         factory._restrict_cuda((4,))
 
-
-def test_cuda_program_on_two_devices_of_one_server(shim_dir, tmp_path):
-    import subprocess
-
-    from rgpu import shims
-    from rgpu.cli import local_server
-    from tests.test_cuda_programs import build_program
-
-    exe = build_program(shim_dir, tmp_path, "multi_device")
-    with local_server("fake", ["--fake-devices", "2", "--log-level", "warning"]) as address:
-        env = shims.environment(shim_dir)
-        env["RGPU_SERVER"] = address
-        proc = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "multi_device OK devices=2" in proc.stdout
-    assert "not supported" not in proc.stderr, proc.stderr
