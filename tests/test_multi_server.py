@@ -105,3 +105,45 @@ def test_a_server_that_does_not_answer_fails_cuinit_cleanly(shim_dir, programs, 
                               timeout=120)
     assert proc.returncode != 0
     assert "cannot reach rgpu-server at 127.0.0.1:1" in proc.stderr
+
+
+def test_python_client_over_two_servers(tmp_path):
+    import numpy as np
+
+    import rgpu
+    from rgpu.errors import CudaError, Status
+    from rgpu.kernels import load
+
+    n = 4096
+    a = np.arange(n, dtype=np.float32)
+    with fake_server(tmp_path, "a", "--fake-devices", "2") as (addr_a, _), \
+            fake_server(tmp_path, "b") as (addr_b, server_b):
+        with rgpu.connect(f"{addr_a},{addr_b}") as gpu:
+            assert gpu.device_count() == 3
+            assert [gpu.device_name(d) for d in range(3)] == ["rgpu fake GPU 0", "rgpu fake GPU 1",
+                                                               "rgpu fake GPU 0"]
+            assert gpu.device_can_access_peer(0, 1) and not gpu.device_can_access_peer(0, 2)
+            with pytest.raises(CudaError) as e:
+                gpu.set_device(3)
+            assert e.value.code == Status.INVALID_DEVICE
+            out = {}
+            for dev in range(3):
+                gpu.set_device(dev)
+                vadd = gpu.get_function(gpu.module_load(load("demo.ptx")), "vadd")
+                da, dc = gpu.mem_alloc(a.nbytes), gpu.mem_alloc(a.nbytes)
+                gpu.memcpy_htod(da, a * (dev + 1))
+                gpu.launch(vadd, n // 256, 256, (da, da, dc, n))
+                out[dev] = dc
+            gpu.set_device(0)
+            assert np.array_equal(np.frombuffer(gpu.memcpy_dtoh(out[0], a.nbytes), np.float32), 2 * a)
+            gpu.memcpy_peer(out[1], 1, out[0], 0, a.nbytes)  # on server A
+            gpu.memcpy_peer(out[2], 2, out[1], 1, a.nbytes)  # A -> here -> B
+            gpu.set_device(2)
+            assert np.array_equal(np.frombuffer(gpu.memcpy_dtoh(out[2], a.nbytes), np.float32), 2 * a)
+
+            os.killpg(server_b.pid, signal.SIGKILL)
+            server_b.wait(30)
+            with pytest.raises((CudaError, OSError)):
+                gpu.memcpy_dtoh(out[2], a.nbytes)
+            gpu.set_device(1)  # server A's devices keep working
+            assert np.array_equal(np.frombuffer(gpu.memcpy_dtoh(out[1], a.nbytes), np.float32), 2 * a)

@@ -559,7 +559,14 @@ def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: s
     """Open a session. `address` defaults to $RGPU_SERVER, then 127.0.0.1:9713; without `psk` or `psk_file`
     the key comes from $RGPU_PSK_FILE, if set -- as for the `rgpu` commands and the native stand-ins. With
     `context=True` (default) the device-0 context is retained and made current, so memory and module calls
-    work at once. `spin_us`: how long to poll for each reply before sleeping."""
+    work at once. `spin_us`: how long to poll for each reply before sleeping. Several servers
+    ("hostA:9713,hostB:9713") give a `rgpu.multi.MultiClient` over the devices of them all."""
+    addresses = config.server_addresses(address)
+    if len(addresses) > 1:
+        from rgpu.multi import connect_many
+
+        return connect_many(addresses, psk, config.psk_files(psk_file, len(addresses)), context=context,
+                            timeout=timeout, batching=batching, spin_us=spin_us)
     hs = ClientHandshake(_resolve_psk(psk, psk_file))
     sock, io = _open_blocking(address, hs, timeout)
     try:
