@@ -147,3 +147,22 @@ def test_python_client_over_two_servers(tmp_path):
                 gpu.memcpy_dtoh(out[2], a.nbytes)
             gpu.set_device(1)  # server A's devices keep working
             assert np.array_equal(np.frombuffer(gpu.memcpy_dtoh(out[1], a.nbytes), np.float32), 2 * a)
+
+
+def test_info_and_status_list_the_devices_of_every_server(tmp_path):
+    import json
+
+    with fake_server(tmp_path, "a", "--fake-devices", "2") as (a, _), fake_server(tmp_path, "b") as (b, _):
+        def rgpu_cli(*args):
+            proc = subprocess.run([sys.executable, "-m", "rgpu.cli", *args, "--server", f"{a},{b}"],
+                                  capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            return proc.stdout
+
+        info = rgpu_cli("info")
+        assert f"server {a}" in info and f"server {b}" in info
+        assert "device 1: rgpu fake GPU 1" in info and "device 2: rgpu fake GPU 0" in info
+        reports = json.loads(rgpu_cli("status", "--json"))
+        assert [r["address"] for r in reports] == [a, b]
+        assert [d["index"] for r in reports for d in r["devices"]] == [0, 1, 2]
+        assert all(d["free"] > 0 for r in reports for d in r["devices"])
