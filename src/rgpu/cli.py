@@ -505,8 +505,10 @@ def main(argv=None) -> int:
     _add_version(p)
     sub = p.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--server", help="host:port of rgpu-server (default: $RGPU_SERVER, else 127.0.0.1:9713)")
-    common.add_argument("--psk-file", help="pre-shared key file (default: $RGPU_PSK_FILE, else none)")
+    common.add_argument("--server", help="host:port of rgpu-server, or several comma-separated (one program, the "
+                                         "devices of them all) (default: $RGPU_SERVER, else 127.0.0.1:9713)")
+    common.add_argument("--psk-file", help="pre-shared key file, or one per server comma-separated (default: "
+                                           "$RGPU_PSK_FILE, else none)")
     common.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS)
     info = sub.add_parser("info", parents=[common], help="show the server's devices")
     info.set_defaults(fn=cmd_info)
