@@ -1,8 +1,9 @@
-/* The shim's one connection to rgpu-server, shared by the conn_*.c files (one concern each): its state, guarded
+/* The shim's connection to rgpu-server (one per server), shared by the conn_*.c files (one concern each): its state, guarded
  * by rgpu_conn.lock (one call on the wire at a time, from any thread), and their internal interface. Nothing here is
  * exported; the shim's own interface is rgpu_shim.h.
  *
- * Configuration (environment): RGPU_SERVER=host:port (default 127.0.0.1:9713), RGPU_PSK_FILE=path,
+ * Configuration (environment): RGPU_SERVER=host:port (default 127.0.0.1:9713; several: comma-separated, one
+ * connection each, see conn_route.c), RGPU_PSK_FILE=path (or one per server, comma-separated),
  * RGPU_BATCH=0 (send asynchronous calls one by one and wait for each), RGPU_SPIN_US=n (how long to poll for a
  * reply before sleeping in recv; default 50, 0 = never poll), RGPU_LOG=level. */
 #ifndef RGPU_CONN_H
