@@ -47,6 +47,8 @@ async def test_each_device_has_its_own_context_memory_and_kernels():
         (session,) = srv.server.sessions.values()
         by_device = session.memory_by_device()
         assert by_device[0] >= 2 * a.nbytes and by_device[1] >= 2 * a.nbytes
+        (row,) = srv.server.status()["sessions"]
+        assert row["memory_by_device"] == {"0": by_device[0], "1": by_device[1]}
         # Free memory is the device's own.
         await c.ctx_set_current(ctx1)
         free1, total1 = await c.mem_get_info()

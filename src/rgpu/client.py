@@ -606,7 +606,9 @@ async def connect_async(address: str | None = None, psk: bytes | None = None, *,
                         psk_file: str | None = None, context: bool = True, batching: bool = True,
                         stream: trio.abc.Stream | None = None) -> AsyncClient:
     """trio flavour of connect() (the same defaults from the environment); `stream` lets tests pass an
-    in-memory stream instead of TCP."""
+    in-memory stream instead of TCP. One server only (several: the blocking `connect`)."""
+    if stream is None and len(config.server_addresses(address)) > 1:
+        raise config.ConfigurationError("connect_async takes one server; rgpu.connect gives the devices of several")
     key = _resolve_psk(psk, psk_file)
     if stream is None:
         host, port = parse_address(config.server_address(address))
