@@ -37,13 +37,19 @@ def server():
         yield address
 
 
-@pytest.mark.parametrize("name", sorted(LINKS))
-def test_program_runs_unchanged_through_rgpu(shim_dir, server, tmp_path, name):
+def build_program(shim_dir, tmp_path, name: str, links=()) -> pathlib.Path:
+    """tests/cuda/<name>.cu built as a CUDA user would (nvcc -cudart shared), against rgpu's stand-ins."""
     if shutil.which("nvcc") is None:
         pytest.skip("needs nvcc to build the CUDA test programs")
     exe = tmp_path / name
     subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(PROGRAMS / f"{name}.cu"), f"-L{shim_dir}",
-                    *LINKS[name], "-Xlinker", f"-rpath-link={shim_dir}"], check=True, capture_output=True)
+                    *links, "-Xlinker", f"-rpath-link={shim_dir}"], check=True, capture_output=True)
+    return exe
+
+
+@pytest.mark.parametrize("name", sorted(LINKS))
+def test_program_runs_unchanged_through_rgpu(shim_dir, server, tmp_path, name):
+    exe = build_program(shim_dir, tmp_path, name, LINKS[name])
     env = shims.environment(shim_dir)
     env["RGPU_SERVER"] = server
     proc = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=120)

@@ -47,7 +47,7 @@ HAND_WRITTEN = {
     "cuCtxGetCurrent", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuCtxGetDevice",
     "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxGetState",
     "cuDevicePrimaryCtxSetFlags_v2", "cuDevicePrimaryCtxReset_v2", "cuCtxGetApiVersion",
-    "cuDeviceGetPCIBusId", "cuDeviceCanAccessPeer",
+    "cuDeviceGetPCIBusId",
     # memory (native/src/memory.c): local device/host range tables, bulk data, 2D copies, memsets
     "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemFree_v2", "cuMemGetAddressRange_v2",
     "cuMemHostAlloc", "cuMemAllocHost_v2", "cuMemFreeHost", "cuMemHostRegister_v2", "cuMemHostUnregister",
@@ -55,13 +55,16 @@ HAND_WRITTEN = {
     "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
     "cuMemcpyHtoD_v2_ptds", "cuMemcpyDtoH_v2_ptds", "cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyDtoHAsync_v2_ptsz",
     "cuMemcpy", "cuMemcpy_ptds", "cuMemcpyAsync", "cuMemcpyAsync_ptsz",
+    "cuMemcpyDtoD_v2", "cuMemcpyDtoD_v2_ptds", "cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync_v2_ptsz",
+    # several devices (native/src/peer.c): peer access and copies, between servers through this host
+    "cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess", "cuMemcpyPeer", "cuMemcpyPeer_ptds",
+    "cuMemcpyPeerAsync", "cuMemcpyPeerAsync_ptsz",
     "cuMemcpy2D_v2", "cuMemcpy2D_v2_ptds", "cuMemcpy2DUnaligned_v2", "cuMemcpy2DUnaligned_v2_ptds",
     "cuMemcpy2DAsync_v2", "cuMemcpy2DAsync_v2_ptsz",
-    # 1-D memsets and device-to-device copies too: a "device" pointer may be the program's own page-locked
-    # host memory (unified addressing), which only this side can write
+    # 1-D memsets too: a "device" pointer may be the program's own page-locked host memory (unified
+    # addressing), which only this side can write
     "cuMemsetD8_v2", "cuMemsetD8_v2_ptds", "cuMemsetD8Async", "cuMemsetD8Async_ptsz",
     "cuMemsetD32_v2", "cuMemsetD32_v2_ptds", "cuMemsetD32Async", "cuMemsetD32Async_ptsz",
-    "cuMemcpyDtoD_v2", "cuMemcpyDtoD_v2_ptds", "cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync_v2_ptsz",
     "cuMemsetD16_v2", "cuMemsetD16_v2_ptds", "cuMemsetD16Async", "cuMemsetD16Async_ptsz",
     "cuMemsetD2D8_v2", "cuMemsetD2D8_v2_ptds", "cuMemsetD2D8Async", "cuMemsetD2D8Async_ptsz",
     "cuMemsetD2D16_v2", "cuMemsetD2D16_v2_ptds", "cuMemsetD2D16Async", "cuMemsetD2D16Async_ptsz",

@@ -264,8 +264,43 @@ def ops_header() -> str:
     lines += ["/* Operations that run in the client's current context: the client names it first. */",
               "static inline int rgpu_op_in_context(uint16_t op)", "{", "    switch (op) {"]
     lines += [f"    case RGPU_OP_{op.name}:" for op in sorted(ops.OPS.values(), key=lambda o: o.code) if op.context]
-    lines += ["        return 1;", "    default:", "        return 0;", "    }", "}", "", "#endif", ""]
+    lines += ["        return 1;", "    default:", "        return 0;", "    }", "}", ""]
+    lines += _c_routes() + ["#endif", ""]
     return "\n".join(lines)
+
+
+# Request fields that hold a device address, in the order a multi-server client routes by them.
+_POINTER_FIELDS = ("dst", "dptr", "src", "ptr", "address")
+
+
+def _route(op: ops.Op) -> tuple[int, int, int, int, int, int]:
+    """(device field, first named handle, whether that names memory, first and second pointer fields, creates a
+    handle) as request offsets (-1: none)."""
+    fields = {f.name: f for f in op.request_fields}
+    device = next((f.offset for f in op.request_fields if f.name in ("device", "ordinal") and f.type == "i32"), -1)
+    named, memory = -1, 0
+    if op.names:
+        field, _, kind = op.names[0].partition(":")
+        named, memory = fields[field].offset, int(kind == "memory")
+    pointers = [fields[n].offset for n in _POINTER_FIELDS if n in fields and fields[n].type == "u64"] + [-1, -1]
+    creates = int(bool(op.creates) and op.creates != "memory" and bool(op.reply_fields)
+                  and op.reply_fields[0].type == "u64")
+    return device, named, memory, pointers[0], pointers[1], creates
+
+
+def _c_routes() -> list[str]:
+    lines = ["/* How a client of several servers routes an operation: by its device ordinal (translated to the",
+             " * server's own), else the first handle it names, else the device address it names, else the current",
+             " * context; and whether its reply's first field is a handle it made (-1: no such field). */",
+             "struct rgpu_op_route {", "    int16_t device, named, pointer, pointer2;", "    uint8_t named_memory, creates;",
+             "};", "static inline struct rgpu_op_route rgpu_op_route(uint16_t op)", "{", "    switch (op) {"]
+    for op in sorted(ops.OPS.values(), key=lambda o: o.code):
+        device, named, memory, pointer, pointer2, creates = _route(op)
+        if (device, named, pointer, creates) != (-1, -1, -1, 0):
+            lines += [f"    case RGPU_OP_{op.name}:", f"        return (struct rgpu_op_route){{{device}, {named}, "
+                                                          f"{pointer}, {pointer2}, {memory}, {creates}}};"]
+    lines += ["    default:", "        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};", "    }", "}", ""]
+    return lines
 
 
 def consts_header() -> str:

@@ -68,18 +68,6 @@ RT_API cudaError_t cudaDestroyTextureObject(cudaTextureObject_t texObject)
     return rt_unsupported(&logged, "cudaDestroyTextureObject");
 }
 
-RT_API cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceDisablePeerAccess");
-}
-
-RT_API cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceEnablePeerAccess");
-}
-
 RT_API cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDMAWritesTarget target, enum cudaFlushGPUDirectRDMAWritesScope scope)
 {
     static int logged;
@@ -923,12 +911,6 @@ RT_API cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol,
 RT_API cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     return cudaMemcpyFromSymbol(dst, symbol, count, offset, kind);
-}
-
-RT_API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyPeerAsync");
 }
 
 RT_API cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind)

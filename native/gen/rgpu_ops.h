@@ -4023,6 +4023,144 @@ static inline int rgpu_unpack_tensor_map_replace_address(const uint8_t *in, size
     return 0;
 }
 
+/* DEVICE_CAN_ACCESS_PEER: cuDeviceCanAccessPeer(device, peer) */
+#define RGPU_OP_DEVICE_CAN_ACCESS_PEER 0x0130
+#define RGPU_DEVICE_CAN_ACCESS_PEER_REQ_SIZE 8
+#define RGPU_DEVICE_CAN_ACCESS_PEER_REP_SIZE 4
+struct rgpu_device_can_access_peer_req {
+    int32_t device;
+    int32_t peer;
+};
+static inline void rgpu_pack_device_can_access_peer(uint8_t out[RGPU_DEVICE_CAN_ACCESS_PEER_REQ_SIZE], const struct rgpu_device_can_access_peer_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u32(out + 4, m->peer);
+}
+static inline int rgpu_unpack_device_can_access_peer_req(const uint8_t *in, size_t len, struct rgpu_device_can_access_peer_req *m)
+{
+    if (len != RGPU_DEVICE_CAN_ACCESS_PEER_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->peer = (int32_t)rgpu_get_u32(in + 4);
+    return 0;
+}
+struct rgpu_device_can_access_peer_rep {
+    int32_t can;
+};
+static inline int rgpu_unpack_device_can_access_peer(const uint8_t *in, size_t len, struct rgpu_device_can_access_peer_rep *m)
+{
+    if (len != RGPU_DEVICE_CAN_ACCESS_PEER_REP_SIZE)
+        return -1;
+    m->can = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* CTX_ENABLE_PEER_ACCESS: cuCtxEnablePeerAccess(peer_ctx, flags): the current context may access peer_ctx's memory [context] */
+#define RGPU_OP_CTX_ENABLE_PEER_ACCESS 0x0131
+#define RGPU_CTX_ENABLE_PEER_ACCESS_REQ_SIZE 12
+#define RGPU_CTX_ENABLE_PEER_ACCESS_REP_SIZE 0
+struct rgpu_ctx_enable_peer_access_req {
+    uint64_t peer_ctx;
+    uint32_t flags;
+};
+static inline void rgpu_pack_ctx_enable_peer_access(uint8_t out[RGPU_CTX_ENABLE_PEER_ACCESS_REQ_SIZE], const struct rgpu_ctx_enable_peer_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->peer_ctx);
+    rgpu_put_u32(out + 8, m->flags);
+}
+static inline int rgpu_unpack_ctx_enable_peer_access_req(const uint8_t *in, size_t len, struct rgpu_ctx_enable_peer_access_req *m)
+{
+    if (len != RGPU_CTX_ENABLE_PEER_ACCESS_REQ_SIZE)
+        return -1;
+    m->peer_ctx = (uint64_t)rgpu_get_u64(in + 0);
+    m->flags = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* CTX_DISABLE_PEER_ACCESS: cuCtxDisablePeerAccess [context] */
+#define RGPU_OP_CTX_DISABLE_PEER_ACCESS 0x0132
+#define RGPU_CTX_DISABLE_PEER_ACCESS_REQ_SIZE 8
+#define RGPU_CTX_DISABLE_PEER_ACCESS_REP_SIZE 0
+struct rgpu_ctx_disable_peer_access_req {
+    uint64_t peer_ctx;
+};
+static inline void rgpu_pack_ctx_disable_peer_access(uint8_t out[RGPU_CTX_DISABLE_PEER_ACCESS_REQ_SIZE], const struct rgpu_ctx_disable_peer_access_req *m)
+{
+    rgpu_put_u64(out + 0, m->peer_ctx);
+}
+static inline int rgpu_unpack_ctx_disable_peer_access_req(const uint8_t *in, size_t len, struct rgpu_ctx_disable_peer_access_req *m)
+{
+    if (len != RGPU_CTX_DISABLE_PEER_ACCESS_REQ_SIZE)
+        return -1;
+    m->peer_ctx = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEMCPY_PEER: cuMemcpyPeer(dst, dst_ctx, src, src_ctx, n), between devices of this server */
+#define RGPU_OP_MEMCPY_PEER 0x0133
+#define RGPU_MEMCPY_PEER_REQ_SIZE 40
+#define RGPU_MEMCPY_PEER_REP_SIZE 0
+struct rgpu_memcpy_peer_req {
+    uint64_t dst;
+    uint64_t dst_ctx;
+    uint64_t src;
+    uint64_t src_ctx;
+    uint64_t size;
+};
+static inline void rgpu_pack_memcpy_peer(uint8_t out[RGPU_MEMCPY_PEER_REQ_SIZE], const struct rgpu_memcpy_peer_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->dst_ctx);
+    rgpu_put_u64(out + 16, m->src);
+    rgpu_put_u64(out + 24, m->src_ctx);
+    rgpu_put_u64(out + 32, m->size);
+}
+static inline int rgpu_unpack_memcpy_peer_req(const uint8_t *in, size_t len, struct rgpu_memcpy_peer_req *m)
+{
+    if (len != RGPU_MEMCPY_PEER_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->dst_ctx = (uint64_t)rgpu_get_u64(in + 8);
+    m->src = (uint64_t)rgpu_get_u64(in + 16);
+    m->src_ctx = (uint64_t)rgpu_get_u64(in + 24);
+    m->size = (uint64_t)rgpu_get_u64(in + 32);
+    return 0;
+}
+
+/* MEMCPY_PEER_ASYNC: cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, n, stream); stream 0: the current context's NULL stream [deferrable, context] */
+#define RGPU_OP_MEMCPY_PEER_ASYNC 0x0134
+#define RGPU_MEMCPY_PEER_ASYNC_REQ_SIZE 48
+#define RGPU_MEMCPY_PEER_ASYNC_REP_SIZE 0
+struct rgpu_memcpy_peer_async_req {
+    uint64_t dst;
+    uint64_t dst_ctx;
+    uint64_t src;
+    uint64_t src_ctx;
+    uint64_t size;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memcpy_peer_async(uint8_t out[RGPU_MEMCPY_PEER_ASYNC_REQ_SIZE], const struct rgpu_memcpy_peer_async_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->dst_ctx);
+    rgpu_put_u64(out + 16, m->src);
+    rgpu_put_u64(out + 24, m->src_ctx);
+    rgpu_put_u64(out + 32, m->size);
+    rgpu_put_u64(out + 40, m->stream);
+}
+static inline int rgpu_unpack_memcpy_peer_async_req(const uint8_t *in, size_t len, struct rgpu_memcpy_peer_async_req *m)
+{
+    if (len != RGPU_MEMCPY_PEER_ASYNC_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->dst_ctx = (uint64_t)rgpu_get_u64(in + 8);
+    m->src = (uint64_t)rgpu_get_u64(in + 16);
+    m->src_ctx = (uint64_t)rgpu_get_u64(in + 24);
+    m->size = (uint64_t)rgpu_get_u64(in + 32);
+    m->stream = (uint64_t)rgpu_get_u64(in + 40);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -4129,9 +4267,247 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_GET_NODES:
     case RGPU_OP_OCCUPANCY_TABLE:
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
+    case RGPU_OP_CTX_ENABLE_PEER_ACCESS:
+    case RGPU_OP_CTX_DISABLE_PEER_ACCESS:
+    case RGPU_OP_MEMCPY_PEER_ASYNC:
         return 1;
     default:
         return 0;
+    }
+}
+
+/* How a client of several servers routes an operation: by its device ordinal (translated to the
+ * server's own), else the first handle it names, else the device address it names, else the current
+ * context; and whether its reply's first field is a handle it made (-1: no such field). */
+struct rgpu_op_route {
+    int16_t device, named, pointer, pointer2;
+    uint8_t named_memory, creates;
+};
+static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
+{
+    switch (op) {
+    case RGPU_OP_DEVICE_GET:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_DEVICE_GET_NAME:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_DEVICE_GET_ATTRIBUTE:
+        return (struct rgpu_op_route){4, -1, -1, -1, 0, 0};
+    case RGPU_OP_DEVICE_TOTAL_MEM:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_DEVICE_GET_UUID:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_DEVICE_GET_ATTRIBUTES:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_PRIMARY_CTX_RETAIN:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 1};
+    case RGPU_OP_PRIMARY_CTX_RELEASE:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_CTX_CREATE:
+        return (struct rgpu_op_route){4, -1, -1, -1, 0, 1};
+    case RGPU_OP_CTX_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_CTX_SET_CURRENT:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEM_FREE:
+        return (struct rgpu_op_route){-1, 0, 0, -1, 1, 0};
+    case RGPU_OP_MEMCPY_HTOD:
+        return (struct rgpu_op_route){-1, -1, 0, -1, 0, 0};
+    case RGPU_OP_MEMCPY_DTOH:
+        return (struct rgpu_op_route){-1, -1, 0, -1, 0, 0};
+    case RGPU_OP_MEMCPY_DTOD:
+        return (struct rgpu_op_route){-1, -1, 0, 8, 0, 0};
+    case RGPU_OP_MEMCPY_HTOD_ASYNC:
+        return (struct rgpu_op_route){-1, 8, 0, -1, 0, 0};
+    case RGPU_OP_MEMCPY_DTOH_ASYNC:
+        return (struct rgpu_op_route){-1, 16, 0, -1, 0, 0};
+    case RGPU_OP_MEMCPY_DTOD_ASYNC:
+        return (struct rgpu_op_route){-1, 24, 0, 8, 0, 0};
+    case RGPU_OP_MEMSET_D8:
+        return (struct rgpu_op_route){-1, -1, 0, -1, 0, 0};
+    case RGPU_OP_MEMSET_D32:
+        return (struct rgpu_op_route){-1, -1, 0, -1, 0, 0};
+    case RGPU_OP_MEMSET_D8_ASYNC:
+        return (struct rgpu_op_route){-1, 20, 0, -1, 0, 0};
+    case RGPU_OP_MEMSET_D32_ASYNC:
+        return (struct rgpu_op_route){-1, 20, 0, -1, 0, 0};
+    case RGPU_OP_MODULE_LOAD_DATA:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_MODULE_UNLOAD:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MODULE_GET_FUNCTION:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 1};
+    case RGPU_OP_MODULE_GET_GLOBAL:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_FUNC_GET_PARAM_INFO:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_LAUNCH_KERNEL:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_FUNC_GET_ATTRIBUTES:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_FUNC_SET_ATTRIBUTE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_OCCUPANCY_MAX_BLOCKS:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MODULE_LOAD_CACHED:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_LAUNCH_KERNEL_EX:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_STREAM_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_SYNCHRONIZE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_QUERY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_WAIT_EVENT:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_CREATE_WITH_PRIORITY:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_EVENT_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_EVENT_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_EVENT_RECORD:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_EVENT_SYNCHRONIZE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_EVENT_QUERY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_EVENT_ELAPSED_TIME:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEMCPY_2D:
+        return (struct rgpu_op_route){-1, 52, 4, 20, 0, 0};
+    case RGPU_OP_MEMCPY_2D_ASYNC:
+        return (struct rgpu_op_route){-1, 52, 4, 20, 0, 0};
+    case RGPU_OP_MEMSET_2D:
+        return (struct rgpu_op_route){-1, 40, 0, -1, 0, 0};
+    case RGPU_OP_MEMSET_2D_ASYNC:
+        return (struct rgpu_op_route){-1, 40, 0, -1, 0, 0};
+    case RGPU_OP_BLAS_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_BLAS_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_GEMM:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_GEMM_BATCHED:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_LT_MATMUL:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_DNN_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_FINALIZE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_DNN_GET_ATTRIBUTE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_DESTROY_DESCRIPTOR:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_EXECUTE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_BN_INFERENCE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_BN_SIZES:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_BN_TRAINING:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_BN_BACKWARD:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEM_GET_GRANULARITY:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_MEM_CREATE:
+        return (struct rgpu_op_route){8, -1, -1, -1, 0, 1};
+    case RGPU_OP_MEM_RELEASE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEM_ADDRESS_FREE:
+        return (struct rgpu_op_route){-1, -1, 0, -1, 0, 0};
+    case RGPU_OP_MEM_MAP:
+        return (struct rgpu_op_route){-1, 24, 0, -1, 0, 0};
+    case RGPU_OP_MEM_UNMAP:
+        return (struct rgpu_op_route){-1, -1, 0, -1, 0, 0};
+    case RGPU_OP_MEM_SET_ACCESS:
+        return (struct rgpu_op_route){-1, -1, 0, -1, 0, 0};
+    case RGPU_OP_MEM_GET_ACCESS:
+        return (struct rgpu_op_route){-1, -1, 0, -1, 0, 0};
+    case RGPU_OP_MEM_GET_ALLOCATION_PROPERTIES:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEM_RETAIN_ALLOCATION_HANDLE:
+        return (struct rgpu_op_route){-1, -1, 0, -1, 0, 0};
+    case RGPU_OP_MEM_POOL_CREATE:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 1};
+    case RGPU_OP_MEM_POOL_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEM_POOL_GET_DEFAULT:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_MEM_POOL_GET_CURRENT:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_MEM_POOL_SET_CURRENT:
+        return (struct rgpu_op_route){0, 4, -1, -1, 0, 0};
+    case RGPU_OP_MEM_ALLOC_ASYNC:
+        return (struct rgpu_op_route){-1, 8, -1, -1, 0, 0};
+    case RGPU_OP_MEM_FREE_ASYNC:
+        return (struct rgpu_op_route){-1, 8, 0, -1, 0, 0};
+    case RGPU_OP_MEM_POOL_TRIM:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEM_POOL_SET_ATTRIBUTE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEM_POOL_GET_ATTRIBUTE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEM_POOL_SET_ACCESS:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEM_POOL_GET_ACCESS:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_BEGIN_CAPTURE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_END_CAPTURE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_INSTANTIATE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_LAUNCH:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_EXEC_UPDATE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_EXEC_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_UPLOAD:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_CAPTURE_DEPENDENCIES:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_KERNEL_NODE:
+        return (struct rgpu_op_route){-1, 28, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_MEMSET_NODE:
+        return (struct rgpu_op_route){-1, -1, 28, -1, 0, 0};
+    case RGPU_OP_GRAPH_MEMCPY_NODE:
+        return (struct rgpu_op_route){-1, -1, 28, 44, 0, 0};
+    case RGPU_OP_GRAPH_EDGES:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_CLONE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_GET_NODES:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_OCCUPANCY_TABLE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_TENSOR_MAP_ENCODE_TILED:
+        return (struct rgpu_op_route){-1, -1, 8, -1, 0, 0};
+    case RGPU_OP_TENSOR_MAP_ENCODE_IM2COL:
+        return (struct rgpu_op_route){-1, -1, 8, -1, 0, 0};
+    case RGPU_OP_TENSOR_MAP_REPLACE_ADDRESS:
+        return (struct rgpu_op_route){-1, -1, 128, -1, 0, 0};
+    case RGPU_OP_DEVICE_CAN_ACCESS_PEER:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
+    case RGPU_OP_MEMCPY_PEER:
+        return (struct rgpu_op_route){-1, -1, 0, 16, 0, 0};
+    case RGPU_OP_MEMCPY_PEER_ASYNC:
+        return (struct rgpu_op_route){-1, 40, 0, 16, 0, 0};
+    default:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};
     }
 }
 

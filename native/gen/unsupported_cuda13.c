@@ -122,18 +122,6 @@ CUresult cuCtxDetach(CUcontext ctx)
     return rgpu_unsupported(&logged, "cuCtxDetach");
 }
 
-CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxDisablePeerAccess");
-}
-
-CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxEnablePeerAccess");
-}
-
 CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
 {
     static int logged;
@@ -1182,30 +1170,6 @@ CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *sr
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemcpyHtoA_v2_ptds");
-}
-
-CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyPeer");
-}
-
-CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyPeerAsync");
-}
-
-CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyPeerAsync_ptsz");
-}
-
-CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyPeer_ptds");
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels)

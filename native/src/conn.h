@@ -1,8 +1,9 @@
-/* The shim's one connection to rgpu-server, shared by the conn_*.c files (one concern each): its state, guarded
+/* The shim's connection to rgpu-server (one per server), shared by the conn_*.c files (one concern each): its state, guarded
  * by rgpu_conn.lock (one call on the wire at a time, from any thread), and their internal interface. Nothing here is
  * exported; the shim's own interface is rgpu_shim.h.
  *
- * Configuration (environment): RGPU_SERVER=host:port (default 127.0.0.1:9713), RGPU_PSK_FILE=path,
+ * Configuration (environment): RGPU_SERVER=host:port (default 127.0.0.1:9713; several: comma-separated, one
+ * connection each, see conn_route.c), RGPU_PSK_FILE=path (or one per server, comma-separated),
  * RGPU_BATCH=0 (send asynchronous calls one by one and wait for each), RGPU_SPIN_US=n (how long to poll for a
  * reply before sleeping in recv; default 50, 0 = never poll), RGPU_LOG=level. */
 #ifndef RGPU_CONN_H
@@ -18,7 +19,7 @@
 #define COPY_CHUNK (4u << 20)
 #define MIN_MAX_FRAME (64u << 10) /* a copy chunk plus headers; a server announcing less cannot be used */
 
-struct rgpu_conn {
+struct rgpu_connection {
     pthread_mutex_t lock;
     int state;        /* 0 not connected, 1 ready, -1 failed or lost */
     CUresult failure; /* what every call returns once state is -1 */
@@ -41,7 +42,13 @@ struct rgpu_conn {
     size_t in_pos, in_len;
     uint8_t in[16384];
 };
-extern struct rgpu_conn rgpu_conn;
+/* One connection per server (RGPU_SERVER=hostA:port,hostB:port): every call goes to the connection routing
+ * chose for it on this thread (conn_route.c), which the conn_*.c files name as rgpu_conn. */
+#define RGPU_MAX_SERVERS 8
+extern struct rgpu_connection rgpu_conns[RGPU_MAX_SERVERS];
+extern int rgpu_nservers; /* how many RGPU_SERVER names (1 until rgpu_connect) */
+extern __thread struct rgpu_connection *conn_cur;
+#define rgpu_conn (*conn_cur)
 
 /* A frame to send: header, args, bulk (h.bulk_len bytes). */
 struct out_frame {
@@ -66,6 +73,16 @@ void conn_batch_sent(void);
 
 /* conn_context.c: tell the server the calling thread's context before an operation that runs in it. */
 void conn_sync_context(uint16_t op);
+
+/* conn_route.c: which connection a call goes to (sets conn_cur); `args` may be replaced by a copy in `buf`
+ * (RGPU_ROUTE_BUF bytes) with the device ordinal translated to the server's own. Not 0: the call must fail
+ * with that result (an ordinal no server has). */
+#define RGPU_ROUTE_BUF 256
+CUresult conn_select(uint16_t op, const void **args, size_t args_len, uint8_t *buf);
+void conn_select_current(void);                      /* the connection of the thread's current context */
+void conn_after(uint16_t op, const void *reply, size_t reply_len); /* remember a handle the call made */
+int conn_index(void);                                /* of conn_cur */
+int conn_owns_ctx(uint64_t ctx);                     /* is ctx a context of conn_cur's server */
 
 /* conn_calls.c */
 CUresult conn_call_locked(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,

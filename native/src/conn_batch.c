@@ -65,8 +65,11 @@ static CUresult flush_locked(void)
 
 CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len)
 {
+    uint8_t routed[RGPU_ROUTE_BUF];
+    CUresult r = conn_select(op, &args, args_len, routed);
+    if (r != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&rgpu_conn.lock);
-    CUresult r;
     if (rgpu_conn.state != 1) {
         r = conn_not_ready();
     } else if (!rgpu_conn.batching) {

@@ -7,9 +7,6 @@
 
 #include "conn.h"
 
-struct rgpu_conn rgpu_conn = {.lock = PTHREAD_MUTEX_INITIALIZER, .failure = CUDA_SUCCESS, .fd = -1, .next_id = 1,
-                              .max_frame = 64u << 20, .server_minor = 1};
-
 static CUresult status_to_result(uint32_t status)
 {
     if (status >= RGPU_STATUS_BASE) {
@@ -91,9 +88,15 @@ CUresult conn_not_ready(void)
 CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len, void *reply,
                    size_t reply_len, struct rgpu_sink *sink)
 {
+    uint8_t routed[RGPU_ROUTE_BUF];
+    CUresult r = conn_select(op, &args, args_len, routed);
+    if (r != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&rgpu_conn.lock);
-    CUresult r = rgpu_conn.state == 1 ? conn_call_locked(op, args, args_len, bulk, bulk_len, reply, reply_len, sink)
-                                      : conn_not_ready();
+    r = rgpu_conn.state == 1 ? conn_call_locked(op, args, args_len, bulk, bulk_len, reply, reply_len, sink)
+                             : conn_not_ready();
+    if (r == CUDA_SUCCESS)
+        conn_after(op, reply, reply_len);
     pthread_mutex_unlock(&rgpu_conn.lock);
     return r;
 }
@@ -101,6 +104,11 @@ CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *b
 CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, size_t args_len,
                              struct rgpu_sink *sinks, unsigned window)
 {
+    uint8_t routed[RGPU_ROUTE_BUF];
+    const void *first_args = args;
+    CUresult routing = count ? conn_select(op, &first_args, args_len, routed) : CUDA_SUCCESS;
+    if (routing != CUDA_SUCCESS)
+        return routing; /* (pipelined operations name no device: every request goes where the first does) */
     pthread_mutex_lock(&rgpu_conn.lock);
     if (rgpu_conn.state != 1) {
         CUresult r = conn_not_ready();
@@ -136,14 +144,18 @@ CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, siz
 
 uint32_t rgpu_request_seq(void)
 {
-    pthread_mutex_lock(&rgpu_conn.lock);
-    uint32_t seq = rgpu_conn.next_id;
-    pthread_mutex_unlock(&rgpu_conn.lock);
+    uint32_t seq = 0; /* over every server: unchanged only if nothing at all was issued */
+    for (int i = 0; i < rgpu_nservers; i++) {
+        pthread_mutex_lock(&rgpu_conns[i].lock);
+        seq += rgpu_conns[i].next_id;
+        pthread_mutex_unlock(&rgpu_conns[i].lock);
+    }
     return seq;
 }
 
 CUresult rgpu_ready(void)
 {
+    conn_select_current(); /* ready: the server of the thread's current context (the first before any) */
     pthread_mutex_lock(&rgpu_conn.lock);
     CUresult r = rgpu_conn.state == 1 ? CUDA_SUCCESS : conn_not_ready();
     pthread_mutex_unlock(&rgpu_conn.lock);

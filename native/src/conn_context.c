@@ -18,10 +18,12 @@ void rgpu_note_server_ctx(uint64_t ctx)
 
 void rgpu_forget_server_ctx(uint64_t ctx)
 {
-    pthread_mutex_lock(&rgpu_conn.lock);
-    if (rgpu_conn.server_ctx == ctx)
-        rgpu_conn.server_ctx = 0;
-    pthread_mutex_unlock(&rgpu_conn.lock);
+    for (int i = 0; i < rgpu_nservers; i++) {
+        pthread_mutex_lock(&rgpu_conns[i].lock);
+        if (rgpu_conns[i].server_ctx == ctx)
+            rgpu_conns[i].server_ctx = 0;
+        pthread_mutex_unlock(&rgpu_conns[i].lock);
+    }
 }
 
 uint16_t rgpu_server_minor(void) { return rgpu_conn.server_minor; }
@@ -40,7 +42,9 @@ uint32_t rgpu_max_chunk(void)
 
 void conn_sync_context(uint16_t op)
 {
-    if (rgpu_op_in_context(op) && t_ctx != rgpu_conn.server_ctx) {
+    /* (a context of another server is not this one's to be told: a call routed here by a handle it names runs
+     * in that handle's context) */
+    if (rgpu_op_in_context(op) && t_ctx != rgpu_conn.server_ctx && conn_owns_ctx(t_ctx)) {
         uint8_t a[RGPU_CTX_SET_CURRENT_REQ_SIZE];
         rgpu_pack_ctx_set_current(a, &(struct rgpu_ctx_set_current_req){.ctx = t_ctx});
         if (conn_batch_append(RGPU_OP_CTX_SET_CURRENT, a, sizeof a, NULL, 0) == 0)

@@ -68,11 +68,10 @@ static CUresult hello(const uint8_t *psk, size_t psk_len)
     return conn_authenticate(psk, psk_len, &hellos);
 }
 
-static CUresult handshake(void)
+static CUresult handshake(const char *psk_file)
 {
     uint8_t psk[1024];
     size_t psk_len = 0;
-    const char *psk_file = getenv("RGPU_PSK_FILE");
     int rc = psk_file && *psk_file ? conn_load_psk(psk_file, psk, &psk_len) : 0;
     CUresult r = CUDA_ERROR_NOT_INITIALIZED;
     if (rc)
@@ -84,41 +83,115 @@ static CUresult handshake(void)
     return r;
 }
 
+/* Connect conn_cur to `server` (host:port) with the key in `psk_file` (NULL or empty: none). */
+static CUresult connect_one(const char *server, const char *psk_file)
+{
+    const char *batch = getenv("RGPU_BATCH");
+    rgpu_conn.batching = !(batch && !strcmp(batch, "0"));
+    const char *spin = getenv("RGPU_SPIN_US");
+    rgpu_conn.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
+    errno = 0;
+    rgpu_conn.fd = conn_dial(server);
+    if (rgpu_conn.fd < 0) {
+        rgpu_log(RGPU_LOG_ERROR, "cannot reach rgpu-server at %s: %s", *server ? server : "127.0.0.1:9713",
+                 errno ? strerror(errno) : "unknown host or not host:port (set RGPU_SERVER or rgpu run --server)");
+        rgpu_conn.state = -1;
+        rgpu_conn.failure = CUDA_ERROR_NO_DEVICE;
+        return rgpu_conn.failure;
+    }
+    struct timeval tv = {30, 0}, none = {0, 0};
+    setsockopt(rgpu_conn.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); /* a silent peer must not hang cuInit */
+    CUresult r = handshake(psk_file);
+    setsockopt(rgpu_conn.fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    if (r == CUDA_SUCCESS) {
+        rgpu_conn.state = 1;
+        rgpu_log(RGPU_LOG_INFO, "connected to rgpu-server %s%s", *server ? server : "127.0.0.1:9713",
+                 rgpu_conn.protect ? " (PSK authenticated, encrypted)" : "");
+    } else {
+        close(rgpu_conn.fd);
+        rgpu_conn.fd = -1;
+        rgpu_conn.state = -1;
+        rgpu_conn.failure = r;
+    }
+    return r;
+}
+
+/* The i-th of `n` comma-separated items of `list` into out (empty when list is NULL). -1: too long. */
+static int item(const char *list, int i, char *out, size_t cap)
+{
+    out[0] = 0;
+    for (; list && i > 0; i--)
+        list = strchr(list, ',') ? strchr(list, ',') + 1 : NULL;
+    if (!list)
+        return 0;
+    size_t len = strchr(list, ',') ? (size_t)(strchr(list, ',') - list) : strlen(list);
+    if (len >= cap)
+        return -1;
+    memcpy(out, list, len);
+    out[len] = 0;
+    return 0;
+}
+
+static int count_items(const char *list)
+{
+    int n = 1;
+    for (; list && (list = strchr(list, ',')); list++)
+        n++;
+    return n;
+}
+
+/* Every server of RGPU_SERVER, once per process: cuInit succeeds only when each answers (the devices are
+ * numbered across them in order, so one missing would renumber the rest). RGPU_PSK_FILE is one key for all, or
+ * one file per server in the same order. */
+static pthread_mutex_t connect_lock = PTHREAD_MUTEX_INITIALIZER;
+static int connect_tried;
+static CUresult connect_result;
+
 CUresult rgpu_connect(void)
 {
-    pthread_mutex_lock(&rgpu_conn.lock);
-    if (rgpu_conn.state == 0) {
-        const char *server = getenv("RGPU_SERVER");
-        const char *batch = getenv("RGPU_BATCH");
-        rgpu_conn.batching = !(batch && !strcmp(batch, "0"));
-        const char *spin = getenv("RGPU_SPIN_US");
-        rgpu_conn.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
-        errno = 0;
-        rgpu_conn.fd = conn_dial(server);
-        if (rgpu_conn.fd < 0) {
-            rgpu_log(RGPU_LOG_ERROR, "cannot reach rgpu-server at %s: %s",
-                     server && *server ? server : "127.0.0.1:9713",
-                     errno ? strerror(errno) : "unknown host or not host:port (set RGPU_SERVER or rgpu run --server)");
-            rgpu_conn.state = -1;
-            rgpu_conn.failure = CUDA_ERROR_NO_DEVICE;
-        } else {
-            struct timeval tv = {30, 0}, none = {0, 0};
-            setsockopt(rgpu_conn.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); /* a silent peer must not hang cuInit */
-            CUresult r = handshake();
-            setsockopt(rgpu_conn.fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-            if (r == CUDA_SUCCESS) {
-                rgpu_conn.state = 1;
-                rgpu_log(RGPU_LOG_INFO, "connected to rgpu-server%s",
-                         rgpu_conn.protect ? " (PSK authenticated, encrypted)" : "");
-            } else {
-                close(rgpu_conn.fd);
-                rgpu_conn.fd = -1;
+    pthread_mutex_lock(&connect_lock);
+    if (!connect_tried) {
+        connect_tried = 1;
+        const char *servers = getenv("RGPU_SERVER"), *keys = getenv("RGPU_PSK_FILE");
+        int n = count_items(servers), n_keys = keys && *keys ? count_items(keys) : 0;
+        connect_result = CUDA_SUCCESS;
+        if (n > RGPU_MAX_SERVERS || (n_keys > 1 && n_keys != n)) {
+            rgpu_log(RGPU_LOG_ERROR, n > RGPU_MAX_SERVERS ? "RGPU_SERVER names more than %d servers"
+                                                          : "RGPU_PSK_FILE names one key file, or one per server "
+                                                            "of RGPU_SERVER (at most %d)", RGPU_MAX_SERVERS);
+            connect_result = CUDA_ERROR_NO_DEVICE;
+            n = 0;
+        }
+        for (int i = 0; i < n; i++) {
+            char server[320], key[4096];
+            conn_cur = &rgpu_conns[i];
+            pthread_mutex_lock(&rgpu_conn.lock);
+            CUresult r = item(servers, i, server, sizeof server) || item(keys, n_keys > 1 ? i : 0, key, sizeof key)
+                             ? CUDA_ERROR_INVALID_VALUE
+                             : connect_one(server, key);
+            if (r != CUDA_SUCCESS) {
                 rgpu_conn.state = -1;
                 rgpu_conn.failure = r;
+                if (connect_result == CUDA_SUCCESS)
+                    connect_result = r;
+            }
+            pthread_mutex_unlock(&rgpu_conn.lock);
+        }
+        if (n > 0)
+            rgpu_nservers = n;
+        if (connect_result != CUDA_SUCCESS && n > 1) {
+            rgpu_log(RGPU_LOG_ERROR, "not every server of RGPU_SERVER=%s answered; CUDA calls fail", servers);
+            for (int i = 0; i < n; i++) {
+                conn_cur = &rgpu_conns[i];
+                pthread_mutex_lock(&rgpu_conn.lock);
+                conn_hang_up();
+                rgpu_conn.failure = connect_result;
+                pthread_mutex_unlock(&rgpu_conn.lock);
             }
         }
+        conn_cur = &rgpu_conns[0];
     }
-    CUresult r = rgpu_conn.state == 1 ? CUDA_SUCCESS : rgpu_conn.failure;
-    pthread_mutex_unlock(&rgpu_conn.lock);
+    CUresult r = connect_result;
+    pthread_mutex_unlock(&connect_lock);
     return r;
 }

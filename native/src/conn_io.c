@@ -13,7 +13,9 @@
 static int write_iov(struct iovec *iov, int n)
 {
     while (n > 0) {
-        ssize_t w = writev(rgpu_conn.fd, iov, n > 64 ? 64 : n);
+        /* MSG_NOSIGNAL: a server gone away is a lost connection (EPIPE), not a SIGPIPE that kills the program. */
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)(n > 64 ? 64 : n)};
+        ssize_t w = sendmsg(rgpu_conn.fd, &m, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
                 continue;

@@ -27,6 +27,29 @@ static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static int driver_version = -1, device_count = -1;
 static struct device *devices;
 
+/* The driver version and the devices of one server (the oldest driver of all servers is the one reported). */
+static CUresult server_basics(int server, int *count_out)
+{
+    uint8_t v[RGPU_DRIVER_GET_VERSION_REP_SIZE], n[RGPU_DEVICE_GET_COUNT_REP_SIZE];
+    struct rgpu_driver_get_version_rep version;
+    struct rgpu_device_get_count_rep count;
+    int prev = rgpu_route_push(server);
+    CUresult r = rgpu_call(RGPU_OP_DRIVER_GET_VERSION, NULL, 0, NULL, 0, v, sizeof v, NULL);
+    if (r == CUDA_SUCCESS)
+        r = rgpu_call(RGPU_OP_DEVICE_GET_COUNT, NULL, 0, NULL, 0, n, sizeof n, NULL);
+    if (r == CUDA_SUCCESS && (rgpu_unpack_driver_get_version(v, sizeof v, &version) ||
+                              rgpu_unpack_device_get_count(n, sizeof n, &count) || count.count < 0 ||
+                              count.count > MAX_DEVICES))
+        r = rgpu_bad_reply(RGPU_OP_DEVICE_GET_COUNT, "device count");
+    rgpu_route_pop(prev);
+    if (r == CUDA_SUCCESS) {
+        if (driver_version < 0 || version.version < driver_version)
+            driver_version = version.version;
+        *count_out = count.count;
+    }
+    return r;
+}
+
 static CUresult basics(void)
 {
     CUresult r = rgpu_ready();
@@ -34,24 +57,26 @@ static CUresult basics(void)
         return r;
     pthread_mutex_lock(&dev_lock);
     if (device_count < 0) {
-        uint8_t v[RGPU_DRIVER_GET_VERSION_REP_SIZE], n[RGPU_DEVICE_GET_COUNT_REP_SIZE];
-        struct rgpu_driver_get_version_rep version;
-        struct rgpu_device_get_count_rep count;
-        r = rgpu_call(RGPU_OP_DRIVER_GET_VERSION, NULL, 0, NULL, 0, v, sizeof v, NULL);
-        if (r == CUDA_SUCCESS)
-            r = rgpu_call(RGPU_OP_DEVICE_GET_COUNT, NULL, 0, NULL, 0, n, sizeof n, NULL);
-        if (r == CUDA_SUCCESS && (rgpu_unpack_driver_get_version(v, sizeof v, &version) ||
-                                  rgpu_unpack_device_get_count(n, sizeof n, &count) || count.count < 0 ||
-                                  count.count > MAX_DEVICES)) {
-            pthread_mutex_unlock(&dev_lock);
-            return rgpu_bad_reply(RGPU_OP_DEVICE_GET_COUNT, "device count");
+        int total = 0, servers = rgpu_server_count();
+        for (int s = 0; s < servers && r == CUDA_SUCCESS; s++) {
+            int count = 0;
+            r = server_basics(s, &count);
+            if (r == CUDA_SUCCESS && total + count > MAX_DEVICES)
+                r = rgpu_bad_reply(RGPU_OP_DEVICE_GET_COUNT, "device count");
+            if (r == CUDA_SUCCESS) {
+                rgpu_set_server_devices(s, count);
+                total += count;
+            }
         }
         if (r == CUDA_SUCCESS) {
-            driver_version = version.version;
-            device_count = count.count;
+            device_count = total;
             devices = calloc((size_t)(device_count > 0 ? device_count : 1), sizeof *devices);
             if (!devices)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (r != CUDA_SUCCESS) {
+            device_count = -1;
+            driver_version = -1;
         }
     }
     pthread_mutex_unlock(&dev_lock);
@@ -237,19 +262,6 @@ API CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
         snprintf(bus_id, (size_t)len, "%08X:%02X:%02X.0", d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID] == INT32_MIN ? 0 :
                  d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID], d->attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID],
                  d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID]);
-    return r;
-}
-
-API CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
-{
-    struct device *d;
-    if (!can)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = device(dev, &d);
-    if (r == CUDA_SUCCESS)
-        r = device(peer, &d);
-    if (r == CUDA_SUCCESS)
-        *can = 0; /* peer access is not forwarded */
     return r;
 }
 

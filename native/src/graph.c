@@ -436,6 +436,14 @@ API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return event_record(e, 
 static CUresult stream_wait_event(CUstream s, CUevent e, unsigned flags)
 {
     uint64_t h = rgpu_stream_handle(s), ev = (uint64_t)(uintptr_t)e;
+    if (rgpu_server_count() > 1) {
+        /* A stream cannot wait on the server for another server's event: this host waits for it, then lets the
+         * stream go on (everything issued to the stream after this call is ordered after the event). */
+        int stream_server = h ? rgpu_server_of_handle(h) : rgpu_server_of_ctx(rgpu_thread_ctx());
+        int event_server = rgpu_server_of_handle(ev);
+        if (stream_server >= 0 && event_server >= 0 && stream_server != event_server)
+            return cuEventSynchronize(e);
+    }
     if (__atomic_load_n(&active, __ATOMIC_ACQUIRE) && h) {
         pthread_mutex_lock(&lock);
         for (int i = 0; i < MAX_CAPTURED_EVENTS; i++)

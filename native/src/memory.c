@@ -120,6 +120,24 @@ void rgpu_ranges_drop_device_within(uint64_t start, uint64_t size)
 
 int rgpu_is_device_range(uint64_t ptr, uint64_t n) { return set_find(&device_ranges, ptr, n ? n : 1, NULL) == 0; }
 
+static int overlaps_device_range(uint64_t start, uint64_t size)
+{
+    pthread_mutex_lock(&device_ranges.lock);
+    long i = below(&device_ranges, start + (size ? size - 1 : 0));
+    int hit = i >= 0 && device_ranges.v[i].start + device_ranges.v[i].size > start;
+    pthread_mutex_unlock(&device_ranges.lock);
+    return hit;
+}
+
+int rgpu_ranges_ctx(uint64_t ptr, uint64_t *ctx)
+{
+    struct range rg;
+    if (set_find(&device_ranges, ptr, 1, &rg))
+        return -1;
+    *ctx = rg.ctx;
+    return 0;
+}
+
 /* -- allocation --------------------------------------------------------------------------------------------- */
 API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
@@ -132,6 +150,14 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     rgpu_pack_mem_alloc(a, &(struct rgpu_mem_alloc_req){.size = bytes});
     CUresult r = rgpu_call(RGPU_OP_MEM_ALLOC, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
     if (r == CUDA_SUCCESS && rgpu_unpack_mem_alloc(rep, sizeof rep, &got) == 0) {
+        if (rgpu_server_count() > 1 && overlaps_device_range(got.dptr, bytes)) {
+            /* Addresses name memory across servers: one that another server's memory already has is refused. */
+            rgpu_log(RGPU_LOG_ERROR, "device memory at 0x%llx+%zu from one rgpu-server overlaps memory of another; "
+                                     "the servers of one program need disjoint device addresses",
+                     (unsigned long long)got.dptr, bytes);
+            cuMemFree_v2((CUdeviceptr)got.dptr);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         *dptr = (CUdeviceptr)got.dptr;
         rgpu_ranges_note_device(*dptr, bytes, rgpu_thread_ctx());
     }
@@ -430,6 +456,65 @@ API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUs
     return cuMemcpyDtoHAsync_v2(dst, src, n, s);
 }
 
+/* -- device to device: on the server, or between servers through this host -------------------------------- */
+#define ACROSS_CHUNK (16u << 20)
+
+/* The source is read after the work before it on `s` (when s is the source server's) or on the source's NULL
+ * stream; the destination is written in order on its server (on `s` when s is the destination server's). A
+ * stream of one server cannot order the other's side: programs order it with events (a wait for another
+ * server's event is a wait on the host, graph.c), as they do between any two devices. */
+static CUresult copy_across(CUdeviceptr dst, int dst_server, CUdeviceptr src, int src_server, size_t n, CUstream s,
+                            int async)
+{
+    uint64_t stream = rgpu_stream_handle(s);
+    int on = async && stream ? rgpu_server_of_handle(stream) : -1;
+    size_t cap = n < ACROSS_CHUNK ? n : ACROSS_CHUNK;
+    uint8_t *buf = malloc(cap ? cap : 1);
+    if (!buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t off = 0; off < n && r == CUDA_SUCCESS; off += cap) {
+        size_t k = n - off < cap ? n - off : cap;
+        r = on == src_server ? dtoh(RGPU_OP_MEMCPY_DTOH_ASYNC, buf, src + off, k, stream)
+                             : dtoh(RGPU_OP_MEMCPY_DTOH, buf, src + off, k, 0);
+        if (r == CUDA_SUCCESS) /* (queued bytes are copied, larger ones sent, before htod returns) */
+            r = on == dst_server ? htod(RGPU_OP_MEMCPY_HTOD_ASYNC, dst + off, buf, k, stream)
+                                 : htod(RGPU_OP_MEMCPY_HTOD, dst + off, buf, k, 0);
+    }
+    free(buf);
+    return r;
+}
+
+static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async);
+
+CUresult rgpu_copy_device(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async)
+{
+    if (program_host(dst, n) || program_host(src, n))
+        return unified(dst, src, n, s, async);
+    int dst_server = rgpu_server_of_ptr(dst), src_server = rgpu_server_of_ptr(src);
+    if (rgpu_server_count() > 1 && dst_server >= 0 && src_server >= 0 && dst_server != src_server)
+        return copy_across(dst, dst_server, src, src_server, n, s, async);
+    if (async) {
+        uint8_t a[RGPU_MEMCPY_DTOD_ASYNC_REQ_SIZE];
+        rgpu_pack_memcpy_dtod_async(a, &(struct rgpu_memcpy_dtod_async_req){dst, src, n, rgpu_stream_handle(s)});
+        return rgpu_defer(RGPU_OP_MEMCPY_DTOD_ASYNC, a, sizeof a, NULL, 0);
+    }
+    uint8_t a[RGPU_MEMCPY_DTOD_REQ_SIZE];
+    rgpu_pack_memcpy_dtod(a, &(struct rgpu_memcpy_dtod_req){dst, src, n});
+    return rgpu_call(RGPU_OP_MEMCPY_DTOD, a, sizeof a, NULL, 0, NULL, 0, NULL);
+}
+
+API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return rgpu_copy_device(dst, src, n, NULL, 0); }
+API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return rgpu_copy_device(dst, src, n, NULL, 0); }
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return rgpu_copy_device(dst, src, n, s, 1);
+}
+API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    return rgpu_copy_device(dst, src, n, s, 1);
+}
+
 /* Unified copies: the range sets say which side each pointer is on. */
 static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async)
 {
@@ -455,26 +540,6 @@ API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return unifi
 API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return unified(dst, src, n, NULL, 0); }
 API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return unified(dst, src, n, s, 1); }
 API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return unified(dst, src, n, s, 1); }
-
-static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async)
-{
-    if (program_host(dst, n) || program_host(src, n))
-        return unified(dst, src, n, s, async);
-    if (!async) {
-        uint8_t a[RGPU_MEMCPY_DTOD_REQ_SIZE];
-        rgpu_pack_memcpy_dtod(a, &(struct rgpu_memcpy_dtod_req){.dst = dst, .src = src, .size = n});
-        return rgpu_call(RGPU_OP_MEMCPY_DTOD, a, sizeof a, NULL, 0, NULL, 0, NULL);
-    }
-    uint8_t a[RGPU_MEMCPY_DTOD_ASYNC_REQ_SIZE];
-    rgpu_pack_memcpy_dtod_async(a, &(struct rgpu_memcpy_dtod_async_req){
-                                       .dst = dst, .src = src, .size = n, .stream = rgpu_stream_handle(s)});
-    return rgpu_defer(RGPU_OP_MEMCPY_DTOD_ASYNC, a, sizeof a, NULL, 0);
-}
-
-API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return dtod(dst, src, n, NULL, 0); }
-API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return dtod(dst, src, n, NULL, 0); }
-API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return dtod(dst, src, n, s, 1); }
-API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return dtod(dst, src, n, s, 1); }
 
 /* -- 2D copies: host rows travel packed, so the wire carries width x height bytes whatever the host pitch ------- */
 enum { KIND_H2D = 1, KIND_D2H = 2, KIND_D2D = 3 };

@@ -50,6 +50,21 @@ int rgpu_is_device_range(uint64_t ptr, uint64_t n);
 int rgpu_ctx_device(uint64_t ctx); /* device ordinal of a context, -1 if unknown */
 int rgpu_sha256(const void *data, size_t len, uint8_t out[32]); /* always 0 */
 
+/* Several servers (conn_route.c): which server made a handle / holds a device address / has a device, -1 for
+ * none known; rgpu_route_push sends this thread's calls to one server until rgpu_route_pop (calls that must
+ * go there whatever they name: copies across servers). With one server every answer is 0. */
+int rgpu_server_count(void);
+int rgpu_server_of_handle(uint64_t handle);
+int rgpu_server_of_ctx(uint64_t ctx);
+int rgpu_server_of_ptr(uint64_t ptr);
+int rgpu_device_server(int dev, int *local); /* and the device's ordinal on that server */
+void rgpu_set_server_devices(int server, int count); /* in server order, once each (driver.c) */
+int rgpu_route_push(int server);                      /* returns what rgpu_route_pop restores */
+void rgpu_route_pop(int prev);
+int rgpu_ranges_ctx(uint64_t ptr, uint64_t *ctx); /* memory.c: the context of a device address; -1 unknown */
+/* memory.c: a device-to-device copy, through this host when the two ranges are on different servers. */
+CUresult rgpu_copy_device(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async);
+
 /* Thread-local current context (rgpu handle); the connection tells the server lazily. */
 uint64_t rgpu_thread_ctx(void);
 void rgpu_set_thread_ctx(uint64_t ctx);

@@ -67,6 +67,11 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0 = any)")
     p.add_argument("--backend", choices=("auto", "cuda", "fake"), default="auto",
                    help="cuda: the real GPU; fake: emulation for tests; auto: cuda if a GPU answers")
+    p.add_argument("--devices", metavar="LIST",
+                   help="show sessions only these devices (e.g. 0,2), renumbered from 0 as CUDA_VISIBLE_DEVICES "
+                        "does (default: every device)")
+    p.add_argument("--fake-devices", metavar="N", default="1",
+                   help="how many devices the fake backend emulates (default 1; tests of several devices)")
     p.add_argument("--psk-file", help="pre-shared key file (hex or raw, >= 32 bytes): clients must prove it, "
                                       "frames are encrypted and authenticated")
     p.add_argument("--insecure", action="store_true",
@@ -158,6 +163,16 @@ def _leaves(exc: BaseException):
 def server_main(argv=None) -> int:
     args = server_parser().parse_args(argv)
     os.environ["RGPU_LOG_FORMAT"] = args.log_format  # the workers log the same way
+    from rgpu.backends import factory
+
+    try:  # the workers make their backends from the environment, with the same devices
+        factory.parse_fake_devices(args.fake_devices)
+        os.environ[factory.FAKE_DEVICES_ENV] = args.fake_devices
+        if args.devices is not None:
+            os.environ[factory.DEVICES_ENV] = ",".join(map(str, factory.parse_devices(args.devices)))
+    except ValueError as e:
+        print(f"rgpu-server: {e}", file=sys.stderr)
+        return 2
     if args.log_file:
         from rgpu import logs
 
@@ -205,22 +220,32 @@ def server_main(argv=None) -> int:
 
 
 # -- rgpu ----------------------------------------------------------------------------------------------
-def _connect(args):
-    import rgpu
+def _servers(args) -> list[tuple[str, str | None]]:
+    """(address, PSK file) of each server --server / RGPU_SERVER names (several: comma-separated)."""
+    from rgpu import config
 
-    return rgpu.connect(args.server, psk_file=args.psk_file)
+    addresses = config.server_addresses(args.server)
+    return list(zip(addresses, config.psk_files(args.psk_file, len(addresses))))
 
 
 def cmd_info(args) -> int:
-    with _connect(args) as c:
-        print(f"server session {c.session_id}, agent {c.server.agent!r}, protocol {c.server.major}.{c.server.minor}")
-        print(f"driver version {c.driver_version()}, {c.device_count()} device(s)")
-        for dev in range(c.device_count()):
-            attrs = c.device_attributes(dev)
-            free, total = c.mem_get_info()
-            print(f"  device {dev}: {c.device_name(dev)}, compute {attrs.get(75)}.{attrs.get(76)}, "
-                  f"{attrs.get(16)} SMs, {c.device_total_mem(dev) / 2**30:.1f} GiB ({free / 2**30:.1f} free), "
-                  f"uuid {c.device_uuid(dev).hex()}")
+    import rgpu
+
+    first = 0  # a program given all these servers numbers their devices on from here
+    for address, psk_file in _servers(args):
+        with rgpu.connect(address, psk_file=psk_file) as c:
+            print(f"server {address}: session {c.session_id}, agent {c.server.agent!r}, protocol "
+                  f"{c.server.major}.{c.server.minor}")
+            count = c.device_count()
+            print(f"driver version {c.driver_version()}, {count} device(s)")
+            for dev in range(count):
+                attrs = c.device_attributes(dev)
+                c.ctx_set_current(c.primary_ctx_retain(dev))
+                free, total = c.mem_get_info()
+                print(f"  device {first + dev}: {c.device_name(dev)}, compute {attrs.get(75)}.{attrs.get(76)}, "
+                      f"{attrs.get(16)} SMs, {c.device_total_mem(dev) / 2**30:.1f} GiB ({free / 2**30:.1f} free), "
+                      f"uuid {c.device_uuid(dev).hex()}")
+            first += count
     return 0
 
 
@@ -228,22 +253,39 @@ def cmd_status(args) -> int:
     """Like nvidia-smi for an rgpu server: its backend, devices and memory, and its live sessions."""
     import json
 
-    from rgpu import config
+    servers = _servers(args)
+    reports, first = [], 0
+    for address, psk_file in servers:
+        report = _server_report(address, psk_file, first)
+        first += len(report["devices"])
+        reports.append(report)
+    if args.json:
+        # One server: its report as before; several: a list of them, devices numbered across them.
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        return 0
+    for report in reports:
+        _print_status(report)
+    return 0
+
+
+def _server_report(address: str, psk_file: str | None, first: int) -> dict:
+    """`rgpu status` of one server; its devices numbered from `first` (its place in a list of servers)."""
+    import rgpu
     from rgpu.client import server_status
 
-    address = config.server_address(args.server)
-    status = server_status(address, psk_file=args.psk_file)
+    status = server_status(address, psk_file=psk_file)
     devices = []
-    with _connect(args) as c:  # opened after the status query, so it is not among the sessions listed
+    with rgpu.connect(address, psk_file=psk_file) as c:  # after the status query: not among its sessions
         for dev in range(c.device_count()):
-            total = c.device_total_mem(dev)
-            row = {"index": dev, "name": c.device_name(dev), "total": total}
-            if dev == 0:  # the session's context is on device 0; free memory is the driver's, device-wide
-                row["free"] = c.mem_get_info()[0]
-            devices.append(row)
-    if args.json:
-        print(json.dumps({"address": address, "server": status, "devices": devices}, indent=2))
-        return 0
+            c.ctx_set_current(c.primary_ctx_retain(dev))
+            # (free memory is the driver's, device-wide, read in this session's context on the device)
+            devices.append({"index": first + dev, "name": c.device_name(dev), "total": c.device_total_mem(dev),
+                            "free": c.mem_get_info()[0]})
+    return {"address": address, "server": status, "devices": devices}
+
+
+def _print_status(report: dict) -> None:
+    address, status, devices = report["address"], report["server"], report["devices"]
     gib = 2.0 ** 30
     print(f"rgpu-server {status['version']} at {address}: {status['backend']} backend, {status['isolation']} "
           f"isolation, up {status['uptime_s']:.0f} s, {'PSK authentication' if status['psk'] else 'no authentication'}")
@@ -264,7 +306,6 @@ def cmd_status(args) -> int:
     if status["recently_ended"]:
         print(f"recently ended: {len(status['recently_ended'])} session(s); the last: "
               f"{status['recently_ended'][-1].get('reason')}")
-    return 0
 
 
 @contextlib.contextmanager
@@ -428,12 +469,14 @@ def _program(args) -> list[str]:
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
         raise config.ConfigurationError("give a program to run after --, e.g. `rgpu run -- ./my_cuda_program`")
-    address = config.server_address(args.server)
-    config.parse_address(address)
-    os.environ["RGPU_SERVER"] = address
+    addresses = config.server_addresses(args.server)
+    for address in addresses:
+        config.parse_address(address)
+    os.environ["RGPU_SERVER"] = ",".join(addresses)
     psk_file = config.psk_file(args.psk_file)
     if psk_file:
-        config.load_psk(psk_file)
+        for path in set(config.psk_files(psk_file, len(addresses))):
+            config.load_psk(path)
         os.environ["RGPU_PSK_FILE"] = psk_file
     return argv
 
@@ -462,8 +505,10 @@ def main(argv=None) -> int:
     _add_version(p)
     sub = p.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--server", help="host:port of rgpu-server (default: $RGPU_SERVER, else 127.0.0.1:9713)")
-    common.add_argument("--psk-file", help="pre-shared key file (default: $RGPU_PSK_FILE, else none)")
+    common.add_argument("--server", help="host:port of rgpu-server, or several comma-separated (one program, the "
+                                         "devices of them all) (default: $RGPU_SERVER, else 127.0.0.1:9713)")
+    common.add_argument("--psk-file", help="pre-shared key file, or one per server comma-separated (default: "
+                                           "$RGPU_PSK_FILE, else none)")
     common.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS)
     info = sub.add_parser("info", parents=[common], help="show the server's devices")
     info.set_defaults(fn=cmd_info)

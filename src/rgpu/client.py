@@ -305,6 +305,22 @@ class _Operations:
     def event_elapsed_time(self, start: int, end: int):
         return self._call(_Request(ops.EVENT_ELAPSED_TIME, (start, end)))
 
+    # -- several devices of one server -------------------------------------------------------------
+    def device_can_access_peer(self, dev: int, peer: int):
+        return self._call(_Request(ops.DEVICE_CAN_ACCESS_PEER, (dev, peer), decode=lambda v, b: bool(v[0])))
+
+    def ctx_enable_peer_access(self, peer_ctx: int, flags: int = 0):
+        return self._call(_Request(ops.CTX_ENABLE_PEER_ACCESS, (peer_ctx, flags)))
+
+    def ctx_disable_peer_access(self, peer_ctx: int):
+        return self._call(_Request(ops.CTX_DISABLE_PEER_ACCESS, (peer_ctx,)))
+
+    def memcpy_peer(self, dst: int, dst_ctx: int, src: int, src_ctx: int, nbytes: int):
+        return self._call(_Request(ops.MEMCPY_PEER, (dst, dst_ctx, src, src_ctx, nbytes)))
+
+    def memcpy_peer_async(self, dst: int, dst_ctx: int, src: int, src_ctx: int, nbytes: int, stream: int = 0):
+        return self._defer(_Request(ops.MEMCPY_PEER_ASYNC, (dst, dst_ctx, src, src_ctx, nbytes, stream)))
+
     # -- shared plumbing ---------------------------------------------------------------------------
     def _start_client_state(self, server_max_frame: int, batching: bool) -> None:
         self.max_frame = server_max_frame
@@ -543,7 +559,14 @@ def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: s
     """Open a session. `address` defaults to $RGPU_SERVER, then 127.0.0.1:9713; without `psk` or `psk_file`
     the key comes from $RGPU_PSK_FILE, if set -- as for the `rgpu` commands and the native stand-ins. With
     `context=True` (default) the device-0 context is retained and made current, so memory and module calls
-    work at once. `spin_us`: how long to poll for each reply before sleeping."""
+    work at once. `spin_us`: how long to poll for each reply before sleeping. Several servers
+    ("hostA:9713,hostB:9713") give a `rgpu.multi.MultiClient` over the devices of them all."""
+    addresses = config.server_addresses(address)
+    if len(addresses) > 1:
+        from rgpu.multi import connect_many
+
+        return connect_many(addresses, psk, config.psk_files(psk_file, len(addresses)), context=context,
+                            timeout=timeout, batching=batching, spin_us=spin_us)
     hs = ClientHandshake(_resolve_psk(psk, psk_file))
     sock, io = _open_blocking(address, hs, timeout)
     try:
@@ -583,7 +606,9 @@ async def connect_async(address: str | None = None, psk: bytes | None = None, *,
                         psk_file: str | None = None, context: bool = True, batching: bool = True,
                         stream: trio.abc.Stream | None = None) -> AsyncClient:
     """trio flavour of connect() (the same defaults from the environment); `stream` lets tests pass an
-    in-memory stream instead of TCP."""
+    in-memory stream instead of TCP. One server only (several: the blocking `connect`)."""
+    if stream is None and len(config.server_addresses(address)) > 1:
+        raise config.ConfigurationError("connect_async takes one server; rgpu.connect gives the devices of several")
     key = _resolve_psk(psk, psk_file)
     if stream is None:
         host, port = parse_address(config.server_address(address))

@@ -26,6 +26,31 @@ def server_address(address: str | None = None) -> str:
     return address or os.environ.get("RGPU_SERVER") or DEFAULT_SERVER
 
 
+def server_addresses(address: str | None = None) -> list[str]:
+    """The servers of `server_address(address)`: one, or several as "hostA:port,hostB:port" (one program using
+    the devices of them all, numbered in that order)."""
+    names = [a.strip() for a in server_address(address).split(",")]
+    if not all(names):
+        raise ConfigurationError(f"bad server list {server_address(address)!r}: expected {ADDRESS_FORMS}, "
+                                 "comma-separated for several servers")
+    return names
+
+
+def psk_files(path: str | None, servers: int) -> list[str | None]:
+    """One PSK file per server: `psk_file(path)` is one key for all of them, or a comma-separated file per
+    server, in RGPU_SERVER's order."""
+    chosen = psk_file(path)
+    if chosen is None:
+        return [None] * servers
+    files = chosen.split(",")
+    if len(files) == 1:
+        return files * servers
+    if len(files) != servers:
+        raise ConfigurationError(f"{len(files)} PSK files for {servers} servers: give one key for all of them, "
+                                 "or one file per server in the same order")
+    return files
+
+
 def psk_file(path: str | None = None) -> str | None:
     """The PSK file to use: `path` if given, else $RGPU_PSK_FILE, else none."""
     return path or os.environ.get("RGPU_PSK_FILE") or None

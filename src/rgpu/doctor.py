@@ -125,16 +125,20 @@ def classify(name: str, path: str, shim_dir: pathlib.Path, stand_ins: set[str]) 
     return "NVIDIA library, no stand-in", None
 
 
-def check_server(address: str, psk_file: str | None) -> tuple[bool, str]:
+def check_server(address: str, psk_file: str | None, first: int = 0) -> tuple[bool, str, int]:
+    """(answers, what to say, how many devices); the devices numbered from `first`, their place in a program
+    given several servers."""
     import rgpu
 
     try:
         with rgpu.connect(address, psk_file=psk_file, timeout=5, context=False) as c:
             c.init()
-            names = ", ".join(f"{d}: {c.device_name(d)}" for d in range(c.device_count()))
-            return True, f"answers ({c.server.agent}, protocol {c.server.major}.{c.server.minor}); devices {names}"
+            count = c.device_count()
+            names = ", ".join(f"{first + d}: {c.device_name(d)}" for d in range(count))
+            return True, (f"answers ({c.server.agent}, protocol {c.server.major}.{c.server.minor}); "
+                          f"devices {names or 'none'}"), count
     except (OSError, rgpu.RgpuError, ValueError) as e:
-        return False, f"does not answer: {e}"
+        return False, f"does not answer: {e}", 0
 
 
 def doctor(argv: list[str], shim_dir: pathlib.Path | None = None, out=sys.stdout) -> int:
@@ -199,12 +203,17 @@ def doctor(argv: list[str], shim_dir: pathlib.Path | None = None, out=sys.stdout
                 p(f"    note: {os.path.basename(path)} has {kind} {value}; rgpu's preload takes precedence")
     if not used_any:
         p("  the program loaded no CUDA library (it does not use CUDA, or failed before loading one)")
-    address = env.get("RGPU_SERVER", "127.0.0.1:9713")
-    ok, text = check_server(address, env.get("RGPU_PSK_FILE"))
-    p(f"  server {address}: {text}")
-    if not ok:
-        problems.append(f"the rgpu server at {address} does not answer: start `rgpu-server` there, or point "
-                        "--server / RGPU_SERVER at one")
+    from rgpu import config
+
+    addresses = config.server_addresses(env.get("RGPU_SERVER"))
+    first = 0
+    for address, psk_file in zip(addresses, config.psk_files(env.get("RGPU_PSK_FILE"), len(addresses))):
+        ok, text, count = check_server(address, psk_file, first)
+        first += count
+        p(f"  server {address}: {text}")
+        if not ok:
+            problems.append(f"the rgpu server at {address} does not answer: start `rgpu-server` there, or point "
+                            "--server / RGPU_SERVER at one")
     for problem in dict.fromkeys(problems):
         p(f"  problem: {problem}")
     if not problems:

@@ -138,14 +138,6 @@ RT_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, en
     return memcpy_checked(dst, src, n, kind, s, 1);
 }
 
-RT_API cudaError_t cudaMemcpyPeer(void *dst, int dst_dev, const void *src, int src_dev, size_t n)
-{
-    static int logged;
-    if (dst_dev != src_dev)
-        return rt_unsupported(&logged, "cudaMemcpyPeer between different devices");
-    return cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice);
-}
-
 static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                            enum cudaMemcpyKind kind, cudaStream_t s, int async)
 {

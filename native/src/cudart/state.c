@@ -54,6 +54,16 @@ static cudaError_t primary_context(int dev, CUcontext *out)
     return e;
 }
 
+cudaError_t rt_primary(int dev, CUcontext *ctx)
+{
+    cudaError_t e = initialised();
+    if (e != cudaSuccess)
+        return e;
+    if (dev < 0 || dev >= device_count)
+        return cudaErrorInvalidDevice;
+    return primary_context(dev, ctx);
+}
+
 /* Make the device's primary context current on this thread. */
 static cudaError_t use_primary(int dev)
 {

@@ -45,6 +45,19 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def ctx_set_limit(self, ctx, limit: int, value: int) -> None: ...
 
+    # -- several devices: peer access and copies between them --------------------------------------
+    @abc.abstractmethod
+    def device_can_access_peer(self, dev: int, peer: int) -> bool: ...
+    @abc.abstractmethod
+    def ctx_enable_peer_access(self, ctx, peer_ctx, flags: int) -> None: ...
+    @abc.abstractmethod
+    def ctx_disable_peer_access(self, ctx, peer_ctx) -> None: ...
+    @abc.abstractmethod
+    def memcpy_peer(self, dst_ctx, dst: int, src_ctx, src: int, nbytes: int, stream_ctx=None, stream=None,
+                    asynchronous=False) -> None:
+        """cuMemcpyPeer(Async): `stream` (in `stream_ctx`; None: that context's NULL stream) orders an
+        asynchronous copy; a synchronous one waits for both devices' NULL streams, as the driver's does."""
+
     @abc.abstractmethod
     def mem_alloc(self, ctx, size: int) -> int: ...
     @abc.abstractmethod

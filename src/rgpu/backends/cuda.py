@@ -226,6 +226,26 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         else:
             _check(cu.cuMemcpyDtoD(dst, src, nbytes))
 
+    # -- several devices ------------------------------------------------------------------------------
+    def device_can_access_peer(self, dev: int, peer: int) -> bool:
+        return bool(_check(cu.cuDeviceCanAccessPeer(self._device(dev), self._device(peer))))
+
+    def ctx_enable_peer_access(self, ctx, peer_ctx, flags: int) -> None:
+        self._use(ctx)
+        _check(cu.cuCtxEnablePeerAccess(peer_ctx, flags))
+
+    def ctx_disable_peer_access(self, ctx, peer_ctx) -> None:
+        self._use(ctx)
+        _check(cu.cuCtxDisablePeerAccess(peer_ctx))
+
+    def memcpy_peer(self, dst_ctx, dst, src_ctx, src, nbytes, stream_ctx=None, stream=None,
+                    asynchronous=False) -> None:
+        self._use(stream_ctx if stream_ctx is not None else dst_ctx)
+        if asynchronous:
+            _check(cu.cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, nbytes, _stream(stream)))
+        else:
+            _check(cu.cuMemcpyPeer(dst, dst_ctx, src, src_ctx, nbytes))
+
     def memset(self, ctx, dst, value, count, width, stream=None, asynchronous=False) -> None:
         self._use(ctx)
         if asynchronous:

@@ -52,6 +52,7 @@ class FakeContext:
     allocations: set = attrs.Factory(set)
     streams: list = attrs.Factory(list)
     limits: dict = attrs.Factory(lambda: dict(DEFAULT_LIMITS))
+    peers: set = attrs.Factory(set)  # contexts whose memory kernels of this one may access
 
     def check(self) -> None:
         if self.sticky:
@@ -118,20 +119,31 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
         static = func.attributes.get(1, FUNC_ATTRIBUTES[1])
         return max(0, min(MAX_SHARED_PER_BLOCK_OPTIN, ATTRIBUTES[81] // blocks) - static)
 
-    def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1, param_info: bool | None = None):
+    def __init__(self, total_mem: int = 16 * 1024**3, device_count: int = 1, param_info: bool | None = None,
+                 visible: tuple[int, ...] | None = None, base_address: int = BASE_ADDRESS):
+        """`device_count` emulated devices, of which `visible` (default all) are shown, renumbered from 0 as
+        CUDA_VISIBLE_DEVICES does; every device has `total_mem` of its own."""
         self.total_mem = total_mem
         # param_info=False (or RGPU_FAKE_NO_PARAM_INFO=1) emulates a driver before CUDA 12.4, which cannot
         # report kernel parameter layouts, so clients must fall back to the image's own records.
         if param_info is None:
             param_info = os.environ.get("RGPU_FAKE_NO_PARAM_INFO", "") != "1"
         self.param_info = param_info
-        self._device_count = device_count
+        if visible is None:
+            visible = tuple(range(device_count))
+        bad = [d for d in visible if not 0 <= d < device_count]
+        if bad or len(set(visible)) != len(visible) or not visible:
+            raise ValueError(f"devices {','.join(map(str, visible))}: the fake backend emulates {device_count} "
+                             f"(0 to {device_count - 1}), each at most once")
+        self._physical = tuple(visible)
+        self._device_count = len(visible)
         self._lock = threading.Lock()
         self._starts: list[int] = []
         self._memory: dict[int, np.ndarray] = {}
         self._owner: dict[int, FakeContext] = {}
-        self._next = BASE_ADDRESS
+        self._next = base_address
         self.used = 0
+        self.used_by_device = [0] * self._device_count
         self.contexts_alive = 0
         self.wait_until = _wait_until  # replaceable per instance (the fuzzer must never sleep)
 
@@ -151,7 +163,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
         return dev
 
     def device_name(self, dev: int) -> str:
-        return f"rgpu fake GPU {self._dev(dev)}"
+        return f"rgpu fake GPU {self._physical[self._dev(dev)]}"
 
     def device_attribute(self, attrib: int, dev: int) -> int:
         self._dev(dev)
@@ -164,7 +176,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
         return self.total_mem
 
     def device_uuid(self, dev: int) -> bytes:
-        return hashlib.sha256(b"rgpu-fake-device-%d" % self._dev(dev)).digest()[:16]
+        return hashlib.sha256(b"rgpu-fake-device-%d" % self._physical[self._dev(dev)]).digest()[:16]
 
     # -- contexts ----------------------------------------------------------------------------------
     def ctx_create(self, flags: int, dev: int) -> FakeContext:
@@ -179,6 +191,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
             for ptr in list(ctx.allocations):
                 self._release(ptr)
             self.contexts_alive -= 1
+        ctx.peers.clear()
 
     def ctx_synchronize(self, ctx: FakeContext) -> None:
         ctx.check()
@@ -201,8 +214,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
         if size == 0:
             raise CudaError(Status.INVALID_VALUE, "cuMemAlloc of 0 bytes")
         with self._lock:
-            if self.used + size > self.total_mem:
-                raise CudaError(Status.OUT_OF_MEMORY, f"{size} bytes requested, {self.total_mem - self.used} free")
+            self._take(ctx.dev, size)
             ptr = self._next
             # Addresses are never reused, so a stale pointer faults instead of hitting new data.
             self._next += (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT + ALIGNMENT
@@ -210,8 +222,20 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
             bisect.insort(self._starts, ptr)
             self._owner[ptr] = ctx
             ctx.allocations.add(ptr)
-            self.used += size
         return ptr
+
+    def _take(self, dev: int, size: int) -> None:
+        """Count `size` bytes of device `dev`'s memory as used, or raise OUT_OF_MEMORY (hold `_lock`)."""
+        used = self.used_by_device[dev]
+        if used + size > self.total_mem:
+            raise CudaError(Status.OUT_OF_MEMORY, f"{size} bytes requested on device {dev}, "
+                                                  f"{self.total_mem - used} free")
+        self.used += size
+        self.used_by_device[dev] += size
+
+    def _give_back(self, dev: int, size: int) -> None:
+        self.used -= size
+        self.used_by_device[dev] -= size
 
     def mem_free(self, ctx: FakeContext, ptr: int) -> None:
         ctx.check()
@@ -223,12 +247,43 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Bac
     def _release(self, ptr: int) -> None:
         buf = self._memory.pop(ptr)
         del self._starts[bisect.bisect_left(self._starts, ptr)]
-        self._owner.pop(ptr).allocations.discard(ptr)
-        self.used -= buf.size
+        owner = self._owner.pop(ptr)
+        owner.allocations.discard(ptr)
+        self._give_back(owner.dev, buf.size)
 
     def mem_get_info(self, ctx: FakeContext) -> tuple[int, int]:
         ctx.check()
-        return self.total_mem - self.used, self.total_mem
+        return self.total_mem - self.used_by_device[ctx.dev], self.total_mem
+
+    # -- several devices ------------------------------------------------------------------------------
+    # Every pair of distinct emulated devices can reach each other (as NVLink-connected GPUs do). Kernels are
+    # not stopped from touching a peer's memory without peer access: the emulation has one address space.
+    def device_can_access_peer(self, dev: int, peer: int) -> bool:
+        return self._dev(dev) != self._dev(peer)
+
+    def ctx_enable_peer_access(self, ctx: FakeContext, peer_ctx: FakeContext, flags: int) -> None:
+        ctx.check()
+        if flags:
+            raise CudaError(Status.INVALID_VALUE, "cuCtxEnablePeerAccess flags must be 0")
+        if not self.device_can_access_peer(ctx.dev, peer_ctx.dev):
+            raise CudaError(Status.PEER_ACCESS_UNSUPPORTED, f"device {ctx.dev} cannot access device {peer_ctx.dev}")
+        if peer_ctx in ctx.peers:
+            raise CudaError(Status.PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled")
+        ctx.peers.add(peer_ctx)
+
+    def ctx_disable_peer_access(self, ctx: FakeContext, peer_ctx: FakeContext) -> None:
+        ctx.check()
+        if peer_ctx not in ctx.peers:
+            raise CudaError(Status.PEER_ACCESS_NOT_ENABLED, "peer access was not enabled")
+        ctx.peers.discard(peer_ctx)
+
+    def memcpy_peer(self, dst_ctx: FakeContext, dst, src_ctx: FakeContext, src, nbytes, stream_ctx=None, stream=None,
+                    asynchronous=False) -> None:
+        dst_ctx.check()
+        src_ctx.check()
+        if not asynchronous:  # (kernels compute their results at launch: an asynchronous copy may run now)
+            self.wait_until(max(dst_ctx.busy_until, src_ctx.busy_until))
+        self._checked_view(dst, nbytes)[:] = self._checked_view(src, nbytes)
 
     def _view(self, ptr: int, nbytes: int) -> np.ndarray:
         with self._lock:

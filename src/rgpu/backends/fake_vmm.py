@@ -27,7 +27,7 @@ def _aligned(*values: int) -> bool:
 
 
 class FakeVmm:
-    """Mixed into FakeBackend (which provides `_lock`, `_memory`, `_starts`, `_next`, `used`, `total_mem`)."""
+    """Mixed into FakeBackend (which provides `_lock`, `_memory`, `_starts`, `_next`, `_take`, `_give_back`)."""
 
     def vmm_granularity(self, dev: int, option: int, compression: int) -> int:
         self._dev(dev)
@@ -41,14 +41,12 @@ class FakeVmm:
         if compression:
             raise CudaError(Status.NOT_SUPPORTED, "the fake device has no compressible memory")
         with self._lock:
-            if self.used + size > self.total_mem:
-                raise CudaError(Status.OUT_OF_MEMORY, f"{size} bytes requested, {self.total_mem - self.used} free")
-            self.used += size
+            self._take(dev, size)
         return FakePhysical(np.zeros(size, dtype=np.uint8), dev)
 
     def vmm_release(self, ctx, phys: FakePhysical) -> None:
         with self._lock:
-            self.used -= phys.buf.size
+            self._give_back(phys.dev, phys.buf.size)
 
     def vmm_address_reserve(self, ctx, size: int, alignment: int, addr: int, flags: int) -> int:
         ctx.check()

@@ -540,6 +540,22 @@ GRAPH_GET_NODES = _op(0x00F9, "GRAPH_GET_NODES", "graph:u64", "count:u32", names
                       doc="every node of a graph -- a captured one too -- with handles the server mints for nodes "
                           "the client has not named, in a topological order")
 
+# Several devices of one server (0x013x): peer access between the session's contexts, and copies between
+# devices done on the server. Contexts are named by handle; `dst_ctx`/`src_ctx` must be the contexts (devices)
+# the two ranges were allocated in.
+DEVICE_CAN_ACCESS_PEER = _op(0x0130, "DEVICE_CAN_ACCESS_PEER", "device:i32 peer:i32", "can:i32", context=False,
+                             doc="cuDeviceCanAccessPeer(device, peer)")
+CTX_ENABLE_PEER_ACCESS = _op(0x0131, "CTX_ENABLE_PEER_ACCESS", "peer_ctx:u64 flags:u32",
+                             doc="cuCtxEnablePeerAccess(peer_ctx, flags): the current context may access peer_ctx's "
+                                 "memory")
+CTX_DISABLE_PEER_ACCESS = _op(0x0132, "CTX_DISABLE_PEER_ACCESS", "peer_ctx:u64", doc="cuCtxDisablePeerAccess")
+MEMCPY_PEER = _op(0x0133, "MEMCPY_PEER", "dst:u64 dst_ctx:u64 src:u64 src_ctx:u64 size:u64", context=False,
+                  doc="cuMemcpyPeer(dst, dst_ctx, src, src_ctx, n), between devices of this server")
+MEMCPY_PEER_ASYNC = _op(0x0134, "MEMCPY_PEER_ASYNC", "dst:u64 dst_ctx:u64 src:u64 src_ctx:u64 size:u64 stream:u64",
+                        deferrable=True, names="stream:stream",
+                        doc="cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, n, stream); stream 0: the current "
+                            "context's NULL stream")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 

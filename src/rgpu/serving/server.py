@@ -215,6 +215,7 @@ class Server:
                 row["peer"] = value
             else:
                 row.update(peer=value.peer, memory=value.memory.allocated, calls=value.calls,
+                           memory_by_device={str(d): n for d, n in sorted(value.memory_by_device().items())},
                            last_error=status_name(value.deferred_error) if value.deferred_error else None)
             sessions.append(row)
         recent = list(self.pool.finished)[-10:] if self.pool is not None else []

@@ -260,3 +260,17 @@ class Session:
 
     def add_region(self, start: int, size: int, ctx: int, owner: str) -> None:
         self.memory.add(Region(start, size, ctx, owner))
+
+    # -- several devices ---------------------------------------------------------------------------
+    def device_of(self, region: Region) -> int:
+        """The device a region of this session's memory is on (its context's; regions go with their context)."""
+        return self.context(region.ctx).info
+
+    def memory_by_device(self) -> dict[int, int]:
+        """The bytes of device memory the session's ranges span, per device (status and statistics; the quota
+        itself, --session-mem-limit, is on the session's total over all devices)."""
+        usage: dict[int, int] = {}
+        for region in self.memory.regions():
+            device = self.device_of(region)
+            usage[device] = usage.get(device, 0) + region.size
+        return usage
