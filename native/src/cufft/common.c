@@ -55,3 +55,16 @@ FFT_API int cufftGetProperty(int type, int *value)
     *value = parts[type];
     return CUFFT_SUCCESS;
 }
+
+/* Exported by NVIDIA's libcufft but declared in no header: stubs, so that a binary bound to them still loads. */
+FFT_API int cufftDebug()
+{
+    static int logged;
+    return rgpu_fft_unsupported(&logged, "cufftDebug");
+}
+
+FFT_API int cufftXtMakePlanGuru64()
+{
+    static int logged;
+    return rgpu_fft_unsupported(&logged, "cufftXtMakePlanGuru64");
+}
