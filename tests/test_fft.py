@@ -1,5 +1,6 @@
 """The cuFFT stand-in against the fake backend (numpy FFTs): every plan call, exec type and layout checked against a
-naive DFT by tests/cuda/fft_check.c, with the bad input cuFFT refuses and what only the server can refuse; and at
+naive DFT by tests/cuda/fft_check.c (executions captured in CUDA graphs too), with the bad input cuFFT refuses and
+what only the server can refuse; and at
 the wire: plan descriptions refused with cuFFT's statuses, executions confined to the session's memory over the
 extents the plan gives, plans that are another session's or another context's."""
 
@@ -33,7 +34,8 @@ def test_fft_check_matches_a_cpu_reference_and_refuses_bad_input(shim_dir, tmp_p
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = {line[:40].strip(): line[40:].strip() for line in proc.stdout.splitlines()}
     for name in ("C2C 3d 4x6x5", "R2C 2d 6x8 in place (padded)", "C2R many advanced", "Z2D 2d 5x6",
-                 "D2Z many64 2d own work area", "Xt R2C 2d 8x8 (R_32F -> C_32F)", "C2C after the refusals"):
+                 "D2Z many64 2d own work area", "Xt R2C 2d 8x8 (R_32F -> C_32F)",
+                 "Xt C2C captured in a graph, run twice", "C2C after the refusals"):
         assert lines[name].startswith("OK "), (name, proc.stdout)
     # cuFFT's own codes: INVALID_PLAN 1, INVALID_TYPE 3, INVALID_VALUE 4, INVALID_SIZE 8, NO_WORKSPACE 13.
     expected = {"exec on a handle never made": 1, "plan of size 0": 8, "plan of an unknown type": 3,
