@@ -152,6 +152,16 @@ static long long unflatten(const struct fft_case *c, int is_complex, long long e
     return e;
 }
 
+/* Where index idx of a transform lies in a dense array over n (the complex side of a real transform is the
+ * first n_last / 2 + 1 columns of the full spectrum). */
+static long long dense(const struct fft_case *c, const long long *idx)
+{
+    long long at = 0;
+    for (int i = 0; i < c->rank; i++)
+        at = at * c->n[i] + idx[i];
+    return at;
+}
+
 /* The naive DFT of every transform: x and y dense over n (complex), sign -1 forward, unnormalized. */
 static void dft(const struct fft_case *c, const double complex *x, double complex *y, int sign)
 {
@@ -291,11 +301,8 @@ static void run_case(const struct fft_case *c, void *stream)
     for (size_t i = 0; i < in_bytes / prec; i++) /* gaps hold a value no transform would produce from the signal */
         put(host, prec, (long long)i, 1e3);
     for (long long e = 0; e < nin; e++) {
-        long long b = unflatten(c, cin, e, idx), dense = 0, scratch;
-        long long at = offset(c, &c->in, cin, b, idx, &scratch);
-        for (int i = 0; i < c->rank; i++)
-            dense = dense * c->n[i] + idx[i];
-        double complex v = x[b * size + dense];
+        long long b = unflatten(c, cin, e, idx), scratch, at = offset(c, &c->in, cin, b, idx, &scratch);
+        double complex v = x[b * size + dense(c, idx)];
         put(host, prec, cin ? 2 * at : at, creal(v));
         if (cin)
             put(host, prec, 2 * at + 1, cimag(v));
@@ -329,11 +336,8 @@ static void run_case(const struct fft_case *c, void *stream)
     double err = 0, scale = 1;
     uint64_t hash = 0xcbf29ce484222325ull;
     for (long long e = 0; e < nout; e++) {
-        long long b = unflatten(c, cout, e, idx), dense = 0, scratch;
-        long long at = offset(c, &c->out, cout, b, idx, &scratch);
-        for (int i = 0; i < c->rank; i++)
-            dense = dense * c->n[i] + idx[i];
-        double complex want = ref[b * size + dense];
+        long long b = unflatten(c, cout, e, idx), scratch, at = offset(c, &c->out, cout, b, idx, &scratch);
+        double complex want = ref[b * size + dense(c, idx)];
         double complex got = cout ? get(back, prec, 2 * at) + I * get(back, prec, 2 * at + 1) : get(back, prec, at);
         hash = fnv(back + (cout ? 2 * at : at) * prec, (size_t)prec * (cout ? 2 : 1), hash);
         err = fmax(err, cabs(got - want)), scale = fmax(scale, cabs(want));

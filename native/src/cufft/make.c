@@ -65,6 +65,18 @@ static int ready(void)
     return cudaFree(NULL) == 0 ? CUFFT_SUCCESS : CUFFT_SETUP_FAILED;
 }
 
+/* One FFT_PLAN or FFT_ESTIMATE round trip for `d`, its reply in `raw`: 0, or a cufftResult. */
+static int ask(uint16_t op, const struct fft_desc *d, uint8_t *raw, size_t len)
+{
+    int r = ready();
+    if (r)
+        return r;
+    uint8_t args[RGPU_FFT_PLAN_REQ_SIZE];
+    pack(d, args);
+    r = rgpu_ext_call(op, args, sizeof args, NULL, 0, raw, len, NULL, 0, NULL);
+    return r ? rgpu_fft_status(r) : CUFFT_SUCCESS;
+}
+
 /* `described`: rgpu_fft_describe's or rgpu_fft_legacy_types' status, so each public call is one line. */
 static int make(int handle, struct fft_desc *d, int described, size_t *work_size)
 {
@@ -75,15 +87,11 @@ static int make(int handle, struct fft_desc *d, int described, size_t *work_size
         return CUFFT_INVALID_PLAN; /* a plan is made once */
     if (described)
         return described;
-    int r = ready();
+    uint8_t raw[RGPU_FFT_PLAN_REP_SIZE];
+    struct rgpu_fft_plan_rep rep;
+    int r = ask(RGPU_OP_FFT_PLAN, d, raw, sizeof raw);
     if (r)
         return r;
-    uint8_t args[RGPU_FFT_PLAN_REQ_SIZE], raw[RGPU_FFT_PLAN_REP_SIZE];
-    struct rgpu_fft_plan_rep rep;
-    pack(d, args);
-    r = rgpu_ext_call(RGPU_OP_FFT_PLAN, args, sizeof args, NULL, 0, raw, sizeof raw, NULL, 0, NULL);
-    if (r)
-        return rgpu_fft_status(r);
     if (rgpu_unpack_fft_plan(raw, sizeof raw, &rep) || (!rep.status && !rep.plan))
         return rgpu_fft_status(rgpu_ext_bad_reply(RGPU_OP_FFT_PLAN, "no plan and no cuFFT status"));
     if (rep.status)
@@ -104,15 +112,11 @@ static int estimate(struct fft_desc *d, int described, size_t *work_size)
         return described;
     if (!work_size)
         return CUFFT_INVALID_VALUE;
-    int r = ready();
+    uint8_t raw[RGPU_FFT_ESTIMATE_REP_SIZE];
+    struct rgpu_fft_estimate_rep rep;
+    int r = ask(RGPU_OP_FFT_ESTIMATE, d, raw, sizeof raw);
     if (r)
         return r;
-    uint8_t args[RGPU_FFT_ESTIMATE_REQ_SIZE], raw[RGPU_FFT_ESTIMATE_REP_SIZE];
-    struct rgpu_fft_estimate_rep rep;
-    pack(d, args);
-    r = rgpu_ext_call(RGPU_OP_FFT_ESTIMATE, args, sizeof args, NULL, 0, raw, sizeof raw, NULL, 0, NULL);
-    if (r)
-        return rgpu_fft_status(r);
     if (rgpu_unpack_fft_estimate(raw, sizeof raw, &rep))
         return rgpu_fft_status(rgpu_ext_bad_reply(RGPU_OP_FFT_ESTIMATE, "reply size"));
     if (rep.status)

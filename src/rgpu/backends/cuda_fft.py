@@ -9,12 +9,10 @@ program made (the legacy cufftMakePlanMany64 or cufftXtMakePlanMany) and run wit
 
 from __future__ import annotations
 
-import threading
-
 import cffi
 
 from rgpu.backends.cuda_common import stream as _stream
-from rgpu.backends.nvlibs import open_library
+from rgpu.backends.nvlibs import LazyLibrary
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import fft_wire
 
@@ -49,16 +47,7 @@ _STATUS = {1: Status.INVALID_HANDLE, 2: Status.OUT_OF_MEMORY, 3: Status.INVALID_
            8: Status.INVALID_VALUE, 16: Status.NOT_SUPPORTED}
 _EXEC = {fft_wire.C2C: "cufftExecC2C", fft_wire.Z2Z: "cufftExecZ2Z", fft_wire.R2C: "cufftExecR2C",
          fft_wire.D2Z: "cufftExecD2Z", fft_wire.C2R: "cufftExecC2R", fft_wire.Z2D: "cufftExecZ2D"}
-_lock = threading.Lock()
-_lib = None
-
-
-def library():
-    global _lib
-    with _lock:
-        if _lib is None:
-            _lib = open_library(_ffi, "RGPU_CUFFT", "cu13", "libcufft.so.12")
-        return _lib
+library = LazyLibrary(_ffi, "RGPU_CUFFT", "cu13", "libcufft.so.12")
 
 
 def check(status: int, what: str) -> None:
