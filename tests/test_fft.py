@@ -113,7 +113,9 @@ async def expect_deferred(client, code):
     (dict(plan_type=0, types=(9, 9, 9)), FftStatus.INVALID_TYPE),    # not a type cuFFT takes
     (dict(inembed=(16,), onembed=(16,), istride=-1), FftStatus.INVALID_VALUE),
     (dict(inembed=(16,), onembed=(16,), idist=-5, batch=2), FftStatus.INVALID_VALUE),
+    (dict(plan_type=0, types=(2, 15, 15)), FftStatus.INVALID_TYPE),  # half in, bfloat16 out
     (dict(plan_type=0, types=(6, 6, 6), n=(12,)), FftStatus.NOT_SUPPORTED),  # half precision: powers of two
+    (dict(plan_type=0, types=(14, 15, 15)), FftStatus.NOT_SUPPORTED),  # bfloat16: the fake has no such numbers
 ])
 async def test_plans_cufft_refuses_are_answered_with_its_status(client, kw, status):
     plan, work_size, got = await client._call(_Request(ops.FFT_PLAN, describe(**kw)))

@@ -5,7 +5,7 @@
 
 static int is_real(int data_type)
 {
-    return data_type == 0 || data_type == 1 || data_type == 2; /* CUDA_R_32F, CUDA_R_64F, CUDA_R_16F */
+    return data_type == 0 || data_type == 1 || data_type == 2 || data_type == 14; /* CUDA_R_{32F,64F,16F,16BF} */
 }
 
 /* `kind`: the cufftType the exec function implies, 0 for cufftXtExec (any plan). */

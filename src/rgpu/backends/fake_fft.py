@@ -22,8 +22,9 @@ def work_size(plan: Plan) -> int:
 
 
 def refusal(plan: Plan) -> int:
-    """The cuFFT status cuFFT gives a plan the fake cannot make, or 0. Half precision: powers of two only."""
-    if plan.precision == 2 and any(d & (d - 1) for d in plan.n):
+    """The cuFFT status for a plan the fake does not make, or 0. Half precision: powers of two only, as cuFFT's;
+    bfloat16 (which numpy has no type for) not at all."""
+    if plan.component == "bf16" or (plan.precision == 2 and any(d & (d - 1) for d in plan.n)):
         return FftStatus.NOT_SUPPORTED
     return 0
 
@@ -41,7 +42,7 @@ def _offsets(layout: Layout) -> np.ndarray:
 
 def _components(view, ptr: int, layout: Layout, data_type: int) -> np.ndarray:
     """The side's memory as real components (complex numbers are two of them)."""
-    is_complex, component = fft_wire.DATA_TYPES[data_type]
+    is_complex, component, _ = fft_wire.DATA_TYPES[data_type]
     width = 2 if is_complex else 1
     return view(ptr, layout.extent() * width * component).view(_REAL[component]), width
 

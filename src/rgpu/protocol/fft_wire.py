@@ -46,10 +46,11 @@ class Refused(Exception):
         self.status = status
 
 
-# cudaDataType values cuFFT takes: (is complex, bytes of one real component).
-R_16F, C_16F, R_32F, C_32F, R_64F, C_64F = 2, 6, 0, 4, 1, 5
-DATA_TYPES = {R_16F: (False, 2), C_16F: (True, 2), R_32F: (False, 4), C_32F: (True, 4), R_64F: (False, 8),
-              C_64F: (True, 8)}
+# cudaDataType values cuFFT takes: (is complex, bytes of one real component, the component's format).
+R_16F, C_16F, R_16BF, C_16BF, R_32F, C_32F, R_64F, C_64F = 2, 6, 14, 15, 0, 4, 1, 5
+DATA_TYPES = {R_16F: (False, 2, "f16"), C_16F: (True, 2, "f16"), R_16BF: (False, 2, "bf16"),
+              C_16BF: (True, 2, "bf16"), R_32F: (False, 4, "f32"), C_32F: (True, 4, "f32"), R_64F: (False, 8, "f64"),
+              C_64F: (True, 8, "f64")}
 # cufftType -> (input type, output type, execution type); the exec functions take the same numbers.
 C2C, R2C, C2R, Z2Z, D2Z, Z2D = 0x29, 0x2A, 0x2C, 0x69, 0x6A, 0x6C
 LEGACY_TYPES = {C2C: (C_32F, C_32F, C_32F), R2C: (R_32F, C_32F, C_32F), C2R: (C_32F, R_32F, C_32F),
@@ -91,7 +92,7 @@ class Layout:
 def transform_kind(input_type: int, output_type: int, exec_type: int) -> str:
     """"C2C", "R2C" or "C2R"; Refused unless the three data types make one of them, in one precision."""
     types = (input_type, output_type, exec_type)
-    if any(t not in DATA_TYPES for t in types) or len({DATA_TYPES[t][1] for t in types}) != 1:
+    if any(t not in DATA_TYPES for t in types) or len({DATA_TYPES[t][2] for t in types}) != 1:
         raise Refused(FftStatus.INVALID_TYPE, f"data types {types}")
     complex_in, complex_out = DATA_TYPES[input_type][0], DATA_TYPES[output_type][0]
     if not (complex_in or complex_out):
@@ -153,11 +154,16 @@ class Plan:
         return DATA_TYPES[self.exec_type][1]
 
     @property
+    def component(self) -> str:
+        """The components' format: "f16", "bf16", "f32" or "f64"."""
+        return DATA_TYPES[self.exec_type][2]
+
+    @property
     def rank(self) -> int:
         return len(self.n)
 
     def element_size(self, data_type: int) -> int:
-        is_complex, component = DATA_TYPES[data_type]
+        is_complex, component, _ = DATA_TYPES[data_type]
         return component * (2 if is_complex else 1)
 
     def dims(self, data_type: int) -> tuple[int, ...]:
