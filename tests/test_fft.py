@@ -21,14 +21,16 @@ from rgpu.protocol.fft_wire import C2C, C2R, R2C, Z2Z, FftStatus
 from .test_runtime import PROGRAMS, run
 
 
-def _link(shim_dir, exe, source):
-    subprocess.run(["gcc", "-O1", "-Wall", "-o", str(exe), str(source), f"-L{shim_dir}", "-l:libcudart.so.13",
-                    "-l:libcufft.so.12", "-lm", f"-Wl,-rpath-link,{shim_dir}"], check=True)
+def _link(shim_dir, exe, source, runtime="libcudart.so.13", fft="libcufft.so.12"):
+    subprocess.run(["gcc", "-O1", "-Wall", "-o", str(exe), str(source), f"-L{shim_dir}", f"-l:{runtime}",
+                    f"-l:{fft}", "-lm", f"-Wl,-rpath-link,{shim_dir}"], check=True)
     return exe
 
 
-def test_fft_check_matches_a_cpu_reference_and_refuses_bad_input(shim_dir, tmp_path):
-    exe = _link(shim_dir, tmp_path / "fft_check", PROGRAMS / "fft_check.c")
+# CUDA 13's soname, and CUDA 12's (a program built against nvidia-cufft-cu12).
+@pytest.mark.parametrize("runtime, fft", [("libcudart.so.13", "libcufft.so.12"), ("libcudart.so.12", "libcufft.so.11")])
+def test_fft_check_matches_a_cpu_reference_and_refuses_bad_input(shim_dir, tmp_path, runtime, fft):
+    exe = _link(shim_dir, tmp_path / "fft_check", PROGRAMS / "fft_check.c", runtime, fft)
     with local_server("fake", ["--log-level", "warning"]) as address:
         proc = run(shim_dir, exe, "--hostile", env={"RGPU_SERVER": address}, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
