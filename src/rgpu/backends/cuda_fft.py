@@ -1,10 +1,12 @@
 """cuFFT on the GPU, called through cffi (ABI mode: no headers needed on the server).
 
 The library: $RGPU_CUFFT names it; otherwise the nvidia-cufft wheel on sys.path (nvidia/cu13/lib, as PyTorch
-installs it), then the loader's own search for libcufft.so.12. Plans are made with auto-allocation off: the work
-area is always the client's memory, range-checked like every other operand, and set before each execution --
-as are the stream, so one plan serves whatever stream each execution names. A plan is made with the call the
-program made (the legacy cufftMakePlanMany64 or cufftXtMakePlanMany) and run with the exec function it called.
+installs it), then the loader's own search for libcufft.so.12, then CUDA 12's (nvidia/cufft/lib of
+nvidia-cufft-cu12, libcufft.so.11: the functions used here are the same). Plans are made with auto-allocation
+off: the work area is always the client's memory, range-checked like every other operand, and set before each
+execution -- as is the stream, so one plan serves whatever stream each execution names. A plan of a cufftType
+is made with the legacy API (cufftMakePlanMany64), any other with cufftXtMakePlanMany, and each execution runs
+the exec function the program called.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ _STATUS = {1: Status.INVALID_HANDLE, 2: Status.OUT_OF_MEMORY, 3: Status.INVALID_
            8: Status.INVALID_VALUE, 16: Status.NOT_SUPPORTED}
 _EXEC = {fft_wire.C2C: "cufftExecC2C", fft_wire.Z2Z: "cufftExecZ2Z", fft_wire.R2C: "cufftExecR2C",
          fft_wire.D2Z: "cufftExecD2Z", fft_wire.C2R: "cufftExecC2R", fft_wire.Z2D: "cufftExecZ2D"}
-library = LazyLibrary(_ffi, "RGPU_CUFFT", "cu13", "libcufft.so.12")
+library = LazyLibrary(_ffi, "RGPU_CUFFT", ("cu13", "libcufft.so.12"), ("cufft", "libcufft.so.11"))
 
 
 def check(status: int, what: str) -> None:

@@ -22,15 +22,22 @@ def open_library(ffi, env: str, subdir: str, soname: str):
 
 
 class LazyLibrary:
-    """`open_library(...)` on the first call, once per process (the server may never need the library)."""
+    """`open_library` on the first call, once per process (the server may never need the library), trying each
+    (subdir, soname) in turn -- a library whose soname changed between CUDA 12 and 13 names both."""
 
-    def __init__(self, ffi, env: str, subdir: str, soname: str):
-        self._args = (ffi, env, subdir, soname)
+    def __init__(self, ffi, env: str, *places: tuple[str, str]):
+        self._ffi, self._env, self._places = ffi, env, places
         self._lock = threading.Lock()
         self._lib = None
 
     def __call__(self):
         with self._lock:
-            if self._lib is None:
-                self._lib = open_library(*self._args)
+            for i, (subdir, soname) in enumerate(self._places):
+                if self._lib is not None:
+                    break
+                try:
+                    self._lib = open_library(self._ffi, self._env, subdir, soname)
+                except CudaError:
+                    if i == len(self._places) - 1:
+                        raise
             return self._lib
