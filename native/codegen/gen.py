@@ -504,6 +504,9 @@ class LibrarySpec:
     prefixes: str             # regex alternation of constant prefixes
     version: str              # regex giving (major, minor, patch) in the version header
     version_header: str
+    # (subdirectory of nvidia/, marker header) of the CUDA 12 wheel, when its headers declare functions the
+    # CUDA 13 ones do not: they get stubs too, and its version is RGPU_<NAME>12_VERSION_*.
+    cuda12: tuple[str, str] | None = None
 
 
 LIBRARIES = (
@@ -517,13 +520,17 @@ LIBRARIES = (
                 "CUDNNWINAPI", "cudnnStatus_t", "DNN_API", "rgpu_dnn_unsupported", "dnn.h", "CUDNN",
                 r"#define CUDNN_MAJOR (\d+).*?#define CUDNN_MINOR (\d+).*?#define CUDNN_PATCHLEVEL (\d+)",
                 "cudnn_version.h"),
+    LibrarySpec("cufft", ("cu13", "cufft.h"), {"cufft.h": "cufft", "cufftXt.h": "cufft"}, "CUFFTAPI", "cufftResult",
+                "FFT_API", "rgpu_fft_unsupported", "fft.h", "CUFFT",
+                r"#define CUFFT_VER_MAJOR (\d+).*?#define CUFFT_VER_MINOR (\d+).*?#define CUFFT_VER_PATCH (\d+)",
+                "cufft.h", cuda12=("cufft", "cufft.h")),
 )
 
 
-def library_include(spec: LibrarySpec) -> pathlib.Path | None:
+def library_include(spec: LibrarySpec, where: tuple[str, str] | None = None) -> pathlib.Path | None:
     import nvidia
 
-    sub, marker = spec.include
+    sub, marker = where or spec.include
     for base in nvidia.__path__:
         path = pathlib.Path(base) / sub / "include"
         if (path / marker).exists():
@@ -549,7 +556,8 @@ def _constants(text: str, known: dict[str, int], prefixes: str) -> dict[str, int
 
 def generate_library(spec: LibrarySpec) -> None:
     inc = library_include(spec)
-    if inc is None:
+    older = library_include(spec, spec.cuda12) if spec.cuda12 else None
+    if inc is None or (spec.cuda12 and older is None):
         print(f"{spec.name} headers not installed: keeping the committed {spec.name} outputs")
         return
     decl = re.compile(rf"^\s*([A-Za-z_][\w\s\*]*?)\s*{spec.winapi}\s+(\w+)\s*\(", re.M)
@@ -558,13 +566,20 @@ def generate_library(spec: LibrarySpec) -> None:
     consts: dict[str, int] = {}
     report = [f"rgpu {spec.name} stand-in coverage (native/codegen/report_{spec.name}.txt, GENERATED)", ""]
     bodies: dict[str, list[str]] = {}
-    for header, lib in spec.headers.items():
-        if not (inc / header).exists():
+    seen: set[str] = set()
+    for (header, lib), where in [*((h, inc) for h in spec.headers.items()),
+                                 *((h, older) for h in spec.headers.items() if older is not None)]:
+        if not (where / header).exists():
             continue
-        text = (inc / header).read_text()
-        consts.update(_constants(text, consts, spec.prefixes))
+        text = (where / header).read_text()
+        if where == inc:
+            consts.update(_constants(text, consts, spec.prefixes))
         decls = {name: " ".join(re.sub(r"\b\w+_DEPRECATED\b", "", ret).split()) for ret, name in decl.findall(re.sub(r"/\*.*?\*/", "", text,
                                                                                    flags=re.S))}
+        if where != inc:  # the CUDA 12 header: only what the CUDA 13 one lacks
+            decls = {name: ret for name, ret in decls.items() if name not in seen}
+            header = f"{header} of CUDA 12 (functions the CUDA 13 header lacks)"
+        seen.update(decls)
         body = bodies.setdefault(lib, [BANNER.format(src=f"{spec.name} headers + the {spec.api} definitions in "
                                                          f"native/src/{spec.name}"),
                                        f'#include "{spec.internal_header}"', ""])
@@ -588,6 +603,10 @@ def generate_library(spec: LibrarySpec) -> None:
              f"#define RGPU_{spec.name.upper()}_VERSION_MAJOR {version[1]}",
              f"#define RGPU_{spec.name.upper()}_VERSION_MINOR {version[2]}",
              f"#define RGPU_{spec.name.upper()}_VERSION_PATCH {version[3]}", ""]
+    if older is not None:
+        old_version = re.search(spec.version, (older / spec.version_header).read_text(), re.S)
+        lines += [f"#define RGPU_{spec.name.upper()}12_VERSION_{part} {value}"
+                  for part, value in zip(("MAJOR", "MINOR", "PATCH"), old_version.groups())] + [""]
     lines += [f"#define {name} {value}" for name, value in sorted(consts.items())]
     lines += ["", "#endif", ""]
     _write((GEN / f"{spec.name}_consts.h"), "\n".join(lines))

@@ -4161,6 +4161,246 @@ static inline int rgpu_unpack_memcpy_peer_async_req(const uint8_t *in, size_t le
     return 0;
 }
 
+/* FFT_PLAN: cufftMakePlan* and cufftXtMakePlanMany(description) -> plan, work size, cuFFT status (a plan cuFFT refuses is an answer, plan 0) [context] */
+#define RGPU_OP_FFT_PLAN 0x0200
+#define RGPU_FFT_PLAN_REQ_SIZE 140
+#define RGPU_FFT_PLAN_REP_SIZE 20
+struct rgpu_fft_plan_req {
+    uint32_t plan_type;
+    uint32_t input_type;
+    uint32_t output_type;
+    uint32_t exec_type;
+    int32_t rank;
+    int64_t n0;
+    int64_t n1;
+    int64_t n2;
+    uint32_t in_embed;
+    int64_t inembed0;
+    int64_t inembed1;
+    int64_t inembed2;
+    int64_t istride;
+    int64_t idist;
+    uint32_t out_embed;
+    int64_t onembed0;
+    int64_t onembed1;
+    int64_t onembed2;
+    int64_t ostride;
+    int64_t odist;
+    int64_t batch;
+};
+static inline void rgpu_pack_fft_plan(uint8_t out[RGPU_FFT_PLAN_REQ_SIZE], const struct rgpu_fft_plan_req *m)
+{
+    rgpu_put_u32(out + 0, m->plan_type);
+    rgpu_put_u32(out + 4, m->input_type);
+    rgpu_put_u32(out + 8, m->output_type);
+    rgpu_put_u32(out + 12, m->exec_type);
+    rgpu_put_u32(out + 16, m->rank);
+    rgpu_put_u64(out + 20, m->n0);
+    rgpu_put_u64(out + 28, m->n1);
+    rgpu_put_u64(out + 36, m->n2);
+    rgpu_put_u32(out + 44, m->in_embed);
+    rgpu_put_u64(out + 48, m->inembed0);
+    rgpu_put_u64(out + 56, m->inembed1);
+    rgpu_put_u64(out + 64, m->inembed2);
+    rgpu_put_u64(out + 72, m->istride);
+    rgpu_put_u64(out + 80, m->idist);
+    rgpu_put_u32(out + 88, m->out_embed);
+    rgpu_put_u64(out + 92, m->onembed0);
+    rgpu_put_u64(out + 100, m->onembed1);
+    rgpu_put_u64(out + 108, m->onembed2);
+    rgpu_put_u64(out + 116, m->ostride);
+    rgpu_put_u64(out + 124, m->odist);
+    rgpu_put_u64(out + 132, m->batch);
+}
+static inline int rgpu_unpack_fft_plan_req(const uint8_t *in, size_t len, struct rgpu_fft_plan_req *m)
+{
+    if (len != RGPU_FFT_PLAN_REQ_SIZE)
+        return -1;
+    m->plan_type = (uint32_t)rgpu_get_u32(in + 0);
+    m->input_type = (uint32_t)rgpu_get_u32(in + 4);
+    m->output_type = (uint32_t)rgpu_get_u32(in + 8);
+    m->exec_type = (uint32_t)rgpu_get_u32(in + 12);
+    m->rank = (int32_t)rgpu_get_u32(in + 16);
+    m->n0 = (int64_t)rgpu_get_u64(in + 20);
+    m->n1 = (int64_t)rgpu_get_u64(in + 28);
+    m->n2 = (int64_t)rgpu_get_u64(in + 36);
+    m->in_embed = (uint32_t)rgpu_get_u32(in + 44);
+    m->inembed0 = (int64_t)rgpu_get_u64(in + 48);
+    m->inembed1 = (int64_t)rgpu_get_u64(in + 56);
+    m->inembed2 = (int64_t)rgpu_get_u64(in + 64);
+    m->istride = (int64_t)rgpu_get_u64(in + 72);
+    m->idist = (int64_t)rgpu_get_u64(in + 80);
+    m->out_embed = (uint32_t)rgpu_get_u32(in + 88);
+    m->onembed0 = (int64_t)rgpu_get_u64(in + 92);
+    m->onembed1 = (int64_t)rgpu_get_u64(in + 100);
+    m->onembed2 = (int64_t)rgpu_get_u64(in + 108);
+    m->ostride = (int64_t)rgpu_get_u64(in + 116);
+    m->odist = (int64_t)rgpu_get_u64(in + 124);
+    m->batch = (int64_t)rgpu_get_u64(in + 132);
+    return 0;
+}
+struct rgpu_fft_plan_rep {
+    uint64_t plan;
+    uint64_t work_size;
+    uint32_t status;
+};
+static inline int rgpu_unpack_fft_plan(const uint8_t *in, size_t len, struct rgpu_fft_plan_rep *m)
+{
+    if (len != RGPU_FFT_PLAN_REP_SIZE)
+        return -1;
+    m->plan = (uint64_t)rgpu_get_u64(in + 0);
+    m->work_size = (uint64_t)rgpu_get_u64(in + 8);
+    m->status = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+
+/* FFT_ESTIMATE: cufftEstimate*, cufftGetSize* and cufftXtGetSizeMany(description) -> work size, cuFFT status [context] */
+#define RGPU_OP_FFT_ESTIMATE 0x0201
+#define RGPU_FFT_ESTIMATE_REQ_SIZE 140
+#define RGPU_FFT_ESTIMATE_REP_SIZE 12
+struct rgpu_fft_estimate_req {
+    uint32_t plan_type;
+    uint32_t input_type;
+    uint32_t output_type;
+    uint32_t exec_type;
+    int32_t rank;
+    int64_t n0;
+    int64_t n1;
+    int64_t n2;
+    uint32_t in_embed;
+    int64_t inembed0;
+    int64_t inembed1;
+    int64_t inembed2;
+    int64_t istride;
+    int64_t idist;
+    uint32_t out_embed;
+    int64_t onembed0;
+    int64_t onembed1;
+    int64_t onembed2;
+    int64_t ostride;
+    int64_t odist;
+    int64_t batch;
+};
+static inline void rgpu_pack_fft_estimate(uint8_t out[RGPU_FFT_ESTIMATE_REQ_SIZE], const struct rgpu_fft_estimate_req *m)
+{
+    rgpu_put_u32(out + 0, m->plan_type);
+    rgpu_put_u32(out + 4, m->input_type);
+    rgpu_put_u32(out + 8, m->output_type);
+    rgpu_put_u32(out + 12, m->exec_type);
+    rgpu_put_u32(out + 16, m->rank);
+    rgpu_put_u64(out + 20, m->n0);
+    rgpu_put_u64(out + 28, m->n1);
+    rgpu_put_u64(out + 36, m->n2);
+    rgpu_put_u32(out + 44, m->in_embed);
+    rgpu_put_u64(out + 48, m->inembed0);
+    rgpu_put_u64(out + 56, m->inembed1);
+    rgpu_put_u64(out + 64, m->inembed2);
+    rgpu_put_u64(out + 72, m->istride);
+    rgpu_put_u64(out + 80, m->idist);
+    rgpu_put_u32(out + 88, m->out_embed);
+    rgpu_put_u64(out + 92, m->onembed0);
+    rgpu_put_u64(out + 100, m->onembed1);
+    rgpu_put_u64(out + 108, m->onembed2);
+    rgpu_put_u64(out + 116, m->ostride);
+    rgpu_put_u64(out + 124, m->odist);
+    rgpu_put_u64(out + 132, m->batch);
+}
+static inline int rgpu_unpack_fft_estimate_req(const uint8_t *in, size_t len, struct rgpu_fft_estimate_req *m)
+{
+    if (len != RGPU_FFT_ESTIMATE_REQ_SIZE)
+        return -1;
+    m->plan_type = (uint32_t)rgpu_get_u32(in + 0);
+    m->input_type = (uint32_t)rgpu_get_u32(in + 4);
+    m->output_type = (uint32_t)rgpu_get_u32(in + 8);
+    m->exec_type = (uint32_t)rgpu_get_u32(in + 12);
+    m->rank = (int32_t)rgpu_get_u32(in + 16);
+    m->n0 = (int64_t)rgpu_get_u64(in + 20);
+    m->n1 = (int64_t)rgpu_get_u64(in + 28);
+    m->n2 = (int64_t)rgpu_get_u64(in + 36);
+    m->in_embed = (uint32_t)rgpu_get_u32(in + 44);
+    m->inembed0 = (int64_t)rgpu_get_u64(in + 48);
+    m->inembed1 = (int64_t)rgpu_get_u64(in + 56);
+    m->inembed2 = (int64_t)rgpu_get_u64(in + 64);
+    m->istride = (int64_t)rgpu_get_u64(in + 72);
+    m->idist = (int64_t)rgpu_get_u64(in + 80);
+    m->out_embed = (uint32_t)rgpu_get_u32(in + 88);
+    m->onembed0 = (int64_t)rgpu_get_u64(in + 92);
+    m->onembed1 = (int64_t)rgpu_get_u64(in + 100);
+    m->onembed2 = (int64_t)rgpu_get_u64(in + 108);
+    m->ostride = (int64_t)rgpu_get_u64(in + 116);
+    m->odist = (int64_t)rgpu_get_u64(in + 124);
+    m->batch = (int64_t)rgpu_get_u64(in + 132);
+    return 0;
+}
+struct rgpu_fft_estimate_rep {
+    uint64_t work_size;
+    uint32_t status;
+};
+static inline int rgpu_unpack_fft_estimate(const uint8_t *in, size_t len, struct rgpu_fft_estimate_rep *m)
+{
+    if (len != RGPU_FFT_ESTIMATE_REP_SIZE)
+        return -1;
+    m->work_size = (uint64_t)rgpu_get_u64(in + 0);
+    m->status = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* FFT_EXEC: cufftExec{C2C,R2C,C2R,Z2Z,D2Z,Z2D} (kind: the cufftType the call implies) or cufftXtExec (kind 0) on a stream, with the plan's work area [deferrable, context] */
+#define RGPU_OP_FFT_EXEC 0x0202
+#define RGPU_FFT_EXEC_REQ_SIZE 48
+#define RGPU_FFT_EXEC_REP_SIZE 0
+struct rgpu_fft_exec_req {
+    uint64_t plan;
+    uint64_t stream;
+    uint64_t input;
+    uint64_t output;
+    uint64_t work;
+    int32_t direction;
+    uint32_t kind;
+};
+static inline void rgpu_pack_fft_exec(uint8_t out[RGPU_FFT_EXEC_REQ_SIZE], const struct rgpu_fft_exec_req *m)
+{
+    rgpu_put_u64(out + 0, m->plan);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u64(out + 16, m->input);
+    rgpu_put_u64(out + 24, m->output);
+    rgpu_put_u64(out + 32, m->work);
+    rgpu_put_u32(out + 40, m->direction);
+    rgpu_put_u32(out + 44, m->kind);
+}
+static inline int rgpu_unpack_fft_exec_req(const uint8_t *in, size_t len, struct rgpu_fft_exec_req *m)
+{
+    if (len != RGPU_FFT_EXEC_REQ_SIZE)
+        return -1;
+    m->plan = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->input = (uint64_t)rgpu_get_u64(in + 16);
+    m->output = (uint64_t)rgpu_get_u64(in + 24);
+    m->work = (uint64_t)rgpu_get_u64(in + 32);
+    m->direction = (int32_t)rgpu_get_u32(in + 40);
+    m->kind = (uint32_t)rgpu_get_u32(in + 44);
+    return 0;
+}
+
+/* FFT_DESTROY: cufftDestroy [deferrable, context] */
+#define RGPU_OP_FFT_DESTROY 0x0203
+#define RGPU_FFT_DESTROY_REQ_SIZE 8
+#define RGPU_FFT_DESTROY_REP_SIZE 0
+struct rgpu_fft_destroy_req {
+    uint64_t plan;
+};
+static inline void rgpu_pack_fft_destroy(uint8_t out[RGPU_FFT_DESTROY_REQ_SIZE], const struct rgpu_fft_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->plan);
+}
+static inline int rgpu_unpack_fft_destroy_req(const uint8_t *in, size_t len, struct rgpu_fft_destroy_req *m)
+{
+    if (len != RGPU_FFT_DESTROY_REQ_SIZE)
+        return -1;
+    m->plan = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -4270,6 +4510,10 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_CTX_ENABLE_PEER_ACCESS:
     case RGPU_OP_CTX_DISABLE_PEER_ACCESS:
     case RGPU_OP_MEMCPY_PEER_ASYNC:
+    case RGPU_OP_FFT_PLAN:
+    case RGPU_OP_FFT_ESTIMATE:
+    case RGPU_OP_FFT_EXEC:
+    case RGPU_OP_FFT_DESTROY:
         return 1;
     default:
         return 0;
@@ -4506,6 +4750,12 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, -1, 0, 16, 0, 0};
     case RGPU_OP_MEMCPY_PEER_ASYNC:
         return (struct rgpu_op_route){-1, 40, 0, 16, 0, 0};
+    case RGPU_OP_FFT_PLAN:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_FFT_EXEC:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_FFT_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};
     }

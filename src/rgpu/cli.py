@@ -524,7 +524,8 @@ def main(argv=None) -> int:
     keygen.add_argument("path")
     keygen.set_defaults(fn=cmd_keygen)
     sub.add_parser("server", help="same as rgpu-server")
-    bs = sub.add_parser("build-shims", help="compile the native stand-ins: libcuda, libcudart, libcublas(Lt), libcudnn")
+    bs = sub.add_parser("build-shims",
+                        help="compile the native stand-ins: libcuda, libcudart, libcublas(Lt), libcudnn, libcufft")
     bs.add_argument("--out", help="output directory (default: $RGPU_SHIM_DIR; build/shims in a source checkout; "
                                   "otherwise a per-user cache directory, ~/.cache/rgpu/VERSION-...)")
     bs.add_argument("-j", "--jobs", type=int, help="parallel compiler runs (default: one per CPU)")

@@ -207,7 +207,7 @@ def _write_if_changed(path: pathlib.Path, text: str) -> pathlib.Path:
 
 # -- the stand-ins -----------------------------------------------------------------------------------------
 FLAGS = ("-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations")
-_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_")  # generated files of the other libraries, not libcuda's
+_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cufft_")  # generated files of the other libraries, not libcuda's
 
 
 @attrs.frozen(slots=True)
@@ -248,6 +248,11 @@ def libraries(nat: pathlib.Path | None = None) -> list[Library]:
             libs.append(Library(f"{name}.so.{major}", tuple((f, major) for f in sources),
                                 includes=("src/cublas", "src/libs"), exports="cublas*",
                                 links=("libcuda.so.1", f"libcudart.so.{major}")))
+        # cuFFT's soname is its own major version: 12 ships with CUDA 13, 11 with CUDA 12.
+        libs.append(Library(f"libcufft.so.{major - 1}",
+                            tuple((f, major) for f in files(*math, "src/cufft/*.c", "gen/cufft_*.c")),
+                            includes=("src/cufft", "src/libs"), exports="cufft*; __cufft*",
+                            links=("libcuda.so.1", f"libcudart.so.{major}")))
     # cuDNN 9 is one soname for CUDA 12 and 13; this one runs on the CUDA 13 runtime.
     libs.append(Library("libcudnn.so.9", tuple((f, 13) for f in files(*math, "src/cudnn/*.c", "gen/cudnn_*.c")),
                         includes=("src/cudnn", "src/libs"), exports="cudnn*",
@@ -282,8 +287,8 @@ def _library_steps(lib: Library, nat: pathlib.Path, out: pathlib.Path, cc: str) 
 
 def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = False, *, progress: bool = False,
           jobs: int | None = None) -> pathlib.Path:
-    """Compile (what is stale of) libcuda.so.1 and, for CUDA 13 and 12, libcudart, libcublasLt and libcublas,
-    and libcudnn.so.9 into `out`; returns libcuda's path. `progress`: a line per step on stderr."""
+    """Compile (what is stale of) libcuda.so.1 and, for CUDA 13 and 12, libcudart, libcublasLt, libcublas and
+    libcufft, and libcudnn.so.9 into `out`; returns libcuda's path. `progress`: a line per step on stderr."""
     nat = native_dir()
     out = out or default_out_dir()
     cc = _compiler(cc)
@@ -332,7 +337,8 @@ def build_examples(out: pathlib.Path | None = None, cc: str = "gcc", *, progress
 # Preloaded, not only found first on LD_LIBRARY_PATH: libraries such as PyTorch's carry an RPATH to their own
 # copy of libcudart, and RPATH beats LD_LIBRARY_PATH -- but the loader never loads a second library with the
 # soname of one already loaded. (A program that dlopens a driver by absolute path still gets that file.)
-PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9")
+PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
+             "libcufft.so.12")
 
 
 def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:

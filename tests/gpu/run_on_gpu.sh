@@ -3,7 +3,8 @@
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
 #   sections: info tests suite demo bench bridge shim runtime math torch jax torchgraphs expandable llama multigpu
-#   (default: all but math, torch, jax, torchgraphs, expandable, llama and multigpu)
+#             fft
+#   (default: info tests suite demo bench bridge shim runtime)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/rgpu-out}
@@ -108,6 +109,32 @@ for s in $sections; do
         diff "$OUT/multigpu_torch_native.txt" "$OUT/multigpu_torch_rgpu.txt" | head -20
         grep -iE "not supported|error|overlaps" "$OUT/multigpu_torch_rgpu.err" "$OUT"/multigpu_[ab].log | sort | uniq -c | sort -rn | head -15; fi
       kill -TERM $sa $sb; wait $sa $sb ;;
+    fft)  # cuFFT: tests/cuda/fft_check.c and torch.fft natively (NVIDIA's libcufft) and through rgpu, identical
+      shims=/tmp/rgpu-shims
+      python3 -m rgpu.cli build-shims --out $shims >/dev/null || { rc=1; continue; }
+      nvlib=$(python3 -c "import nvidia, os; print(next(os.path.join(p, 'cu13', 'lib') for p in nvidia.__path__ if os.path.exists(os.path.join(p, 'cu13', 'lib', 'libcufft.so.12'))))")
+      gcc -O1 -Wall -o /tmp/fft_check tests/cuda/fft_check.c -L$shims -l:libcudart.so.13 -l:libcufft.so.12 -lm \
+        -Wl,-rpath-link,$shims || { rc=1; continue; }
+      port_file=$(mktemp)
+      python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info > "$OUT/fft_server.log" 2>&1 &
+      server=$!
+      for i in $(seq 150); do [ -s $port_file ] && break; sleep 0.2; done
+      rgpu_run="python3 -m rgpu.cli run --server 127.0.0.1:$(cat $port_file) --shims $shims --"
+      for probe in fft_check torch; do
+        case $probe in fft_check) cmd=/tmp/fft_check ;; torch) cmd="python3 tests/gpu/fft_probe.py" ;; esac
+        LD_LIBRARY_PATH=$nvlib:${LD_LIBRARY_PATH:-} timeout 300 $cmd > "$OUT/fft_${probe}_native.txt" 2>"$OUT/fft_${probe}_native.err"
+        echo "$probe native rc=$?"
+        RGPU_LOG=${RGPU_LOG:-warn} timeout 300 $rgpu_run $cmd > "$OUT/fft_${probe}_rgpu.txt" 2>"$OUT/fft_${probe}_rgpu.err"
+        echo "$probe rgpu rc=$?"
+        if cmp -s "$OUT/fft_${probe}_native.txt" "$OUT/fft_${probe}_rgpu.txt"; then echo "IDENTICAL $probe"; else
+          echo "DIFFERENT $probe"; rc=1; diff "$OUT/fft_${probe}_native.txt" "$OUT/fft_${probe}_rgpu.txt" | head -30; fi
+        grep -E " (OK|FAIL|MISMATCH|ACCEPTED)|fft_(check|probe)" "$OUT/fft_${probe}_rgpu.txt" | tail -3
+      done
+      echo "--- fft_check --hostile through rgpu (what only the server can refuse)"
+      timeout 300 $rgpu_run /tmp/fft_check --hostile > "$OUT/fft_hostile.txt" 2>&1 || rc=1
+      tail -8 "$OUT/fft_hostile.txt"
+      kill -TERM $server; wait $server
+      grep -iE "not supported|error|refused" "$OUT/fft_server.log" "$OUT"/fft_*_rgpu.err | sort | uniq -c | sort -rn | head -15 ;;
     llama)
       bash bench/llama/run_llama.sh ${LLAMA_SECTIONS:-build native rgpu bench server} || rc=1 ;;
     bridge)

@@ -201,6 +201,20 @@ class Backend(abc.ABC):
     def dnn_bn_backward(self, ctx, handle, stream, mode: int, bn_ops: int, scales, epsilon: float, tensors,
                         pointers) -> None: ...
 
+    # -- cuFFT (plans decoded and checked by rgpu.protocol.fft_wire) ------------------------------------
+    @abc.abstractmethod
+    def fft_plan(self, ctx, plan) -> tuple[object | None, int, int]:
+        """(the backend's plan, its work size in bytes, 0), or (None, 0, the cufftResult cuFFT refused it with)."""
+    @abc.abstractmethod
+    def fft_estimate(self, ctx, plan) -> tuple[int, int]:
+        """(work size in bytes, cufftResult) of a plan that is not made."""
+    @abc.abstractmethod
+    def fft_exec(self, ctx, obj, stream, kind: int, input_ptr: int, output_ptr: int, work: int,
+                 direction: int) -> None:
+        """`kind`: the cufftType of the exec function the program called, 0 for cufftXtExec."""
+    @abc.abstractmethod
+    def fft_destroy(self, ctx, obj) -> None: ...
+
     def close(self) -> None:
         """Release process-wide backend state at server shutdown."""
 

@@ -17,6 +17,7 @@ from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, 
 from rgpu.backends.cuda_blas import CudaBlasBatched
 from rgpu.backends.cuda_common import check as _check
 from rgpu.backends.cuda_common import stream as _stream
+from rgpu.backends.cuda_fft import CudaFft
 from rgpu.backends.cuda_graphs import CudaGraphs
 from rgpu.backends.cuda_occupancy import CudaOccupancy
 from rgpu.backends.cuda_pools import CudaPools
@@ -83,7 +84,7 @@ def _tensor_map_bytes(tensor_map) -> bytes:
     return ctypes.string_at(tensor_map.getPtr(), 128)
 
 
-class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, Backend):
+class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, Backend):
     name = "cuda"
 
     def __init__(self):

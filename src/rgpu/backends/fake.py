@@ -18,6 +18,7 @@ import numpy as np
 
 from rgpu.backends import fake_blas, fake_dnn, ptx
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, Backend
+from rgpu.backends.fake_fft import FakeFft
 from rgpu.backends.fake_graphs import FakeGraphs
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
 from rgpu.backends.fake_pools import FakePools
@@ -106,7 +107,7 @@ def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> b
     return (head + digest).ljust(128, b"\0")
 
 
-class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Backend):
+class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeFft, Backend):
     name = "fake"
 
 

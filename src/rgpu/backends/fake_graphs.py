@@ -97,7 +97,7 @@ _CAPTURED = {
     "launch": (KERNEL, None), "launch_ex": (KERNEL, None), "blas_gemm": (KERNEL, None),
     "blas_gemm_batched": (KERNEL, None),
     "lt_matmul": (KERNEL, None), "dnn_execute": (KERNEL, None), "dnn_bn_inference": (KERNEL, None),
-    "dnn_bn_training": (KERNEL, None), "dnn_bn_backward": (KERNEL, None),
+    "dnn_bn_training": (KERNEL, None), "dnn_bn_backward": (KERNEL, None), "fft_exec": (KERNEL, None),
     "memset": (MEMSET, _ASYNC), "memset_2d": (MEMSET, _ASYNC), "memcpy_dtod": (MEMCPY, _ASYNC),
     "memcpy_2d": (MEMCPY, lambda a: a.get("asynchronous", False) and a["kind"] == 3),
     "event_record": (EVENT_RECORD, None), "stream_wait_event": (WAIT_EVENT, None),

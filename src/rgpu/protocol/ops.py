@@ -555,6 +555,23 @@ MEMCPY_PEER_ASYNC = _op(0x0134, "MEMCPY_PEER_ASYNC", "dst:u64 dst_ctx:u64 src:u6
                         deferrable=True, names="stream:stream",
                         doc="cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, n, stream); stream 0: the current "
                             "context's NULL stream")
+# cuFFT (0x0200-0x021F). A plan is a description in the client library until it is made: FFT_PLAN makes the
+# real plan on the server (one round trip, for its work size), executions are deferred, and the work area is
+# memory the client owns. Plans are rank 1..3, so dimensions and embeddings travel as fixed fields (zero past
+# `rank`); `plan_type` is the legacy cufftType (0: a cufftXt plan, described by the three cudaDataTypes only).
+_FFT_LAYOUT = (f"plan_type:u32 input_type:u32 output_type:u32 exec_type:u32 rank:i32 {_array('n', 'i64', range(3))} "
+               f"in_embed:u32 {_array('inembed', 'i64', range(3))} istride:i64 idist:i64 "
+               f"out_embed:u32 {_array('onembed', 'i64', range(3))} ostride:i64 odist:i64 batch:i64")
+FFT_PLAN = _op(0x0200, "FFT_PLAN", _FFT_LAYOUT, "plan:u64 work_size:u64 status:u32", creates="fft_plan",
+               doc="cufftMakePlan* and cufftXtMakePlanMany(description) -> plan, work size, cuFFT status (a plan cuFFT "
+                   "refuses is an answer, plan 0)")
+FFT_ESTIMATE = _op(0x0201, "FFT_ESTIMATE", _FFT_LAYOUT, "work_size:u64 status:u32",
+                   doc="cufftEstimate*, cufftGetSize* and cufftXtGetSizeMany(description) -> work size, cuFFT status")
+FFT_EXEC = _op(0x0202, "FFT_EXEC", "plan:u64 stream:u64 input:u64 output:u64 work:u64 direction:i32 kind:u32",
+               deferrable=True, names="plan:fft_plan stream:stream",
+               doc="cufftExec{C2C,R2C,C2R,Z2Z,D2Z,Z2D} (kind: the cufftType the call implies) or cufftXtExec "
+                   "(kind 0) on a stream, with the plan's work area")
+FFT_DESTROY = _op(0x0203, "FFT_DESTROY", "plan:u64", deferrable=True, names="plan:fft_plan", doc="cufftDestroy")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)

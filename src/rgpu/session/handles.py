@@ -28,6 +28,7 @@ class Kind(enum.IntEnum):
     GRAPH = 22
     GRAPH_EXEC = 23
     GRAPH_NODE = 24
+    FFT_PLAN = 32  # a cuFFT plan (rgpu.dispatch.fft)
 
 
 _KIND_SHIFT = 56
