@@ -17,6 +17,7 @@ LAYERS: list[set[str]] = [
     {"doctor"},  # rgpu doctor: what a program loaded, and whether the server answers (through the client)
     {"__init__"},  # `import rgpu`: the client's names, loaded on first use
     {"serving", "bridge", "client", "shims"},  # the servers (rgpu-server, the Open-IOV bridge), the client
+    {"multi"},  # the sessions of several servers as one program's devices (made by client.connect)
     {"dispatch"},  # opcode -> handler
     {"session"},  # per-session state: handles, owned memory, module cache
     {"backends", "kernels"},  # cuda, fake and their library parts; the shipped PTX

@@ -565,7 +565,7 @@ def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: s
     if len(addresses) > 1:
         from rgpu.multi import connect_many
 
-        return connect_many(addresses, psk, config.psk_files(psk_file, len(addresses)), context=context,
+        return connect_many(connect, addresses, psk, config.psk_files(psk_file, len(addresses)), context=context,
                             timeout=timeout, batching=batching, spin_us=spin_us)
     hs = ClientHandshake(_resolve_psk(psk, psk_file))
     sock, io = _open_blocking(address, hs, timeout)

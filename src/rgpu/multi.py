@@ -108,10 +108,9 @@ class MultiClient:
         self.close()
 
 
-def connect_many(addresses: list[str], psk: bytes | None, psk_files: list[str | None], *, context: bool = True,
-                 **kw) -> MultiClient:
-    from rgpu.client import connect
-
+def connect_many(connect, addresses: list[str], psk: bytes | None, psk_files: list[str | None], *,
+                 context: bool = True, **kw) -> MultiClient:
+    """A session on each server through `connect` (rgpu.client.connect: this module sits below the client)."""
     clients = []
     try:
         for address, key_file in zip(addresses, psk_files):
