@@ -469,6 +469,9 @@ class LibrarySpec:
     prefixes: str             # regex alternation of constant prefixes
     version: str              # regex giving (major, minor, patch) in the version header
     version_header: str
+    # Other wheels' copies of the headers (CUDA 12's), as (subdirectory of nvidia/, marker header): they must
+    # declare the same functions, since one stand-in serves both.
+    also: tuple[tuple[str, str], ...] = ()
 
 
 LIBRARIES = (
@@ -482,13 +485,17 @@ LIBRARIES = (
                 "CUDNNWINAPI", "cudnnStatus_t", "DNN_API", "rgpu_dnn_unsupported", "dnn.h", "CUDNN",
                 r"#define CUDNN_MAJOR (\d+).*?#define CUDNN_MINOR (\d+).*?#define CUDNN_PATCHLEVEL (\d+)",
                 "cudnn_version.h"),
+    LibrarySpec("curand", ("cu13", "curand.h"), {"curand.h": "curand"}, "CURANDAPI", "curandStatus_t", "RAND_API",
+                "rgpu_rand_unsupported", "rand.h", "CURAND",
+                r"#define CURAND_VER_MAJOR (\d+).*?#define CURAND_VER_MINOR (\d+).*?#define CURAND_VER_PATCH (\d+)",
+                "curand.h", also=(("curand", "curand.h"),)),
 )
 
 
-def library_include(spec: LibrarySpec) -> pathlib.Path | None:
+def library_include(spec: LibrarySpec, where: tuple[str, str] | None = None) -> pathlib.Path | None:
     import nvidia
 
-    sub, marker = spec.include
+    sub, marker = where or spec.include
     for base in nvidia.__path__:
         path = pathlib.Path(base) / sub / "include"
         if (path / marker).exists():
@@ -542,6 +549,13 @@ def generate_library(spec: LibrarySpec) -> None:
             # No parameters declared: a stub never reads them, and the C calling convention lets callers pass any.
             body.append(unsupported_stub(f"{spec.api} int {name}()", spec.unsupported, name))
             stubs.append(name)
+        for where in spec.also:
+            other = library_include(spec, where)
+            if other is not None and (other / header).exists():
+                theirs = set(decl.findall(re.sub(r"/\*.*?\*/", "", (other / header).read_text(), flags=re.S)))
+                if {n for _, n in theirs} != set(decls):
+                    raise SystemExit(f"{other / header} declares other functions than {inc / header}: "
+                                     "one stand-in cannot serve both")
         implemented = sorted(n for n in decls if n in hand)
         report += [f"{header}: {len(decls)} functions, {len(implemented)} implemented, {len(stubs)} NOT_SUPPORTED stubs",
                    "  implemented: " + ", ".join(implemented), ""]

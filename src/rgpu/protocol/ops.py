@@ -540,6 +540,43 @@ GRAPH_GET_NODES = _op(0x00F9, "GRAPH_GET_NODES", "graph:u64", "count:u32", names
                       doc="every node of a graph -- a captured one too -- with handles the server mints for nodes "
                           "the client has not named, in a topological order")
 
+# cuRAND host API (0x0220-0x023F). A generator's type, stream and quasirandom dimensions are also kept by the
+# client (it answers the checks cuRAND makes before generating); the server holds the real generator. Setters
+# are round trips carrying cuRAND's own status; generating into device memory is one deferred message.
+RAND_CREATE = _op(0x0220, "RAND_CREATE", "rng_type:u32 host:u32", "handle:u64 status:u32", creates="rand",
+                  doc="curandCreateGenerator(rng_type) / curandCreateGeneratorHost (host=1) in the current "
+                      "context -> handle (0 unless status, a curandStatus_t, is 0)")
+RAND_DESTROY = _op(0x0221, "RAND_DESTROY", "handle:u64", names="handle:rand", doc="curandDestroyGenerator")
+RAND_SET = _op(0x0222, "RAND_SET", "handle:u64 what:u32 value:u64", "status:u32", names="handle:rand",
+               doc="what: 1 curandSetPseudoRandomGeneratorSeed, 2 curandSetGeneratorOffset, 3 "
+                   "curandSetGeneratorOrdering, 4 curandSetQuasiRandomGeneratorDimensions, 5 curandGenerateSeeds "
+                   "(value unused) -> curandStatus_t")
+_RAND_DRAW = "kind:u32 count:u64 a:f64 b:f64"
+RAND_GENERATE = _op(0x0223, "RAND_GENERATE", "handle:u64 stream:u64 output:u64 " + _RAND_DRAW, deferrable=True,
+                    names="handle:rand stream:stream",
+                    doc="curandGenerate* into device memory at output: kind 0 u32, 1 u64 (LongLong), 2 uniform, "
+                        "3 uniform double, 4 normal, 5 normal double, 6 log-normal, 7 log-normal double "
+                        "(a, b: mean, stddev), 8 Poisson (a: lambda)")
+RAND_GENERATE_HOST = _op(0x0224, "RAND_GENERATE_HOST", "handle:u64 " + _RAND_DRAW, "status:u32",
+                         names="handle:rand", reply_bulk="the count results (when status is 0)",
+                         doc="the same draws from a host generator: generated on the server, the results in the "
+                             "reply -> curandStatus_t")
+
+# cuBLAS additions (0x0240-0x025F): batched LU factorisation, inversion and triangular solves over arrays of
+# device pointers, read and checked like BLAS_GEMM_BATCHED's (it may block on the stream).
+BLAS_LU_BATCHED = _op(0x0240, "BLAS_LU_BATCHED",
+                      "handle:u64 stream:u64 which:u32 type:u32 n:i64 a:u64 lda:i64 pivots:u64 c:u64 ldc:i64 "
+                      "info:u64 batch:i64", deferrable=True, names="handle:blas stream:stream",
+                      doc="which 0: cublas<t>getrfBatched(n, A[], lda, pivots or 0, info), 1: getriBatched(n, A[], "
+                          "lda, pivots or 0, C[], ldc, info), 2: matinvBatched(n, A[], lda, C[], ldc, info); type "
+                          "a cudaDataType (R_32F, R_64F, C_32F, C_64F); a, c: device arrays of batch u64 pointers")
+BLAS_TRSM_BATCHED = _op(0x0241, "BLAS_TRSM_BATCHED",
+                        "handle:u64 stream:u64 side:u32 uplo:u32 trans:u32 diag:u32 type:u32 m:i64 n:i64 "
+                        "pointer_mode:u32 alpha:b16 a:u64 lda:i64 b:u64 ldb:i64 batch:i64", deferrable=True,
+                        names="handle:blas stream:stream",
+                        doc="cublas<t>trsmBatched(side, uplo, trans, diag, m, n, alpha, A[], lda, B[], ldb, batch); "
+                            "alpha by value, or its device address in device pointer mode")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 
