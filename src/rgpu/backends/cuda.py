@@ -20,6 +20,7 @@ from rgpu.backends.cuda_common import stream as _stream
 from rgpu.backends.cuda_graphs import CudaGraphs
 from rgpu.backends.cuda_occupancy import CudaOccupancy
 from rgpu.backends.cuda_pools import CudaPools
+from rgpu.backends.cuda_rand import CudaRand
 from rgpu.backends.cuda_vmm import CudaVmm
 from rgpu.errors import CudaError, Status
 
@@ -83,7 +84,7 @@ def _tensor_map_bytes(tensor_map) -> bytes:
     return ctypes.string_at(tensor_map.getPtr(), 128)
 
 
-class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, Backend):
+class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaRand, Backend):
     name = "cuda"
 
     def __init__(self):
