@@ -278,18 +278,6 @@ BLAS_API int cublasCgeru_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasCgeru_v2_64");
 }
 
-BLAS_API int cublasCgetrfBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgetrfBatched");
-}
-
-BLAS_API int cublasCgetriBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgetriBatched");
-}
-
 BLAS_API int cublasCgetrsBatched()
 {
     static int logged;
@@ -450,12 +438,6 @@ BLAS_API int cublasChpr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasChpr_v2_64");
-}
-
-BLAS_API int cublasCmatinvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCmatinvBatched");
 }
 
 BLAS_API int cublasCopyEx()
@@ -722,18 +704,6 @@ BLAS_API int cublasCtrmv_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasCtrmv_v2_64");
 }
 
-BLAS_API int cublasCtrsmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrsmBatched");
-}
-
-BLAS_API int cublasCtrsmBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrsmBatched_64");
-}
-
 BLAS_API int cublasCtrsm_v2()
 {
     static int logged;
@@ -938,28 +908,10 @@ BLAS_API int cublasDger_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDger_v2_64");
 }
 
-BLAS_API int cublasDgetrfBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgetrfBatched");
-}
-
-BLAS_API int cublasDgetriBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgetriBatched");
-}
-
 BLAS_API int cublasDgetrsBatched()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDgetrsBatched");
-}
-
-BLAS_API int cublasDmatinvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDmatinvBatched");
 }
 
 BLAS_API int cublasDnrm2_v2()
@@ -1268,18 +1220,6 @@ BLAS_API int cublasDtrmv_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDtrmv_v2_64");
 }
 
-BLAS_API int cublasDtrsmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrsmBatched");
-}
-
-BLAS_API int cublasDtrsmBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrsmBatched_64");
-}
-
 BLAS_API int cublasDtrsm_v2()
 {
     static int logged;
@@ -1406,58 +1346,10 @@ BLAS_API int cublasGetLoggerCallback()
     return rgpu_blas_unsupported(&logged, "cublasGetLoggerCallback");
 }
 
-BLAS_API int cublasGetMatrix()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetMatrix");
-}
-
-BLAS_API int cublasGetMatrixAsync()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetMatrixAsync");
-}
-
-BLAS_API int cublasGetMatrixAsync_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetMatrixAsync_64");
-}
-
-BLAS_API int cublasGetMatrix_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetMatrix_64");
-}
-
 BLAS_API int cublasGetSmCountTarget()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasGetSmCountTarget");
-}
-
-BLAS_API int cublasGetVector()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetVector");
-}
-
-BLAS_API int cublasGetVectorAsync()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetVectorAsync");
-}
-
-BLAS_API int cublasGetVectorAsync_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetVectorAsync_64");
-}
-
-BLAS_API int cublasGetVector_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetVector_64");
 }
 
 BLAS_API int cublasHSHgemvBatched()
@@ -1838,58 +1730,10 @@ BLAS_API int cublasSetLoggerCallback()
     return rgpu_blas_unsupported(&logged, "cublasSetLoggerCallback");
 }
 
-BLAS_API int cublasSetMatrix()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetMatrix");
-}
-
-BLAS_API int cublasSetMatrixAsync()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetMatrixAsync");
-}
-
-BLAS_API int cublasSetMatrixAsync_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetMatrixAsync_64");
-}
-
-BLAS_API int cublasSetMatrix_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetMatrix_64");
-}
-
 BLAS_API int cublasSetSmCountTarget()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSetSmCountTarget");
-}
-
-BLAS_API int cublasSetVector()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetVector");
-}
-
-BLAS_API int cublasSetVectorAsync()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetVectorAsync");
-}
-
-BLAS_API int cublasSetVectorAsync_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetVectorAsync_64");
-}
-
-BLAS_API int cublasSetVector_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetVector_64");
 }
 
 BLAS_API int cublasSgbmv_v2()
@@ -2018,28 +1862,10 @@ BLAS_API int cublasSger_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasSger_v2_64");
 }
 
-BLAS_API int cublasSgetrfBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgetrfBatched");
-}
-
-BLAS_API int cublasSgetriBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgetriBatched");
-}
-
 BLAS_API int cublasSgetrsBatched()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSgetrsBatched");
-}
-
-BLAS_API int cublasSmatinvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSmatinvBatched");
 }
 
 BLAS_API int cublasSnrm2_v2()
@@ -2322,18 +2148,6 @@ BLAS_API int cublasStrmv_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasStrmv_v2_64");
-}
-
-BLAS_API int cublasStrsmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrsmBatched");
-}
-
-BLAS_API int cublasStrsmBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrsmBatched_64");
 }
 
 BLAS_API int cublasStrsm_v2()
@@ -2660,18 +2474,6 @@ BLAS_API int cublasZgeru_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasZgeru_v2_64");
 }
 
-BLAS_API int cublasZgetrfBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgetrfBatched");
-}
-
-BLAS_API int cublasZgetriBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgetriBatched");
-}
-
 BLAS_API int cublasZgetrsBatched()
 {
     static int logged;
@@ -2808,12 +2610,6 @@ BLAS_API int cublasZhpr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasZhpr_v2_64");
-}
-
-BLAS_API int cublasZmatinvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZmatinvBatched");
 }
 
 BLAS_API int cublasZrot_v2()
@@ -3018,18 +2814,6 @@ BLAS_API int cublasZtrmv_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasZtrmv_v2_64");
-}
-
-BLAS_API int cublasZtrsmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrsmBatched");
-}
-
-BLAS_API int cublasZtrsmBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrsmBatched_64");
 }
 
 BLAS_API int cublasZtrsm_v2()

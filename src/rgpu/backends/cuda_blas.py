@@ -27,6 +27,26 @@ _ffi.cdef("""
     int cublasGemmBatchedEx(void *handle, int ta, int tb, int m, int n, int k, const void *alpha,
         const void *A, int at, int lda, const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc,
         int batch, int compute, int algo);
+    int cublasSgetrfBatched(void *h, int n, void *A, int lda, void *P, void *info, int batch);
+    int cublasDgetrfBatched(void *h, int n, void *A, int lda, void *P, void *info, int batch);
+    int cublasCgetrfBatched(void *h, int n, void *A, int lda, void *P, void *info, int batch);
+    int cublasZgetrfBatched(void *h, int n, void *A, int lda, void *P, void *info, int batch);
+    int cublasSgetriBatched(void *h, int n, void *A, int lda, void *P, void *C, int ldc, void *info, int batch);
+    int cublasDgetriBatched(void *h, int n, void *A, int lda, void *P, void *C, int ldc, void *info, int batch);
+    int cublasCgetriBatched(void *h, int n, void *A, int lda, void *P, void *C, int ldc, void *info, int batch);
+    int cublasZgetriBatched(void *h, int n, void *A, int lda, void *P, void *C, int ldc, void *info, int batch);
+    int cublasSmatinvBatched(void *h, int n, void *A, int lda, void *C, int ldc, void *info, int batch);
+    int cublasDmatinvBatched(void *h, int n, void *A, int lda, void *C, int ldc, void *info, int batch);
+    int cublasCmatinvBatched(void *h, int n, void *A, int lda, void *C, int ldc, void *info, int batch);
+    int cublasZmatinvBatched(void *h, int n, void *A, int lda, void *C, int ldc, void *info, int batch);
+    int cublasStrsmBatched_64(void *h, int side, int uplo, int trans, int diag, int64_t m, int64_t n,
+        const void *alpha, void *A, int64_t lda, void *B, int64_t ldb, int64_t batch);
+    int cublasDtrsmBatched_64(void *h, int side, int uplo, int trans, int diag, int64_t m, int64_t n,
+        const void *alpha, void *A, int64_t lda, void *B, int64_t ldb, int64_t batch);
+    int cublasCtrsmBatched_64(void *h, int side, int uplo, int trans, int diag, int64_t m, int64_t n,
+        const void *alpha, void *A, int64_t lda, void *B, int64_t ldb, int64_t batch);
+    int cublasZtrsmBatched_64(void *h, int side, int uplo, int trans, int diag, int64_t m, int64_t n,
+        const void *alpha, void *A, int64_t lda, void *B, int64_t ldb, int64_t batch);
     int cublasLtCreate(void **handle);
     int cublasLtDestroy(void *handle);
     int cublasLtMatmulDescCreate(void **desc, int compute, int scale);
@@ -129,12 +149,40 @@ def gemm_batched(handle, stream: int, g) -> None:
         g.b.ld, beta, _ptr(g.c.ptr), g.c.type, g.c.ld, g.batch, g.compute, g.algo), "cublasGemmBatchedEx")
 
 
+_LU_LETTER = {0: "S", 1: "D", 4: "C", 5: "Z"}
+
+
 class CudaBlasBatched:
-    """Mixed into CudaBackend (which provides `_use`)."""
+    """Mixed into CudaBackend (which provides `_use`). cuBLAS reads the pointer arrays itself: `arrays` (what the
+    server read to check them) is not needed here."""
 
     def blas_gemm_batched(self, ctx, handle, stream, gemm, arrays) -> None:
         self._use(ctx)
         gemm_batched(handle, int(stream) if stream is not None else 0, gemm)
+
+    def blas_lu_batched(self, ctx, handle, stream, lu, arrays) -> None:
+        lib = library("cublas")
+        self._use(ctx)
+        check(lib.cublasSetStream_v2(handle, _ptr(int(stream) if stream is not None else 0)), "cublasSetStream")
+        name = f"cublas{_LU_LETTER[lu.type]}{('getrf', 'getri', 'matinv')[lu.which]}Batched"
+        fn = getattr(lib, name)
+        if lu.which == 0:
+            status = fn(handle, lu.n, _ptr(lu.a), lu.lda, _ptr(lu.pivots), _ptr(lu.info), lu.batch)
+        elif lu.which == 1:
+            status = fn(handle, lu.n, _ptr(lu.a), lu.lda, _ptr(lu.pivots), _ptr(lu.c), lu.ldc, _ptr(lu.info), lu.batch)
+        else:
+            status = fn(handle, lu.n, _ptr(lu.a), lu.lda, _ptr(lu.c), lu.ldc, _ptr(lu.info), lu.batch)
+        check(status, name)
+
+    def blas_trsm_batched(self, ctx, handle, stream, t, arrays) -> None:
+        lib = library("cublas")
+        self._use(ctx)
+        check(lib.cublasSetStream_v2(handle, _ptr(int(stream) if stream is not None else 0)), "cublasSetStream")
+        check(lib.cublasSetPointerMode_v2(handle, t.pointer_mode), "cublasSetPointerMode")
+        alpha = _ptr(int.from_bytes(t.alpha[:8], "little")) if t.pointer_mode else _ffi.from_buffer(t.alpha)
+        name = f"cublas{_LU_LETTER[t.type]}trsmBatched_64"
+        check(getattr(lib, name)(handle, t.side, t.uplo, t.trans, t.diag, t.m, t.n, alpha, _ptr(t.a), t.lda,
+                                 _ptr(t.b), t.ldb, t.batch), name)
 
 
 def heuristic(lt_handle, op, requested: int) -> list[bytes]:
