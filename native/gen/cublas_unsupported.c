@@ -854,40 +854,10 @@ BLAS_API int cublasDgemm_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDgemm_v2_64");
 }
 
-BLAS_API int cublasDgemvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemvBatched");
-}
-
 BLAS_API int cublasDgemvBatched_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDgemvBatched_64");
-}
-
-BLAS_API int cublasDgemvStridedBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemvStridedBatched");
-}
-
-BLAS_API int cublasDgemvStridedBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemvStridedBatched_64");
-}
-
-BLAS_API int cublasDgemv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemv_v2");
-}
-
-BLAS_API int cublasDgemv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemv_v2_64");
 }
 
 BLAS_API int cublasDgeqrfBatched()
@@ -1808,40 +1778,10 @@ BLAS_API int cublasSgemm_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasSgemm_v2_64");
 }
 
-BLAS_API int cublasSgemvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemvBatched");
-}
-
 BLAS_API int cublasSgemvBatched_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSgemvBatched_64");
-}
-
-BLAS_API int cublasSgemvStridedBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemvStridedBatched");
-}
-
-BLAS_API int cublasSgemvStridedBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemvStridedBatched_64");
-}
-
-BLAS_API int cublasSgemv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemv_v2");
-}
-
-BLAS_API int cublasSgemv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemv_v2_64");
 }
 
 BLAS_API int cublasSgeqrfBatched()

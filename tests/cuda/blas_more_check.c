@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib_check.h"
+
 typedef void *handle_t;
 int cudaMalloc(void **p, size_t n);
 int cudaFree(void *p);
@@ -30,6 +32,15 @@ int cublasSetVectorAsync(int n, int elem, const void *x, int incx, void *y, int 
 int cublasGetVectorAsync(int n, int elem, const void *x, int incx, void *y, int incy, void *s);
 int cublasSetMatrixAsync(int rows, int cols, int elem, const void *a, int lda, void *b, int ldb, void *s);
 int cublasGetMatrixAsync(int rows, int cols, int elem, const void *a, int lda, void *b, int ldb, void *s);
+int cublasSgemv_v2(handle_t h, int trans, int m, int n, const float *alpha, const float *a, int lda, const float *x,
+                   int incx, const float *beta, float *y, int incy);
+int cublasDgemv_v2(handle_t h, int trans, int m, int n, const double *alpha, const double *a, int lda, const double *x,
+                   int incx, const double *beta, double *y, int incy);
+int cublasSgemvStridedBatched(handle_t h, int trans, int m, int n, const float *alpha, const float *a, int lda,
+                              long long sa, const float *x, int incx, long long sx, const float *beta, float *y,
+                              int incy, long long sy, int batch);
+int cublasDgemvBatched(handle_t h, int trans, int m, int n, const double *alpha, const double *const a[], int lda,
+                       const double *const x[], int incx, const double *beta, double *const y[], int incy, int batch);
 int cublasDgetrfBatched(handle_t h, int n, double *const a[], int lda, int *p, int *info, int batch);
 int cublasDgetriBatched(handle_t h, int n, const double *const a[], int lda, const int *p, double *const c[], int ldc,
                         int *info, int batch);
@@ -40,30 +51,8 @@ int cublasDtrsmBatched(handle_t h, int side, int uplo, int trans, int diag, int 
 
 enum { INVALID_VALUE = 7, N = 6, LDA = 8, BATCH = 3 };
 
-static int failures;
 
-#define CHECK(call)                                                                                                 \
-    do {                                                                                                            \
-        int s_ = (call);                                                                                            \
-        if (s_) {                                                                                                   \
-            printf("FAIL %s -> status %d\n", #call, s_);                                                           \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
 
-static void report(const char *what, double err, double tol)
-{
-    int ok = err <= tol;
-    failures += !ok;
-    printf("%-44s %s (max error %.2e)\n", what, ok ? "OK" : "MISMATCH", err);
-}
-
-static void expect(const char *what, int got, int want)
-{
-    int ok = got == want;
-    failures += !ok;
-    printf("%-44s %s (%d, want %d)\n", what, ok ? "OK" : "MISMATCH", got, want);
-}
 
 static void *device(size_t n)
 {
@@ -259,6 +248,70 @@ static void lu(handle_t h)
            INVALID_VALUE);
 }
 
+/* y = alpha op(A) x + beta y for an M x K matrix (leading dimension lda) and strided vectors, in double. */
+static double gemv_error(int trans, int m, int k, double alpha, const double *A, int lda, const double *x, int incx,
+                         double beta, const double *y0, const double *y, int incy)
+{
+    double e = 0;
+    for (int i = 0; i < (trans ? k : m); i++) {
+        double acc = 0;
+        for (int j = 0; j < (trans ? m : k); j++)
+            acc += (trans ? A[j + i * lda] : A[i + j * lda]) * x[j * incx];
+        e = fmax(e, fabs(y[i * incy] - (alpha * acc + beta * y0[i * incy])) / (1 + fabs(acc)));
+    }
+    return e;
+}
+
+static void gemv(handle_t h)
+{
+    enum { M = 37, K = 23, LD = 40, BATCHES = 2 };
+    double A[LD * K * BATCHES], x[3 * M * BATCHES], y0[3 * M * BATCHES], y[3 * M * BATCHES];
+    float Af[LD * K * BATCHES], xf[3 * M * BATCHES], yf[3 * M * BATCHES];
+    for (int i = 0; i < LD * K * BATCHES; i++)
+        A[i] = ((i * 7) % 19 - 9) / 8.0, Af[i] = (float)A[i];
+    for (int i = 0; i < 3 * M * BATCHES; i++)
+        x[i] = ((i * 5) % 11 - 5) / 4.0, y0[i] = (i % 7) - 3.0, xf[i] = (float)x[i], yf[i] = (float)y0[i];
+    float *dA = device(sizeof Af), *dx = device(sizeof xf), *dy = device(sizeof yf), alpha = 1.5f, beta = -0.5f;
+    CHECK(cudaMemcpy(dA, Af, sizeof Af, 1));
+    CHECK(cudaMemcpy(dx, xf, sizeof xf, 1));
+    CHECK(cudaMemcpy(dy, yf, sizeof yf, 1));
+    /* N: y (M, every 3rd) = A (M x K, ld 40) x (K, every 2nd) */
+    CHECK(cublasSgemv_v2(h, 0, M, K, &alpha, dA, LD, dx, 2, &beta, dy, 3));
+    CHECK(cudaMemcpy(yf, dy, sizeof yf, 2));
+    for (int i = 0; i < 3 * M * BATCHES; i++)
+        y[i] = yf[i];
+    within("cublasSgemv N 37x23 lda 40 incx 2 incy 3", gemv_error(0, M, K, 1.5, A, LD, x, 2, -0.5, y0, y, 3), 1e-5);
+    /* strided batched, T: y (K) = A^T x (M) */
+    CHECK(cudaMemcpy(dy, xf, sizeof xf, 1)); /* y0 is x again */
+    CHECK(cublasSgemvStridedBatched(h, 1, M, K, &alpha, dA, LD, LD * K, dx, 1, 3 * M, &beta, dy, 2, 3 * M, BATCHES));
+    CHECK(cudaMemcpy(yf, dy, sizeof yf, 2));
+    double e = 0;
+    for (int i = 0; i < 3 * M * BATCHES; i++)
+        y[i] = yf[i];
+    for (int b = 0; b < BATCHES; b++)
+        e = fmax(e, gemv_error(1, M, K, 1.5, A + b * LD * K, LD, x + b * 3 * M, 1, -0.5, x + b * 3 * M, y + b * 3 * M, 2));
+    within("cublasSgemvStridedBatched T x2 incy 2", e, 1e-5);
+    /* double, over pointer arrays, T */
+    double *dAd = device(sizeof A), *dxd = device(sizeof x), *dyd = device(sizeof y), da = 0.25, db = 2;
+    CHECK(cudaMemcpy(dAd, A, sizeof A, 1));
+    CHECK(cudaMemcpy(dxd, x, sizeof x, 1));
+    CHECK(cudaMemcpy(dyd, y0, sizeof y0, 1));
+    void *arrA = pointers(dAd, sizeof(double) * LD * K, BATCHES), *arrx = pointers(dxd, sizeof(double) * 3 * M, BATCHES),
+         *arry = pointers(dyd, sizeof(double) * 3 * M, BATCHES);
+    CHECK(cublasDgemvBatched(h, 1, M, K, &da, arrA, LD, arrx, 3, &db, arry, 1, BATCHES));
+    CHECK(cudaMemcpy(y, dyd, sizeof y, 2));
+    e = 0;
+    for (int b = 0; b < BATCHES; b++)
+        e = fmax(e, gemv_error(1, M, K, 0.25, A + b * LD * K, LD, x + b * 3 * M, 3, 2, y0 + b * 3 * M, y + b * 3 * M, 1));
+    within("cublasDgemvBatched T x2 incx 3", e, 1e-12);
+    CHECK(cudaMemcpy(dyd, y0, sizeof y0, 1));
+    CHECK(cublasDgemv_v2(h, 0, M, K, &da, dAd, LD, dxd, 1, &db, dyd, 1));
+    CHECK(cudaMemcpy(y, dyd, sizeof y, 2));
+    within("cublasDgemv N", gemv_error(0, M, K, 0.25, A, LD, x, 1, 2, y0, y, 1), 1e-12);
+    expect("cublasDgemv incx 0", cublasDgemv_v2(h, 0, M, K, &da, dAd, LD, dxd, 0, &db, dyd, 1), INVALID_VALUE);
+    expect("cublasDgemv lda < m", cublasDgemv_v2(h, 0, M, K, &da, dAd, M - 1, dxd, 1, &db, dyd, 1), INVALID_VALUE);
+}
+
 static int bad(handle_t h)
 {
     /* A pointer array naming memory the program does not own: accepted (deferred), refused by the server, reported
@@ -269,15 +322,9 @@ static int bad(handle_t h)
     void *arr = device(sizeof host);
     CHECK(cudaMemcpy(arr, host, sizeof host, 1));
     expect("getrfBatched, second pointer foreign (deferred)", cublasDgetrfBatched(h, N, arr, N, NULL, info, 2), 0);
-    int sync = cudaDeviceSynchronize();
-    failures += sync == 0;
-    printf("%-44s %s (cudaDeviceSynchronize -> %d)\n", "... reported at the next synchronisation",
-           sync ? "OK" : "MISMATCH", sync);
+    expect_failed_sync(cudaDeviceSynchronize());
     expect("getrfBatched, array past its allocation", cublasDgetrfBatched(h, N, arr, N, NULL, info, 3), 0);
-    sync = cudaDeviceSynchronize();
-    failures += sync == 0;
-    printf("%-44s %s (cudaDeviceSynchronize -> %d)\n", "... reported at the next synchronisation",
-           sync ? "OK" : "MISMATCH", sync);
+    expect_failed_sync(cudaDeviceSynchronize());
     expect("getrfBatched, one good matrix", cublasDgetrfBatched(h, N, arr, N, NULL, info, 1), 0);
     expect("... synchronises cleanly", cudaDeviceSynchronize(), 0);
     expect("getrfBatched without an info array", cublasDgetrfBatched(h, N, arr, N, NULL, NULL, 1), INVALID_VALUE);
@@ -294,6 +341,7 @@ int main(int argc, char **argv)
         return bad(h);
     copies();
     lu(h);
+    gemv(h);
     CHECK(cublasDestroy_v2(h));
     printf(failures ? "blas_more_check FAILED (%d)\n" : "blas_more_check OK\n", failures);
     return failures != 0;

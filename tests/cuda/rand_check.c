@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib_check.h"
+
 typedef void *gen_t;
 int cudaMalloc(void **p, size_t n);
 int cudaFree(void *p);
@@ -44,23 +46,7 @@ enum { XORWOW = 101, MRG32K3A = 121, MTGP32 = 141, MT19937 = 142, PHILOX = 161, 
 enum { NOT_INITIALIZED = 101, TYPE_ERROR = 103, OUT_OF_RANGE = 104, LENGTH_NOT_MULTIPLE = 105, ALLOCATION_FAILED = 102 };
 enum { N = 1 << 16, DIMS = 4 };
 
-static int failures;
 
-#define CHECK(call)                                                                                                 \
-    do {                                                                                                            \
-        int s_ = (call);                                                                                            \
-        if (s_) {                                                                                                   \
-            printf("FAIL %s -> status %d\n", #call, s_);                                                           \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
-
-static void expect(const char *what, int got, int want)
-{
-    int ok = got == want;
-    failures += !ok;
-    printf("%-58s %s (status %d, want %d)\n", what, ok ? "OK" : "MISMATCH", got, want);
-}
 
 static uint64_t digest(const void *p, size_t n)
 {
@@ -213,10 +199,7 @@ static int bad(void *dev)
     /* A range outside the program's memory: accepted now (deferred, like a kernel launch), refused by the server;
      * the next synchronising call reports it, and the generator works on. */
     expect("uniform past the end of an allocation (deferred)", curandGenerateUniform(g, f + N * 2 - 8, 16), 0);
-    int sync = cudaDeviceSynchronize();
-    failures += sync == 0;
-    printf("%-58s %s (cudaDeviceSynchronize -> %d)\n", "... reported at the next synchronisation", sync ? "OK" : "MISMATCH",
-           sync);
+    expect_failed_sync(cudaDeviceSynchronize());
     expect("the generator still works", curandGenerateUniform(g, f, 16), 0);
     expect("... and synchronises cleanly", cudaDeviceSynchronize(), 0);
     /* A host generator's results come back in one reply: at most 16 MiB per call through rgpu. */

@@ -53,6 +53,14 @@ static int status_of(int r, int otherwise)
     }
 }
 
+/* One round trip, as a cuRAND status. The reply's fixed part arrives whole or not at all (the connection
+ * checks its size), so its unpacking cannot fail. */
+static int call(uint16_t op, const void *args, size_t args_len, void *rep, size_t rep_len, void *out, size_t out_cap,
+                size_t *out_len, int otherwise)
+{
+    return status_of(rgpu_ext_call(op, args, args_len, NULL, 0, rep, rep_len, out, out_cap, out_len), otherwise);
+}
+
 static struct curandGenerator_st *find(struct curandGenerator_st *g)
 {
     pthread_mutex_lock(&lock);
@@ -93,12 +101,11 @@ static int create(struct curandGenerator_st **out, int rng_type, int host)
         return CURAND_STATUS_INITIALIZATION_FAILED;
     uint8_t args[RGPU_RAND_CREATE_REQ_SIZE], rep[RGPU_RAND_CREATE_REP_SIZE];
     rgpu_pack_rand_create(args, &(struct rgpu_rand_create_req){.rng_type = (uint32_t)rng_type, .host = (uint32_t)host});
-    int r = rgpu_ext_call(RGPU_OP_RAND_CREATE, args, sizeof args, NULL, 0, rep, sizeof rep, NULL, 0, NULL);
-    if (r)
-        return status_of(r, CURAND_STATUS_INITIALIZATION_FAILED);
+    int s = call(RGPU_OP_RAND_CREATE, args, sizeof args, rep, sizeof rep, NULL, 0, NULL,
+                 CURAND_STATUS_INITIALIZATION_FAILED);
     struct rgpu_rand_create_rep got;
-    if (rgpu_unpack_rand_create(rep, sizeof rep, &got))
-        return status_of(rgpu_ext_bad_reply(RGPU_OP_RAND_CREATE, "reply size"), CURAND_STATUS_INTERNAL_ERROR);
+    if (s || rgpu_unpack_rand_create(rep, sizeof rep, &got))
+        return s;
     if (got.status)
         return (int)got.status;
     struct curandGenerator_st *g = calloc(1, sizeof *g);
@@ -155,12 +162,10 @@ static int set(struct curandGenerator_st *g, enum rand_setting what, uint64_t va
         return CURAND_STATUS_NOT_INITIALIZED;
     uint8_t args[RGPU_RAND_SET_REQ_SIZE], rep[RGPU_RAND_SET_REP_SIZE];
     rgpu_pack_rand_set(args, &(struct rgpu_rand_set_req){.handle = g->server, .what = what, .value = value});
-    int r = rgpu_ext_call(RGPU_OP_RAND_SET, args, sizeof args, NULL, 0, rep, sizeof rep, NULL, 0, NULL);
-    if (r)
-        return status_of(r, CURAND_STATUS_PREEXISTING_FAILURE);
+    int s = call(RGPU_OP_RAND_SET, args, sizeof args, rep, sizeof rep, NULL, 0, NULL, CURAND_STATUS_PREEXISTING_FAILURE);
     struct rgpu_rand_set_rep got;
-    if (rgpu_unpack_rand_set(rep, sizeof rep, &got))
-        return status_of(rgpu_ext_bad_reply(RGPU_OP_RAND_SET, "reply size"), CURAND_STATUS_INTERNAL_ERROR);
+    if (s || rgpu_unpack_rand_set(rep, sizeof rep, &got))
+        return s;
     if (got.status == CURAND_STATUS_SUCCESS && what == RAND_DIMENSIONS)
         g->dimensions = (unsigned)value;
     return (int)got.status;
@@ -223,12 +228,12 @@ static int generate_host(struct curandGenerator_st *g, enum rand_kind kind, void
     rgpu_pack_rand_generate_host(args, &(struct rgpu_rand_generate_host_req){
                                            .handle = g->server, .kind = kind, .count = n, .a = a, .b = b});
     size_t got_len = 0;
-    int r = rgpu_ext_call(RGPU_OP_RAND_GENERATE_HOST, args, sizeof args, NULL, 0, rep, sizeof rep, out, bytes,
-                          &got_len);
-    if (r)
-        return status_of(r, CURAND_STATUS_PREEXISTING_FAILURE);
+    int s = call(RGPU_OP_RAND_GENERATE_HOST, args, sizeof args, rep, sizeof rep, out, bytes, &got_len,
+                 CURAND_STATUS_PREEXISTING_FAILURE);
     struct rgpu_rand_generate_host_rep got;
-    if (rgpu_unpack_rand_generate_host(rep, sizeof rep, &got) || (!got.status && got_len != bytes))
+    if (s || rgpu_unpack_rand_generate_host(rep, sizeof rep, &got))
+        return s;
+    if (!got.status && got_len != bytes) /* fewer results than asked for: the server is not to be trusted */
         return status_of(rgpu_ext_bad_reply(RGPU_OP_RAND_GENERATE_HOST, "results"), CURAND_STATUS_INTERNAL_ERROR);
     return (int)got.status;
 }
