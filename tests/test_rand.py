@@ -153,10 +153,32 @@ async def test_create_and_setters_answer_with_curand_statuses(client):
     from rgpu.client import _Request
 
     assert (await _create(client, rng_type=7))[1] == RandStatus.TYPE_ERROR
+    assert (await _create(client, rng_type=0xFFFFFFFF))[1] == RandStatus.TYPE_ERROR
     quasi, status = await _create(client, rng_type=201)
     assert status == 0
     answers = [await client._call(_Request(ops.RAND_SET, (quasi, what, value)))
                for what, value in ((Setting.SEED, 1), (Setting.DIMENSIONS, 0), (Setting.DIMENSIONS, 20000),
                                    (Setting.ORDERING, 101), (Setting.ORDERING, 201), (Setting.OFFSET, 5),
-                                   (Setting.SEEDS, 0))]
-    assert answers == [RandStatus.TYPE_ERROR, RandStatus.OUT_OF_RANGE, 0, RandStatus.OUT_OF_RANGE, 0, 0, 0]
+                                   (Setting.SEEDS, 0), (Setting.DIMENSIONS, 1 << 32), (Setting.ORDERING, 201 | 1 << 32))]
+    assert answers == [RandStatus.TYPE_ERROR, RandStatus.OUT_OF_RANGE, 0, RandStatus.OUT_OF_RANGE, 0, 0, 0,
+                       RandStatus.OUT_OF_RANGE, RandStatus.OUT_OF_RANGE]
+
+
+@pytest.mark.parametrize("change", [-4, 4096])
+def test_host_results_of_the_wrong_length_are_refused(shim_dir, rand_check, fake_server, change):
+    """A server that sends fewer results than asked for, or more: the stand-in says so, never reads or writes past
+    the program's buffer, and the call fails."""
+    from .test_hostile_server import CorruptingProxy, _with
+
+    def corrupt(frame):
+        bulk = bytes(frame.bulk)
+        return _with(frame, bulk=bulk[:change] if change < 0 else bulk + bytes(change))
+
+    proxy = CorruptingProxy(fake_server, ops.RAND_GENERATE_HOST.code, corrupt)
+    try:
+        proc = run(shim_dir, rand_check, env={"RGPU_SERVER": proxy.address})
+    finally:
+        proxy.close()
+    assert proxy.corrupted.is_set()
+    assert proc.returncode == 1 and "reply to opcode 0x0224 is inconsistent" in proc.stderr, proc.stdout + proc.stderr
+    assert "FAIL curandGenerateUniform" in proc.stdout

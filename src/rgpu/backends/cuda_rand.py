@@ -17,13 +17,13 @@ from rgpu.protocol.rand_wire import Draw, Setting
 
 _ffi = cffi.FFI()
 _ffi.cdef("""
-    int curandCreateGenerator(void **generator, int rng_type);
-    int curandCreateGeneratorHost(void **generator, int rng_type);
+    int curandCreateGenerator(void **generator, unsigned int rng_type);
+    int curandCreateGeneratorHost(void **generator, unsigned int rng_type);
     int curandDestroyGenerator(void *generator);
     int curandSetStream(void *generator, void *stream);
     int curandSetPseudoRandomGeneratorSeed(void *generator, unsigned long long seed);
     int curandSetGeneratorOffset(void *generator, unsigned long long offset);
-    int curandSetGeneratorOrdering(void *generator, int order);
+    int curandSetGeneratorOrdering(void *generator, unsigned int order);
     int curandSetQuasiRandomGeneratorDimensions(void *generator, unsigned int dimensions);
     int curandGenerateSeeds(void *generator);
     int curandGenerate(void *generator, void *out, size_t n);

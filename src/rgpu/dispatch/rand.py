@@ -22,6 +22,8 @@ class Generator:
 @handles(ops.RAND_CREATE)
 def _create(s: Session, args, bulk):
     ctx = s.context()
+    if args.rng_type not in rand_wire.RNG_TYPES:
+        return (0, rand_wire.RandStatus.TYPE_ERROR)
     gen, status = s.backend.rand_create(ctx.obj, args.rng_type, bool(args.host))
     if status:
         return (0, status)
@@ -40,6 +42,8 @@ def _set(s: Session, args, bulk):
     ctx, entry = s.object(args.handle, Kind.RAND)
     if args.what not in rand_wire.Setting.__members__.values():
         raise CudaError(Status.INVALID_VALUE, f"unknown cuRAND setting {args.what}")
+    if args.what in (rand_wire.Setting.ORDERING, rand_wire.Setting.DIMENSIONS) and args.value >> 32:
+        return (rand_wire.RandStatus.OUT_OF_RANGE,)  # cuRAND takes them as 32-bit values
     return (s.backend.rand_set(ctx.obj, entry.obj, rand_wire.Setting(args.what), args.value),)
 
 
