@@ -74,3 +74,31 @@ def test_lu_and_trsm_touch_only_the_sessions_memory():
           *trsm[12:])
     device_alpha = struct.pack("<Q", foreign).ljust(16, b"\0")
     fails(Status.INVALID_VALUE, s, ops.BLAS_TRSM_BATCHED, *trsm[:9], 1, device_alpha, *trsm[11:])
+
+
+def _l1(blas, func, n, x, incx, y=0, incy=0, alpha=0.0, mode=0, result=0, type_=1):
+    raw = struct.pack("<Q", int(alpha)) if mode else struct.pack("<d", alpha)
+    return (blas, 0, func, type_, n, x, incx, y, incy, mode, raw.ljust(16, b"\0"), result)
+
+
+def test_level1_touches_only_the_sessions_memory():
+    s = session()
+    (blas,) = call(s, ops.BLAS_CREATE)
+    x, y, r = alloc(s, 80), alloc(s, 80), alloc(s, 8)
+    write(s, x, np.arange(10, dtype=np.float64).tobytes())
+    write(s, y, np.ones(10, np.float64).tobytes())
+    (raw,) = call(s, ops.BLAS_LEVEL1_RESULT, *_l1(blas, 4, 5, x, 2, y, -2))  # dot of x[0,2,..8] and y
+    assert struct.unpack_from("<d", raw)[0] == 20.0
+    call(s, ops.BLAS_LEVEL1, *_l1(blas, 0, 10, x, 1, y, 1, alpha=2.0))  # axpy
+    assert np.array_equal(np.frombuffer(read(s, y, 80), np.float64), 1 + 2 * np.arange(10))
+    call(s, ops.BLAS_LEVEL1, *_l1(blas, 4, 10, x, 1, y, 1, mode=1, result=r))  # dot, result on the device
+    assert struct.unpack("<d", read(s, r, 8))[0] == float(np.arange(10) @ (1 + 2 * np.arange(10)))
+
+    foreign = alloc(session(backend=s.backend), 80)
+    fails(Status.INVALID_VALUE, s, ops.BLAS_LEVEL1, *_l1(blas, 0, 6, x, 1, y, -2, alpha=1.0))  # y spans 11
+    fails(Status.INVALID_VALUE, s, ops.BLAS_LEVEL1, *_l1(blas, 2, 10, x, 1, foreign, 1))
+    fails(Status.INVALID_VALUE, s, ops.BLAS_LEVEL1, *_l1(blas, 4, 10, x, 1, y, 1, mode=1, result=foreign))
+    fails(Status.INVALID_VALUE, s, ops.BLAS_LEVEL1, *_l1(blas, 1, 10, x, 1, alpha=foreign, mode=1))  # scal
+    fails(Status.INVALID_VALUE, s, ops.BLAS_LEVEL1, *_l1(blas, 5, 10, x, 1))  # a host-mode reduction, deferred
+    fails(Status.INVALID_VALUE, s, ops.BLAS_LEVEL1_RESULT, *_l1(blas, 0, 10, x, 1, y, 1))  # no result to return
+    fails(Status.INVALID_VALUE, s, ops.BLAS_LEVEL1, *_l1(blas, 11, 10, x, 1))

@@ -734,42 +734,6 @@ BLAS_API int cublasCtrttp()
     return rgpu_blas_unsupported(&logged, "cublasCtrttp");
 }
 
-BLAS_API int cublasDasum_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDasum_v2");
-}
-
-BLAS_API int cublasDasum_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDasum_v2_64");
-}
-
-BLAS_API int cublasDaxpy_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDaxpy_v2");
-}
-
-BLAS_API int cublasDaxpy_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDaxpy_v2_64");
-}
-
-BLAS_API int cublasDcopy_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDcopy_v2");
-}
-
-BLAS_API int cublasDcopy_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDcopy_v2_64");
-}
-
 BLAS_API int cublasDdgmm()
 {
     static int logged;
@@ -780,18 +744,6 @@ BLAS_API int cublasDdgmm_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDdgmm_64");
-}
-
-BLAS_API int cublasDdot_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDdot_v2");
-}
-
-BLAS_API int cublasDdot_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDdot_v2_64");
 }
 
 BLAS_API int cublasDgbmv_v2()
@@ -884,18 +836,6 @@ BLAS_API int cublasDgetrsBatched()
     return rgpu_blas_unsupported(&logged, "cublasDgetrsBatched");
 }
 
-BLAS_API int cublasDnrm2_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDnrm2_v2");
-}
-
-BLAS_API int cublasDnrm2_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDnrm2_v2_64");
-}
-
 BLAS_API int cublasDotEx()
 {
     static int logged;
@@ -968,18 +908,6 @@ BLAS_API int cublasDsbmv_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDsbmv_v2_64");
 }
 
-BLAS_API int cublasDscal_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDscal_v2");
-}
-
-BLAS_API int cublasDscal_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDscal_v2_64");
-}
-
 BLAS_API int cublasDspmv_v2()
 {
     static int logged;
@@ -1014,18 +942,6 @@ BLAS_API int cublasDspr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDspr_v2_64");
-}
-
-BLAS_API int cublasDswap_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDswap_v2");
-}
-
-BLAS_API int cublasDswap_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDswap_v2_64");
 }
 
 BLAS_API int cublasDsymm_v2()
@@ -1436,54 +1352,6 @@ BLAS_API int cublasIcamin_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasIcamin_v2_64");
 }
 
-BLAS_API int cublasIdamax_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIdamax_v2");
-}
-
-BLAS_API int cublasIdamax_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIdamax_v2_64");
-}
-
-BLAS_API int cublasIdamin_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIdamin_v2");
-}
-
-BLAS_API int cublasIdamin_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIdamin_v2_64");
-}
-
-BLAS_API int cublasIsamax_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIsamax_v2");
-}
-
-BLAS_API int cublasIsamax_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIsamax_v2_64");
-}
-
-BLAS_API int cublasIsamin_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIsamin_v2");
-}
-
-BLAS_API int cublasIsamin_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIsamin_v2_64");
-}
-
 BLAS_API int cublasIzamax_v2()
 {
     static int logged;
@@ -1562,30 +1430,6 @@ BLAS_API int cublasRotmgEx()
     return rgpu_blas_unsupported(&logged, "cublasRotmgEx");
 }
 
-BLAS_API int cublasSasum_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSasum_v2");
-}
-
-BLAS_API int cublasSasum_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSasum_v2_64");
-}
-
-BLAS_API int cublasSaxpy_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSaxpy_v2");
-}
-
-BLAS_API int cublasSaxpy_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSaxpy_v2_64");
-}
-
 BLAS_API int cublasScalEx()
 {
     static int logged;
@@ -1622,18 +1466,6 @@ BLAS_API int cublasScnrm2_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasScnrm2_v2_64");
 }
 
-BLAS_API int cublasScopy_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasScopy_v2");
-}
-
-BLAS_API int cublasScopy_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasScopy_v2_64");
-}
-
 BLAS_API int cublasSdgmm()
 {
     static int logged;
@@ -1644,18 +1476,6 @@ BLAS_API int cublasSdgmm_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSdgmm_64");
-}
-
-BLAS_API int cublasSdot_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSdot_v2");
-}
-
-BLAS_API int cublasSdot_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSdot_v2_64");
 }
 
 BLAS_API int cublasSetEmulationSpecialValuesSupport()
@@ -1808,18 +1628,6 @@ BLAS_API int cublasSgetrsBatched()
     return rgpu_blas_unsupported(&logged, "cublasSgetrsBatched");
 }
 
-BLAS_API int cublasSnrm2_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSnrm2_v2");
-}
-
-BLAS_API int cublasSnrm2_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSnrm2_v2_64");
-}
-
 BLAS_API int cublasSrot_v2()
 {
     static int logged;
@@ -1868,18 +1676,6 @@ BLAS_API int cublasSsbmv_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasSsbmv_v2_64");
 }
 
-BLAS_API int cublasSscal_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSscal_v2");
-}
-
-BLAS_API int cublasSscal_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSscal_v2_64");
-}
-
 BLAS_API int cublasSspmv_v2()
 {
     static int logged;
@@ -1914,18 +1710,6 @@ BLAS_API int cublasSspr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSspr_v2_64");
-}
-
-BLAS_API int cublasSswap_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSswap_v2");
-}
-
-BLAS_API int cublasSswap_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSswap_v2_64");
 }
 
 BLAS_API int cublasSsymm_v2()

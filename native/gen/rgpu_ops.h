@@ -4305,6 +4305,120 @@ static inline int rgpu_unpack_blas_trsm_batched_req(const uint8_t *in, size_t le
     return 0;
 }
 
+/* BLAS_LEVEL1: cuBLAS Level-1 S/D: func 0 axpy, 1 scal, 2 copy, 3 swap; and, with the handle in device pointer mode (result a device address), 4 dot, 5 nrm2, 6 asum, 7 iamax, 8 iamin (int result), 9 iamax, 10 iamin (int64 result); alpha by value, or its device address in device pointer mode [deferrable, context] */
+#define RGPU_OP_BLAS_LEVEL1 0x0242
+#define RGPU_BLAS_LEVEL1_REQ_SIZE 92
+#define RGPU_BLAS_LEVEL1_REP_SIZE 0
+struct rgpu_blas_level1_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t func;
+    uint32_t type;
+    int64_t n;
+    uint64_t x;
+    int64_t incx;
+    uint64_t y;
+    int64_t incy;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint64_t result;
+};
+static inline void rgpu_pack_blas_level1(uint8_t out[RGPU_BLAS_LEVEL1_REQ_SIZE], const struct rgpu_blas_level1_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->func);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u64(out + 24, m->n);
+    rgpu_put_u64(out + 32, m->x);
+    rgpu_put_u64(out + 40, m->incx);
+    rgpu_put_u64(out + 48, m->y);
+    rgpu_put_u64(out + 56, m->incy);
+    rgpu_put_u32(out + 64, m->pointer_mode);
+    memcpy(out + 68, m->alpha, 16);
+    rgpu_put_u64(out + 84, m->result);
+}
+static inline int rgpu_unpack_blas_level1_req(const uint8_t *in, size_t len, struct rgpu_blas_level1_req *m)
+{
+    if (len != RGPU_BLAS_LEVEL1_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->func = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->n = (int64_t)rgpu_get_u64(in + 24);
+    m->x = (uint64_t)rgpu_get_u64(in + 32);
+    m->incx = (int64_t)rgpu_get_u64(in + 40);
+    m->y = (uint64_t)rgpu_get_u64(in + 48);
+    m->incy = (int64_t)rgpu_get_u64(in + 56);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 64);
+    memcpy(m->alpha, in + 68, 16);
+    m->result = (uint64_t)rgpu_get_u64(in + 84);
+    return 0;
+}
+
+/* BLAS_LEVEL1_RESULT: a Level-1 reduction (func 4-10) in host pointer mode: the result in the reply, once the stream has reached the call (result field unused) [context] */
+#define RGPU_OP_BLAS_LEVEL1_RESULT 0x0243
+#define RGPU_BLAS_LEVEL1_RESULT_REQ_SIZE 92
+#define RGPU_BLAS_LEVEL1_RESULT_REP_SIZE 16
+struct rgpu_blas_level1_result_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t func;
+    uint32_t type;
+    int64_t n;
+    uint64_t x;
+    int64_t incx;
+    uint64_t y;
+    int64_t incy;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint64_t result;
+};
+static inline void rgpu_pack_blas_level1_result(uint8_t out[RGPU_BLAS_LEVEL1_RESULT_REQ_SIZE], const struct rgpu_blas_level1_result_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->func);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u64(out + 24, m->n);
+    rgpu_put_u64(out + 32, m->x);
+    rgpu_put_u64(out + 40, m->incx);
+    rgpu_put_u64(out + 48, m->y);
+    rgpu_put_u64(out + 56, m->incy);
+    rgpu_put_u32(out + 64, m->pointer_mode);
+    memcpy(out + 68, m->alpha, 16);
+    rgpu_put_u64(out + 84, m->result);
+}
+static inline int rgpu_unpack_blas_level1_result_req(const uint8_t *in, size_t len, struct rgpu_blas_level1_result_req *m)
+{
+    if (len != RGPU_BLAS_LEVEL1_RESULT_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->func = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->n = (int64_t)rgpu_get_u64(in + 24);
+    m->x = (uint64_t)rgpu_get_u64(in + 32);
+    m->incx = (int64_t)rgpu_get_u64(in + 40);
+    m->y = (uint64_t)rgpu_get_u64(in + 48);
+    m->incy = (int64_t)rgpu_get_u64(in + 56);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 64);
+    memcpy(m->alpha, in + 68, 16);
+    m->result = (uint64_t)rgpu_get_u64(in + 84);
+    return 0;
+}
+struct rgpu_blas_level1_result_rep {
+    uint8_t result[16];
+};
+static inline int rgpu_unpack_blas_level1_result(const uint8_t *in, size_t len, struct rgpu_blas_level1_result_rep *m)
+{
+    if (len != RGPU_BLAS_LEVEL1_RESULT_REP_SIZE)
+        return -1;
+    memcpy(m->result, in + 0, 16);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -4418,6 +4532,8 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_RAND_GENERATE_HOST:
     case RGPU_OP_BLAS_LU_BATCHED:
     case RGPU_OP_BLAS_TRSM_BATCHED:
+    case RGPU_OP_BLAS_LEVEL1:
+    case RGPU_OP_BLAS_LEVEL1_RESULT:
         return 1;
     default:
         return 0;

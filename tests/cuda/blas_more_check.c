@@ -41,6 +41,18 @@ int cublasSgemvStridedBatched(handle_t h, int trans, int m, int n, const float *
                               int incy, long long sy, int batch);
 int cublasDgemvBatched(handle_t h, int trans, int m, int n, const double *alpha, const double *const a[], int lda,
                        const double *const x[], int incx, const double *beta, double *const y[], int incy, int batch);
+int cublasSetPointerMode_v2(handle_t h, int mode);
+int cublasSaxpy_v2(handle_t h, int n, const float *alpha, const float *x, int incx, float *y, int incy);
+int cublasDscal_v2(handle_t h, int n, const double *alpha, double *x, int incx);
+int cublasScopy_v2(handle_t h, int n, const float *x, int incx, float *y, int incy);
+int cublasDswap_v2(handle_t h, int n, double *x, int incx, double *y, int incy);
+int cublasSdot_v2(handle_t h, int n, const float *x, int incx, const float *y, int incy, float *result);
+int cublasDdot_v2(handle_t h, int n, const double *x, int incx, const double *y, int incy, double *result);
+int cublasSnrm2_v2(handle_t h, int n, const float *x, int incx, float *result);
+int cublasDasum_v2(handle_t h, int n, const double *x, int incx, double *result);
+int cublasIsamax_v2(handle_t h, int n, const float *x, int incx, int *result);
+int cublasIdamin_v2(handle_t h, int n, const double *x, int incx, int *result);
+int cublasIdamax_v2_64(handle_t h, int64_t n, const double *x, int64_t incx, int64_t *result);
 int cublasDgetrfBatched(handle_t h, int n, double *const a[], int lda, int *p, int *info, int batch);
 int cublasDgetriBatched(handle_t h, int n, const double *const a[], int lda, const int *p, double *const c[], int ldc,
                         int *info, int batch);
@@ -312,6 +324,85 @@ static void gemv(handle_t h)
     expect("cublasDgemv lda < m", cublasDgemv_v2(h, 0, M, K, &da, dAd, M - 1, dxd, 1, &db, dyd, 1), INVALID_VALUE);
 }
 
+static void level1(handle_t h)
+{
+    enum { L = 50 };
+    float xf[3 * L], yf[3 * L], out[3 * L], alpha = -1.25f, r;
+    double xd[3 * L], yd[3 * L], outd[3 * L], outd2[3 * L], scale = 3.0, rd, e;
+    for (int i = 0; i < 3 * L; i++)
+        xf[i] = (float)(((i * 13) % 29) - 14) / 4, yf[i] = (float)((i % 9) - 4), xd[i] = xf[i] * 1.5, yd[i] = yf[i];
+    xf[17] = -9, xd[17] = -13.5; /* one largest magnitude */
+    float *dx = device(sizeof xf), *dy = device(sizeof yf);
+    double *dxd = device(sizeof xd), *dyd = device(sizeof yd), *dr = device(sizeof(double) * 2);
+    CHECK(cudaMemcpy(dx, xf, sizeof xf, 1));
+    CHECK(cudaMemcpy(dy, yf, sizeof yf, 1));
+    CHECK(cudaMemcpy(dxd, xd, sizeof xd, 1));
+    CHECK(cudaMemcpy(dyd, yd, sizeof yd, 1));
+    /* axpy, x every 2nd, y backwards (increment -1: y[L-1-i] += alpha x[2i]) */
+    CHECK(cublasSaxpy_v2(h, L, &alpha, dx, 2, dy, -1));
+    CHECK(cudaMemcpy(out, dy, sizeof out, 2));
+    e = 0;
+    for (int i = 0; i < L; i++)
+        e = fmax(e, fabs(out[L - 1 - i] - (yf[L - 1 - i] + alpha * xf[2 * i])));
+    for (int i = L; i < 3 * L; i++)
+        e = fmax(e, fabs(out[i] - yf[i]));
+    report("cublasSaxpy incx 2 incy -1", e, 1e-6);
+    CHECK(cublasScopy_v2(h, L, dx, 3, dy, 1));
+    CHECK(cudaMemcpy(out, dy, sizeof out, 2));
+    e = 0;
+    for (int i = 0; i < L; i++)
+        e = fmax(e, fabs(out[i] - xf[3 * i]));
+    report("cublasScopy incx 3", e, 0);
+    CHECK(cublasDscal_v2(h, L, &scale, dxd, 2));
+    CHECK(cublasDswap_v2(h, L, dxd, 2, dyd, 1));
+    CHECK(cudaMemcpy(outd, dxd, sizeof outd, 2));
+    CHECK(cudaMemcpy(outd2, dyd, sizeof outd2, 2));
+    e = 0;
+    for (int i = 0; i < L; i++)
+        e = fmax(e, fabs(outd2[i] - 3 * xd[2 * i]) + fabs(outd[2 * i] - yd[i]) + fabs(outd[2 * i + 1] - xd[2 * i + 1]));
+    report("cublasDscal incx 2, cublasDswap", e, 0);
+    CHECK(cudaMemcpy(dxd, xd, sizeof xd, 1));
+    CHECK(cudaMemcpy(dyd, yd, sizeof yd, 1));
+
+    double ref = 0, ref2 = 0, ref3 = 0;
+    for (int i = 0; i < L; i++)
+        ref += (double)xf[2 * i] * yf[i], ref2 += (double)xf[i] * xf[i], ref3 += fabs(xd[3 * i]);
+    CHECK(cudaMemcpy(dy, yf, sizeof yf, 1));
+    CHECK(cublasSdot_v2(h, L, dx, 2, dy, 1, &r));
+    report("cublasSdot incx 2 (host result)", fabs(r - ref) / (1 + fabs(ref)), 1e-6);
+    CHECK(cublasSnrm2_v2(h, L, dx, 1, &r));
+    report("cublasSnrm2 (host result)", fabs(r - sqrt(ref2)) / sqrt(ref2), 1e-6);
+    CHECK(cublasDasum_v2(h, L, dxd, 3, &rd));
+    report("cublasDasum incx 3 (host result)", fabs(rd - ref3), 1e-12);
+    int at, want_max = 0, want_min = 0;
+    for (int i = 1; i < L; i++) {
+        want_max = fabs(xf[i]) > fabs(xf[want_max]) ? i : want_max;
+        want_min = fabs(xd[i]) < fabs(xd[want_min]) ? i : want_min;
+    }
+    CHECK(cublasIsamax_v2(h, L, dx, 1, &at));
+    expect("cublasIsamax (1-based)", at, want_max + 1);
+    CHECK(cublasIdamin_v2(h, L, dxd, 1, &at));
+    expect("cublasIdamin (1-based)", at, want_min + 1);
+    r = 7;
+    CHECK(cublasSnrm2_v2(h, 0, dx, 1, &r));
+    report("cublasSnrm2 of nothing is 0", fabs(r), 0);
+    /* device pointer mode: the results stay on the device */
+    CHECK(cublasSetPointerMode_v2(h, 1));
+    double dref = 0;
+    for (int i = 0; i < L; i++)
+        dref += xd[i] * yd[i];
+    CHECK(cublasDdot_v2(h, L, dxd, 1, dyd, 1, dr));
+    int64_t where;
+    CHECK(cublasIdamax_v2_64(h, L, dxd, 1, (int64_t *)(dr + 1)));
+    double got[2];
+    CHECK(cudaMemcpy(got, dr, sizeof got, 2));
+    memcpy(&where, &got[1], sizeof where);
+    report("cublasDdot (device result)", fabs(got[0] - dref), 1e-12);
+    expect("cublasIdamax_64 (device result)", (int)where, want_max + 1);
+    CHECK(cublasSetPointerMode_v2(h, 0));
+    expect("cublasSdot without a result", cublasSdot_v2(h, L, dx, 1, dy, 1, NULL), INVALID_VALUE);
+}
+
 static int bad(handle_t h)
 {
     /* A pointer array naming memory the program does not own: accepted (deferred), refused by the server, reported
@@ -342,6 +433,7 @@ int main(int argc, char **argv)
     copies();
     lu(h);
     gemv(h);
+    level1(h);
     CHECK(cublasDestroy_v2(h));
     printf(failures ? "blas_more_check FAILED (%d)\n" : "blas_more_check OK\n", failures);
     return failures != 0;

@@ -120,6 +120,55 @@ def _triangular(a: np.ndarray, t: blas_wire.TrsmBatched) -> np.ndarray:
     return tri if t.trans == blas_wire.OP_N else tri.T if t.trans == blas_wire.OP_T else tri.conj().T
 
 
+def level1(view, c: blas_wire.Level1) -> bytes | None:
+    """One Level-1 call on float32/float64 vectors (computed in float64); a host-mode reduction's result as bytes."""
+    dtype = (np.float32, np.float64)[c.type]
+    size = np.dtype(dtype).itemsize
+    device = c.pointer_mode == blas_wire.POINTER_MODE_DEVICE
+
+    def vector(ptr, inc):
+        flat = view(ptr, blas_wire.vector_extent(c.n, inc, size)).view(dtype)
+        index = np.arange(c.n) * abs(inc)
+        return flat, index[::-1] if inc < 0 else index
+
+    if c.func in (blas_wire.AXPY, blas_wire.SCAL):
+        raw = view(struct.unpack_from("<Q", c.alpha)[0], size).tobytes() if device else c.alpha[:size]
+        alpha = float(np.frombuffer(raw, dtype)[0])
+    value = 0
+    if c.touches_x:
+        x, ix = vector(c.x, c.incx)
+        if c.func in (blas_wire.AXPY, blas_wire.COPY, blas_wire.SWAP, blas_wire.DOT):
+            y, iy = vector(c.y, c.incy)
+        if c.func == blas_wire.AXPY:
+            y[iy] = alpha * x[ix].astype(np.float64) + y[iy]
+        elif c.func == blas_wire.SCAL:
+            x[ix] = alpha * x[ix].astype(np.float64)
+        elif c.func == blas_wire.COPY:
+            y[iy] = x[ix]
+        elif c.func == blas_wire.SWAP:
+            y[iy], x[ix] = x[ix].copy(), y[iy].copy()
+        elif c.func == blas_wire.DOT:
+            value = float(np.dot(x[ix].astype(np.float64), y[iy]))
+        elif c.func == blas_wire.NRM2:
+            value = float(np.sqrt(np.sum(np.square(x[ix].astype(np.float64)))))
+        elif c.func == blas_wire.ASUM:
+            value = float(np.sum(np.abs(x[ix].astype(np.float64))))
+        else:  # iamax/iamin: the first extreme |x|, 1-based
+            magnitudes = np.abs(x[ix])
+            value = 1 + int(np.argmax(magnitudes) if c.func in (blas_wire.IAMAX, blas_wire.IAMAX64) else
+                            np.argmin(magnitudes))
+    if not c.reduction:
+        return None
+    if c.func >= blas_wire.IAMAX:
+        result = np.array(value, np.int32 if c.result_size == 4 else np.int64).tobytes()
+    else:
+        result = np.array(value, dtype).tobytes()
+    if device:
+        view(c.result, len(result))[:] = np.frombuffer(result, np.uint8)
+        return None
+    return result
+
+
 class FakeBlasBatched:
     """Mixed into FakeBackend: the work per entry of the (already read and checked) pointer arrays."""
 
@@ -129,6 +178,10 @@ class FakeBlasBatched:
         if arrays is not None:
             return arrays
         return [struct.unpack(f"<{batch}Q", self._blas_view(p, 8 * batch).tobytes()) for p in addresses]
+
+    def blas_level1(self, ctx, handle, stream, call: blas_wire.Level1) -> bytes | None:
+        ctx.check()
+        return level1(self._blas_view, call)
 
     def blas_lu_batched(self, ctx, handle, stream, lu: blas_wire.LuBatched, arrays) -> None:
         ctx.check()

@@ -308,3 +308,67 @@ class TrsmBatched:
         size = type_size(self.type)
         pa, pb = pointers
         return [(pa, extent(self.k, self.k, self.lda, size)), (pb, extent(self.m, self.n, self.ldb, size))]
+
+
+# -- Level 1 (BLAS_LEVEL1, BLAS_LEVEL1_RESULT) ---------------------------------------------------------------------
+AXPY, SCAL, COPY, SWAP, DOT, NRM2, ASUM, IAMAX, IAMIN, IAMAX64, IAMIN64 = range(11)
+LEVEL1_NAMES = ("axpy", "scal", "copy", "swap", "dot", "nrm2", "asum", "amax", "amin", "amax", "amin")
+
+
+def vector_extent(n: int, inc: int, esize: int) -> int:
+    """Bytes a BLAS vector of n elements `inc` apart spans (a negative increment walks the same span backwards)."""
+    return (1 + (n - 1) * abs(inc)) * esize if n > 0 else 0
+
+
+@attrs.frozen(slots=True)
+class Level1:
+    func: int
+    type: int
+    n: int
+    x: int
+    incx: int
+    y: int
+    incy: int
+    pointer_mode: int
+    alpha: bytes
+    result: int
+
+    @classmethod
+    def from_request(cls, r) -> Level1:
+        if r.func > IAMIN64 or r.type not in (0, 1) or r.pointer_mode > 1:
+            raise CudaError(Status.INVALID_VALUE, f"Level-1 function {r.func} on type {r.type}")
+        return cls(r.func, r.type, r.n, r.x, r.incx, r.y, r.incy, r.pointer_mode, r.alpha, r.result)
+
+    @property
+    def name(self) -> str:
+        """cuBLAS's name for the call, without its _v2/_64 suffix (cublasSaxpy, cublasIdamax)."""
+        letter = "SD"[self.type]
+        return f"cublasI{letter.lower()}" + LEVEL1_NAMES[self.func] if self.func >= IAMAX else \
+            f"cublas{letter}{LEVEL1_NAMES[self.func]}"
+
+    @property
+    def reduction(self) -> bool:
+        return self.func >= DOT
+
+    @property
+    def result_size(self) -> int:
+        return 4 if self.func in (IAMAX, IAMIN) else 8 if self.func >= IAMAX else type_size(self.type)
+
+    @property
+    def touches_x(self) -> bool:
+        """BLAS returns at once for these with a non-positive increment."""
+        return self.n > 0 and (self.incx > 0 or self.func in (AXPY, COPY, SWAP, DOT))
+
+    def ranges(self) -> list[tuple[int, int]]:
+        size = type_size(self.type)
+        out = []
+        if self.touches_x:
+            out.append((self.x, vector_extent(self.n, self.incx, size)))
+            if self.func in (AXPY, COPY, SWAP, DOT):
+                out.append((self.y, vector_extent(self.n, self.incy, size)))
+        if self.pointer_mode == POINTER_MODE_DEVICE:
+            if self.func in (AXPY, SCAL):
+                out.append((struct.unpack_from("<Q", self.alpha)[0], size))
+            if self.reduction:
+                out.append((self.result, self.result_size))
+        return out

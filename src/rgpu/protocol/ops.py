@@ -576,6 +576,15 @@ BLAS_TRSM_BATCHED = _op(0x0241, "BLAS_TRSM_BATCHED",
                         names="handle:blas stream:stream",
                         doc="cublas<t>trsmBatched(side, uplo, trans, diag, m, n, alpha, A[], lda, B[], ldb, batch); "
                             "alpha by value, or its device address in device pointer mode")
+_LEVEL1 = ("handle:u64 stream:u64 func:u32 type:u32 n:i64 x:u64 incx:i64 y:u64 incy:i64 pointer_mode:u32 alpha:b16 "
+           "result:u64")
+BLAS_LEVEL1 = _op(0x0242, "BLAS_LEVEL1", _LEVEL1, deferrable=True, names="handle:blas stream:stream",
+                  doc="cuBLAS Level-1 S/D: func 0 axpy, 1 scal, 2 copy, 3 swap; and, with the handle in device "
+                      "pointer mode (result a device address), 4 dot, 5 nrm2, 6 asum, 7 iamax, 8 iamin (int result), "
+                      "9 iamax, 10 iamin (int64 result); alpha by value, or its device address in device pointer mode")
+BLAS_LEVEL1_RESULT = _op(0x0243, "BLAS_LEVEL1_RESULT", _LEVEL1, "result:b16", names="handle:blas stream:stream",
+                         doc="a Level-1 reduction (func 4-10) in host pointer mode: the result in the reply, once the "
+                             "stream has reached the call (result field unused)")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
