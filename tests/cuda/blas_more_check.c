@@ -369,11 +369,11 @@ static void level1(handle_t h)
         ref += (double)xf[2 * i] * yf[i], ref2 += (double)xf[i] * xf[i], ref3 += fabs(xd[3 * i]);
     CHECK(cudaMemcpy(dy, yf, sizeof yf, 1));
     CHECK(cublasSdot_v2(h, L, dx, 2, dy, 1, &r));
-    report("cublasSdot incx 2 (host result)", fabs(r - ref) / (1 + fabs(ref)), 1e-6);
+    within("cublasSdot incx 2 (host result)", fabs(r - ref) / (1 + fabs(ref)), 1e-6);
     CHECK(cublasSnrm2_v2(h, L, dx, 1, &r));
-    report("cublasSnrm2 (host result)", fabs(r - sqrt(ref2)) / sqrt(ref2), 1e-6);
+    within("cublasSnrm2 (host result)", fabs(r - sqrt(ref2)) / sqrt(ref2), 1e-6);
     CHECK(cublasDasum_v2(h, L, dxd, 3, &rd));
-    report("cublasDasum incx 3 (host result)", fabs(rd - ref3), 1e-12);
+    within("cublasDasum incx 3 (host result)", fabs(rd - ref3), 1e-12);
     int at, want_max = 0, want_min = 0;
     for (int i = 1; i < L; i++) {
         want_max = fabs(xf[i]) > fabs(xf[want_max]) ? i : want_max;
@@ -397,7 +397,7 @@ static void level1(handle_t h)
     double got[2];
     CHECK(cudaMemcpy(got, dr, sizeof got, 2));
     memcpy(&where, &got[1], sizeof where);
-    report("cublasDdot (device result)", fabs(got[0] - dref), 1e-12);
+    within("cublasDdot (device result)", fabs(got[0] - dref), 1e-12);
     expect("cublasIdamax_64 (device result)", (int)where, want_max + 1);
     CHECK(cublasSetPointerMode_v2(h, 0));
     expect("cublasSdot without a result", cublasSdot_v2(h, L, dx, 1, dy, 1, NULL), INVALID_VALUE);

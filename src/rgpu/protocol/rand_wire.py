@@ -39,7 +39,12 @@ QUASI_DEFAULT, SOBOL32, SCRAMBLED_SOBOL32, SOBOL64, SCRAMBLED_SOBOL64 = 200, 201
 RNG_TYPES = {PSEUDO_DEFAULT: XORWOW, XORWOW: XORWOW, MRG32K3A: MRG32K3A, MTGP32: MTGP32, MT19937: MT19937,
              PHILOX: PHILOX, QUASI_DEFAULT: SOBOL32, SOBOL32: SOBOL32, SCRAMBLED_SOBOL32: SCRAMBLED_SOBOL32,
              SOBOL64: SOBOL64, SCRAMBLED_SOBOL64: SCRAMBLED_SOBOL64}
-PSEUDO_ORDERINGS = frozenset({100, 101, 102, 103, 104})  # BEST, DEFAULT, SEEDED, LEGACY, DYNAMIC
+# The orderings each pseudorandom type takes (BEST 100, DEFAULT 101, SEEDED 102, LEGACY 103, DYNAMIC 104), and the
+# types that take no offset, as NVIDIA's libcurand 10.4 answers for host generators.
+PSEUDO_ORDERINGS = {XORWOW: frozenset({100, 101, 102, 103, 104}), MRG32K3A: frozenset({100, 101, 103, 104}),
+                    MTGP32: frozenset({100, 101, 103, 104}), MT19937: frozenset({101, 103}),
+                    PHILOX: frozenset({100, 101, 103, 104})}
+NO_OFFSET = frozenset({MTGP32, MT19937})
 QUASI_ORDERING = 201
 MAX_DIMENSIONS = 20000
 
@@ -120,13 +125,15 @@ def setting_status(rng_type: int, what: int, value: int) -> RandStatus:
     if what == Setting.SEED:
         return RandStatus.TYPE_ERROR if quasi else RandStatus.SUCCESS
     if what == Setting.ORDERING:
-        ok = value == QUASI_ORDERING if quasi else value in PSEUDO_ORDERINGS
+        ok = value == QUASI_ORDERING if quasi else value in PSEUDO_ORDERINGS[rng_type]
         return RandStatus.SUCCESS if ok else RandStatus.OUT_OF_RANGE
+    if what == Setting.OFFSET:
+        return RandStatus.TYPE_ERROR if rng_type in NO_OFFSET else RandStatus.SUCCESS
     if what == Setting.DIMENSIONS:
         if not quasi:
             return RandStatus.TYPE_ERROR
         return RandStatus.SUCCESS if 1 <= value <= MAX_DIMENSIONS else RandStatus.OUT_OF_RANGE
-    if what in (Setting.OFFSET, Setting.SEEDS):
+    if what == Setting.SEEDS:
         return RandStatus.SUCCESS
     raise CudaError(Status.INVALID_VALUE, f"unknown cuRAND setting {what}")
 
