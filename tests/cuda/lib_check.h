@@ -1,5 +1,5 @@
-/* What the C library checks share (rand_check.c, blas_more_check.c): a call that must succeed, and a status or an
- * error bound compared and printed, one line per check; `failures` counts the mismatches. */
+/* What the C library checks share (blas_check.c, blas_more_check.c, rand_check.c): a call that must succeed, and a
+ * status or an error bound compared and printed, one line per check; `failures` counts the mismatches. */
 #ifndef LIB_CHECK_H
 #define LIB_CHECK_H
 

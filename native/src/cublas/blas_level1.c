@@ -53,47 +53,47 @@ static int run(struct handle *h, struct level1 c)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-#define L1(dtype, ctype, f, x_, incx_, y_, incy_, alpha_, result_, rsize)                                       \
-    run(h, (struct level1){.func = (f), .type = dtype, .scalar = sizeof(ctype), .n = n, .x = (x_), .incx = (incx_), \
+#define L1(f, x_, incx_, y_, incy_, alpha_, result_, rsize)                                                            \
+    run(h, (struct level1){.func = (f), .type = DTYPE, .scalar = sizeof(CTYPE), .n = n, .x = (x_), .incx = (incx_),    \
                            .y = (y_), .incy = (incy_), .alpha = (alpha_), .result = (result_), .result_size = (rsize)})
-#define TYPED_LEVEL1(t, it, ctype, dtype, suffix, I, iresult, imax, imin)                                           \
-    BLAS_API int cublas##t##axpy_v2##suffix(struct handle *h, I n, const ctype *alpha, const ctype *x, I incx,       \
-                                            ctype *y, I incy)                                                       \
-    {                                                                                                               \
-        return L1(dtype, ctype, AXPY, x, incx, y, incy, alpha, NULL, 0);                                                          \
-    }                                                                                                               \
-    BLAS_API int cublas##t##scal_v2##suffix(struct handle *h, I n, const ctype *alpha, ctype *x, I incx)            \
-    {                                                                                                               \
-        return L1(dtype, ctype, SCAL, x, incx, NULL, 0, alpha, NULL, 0);                                                          \
-    }                                                                                                               \
-    BLAS_API int cublas##t##copy_v2##suffix(struct handle *h, I n, const ctype *x, I incx, ctype *y, I incy)        \
-    {                                                                                                               \
-        return L1(dtype, ctype, COPY, x, incx, y, incy, NULL, NULL, 0);                                                           \
-    }                                                                                                               \
-    BLAS_API int cublas##t##swap_v2##suffix(struct handle *h, I n, ctype *x, I incx, ctype *y, I incy)              \
-    {                                                                                                               \
-        return L1(dtype, ctype, SWAP, x, incx, y, incy, NULL, NULL, 0);                                                           \
-    }                                                                                                               \
-    BLAS_API int cublas##t##dot_v2##suffix(struct handle *h, I n, const ctype *x, I incx, const ctype *y, I incy,   \
-                                           ctype *result)                                                           \
-    {                                                                                                               \
-        return L1(dtype, ctype, DOT, x, incx, y, incy, NULL, result, sizeof(ctype));                                              \
-    }                                                                                                               \
-    BLAS_API int cublas##t##nrm2_v2##suffix(struct handle *h, I n, const ctype *x, I incx, ctype *result)           \
-    {                                                                                                               \
-        return L1(dtype, ctype, NRM2, x, incx, NULL, 0, NULL, result, sizeof(ctype));                                             \
-    }                                                                                                               \
-    BLAS_API int cublas##t##asum_v2##suffix(struct handle *h, I n, const ctype *x, I incx, ctype *result)           \
-    {                                                                                                               \
-        return L1(dtype, ctype, ASUM, x, incx, NULL, 0, NULL, result, sizeof(ctype));                                             \
-    }                                                                                                               \
-    BLAS_API int cublasI##it##amax_v2##suffix(struct handle *h, I n, const ctype *x, I incx, iresult *result)       \
-    {                                                                                                               \
-        return L1(dtype, ctype, imax, x, incx, NULL, 0, NULL, result, sizeof(iresult));                                           \
-    }                                                                                                               \
-    BLAS_API int cublasI##it##amin_v2##suffix(struct handle *h, I n, const ctype *x, I incx, iresult *result)       \
-    {                                                                                                               \
-        return L1(dtype, ctype, imin, x, incx, NULL, 0, NULL, result, sizeof(iresult));                                          \
+#define TYPED_LEVEL1(t, it, ctype, suffix, I, iresult, imax, imin)                                                     \
+    BLAS_API int cublas##t##axpy_v2##suffix(struct handle *h, I n, const ctype *alpha, const ctype *x, I incx,         \
+                                            ctype *y, I incy)                                                          \
+    {                                                                                                                  \
+        return L1(AXPY, x, incx, y, incy, alpha, NULL, 0);                                                             \
+    }                                                                                                                  \
+    BLAS_API int cublas##t##scal_v2##suffix(struct handle *h, I n, const ctype *alpha, ctype *x, I incx)               \
+    {                                                                                                                  \
+        return L1(SCAL, x, incx, NULL, 0, alpha, NULL, 0);                                                             \
+    }                                                                                                                  \
+    BLAS_API int cublas##t##copy_v2##suffix(struct handle *h, I n, const ctype *x, I incx, ctype *y, I incy)           \
+    {                                                                                                                  \
+        return L1(COPY, x, incx, y, incy, NULL, NULL, 0);                                                              \
+    }                                                                                                                  \
+    BLAS_API int cublas##t##swap_v2##suffix(struct handle *h, I n, ctype *x, I incx, ctype *y, I incy)                 \
+    {                                                                                                                  \
+        return L1(SWAP, x, incx, y, incy, NULL, NULL, 0);                                                              \
+    }                                                                                                                  \
+    BLAS_API int cublas##t##dot_v2##suffix(struct handle *h, I n, const ctype *x, I incx, const ctype *y, I incy,      \
+                                           ctype *result)                                                              \
+    {                                                                                                                  \
+        return L1(DOT, x, incx, y, incy, NULL, result, sizeof(ctype));                                                 \
+    }                                                                                                                  \
+    BLAS_API int cublas##t##nrm2_v2##suffix(struct handle *h, I n, const ctype *x, I incx, ctype *result)              \
+    {                                                                                                                  \
+        return L1(NRM2, x, incx, NULL, 0, NULL, result, sizeof(ctype));                                                \
+    }                                                                                                                  \
+    BLAS_API int cublas##t##asum_v2##suffix(struct handle *h, I n, const ctype *x, I incx, ctype *result)              \
+    {                                                                                                                  \
+        return L1(ASUM, x, incx, NULL, 0, NULL, result, sizeof(ctype));                                                \
+    }                                                                                                                  \
+    BLAS_API int cublasI##it##amax_v2##suffix(struct handle *h, I n, const ctype *x, I incx, iresult *result)          \
+    {                                                                                                                  \
+        return L1(imax, x, incx, NULL, 0, NULL, result, sizeof(iresult));                                              \
+    }                                                                                                                  \
+    BLAS_API int cublasI##it##amin_v2##suffix(struct handle *h, I n, const ctype *x, I incx, iresult *result)          \
+    {                                                                                                                  \
+        return L1(imin, x, incx, NULL, 0, NULL, result, sizeof(iresult));                                              \
     }
 /* defines: cublasSaxpy_v2 cublasSscal_v2 cublasScopy_v2 cublasSswap_v2 cublasSdot_v2 cublasSnrm2_v2 cublasSasum_v2
  * cublasIsamax_v2 cublasIsamin_v2 cublasSaxpy_v2_64 cublasSscal_v2_64 cublasScopy_v2_64 cublasSswap_v2_64
@@ -101,7 +101,13 @@ static int run(struct handle *h, struct level1 c)
  * cublasDaxpy_v2 cublasDscal_v2 cublasDcopy_v2 cublasDswap_v2 cublasDdot_v2 cublasDnrm2_v2 cublasDasum_v2
  * cublasIdamax_v2 cublasIdamin_v2 cublasDaxpy_v2_64 cublasDscal_v2_64 cublasDcopy_v2_64 cublasDswap_v2_64
  * cublasDdot_v2_64 cublasDnrm2_v2_64 cublasDasum_v2_64 cublasIdamax_v2_64 cublasIdamin_v2_64 */
-TYPED_LEVEL1(S, s, float, CUDA_R_32F, , int, int, IAMAX, IAMIN)
-TYPED_LEVEL1(S, s, float, CUDA_R_32F, _64, int64_t, int64_t, IAMAX64, IAMIN64)
-TYPED_LEVEL1(D, d, double, CUDA_R_64F, , int, int, IAMAX, IAMIN)
-TYPED_LEVEL1(D, d, double, CUDA_R_64F, _64, int64_t, int64_t, IAMAX64, IAMIN64)
+#define CTYPE float
+#define DTYPE CUDA_R_32F
+TYPED_LEVEL1(S, s, float, , int, int, IAMAX, IAMIN)
+TYPED_LEVEL1(S, s, float, _64, int64_t, int64_t, IAMAX64, IAMIN64)
+#undef CTYPE
+#undef DTYPE
+#define CTYPE double
+#define DTYPE CUDA_R_64F
+TYPED_LEVEL1(D, d, double, , int, int, IAMAX, IAMIN)
+TYPED_LEVEL1(D, d, double, _64, int64_t, int64_t, IAMAX64, IAMIN64)
