@@ -182,3 +182,42 @@ def test_host_results_of_the_wrong_length_are_refused(shim_dir, rand_check, fake
     assert proxy.corrupted.is_set()
     assert proc.returncode == 1 and "reply to opcode 0x0224 is inconsistent" in proc.stderr, proc.stdout + proc.stderr
     assert "FAIL curandGenerateUniform" in proc.stdout
+
+
+def test_the_fakes_rules_are_nvidias():
+    """The checks the fake makes (rand_wire) against NVIDIA's libcurand itself, where the machine has it (the
+    nvidia-curand wheel the codegen extra installs): its host generators run on the CPU, no GPU needed."""
+    from rgpu.errors import CudaError
+    from rgpu.protocol import rand_wire
+
+    try:
+        from rgpu.backends import cuda_rand
+
+        cuda_rand.library()
+    except (ImportError, CudaError) as e:
+        pytest.skip(f"NVIDIA's libcurand is not loadable here ({e})")
+
+    class Host(cuda_rand.CudaRand):
+        def _use(self, ctx):
+            pass
+
+    nvidia = Host()
+    for rng_type in rand_wire.RNG_TYPES:
+        checked = rand_wire.RNG_TYPES[rng_type]
+        gen, status = nvidia.rand_create(None, rng_type, True)
+        assert status == 0
+        for what, value in [(Setting.SEED, 7), (Setting.OFFSET, 3), (Setting.SEEDS, 0)] + \
+                [(Setting.ORDERING, o) for o in (99, 100, 101, 102, 103, 104, 201)] + \
+                [(Setting.DIMENSIONS, d) for d in (0, 1, 20000, 20001, 3)]:  # ends at 3 dimensions
+            assert nvidia.rand_set(None, gen, what, value) == rand_wire.setting_status(checked, what, value), \
+                (rng_type, what, value)
+        dims = 3 if rand_wire.is_quasi(checked) else 1
+        if checked == rand_wire.MT19937:  # its host state takes ~15 s of CPU to set up; its rules are PHILOX's
+            nvidia.rand_destroy(None, gen)
+            continue
+        for kind in Draw:
+            for count, a in ((6, 1.0), (7, 1.0), (6, 0.0), (6, 400001.0)):
+                status, raw = nvidia.rand_generate_host(None, gen, kind, count, a, 1.0)
+                assert status == rand_wire.generate_status(checked, dims, kind, count, a), (rng_type, kind, count, a)
+                assert len(raw) == (0 if status else count * kind.size)
+        nvidia.rand_destroy(None, gen)

@@ -205,9 +205,12 @@ static int check(const struct curandGenerator_st *g, enum rand_kind kind, size_t
 {
     if (kind == RAND_U64 ? !is_quasi64(g->type) : kind == RAND_U32 && is_quasi64(g->type))
         return CURAND_STATUS_TYPE_ERROR;
+    /* Normals come in pairs (Box-Muller) from XORWOW and MRG32k3a; the other types take any count, as
+     * NVIDIA's library answers (src/rgpu/protocol/rand_wire.py has the same rules, tested against it). */
+    int paired = g->type == CURAND_RNG_PSEUDO_XORWOW || g->type == CURAND_RNG_PSEUDO_MRG32K3A;
     if (is_quasi(g->type) ? n % g->dimensions != 0
-                          : n % 2 != 0 && (kind == RAND_NORMAL || kind == RAND_NORMAL_DOUBLE ||
-                                           kind == RAND_LOG_NORMAL || kind == RAND_LOG_NORMAL_DOUBLE))
+                          : paired && n % 2 != 0 && (kind == RAND_NORMAL || kind == RAND_NORMAL_DOUBLE ||
+                                                     kind == RAND_LOG_NORMAL || kind == RAND_LOG_NORMAL_DOUBLE))
         return CURAND_STATUS_LENGTH_NOT_MULTIPLE;
     if (kind == RAND_POISSON && !(a > 0 && a <= 400000))
         return CURAND_STATUS_OUT_OF_RANGE;

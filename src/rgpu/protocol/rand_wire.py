@@ -39,12 +39,14 @@ QUASI_DEFAULT, SOBOL32, SCRAMBLED_SOBOL32, SOBOL64, SCRAMBLED_SOBOL64 = 200, 201
 RNG_TYPES = {PSEUDO_DEFAULT: XORWOW, XORWOW: XORWOW, MRG32K3A: MRG32K3A, MTGP32: MTGP32, MT19937: MT19937,
              PHILOX: PHILOX, QUASI_DEFAULT: SOBOL32, SOBOL32: SOBOL32, SCRAMBLED_SOBOL32: SCRAMBLED_SOBOL32,
              SOBOL64: SOBOL64, SCRAMBLED_SOBOL64: SCRAMBLED_SOBOL64}
-# The orderings each pseudorandom type takes (BEST 100, DEFAULT 101, SEEDED 102, LEGACY 103, DYNAMIC 104), and the
-# types that take no offset, as NVIDIA's libcurand 10.4 answers for host generators.
-PSEUDO_ORDERINGS = {XORWOW: frozenset({100, 101, 102, 103, 104}), MRG32K3A: frozenset({100, 101, 103, 104}),
-                    MTGP32: frozenset({100, 101, 103, 104}), MT19937: frozenset({101, 103}),
-                    PHILOX: frozenset({100, 101, 103, 104})}
+# The orderings each pseudorandom type takes (BEST 100, DEFAULT 101, SEEDED 102, LEGACY 103), and the types that
+# take no offset, as NVIDIA's libcurand 10.4 answers for host generators (tests/test_rand.py asks it). Its device
+# generators may take DYNAMIC (104) too; the fake refuses it.
+PSEUDO_ORDERINGS = {XORWOW: frozenset({100, 101, 102, 103}), MRG32K3A: frozenset({100, 101, 103}),
+                    MTGP32: frozenset({100, 101, 103}), MT19937: frozenset({101, 103}), PHILOX: frozenset({100, 101, 103})}
 NO_OFFSET = frozenset({MTGP32, MT19937})
+# The pseudorandom types whose normals come in pairs (Box-Muller), so an odd count is LENGTH_NOT_MULTIPLE.
+PAIRED_NORMALS = frozenset({XORWOW, MRG32K3A})
 QUASI_ORDERING = 201
 MAX_DIMENSIONS = 20000
 
@@ -108,11 +110,11 @@ def draw(kind: int) -> Draw:
 
 def generate_status(rng_type: int, dimensions: int, kind: Draw, count: int, a: float) -> RandStatus:
     """What cuRAND answers a generate call before it starts: a wrong generator type for the draw, a length that
-    is not a multiple of the quasirandom dimensions (or odd for a pseudorandom normal), a Poisson lambda out of
-    range."""
+    is not a multiple of the quasirandom dimensions (or odd, for normals of XORWOW and MRG32k3a), a Poisson lambda
+    out of range."""
     if (kind == Draw.U64) != is_quasi64(rng_type) and kind in (Draw.U32, Draw.U64):
         return RandStatus.TYPE_ERROR
-    if count % dimensions if is_quasi(rng_type) else count % 2 and kind in _PAIRED:
+    if count % dimensions if is_quasi(rng_type) else count % 2 and kind in _PAIRED and rng_type in PAIRED_NORMALS:
         return RandStatus.LENGTH_NOT_MULTIPLE
     if kind == Draw.POISSON and not 0 < a <= 400000:
         return RandStatus.OUT_OF_RANGE
