@@ -11,10 +11,12 @@ OUT=${OUT:-/tmp/rgpu-out}
 mkdir -p "$OUT"
 shims=${RGPU_SHIMS:-/tmp/rgpu-shims}
 [ -e $shims/libcurand.so.10 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null || exit 1
+# NVIDIA's libraries as PyTorch installs them (any sys.path entry: another nvidia package may shadow the namespace)
 nvlib=$(python3 -c "
-import nvidia, os
-print(next(os.path.join(p, 'cu13', 'lib') for p in nvidia.__path__
-           if os.path.exists(os.path.join(p, 'cu13', 'lib', 'libcurand.so.10'))))") || exit 1
+import os, sys
+print(next(os.path.join(e, 'nvidia', 'cu13', 'lib') for e in sys.path
+           if e and os.path.exists(os.path.join(e, 'nvidia', 'cu13', 'lib', 'libcurand.so.10'))))") || exit 1
+echo "--- natively: NVIDIA's libraries from $nvlib; through rgpu: the stand-ins in $shims"
 gcc -O1 -Wall -o /tmp/rand_check tests/cuda/rand_check.c -L$shims -l:libcudart.so.13 -l:libcurand.so.10 -lm \
     -Wl,-rpath-link,$shims || exit 1
 gcc -O1 -Wall -o /tmp/blas_more_check tests/cuda/blas_more_check.c -L$shims -l:libcudart.so.13 -l:libcublas.so.13 \
