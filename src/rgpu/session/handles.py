@@ -21,7 +21,6 @@ class Kind(enum.IntEnum):
     BLAS = 6  # a cuBLAS handle
     DNN = 7  # a cuDNN handle
     DNN_DESC = 8  # a finalized cuDNN backend descriptor
-    RAND = 32  # a cuRAND generator
     VMM_ALLOCATION = 20  # a physical allocation (cuMemCreate)
     MEM_POOL = 21  # a stream-ordered memory pool
     # CUDA graphs (rgpu.dispatch.graphs); their handles are minted by the client (see add_client), with these
@@ -29,6 +28,7 @@ class Kind(enum.IntEnum):
     GRAPH = 22
     GRAPH_EXEC = 23
     GRAPH_NODE = 24
+    RAND = 32  # a cuRAND generator
 
 
 _KIND_SHIFT = 56
