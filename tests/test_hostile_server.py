@@ -82,7 +82,11 @@ def programs(stand_ins):
             "blas_check": _build(stand_ins, "blas_check", PROGRAMS / "blas_check.c", "-l:libcudart.so.13",
                                  "-l:libcublas.so.13", "-l:libcublasLt.so.13"),
             "dnn_check": _build(stand_ins, "dnn_check", PROGRAMS / "dnn_check.c", "-l:libcudart.so.13",
-                                "-l:libcudnn.so.9")}
+                                "-l:libcudnn.so.9"),
+            "rand_check": _build(stand_ins, "rand_check", PROGRAMS / "rand_check.c", "-l:libcudart.so.13",
+                                 "-l:libcurand.so.10"),
+            "blas_more_check": _build(stand_ins, "blas_more_check", PROGRAMS / "blas_more_check.c",
+                                      "-l:libcudart.so.13", "-l:libcublas.so.13")}
 
 
 @pytest.fixture(scope="module")
@@ -298,7 +302,8 @@ def test_well_behaved_server_through_the_proxy_and_sanitizers(stand_ins, program
     """The baseline: nothing corrupted (an opcode never sent), every program passes under the sanitizers."""
     proxy = CorruptingProxy(server, 0xFFFF, None)
     try:
-        for name, args in (("reply_checks", (PTX, "vadd")), ("blas_check", ()), ("dnn_check", ())):
+        for name, args in (("reply_checks", (PTX, "vadd")), ("blas_check", ()), ("dnn_check", ()), ("rand_check", ()),
+                           ("rand_check", ("bad",)), ("blas_more_check", ()), ("blas_more_check", ("bad",))):
             proc = _run(stand_ins, programs[name], *args, server=proxy.address)
             _no_sanitizer_report(proc)
             assert proc.returncode == 0, name + proc.stdout + proc.stderr

@@ -507,6 +507,9 @@ class LibrarySpec:
     # (subdirectory of nvidia/, marker header) of the CUDA 12 wheel, when its headers declare functions the
     # CUDA 13 ones do not: they get stubs too, and its version is RGPU_<NAME>12_VERSION_*.
     cuda12: tuple[str, str] | None = None
+    # Other wheels' copies of the headers (CUDA 12's), as (subdirectory of nvidia/, marker header): they must
+    # declare the same functions, since one stand-in serves both.
+    also: tuple[tuple[str, str], ...] = ()
 
 
 LIBRARIES = (
@@ -524,6 +527,10 @@ LIBRARIES = (
                 "FFT_API", "rgpu_fft_unsupported", "fft.h", "CUFFT",
                 r"#define CUFFT_VER_MAJOR (\d+).*?#define CUFFT_VER_MINOR (\d+).*?#define CUFFT_VER_PATCH (\d+)",
                 "cufft.h", cuda12=("cufft", "cufft.h")),
+    LibrarySpec("curand", ("cu13", "curand.h"), {"curand.h": "curand"}, "CURANDAPI", "curandStatus_t", "RAND_API",
+                "rgpu_rand_unsupported", "rand.h", "CURAND",
+                r"#define CURAND_VER_MAJOR (\d+).*?#define CURAND_VER_MINOR (\d+).*?#define CURAND_VER_PATCH (\d+)",
+                "curand.h", also=(("curand", "curand.h"),)),
 )
 
 
@@ -592,6 +599,13 @@ def generate_library(spec: LibrarySpec) -> None:
             # No parameters declared: a stub never reads them, and the C calling convention lets callers pass any.
             body.append(unsupported_stub(f"{spec.api} int {name}()", spec.unsupported, name))
             stubs.append(name)
+        for where in spec.also:
+            other = library_include(spec, where)
+            if other is not None and (other / header).exists():
+                theirs = set(decl.findall(re.sub(r"/\*.*?\*/", "", (other / header).read_text(), flags=re.S)))
+                if {n for _, n in theirs} != set(decls):
+                    raise SystemExit(f"{other / header} declares other functions than {inc / header}: "
+                                     "one stand-in cannot serve both")
         implemented = sorted(n for n in decls if n in hand)
         report += [f"{header}: {len(decls)} functions, {len(implemented)} implemented, {len(stubs)} NOT_SUPPORTED stubs",
                    "  implemented: " + ", ".join(implemented), ""]

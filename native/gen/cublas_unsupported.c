@@ -278,18 +278,6 @@ BLAS_API int cublasCgeru_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasCgeru_v2_64");
 }
 
-BLAS_API int cublasCgetrfBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgetrfBatched");
-}
-
-BLAS_API int cublasCgetriBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgetriBatched");
-}
-
 BLAS_API int cublasCgetrsBatched()
 {
     static int logged;
@@ -450,12 +438,6 @@ BLAS_API int cublasChpr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasChpr_v2_64");
-}
-
-BLAS_API int cublasCmatinvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCmatinvBatched");
 }
 
 BLAS_API int cublasCopyEx()
@@ -722,18 +704,6 @@ BLAS_API int cublasCtrmv_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasCtrmv_v2_64");
 }
 
-BLAS_API int cublasCtrsmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrsmBatched");
-}
-
-BLAS_API int cublasCtrsmBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrsmBatched_64");
-}
-
 BLAS_API int cublasCtrsm_v2()
 {
     static int logged;
@@ -764,42 +734,6 @@ BLAS_API int cublasCtrttp()
     return rgpu_blas_unsupported(&logged, "cublasCtrttp");
 }
 
-BLAS_API int cublasDasum_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDasum_v2");
-}
-
-BLAS_API int cublasDasum_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDasum_v2_64");
-}
-
-BLAS_API int cublasDaxpy_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDaxpy_v2");
-}
-
-BLAS_API int cublasDaxpy_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDaxpy_v2_64");
-}
-
-BLAS_API int cublasDcopy_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDcopy_v2");
-}
-
-BLAS_API int cublasDcopy_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDcopy_v2_64");
-}
-
 BLAS_API int cublasDdgmm()
 {
     static int logged;
@@ -810,18 +744,6 @@ BLAS_API int cublasDdgmm_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDdgmm_64");
-}
-
-BLAS_API int cublasDdot_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDdot_v2");
-}
-
-BLAS_API int cublasDdot_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDdot_v2_64");
 }
 
 BLAS_API int cublasDgbmv_v2()
@@ -884,40 +806,10 @@ BLAS_API int cublasDgemm_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDgemm_v2_64");
 }
 
-BLAS_API int cublasDgemvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemvBatched");
-}
-
 BLAS_API int cublasDgemvBatched_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDgemvBatched_64");
-}
-
-BLAS_API int cublasDgemvStridedBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemvStridedBatched");
-}
-
-BLAS_API int cublasDgemvStridedBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemvStridedBatched_64");
-}
-
-BLAS_API int cublasDgemv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemv_v2");
-}
-
-BLAS_API int cublasDgemv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgemv_v2_64");
 }
 
 BLAS_API int cublasDgeqrfBatched()
@@ -938,40 +830,10 @@ BLAS_API int cublasDger_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDger_v2_64");
 }
 
-BLAS_API int cublasDgetrfBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgetrfBatched");
-}
-
-BLAS_API int cublasDgetriBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgetriBatched");
-}
-
 BLAS_API int cublasDgetrsBatched()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDgetrsBatched");
-}
-
-BLAS_API int cublasDmatinvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDmatinvBatched");
-}
-
-BLAS_API int cublasDnrm2_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDnrm2_v2");
-}
-
-BLAS_API int cublasDnrm2_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDnrm2_v2_64");
 }
 
 BLAS_API int cublasDotEx()
@@ -1046,18 +908,6 @@ BLAS_API int cublasDsbmv_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDsbmv_v2_64");
 }
 
-BLAS_API int cublasDscal_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDscal_v2");
-}
-
-BLAS_API int cublasDscal_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDscal_v2_64");
-}
-
 BLAS_API int cublasDspmv_v2()
 {
     static int logged;
@@ -1092,18 +942,6 @@ BLAS_API int cublasDspr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDspr_v2_64");
-}
-
-BLAS_API int cublasDswap_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDswap_v2");
-}
-
-BLAS_API int cublasDswap_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDswap_v2_64");
 }
 
 BLAS_API int cublasDsymm_v2()
@@ -1268,18 +1106,6 @@ BLAS_API int cublasDtrmv_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDtrmv_v2_64");
 }
 
-BLAS_API int cublasDtrsmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrsmBatched");
-}
-
-BLAS_API int cublasDtrsmBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrsmBatched_64");
-}
-
 BLAS_API int cublasDtrsm_v2()
 {
     static int logged;
@@ -1406,58 +1232,10 @@ BLAS_API int cublasGetLoggerCallback()
     return rgpu_blas_unsupported(&logged, "cublasGetLoggerCallback");
 }
 
-BLAS_API int cublasGetMatrix()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetMatrix");
-}
-
-BLAS_API int cublasGetMatrixAsync()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetMatrixAsync");
-}
-
-BLAS_API int cublasGetMatrixAsync_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetMatrixAsync_64");
-}
-
-BLAS_API int cublasGetMatrix_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetMatrix_64");
-}
-
 BLAS_API int cublasGetSmCountTarget()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasGetSmCountTarget");
-}
-
-BLAS_API int cublasGetVector()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetVector");
-}
-
-BLAS_API int cublasGetVectorAsync()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetVectorAsync");
-}
-
-BLAS_API int cublasGetVectorAsync_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetVectorAsync_64");
-}
-
-BLAS_API int cublasGetVector_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasGetVector_64");
 }
 
 BLAS_API int cublasHSHgemvBatched()
@@ -1574,54 +1352,6 @@ BLAS_API int cublasIcamin_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasIcamin_v2_64");
 }
 
-BLAS_API int cublasIdamax_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIdamax_v2");
-}
-
-BLAS_API int cublasIdamax_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIdamax_v2_64");
-}
-
-BLAS_API int cublasIdamin_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIdamin_v2");
-}
-
-BLAS_API int cublasIdamin_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIdamin_v2_64");
-}
-
-BLAS_API int cublasIsamax_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIsamax_v2");
-}
-
-BLAS_API int cublasIsamax_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIsamax_v2_64");
-}
-
-BLAS_API int cublasIsamin_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIsamin_v2");
-}
-
-BLAS_API int cublasIsamin_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasIsamin_v2_64");
-}
-
 BLAS_API int cublasIzamax_v2()
 {
     static int logged;
@@ -1700,30 +1430,6 @@ BLAS_API int cublasRotmgEx()
     return rgpu_blas_unsupported(&logged, "cublasRotmgEx");
 }
 
-BLAS_API int cublasSasum_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSasum_v2");
-}
-
-BLAS_API int cublasSasum_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSasum_v2_64");
-}
-
-BLAS_API int cublasSaxpy_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSaxpy_v2");
-}
-
-BLAS_API int cublasSaxpy_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSaxpy_v2_64");
-}
-
 BLAS_API int cublasScalEx()
 {
     static int logged;
@@ -1760,18 +1466,6 @@ BLAS_API int cublasScnrm2_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasScnrm2_v2_64");
 }
 
-BLAS_API int cublasScopy_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasScopy_v2");
-}
-
-BLAS_API int cublasScopy_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasScopy_v2_64");
-}
-
 BLAS_API int cublasSdgmm()
 {
     static int logged;
@@ -1782,18 +1476,6 @@ BLAS_API int cublasSdgmm_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSdgmm_64");
-}
-
-BLAS_API int cublasSdot_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSdot_v2");
-}
-
-BLAS_API int cublasSdot_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSdot_v2_64");
 }
 
 BLAS_API int cublasSetEmulationSpecialValuesSupport()
@@ -1838,58 +1520,10 @@ BLAS_API int cublasSetLoggerCallback()
     return rgpu_blas_unsupported(&logged, "cublasSetLoggerCallback");
 }
 
-BLAS_API int cublasSetMatrix()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetMatrix");
-}
-
-BLAS_API int cublasSetMatrixAsync()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetMatrixAsync");
-}
-
-BLAS_API int cublasSetMatrixAsync_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetMatrixAsync_64");
-}
-
-BLAS_API int cublasSetMatrix_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetMatrix_64");
-}
-
 BLAS_API int cublasSetSmCountTarget()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSetSmCountTarget");
-}
-
-BLAS_API int cublasSetVector()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetVector");
-}
-
-BLAS_API int cublasSetVectorAsync()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetVectorAsync");
-}
-
-BLAS_API int cublasSetVectorAsync_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetVectorAsync_64");
-}
-
-BLAS_API int cublasSetVector_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSetVector_64");
 }
 
 BLAS_API int cublasSgbmv_v2()
@@ -1964,40 +1598,10 @@ BLAS_API int cublasSgemm_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasSgemm_v2_64");
 }
 
-BLAS_API int cublasSgemvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemvBatched");
-}
-
 BLAS_API int cublasSgemvBatched_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSgemvBatched_64");
-}
-
-BLAS_API int cublasSgemvStridedBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemvStridedBatched");
-}
-
-BLAS_API int cublasSgemvStridedBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemvStridedBatched_64");
-}
-
-BLAS_API int cublasSgemv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemv_v2");
-}
-
-BLAS_API int cublasSgemv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgemv_v2_64");
 }
 
 BLAS_API int cublasSgeqrfBatched()
@@ -2018,40 +1622,10 @@ BLAS_API int cublasSger_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasSger_v2_64");
 }
 
-BLAS_API int cublasSgetrfBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgetrfBatched");
-}
-
-BLAS_API int cublasSgetriBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgetriBatched");
-}
-
 BLAS_API int cublasSgetrsBatched()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSgetrsBatched");
-}
-
-BLAS_API int cublasSmatinvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSmatinvBatched");
-}
-
-BLAS_API int cublasSnrm2_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSnrm2_v2");
-}
-
-BLAS_API int cublasSnrm2_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSnrm2_v2_64");
 }
 
 BLAS_API int cublasSrot_v2()
@@ -2102,18 +1676,6 @@ BLAS_API int cublasSsbmv_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasSsbmv_v2_64");
 }
 
-BLAS_API int cublasSscal_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSscal_v2");
-}
-
-BLAS_API int cublasSscal_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSscal_v2_64");
-}
-
 BLAS_API int cublasSspmv_v2()
 {
     static int logged;
@@ -2148,18 +1710,6 @@ BLAS_API int cublasSspr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSspr_v2_64");
-}
-
-BLAS_API int cublasSswap_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSswap_v2");
-}
-
-BLAS_API int cublasSswap_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSswap_v2_64");
 }
 
 BLAS_API int cublasSsymm_v2()
@@ -2322,18 +1872,6 @@ BLAS_API int cublasStrmv_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasStrmv_v2_64");
-}
-
-BLAS_API int cublasStrsmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrsmBatched");
-}
-
-BLAS_API int cublasStrsmBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrsmBatched_64");
 }
 
 BLAS_API int cublasStrsm_v2()
@@ -2660,18 +2198,6 @@ BLAS_API int cublasZgeru_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasZgeru_v2_64");
 }
 
-BLAS_API int cublasZgetrfBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgetrfBatched");
-}
-
-BLAS_API int cublasZgetriBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgetriBatched");
-}
-
 BLAS_API int cublasZgetrsBatched()
 {
     static int logged;
@@ -2808,12 +2334,6 @@ BLAS_API int cublasZhpr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasZhpr_v2_64");
-}
-
-BLAS_API int cublasZmatinvBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZmatinvBatched");
 }
 
 BLAS_API int cublasZrot_v2()
@@ -3018,18 +2538,6 @@ BLAS_API int cublasZtrmv_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasZtrmv_v2_64");
-}
-
-BLAS_API int cublasZtrsmBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrsmBatched");
-}
-
-BLAS_API int cublasZtrsmBatched_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrsmBatched_64");
 }
 
 BLAS_API int cublasZtrsm_v2()

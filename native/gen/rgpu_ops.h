@@ -4401,6 +4401,402 @@ static inline int rgpu_unpack_fft_destroy_req(const uint8_t *in, size_t len, str
     return 0;
 }
 
+/* RAND_CREATE: curandCreateGenerator(rng_type) / curandCreateGeneratorHost (host=1) in the current context -> handle (0 unless status, a curandStatus_t, is 0) [context] */
+#define RGPU_OP_RAND_CREATE 0x0220
+#define RGPU_RAND_CREATE_REQ_SIZE 8
+#define RGPU_RAND_CREATE_REP_SIZE 12
+struct rgpu_rand_create_req {
+    uint32_t rng_type;
+    uint32_t host;
+};
+static inline void rgpu_pack_rand_create(uint8_t out[RGPU_RAND_CREATE_REQ_SIZE], const struct rgpu_rand_create_req *m)
+{
+    rgpu_put_u32(out + 0, m->rng_type);
+    rgpu_put_u32(out + 4, m->host);
+}
+static inline int rgpu_unpack_rand_create_req(const uint8_t *in, size_t len, struct rgpu_rand_create_req *m)
+{
+    if (len != RGPU_RAND_CREATE_REQ_SIZE)
+        return -1;
+    m->rng_type = (uint32_t)rgpu_get_u32(in + 0);
+    m->host = (uint32_t)rgpu_get_u32(in + 4);
+    return 0;
+}
+struct rgpu_rand_create_rep {
+    uint64_t handle;
+    uint32_t status;
+};
+static inline int rgpu_unpack_rand_create(const uint8_t *in, size_t len, struct rgpu_rand_create_rep *m)
+{
+    if (len != RGPU_RAND_CREATE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->status = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* RAND_DESTROY: curandDestroyGenerator [context] */
+#define RGPU_OP_RAND_DESTROY 0x0221
+#define RGPU_RAND_DESTROY_REQ_SIZE 8
+#define RGPU_RAND_DESTROY_REP_SIZE 0
+struct rgpu_rand_destroy_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_rand_destroy(uint8_t out[RGPU_RAND_DESTROY_REQ_SIZE], const struct rgpu_rand_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_rand_destroy_req(const uint8_t *in, size_t len, struct rgpu_rand_destroy_req *m)
+{
+    if (len != RGPU_RAND_DESTROY_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* RAND_SET: what: 1 curandSetPseudoRandomGeneratorSeed, 2 curandSetGeneratorOffset, 3 curandSetGeneratorOrdering, 4 curandSetQuasiRandomGeneratorDimensions, 5 curandGenerateSeeds (value unused) -> curandStatus_t [context] */
+#define RGPU_OP_RAND_SET 0x0222
+#define RGPU_RAND_SET_REQ_SIZE 20
+#define RGPU_RAND_SET_REP_SIZE 4
+struct rgpu_rand_set_req {
+    uint64_t handle;
+    uint32_t what;
+    uint64_t value;
+};
+static inline void rgpu_pack_rand_set(uint8_t out[RGPU_RAND_SET_REQ_SIZE], const struct rgpu_rand_set_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u32(out + 8, m->what);
+    rgpu_put_u64(out + 12, m->value);
+}
+static inline int rgpu_unpack_rand_set_req(const uint8_t *in, size_t len, struct rgpu_rand_set_req *m)
+{
+    if (len != RGPU_RAND_SET_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->what = (uint32_t)rgpu_get_u32(in + 8);
+    m->value = (uint64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+struct rgpu_rand_set_rep {
+    uint32_t status;
+};
+static inline int rgpu_unpack_rand_set(const uint8_t *in, size_t len, struct rgpu_rand_set_rep *m)
+{
+    if (len != RGPU_RAND_SET_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* RAND_GENERATE: curandGenerate* into device memory at output: kind 0 u32, 1 u64 (LongLong), 2 uniform, 3 uniform double, 4 normal, 5 normal double, 6 log-normal, 7 log-normal double (a, b: mean, stddev), 8 Poisson (a: lambda) [deferrable, context] */
+#define RGPU_OP_RAND_GENERATE 0x0223
+#define RGPU_RAND_GENERATE_REQ_SIZE 52
+#define RGPU_RAND_GENERATE_REP_SIZE 0
+struct rgpu_rand_generate_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint64_t output;
+    uint32_t kind;
+    uint64_t count;
+    double a;
+    double b;
+};
+static inline void rgpu_pack_rand_generate(uint8_t out[RGPU_RAND_GENERATE_REQ_SIZE], const struct rgpu_rand_generate_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u64(out + 16, m->output);
+    rgpu_put_u32(out + 24, m->kind);
+    rgpu_put_u64(out + 28, m->count);
+    rgpu_put_f64(out + 36, m->a);
+    rgpu_put_f64(out + 44, m->b);
+}
+static inline int rgpu_unpack_rand_generate_req(const uint8_t *in, size_t len, struct rgpu_rand_generate_req *m)
+{
+    if (len != RGPU_RAND_GENERATE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->output = (uint64_t)rgpu_get_u64(in + 16);
+    m->kind = (uint32_t)rgpu_get_u32(in + 24);
+    m->count = (uint64_t)rgpu_get_u64(in + 28);
+    m->a = (double)rgpu_get_f64(in + 36);
+    m->b = (double)rgpu_get_f64(in + 44);
+    return 0;
+}
+
+/* RAND_GENERATE_HOST: the same draws from a host generator: generated on the server, the results in the reply -> curandStatus_t [context] */
+#define RGPU_OP_RAND_GENERATE_HOST 0x0224
+#define RGPU_RAND_GENERATE_HOST_REQ_SIZE 36
+#define RGPU_RAND_GENERATE_HOST_REP_SIZE 4
+struct rgpu_rand_generate_host_req {
+    uint64_t handle;
+    uint32_t kind;
+    uint64_t count;
+    double a;
+    double b;
+};
+static inline void rgpu_pack_rand_generate_host(uint8_t out[RGPU_RAND_GENERATE_HOST_REQ_SIZE], const struct rgpu_rand_generate_host_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u32(out + 8, m->kind);
+    rgpu_put_u64(out + 12, m->count);
+    rgpu_put_f64(out + 20, m->a);
+    rgpu_put_f64(out + 28, m->b);
+}
+static inline int rgpu_unpack_rand_generate_host_req(const uint8_t *in, size_t len, struct rgpu_rand_generate_host_req *m)
+{
+    if (len != RGPU_RAND_GENERATE_HOST_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->kind = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint64_t)rgpu_get_u64(in + 12);
+    m->a = (double)rgpu_get_f64(in + 20);
+    m->b = (double)rgpu_get_f64(in + 28);
+    return 0;
+}
+struct rgpu_rand_generate_host_rep {
+    uint32_t status;
+};
+static inline int rgpu_unpack_rand_generate_host(const uint8_t *in, size_t len, struct rgpu_rand_generate_host_rep *m)
+{
+    if (len != RGPU_RAND_GENERATE_HOST_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* BLAS_LU_BATCHED: which 0: cublas<t>getrfBatched(n, A[], lda, pivots or 0, info), 1: getriBatched(n, A[], lda, pivots or 0, C[], ldc, info), 2: matinvBatched(n, A[], lda, C[], ldc, info); type a cudaDataType (R_32F, R_64F, C_32F, C_64F); a, c: device arrays of batch u64 pointers [deferrable, context] */
+#define RGPU_OP_BLAS_LU_BATCHED 0x0240
+#define RGPU_BLAS_LU_BATCHED_REQ_SIZE 88
+#define RGPU_BLAS_LU_BATCHED_REP_SIZE 0
+struct rgpu_blas_lu_batched_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t which;
+    uint32_t type;
+    int64_t n;
+    uint64_t a;
+    int64_t lda;
+    uint64_t pivots;
+    uint64_t c;
+    int64_t ldc;
+    uint64_t info;
+    int64_t batch;
+};
+static inline void rgpu_pack_blas_lu_batched(uint8_t out[RGPU_BLAS_LU_BATCHED_REQ_SIZE], const struct rgpu_blas_lu_batched_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->which);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u64(out + 24, m->n);
+    rgpu_put_u64(out + 32, m->a);
+    rgpu_put_u64(out + 40, m->lda);
+    rgpu_put_u64(out + 48, m->pivots);
+    rgpu_put_u64(out + 56, m->c);
+    rgpu_put_u64(out + 64, m->ldc);
+    rgpu_put_u64(out + 72, m->info);
+    rgpu_put_u64(out + 80, m->batch);
+}
+static inline int rgpu_unpack_blas_lu_batched_req(const uint8_t *in, size_t len, struct rgpu_blas_lu_batched_req *m)
+{
+    if (len != RGPU_BLAS_LU_BATCHED_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->which = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->n = (int64_t)rgpu_get_u64(in + 24);
+    m->a = (uint64_t)rgpu_get_u64(in + 32);
+    m->lda = (int64_t)rgpu_get_u64(in + 40);
+    m->pivots = (uint64_t)rgpu_get_u64(in + 48);
+    m->c = (uint64_t)rgpu_get_u64(in + 56);
+    m->ldc = (int64_t)rgpu_get_u64(in + 64);
+    m->info = (uint64_t)rgpu_get_u64(in + 72);
+    m->batch = (int64_t)rgpu_get_u64(in + 80);
+    return 0;
+}
+
+/* BLAS_TRSM_BATCHED: cublas<t>trsmBatched(side, uplo, trans, diag, m, n, alpha, A[], lda, B[], ldb, batch); alpha by value, or its device address in device pointer mode [deferrable, context] */
+#define RGPU_OP_BLAS_TRSM_BATCHED 0x0241
+#define RGPU_BLAS_TRSM_BATCHED_REQ_SIZE 112
+#define RGPU_BLAS_TRSM_BATCHED_REP_SIZE 0
+struct rgpu_blas_trsm_batched_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t side;
+    uint32_t uplo;
+    uint32_t trans;
+    uint32_t diag;
+    uint32_t type;
+    int64_t m;
+    int64_t n;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint64_t a;
+    int64_t lda;
+    uint64_t b;
+    int64_t ldb;
+    int64_t batch;
+};
+static inline void rgpu_pack_blas_trsm_batched(uint8_t out[RGPU_BLAS_TRSM_BATCHED_REQ_SIZE], const struct rgpu_blas_trsm_batched_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->side);
+    rgpu_put_u32(out + 20, m->uplo);
+    rgpu_put_u32(out + 24, m->trans);
+    rgpu_put_u32(out + 28, m->diag);
+    rgpu_put_u32(out + 32, m->type);
+    rgpu_put_u64(out + 36, m->m);
+    rgpu_put_u64(out + 44, m->n);
+    rgpu_put_u32(out + 52, m->pointer_mode);
+    memcpy(out + 56, m->alpha, 16);
+    rgpu_put_u64(out + 72, m->a);
+    rgpu_put_u64(out + 80, m->lda);
+    rgpu_put_u64(out + 88, m->b);
+    rgpu_put_u64(out + 96, m->ldb);
+    rgpu_put_u64(out + 104, m->batch);
+}
+static inline int rgpu_unpack_blas_trsm_batched_req(const uint8_t *in, size_t len, struct rgpu_blas_trsm_batched_req *m)
+{
+    if (len != RGPU_BLAS_TRSM_BATCHED_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->side = (uint32_t)rgpu_get_u32(in + 16);
+    m->uplo = (uint32_t)rgpu_get_u32(in + 20);
+    m->trans = (uint32_t)rgpu_get_u32(in + 24);
+    m->diag = (uint32_t)rgpu_get_u32(in + 28);
+    m->type = (uint32_t)rgpu_get_u32(in + 32);
+    m->m = (int64_t)rgpu_get_u64(in + 36);
+    m->n = (int64_t)rgpu_get_u64(in + 44);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 52);
+    memcpy(m->alpha, in + 56, 16);
+    m->a = (uint64_t)rgpu_get_u64(in + 72);
+    m->lda = (int64_t)rgpu_get_u64(in + 80);
+    m->b = (uint64_t)rgpu_get_u64(in + 88);
+    m->ldb = (int64_t)rgpu_get_u64(in + 96);
+    m->batch = (int64_t)rgpu_get_u64(in + 104);
+    return 0;
+}
+
+/* BLAS_LEVEL1: cuBLAS Level-1 S/D: func 0 axpy, 1 scal, 2 copy, 3 swap; and, with the handle in device pointer mode (result a device address), 4 dot, 5 nrm2, 6 asum, 7 iamax, 8 iamin (int result), 9 iamax, 10 iamin (int64 result); alpha by value, or its device address in device pointer mode [deferrable, context] */
+#define RGPU_OP_BLAS_LEVEL1 0x0242
+#define RGPU_BLAS_LEVEL1_REQ_SIZE 92
+#define RGPU_BLAS_LEVEL1_REP_SIZE 0
+struct rgpu_blas_level1_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t func;
+    uint32_t type;
+    int64_t n;
+    uint64_t x;
+    int64_t incx;
+    uint64_t y;
+    int64_t incy;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint64_t result;
+};
+static inline void rgpu_pack_blas_level1(uint8_t out[RGPU_BLAS_LEVEL1_REQ_SIZE], const struct rgpu_blas_level1_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->func);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u64(out + 24, m->n);
+    rgpu_put_u64(out + 32, m->x);
+    rgpu_put_u64(out + 40, m->incx);
+    rgpu_put_u64(out + 48, m->y);
+    rgpu_put_u64(out + 56, m->incy);
+    rgpu_put_u32(out + 64, m->pointer_mode);
+    memcpy(out + 68, m->alpha, 16);
+    rgpu_put_u64(out + 84, m->result);
+}
+static inline int rgpu_unpack_blas_level1_req(const uint8_t *in, size_t len, struct rgpu_blas_level1_req *m)
+{
+    if (len != RGPU_BLAS_LEVEL1_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->func = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->n = (int64_t)rgpu_get_u64(in + 24);
+    m->x = (uint64_t)rgpu_get_u64(in + 32);
+    m->incx = (int64_t)rgpu_get_u64(in + 40);
+    m->y = (uint64_t)rgpu_get_u64(in + 48);
+    m->incy = (int64_t)rgpu_get_u64(in + 56);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 64);
+    memcpy(m->alpha, in + 68, 16);
+    m->result = (uint64_t)rgpu_get_u64(in + 84);
+    return 0;
+}
+
+/* BLAS_LEVEL1_RESULT: a Level-1 reduction (func 4-10) in host pointer mode: the result in the reply, once the stream has reached the call (result field unused) [context] */
+#define RGPU_OP_BLAS_LEVEL1_RESULT 0x0243
+#define RGPU_BLAS_LEVEL1_RESULT_REQ_SIZE 92
+#define RGPU_BLAS_LEVEL1_RESULT_REP_SIZE 16
+struct rgpu_blas_level1_result_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t func;
+    uint32_t type;
+    int64_t n;
+    uint64_t x;
+    int64_t incx;
+    uint64_t y;
+    int64_t incy;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint64_t result;
+};
+static inline void rgpu_pack_blas_level1_result(uint8_t out[RGPU_BLAS_LEVEL1_RESULT_REQ_SIZE], const struct rgpu_blas_level1_result_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->func);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u64(out + 24, m->n);
+    rgpu_put_u64(out + 32, m->x);
+    rgpu_put_u64(out + 40, m->incx);
+    rgpu_put_u64(out + 48, m->y);
+    rgpu_put_u64(out + 56, m->incy);
+    rgpu_put_u32(out + 64, m->pointer_mode);
+    memcpy(out + 68, m->alpha, 16);
+    rgpu_put_u64(out + 84, m->result);
+}
+static inline int rgpu_unpack_blas_level1_result_req(const uint8_t *in, size_t len, struct rgpu_blas_level1_result_req *m)
+{
+    if (len != RGPU_BLAS_LEVEL1_RESULT_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->func = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->n = (int64_t)rgpu_get_u64(in + 24);
+    m->x = (uint64_t)rgpu_get_u64(in + 32);
+    m->incx = (int64_t)rgpu_get_u64(in + 40);
+    m->y = (uint64_t)rgpu_get_u64(in + 48);
+    m->incy = (int64_t)rgpu_get_u64(in + 56);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 64);
+    memcpy(m->alpha, in + 68, 16);
+    m->result = (uint64_t)rgpu_get_u64(in + 84);
+    return 0;
+}
+struct rgpu_blas_level1_result_rep {
+    uint8_t result[16];
+};
+static inline int rgpu_unpack_blas_level1_result(const uint8_t *in, size_t len, struct rgpu_blas_level1_result_rep *m)
+{
+    if (len != RGPU_BLAS_LEVEL1_RESULT_REP_SIZE)
+        return -1;
+    memcpy(m->result, in + 0, 16);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -4514,6 +4910,15 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_FFT_ESTIMATE:
     case RGPU_OP_FFT_EXEC:
     case RGPU_OP_FFT_DESTROY:
+    case RGPU_OP_RAND_CREATE:
+    case RGPU_OP_RAND_DESTROY:
+    case RGPU_OP_RAND_SET:
+    case RGPU_OP_RAND_GENERATE:
+    case RGPU_OP_RAND_GENERATE_HOST:
+    case RGPU_OP_BLAS_LU_BATCHED:
+    case RGPU_OP_BLAS_TRSM_BATCHED:
+    case RGPU_OP_BLAS_LEVEL1:
+    case RGPU_OP_BLAS_LEVEL1_RESULT:
         return 1;
     default:
         return 0;
@@ -4755,6 +5160,24 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_FFT_EXEC:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_FFT_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_RAND_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_RAND_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_RAND_SET:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_RAND_GENERATE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_RAND_GENERATE_HOST:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_LU_BATCHED:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_TRSM_BATCHED:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_LEVEL1:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_LEVEL1_RESULT:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};

@@ -207,7 +207,7 @@ def _write_if_changed(path: pathlib.Path, text: str) -> pathlib.Path:
 
 # -- the stand-ins -----------------------------------------------------------------------------------------
 FLAGS = ("-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations")
-_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cufft_")  # generated files of the other libraries, not libcuda's
+_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cufft_", "curand_")  # generated files of the other libraries, not libcuda's
 
 
 @attrs.frozen(slots=True)
@@ -257,6 +257,10 @@ def libraries(nat: pathlib.Path | None = None) -> list[Library]:
     libs.append(Library("libcudnn.so.9", tuple((f, 13) for f in files(*math, "src/cudnn/*.c", "gen/cudnn_*.c")),
                         includes=("src/cudnn", "src/libs"), exports="cudnn*",
                         links=("libcuda.so.1", "libcudart.so.13")))
+    # cuRAND's soname is libcurand.so.10 for CUDA 12 and 13 alike; this one, too, runs on the CUDA 13 runtime.
+    libs.append(Library("libcurand.so.10", tuple((f, 13) for f in files(*math, "src/curand/*.c", "gen/curand_*.c")),
+                        includes=("src/curand", "src/libs"), exports="curand*",
+                        links=("libcuda.so.1", "libcudart.so.13")))
     return libs
 
 
@@ -288,7 +292,8 @@ def _library_steps(lib: Library, nat: pathlib.Path, out: pathlib.Path, cc: str) 
 def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = False, *, progress: bool = False,
           jobs: int | None = None) -> pathlib.Path:
     """Compile (what is stale of) libcuda.so.1 and, for CUDA 13 and 12, libcudart, libcublasLt, libcublas and
-    libcufft, and libcudnn.so.9 into `out`; returns libcuda's path. `progress`: a line per step on stderr."""
+    libcufft, and libcudnn.so.9 and libcurand.so.10 into `out`; returns libcuda's path. `progress`: a line per step
+    on stderr."""
     nat = native_dir()
     out = out or default_out_dir()
     cc = _compiler(cc)
@@ -338,7 +343,7 @@ def build_examples(out: pathlib.Path | None = None, cc: str = "gcc", *, progress
 # copy of libcudart, and RPATH beats LD_LIBRARY_PATH -- but the loader never loads a second library with the
 # soname of one already loaded. (A program that dlopens a driver by absolute path still gets that file.)
 PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
-             "libcufft.so.12")
+             "libcufft.so.12", "libcurand.so.10")
 
 
 def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib_check.h"
+
 typedef void *handle_t;
 int cudaMalloc(void **p, size_t n);
 int cudaFree(void *p);
@@ -40,23 +42,6 @@ int cublasLtMatmul(handle_t, handle_t, const void *, const void *, handle_t, con
 enum { N = 0, T = 1, R_32F = 0, R_64F = 1, COMPUTE_32F = 68, COMPUTE_64F = 70, GEMM_DEFAULT = -1 };
 enum { DESC_TRANSA = 3, DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, EPILOGUE_RELU_BIAS = 6, PREF_MAX_WORKSPACE = 1 };
 
-static int failures;
-
-#define CHECK(call)                                                                                                 \
-    do {                                                                                                            \
-        int s_ = (call);                                                                                            \
-        if (s_) {                                                                                                   \
-            printf("FAIL %s -> status %d\n", #call, s_);                                                           \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
-
-static void report(const char *what, double err, double tol)
-{
-    int ok = err <= tol;
-    failures += !ok;
-    printf("%-34s %s (max error %.2e)\n", what, ok ? "OK" : "MISMATCH", err);
-}
 
 /* C = alpha * op(A) * op(B) + beta * C, column-major, in double. */
 static void ref_gemm(int ta, int tb, int m, int n, int k, double alpha, const double *A, int lda, const double *B,

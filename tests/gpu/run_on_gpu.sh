@@ -3,7 +3,7 @@
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
 #   sections: info tests suite demo bench bridge shim runtime math torch jax torchgraphs expandable llama multigpu
-#             fft
+#             fft rand
 #   (default: info tests suite demo bench bridge shim runtime)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,6 +46,9 @@ for s in $sections; do
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     math)
       bash tests/hw/math_check.sh 2>&1 | tee "$OUT/math_check.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    rand)  # cuRAND and the cuBLAS additions: C checks and a torch probe, natively and through rgpu, compared
+      OUT=$OUT bash tests/gpu/rand_check.sh 2>&1 | tee "$OUT/rand.log"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     torch)
       shims=/tmp/rgpu-shims

@@ -55,3 +55,22 @@ BLAS_API int cublasGemmBatchedEx(struct handle *h, int ta, int tb, int m, int n,
 TYPED_BATCHED(cublasSgemmBatched, float, CUDA_R_32F, CUBLAS_COMPUTE_32F)
 TYPED_BATCHED(cublasDgemmBatched, double, CUDA_R_64F, CUBLAS_COMPUTE_64F)
 TYPED_BATCHED(cublasHgemmBatched, uint16_t, CUDA_R_16F, CUBLAS_COMPUTE_16F)
+
+/* GEMVs over arrays of pointers: the pointer-array GEMM of rgpu_blas_gemv_shape. */
+#define TYPED_GEMV_BATCHED(name, ctype, dtype, compute)                                                             \
+    BLAS_API int name(struct handle *h, int trans, int m, int n, const ctype *alpha, const ctype *const a[],         \
+                      int lda, const ctype *const x[], int incx, const ctype *beta, ctype *const y[], int incy,     \
+                      int batch)                                                                                    \
+    {                                                                                                               \
+        struct gemv_shape g;                                                                                        \
+        if (!h)                                                                                                     \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                                                                   \
+        int s = rgpu_blas_gemv_shape(trans, m, n, lda, incx, incy, &g);                                             \
+        if (s)                                                                                                      \
+            return s == RGPU_BLAS_NOTHING ? CUBLAS_STATUS_SUCCESS : s;                                              \
+        return gemm_batched(h, CUBLAS_OP_N, g.transb, 1, (int)g.n, (int)g.k, alpha, x, dtype, incx, a, dtype, lda,  \
+                            beta, y, dtype, incy, batch, compute, CUBLAS_GEMM_DEFAULT);                             \
+    }
+/* defines: cublasSgemvBatched cublasDgemvBatched */
+TYPED_GEMV_BATCHED(cublasSgemvBatched, float, CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC)
+TYPED_GEMV_BATCHED(cublasDgemvBatched, double, CUDA_R_64F, CUBLAS_COMPUTE_64F)

@@ -182,3 +182,55 @@ BLAS_API int cublasGemmEx(struct handle *h, int ta, int tb, int m, int n, int k,
 TYPED_GEMM(cublasSgemm_v2, cublasSgemmStridedBatched, float, CUDA_R_32F, CUBLAS_COMPUTE_32F)
 TYPED_GEMM(cublasDgemm_v2, cublasDgemmStridedBatched, double, CUDA_R_64F, CUBLAS_COMPUTE_64F)
 TYPED_GEMM(cublasHgemm, cublasHgemmStridedBatched, uint16_t, CUDA_R_16F, CUBLAS_COMPUTE_16F)
+
+/* -- GEMV: one deferred BLAS_GEMM (see rgpu_blas_gemv_shape); single precision pedantic, as a GEMV never computes in
+ * TF32 whatever the handle's math mode -------------------------------------------------------------------------- */
+int rgpu_blas_gemv_shape(int trans, long long m, long long n, long long lda, long long incx, long long incy,
+                         struct gemv_shape *out)
+{
+    static int logged;
+    if ((trans != CUBLAS_OP_N && trans != CUBLAS_OP_T && trans != CUBLAS_OP_C) || m < 0 || n < 0 ||
+        lda < (m > 1 ? m : 1) || !incx || !incy)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (incx < 0 || incy < 0) /* a row of a matrix cannot run backwards */
+        return rgpu_blas_unsupported(&logged, "cublas<t>gemv with a negative increment");
+    if (!m || !n)
+        return RGPU_BLAS_NOTHING;
+    /* y = A x (length m) is y^T = x^T A^T; y = A^T x (length n) is y^T = x^T A. Real types: C is T. */
+    *out = trans == CUBLAS_OP_N ? (struct gemv_shape){CUBLAS_OP_T, m, n} : (struct gemv_shape){CUBLAS_OP_N, n, m};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static int gemv(struct handle *h, int trans, long long m, long long n, const void *alpha, struct operand a,
+                struct operand x, const void *beta, struct operand y, long long batch, int compute)
+{
+    struct gemv_shape g;
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    int s = rgpu_blas_gemv_shape(trans, m, n, a.ld, x.ld, y.ld, &g);
+    if (s)
+        return s == RGPU_BLAS_NOTHING ? CUBLAS_STATUS_SUCCESS : s;
+    return gemm(h, CUBLAS_OP_N, g.transb, 1, g.n, g.k, alpha, x, a, beta, y, batch, compute, CUBLAS_GEMM_DEFAULT);
+}
+
+#define TYPED_GEMV(t, ctype, dtype, compute, suffix, I)                                                             \
+    BLAS_API int cublas##t##gemv_v2##suffix(struct handle *h, int trans, I m, I n, const ctype *alpha,             \
+                                            const ctype *A, I lda, const ctype *x, I incx, const ctype *beta,     \
+                                            ctype *y, I incy)                                                      \
+    {                                                                                                               \
+        return gemv(h, trans, m, n, alpha, OPND(A, dtype, lda, 0), OPND(x, dtype, incx, 0), beta,                  \
+                    OPND(y, dtype, incy, 0), 1, compute);                                                           \
+    }                                                                                                               \
+    BLAS_API int cublas##t##gemvStridedBatched##suffix(                                                             \
+        struct handle *h, int trans, I m, I n, const ctype *alpha, const ctype *A, I lda, long long sa,            \
+        const ctype *x, I incx, long long sx, const ctype *beta, ctype *y, I incy, long long sy, I batch)          \
+    {                                                                                                               \
+        return gemv(h, trans, m, n, alpha, OPND(A, dtype, lda, sa), OPND(x, dtype, incx, sx), beta,                \
+                    OPND(y, dtype, incy, sy), batch, compute);                                                      \
+    }
+/* defines: cublasSgemv_v2 cublasSgemvStridedBatched cublasSgemv_v2_64 cublasSgemvStridedBatched_64 cublasDgemv_v2
+ * cublasDgemvStridedBatched cublasDgemv_v2_64 cublasDgemvStridedBatched_64 */
+TYPED_GEMV(S, float, CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC, , int)
+TYPED_GEMV(S, float, CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC, _64, int64_t)
+TYPED_GEMV(D, double, CUDA_R_64F, CUBLAS_COMPUTE_64F, , int)
+TYPED_GEMV(D, double, CUDA_R_64F, CUBLAS_COMPUTE_64F, _64, int64_t)

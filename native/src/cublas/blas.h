@@ -36,6 +36,17 @@ struct handle {
 int rgpu_blas_gemm_args_ok(int ta, int tb, long long m, long long n, long long k, long long lda, long long ldb,
                            long long ldc, long long batch, const void *alpha, const void *beta);
 
+/* A GEMV as the GEMM that computes it, y^T = alpha x^T op(A)^T + beta y^T: the vectors are one-row matrices whose
+ * leading dimensions are their increments (blas.c). 0 with the GEMM's B operation and n, k set; RGPU_BLAS_NOTHING
+ * when BLAS returns at once (m or n 0); otherwise the status to return. */
+#define RGPU_BLAS_NOTHING (-1)
+struct gemv_shape {
+    int transb;
+    long long n, k;
+};
+int rgpu_blas_gemv_shape(int trans, long long m, long long n, long long lda, long long incx, long long incy,
+                         struct gemv_shape *out);
+
 int rgpu_blas_unsupported(int *logged, const char *name);
 void rgpu_blas_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int rgpu_blas_status(int cuda_result);           /* CUresult -> cublasStatus_t */

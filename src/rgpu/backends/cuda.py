@@ -21,6 +21,7 @@ from rgpu.backends.cuda_fft import CudaFft
 from rgpu.backends.cuda_graphs import CudaGraphs
 from rgpu.backends.cuda_occupancy import CudaOccupancy
 from rgpu.backends.cuda_pools import CudaPools
+from rgpu.backends.cuda_rand import CudaRand
 from rgpu.backends.cuda_vmm import CudaVmm
 from rgpu.errors import CudaError, Status
 
@@ -84,7 +85,7 @@ def _tensor_map_bytes(tensor_map) -> bytes:
     return ctypes.string_at(tensor_map.getPtr(), 128)
 
 
-class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, Backend):
+class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand, Backend):
     name = "cuda"
 
     def __init__(self):

@@ -28,6 +28,48 @@ _ffi.cdef("""
     int cublasGemmBatchedEx(void *handle, int ta, int tb, int m, int n, int k, const void *alpha,
         const void *A, int at, int lda, const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc,
         int batch, int compute, int algo);
+    int cublasSgetrfBatched(void *h, int n, void *A, int lda, void *P, void *info, int batch);
+    int cublasDgetrfBatched(void *h, int n, void *A, int lda, void *P, void *info, int batch);
+    int cublasCgetrfBatched(void *h, int n, void *A, int lda, void *P, void *info, int batch);
+    int cublasZgetrfBatched(void *h, int n, void *A, int lda, void *P, void *info, int batch);
+    int cublasSgetriBatched(void *h, int n, void *A, int lda, void *P, void *C, int ldc, void *info, int batch);
+    int cublasDgetriBatched(void *h, int n, void *A, int lda, void *P, void *C, int ldc, void *info, int batch);
+    int cublasCgetriBatched(void *h, int n, void *A, int lda, void *P, void *C, int ldc, void *info, int batch);
+    int cublasZgetriBatched(void *h, int n, void *A, int lda, void *P, void *C, int ldc, void *info, int batch);
+    int cublasSmatinvBatched(void *h, int n, void *A, int lda, void *C, int ldc, void *info, int batch);
+    int cublasDmatinvBatched(void *h, int n, void *A, int lda, void *C, int ldc, void *info, int batch);
+    int cublasCmatinvBatched(void *h, int n, void *A, int lda, void *C, int ldc, void *info, int batch);
+    int cublasZmatinvBatched(void *h, int n, void *A, int lda, void *C, int ldc, void *info, int batch);
+    int cublasStrsmBatched_64(void *h, int side, int uplo, int trans, int diag, int64_t m, int64_t n,
+        const void *alpha, void *A, int64_t lda, void *B, int64_t ldb, int64_t batch);
+    int cublasDtrsmBatched_64(void *h, int side, int uplo, int trans, int diag, int64_t m, int64_t n,
+        const void *alpha, void *A, int64_t lda, void *B, int64_t ldb, int64_t batch);
+    int cublasCtrsmBatched_64(void *h, int side, int uplo, int trans, int diag, int64_t m, int64_t n,
+        const void *alpha, void *A, int64_t lda, void *B, int64_t ldb, int64_t batch);
+    int cublasZtrsmBatched_64(void *h, int side, int uplo, int trans, int diag, int64_t m, int64_t n,
+        const void *alpha, void *A, int64_t lda, void *B, int64_t ldb, int64_t batch);
+    int cublasSaxpy_v2_64(void *h, int64_t n, const void *alpha, void *x, int64_t incx, void *y, int64_t incy);
+    int cublasSscal_v2_64(void *h, int64_t n, const void *alpha, void *x, int64_t incx);
+    int cublasScopy_v2_64(void *h, int64_t n, void *x, int64_t incx, void *y, int64_t incy);
+    int cublasSswap_v2_64(void *h, int64_t n, void *x, int64_t incx, void *y, int64_t incy);
+    int cublasSdot_v2_64(void *h, int64_t n, void *x, int64_t incx, void *y, int64_t incy, void *result);
+    int cublasSnrm2_v2_64(void *h, int64_t n, void *x, int64_t incx, void *result);
+    int cublasSasum_v2_64(void *h, int64_t n, void *x, int64_t incx, void *result);
+    int cublasIsamax_v2(void *h, int n, void *x, int incx, void *result);
+    int cublasIsamax_v2_64(void *h, int64_t n, void *x, int64_t incx, void *result);
+    int cublasIsamin_v2(void *h, int n, void *x, int incx, void *result);
+    int cublasIsamin_v2_64(void *h, int64_t n, void *x, int64_t incx, void *result);
+    int cublasDaxpy_v2_64(void *h, int64_t n, const void *alpha, void *x, int64_t incx, void *y, int64_t incy);
+    int cublasDscal_v2_64(void *h, int64_t n, const void *alpha, void *x, int64_t incx);
+    int cublasDcopy_v2_64(void *h, int64_t n, void *x, int64_t incx, void *y, int64_t incy);
+    int cublasDswap_v2_64(void *h, int64_t n, void *x, int64_t incx, void *y, int64_t incy);
+    int cublasDdot_v2_64(void *h, int64_t n, void *x, int64_t incx, void *y, int64_t incy, void *result);
+    int cublasDnrm2_v2_64(void *h, int64_t n, void *x, int64_t incx, void *result);
+    int cublasDasum_v2_64(void *h, int64_t n, void *x, int64_t incx, void *result);
+    int cublasIdamax_v2(void *h, int n, void *x, int incx, void *result);
+    int cublasIdamax_v2_64(void *h, int64_t n, void *x, int64_t incx, void *result);
+    int cublasIdamin_v2(void *h, int n, void *x, int incx, void *result);
+    int cublasIdamin_v2_64(void *h, int64_t n, void *x, int64_t incx, void *result);
     int cublasLtCreate(void **handle);
     int cublasLtDestroy(void *handle);
     int cublasLtMatmulDescCreate(void **desc, int compute, int scale);
@@ -151,12 +193,67 @@ def gemm_batched(handle, stream: int, g) -> None:
         g.b.ld, beta, _ptr(g.c.ptr), g.c.type, g.c.ld, g.batch, g.compute, g.algo), "cublasGemmBatchedEx")
 
 
+_LU_LETTER = {0: "S", 1: "D", 4: "C", 5: "Z"}
+
+
 class CudaBlasBatched:
-    """Mixed into CudaBackend (which provides `_use`)."""
+    """Mixed into CudaBackend (which provides `_use`). cuBLAS reads the pointer arrays itself: `arrays` (what the
+    server read to check them) is not needed here."""
 
     def blas_gemm_batched(self, ctx, handle, stream, gemm, arrays) -> None:
         self._use(ctx)
         gemm_batched(handle, int(stream) if stream is not None else 0, gemm)
+
+    def blas_level1(self, ctx, handle, stream, c) -> bytes | None:
+        """The _64 entry points (64-bit counts), except iamax/iamin with an int result, which only the 32-bit ones
+        write."""
+        lib = library("cublas")
+        self._use(ctx)
+        check(lib.cublasSetStream_v2(handle, _ptr(int(stream) if stream is not None else 0)), "cublasSetStream")
+        check(lib.cublasSetPointerMode_v2(handle, c.pointer_mode), "cublasSetPointerMode")
+        device = c.pointer_mode == 1
+        name = c.name + ("_v2" if c.result_size == 4 and c.func >= 7 else "_v2_64")
+        x, y = _ptr(c.x), _ptr(c.y)
+        host_result = _ffi.new("char[16]")
+        result = _ptr(c.result) if device else host_result
+        alpha = _ptr(int.from_bytes(c.alpha[:8], "little")) if device else _ffi.from_buffer(c.alpha)
+        fn = getattr(lib, name)
+        if c.func == 0:  # axpy
+            status = fn(handle, c.n, alpha, x, c.incx, y, c.incy)
+        elif c.func == 1:  # scal
+            status = fn(handle, c.n, alpha, x, c.incx)
+        elif c.func in (2, 3):  # copy, swap
+            status = fn(handle, c.n, x, c.incx, y, c.incy)
+        elif c.func == 4:  # dot
+            status = fn(handle, c.n, x, c.incx, y, c.incy, result)
+        else:
+            status = fn(handle, c.n, x, c.incx, result)
+        check(status, name)
+        return None if device or not c.reduction else _ffi.buffer(host_result, c.result_size)[:]
+
+    def blas_lu_batched(self, ctx, handle, stream, lu, arrays) -> None:
+        lib = library("cublas")
+        self._use(ctx)
+        check(lib.cublasSetStream_v2(handle, _ptr(int(stream) if stream is not None else 0)), "cublasSetStream")
+        name = f"cublas{_LU_LETTER[lu.type]}{('getrf', 'getri', 'matinv')[lu.which]}Batched"
+        fn = getattr(lib, name)
+        if lu.which == 0:
+            status = fn(handle, lu.n, _ptr(lu.a), lu.lda, _ptr(lu.pivots), _ptr(lu.info), lu.batch)
+        elif lu.which == 1:
+            status = fn(handle, lu.n, _ptr(lu.a), lu.lda, _ptr(lu.pivots), _ptr(lu.c), lu.ldc, _ptr(lu.info), lu.batch)
+        else:
+            status = fn(handle, lu.n, _ptr(lu.a), lu.lda, _ptr(lu.c), lu.ldc, _ptr(lu.info), lu.batch)
+        check(status, name)
+
+    def blas_trsm_batched(self, ctx, handle, stream, t, arrays) -> None:
+        lib = library("cublas")
+        self._use(ctx)
+        check(lib.cublasSetStream_v2(handle, _ptr(int(stream) if stream is not None else 0)), "cublasSetStream")
+        check(lib.cublasSetPointerMode_v2(handle, t.pointer_mode), "cublasSetPointerMode")
+        alpha = _ptr(int.from_bytes(t.alpha[:8], "little")) if t.pointer_mode else _ffi.from_buffer(t.alpha)
+        name = f"cublas{_LU_LETTER[t.type]}trsmBatched_64"
+        check(getattr(lib, name)(handle, t.side, t.uplo, t.trans, t.diag, t.m, t.n, alpha, _ptr(t.a), t.lda,
+                                 _ptr(t.b), t.ldb, t.batch), name)
 
 
 def heuristic(lt_handle, op, requested: int) -> list[bytes]:

@@ -22,6 +22,7 @@ from rgpu.backends.fake_fft import FakeFft
 from rgpu.backends.fake_graphs import FakeGraphs
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
 from rgpu.backends.fake_pools import FakePools
+from rgpu.backends.fake_rand import FakeRand
 from rgpu.backends.fake_vmm import FakeVmm
 from rgpu.errors import CudaError, Status
 from rgpu.protocol.params import decode_params
@@ -107,7 +108,7 @@ def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> b
     return (head + digest).ljust(128, b"\0")
 
 
-class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeFft, Backend):
+class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeFft, FakeRand, Backend):
     name = "fake"
 
 

@@ -83,19 +83,157 @@ def gemm(view, g: blas_wire.Gemm) -> None:
     _store(view, g.c.ptr, g.c.type, g.c.ld, g.c.stride, np.broadcast_to(result, (g.batch, g.m, g.n)))
 
 
-class FakeBlasBatched:
-    """Mixed into FakeBackend: a GEMM per entry of the (already read and checked) pointer arrays."""
+_LU_NUMPY = {0: np.float32, 1: np.float64, 4: np.complex64, 5: np.complex128}
 
-    def blas_gemm_batched(self, ctx, handle, stream, g: blas_wire.Gemm, arrays) -> None:
+
+def _square(view, ptr: int, dtype: int, rows: int, cols: int, ld: int) -> np.ndarray:
+    """A writable (rows, cols) view of a column-major matrix of an S/D/C/Z type."""
+    item = np.dtype(_LU_NUMPY[dtype]).itemsize
+    flat = view(ptr, blas_wire.extent(rows, cols, ld, item)).view(_LU_NUMPY[dtype])
+    return np.lib.stride_tricks.as_strided(flat, (rows, cols), (item, ld * item))
+
+
+def _getrf(a: np.ndarray, pivoting: bool) -> tuple[np.ndarray, int]:
+    """LU in place as LAPACK's getrf lays it out (L below the diagonal, unit diagonal implied; U on and above):
+    1-based pivot rows, and info = k when U(k,k) is exactly zero (the first such k)."""
+    n = a.shape[0]
+    pivots, info = np.arange(1, n + 1, dtype=np.int32), 0
+    for j in range(n):
+        if pivoting:
+            p = j + int(np.argmax(np.abs(a[j:, j])))
+            pivots[j] = p + 1
+            if p != j:
+                a[[j, p], :] = a[[p, j], :]
+        if a[j, j] == 0:
+            info = info or j + 1
+            continue
+        a[j + 1 :, j] /= a[j, j]
+        a[j + 1 :, j + 1 :] -= np.outer(a[j + 1 :, j], a[j, j + 1 :])
+    return pivots, info
+
+
+def _from_factors(lu: np.ndarray, pivots: np.ndarray | None) -> np.ndarray:
+    """The matrix whose getrf gave `lu` and `pivots` (row swaps undone in reverse)."""
+    a = (np.tril(lu, -1) + np.eye(lu.shape[0], dtype=lu.dtype)) @ np.triu(lu)
+    if pivots is not None:
+        for j in reversed(range(len(pivots))):
+            p = int(pivots[j]) - 1
+            if p != j:
+                a[[j, p], :] = a[[p, j], :]
+    return a
+
+
+def _triangular(a: np.ndarray, t: blas_wire.TrsmBatched) -> np.ndarray:
+    tri = np.tril(a) if t.uplo == blas_wire.FILL_LOWER else np.triu(a)
+    if t.diag == blas_wire.DIAG_UNIT:
+        np.fill_diagonal(tri, 1)
+    return tri if t.trans == blas_wire.OP_N else tri.T if t.trans == blas_wire.OP_T else tri.conj().T
+
+
+def level1(view, c: blas_wire.Level1) -> bytes | None:
+    """One Level-1 call on float32/float64 vectors (computed in float64); a host-mode reduction's result as bytes."""
+    dtype = (np.float32, np.float64)[c.type]
+    size = np.dtype(dtype).itemsize
+    device = c.pointer_mode == blas_wire.POINTER_MODE_DEVICE
+
+    def vector(ptr, inc):
+        flat = view(ptr, blas_wire.vector_extent(c.n, inc, size)).view(dtype)
+        index = np.arange(c.n) * abs(inc)
+        return flat, index[::-1] if inc < 0 else index
+
+    if c.func in (blas_wire.AXPY, blas_wire.SCAL):
+        raw = view(struct.unpack_from("<Q", c.alpha)[0], size).tobytes() if device else c.alpha[:size]
+        alpha = float(np.frombuffer(raw, dtype)[0])
+    value = 0
+    if c.touches_x:
+        x, ix = vector(c.x, c.incx)
+        if c.func in (blas_wire.AXPY, blas_wire.COPY, blas_wire.SWAP, blas_wire.DOT):
+            y, iy = vector(c.y, c.incy)
+        if c.func == blas_wire.AXPY:
+            y[iy] = alpha * x[ix].astype(np.float64) + y[iy]
+        elif c.func == blas_wire.SCAL:
+            x[ix] = alpha * x[ix].astype(np.float64)
+        elif c.func == blas_wire.COPY:
+            y[iy] = x[ix]
+        elif c.func == blas_wire.SWAP:
+            y[iy], x[ix] = x[ix].copy(), y[iy].copy()
+        elif c.func == blas_wire.DOT:
+            value = float(np.dot(x[ix].astype(np.float64), y[iy]))
+        elif c.func == blas_wire.NRM2:
+            value = float(np.sqrt(np.sum(np.square(x[ix].astype(np.float64)))))
+        elif c.func == blas_wire.ASUM:
+            value = float(np.sum(np.abs(x[ix].astype(np.float64))))
+        else:  # iamax/iamin: the first extreme |x|, 1-based
+            magnitudes = np.abs(x[ix])
+            value = 1 + int(np.argmax(magnitudes) if c.func in (blas_wire.IAMAX, blas_wire.IAMAX64) else
+                            np.argmin(magnitudes))
+    if not c.reduction:
+        return None
+    if c.func >= blas_wire.IAMAX:
+        result = np.array(value, np.int32 if c.result_size == 4 else np.int64).tobytes()
+    else:
+        result = np.array(value, dtype).tobytes()
+    if device:
+        view(c.result, len(result))[:] = np.frombuffer(result, np.uint8)
+        return None
+    return result
+
+
+class FakeBlasBatched:
+    """Mixed into FakeBackend: the work per entry of the (already read and checked) pointer arrays."""
+
+    def _pointer_arrays(self, addresses, batch: int, arrays):
         """`arrays`: the pointers the server read and checked, or None (a captured call): then read here, when
         the work runs, as cuBLAS reads them on a GPU."""
+        if arrays is not None:
+            return arrays
+        return [struct.unpack(f"<{batch}Q", self._blas_view(p, 8 * batch).tobytes()) for p in addresses]
+
+    def blas_level1(self, ctx, handle, stream, call: blas_wire.Level1) -> bytes | None:
         ctx.check()
-        if arrays is None:
-            arrays = [struct.unpack(f"<{g.batch}Q", self._blas_view(p, 8 * g.batch).tobytes())
-                      for p in (g.a.ptr, g.b.ptr, g.c.ptr)]
-        else:
+        return level1(self._blas_view, call)
+
+    def blas_lu_batched(self, ctx, handle, stream, lu: blas_wire.LuBatched, arrays) -> None:
+        ctx.check()
+        view, n = self._blas_view, lu.n
+        info = view(lu.info, 4 * lu.batch).view(np.int32)
+        pivots = view(lu.pivots, 4 * n * lu.batch).view(np.int32).reshape(lu.batch, n) if lu.pivots else None
+        for i, pointers in enumerate(zip(*self._pointer_arrays(lu.arrays, lu.batch, arrays))):
+            a = _square(view, pointers[0], lu.type, n, n, lu.lda)
+            if lu.which == blas_wire.GETRF:
+                piv, info[i] = _getrf(a, pivots is not None)
+                if pivots is not None:
+                    pivots[i] = piv
+                continue
+            if lu.which == blas_wire.GETRI:
+                original = _from_factors(a.copy(), pivots[i] if pivots is not None else None)
+                info[i] = next((k + 1 for k in range(n) if a[k, k] == 0), 0)
+            else:
+                original = a.copy()
+                info[i] = _getrf(a.copy(), True)[1]
+            if not info[i]:
+                _square(view, pointers[1], lu.type, n, n, lu.ldc)[...] = np.linalg.inv(original.astype(np.complex128
+                                                                                   if lu.type > 1 else np.float64))
+
+    def blas_trsm_batched(self, ctx, handle, stream, t: blas_wire.TrsmBatched, arrays) -> None:
+        ctx.check()
+        if t.pointer_mode == blas_wire.POINTER_MODE_DEVICE:
+            raise CudaError(Status.NOT_SUPPORTED, "fake backend: device pointer mode")
+        dtype = _LU_NUMPY[t.type]
+        alpha = np.frombuffer(t.alpha[: np.dtype(dtype).itemsize], dtype)[0]
+        for pa, pb in zip(*self._pointer_arrays(t.arrays, t.batch, arrays)):
+            a = _triangular(_square(self._blas_view, pa, t.type, t.k, t.k, t.lda), t)
+            b = _square(self._blas_view, pb, t.type, t.m, t.n, t.ldb)
+            if t.side == blas_wire.SIDE_LEFT:
+                b[...] = np.linalg.solve(a, alpha * b)
+            else:
+                b[...] = np.linalg.solve(a.T, (alpha * b).T).T
+
+    def blas_gemm_batched(self, ctx, handle, stream, g: blas_wire.Gemm, arrays) -> None:
+        ctx.check()
+        if arrays is not None:
             arrays = (arrays.a, arrays.b, arrays.c)
-        for pa, pb, pc in zip(*arrays):
+        for pa, pb, pc in zip(*self._pointer_arrays((g.a.ptr, g.b.ptr, g.c.ptr), g.batch, arrays)):
             gemm(self._blas_view, attrs.evolve(g, batch=1, a=attrs.evolve(g.a, ptr=pa, stride=0),
                                                b=attrs.evolve(g.b, ptr=pb, stride=0),
                                                c=attrs.evolve(g.c, ptr=pc, stride=0)))

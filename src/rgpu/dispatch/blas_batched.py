@@ -1,4 +1,5 @@
-"""cublasGemmBatchedEx and cublas{S,D,H}gemmBatched: GEMMs whose operands are arrays of device pointers.
+"""cublasGemmBatchedEx and cublas{S,D,H}gemmBatched, and cublas{S,D,C,Z}{getrf,getri,matinv,trsm}Batched: calls
+whose operands are arrays of device pointers.
 
 The arrays are in device memory and usually written by the program's own kernel on the same stream just
 before the call (llama.cpp does that), so the server reads them once the stream has reached the call -- the
@@ -36,24 +37,35 @@ def _read_pointers(s: Session, ctx, stream, address: int, batch: int) -> tuple[i
     return struct.unpack(f"<{batch}Q", raw)
 
 
-def check_arrays(s: Session, g: blas_wire.Gemm, arrays: PointerArrays) -> None:
-    """Every matrix each array names must lie in the session's memory."""
-    one = attrs.evolve(g, batch=1, a=attrs.evolve(g.a, stride=0), b=attrs.evolve(g.b, stride=0),
-                       c=attrs.evolve(g.c, stride=0), workspace_size=0)
-    for pa, pb, pc in zip(arrays.a, arrays.b, arrays.c):
-        item = attrs.evolve(one, a=attrs.evolve(one.a, ptr=pa), b=attrs.evolve(one.b, ptr=pb),
-                            c=attrs.evolve(one.c, ptr=pc))
-        for ptr, nbytes in item.ranges():
+def _run(s: Session, handle: int, stream: int, batch: int, addresses: tuple[int, ...], matrix_ranges, run) -> None:
+    """The part every pointer-array call shares: the handle and stream of one context; the arrays read once the
+    stream has reached the call; every entry's matrices (`matrix_ranges(pointers)`) checked; then
+    `run(ctx, handle, stream, arrays)`, with arrays None when the stream is capturing (see above)."""
+    ctx, entry = s.object(handle, Kind.BLAS)
+    if batch > MAX_BATCH:
+        raise CudaError(Status.INVALID_VALUE, f"batch of {batch} (at most {MAX_BATCH})")
+    stream_ctx, strm = s.stream(stream)
+    if stream_ctx is not ctx:
+        raise CudaError(Status.INVALID_HANDLE, "cuBLAS handle and stream belong to different contexts")
+    if s.backend.stream_is_capturing(ctx.obj, strm):
+        # Captured, the call runs at each replay, with whatever the arrays hold then: reading them now would
+        # both check the wrong pointers and wait on a capturing stream (which ends the capture). The arrays
+        # themselves must be the session's; what they point at is the malicious-kernel case (see above).
+        for p in addresses:
+            s.memory.check(p, 8 * batch)
+        run(ctx.obj, entry.obj, strm, None)
+        return
+    arrays = tuple(_read_pointers(s, ctx, strm, p, batch) for p in addresses)
+    for pointers in zip(*arrays):
+        for ptr, nbytes in matrix_ranges(pointers):
             s.memory.check(ptr, nbytes)
+    run(ctx.obj, entry.obj, strm, arrays)
 
 
 @handles(ops.BLAS_GEMM_BATCHED, blocking=True)
 def _gemm_batched(s: Session, args, bulk):
-    handle, stream = args.handle, args.stream
-    ctx, entry = s.object(handle, Kind.BLAS)
+    s.object(args.handle, Kind.BLAS)
     g = blas_wire.Gemm.from_request(args)
-    if g.batch > MAX_BATCH:
-        raise CudaError(Status.INVALID_VALUE, f"batch of {g.batch} (at most {MAX_BATCH})")
     if g.workspace_size:
         s.memory.check(g.workspace, g.workspace_size)
     if g.pointer_mode == blas_wire.POINTER_MODE_DEVICE:
@@ -62,17 +74,38 @@ def _gemm_batched(s: Session, args, bulk):
             s.memory.check(struct.unpack_from("<Q", raw)[0], size)
     if not (g.m and g.n and g.batch):
         return
-    stream_ctx, strm = s.stream(stream)
-    if stream_ctx is not ctx:
-        raise CudaError(Status.INVALID_HANDLE, "cuBLAS handle and stream belong to different contexts")
-    if s.backend.stream_is_capturing(ctx.obj, strm):
-        # Captured, the call runs at each replay, with whatever the arrays hold then: reading them now would
-        # both check the wrong pointers and wait on a capturing stream (which ends the capture). The arrays
-        # themselves must be the session's; what they point at is the malicious-kernel case (see above).
-        for p in (g.a.ptr, g.b.ptr, g.c.ptr):
-            s.memory.check(p, 8 * g.batch)
-        s.backend.blas_gemm_batched(ctx.obj, entry.obj, strm, g, None)
+    one = attrs.evolve(g, batch=1, a=attrs.evolve(g.a, stride=0), b=attrs.evolve(g.b, stride=0),
+                       c=attrs.evolve(g.c, stride=0), workspace_size=0)
+
+    def ranges(pointers):
+        pa, pb, pc = pointers
+        return attrs.evolve(one, a=attrs.evolve(one.a, ptr=pa), b=attrs.evolve(one.b, ptr=pb),
+                            c=attrs.evolve(one.c, ptr=pc)).ranges()
+
+    _run(s, args.handle, args.stream, g.batch, (g.a.ptr, g.b.ptr, g.c.ptr), ranges,
+         lambda ctx, h, strm, arrays: s.backend.blas_gemm_batched(ctx, h, strm, g,
+                                                                   PointerArrays(*arrays) if arrays else None))
+
+
+@handles(ops.BLAS_LU_BATCHED, blocking=True)
+def _lu_batched(s: Session, args, bulk):
+    s.object(args.handle, Kind.BLAS)
+    lu = blas_wire.LuBatched.from_request(args)
+    if not (lu.n and lu.batch):
         return
-    arrays = PointerArrays(*(_read_pointers(s, ctx, strm, p, g.batch) for p in (g.a.ptr, g.b.ptr, g.c.ptr)))
-    check_arrays(s, g, arrays)
-    s.backend.blas_gemm_batched(ctx.obj, entry.obj, strm, g, arrays)
+    for ptr, nbytes in lu.ranges():
+        s.memory.check(ptr, nbytes)
+    _run(s, args.handle, args.stream, lu.batch, lu.arrays, lu.matrix_ranges,
+         lambda ctx, h, strm, arrays: s.backend.blas_lu_batched(ctx, h, strm, lu, arrays))
+
+
+@handles(ops.BLAS_TRSM_BATCHED, blocking=True)
+def _trsm_batched(s: Session, args, bulk):
+    s.object(args.handle, Kind.BLAS)
+    t = blas_wire.TrsmBatched.from_request(args)
+    for ptr, nbytes in t.ranges():
+        s.memory.check(ptr, nbytes)
+    if not (t.m and t.n and t.batch):
+        return
+    _run(s, args.handle, args.stream, t.batch, t.arrays, t.matrix_ranges,
+         lambda ctx, h, strm, arrays: s.backend.blas_trsm_batched(ctx, h, strm, t, arrays))

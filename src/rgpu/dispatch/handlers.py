@@ -718,4 +718,5 @@ def _nop(s, args, bulk):
 
 
 # Handlers in modules of their own register themselves on import (they import `handles` from the registry).
-from rgpu.dispatch import blas_batched, fft, graphs, occupancy, peers, pools, tensormap, vmm  # noqa: E402, F401
+from rgpu.dispatch import (blas_batched, blas_level1, fft, graphs, occupancy, peers, pools, rand,  # noqa: E402, F401
+                           tensormap, vmm)

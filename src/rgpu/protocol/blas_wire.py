@@ -236,3 +236,170 @@ def parse_operation(bulk: bytes) -> LtOperation:
     if op.epilogue not in EPILOGUES:
         raise CudaError(Status.NOT_SUPPORTED, f"cuBLASLt epilogue {op.epilogue} is not supported by rgpu")
     return op
+
+
+# -- batched LU, inversion and triangular solves (BLAS_LU_BATCHED, BLAS_TRSM_BATCHED) -------------------------------
+LU_TYPES = (0, 1, 4, 5)  # CUDA_R_32F, CUDA_R_64F, CUDA_C_32F, CUDA_C_64F: cuBLAS's S, D, C, Z
+GETRF, GETRI, MATINV = 0, 1, 2
+SIDE_LEFT, FILL_LOWER, DIAG_UNIT = 0, 0, 1
+
+
+def _lu_type(t: int) -> int:
+    if t not in LU_TYPES:
+        raise CudaError(Status.NOT_SUPPORTED, f"batched LU/TRSM on data type {t}")
+    return t
+
+
+@attrs.frozen(slots=True)
+class LuBatched:
+    """getrfBatched (factor A in place, pivots and info out), getriBatched (C = inverse from A's factors) or
+    matinvBatched (C = inverse of A); a and c are device arrays of `batch` matrix pointers."""
+
+    which: int
+    type: int
+    n: int
+    a: int
+    lda: int
+    pivots: int
+    c: int
+    ldc: int
+    info: int
+    batch: int
+
+    @classmethod
+    def from_request(cls, r) -> LuBatched:
+        if r.which not in (GETRF, GETRI, MATINV) or r.n < 0 or r.batch < 0 or (r.which == MATINV and r.n > 32):
+            raise CudaError(Status.INVALID_VALUE, f"batched LU operation {r.which}, n {r.n}, batch {r.batch}")
+        if r.n and r.batch and (not r.info or (r.which != GETRF and not r.c)):
+            raise CudaError(Status.INVALID_VALUE, "batched LU without an info array or an output array")
+        return cls(r.which, _lu_type(r.type), r.n, r.a, r.lda, r.pivots, r.c if r.which != GETRF else 0,
+                   r.ldc, r.info, r.batch)
+
+    @property
+    def arrays(self) -> tuple[int, ...]:
+        """The device arrays of matrix pointers."""
+        return (self.a,) if self.which == GETRF else (self.a, self.c)
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """(pointer, bytes) of what is not behind the pointer arrays: the pivots and the info array."""
+        out = [(self.info, 4 * self.batch)]
+        if self.pivots and self.which != MATINV:
+            out.append((self.pivots, 4 * self.n * self.batch))
+        return out
+
+    def matrix_ranges(self, pointers: tuple[int, ...]) -> list[tuple[int, int]]:
+        """The matrices of one batch entry, given its pointers (one per array)."""
+        size = type_size(self.type)
+        lds = (self.lda,) if self.which == GETRF else (self.lda, self.ldc)
+        return [(p, extent(self.n, self.n, ld, size)) for p, ld in zip(pointers, lds)]
+
+
+@attrs.frozen(slots=True)
+class TrsmBatched:
+    """trsmBatched: op(A) X = alpha B (left) or X op(A) = alpha B (right), X over B; A triangular."""
+
+    side: int
+    uplo: int
+    trans: int
+    diag: int
+    type: int
+    m: int
+    n: int
+    pointer_mode: int
+    alpha: bytes
+    a: int
+    lda: int
+    b: int
+    ldb: int
+    batch: int
+
+    @classmethod
+    def from_request(cls, r) -> TrsmBatched:
+        if (r.side > 1 or r.uplo > 1 or r.trans not in (OP_N, OP_T, OP_C) or r.diag > 1 or min(r.m, r.n, r.batch) < 0
+                or r.pointer_mode > 1):
+            raise CudaError(Status.INVALID_VALUE, f"batched TRSM ({r.side}, {r.uplo}, {r.trans}, {r.diag}, {r.m}, "
+                                                  f"{r.n}, {r.batch})")
+        return cls(r.side, r.uplo, r.trans, r.diag, _lu_type(r.type), r.m, r.n, r.pointer_mode, r.alpha, r.a, r.lda,
+                   r.b, r.ldb, r.batch)
+
+    @property
+    def k(self) -> int:
+        return self.m if self.side == SIDE_LEFT else self.n
+
+    @property
+    def arrays(self) -> tuple[int, ...]:
+        return (self.a, self.b)
+
+    def ranges(self) -> list[tuple[int, int]]:
+        if self.pointer_mode == POINTER_MODE_DEVICE:
+            return [(struct.unpack_from("<Q", self.alpha)[0], type_size(self.type))]
+        return []
+
+    def matrix_ranges(self, pointers: tuple[int, ...]) -> list[tuple[int, int]]:
+        size = type_size(self.type)
+        pa, pb = pointers
+        return [(pa, extent(self.k, self.k, self.lda, size)), (pb, extent(self.m, self.n, self.ldb, size))]
+
+
+# -- Level 1 (BLAS_LEVEL1, BLAS_LEVEL1_RESULT) ---------------------------------------------------------------------
+AXPY, SCAL, COPY, SWAP, DOT, NRM2, ASUM, IAMAX, IAMIN, IAMAX64, IAMIN64 = range(11)
+LEVEL1_NAMES = ("axpy", "scal", "copy", "swap", "dot", "nrm2", "asum", "amax", "amin", "amax", "amin")
+
+
+def vector_extent(n: int, inc: int, esize: int) -> int:
+    """Bytes a BLAS vector of n elements `inc` apart spans (a negative increment walks the same span backwards)."""
+    return (1 + (n - 1) * abs(inc)) * esize if n > 0 else 0
+
+
+@attrs.frozen(slots=True)
+class Level1:
+    func: int
+    type: int
+    n: int
+    x: int
+    incx: int
+    y: int
+    incy: int
+    pointer_mode: int
+    alpha: bytes
+    result: int
+
+    @classmethod
+    def from_request(cls, r) -> Level1:
+        if r.func > IAMIN64 or r.type not in (0, 1) or r.pointer_mode > 1:
+            raise CudaError(Status.INVALID_VALUE, f"Level-1 function {r.func} on type {r.type}")
+        return cls(r.func, r.type, r.n, r.x, r.incx, r.y, r.incy, r.pointer_mode, r.alpha, r.result)
+
+    @property
+    def name(self) -> str:
+        """cuBLAS's name for the call, without its _v2/_64 suffix (cublasSaxpy, cublasIdamax)."""
+        letter = "SD"[self.type]
+        return f"cublasI{letter.lower()}" + LEVEL1_NAMES[self.func] if self.func >= IAMAX else \
+            f"cublas{letter}{LEVEL1_NAMES[self.func]}"
+
+    @property
+    def reduction(self) -> bool:
+        return self.func >= DOT
+
+    @property
+    def result_size(self) -> int:
+        return 4 if self.func in (IAMAX, IAMIN) else 8 if self.func >= IAMAX else type_size(self.type)
+
+    @property
+    def touches_x(self) -> bool:
+        """BLAS returns at once for these with a non-positive increment."""
+        return self.n > 0 and (self.incx > 0 or self.func in (AXPY, COPY, SWAP, DOT))
+
+    def ranges(self) -> list[tuple[int, int]]:
+        size = type_size(self.type)
+        out = []
+        if self.touches_x:
+            out.append((self.x, vector_extent(self.n, self.incx, size)))
+            if self.func in (AXPY, COPY, SWAP, DOT):
+                out.append((self.y, vector_extent(self.n, self.incy, size)))
+        if self.pointer_mode == POINTER_MODE_DEVICE:
+            if self.func in (AXPY, SCAL):
+                out.append((struct.unpack_from("<Q", self.alpha)[0], size))
+            if self.reduction:
+                out.append((self.result, self.result_size))
+        return out

@@ -572,6 +572,51 @@ FFT_EXEC = _op(0x0202, "FFT_EXEC", "plan:u64 stream:u64 input:u64 output:u64 wor
                doc="cufftExec{C2C,R2C,C2R,Z2Z,D2Z,Z2D} (kind: the cufftType the call implies) or cufftXtExec "
                    "(kind 0) on a stream, with the plan's work area")
 FFT_DESTROY = _op(0x0203, "FFT_DESTROY", "plan:u64", deferrable=True, names="plan:fft_plan", doc="cufftDestroy")
+# cuRAND host API (0x0220-0x023F). A generator's type, stream and quasirandom dimensions are also kept by the
+# client (it answers the checks cuRAND makes before generating); the server holds the real generator. Setters
+# are round trips carrying cuRAND's own status; generating into device memory is one deferred message.
+RAND_CREATE = _op(0x0220, "RAND_CREATE", "rng_type:u32 host:u32", "handle:u64 status:u32", creates="rand",
+                  doc="curandCreateGenerator(rng_type) / curandCreateGeneratorHost (host=1) in the current "
+                      "context -> handle (0 unless status, a curandStatus_t, is 0)")
+RAND_DESTROY = _op(0x0221, "RAND_DESTROY", "handle:u64", names="handle:rand", doc="curandDestroyGenerator")
+RAND_SET = _op(0x0222, "RAND_SET", "handle:u64 what:u32 value:u64", "status:u32", names="handle:rand",
+               doc="what: 1 curandSetPseudoRandomGeneratorSeed, 2 curandSetGeneratorOffset, 3 "
+                   "curandSetGeneratorOrdering, 4 curandSetQuasiRandomGeneratorDimensions, 5 curandGenerateSeeds "
+                   "(value unused) -> curandStatus_t")
+_RAND_DRAW = "kind:u32 count:u64 a:f64 b:f64"
+RAND_GENERATE = _op(0x0223, "RAND_GENERATE", "handle:u64 stream:u64 output:u64 " + _RAND_DRAW, deferrable=True,
+                    names="handle:rand stream:stream",
+                    doc="curandGenerate* into device memory at output: kind 0 u32, 1 u64 (LongLong), 2 uniform, "
+                        "3 uniform double, 4 normal, 5 normal double, 6 log-normal, 7 log-normal double "
+                        "(a, b: mean, stddev), 8 Poisson (a: lambda)")
+RAND_GENERATE_HOST = _op(0x0224, "RAND_GENERATE_HOST", "handle:u64 " + _RAND_DRAW, "status:u32",
+                         names="handle:rand", reply_bulk="the count results (when status is 0)",
+                         doc="the same draws from a host generator: generated on the server, the results in the "
+                             "reply -> curandStatus_t")
+
+# cuBLAS additions (0x0240-0x025F): batched LU factorisation, inversion and triangular solves over arrays of
+# device pointers, read and checked like BLAS_GEMM_BATCHED's (it may block on the stream).
+BLAS_LU_BATCHED = _op(0x0240, "BLAS_LU_BATCHED",
+                      "handle:u64 stream:u64 which:u32 type:u32 n:i64 a:u64 lda:i64 pivots:u64 c:u64 ldc:i64 "
+                      "info:u64 batch:i64", deferrable=True, names="handle:blas stream:stream",
+                      doc="which 0: cublas<t>getrfBatched(n, A[], lda, pivots or 0, info), 1: getriBatched(n, A[], "
+                          "lda, pivots or 0, C[], ldc, info), 2: matinvBatched(n, A[], lda, C[], ldc, info); type "
+                          "a cudaDataType (R_32F, R_64F, C_32F, C_64F); a, c: device arrays of batch u64 pointers")
+BLAS_TRSM_BATCHED = _op(0x0241, "BLAS_TRSM_BATCHED",
+                        "handle:u64 stream:u64 side:u32 uplo:u32 trans:u32 diag:u32 type:u32 m:i64 n:i64 "
+                        "pointer_mode:u32 alpha:b16 a:u64 lda:i64 b:u64 ldb:i64 batch:i64", deferrable=True,
+                        names="handle:blas stream:stream",
+                        doc="cublas<t>trsmBatched(side, uplo, trans, diag, m, n, alpha, A[], lda, B[], ldb, batch); "
+                            "alpha by value, or its device address in device pointer mode")
+_LEVEL1 = ("handle:u64 stream:u64 func:u32 type:u32 n:i64 x:u64 incx:i64 y:u64 incy:i64 pointer_mode:u32 alpha:b16 "
+           "result:u64")
+BLAS_LEVEL1 = _op(0x0242, "BLAS_LEVEL1", _LEVEL1, deferrable=True, names="handle:blas stream:stream",
+                  doc="cuBLAS Level-1 S/D: func 0 axpy, 1 scal, 2 copy, 3 swap; and, with the handle in device "
+                      "pointer mode (result a device address), 4 dot, 5 nrm2, 6 asum, 7 iamax, 8 iamin (int result), "
+                      "9 iamax, 10 iamin (int64 result); alpha by value, or its device address in device pointer mode")
+BLAS_LEVEL1_RESULT = _op(0x0243, "BLAS_LEVEL1_RESULT", _LEVEL1, "result:b16", names="handle:blas stream:stream",
+                         doc="a Level-1 reduction (func 4-10) in host pointer mode: the result in the reply, once the "
+                             "stream has reached the call (result field unused)")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)

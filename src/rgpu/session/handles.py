@@ -29,6 +29,7 @@ class Kind(enum.IntEnum):
     GRAPH_EXEC = 23
     GRAPH_NODE = 24
     FFT_PLAN = 32  # a cuFFT plan (rgpu.dispatch.fft)
+    RAND = 33  # a cuRAND generator
 
 
 _KIND_SHIFT = 56

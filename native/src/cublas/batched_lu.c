@@ -1,0 +1,103 @@
+/* Batched LU factorisation, inversion and triangular solves over arrays of device pointers
+ * (cublas<t>getrfBatched, getriBatched, matinvBatched, trsmBatched): each one deferred BLAS_LU_BATCHED or
+ * BLAS_TRSM_BATCHED. As for cublasGemmBatchedEx, the arrays stay in device memory and the server checks every
+ * pointer in them (src/rgpu/dispatch/blas_batched.py). */
+#include <string.h>
+
+#include "blas.h"
+
+enum { GETRF, GETRI, MATINV };
+
+static long long at_least_1(long long v) { return v > 1 ? v : 1; }
+
+static int lu_batched(struct handle *h, int which, int type, long long n, const void *a, long long lda,
+                      const int *pivots, const void *c, long long ldc, const int *info, long long batch)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (n < 0 || batch < 0 || lda < at_least_1(n) || (which != GETRF && ldc < at_least_1(n)) ||
+        (which == MATINV && n > 32))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!n || !batch)
+        return CUBLAS_STATUS_SUCCESS;
+    if (!a || !info || (which != GETRF && !c))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    struct rgpu_blas_lu_batched_req req = {
+        .handle = h->server, .stream = rgpu_ext_stream(h->stream), .which = (uint32_t)which, .type = (uint32_t)type,
+        .n = n, .a = (uintptr_t)a, .lda = lda, .pivots = (uintptr_t)pivots, .c = (uintptr_t)c,
+        .ldc = which == GETRF ? 0 : ldc, .info = (uintptr_t)info, .batch = batch};
+    uint8_t args[RGPU_BLAS_LU_BATCHED_REQ_SIZE];
+    rgpu_pack_blas_lu_batched(args, &req);
+    return rgpu_blas_status(rgpu_ext_defer(RGPU_OP_BLAS_LU_BATCHED, args, sizeof args, NULL, 0));
+}
+
+static int trsm_batched(struct handle *h, int side, int uplo, int trans, int diag, long long m, long long n,
+                        const void *alpha, size_t scalar, int type, const void *a, long long lda, const void *b,
+                        long long ldb, long long batch)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    long long k = side == CUBLAS_SIDE_LEFT ? m : n;
+    if ((side != CUBLAS_SIDE_LEFT && side != CUBLAS_SIDE_RIGHT) ||
+        (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER) ||
+        (trans != CUBLAS_OP_N && trans != CUBLAS_OP_T && trans != CUBLAS_OP_C) ||
+        (diag != CUBLAS_DIAG_NON_UNIT && diag != CUBLAS_DIAG_UNIT) || m < 0 || n < 0 || batch < 0 || !alpha ||
+        lda < at_least_1(k) || ldb < at_least_1(m))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!m || !n || !batch)
+        return CUBLAS_STATUS_SUCCESS;
+    if (!a || !b)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    struct rgpu_blas_trsm_batched_req req = {
+        .handle = h->server, .stream = rgpu_ext_stream(h->stream), .side = (uint32_t)side, .uplo = (uint32_t)uplo,
+        .trans = (uint32_t)trans, .diag = (uint32_t)diag, .type = (uint32_t)type, .m = m, .n = n,
+        .pointer_mode = (uint32_t)h->pointer_mode, .a = (uintptr_t)a, .lda = lda, .b = (uintptr_t)b, .ldb = ldb,
+        .batch = batch};
+    if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE)
+        rgpu_put_u64(req.alpha, (uintptr_t)alpha);
+    else
+        memcpy(req.alpha, alpha, scalar);
+    uint8_t args[RGPU_BLAS_TRSM_BATCHED_REQ_SIZE];
+    rgpu_pack_blas_trsm_batched(args, &req);
+    return rgpu_blas_status(rgpu_ext_defer(RGPU_OP_BLAS_TRSM_BATCHED, args, sizeof args, NULL, 0));
+}
+
+/* Complex elements as their bytes: the stand-in never looks inside them. */
+#define TYPED_LU(t, ctype, dtype)                                                                                   \
+    BLAS_API int cublas##t##getrfBatched(struct handle *h, int n, ctype *const a[], int lda, int *p, int *info,      \
+                                         int batch)                                                                 \
+    {                                                                                                               \
+        return lu_batched(h, GETRF, dtype, n, a, lda, p, NULL, 0, info, batch);                                     \
+    }                                                                                                               \
+    BLAS_API int cublas##t##getriBatched(struct handle *h, int n, const ctype *const a[], int lda, const int *p,     \
+                                         ctype *const c[], int ldc, int *info, int batch)                           \
+    {                                                                                                               \
+        return lu_batched(h, GETRI, dtype, n, a, lda, p, c, ldc, info, batch);                                      \
+    }                                                                                                               \
+    BLAS_API int cublas##t##matinvBatched(struct handle *h, int n, const ctype *const a[], int lda,                  \
+                                          ctype *const c[], int ldc, int *info, int batch)                          \
+    {                                                                                                               \
+        return lu_batched(h, MATINV, dtype, n, a, lda, NULL, c, ldc, info, batch);                                  \
+    }                                                                                                               \
+    BLAS_API int cublas##t##trsmBatched(struct handle *h, int side, int uplo, int trans, int diag, int m, int n,     \
+                                        const ctype *alpha, const ctype *const a[], int lda, ctype *const b[],      \
+                                        int ldb, int batch)                                                         \
+    {                                                                                                               \
+        return trsm_batched(h, side, uplo, trans, diag, m, n, alpha, sizeof(ctype), dtype, a, lda, b, ldb, batch);  \
+    }                                                                                                               \
+    BLAS_API int cublas##t##trsmBatched_64(struct handle *h, int side, int uplo, int trans, int diag, int64_t m,     \
+                                           int64_t n, const ctype *alpha, const ctype *const a[], int64_t lda,      \
+                                           ctype *const b[], int64_t ldb, int64_t batch)                            \
+    {                                                                                                               \
+        return trsm_batched(h, side, uplo, trans, diag, m, n, alpha, sizeof(ctype), dtype, a, lda, b, ldb, batch);  \
+    }
+typedef struct { float re, im; } complex_float;
+typedef struct { double re, im; } complex_double;
+/* defines: cublasSgetrfBatched cublasSgetriBatched cublasSmatinvBatched cublasStrsmBatched cublasStrsmBatched_64
+ * cublasDgetrfBatched cublasDgetriBatched cublasDmatinvBatched cublasDtrsmBatched cublasDtrsmBatched_64
+ * cublasCgetrfBatched cublasCgetriBatched cublasCmatinvBatched cublasCtrsmBatched cublasCtrsmBatched_64
+ * cublasZgetrfBatched cublasZgetriBatched cublasZmatinvBatched cublasZtrsmBatched cublasZtrsmBatched_64 */
+TYPED_LU(S, float, CUDA_R_32F)
+TYPED_LU(D, double, CUDA_R_64F)
+TYPED_LU(C, complex_float, CUDA_C_32F)
+TYPED_LU(Z, complex_double, CUDA_C_64F)
