@@ -162,3 +162,14 @@ def test_cuda_visible_devices_is_composed(monkeypatch):
     with pytest.raises(BackendUnavailable):
         factory._restrict_cuda((4,))
 
+
+
+@pytest.mark.parametrize("args", [["--devices", "0,x"], ["--devices", "1,1"], ["--fake-devices", "0"],
+                                  ["--fake-devices", "many"]])
+def test_bad_device_options_stop_the_server_with_a_message(monkeypatch, capsys, args):
+    from rgpu.cli import server_main
+
+    for name in ("RGPU_LOG_FORMAT", factory.FAKE_DEVICES_ENV, factory.DEVICES_ENV):
+        monkeypatch.delenv(name, raising=False)  # (restored afterwards, whatever server_main sets)
+    assert server_main(["--backend", "fake", "--port", "0", *args]) == 2
+    assert args[0] in capsys.readouterr().err

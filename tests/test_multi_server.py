@@ -166,3 +166,27 @@ def test_info_and_status_list_the_devices_of_every_server(tmp_path):
         assert [r["address"] for r in reports] == [a, b]
         assert [d["index"] for r in reports for d in r["devices"]] == [0, 1, 2]
         assert all(d["free"] > 0 for r in reports for d in r["devices"])
+
+
+def test_rgpu_run_takes_a_server_list(shim_dir, programs, tmp_path):
+    with fake_server(tmp_path, "a") as (a, _), fake_server(tmp_path, "b") as (b, _):
+        proc = subprocess.run([sys.executable, "-m", "rgpu.cli", "run", "--server", f"{a},{b}", "--shims",
+                               str(shim_dir), "--", str(programs["multi_device"])], capture_output=True, text=True,
+                              timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "multi_device OK devices=2" in proc.stdout
+
+
+def test_servers_handing_out_the_same_addresses_are_told_apart(shim_dir, programs, tmp_path, monkeypatch):
+    # Both fake servers in the same address slot: device 1's first blocks overlap device 0's, so the client
+    # keeps them while asking its server again, then gives them back.
+    from rgpu.backends import factory
+
+    monkeypatch.setenv(factory.FAKE_SLOT_ENV, "0")
+    with fake_server(tmp_path, "a") as (a, _), fake_server(tmp_path, "b") as (b, _):
+        env = _env(shim_dir, a, b)
+        env["RGPU_LOG"] = "info"
+        proc = subprocess.run([str(programs["multi_device"])], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "multi_device OK devices=2" in proc.stdout
+    assert "overlapped another server's memory; asked again" in proc.stderr

@@ -80,7 +80,8 @@ void conn_sync_context(uint16_t op);
 #define RGPU_ROUTE_BUF 256
 CUresult conn_select(uint16_t op, const void **args, size_t args_len, uint8_t *buf);
 void conn_select_current(void);                      /* the connection of the thread's current context */
-void conn_after(uint16_t op, const void *reply, size_t reply_len); /* remember a handle the call made */
+/* Remember the handle a call made (its server holds conn_cur's lock); not CUDA_SUCCESS: the call fails. */
+CUresult conn_after(uint16_t op, const void *reply, size_t reply_len);
 int conn_index(void);                                /* of conn_cur */
 int conn_owns_ctx(uint64_t ctx);                     /* is ctx a context of conn_cur's server */
 

@@ -96,7 +96,7 @@ CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *b
     r = rgpu_conn.state == 1 ? conn_call_locked(op, args, args_len, bulk, bulk_len, reply, reply_len, sink)
                              : conn_not_ready();
     if (r == CUDA_SUCCESS)
-        conn_after(op, reply, reply_len);
+        r = conn_after(op, reply, reply_len);
     pthread_mutex_unlock(&rgpu_conn.lock);
     return r;
 }

@@ -34,6 +34,7 @@ static size_t slot(uint64_t h, size_t cap)
     return (size_t)h & (cap - 1);
 }
 
+/* 0, or -1 when out of memory, or -2 when another server made the same handle already. */
 static int map_put_locked(uint64_t h, int server)
 {
     if (2 * (map_n + 1) > map_cap) {
@@ -60,6 +61,8 @@ static int map_put_locked(uint64_t h, int server)
     size_t j = slot(h, map_cap);
     while (map_keys[j] && map_keys[j] != h)
         j = (j + 1) & (map_cap - 1);
+    if (map_keys[j] && map_server[j] != (uint8_t)server)
+        return -2;
     map_n += !map_keys[j];
     map_keys[j] = h;
     map_server[j] = (uint8_t)server;
@@ -167,13 +170,23 @@ CUresult conn_select(uint16_t op, const void **args, size_t args_len, uint8_t *b
     return CUDA_SUCCESS;
 }
 
-void conn_after(uint16_t op, const void *reply, size_t reply_len)
+CUresult conn_after(uint16_t op, const void *reply, size_t reply_len)
 {
     if (rgpu_nservers <= 1 || !rgpu_op_route(op).creates || reply_len < 8)
-        return;
+        return CUDA_SUCCESS;
     uint64_t h = rgpu_get_u64(reply);
     pthread_mutex_lock(&map_lock);
-    if (h && map_put_locked(h, conn_index()))
-        rgpu_log(RGPU_LOG_ERROR, "out of memory remembering which server made handle 0x%llx", (unsigned long long)h);
+    int rc = h ? map_put_locked(h, conn_index()) : 0;
     pthread_mutex_unlock(&map_lock);
+    if (rc == -1)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == -2) {
+        /* Calls naming it would go to the wrong server (and carry the other one's data there): this server is
+         * broken or hostile, and is dropped. */
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server %d answered opcode 0x%04x with handle 0x%llx, which another server "
+                                 "made; closing its connection", conn_index(), op, (unsigned long long)h);
+        conn_hang_up();
+        return rgpu_conn.failure;
+    }
+    return CUDA_SUCCESS;
 }

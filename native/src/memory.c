@@ -139,28 +139,60 @@ int rgpu_ranges_ctx(uint64_t ptr, uint64_t *ctx)
 }
 
 /* -- allocation --------------------------------------------------------------------------------------------- */
+/* Device addresses name their server on this side: a block that another server's memory already spans cannot
+ * be told apart. Such a block is kept while the server is asked again (so it hands out another address), up to
+ * this many times, then given back. */
+#define ALLOC_ATTEMPTS 32
+
+static void free_on(int server, uint64_t ptr)
+{
+    uint8_t a[RGPU_MEM_FREE_REQ_SIZE];
+    rgpu_pack_mem_free(a, &(struct rgpu_mem_free_req){.dptr = ptr});
+    int prev = rgpu_route_push(server); /* (routing by address would pick the other server) */
+    rgpu_call(RGPU_OP_MEM_FREE, a, sizeof a, NULL, 0, NULL, 0, NULL);
+    rgpu_route_pop(prev);
+}
+
 API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
     uint8_t a[RGPU_MEM_ALLOC_REQ_SIZE], rep[RGPU_MEM_ALLOC_REP_SIZE];
     struct rgpu_mem_alloc_rep got;
+    uint64_t held[ALLOC_ATTEMPTS];
+    int n_held = 0, server = rgpu_server_of_ctx(rgpu_thread_ctx());
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     if (rgpu_capture_unsafe_call() != CUDA_SUCCESS)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     rgpu_pack_mem_alloc(a, &(struct rgpu_mem_alloc_req){.size = bytes});
-    CUresult r = rgpu_call(RGPU_OP_MEM_ALLOC, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
-    if (r == CUDA_SUCCESS && rgpu_unpack_mem_alloc(rep, sizeof rep, &got) == 0) {
-        if (rgpu_server_count() > 1 && overlaps_device_range(got.dptr, bytes)) {
-            /* Addresses name memory across servers: one that another server's memory already has is refused. */
-            rgpu_log(RGPU_LOG_ERROR, "device memory at 0x%llx+%zu from one rgpu-server overlaps memory of another; "
-                                     "the servers of one program need disjoint device addresses",
-                     (unsigned long long)got.dptr, bytes);
-            cuMemFree_v2((CUdeviceptr)got.dptr);
-            return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r;
+    for (;;) {
+        r = rgpu_call(RGPU_OP_MEM_ALLOC, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
+        if (r != CUDA_SUCCESS)
+            break;
+        if (rgpu_unpack_mem_alloc(rep, sizeof rep, &got)) {
+            r = rgpu_bad_reply(RGPU_OP_MEM_ALLOC, "reply size");
+            break;
         }
-        *dptr = (CUdeviceptr)got.dptr;
-        rgpu_ranges_note_device(*dptr, bytes, rgpu_thread_ctx());
+        if (rgpu_server_count() <= 1 || server < 0 || !overlaps_device_range(got.dptr, bytes)) {
+            *dptr = (CUdeviceptr)got.dptr;
+            rgpu_ranges_note_device(*dptr, bytes, rgpu_thread_ctx());
+            break;
+        }
+        if (n_held == ALLOC_ATTEMPTS) {
+            rgpu_log(RGPU_LOG_ERROR, "device memory from rgpu-server %d keeps overlapping memory of another server "
+                                     "(0x%llx+%zu); the servers of one program need disjoint device addresses",
+                     server, (unsigned long long)got.dptr, bytes);
+            free_on(server, got.dptr);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        held[n_held++] = got.dptr;
     }
+    if (n_held)
+        rgpu_log(RGPU_LOG_INFO, "%d block(s) from rgpu-server %d overlapped another server's memory; asked again",
+                 n_held, server);
+    for (int i = 0; i < n_held; i++)
+        free_on(server, held[i]);
     return r;
 }
 

@@ -70,7 +70,7 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", metavar="LIST",
                    help="show sessions only these devices (e.g. 0,2), renumbered from 0 as CUDA_VISIBLE_DEVICES "
                         "does (default: every device)")
-    p.add_argument("--fake-devices", metavar="N", default="1",
+    p.add_argument("--fake-devices", metavar="N",
                    help="how many devices the fake backend emulates (default 1; tests of several devices)")
     p.add_argument("--psk-file", help="pre-shared key file (hex or raw, >= 32 bytes): clients must prove it, "
                                       "frames are encrypted and authenticated")
@@ -166,8 +166,9 @@ def server_main(argv=None) -> int:
     from rgpu.backends import factory
 
     try:  # the workers make their backends from the environment, with the same devices
-        factory.parse_fake_devices(args.fake_devices)
-        os.environ[factory.FAKE_DEVICES_ENV] = args.fake_devices
+        if args.fake_devices is not None:
+            factory.parse_fake_devices(args.fake_devices)
+            os.environ[factory.FAKE_DEVICES_ENV] = args.fake_devices
         if args.devices is not None:
             os.environ[factory.DEVICES_ENV] = ",".join(map(str, factory.parse_devices(args.devices)))
     except ValueError as e:

@@ -95,6 +95,13 @@ for s in $sections; do
       for i in $(seq 150); do [ -s $pa ] && [ -s $pb ] && break; sleep 0.2; done
       servers=127.0.0.1:$(cat $pa),127.0.0.1:$(cat $pb)
       python3 -m rgpu.cli info --server $servers || rc=1
+      # Device addresses name their server on the client: the two servers' first allocations must differ.
+      python3 -c "
+import rgpu, sys
+a, b = (rgpu.connect(s) for s in sys.argv[1].split(','))
+pa, pb = a.mem_alloc(1 << 20), b.mem_alloc(1 << 20)
+print('first allocations', hex(pa), hex(pb), 'disjoint' if abs(pa - pb) >= 1 << 20 else 'OVERLAP: the servers hand out the same addresses')
+" $servers || rc=1
       /tmp/multi_device > "$OUT/multigpu_cuda_native.txt" 2>&1; echo "cuda program native rc=$?"
       RGPU_LOG=${RGPU_LOG:-warn} timeout 300 python3 -m rgpu.cli run --server $servers --shims $shims -- /tmp/multi_device \
         > "$OUT/multigpu_cuda_rgpu.txt" 2>&1; echo "cuda program through two servers rc=$?"

@@ -16,6 +16,7 @@ log = logging.getLogger("rgpu.backend")
 # Which devices a server shows, set by rgpu-server's --devices / --fake-devices for itself and its workers.
 DEVICES_ENV = "RGPU_DEVICES"  # "0,2": those devices only, renumbered from 0 as CUDA_VISIBLE_DEVICES does
 FAKE_DEVICES_ENV = "RGPU_FAKE_DEVICES"  # how many devices the fake backend emulates (default 1)
+FAKE_SLOT_ENV = "RGPU_FAKE_ADDRESS_SLOT"  # tests: the fake backend's address slot (default random)
 MAX_FAKE_DEVICES = 64
 
 
@@ -65,7 +66,8 @@ def _fake():
 
     # Addresses from a random one of 2**14 slots 16 GiB apart: a program using two fake servers at once sees
     # disjoint device addresses (as processes of a real driver do), which is how its client tells them apart.
-    base = BASE_ADDRESS + (secrets.randbelow(1 << 14) << 34)
+    slot = os.environ.get(FAKE_SLOT_ENV, "")
+    base = BASE_ADDRESS + ((int(slot) if slot.isdigit() else secrets.randbelow(1 << 14)) << 34)
     try:
         return FakeBackend(device_count=parse_fake_devices(os.environ.get(FAKE_DEVICES_ENV, "1")),
                            visible=_selected(), base_address=base)
