@@ -4023,6 +4023,11 @@ static inline int rgpu_unpack_tensor_map_replace_address(const uint8_t *in, size
     return 0;
 }
 
+/* OUTPUT: unsolicited, server to client, only with the OUTPUT feature: sent just before the reply that follows the output; the client writes it to its stdout before it returns from that call */
+#define RGPU_OP_OUTPUT 0x0140
+#define RGPU_OUTPUT_REQ_SIZE 0
+#define RGPU_OUTPUT_REP_SIZE 0
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {

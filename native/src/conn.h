@@ -26,6 +26,7 @@ struct rgpu_conn {
     uint32_t next_id;
     uint32_t max_frame;
     uint16_t server_minor;
+    uint64_t features; /* negotiated with the server (RGPU_FEATURE_*), once the handshake is complete */
     int batching;
     uint8_t *batch;
     size_t batch_len, batch_cap;
@@ -56,8 +57,12 @@ struct out_frame {
 int conn_send_frames(struct out_frame *f, int n);
 /* Read one reply: its args land in `reply` (exactly reply_len bytes when status is 0), its bulk in `sink`. */
 int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_sink *sink);
+int conn_read_all(void *p, size_t n); /* exactly n bytes from the server, through the receive buffer */
 void conn_hang_up(void);          /* close; every later call fails with rgpu_conn.failure */
 void conn_lost(const char *what); /* conn_hang_up with a log line naming what failed */
+
+/* conn_output.c: an OUTPUT frame's bulk (still on the socket when `bulk` is NULL) to this program's stdout. */
+int conn_write_output(const rgpu_header *h, size_t args_len, const uint8_t *bulk);
 
 /* conn_batch.c: deferred calls queued into one BATCH frame. */
 int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);

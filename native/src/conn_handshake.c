@@ -62,10 +62,14 @@ static CUresult hello(const uint8_t *psk, size_t psk_len)
                                  "to talk to it in clear");
         return CUDA_ERROR_NOT_INITIALIZED;
     }
-    if (!psk_len)
-        return CUDA_SUCCESS;
-    struct conn_hellos hellos = {hello, sh, (const uint8_t *)agent, sagent, sizeof agent - 1, sink.len, &req, &rep};
-    return conn_authenticate(psk, psk_len, &hellos);
+    CUresult r = CUDA_SUCCESS;
+    if (psk_len) {
+        struct conn_hellos hellos = {hello, sh, (const uint8_t *)agent, sagent, sizeof agent - 1, sink.len, &req, &rep};
+        r = conn_authenticate(psk, psk_len, &hellos);
+    }
+    if (r == CUDA_SUCCESS) /* only now: no kernel output is taken from a server that has not proved its key */
+        rgpu_conn.features = rep.features & RGPU_FEATURES;
+    return r;
 }
 
 static CUresult handshake(void)

@@ -41,9 +41,12 @@ class Feature(enum.IntFlag):
     DEFERRED_ERRORS = 0x2  # deferred_status in replies
     PSK = 0x4  # this build can authenticate and protect frames
     STATUS = 0x8  # SERVER_STATUS queries (a HELLO with the STATUS flag)
+    # OUTPUT frames: what the session's kernels print (device printf), for the client's own stdout. A server
+    # that cannot attribute output to one session (thread isolation) does not announce it.
+    OUTPUT = 0x10
 
 
-SUPPORTED_FEATURES = Feature.BATCH | Feature.DEFERRED_ERRORS | Feature.PSK | Feature.STATUS
+SUPPORTED_FEATURES = Feature.BATCH | Feature.DEFERRED_ERRORS | Feature.PSK | Feature.STATUS | Feature.OUTPUT
 
 
 class Cipher(enum.IntFlag):
@@ -208,8 +211,10 @@ def _pick_cipher(offered: int) -> int:
 class ServerHandshake:
     """Server side: HELLO, then (with a PSK) AUTH. Each method returns the reply frame to send."""
 
-    def __init__(self, psk: bytes | None, *, max_frame: int, session_id: int, agent: str = "rgpu-server"):
+    def __init__(self, psk: bytes | None, *, max_frame: int, session_id: int, agent: str = "rgpu-server",
+                 features: int = int(SUPPORTED_FEATURES)):
         self.psk = psk
+        self.features = features  # what this server offers; the session gets what the client offers too
         self.max_frame = max_frame
         self.session_id = session_id
         self.agent = agent
@@ -229,7 +234,7 @@ class ServerHandshake:
     def on_hello(self, frame: Frame) -> Frame:
         client = self.client = Hello.from_frame(frame)
         self._client_frame = frame
-        ours = Hello(max_frame=self.max_frame, features=int(SUPPORTED_FEATURES) & client.features,
+        ours = Hello(max_frame=self.max_frame, features=self.features & client.features,
                      nonce=self._nonce, session_id=self.session_id, agent=self.agent,
                      flags=int(HelloFlags.PSK) if self.psk else 0)
         if client.major != PROTOCOL_MAJOR:

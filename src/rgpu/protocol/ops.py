@@ -540,7 +540,12 @@ GRAPH_GET_NODES = _op(0x00F9, "GRAPH_GET_NODES", "graph:u64", "count:u32", names
                       doc="every node of a graph -- a captured one too -- with handles the server mints for nodes "
                           "the client has not named, in a topological order")
 
-CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
+# Kernel output (0x0140-0x014F).
+OUTPUT = _op(0x0140, "OUTPUT", context=False, reply_bulk="bytes the session's kernels printed (device printf)",
+             doc="unsolicited, server to client, only with the OUTPUT feature: sent just before the reply that "
+                 "follows the output; the client writes it to its stdout before it returns from that call")
+
+CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code, OUTPUT.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 
 

@@ -33,6 +33,7 @@ from rgpu.protocol.connection import Connection
 from rgpu.protocol.handshake import RecordProtector
 from rgpu.serving.handoff import Handoff
 from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
+from rgpu.serving.output import KernelOutput
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
 from rgpu.transport import SocketFrameStream
@@ -91,9 +92,16 @@ def receive_assignment(control: socket.socket) -> tuple[Handoff, socket.socket] 
         raise
 
 
-def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float = 0) -> str:
+# Kernel output travels in frames of at most this much bulk: well under any frame limit a client may hold
+# (the C stand-ins accept no less than 64 KiB).
+OUTPUT_CHUNK = 32 << 10
+
+
+def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float = 0,
+                   output: KernelOutput | None = None) -> str:
     """The blocking driver of the session's request loop (loop.py); returns why it ended. `inject_rtt_us`
-    (benchmarks) holds each reply that long, as a slower network would."""
+    (benchmarks) holds each reply that long, as a slower network would. `output`: what the session's kernels
+    printed goes to the client just ahead of each reply."""
     delay_ns = int(inject_rtt_us * 1000)
     while True:
         try:
@@ -107,7 +115,7 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
             session.replies_by_op[reply.opcode] = session.replies_by_op.get(reply.opcode, 0) + 1
             if delay_ns:
                 _hold(delay_ns)
-            io.send_frames([reply])
+            io.send_frames([*output.frames(), reply] if output is not None else [reply])
         if action.close:
             return action.close
 
@@ -153,10 +161,11 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     client.setblocking(True)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     io = SocketFrameStream(client, conn, spin_us=handoff.spin_us, frame_timeout=handoff.frame_timeout or None)
+    output = KernelOutput.capture(max_chunk=OUTPUT_CHUNK, session_log=session.log) if handoff.output else None
     reason = "?"
     try:
         with _Interruptible():
-            reason = serve_blocking(session, io, handoff.inject_rtt_us)
+            reason = serve_blocking(session, io, handoff.inject_rtt_us, output)
     except ShuttingDown:
         reason = "server shutting down"
         io.send_quietly(shutting_down_frame())
@@ -169,11 +178,14 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     finally:
         session.release_all()
         client.close()
+        if output is not None:
+            output.close()
     session.log.info("%s", reason)
     stats = {"reason": reason, "frames": session.frames_received, "calls": session.calls,
              "graph_launches": graphs.graph_launches(session), "blocking": session.replies_sent,
              "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
              "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(),
+             "printf_bytes": output.forwarded if output else 0, "printf_dropped": output.dropped_total if output else 0,
              "blocking_by_op": {ops.OPS[code].name if code in ops.OPS else hex(code): n
                                 for code, n in sorted(session.replies_by_op.items())}}
     if hasattr(backend, "used"):
