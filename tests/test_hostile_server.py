@@ -23,7 +23,8 @@ import pytest
 from rgpu import shims
 from rgpu.cli import local_server
 from rgpu.protocol import ops
-from rgpu.protocol.frames import HEADER, Frame, frame_bytes, parse_frame
+from rgpu.protocol.frames import HEADER, Flags, Frame, frame_bytes, parse_frame
+from rgpu.protocol.handshake import Feature
 
 REPO = pathlib.Path(__file__).parents[1]
 PTX = REPO / "src" / "rgpu" / "kernels" / "demo.ptx"
@@ -227,7 +228,15 @@ REPLY_CASES = {
                                 "inconsistent"),
     "copy longer than asked": (ops.MEMCPY_DTOH.code, lambda f: _with(f, bulk=bytes(f.bulk) * 2), "inconsistent"),
     "frame limit of 0": (ops.HELLO.code, _hello(0), "frame limit"),
+    "kernel output with arguments": (ops.MEM_ALLOC.code, lambda f: _output(b"x", args=b"\1") + _with(f), "lost"),
+    "kernel output as an error": (ops.MEM_ALLOC.code, lambda f: _output(b"x", status=1) + _with(f), "lost"),
+    "kernel output bulk past the record": (ops.MEM_ALLOC.code,
+                                           lambda f: _raw_record(Frame(ops.OUTPUT.code)) + _with(f), "lost"),
 }
+
+
+def _output(text: bytes, **changes) -> bytes:
+    return _with(Frame(ops.OUTPUT.code, 0, Flags.REPLY, bulk=text), **changes)
 
 
 @pytest.mark.parametrize("case", sorted(REPLY_CASES))
@@ -244,6 +253,33 @@ def test_malformed_reply_is_a_clean_error(stand_ins, programs, server, case):
     message = {"lost": "connection to rgpu-server lost", "inconsistent": "is inconsistent",
                "frame limit": "frame limit of 0 bytes"}[expected]
     assert message in proc.stderr, proc.stderr
+
+
+def test_kernel_output_is_printed_only_when_asked_for(stand_ins, programs, server):
+    """OUTPUT ahead of a reply goes to the program's stdout, before its own later lines; from a server whose
+    HELLO did not take the feature, the same frame is refused and the connection closed."""
+    proxy = CorruptingProxy(server, ops.MEM_ALLOC.code, lambda f: _output(b"from the kernel\n") + _with(f))
+    try:
+        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=proxy.address)
+    finally:
+        proxy.close()
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 0 and proc.stdout.endswith("from the kernel\nreply_checks OK\n"), proc.stdout
+
+    def without_output(frame):
+        fields = ops.HELLO.decode_reply(frame.args)
+        return _with(frame, args=ops.HELLO.pack_reply(*fields._replace(features=fields.features & ~Feature.OUTPUT)))
+
+    hello = CorruptingProxy(server, ops.HELLO.code, without_output)
+    proxy = CorruptingProxy(hello.address, ops.MEM_ALLOC.code, lambda f: _output(b"unasked\n") + _with(f))
+    try:
+        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=proxy.address)
+    finally:
+        proxy.close()
+        hello.close()
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 3 and "unasked" not in proc.stdout, proc.stdout + proc.stderr
+    assert "kernel output that this library did not ask for" in proc.stderr, proc.stderr
 
 
 def test_frame_limit_of_4_gib_is_clamped(stand_ins, programs, server):

@@ -273,8 +273,9 @@ class ClientHandshake:
     """Client side. hello() -> send; on_hello_reply() -> AUTH frame to send or None; on_auth_reply()."""
 
     def __init__(self, psk: bytes | None, *, agent: str = "rgpu-python", major: int = PROTOCOL_MAJOR,
-                 status: bool = False):
+                 status: bool = False, features: int = int(SUPPORTED_FEATURES)):
         self.psk = psk
+        self.features = features  # what this client takes (tests play older clients with fewer)
         self.status = status
         self.agent = agent
         self.major = major
@@ -288,8 +289,8 @@ class ClientHandshake:
     def hello(self, request_id: int = 1) -> Frame:
         flags = (int(HelloFlags.PSK) if self.psk else 0) | (int(HelloFlags.STATUS) if self.status else 0)
         ciphers = int(SUPPORTED_CIPHERS) if self.psk else 0
-        self._hello_frame = Hello(major=self.major, ciphers=ciphers, nonce=self._nonce, flags=flags,
-                                  agent=self.agent).to_frame(request_id)
+        self._hello_frame = Hello(major=self.major, features=self.features, ciphers=ciphers, nonce=self._nonce,
+                                  flags=flags, agent=self.agent).to_frame(request_id)
         return self._hello_frame
 
     def on_hello_reply(self, frame: Frame) -> Frame | None:

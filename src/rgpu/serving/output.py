@@ -49,9 +49,10 @@ class KernelOutput:
     """fd 1 of this process, captured for one session. `frames()` before each reply; `close()` at the end."""
 
     def __init__(self, read_fd: int, saved_stdout: int, *, max_pending: int = MAX_PENDING, max_chunk: int,
-                 session_log: logging.Logger | logging.LoggerAdapter = log):
+                 session_log: logging.Logger | logging.LoggerAdapter = log, target_fd: int = 1):
         self._fd = read_fd
         self._saved = saved_stdout
+        self._target = target_fd
         self.max_pending = max_pending
         self.max_chunk = max(1, max_chunk)
         self._log = session_log
@@ -70,17 +71,20 @@ class KernelOutput:
 
     @classmethod
     def capture(cls, *, max_chunk: int, max_pending: int = MAX_PENDING,
-                session_log: logging.Logger | logging.LoggerAdapter = log) -> KernelOutput:
-        """Point fd 1 at a new pipe; Python's own sys.stdout keeps the server's stdout."""
-        unbuffer_c_stdout()
-        sys.stdout.flush()
+                session_log: logging.Logger | logging.LoggerAdapter = log, target_fd: int = 1) -> KernelOutput:
+        """Point fd 1 (`target_fd`: tests) at a new pipe; Python's own sys.stdout keeps the server's stdout."""
+        if target_fd == 1:
+            unbuffer_c_stdout()
+            sys.stdout.flush()
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
-        saved = os.dup(1)
-        os.dup2(write_fd, 1)  # fd 1 itself stays inheritable, as stdout should
+        saved = os.dup(target_fd)
+        os.dup2(write_fd, target_fd)  # the target itself stays inheritable, as stdout should
         os.close(write_fd)
         os.set_blocking(read_fd, False)
-        sys.stdout = open(saved, "w", buffering=1, closefd=False)
-        return cls(read_fd, saved, max_pending=max_pending, max_chunk=max_chunk, session_log=session_log)
+        if target_fd == 1:
+            sys.stdout = open(saved, "w", buffering=1, closefd=False)
+        return cls(read_fd, saved, max_pending=max_pending, max_chunk=max_chunk, session_log=session_log,
+                   target_fd=target_fd)
 
     def _pump(self) -> None:
         while True:
@@ -136,8 +140,9 @@ class KernelOutput:
 
     def close(self) -> None:
         """Give fd 1 back to the server's stdout; output no frame carried (the client is gone) goes there."""
-        sys.stdout.flush()
-        os.dup2(self._saved, 1)  # the pipe's last write end closes: the thread sees the end
+        if self._target == 1:
+            sys.stdout.flush()
+        os.dup2(self._saved, self._target)  # the pipe's last write end closes: the thread sees the end
         self._thread.join(timeout=5)
         rest = self.take()
         with self._lock:
@@ -150,5 +155,6 @@ class KernelOutput:
             pass
         if self.dropped_total:
             self._log.warning("%d bytes of kernel printf output were dropped in all", self.dropped_total)
-        sys.stdout = sys.__stdout__
+        if self._target == 1:
+            sys.stdout = sys.__stdout__
         os.close(self._saved)
