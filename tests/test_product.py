@@ -341,15 +341,29 @@ def test_no_gpu_is_said_once_and_shutdown_is_clean(tmp_path):
 # -- rgpu status --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("isolation", ["process", "thread"])
 def test_status_lists_live_sessions(isolation):
-    with local_server("fake", ["--isolation", isolation, "--log-level", "warning"]) as address:
+    from rgpu.client import _Request
+    from rgpu.protocol import ops
+
+    with local_server("fake", ["--isolation", isolation, "--log-level", "warning",
+                               "--session-mem-limit", str(64 << 20)]) as address:
         with rgpu.connect(address) as c:
             c.mem_alloc(3 << 20)
+            c.mem_free(c.mem_alloc(5 << 20))
+            c.mem_alloc(1 << 20)
+            vmm = c._call(_Request(ops.MEM_CREATE, (2 << 20, 0, 0, 0, 0, 0)))
+            c._call(_Request(ops.MEM_ALLOC_ASYNC, (4 << 20, 0, 0)))
             status = rgpu.client.server_status(address)
             assert status["backend"] == "fake" and status["isolation"] == isolation
             (row,) = status["sessions"]
             assert row["id"] == c.session_id and row["peer"].startswith("127.0.0.1:") and row["age_s"] >= 0
-            if isolation == "thread":
-                assert row["memory"] == 3 << 20 and row["calls"] >= 3
+            # The same figures whether the session lives in a worker process or in the server's own.
+            assert row["memory"] == 10 << 20 and row["memory_peak"] == 10 << 20
+            assert row["memory_limit"] == 64 << 20 and row["allocations"] == 2 and row["calls"] >= 7
+            assert row["memory_by_kind"] == {"alloc": 4 << 20, "virtual memory": 2 << 20, "pool memory": 4 << 20}
+            assert row["objects"]["context"] == 1 and row["objects"]["vmm_allocation"] == 1
+            assert row["objects"]["mem_pool"] == 1 and row["last_error"] is None
+            c._call(_Request(ops.MEM_RELEASE, (vmm,)))
+            assert rgpu.client.server_status(address)["sessions"][0]["memory"] == 8 << 20
             proc = rgpu_cli("status", "--server", address, "--json")
             assert proc.returncode == 0, proc.stderr
             shown = __import__("json").loads(proc.stdout)
@@ -357,6 +371,7 @@ def test_status_lists_live_sessions(isolation):
             assert shown["devices"][0]["name"] == "rgpu fake GPU 0" and shown["devices"][0]["free"] > 0
             text = rgpu_cli("status", "--server", address).stdout
             assert "fake backend" in text and "sessions: 1 live" in text and row["peer"] in text
+            assert "8.0 MiB of 64.0 MiB" in text and "10.0 MiB" in text and "pool memory 4.0 MiB" in text
         deadline = time.monotonic() + 30  # a worker's session is gone once the worker has exited
         while rgpu.client.server_status(address)["sessions"]:
             assert time.monotonic() < deadline, "a closed session is still listed"

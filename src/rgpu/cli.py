@@ -224,6 +224,10 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.1f} MiB"
+
+
 def cmd_status(args) -> int:
     """Like nvidia-smi for an rgpu server: its backend, devices and memory, and its live sessions."""
     import json
@@ -256,11 +260,16 @@ def cmd_status(args) -> int:
     sessions = status["sessions"]
     print(f"sessions: {len(sessions)} live (limit {status['max_sessions']})")
     if sessions:
-        print(f"  {'id':>5}  {'peer':24} {'age':>9} {'memory':>10} {'calls':>8}  last error")
+        print(f"  {'id':>5}  {'peer':24} {'age':>9} {'memory':>10} {'peak':>10} {'allocs':>6} {'calls':>8}  last error")
     for row in sessions:
-        memory = f"{row['memory'] / 2**20:.1f} MiB" if "memory" in row else "-"
-        print(f"  {row['id']:>5}  {row['peer']:24} {row['age_s']:>7.1f} s {memory:>10} {row.get('calls', '-'):>8}  "
-              f"{row.get('last_error') or '-'}")
+        memory, peak = (_mib(row.get(k)) for k in ("memory", "memory_peak"))
+        if row.get("memory_limit") is not None:
+            memory += f" of {_mib(row['memory_limit'])}"
+        print(f"  {row['id']:>5}  {row['peer']:24} {row['age_s']:>7.1f} s {memory:>10} {peak:>10} "
+              f"{row.get('allocations', '-'):>6} {row.get('calls', '-'):>8}  {row.get('last_error') or '-'}")
+        other = {k: v for k, v in row.get("memory_by_kind", {}).items() if k != "alloc"}
+        if other:
+            print("         also: " + ", ".join(f"{k} {_mib(v)}" for k, v in sorted(other.items())))
     if status["recently_ended"]:
         print(f"recently ended: {len(status['recently_ended'])} session(s); the last: "
               f"{status['recently_ended'][-1].get('reason')}")

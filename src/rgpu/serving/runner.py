@@ -91,7 +91,7 @@ async def _answer_status(server, io: TrioFrameStream, session_id: int, peer: str
         return
     if frame.opcode != ops.SERVER_STATUS.code:
         raise ProtocolError(f"a status connection asks SERVER_STATUS only, not opcode 0x{frame.opcode:04x}")
-    await io.send_frame(frame.reply(bulk=json.dumps(server.status()).encode()))
+    await io.send_frame(frame.reply(bulk=json.dumps(await server.status_report()).encode()))
     log.info("[connection %d] %s asked for the server's status", session_id, peer)
 
 

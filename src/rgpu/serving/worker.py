@@ -7,7 +7,8 @@ own GPU address space. Exiting is the most complete teardown there is.
 
 Life of a worker: start, initialise the backend (so a session never waits for cuInit), report READY on the
 control socket, wait for one client socket (SCM_RIGHTS) with the session's parameters and keys, serve that
-one session with a plain blocking loop -- the only thread here, so blocking on the GPU is fine -- free
+one session with a plain blocking loop -- the only thread that serves requests, so blocking on the GPU is
+fine (two helpers answer `rgpu status` and drain kernel printf output) -- free
 everything, report final counters, exit.
 """
 
@@ -22,6 +23,7 @@ import resource
 import signal
 import socket
 import sys
+import threading
 import time
 
 from rgpu.backends.base import BackendUnavailable
@@ -109,7 +111,7 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
         except ConnectionError:
             frame = None
         action = next_action(session, frame, io.conn.max_record)
-        reply = action.run()  # the only thread here: blocking on the GPU blocks no one else
+        reply = action.run()  # the only thread serving: blocking on the GPU blocks no one else
         if reply is not None:
             session.replies_sent += 1
             session.replies_by_op[reply.opcode] = session.replies_by_op.get(reply.opcode, 0) + 1
@@ -147,12 +149,29 @@ def report_released(control: socket.socket) -> None:
         control.settimeout(None)
 
 
-def run_session(handoff: Handoff, client: socket.socket, backend, control: socket.socket | None = None) -> dict:
+def answer_status_queries(sock: socket.socket, session: Session) -> None:
+    """`rgpu status` asks the supervisor, which asks each worker on a socket of its own: this thread answers
+    with the session's figures, so the session's loop never looks at that socket. Ends with the socket."""
+    try:
+        while sock.recv(64):
+            try:
+                usage = session.usage()
+            except Exception as e:  # a figure mid-change: no figures this time, the session carries on
+                usage = {"usage_error": f"{type(e).__name__}: {e}"}
+            sock.sendall(json.dumps(usage).encode() + b"\n")
+    except OSError:
+        pass
+
+
+def run_session(handoff: Handoff, client: socket.socket, backend, control: socket.socket | None = None,
+                status: socket.socket | None = None) -> dict:
     cache = ModuleCache(handoff.module_cache, handoff.module_cache_bytes) if handoff.module_cache else None
     session = Session(handoff.session_id, backend, mem_limit=handoff.mem_limit, peer=handoff.peer,
                       module_cache=cache)
     if control is not None:
         session.on_released = lambda: report_released(control)
+    if status is not None:
+        threading.Thread(target=answer_status_queries, args=(status, session), name="status", daemon=True).start()
     conn = Connection(handoff.max_frame, reuse_receive_buffers=True)
     if handoff.keys is not None:
         keys = handoff.keys
@@ -208,6 +227,7 @@ def _start_backend(kind: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="rgpu-worker")
     ap.add_argument("--control-fd", type=int, required=True)
+    ap.add_argument("--status-fd", type=int, default=None)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--log-level", default="info")
     args = ap.parse_args(argv)
@@ -217,6 +237,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     signal.signal(signal.SIGTERM, _on_sigterm)
     control = socket.socket(fileno=args.control_fd)
+    status = socket.socket(fileno=args.status_fd) if args.status_fd is not None else None
     try:
         with _Interruptible():  # a worker still starting when the server stops has nothing to finish
             backend, fallback = _start_backend(args.backend)
@@ -228,7 +249,7 @@ def main(argv=None) -> int:
         if assignment is None:
             return 0
         handoff, client = assignment
-        stats = run_session(handoff, client, backend, control)
+        stats = run_session(handoff, client, backend, control, status)
         # Nothing left to interrupt; SIG_IGN survives interpreter shutdown, where Python would otherwise
         # restore the default action and a late SIGTERM would kill us mid-exit.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
