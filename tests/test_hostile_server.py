@@ -367,6 +367,7 @@ def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path)
     out = stand_ins[0]
     key = tmp_path / "key"
     key.write_text(bytes(range(32)).hex())
+    key.chmod(0o600)
     for psk in (False, True):
         with local_server("fake", ["--log-level", "warning", *(["--psk-file", str(key)] if psk else [])]) as address:
             env = {"RGPU_PSK_FILE": str(key)} if psk else {}

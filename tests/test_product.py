@@ -16,6 +16,7 @@ import pytest
 import rgpu
 from rgpu import config, shims
 from rgpu.cli import local_server
+from rgpu.config import ConfigurationError
 from rgpu.errors import AuthenticationError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -99,17 +100,44 @@ def test_client_errors_are_one_line(tmp_path):
         assert text in line, (args, line)
 
 
-def test_readable_psk_file_is_warned_about(tmp_path):
+def test_readable_psk_file_is_refused_unless_allowed(tmp_path):
+    """As ssh with a private key: group- or world-readable is refused by the CLI, the server, the Python client
+    and the stand-ins alike, with the chmod to run; --allow-readable-psk (RGPU_ALLOW_READABLE_PSK=1) uses it."""
     key = tmp_path / "key"
     key.write_text(os.urandom(32).hex())
-    key.chmod(0o644)
-    proc = rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key))
-    assert f"can be read by other users (mode 0644)" in proc.stderr and f"chmod 600 {key}" in proc.stderr
-    server = subprocess.run([*SERVER, "--spin-us", "-1", "--psk-file", str(key)], capture_output=True, text=True,
-                            timeout=60)  # the server reads the key (and warns) before it checks its settings
-    assert server.returncode == 2 and f"chmod 600 {key}" in server.stderr
+    key.chmod(0o640)
+    refused = f"PSK file {key} can be read by other users (mode 0640)"
+    line = one_line_error(rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key)))
+    assert refused in line and f"refusing it; run: chmod 600 {key}" in line and "--allow-readable-psk" in line
+    server = subprocess.run([*SERVER, "--port", "0", "--backend", "fake", "--psk-file", str(key)],
+                            capture_output=True, text=True, timeout=60)
+    assert server.returncode == 2 and refused in server.stderr and "Traceback" not in server.stderr
+    with pytest.raises(ConfigurationError, match="chmod 600"):
+        rgpu.connect("127.0.0.1:1", psk_file=str(key))
+    # Allowed: used, with a warning; the connection attempt is what fails now.
+    line = one_line_error(rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key),
+                                   "--allow-readable-psk"))
+    assert "cannot reach rgpu-server at 127.0.0.1:1" in line
+    proc = rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key), "--allow-readable-psk")
+    assert "used anyway, as asked; run: chmod 600" in proc.stderr
     key.chmod(0o600)
     assert "chmod" not in rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key)).stderr
+
+
+def test_readable_psk_file_is_refused_by_the_stand_ins(shim_dir, tmp_path):
+    key = tmp_path / "key"
+    key.write_text(os.urandom(32).hex())
+    key.chmod(0o604)
+    with local_server("fake", ["--psk-file", str(key), "--allow-readable-psk", "--log-level", "warning"]) as address:
+        env = shims.environment(shim_dir)
+        env.update(RGPU_SERVER=address, RGPU_PSK_FILE=str(key))
+        env.pop("RGPU_ALLOW_READABLE_PSK", None)
+        proc = subprocess.run([str(shim_dir / "rpc_smoke")], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and f"PSK file {key} can be read by other users (mode 0604)" in proc.stderr
+        assert f"refusing it; run: chmod 600 {key}" in proc.stderr
+        env["RGPU_ALLOW_READABLE_PSK"] = "1"
+        proc = subprocess.run([str(shim_dir / "rpc_smoke")], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "used anyway, as asked" in proc.stderr, proc.stdout + proc.stderr
 
 
 def test_server_startup_errors_are_one_line():

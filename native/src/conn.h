@@ -81,7 +81,8 @@ CUresult conn_not_ready(void);
 int conn_dial(const char *spec);
 
 /* conn_psk.c: the pre-shared key, and the PSK half of the handshake (proofs over the transcript, record keys). */
-int conn_load_psk(const char *path, uint8_t *key, size_t *key_len); /* 0, -1 unreadable, -2 too short */
+/* 0, -1 unreadable, -2 too short, -3 refused: others may read it (logged here) */
+int conn_load_psk(const char *path, uint8_t *key, size_t *key_len);
 struct conn_hellos {
     const uint8_t *client, *server; /* both HELLOs' args (RGPU_HELLO_REQ_SIZE bytes each) */
     const uint8_t *client_agent, *server_agent;

@@ -79,7 +79,7 @@ static CUresult handshake(void)
     const char *psk_file = getenv("RGPU_PSK_FILE");
     int rc = psk_file && *psk_file ? conn_load_psk(psk_file, psk, &psk_len) : 0;
     CUresult r = CUDA_ERROR_NOT_INITIALIZED;
-    if (rc)
+    if (rc == -1 || rc == -2)
         rgpu_log(RGPU_LOG_ERROR, rc == -2 ? "PSK in %s is shorter than 32 bytes" : "cannot read PSK file %s",
                  psk_file);
     else if (!psk_len || !rgpu_crypto_load())

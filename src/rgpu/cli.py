@@ -61,6 +61,20 @@ def _port(text: str) -> int:
     return port
 
 
+def _add_allow_readable_psk(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-readable-psk", action="store_true",
+                   help="use a PSK file that group or others can read (refused otherwise; chmod 600 it instead); "
+                        "also $RGPU_ALLOW_READABLE_PSK=1, which programs run by rgpu inherit")
+
+
+def _allow_readable_psk(args) -> None:
+    """--allow-readable-psk as the environment says it, so the clients and stand-ins started from here see it."""
+    if getattr(args, "allow_readable_psk", False):
+        from rgpu.config import ALLOW_READABLE_PSK
+
+        os.environ[ALLOW_READABLE_PSK] = "1"
+
+
 def server_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rgpu-server", description="Serve this host's GPU to rgpu clients.")
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -69,6 +83,7 @@ def server_parser() -> argparse.ArgumentParser:
                    help="cuda: the real GPU; fake: emulation for tests; auto: cuda if a GPU answers")
     p.add_argument("--psk-file", help="pre-shared key file (hex or raw, >= 32 bytes): clients must prove it, "
                                       "frames are encrypted and authenticated")
+    _add_allow_readable_psk(p)
     p.add_argument("--insecure", action="store_true",
                    help="allow a non-loopback --bind without a PSK (trusted networks only)")
     p.add_argument("--isolation", choices=("process", "thread"), default="process",
@@ -167,6 +182,7 @@ def server_main(argv=None) -> int:
             print(f"rgpu-server: cannot open --log-file {args.log_file}: {e.strerror}", file=sys.stderr)
             return 2
     _setup_logging(args.log_level)
+    _allow_readable_psk(args)
     try:
         psk = None
         if args.psk_file:
@@ -474,6 +490,7 @@ def main(argv=None) -> int:
     common.add_argument("--server", help="host:port of rgpu-server (default: $RGPU_SERVER, else 127.0.0.1:9713)")
     common.add_argument("--psk-file", help="pre-shared key file (default: $RGPU_PSK_FILE, else none)")
     common.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS)
+    _add_allow_readable_psk(common)
     info = sub.add_parser("info", parents=[common], help="show the server's devices")
     info.set_defaults(fn=cmd_info)
     demo = sub.add_parser("demo", parents=[common],
@@ -505,6 +522,7 @@ def main(argv=None) -> int:
     add_bridge_parser(sub, common)
     args = p.parse_args(argv)
     _setup_logging(getattr(args, "log_level", "warning"))
+    _allow_readable_psk(args)
     try:
         return args.fn(args)
     except (RgpuError, OSError, RuntimeError, ValueError) as e:
