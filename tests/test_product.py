@@ -276,13 +276,21 @@ SMALL_PROGRAM = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_wheel_installed_outside_the_checkout(tmp_path):
-    """Build the wheel, install it (no dependencies: they come from this environment) into a fresh virtual
-    environment, and use it from a directory that is not the checkout: build the stand-ins into the user's
-    cache, run a small driver-API program through them against a fake-backend server, and ask the doctor."""
+    """Build the platform wheel (stand-ins prebuilt), install it (no dependencies: they come from this
+    environment) into a fresh virtual environment, and use it from a directory that is not the checkout, with
+    nothing compiled on the way: `rgpu run` and `rgpu doctor` on a driver-API program against a fake-backend
+    server, `rgpu status --json`, `rgpu demo`. Then the development path: `rgpu build-shims` from the sources the
+    wheel carries, into the user's cache, incrementally."""
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
-                   check=True, capture_output=True, timeout=300)
+                   check=True, capture_output=True, timeout=600, env={**os.environ, "RGPU_WHEEL_SHIMS": "1"})
     (wheel,) = wheels.glob("rgpu-*.whl")
+    assert wheel.name.startswith("rgpu-") and "-py3-none-linux_" in wheel.name, wheel.name
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"rgpu/_shims/{lib.soname}" for lib in shims.libraries()} | {"rgpu/_shims/vecadd"} <= names
+    assert "rgpu/_native/src/conn_io.c" in names and not any(n.endswith((".o", ".d")) for n in names)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
@@ -297,7 +305,8 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RGPU_", "PYTHON"))}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    cache = tmp_path / "cache"
+    env["XDG_CACHE_HOME"] = str(cache)
     bin_ = venv / "bin"
 
     def run(*args, **kw):
@@ -306,19 +315,15 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc
 
-    where = run("python", "-c", "import rgpu, rgpu.shims as s; print(rgpu.__file__); print(s.default_out_dir())")
-    module, out_dir = where.stdout.split()
-    assert module.startswith(str(venv)) and out_dir.startswith(str(tmp_path / "cache" / "rgpu"))
-    built = run("rgpu", "build-shims")
-    assert built.returncode == 0 and "[1/" in built.stderr and "LINK libcuda.so.1" in built.stderr, built.stderr
-    assert f"stand-ins up to date in {out_dir}" in built.stdout
-    again = run("rgpu", "build-shims")  # incremental: nothing to do
-    assert again.returncode == 0 and "[1/" not in again.stderr, again.stderr
-    assert not any(ROOT in p.parents for p in pathlib.Path(out_dir).rglob("*"))
+    where = run("python", "-c", "import rgpu, rgpu.shims as s; print(rgpu.__file__); print(s.default_out_dir()); "
+                                "print(s.ensure_built())")
+    module, out_dir, prebuilt = where.stdout.split()
+    assert module.startswith(str(venv)) and out_dir.startswith(str(cache / "rgpu"))
+    assert prebuilt == str(pathlib.Path(module).parent / "_shims")
 
     (work / "small.c").write_text(SMALL_PROGRAM)
     include = run("python", "-c", "from rgpu import shims; print(shims.cuda_include(13))").stdout.strip()
-    subprocess.run(["gcc", "-O1", f"-I{include}", "-o", "small", "small.c", f"-L{out_dir}", "-l:libcuda.so.1"],
+    subprocess.run(["gcc", "-O1", f"-I{include}", "-o", "small", "small.c", f"-L{prebuilt}", "-l:libcuda.so.1"],
                    cwd=work, check=True, timeout=120)
     port_file = work / "port"
     server = subprocess.Popen([str(bin_ / "rgpu-server"), "--port", "0", "--port-file", str(port_file), "--backend",
@@ -332,14 +337,27 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
         address = f"127.0.0.1:{int(port_file.read_text())}"
         ran = run("rgpu", "run", "--server", address, "--", "./small")
         assert ran.returncode == 0 and "small program on rgpu fake GPU 0: 1 2 3 4" in ran.stdout, ran.stderr
-        assert "[1/" not in ran.stderr  # the stand-ins were up to date
+        assert "[1/" not in ran.stderr  # nothing compiled: the wheel's own stand-ins
         doctor = run("rgpu", "doctor", "--server", address, "--", "./small")
         assert doctor.returncode == 0 and "small program on" in doctor.stdout
-        assert "libcuda.so.1" in doctor.stdout and "rgpu stand-in" in doctor.stdout and "answers" in doctor.stdout
+        assert f"stand-ins from {prebuilt}" in doctor.stdout and "rgpu stand-in" in doctor.stdout
+        assert "answers" in doctor.stdout
+        status = run("rgpu", "status", "--server", address, "--json")
+        assert status.returncode == 0 and __import__("json").loads(status.stdout)["server"]["backend"] == "fake"
+        demo = run("rgpu", "demo", "--server", address)
+        assert demo.returncode == 0 and "C program through libcuda.so.1 shim: vecadd" in demo.stdout, demo.stdout
+        assert not list(cache.rglob("libcuda.so.1"))  # still nothing compiled
         assert run("python", "-m", "rgpu", "--version").stdout.startswith("rgpu ")
     finally:
         server.terminate()
         server.wait(30)
+
+    built = run("rgpu", "build-shims")
+    assert built.returncode == 0 and "[1/" in built.stderr and "LINK libcuda.so.1" in built.stderr, built.stderr
+    assert f"stand-ins up to date in {out_dir}" in built.stdout
+    again = run("rgpu", "build-shims")  # incremental: nothing to do
+    assert again.returncode == 0 and "[1/" not in again.stderr, again.stderr
+    assert not any(ROOT in p.parents for p in pathlib.Path(out_dir).rglob("*"))
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this host has a GPU")

@@ -362,9 +362,7 @@ def run_native_demo(address: str, psk_file: str | None = None) -> bool:
     from rgpu.kernels import build as kernels
 
     try:
-        shim_dir = shims.default_out_dir()
-        shims.build(shim_dir, progress=True)  # rebuilds what is stale only
-        shims.build_examples(shim_dir, progress=True)
+        shim_dir = shims.ensure_examples(shims.ensure_built())  # prebuilt, or rebuilt where stale
     except shims.BuildFailed as e:
         print(f"native demo FAILED: {e}")
         return False
@@ -395,10 +393,10 @@ def run_runtime_demo(address: str, psk_file: str | None = None) -> bool:
     if shutil.which("nvcc") is None:
         print("runtime demo skipped: needs nvcc (the CUDA compiler) to build an unmodified CUDA program")
         return True
-    shim_dir = shims.default_out_dir()
-    exe = shim_dir / "vector_add_runtime"
-    shims.build(shim_dir, progress=True)
+    shim_dir = shims.ensure_built()
+    exe = shims.default_out_dir() / "vector_add_runtime"  # a wheel's own directory may not be writable
     if not exe.exists() or exe.stat().st_mtime < source.stat().st_mtime:
+        exe.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(source)], check=True, capture_output=True)
     env = shims.environment(shim_dir)
     env["RGPU_SERVER"] = address
