@@ -235,6 +235,20 @@ REPLY_CASES = {
 }
 
 
+def _reply_checks_through(stand_ins, programs, server, *layers):
+    """reply_checks through a chain of proxies, one per (opcode, corruption), the first next to the server."""
+    proxies = []
+    try:
+        for opcode, corrupt in layers:
+            proxies.append(CorruptingProxy(proxies[-1].address if proxies else server, opcode, corrupt))
+        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=proxies[-1].address)
+    finally:
+        for proxy in reversed(proxies):
+            proxy.close()
+    _no_sanitizer_report(proc)
+    return proc
+
+
 def _output(text: bytes, **changes) -> bytes:
     return _with(Frame(ops.OUTPUT.code, 0, Flags.REPLY, bulk=text), **changes)
 
@@ -270,14 +284,8 @@ def test_kernel_output_is_printed_only_when_asked_for(stand_ins, programs, serve
         fields = ops.HELLO.decode_reply(frame.args)
         return _with(frame, args=ops.HELLO.pack_reply(*fields._replace(features=fields.features & ~Feature.OUTPUT)))
 
-    hello = CorruptingProxy(server, ops.HELLO.code, without_output)
-    proxy = CorruptingProxy(hello.address, ops.MEM_ALLOC.code, lambda f: _output(b"unasked\n") + _with(f))
-    try:
-        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=proxy.address)
-    finally:
-        proxy.close()
-        hello.close()
-    _no_sanitizer_report(proc)
+    proc = _reply_checks_through(stand_ins, programs, server, (ops.HELLO.code, without_output),
+                                 (ops.MEM_ALLOC.code, lambda f: _output(b"unasked\n") + _with(f)))
     assert proc.returncode == 3 and "unasked" not in proc.stdout, proc.stdout + proc.stderr
     assert "kernel output that this library did not ask for" in proc.stderr, proc.stderr
 
@@ -294,14 +302,8 @@ def test_frame_limit_of_4_gib_is_clamped(stand_ins, programs, server):
     assert proc.returncode == 0 and "reply_checks OK" in proc.stdout, proc.stdout + proc.stderr
 
     # 0xFFFFFFFF announced, then a 2 GiB record: refused by its length alone.
-    proxy = CorruptingProxy(server, ops.HELLO.code, _hello(0xFFFFFFFF))
-    big = CorruptingProxy(proxy.address, ops.MEM_ALLOC.code, lambda f: struct.pack("<I", 0x80000000) + bytes(64))
-    try:
-        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=big.address)
-    finally:
-        big.close()
-        proxy.close()
-    _no_sanitizer_report(proc)
+    proc = _reply_checks_through(stand_ins, programs, server, (ops.HELLO.code, _hello(0xFFFFFFFF)),
+                                 (ops.MEM_ALLOC.code, lambda f: struct.pack("<I", 0x80000000) + bytes(64)))
     assert proc.returncode == 3 and "connection to rgpu-server lost" in proc.stderr, proc.stdout + proc.stderr
 
 

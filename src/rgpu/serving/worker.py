@@ -48,9 +48,12 @@ class ShuttingDown(BaseException):
 
 
 _interruptible = False  # only while waiting for a client or serving one; elsewhere we are exiting anyway
+_stop_requested = False  # a SIGTERM came: honoured at the next interruptible step, if it came outside one
 
 
 def _on_sigterm(signum, frame):
+    global _stop_requested
+    _stop_requested = True
     if _interruptible:
         raise ShuttingDown()
 
@@ -59,6 +62,9 @@ class _Interruptible:
     def __enter__(self):
         global _interruptible
         _interruptible = True
+        if _stop_requested:  # arrived while starting up, or was swallowed by code that caught everything
+            _interruptible = False
+            raise ShuttingDown()
 
     def __exit__(self, *exc):
         global _interruptible
