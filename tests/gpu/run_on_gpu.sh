@@ -54,6 +54,18 @@ for s in $sections; do
       timeout 120 /tmp/rgpu-printf > "$OUT/printf_native.txt"; echo "native rc=$?"
       timeout 120 python3 -m rgpu.cli run --server 127.0.0.1:$(cat $port_file) --shims $shims -- /tmp/rgpu-printf \
         > "$OUT/printf_rgpu.txt"; echo "rgpu rc=$?"
+      nvcc -ptx -o /tmp/rgpu-printf.ptx tests/cuda/printf.cu && timeout 120 python3 - 127.0.0.1:$(cat $port_file) <<'PY' || rc=1
+import sys, rgpu
+out = []
+with rgpu.connect(sys.argv[1], output=out.append) as c:  # the Python client: output to a callable
+    f = c.get_function(c.module_load(open("/tmp/rgpu-printf.ptx", "rb").read()), "_Z11printf_demoi")
+    c.launch(f, 1, 2, (5,))
+    c.synchronize()
+got = b"".join(out).decode()
+ok = got == "".join(f"printf_demo: block 0 thread {t} tag 5\n" for t in range(2))
+print("python client:", "OK" if ok else f"WRONG {got!r}")
+sys.exit(0 if ok else 1)
+PY
       kill -TERM $server; wait $server
       cat "$OUT/printf_rgpu.txt"
       if cmp -s "$OUT/printf_native.txt" "$OUT/printf_rgpu.txt" && grep -q "printf_demo: block 0 thread 3 tag 7" "$OUT/printf_rgpu.txt"
