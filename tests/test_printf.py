@@ -79,6 +79,18 @@ def test_python_client_gets_kernel_output_before_the_synchronising_call_returns(
         assert out.text == expected
 
 
+async def test_trio_client_gets_kernel_output_too(server):
+    out = Collected()
+    c = await rgpu.connect_async(server, output=out)
+    try:
+        demo = await c.get_function(await c.module_load(PTX), "printf_demo")
+        await c.launch(demo, 1, 2, (4,))
+        await c.synchronize()
+        assert out.text == "printf_demo: block 0 thread 0 tag 4\nprintf_demo: block 0 thread 1 tag 4\n"
+    finally:
+        await c.aclose()
+
+
 @pytest.fixture(scope="module")
 def printf_program(shim_dir, tmp_path_factory):
     if shutil.which("nvcc") is None:
