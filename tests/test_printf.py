@@ -165,8 +165,17 @@ def test_a_client_without_the_feature_leaves_output_in_the_servers_stdout(capfd)
     assert "printf_demo: block 0 thread 1 tag 3\n" in capfd.readouterr().out
 
 
-def test_thread_isolation_does_not_offer_the_feature():
+def test_thread_isolation_does_not_offer_the_feature(capfd):
     """Sessions in one process share its stdout: the server cannot tell whose output is whose."""
+    with local_server("fake", ["--isolation", "thread", "--log-level", "warning"]) as address:
+        out = Collected()
+        with rgpu.connect(address, output=out) as c:
+            assert not c.server.features & Feature.OUTPUT
+            demo, _ = _functions(c)
+            c.launch(demo, 1, 1, (6,))
+            c.synchronize()
+        assert out.chunks == []
+    assert "printf_demo: block 0 thread 0 tag 6\n" in capfd.readouterr().out
     hello = Hello(agent="t").to_frame(1)
     hs = ServerHandshake(None, max_frame=1 << 20, session_id=1,
                          features=int(SUPPORTED_FEATURES & ~Feature.OUTPUT))
