@@ -346,6 +346,8 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
         assert status.returncode == 0 and __import__("json").loads(status.stdout)["server"]["backend"] == "fake"
         demo = run("rgpu", "demo", "--server", address)
         assert demo.returncode == 0 and "C program through libcuda.so.1 shim: vecadd" in demo.stdout, demo.stdout
+        if shutil.which("nvcc"):  # an unmodified `nvcc -cudart shared` program, through the wheel's libcudart
+            assert "nvcc program through libcudart + libcuda shims: vector_add OK" in demo.stdout, demo.stdout
         assert not list(cache.rglob("libcuda.so.1"))  # still nothing compiled
         assert run("python", "-m", "rgpu", "--version").stdout.startswith("rgpu ")
     finally:
