@@ -339,7 +339,7 @@ def main():
         psk_file = None
         if args.psk:
             psk_file = os.path.join(tmp, "key")
-            with open(psk_file, "w") as f:
+            with os.fdopen(os.open(psk_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
                 f.write(os.urandom(32).hex())
         for backend in backends:
             for isolation in args.isolation.split(","):

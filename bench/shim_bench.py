@@ -54,6 +54,7 @@ def main() -> None:
         if args.psk:
             key = pathlib.Path(tmp) / "key"
             key.write_text(os.urandom(32).hex())
+            key.chmod(0o600)  # a key others can read is refused
             servers.append((["--psk-file", str(key)], [("rgpu batched + PSK", {"RGPU_PSK_FILE": str(key)})]))
         for server_args, configs in servers:
             # No idle workers: one starting in the background would compete with the measurement.

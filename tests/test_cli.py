@@ -30,6 +30,7 @@ def test_non_loopback_bind_without_psk_is_refused():
 def test_short_psk_file_is_refused(tmp_path):
     key = tmp_path / "key"
     key.write_text("0011223344")
+    key.chmod(0o600)
     proc = subprocess.run(SERVER + ["--port", "0", "--backend", "fake", "--psk-file", str(key)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "at least 32" in proc.stderr
@@ -104,6 +105,7 @@ def test_psk_files_between_real_processes(tmp_path):
     assert oct(key.stat().st_mode & 0o777) == "0o600"
     other = tmp_path / "other"
     other.write_text(os.urandom(32).hex())
+    other.chmod(0o600)
     with local_server("fake", ["--psk-file", str(key)]) as address:
         run_demo(address, psk_file=str(key), n=4096)
         with pytest.raises(AuthenticationError):

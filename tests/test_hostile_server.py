@@ -23,7 +23,8 @@ import pytest
 from rgpu import shims
 from rgpu.cli import local_server
 from rgpu.protocol import ops
-from rgpu.protocol.frames import HEADER, Frame, frame_bytes, parse_frame
+from rgpu.protocol.frames import HEADER, Flags, Frame, frame_bytes, parse_frame
+from rgpu.protocol.handshake import Feature
 
 REPO = pathlib.Path(__file__).parents[1]
 PTX = REPO / "src" / "rgpu" / "kernels" / "demo.ptx"
@@ -231,7 +232,29 @@ REPLY_CASES = {
                                 "inconsistent"),
     "copy longer than asked": (ops.MEMCPY_DTOH.code, lambda f: _with(f, bulk=bytes(f.bulk) * 2), "inconsistent"),
     "frame limit of 0": (ops.HELLO.code, _hello(0), "frame limit"),
+    "kernel output with arguments": (ops.MEM_ALLOC.code, lambda f: _output(b"x", args=b"\1") + _with(f), "lost"),
+    "kernel output as an error": (ops.MEM_ALLOC.code, lambda f: _output(b"x", status=1) + _with(f), "lost"),
+    "kernel output bulk past the record": (ops.MEM_ALLOC.code,
+                                           lambda f: _raw_record(Frame(ops.OUTPUT.code)) + _with(f), "lost"),
 }
+
+
+def _reply_checks_through(stand_ins, programs, server, *layers):
+    """reply_checks through a chain of proxies, one per (opcode, corruption), the first next to the server."""
+    proxies = []
+    try:
+        for opcode, corrupt in layers:
+            proxies.append(CorruptingProxy(proxies[-1].address if proxies else server, opcode, corrupt))
+        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=proxies[-1].address)
+    finally:
+        for proxy in reversed(proxies):
+            proxy.close()
+    _no_sanitizer_report(proc)
+    return proc
+
+
+def _output(text: bytes, **changes) -> bytes:
+    return _with(Frame(ops.OUTPUT.code, 0, Flags.REPLY, bulk=text), **changes)
 
 
 @pytest.mark.parametrize("case", sorted(REPLY_CASES))
@@ -250,6 +273,27 @@ def test_malformed_reply_is_a_clean_error(stand_ins, programs, server, case):
     assert message in proc.stderr, proc.stderr
 
 
+def test_kernel_output_is_printed_only_when_asked_for(stand_ins, programs, server):
+    """OUTPUT ahead of a reply goes to the program's stdout, before its own later lines; from a server whose
+    HELLO did not take the feature, the same frame is refused and the connection closed."""
+    proxy = CorruptingProxy(server, ops.MEM_ALLOC.code, lambda f: _output(b"from the kernel\n") + _with(f))
+    try:
+        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=proxy.address)
+    finally:
+        proxy.close()
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 0 and proc.stdout.endswith("from the kernel\nreply_checks OK\n"), proc.stdout
+
+    def without_output(frame):
+        fields = ops.HELLO.decode_reply(frame.args)
+        return _with(frame, args=ops.HELLO.pack_reply(*fields._replace(features=fields.features & ~Feature.OUTPUT)))
+
+    proc = _reply_checks_through(stand_ins, programs, server, (ops.HELLO.code, without_output),
+                                 (ops.MEM_ALLOC.code, lambda f: _output(b"unasked\n") + _with(f)))
+    assert proc.returncode == 3 and "unasked" not in proc.stdout, proc.stdout + proc.stderr
+    assert "kernel output that this library did not ask for" in proc.stderr, proc.stderr
+
+
 def test_frame_limit_of_4_gib_is_clamped(stand_ins, programs, server):
     """max_frame 0xFFFFFFFF: the client keeps its own ceiling, works normally, and still refuses a record
     beyond that ceiling before allocating for it."""
@@ -262,14 +306,8 @@ def test_frame_limit_of_4_gib_is_clamped(stand_ins, programs, server):
     assert proc.returncode == 0 and "reply_checks OK" in proc.stdout, proc.stdout + proc.stderr
 
     # 0xFFFFFFFF announced, then a 2 GiB record: refused by its length alone.
-    proxy = CorruptingProxy(server, ops.HELLO.code, _hello(0xFFFFFFFF))
-    big = CorruptingProxy(proxy.address, ops.MEM_ALLOC.code, lambda f: struct.pack("<I", 0x80000000) + bytes(64))
-    try:
-        proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", server=big.address)
-    finally:
-        big.close()
-        proxy.close()
-    _no_sanitizer_report(proc)
+    proc = _reply_checks_through(stand_ins, programs, server, (ops.HELLO.code, _hello(0xFFFFFFFF)),
+                                 (ops.MEM_ALLOC.code, lambda f: struct.pack("<I", 0x80000000) + bytes(64)))
     assert proc.returncode == 3 and "connection to rgpu-server lost" in proc.stderr, proc.stdout + proc.stderr
 
 
@@ -336,6 +374,7 @@ def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path)
     out = stand_ins[0]
     key = tmp_path / "key"
     key.write_text(bytes(range(32)).hex())
+    key.chmod(0o600)
     for psk in (False, True):
         with local_server("fake", ["--log-level", "warning", *(["--psk-file", str(key)] if psk else [])]) as address:
             env = {"RGPU_PSK_FILE": str(key)} if psk else {}

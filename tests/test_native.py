@@ -156,6 +156,8 @@ def test_psk_through_the_shim(shim_dir, tmp_path):
     key, wrong = tmp_path / "key", tmp_path / "wrong"
     key.write_text(TEST_KEY)
     wrong.write_text(os.urandom(32).hex())
+    key.chmod(0o600)
+    wrong.chmod(0o600)
     with local_server("fake", ["--psk-file", str(key), "--log-level", "warning"]) as address:
         ok = run(shim_dir, "vecadd", PTX, 50_000, env={"RGPU_SERVER": address, "RGPU_PSK_FILE": str(key)})
         assert ok.returncode == 0 and "OK (0 wrong)" in ok.stdout, ok.stderr

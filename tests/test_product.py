@@ -16,6 +16,7 @@ import pytest
 import rgpu
 from rgpu import config, shims
 from rgpu.cli import local_server
+from rgpu.config import ConfigurationError
 from rgpu.errors import AuthenticationError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -99,17 +100,44 @@ def test_client_errors_are_one_line(tmp_path):
         assert text in line, (args, line)
 
 
-def test_readable_psk_file_is_warned_about(tmp_path):
+def test_readable_psk_file_is_refused_unless_allowed(tmp_path):
+    """As ssh with a private key: group- or world-readable is refused by the CLI, the server, the Python client
+    and the stand-ins alike, with the chmod to run; --allow-readable-psk (RGPU_ALLOW_READABLE_PSK=1) uses it."""
     key = tmp_path / "key"
     key.write_text(os.urandom(32).hex())
-    key.chmod(0o644)
-    proc = rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key))
-    assert f"can be read by other users (mode 0644)" in proc.stderr and f"chmod 600 {key}" in proc.stderr
-    server = subprocess.run([*SERVER, "--spin-us", "-1", "--psk-file", str(key)], capture_output=True, text=True,
-                            timeout=60)  # the server reads the key (and warns) before it checks its settings
-    assert server.returncode == 2 and f"chmod 600 {key}" in server.stderr
+    key.chmod(0o640)
+    refused = f"PSK file {key} can be read by other users (mode 0640)"
+    line = one_line_error(rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key)))
+    assert refused in line and f"refusing it; run: chmod 600 {key}" in line and "--allow-readable-psk" in line
+    server = subprocess.run([*SERVER, "--port", "0", "--backend", "fake", "--psk-file", str(key)],
+                            capture_output=True, text=True, timeout=60)
+    assert server.returncode == 2 and refused in server.stderr and "Traceback" not in server.stderr
+    with pytest.raises(ConfigurationError, match="chmod 600"):
+        rgpu.connect("127.0.0.1:1", psk_file=str(key))
+    # Allowed: used, with a warning; the connection attempt is what fails now.
+    line = one_line_error(rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key),
+                                   "--allow-readable-psk"))
+    assert "cannot reach rgpu-server at 127.0.0.1:1" in line
+    proc = rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key), "--allow-readable-psk")
+    assert "used anyway, as asked; run: chmod 600" in proc.stderr
     key.chmod(0o600)
     assert "chmod" not in rgpu_cli("info", "--server", "127.0.0.1:1", "--psk-file", str(key)).stderr
+
+
+def test_readable_psk_file_is_refused_by_the_stand_ins(shim_dir, tmp_path):
+    key = tmp_path / "key"
+    key.write_text(os.urandom(32).hex())
+    key.chmod(0o604)
+    with local_server("fake", ["--psk-file", str(key), "--allow-readable-psk", "--log-level", "warning"]) as address:
+        env = shims.environment(shim_dir)
+        env.update(RGPU_SERVER=address, RGPU_PSK_FILE=str(key))
+        env.pop("RGPU_ALLOW_READABLE_PSK", None)
+        proc = subprocess.run([str(shim_dir / "rpc_smoke")], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and f"PSK file {key} can be read by other users (mode 0604)" in proc.stderr
+        assert f"refusing it; run: chmod 600 {key}" in proc.stderr
+        env["RGPU_ALLOW_READABLE_PSK"] = "1"
+        proc = subprocess.run([str(shim_dir / "rpc_smoke")], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "used anyway, as asked" in proc.stderr, proc.stdout + proc.stderr
 
 
 def test_server_startup_errors_are_one_line():
@@ -248,13 +276,21 @@ SMALL_PROGRAM = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_wheel_installed_outside_the_checkout(tmp_path):
-    """Build the wheel, install it (no dependencies: they come from this environment) into a fresh virtual
-    environment, and use it from a directory that is not the checkout: build the stand-ins into the user's
-    cache, run a small driver-API program through them against a fake-backend server, and ask the doctor."""
+    """Build the platform wheel (stand-ins prebuilt), install it (no dependencies: they come from this
+    environment) into a fresh virtual environment, and use it from a directory that is not the checkout, with
+    nothing compiled on the way: `rgpu run` and `rgpu doctor` on a driver-API program against a fake-backend
+    server, `rgpu status --json`, `rgpu demo`. Then the development path: `rgpu build-shims` from the sources the
+    wheel carries, into the user's cache, incrementally."""
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
-                   check=True, capture_output=True, timeout=300)
+                   check=True, capture_output=True, timeout=600, env={**os.environ, "RGPU_WHEEL_SHIMS": "1"})
     (wheel,) = wheels.glob("rgpu-*.whl")
+    assert wheel.name.startswith("rgpu-") and "-py3-none-linux_" in wheel.name, wheel.name
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"rgpu/_shims/{lib.soname}" for lib in shims.libraries()} | {"rgpu/_shims/vecadd"} <= names
+    assert "rgpu/_native/src/conn_io.c" in names and not any(n.endswith((".o", ".d")) for n in names)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
@@ -269,7 +305,8 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RGPU_", "PYTHON"))}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    cache = tmp_path / "cache"
+    env["XDG_CACHE_HOME"] = str(cache)
     bin_ = venv / "bin"
 
     def run(*args, **kw):
@@ -278,19 +315,15 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc
 
-    where = run("python", "-c", "import rgpu, rgpu.shims as s; print(rgpu.__file__); print(s.default_out_dir())")
-    module, out_dir = where.stdout.split()
-    assert module.startswith(str(venv)) and out_dir.startswith(str(tmp_path / "cache" / "rgpu"))
-    built = run("rgpu", "build-shims")
-    assert built.returncode == 0 and "[1/" in built.stderr and "LINK libcuda.so.1" in built.stderr, built.stderr
-    assert f"stand-ins up to date in {out_dir}" in built.stdout
-    again = run("rgpu", "build-shims")  # incremental: nothing to do
-    assert again.returncode == 0 and "[1/" not in again.stderr, again.stderr
-    assert not any(ROOT in p.parents for p in pathlib.Path(out_dir).rglob("*"))
+    where = run("python", "-c", "import rgpu, rgpu.shims as s; print(rgpu.__file__); print(s.default_out_dir()); "
+                                "print(s.ensure_built())")
+    module, out_dir, prebuilt = where.stdout.split()
+    assert module.startswith(str(venv)) and out_dir.startswith(str(cache / "rgpu"))
+    assert prebuilt == str(pathlib.Path(module).parent / "_shims")
 
     (work / "small.c").write_text(SMALL_PROGRAM)
     include = run("python", "-c", "from rgpu import shims; print(shims.cuda_include(13))").stdout.strip()
-    subprocess.run(["gcc", "-O1", f"-I{include}", "-o", "small", "small.c", f"-L{out_dir}", "-l:libcuda.so.1"],
+    subprocess.run(["gcc", "-O1", f"-I{include}", "-o", "small", "small.c", f"-L{prebuilt}", "-l:libcuda.so.1"],
                    cwd=work, check=True, timeout=120)
     port_file = work / "port"
     server = subprocess.Popen([str(bin_ / "rgpu-server"), "--port", "0", "--port-file", str(port_file), "--backend",
@@ -304,14 +337,29 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
         address = f"127.0.0.1:{int(port_file.read_text())}"
         ran = run("rgpu", "run", "--server", address, "--", "./small")
         assert ran.returncode == 0 and "small program on rgpu fake GPU 0: 1 2 3 4" in ran.stdout, ran.stderr
-        assert "[1/" not in ran.stderr  # the stand-ins were up to date
+        assert "[1/" not in ran.stderr  # nothing compiled: the wheel's own stand-ins
         doctor = run("rgpu", "doctor", "--server", address, "--", "./small")
         assert doctor.returncode == 0 and "small program on" in doctor.stdout
-        assert "libcuda.so.1" in doctor.stdout and "rgpu stand-in" in doctor.stdout and "answers" in doctor.stdout
+        assert f"stand-ins from {prebuilt}" in doctor.stdout and "rgpu stand-in" in doctor.stdout
+        assert "answers" in doctor.stdout
+        status = run("rgpu", "status", "--server", address, "--json")
+        assert status.returncode == 0 and __import__("json").loads(status.stdout)["server"]["backend"] == "fake"
+        demo = run("rgpu", "demo", "--server", address)
+        assert demo.returncode == 0 and "C program through libcuda.so.1 shim: vecadd" in demo.stdout, demo.stdout
+        if shutil.which("nvcc"):  # an unmodified `nvcc -cudart shared` program, through the wheel's libcudart
+            assert "nvcc program through libcudart + libcuda shims: vector_add OK" in demo.stdout, demo.stdout
+        assert not list(cache.rglob("libcuda.so.1"))  # still nothing compiled
         assert run("python", "-m", "rgpu", "--version").stdout.startswith("rgpu ")
     finally:
         server.terminate()
         server.wait(30)
+
+    built = run("rgpu", "build-shims")
+    assert built.returncode == 0 and "[1/" in built.stderr and "LINK libcuda.so.1" in built.stderr, built.stderr
+    assert f"stand-ins up to date in {out_dir}" in built.stdout
+    again = run("rgpu", "build-shims")  # incremental: nothing to do
+    assert again.returncode == 0 and "[1/" not in again.stderr, again.stderr
+    assert not any(ROOT in p.parents for p in pathlib.Path(out_dir).rglob("*"))
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this host has a GPU")
@@ -341,15 +389,29 @@ def test_no_gpu_is_said_once_and_shutdown_is_clean(tmp_path):
 # -- rgpu status --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("isolation", ["process", "thread"])
 def test_status_lists_live_sessions(isolation):
-    with local_server("fake", ["--isolation", isolation, "--log-level", "warning"]) as address:
+    from rgpu.client import _Request
+    from rgpu.protocol import ops
+
+    with local_server("fake", ["--isolation", isolation, "--log-level", "warning",
+                               "--session-mem-limit", str(64 << 20)]) as address:
         with rgpu.connect(address) as c:
             c.mem_alloc(3 << 20)
+            c.mem_free(c.mem_alloc(5 << 20))
+            c.mem_alloc(1 << 20)
+            vmm = c._call(_Request(ops.MEM_CREATE, (2 << 20, 0, 0, 0, 0, 0)))
+            c._call(_Request(ops.MEM_ALLOC_ASYNC, (4 << 20, 0, 0)))
             status = rgpu.client.server_status(address)
             assert status["backend"] == "fake" and status["isolation"] == isolation
             (row,) = status["sessions"]
             assert row["id"] == c.session_id and row["peer"].startswith("127.0.0.1:") and row["age_s"] >= 0
-            if isolation == "thread":
-                assert row["memory"] == 3 << 20 and row["calls"] >= 3
+            # The same figures whether the session lives in a worker process or in the server's own.
+            assert row["memory"] == 10 << 20 and row["memory_peak"] == 10 << 20
+            assert row["memory_limit"] == 64 << 20 and row["allocations"] == 2 and row["calls"] >= 7
+            assert row["memory_by_kind"] == {"alloc": 4 << 20, "virtual memory": 2 << 20, "pool memory": 4 << 20}
+            assert row["objects"]["context"] == 1 and row["objects"]["vmm_allocation"] == 1
+            assert row["objects"]["mem_pool"] == 1 and row["last_error"] is None
+            c._call(_Request(ops.MEM_RELEASE, (vmm,)))
+            assert rgpu.client.server_status(address)["sessions"][0]["memory"] == 8 << 20
             proc = rgpu_cli("status", "--server", address, "--json")
             assert proc.returncode == 0, proc.stderr
             shown = __import__("json").loads(proc.stdout)
@@ -357,6 +419,7 @@ def test_status_lists_live_sessions(isolation):
             assert shown["devices"][0]["name"] == "rgpu fake GPU 0" and shown["devices"][0]["free"] > 0
             text = rgpu_cli("status", "--server", address).stdout
             assert "fake backend" in text and "sessions: 1 live" in text and row["peer"] in text
+            assert "8.0 MiB of 64.0 MiB" in text and "10.0 MiB" in text and "pool memory 4.0 MiB" in text
         deadline = time.monotonic() + 30  # a worker's session is gone once the worker has exited
         while rgpu.client.server_status(address)["sessions"]:
             assert time.monotonic() < deadline, "a closed session is still listed"

@@ -4161,6 +4161,11 @@ static inline int rgpu_unpack_memcpy_peer_async_req(const uint8_t *in, size_t le
     return 0;
 }
 
+/* OUTPUT: unsolicited, server to client, only with the OUTPUT feature: sent just before the reply that follows the output; the client writes it to its stdout before it returns from that call */
+#define RGPU_OP_OUTPUT 0x0140
+#define RGPU_OUTPUT_REQ_SIZE 0
+#define RGPU_OUTPUT_REP_SIZE 0
+
 /* FFT_PLAN: cufftMakePlan* and cufftXtMakePlanMany(description) -> plan, work size, cuFFT status (a plan cuFFT refuses is an answer, plan 0) [context] */
 #define RGPU_OP_FFT_PLAN 0x0200
 #define RGPU_FFT_PLAN_REQ_SIZE 140

@@ -27,6 +27,7 @@ struct rgpu_connection {
     uint32_t next_id;
     uint32_t max_frame;
     uint16_t server_minor;
+    uint64_t features; /* negotiated with the server (RGPU_FEATURE_*), once the handshake is complete */
     int batching;
     uint8_t *batch;
     size_t batch_len, batch_cap;
@@ -63,8 +64,12 @@ struct out_frame {
 int conn_send_frames(struct out_frame *f, int n);
 /* Read one reply: its args land in `reply` (exactly reply_len bytes when status is 0), its bulk in `sink`. */
 int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_sink *sink);
+int conn_read_all(void *p, size_t n); /* exactly n bytes from the server, through the receive buffer */
 void conn_hang_up(void);          /* close; every later call fails with rgpu_conn.failure */
 void conn_lost(const char *what); /* conn_hang_up with a log line naming what failed */
+
+/* conn_output.c: an OUTPUT frame's bulk (still on the socket when `bulk` is NULL) to this program's stdout. */
+int conn_write_output(const rgpu_header *h, size_t args_len, const uint8_t *bulk);
 
 /* conn_batch.c: deferred calls queued into one BATCH frame. */
 int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
@@ -94,7 +99,8 @@ CUresult conn_not_ready(void);
 int conn_dial(const char *spec);
 
 /* conn_psk.c: the pre-shared key, and the PSK half of the handshake (proofs over the transcript, record keys). */
-int conn_load_psk(const char *path, uint8_t *key, size_t *key_len); /* 0, -1 unreadable, -2 too short */
+/* 0, -1 unreadable, -2 too short, -3 refused: others may read it (logged here) */
+int conn_load_psk(const char *path, uint8_t *key, size_t *key_len);
 struct conn_hellos {
     const uint8_t *client, *server; /* both HELLOs' args (RGPU_HELLO_REQ_SIZE bytes each) */
     const uint8_t *client_agent, *server_agent;

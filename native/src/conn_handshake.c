@@ -62,10 +62,14 @@ static CUresult hello(const uint8_t *psk, size_t psk_len)
                                  "to talk to it in clear");
         return CUDA_ERROR_NOT_INITIALIZED;
     }
-    if (!psk_len)
-        return CUDA_SUCCESS;
-    struct conn_hellos hellos = {hello, sh, (const uint8_t *)agent, sagent, sizeof agent - 1, sink.len, &req, &rep};
-    return conn_authenticate(psk, psk_len, &hellos);
+    CUresult r = CUDA_SUCCESS;
+    if (psk_len) {
+        struct conn_hellos hellos = {hello, sh, (const uint8_t *)agent, sagent, sizeof agent - 1, sink.len, &req, &rep};
+        r = conn_authenticate(psk, psk_len, &hellos);
+    }
+    if (r == CUDA_SUCCESS) /* only now: no kernel output is taken from a server that has not proved its key */
+        rgpu_conn.features = rep.features & RGPU_FEATURES;
+    return r;
 }
 
 static CUresult handshake(const char *psk_file)
@@ -74,7 +78,7 @@ static CUresult handshake(const char *psk_file)
     size_t psk_len = 0;
     int rc = psk_file && *psk_file ? conn_load_psk(psk_file, psk, &psk_len) : 0;
     CUresult r = CUDA_ERROR_NOT_INITIALIZED;
-    if (rc)
+    if (rc == -1 || rc == -2)
         rgpu_log(RGPU_LOG_ERROR, rc == -2 ? "PSK in %s is shorter than 32 bytes" : "cannot read PSK file %s",
                  psk_file);
     else if (!psk_len || !rgpu_crypto_load())

@@ -61,7 +61,7 @@ static ssize_t recv_waiting(void *b, size_t n)
     return recv(rgpu_conn.fd, b, n, 0);
 }
 
-static int read_all(void *p, size_t n)
+int conn_read_all(void *p, size_t n)
 {
     uint8_t *b = p;
     while (n) {
@@ -161,42 +161,57 @@ int conn_send_frames(struct out_frame *f, int n)
     return 0;
 }
 
-/* Read one reply. Its args land in `reply` (exactly reply_len bytes when status is 0), its bulk in `sink`. */
-int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_sink *sink)
+/* Read one frame's header and args; protected, the whole record is opened and *bulk points at its bulk, plain
+ * the bulk is still on the socket (*bulk is NULL). */
+static int recv_head(rgpu_header *h, size_t *args_len, const uint8_t **args, const uint8_t **bulk)
 {
     uint8_t prefix[RGPU_PREFIX_SIZE];
-    if (read_all(prefix, sizeof prefix))
+    if (conn_read_all(prefix, sizeof prefix))
         return -1;
     size_t len = rgpu_get_u32(prefix);
     if (len > (size_t)rgpu_conn.max_frame + 4096 + 16 || len < RGPU_HEADER_SIZE) {
         errno = EPROTO;
         return -1;
     }
-    size_t args_len;
-    const uint8_t *args, *bulk = NULL;
+    *bulk = NULL;
     if (rgpu_conn.protect) {
         uint8_t *buf = scratch(2 * len);
-        if (!buf || read_all(buf, len) || rgpu_aead_open(&rgpu_conn.rx, prefix, buf, len, buf + len)) {
+        if (!buf || conn_read_all(buf, len) || rgpu_aead_open(&rgpu_conn.rx, prefix, buf, len, buf + len)) {
             errno = EBADMSG;
             return -1;
         }
-        if (rgpu_parse_header(buf + len, len - 16, h, &args_len)) {
+        if (rgpu_parse_header(buf + len, len - 16, h, args_len)) {
             errno = EPROTO;
             return -1;
         }
-        args = buf + len + RGPU_HEADER_SIZE;
-        bulk = args + args_len;
-    } else {
-        uint8_t head[RGPU_HEADER_SIZE];
-        if (read_all(head, sizeof head) || rgpu_parse_header(head, len, h, &args_len)) {
-            errno = EPROTO;
-            return -1;
-        }
-        uint8_t *buf = scratch(args_len + 1);
-        if (!buf || read_all(buf, args_len))
-            return -1;
-        args = buf;
+        *args = buf + len + RGPU_HEADER_SIZE;
+        *bulk = *args + *args_len;
+        return 0;
     }
+    uint8_t head[RGPU_HEADER_SIZE];
+    if (conn_read_all(head, sizeof head) || rgpu_parse_header(head, len, h, args_len)) {
+        errno = EPROTO;
+        return -1;
+    }
+    uint8_t *buf = scratch(*args_len + 1);
+    if (!buf || conn_read_all(buf, *args_len))
+        return -1;
+    *args = buf;
+    return 0;
+}
+
+/* Read one reply. Its args land in `reply` (exactly reply_len bytes when status is 0), its bulk in `sink`.
+ * Kernel output ahead of it (OUTPUT frames) is written to stdout on the way. */
+int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_sink *sink)
+{
+    size_t args_len;
+    const uint8_t *args, *bulk;
+    do {
+        if (recv_head(h, &args_len, &args, &bulk))
+            return -1;
+    } while (h->opcode == RGPU_OP_OUTPUT && !conn_write_output(h, args_len, bulk));
+    if (h->opcode == RGPU_OP_OUTPUT)
+        return -1;
     if (h->status == 0 && args_len != reply_len) {
         errno = EPROTO;
         return -1;
@@ -212,7 +227,7 @@ int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_s
         if (to_sink)
             memcpy(sink->buf, bulk, to_sink);
         bulk += to_sink;
-    } else if (to_sink && read_all(sink->buf, to_sink)) { /* plain: bulk lands straight in the caller's memory */
+    } else if (to_sink && conn_read_all(sink->buf, to_sink)) { /* plain: bulk lands straight in the caller's memory */
         return -1;
     }
     size_t rest = n - to_sink;
@@ -220,7 +235,7 @@ int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_s
         size_t m = rest < sizeof rgpu_conn.message - 1 ? rest : sizeof rgpu_conn.message - 1;
         if (rgpu_conn.protect)
             memcpy(rgpu_conn.message, bulk, m);
-        else if (read_all(rgpu_conn.message, m))
+        else if (conn_read_all(rgpu_conn.message, m))
             return -1;
         rgpu_conn.message[m] = 0;
         rest -= m;
@@ -230,7 +245,7 @@ int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_s
         uint8_t sink_buf[4096];
         while (rest) {
             size_t k = rest < sizeof sink_buf ? rest : sizeof sink_buf;
-            if (read_all(sink_buf, k))
+            if (conn_read_all(sink_buf, k))
                 return -1;
             rest -= k;
         }

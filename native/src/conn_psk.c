@@ -1,14 +1,37 @@
 /* The pre-shared key and the PSK half of the handshake (docs/protocol.md, "Authentication"). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "conn.h"
+
+/* As rgpu.config.load_psk: a file that group or others may read or write is refused, unless
+ * RGPU_ALLOW_READABLE_PSK is set (then it is used, and warned about). */
+static int readable_allowed(const char *path, unsigned mode)
+{
+    const char *allow = getenv("RGPU_ALLOW_READABLE_PSK");
+    int allowed = allow && *allow && strcmp(allow, "0");
+    if (allowed)
+        rgpu_log(RGPU_LOG_WARN, "PSK file %s can be read by other users (mode %04o), so anyone who reads it can use "
+                                "the server or pose as it: used anyway, as asked; run: chmod 600 %s", path, mode, path);
+    else
+        rgpu_log(RGPU_LOG_ERROR, "PSK file %s can be read by other users (mode %04o), so anyone who reads it can use "
+                                 "the server or pose as it: refusing it; run: chmod 600 %s (to use it anyway: "
+                                 "--allow-readable-psk or RGPU_ALLOW_READABLE_PSK=1)", path, mode, path);
+    return allowed;
+}
 
 int conn_load_psk(const char *path, uint8_t *key, size_t *key_len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return -1;
+    struct stat st;
+    if (fstat(fileno(f), &st) || ((st.st_mode & 077) && !readable_allowed(path, st.st_mode & 07777))) {
+        fclose(f);
+        return -3;
+    }
     uint8_t raw[1024];
     size_t n = fread(raw, 1, sizeof raw, f);
     fclose(f);

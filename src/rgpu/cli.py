@@ -61,6 +61,20 @@ def _port(text: str) -> int:
     return port
 
 
+def _add_allow_readable_psk(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-readable-psk", action="store_true",
+                   help="use a PSK file that group or others can read (refused otherwise; chmod 600 it instead); "
+                        "also $RGPU_ALLOW_READABLE_PSK=1, which programs run by rgpu inherit")
+
+
+def _allow_readable_psk(args) -> None:
+    """--allow-readable-psk as the environment says it, so the clients and stand-ins started from here see it."""
+    if getattr(args, "allow_readable_psk", False):
+        from rgpu.config import ALLOW_READABLE_PSK
+
+        os.environ[ALLOW_READABLE_PSK] = "1"
+
+
 def server_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rgpu-server", description="Serve this host's GPU to rgpu clients.")
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -74,6 +88,7 @@ def server_parser() -> argparse.ArgumentParser:
                    help="how many devices the fake backend emulates (default 1; tests of several devices)")
     p.add_argument("--psk-file", help="pre-shared key file (hex or raw, >= 32 bytes): clients must prove it, "
                                       "frames are encrypted and authenticated")
+    _add_allow_readable_psk(p)
     p.add_argument("--insecure", action="store_true",
                    help="allow a non-loopback --bind without a PSK (trusted networks only)")
     p.add_argument("--isolation", choices=("process", "thread"), default="process",
@@ -183,6 +198,7 @@ def server_main(argv=None) -> int:
             print(f"rgpu-server: cannot open --log-file {args.log_file}: {e.strerror}", file=sys.stderr)
             return 2
     _setup_logging(args.log_level)
+    _allow_readable_psk(args)
     try:
         psk = None
         if args.psk_file:
@@ -250,6 +266,10 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.1f} MiB"
+
+
 def cmd_status(args) -> int:
     """Like nvidia-smi for an rgpu server: its backend, devices and memory, and its live sessions."""
     import json
@@ -299,11 +319,16 @@ def _print_status(report: dict) -> None:
     sessions = status["sessions"]
     print(f"sessions: {len(sessions)} live (limit {status['max_sessions']})")
     if sessions:
-        print(f"  {'id':>5}  {'peer':24} {'age':>9} {'memory':>10} {'calls':>8}  last error")
+        print(f"  {'id':>5}  {'peer':24} {'age':>9} {'memory':>10} {'peak':>10} {'allocs':>6} {'calls':>8}  last error")
     for row in sessions:
-        memory = f"{row['memory'] / 2**20:.1f} MiB" if "memory" in row else "-"
-        print(f"  {row['id']:>5}  {row['peer']:24} {row['age_s']:>7.1f} s {memory:>10} {row.get('calls', '-'):>8}  "
-              f"{row.get('last_error') or '-'}")
+        memory, peak = (_mib(row.get(k)) for k in ("memory", "memory_peak"))
+        if row.get("memory_limit") is not None:
+            memory += f" of {_mib(row['memory_limit'])}"
+        print(f"  {row['id']:>5}  {row['peer']:24} {row['age_s']:>7.1f} s {memory:>10} {peak:>10} "
+              f"{row.get('allocations', '-'):>6} {row.get('calls', '-'):>8}  {row.get('last_error') or '-'}")
+        other = {k: v for k, v in row.get("memory_by_kind", {}).items() if k != "alloc"}
+        if other:
+            print("         also: " + ", ".join(f"{k} {_mib(v)}" for k, v in sorted(other.items())))
     if status["recently_ended"]:
         print(f"recently ended: {len(status['recently_ended'])} session(s); the last: "
               f"{status['recently_ended'][-1].get('reason')}")
@@ -379,9 +404,7 @@ def run_native_demo(address: str, psk_file: str | None = None) -> bool:
     from rgpu.kernels import build as kernels
 
     try:
-        shim_dir = shims.default_out_dir()
-        shims.build(shim_dir, progress=True)  # rebuilds what is stale only
-        shims.build_examples(shim_dir, progress=True)
+        shim_dir = shims.ensure_examples(shims.ensure_built())  # prebuilt, or rebuilt where stale
     except shims.BuildFailed as e:
         print(f"native demo FAILED: {e}")
         return False
@@ -412,10 +435,10 @@ def run_runtime_demo(address: str, psk_file: str | None = None) -> bool:
     if shutil.which("nvcc") is None:
         print("runtime demo skipped: needs nvcc (the CUDA compiler) to build an unmodified CUDA program")
         return True
-    shim_dir = shims.default_out_dir()
-    exe = shim_dir / "vector_add_runtime"
-    shims.build(shim_dir, progress=True)
+    shim_dir = shims.ensure_built()
+    exe = shims.default_out_dir() / "vector_add_runtime"  # a wheel's own directory may not be writable
     if not exe.exists() or exe.stat().st_mtime < source.stat().st_mtime:
+        exe.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(source)], check=True, capture_output=True)
     env = shims.environment(shim_dir)
     env["RGPU_SERVER"] = address
@@ -511,6 +534,7 @@ def main(argv=None) -> int:
     common.add_argument("--psk-file", help="pre-shared key file, or one per server comma-separated (default: "
                                            "$RGPU_PSK_FILE, else none)")
     common.add_argument("--log-level", default="warning", type=str.lower, choices=LOG_LEVELS)
+    _add_allow_readable_psk(common)
     info = sub.add_parser("info", parents=[common], help="show the server's devices")
     info.set_defaults(fn=cmd_info)
     demo = sub.add_parser("demo", parents=[common],
@@ -543,6 +567,7 @@ def main(argv=None) -> int:
     add_bridge_parser(sub, common)
     args = p.parse_args(argv)
     _setup_logging(getattr(args, "log_level", "warning"))
+    _allow_readable_psk(args)
     try:
         return args.fn(args)
     except (RgpuError, OSError, RuntimeError, ValueError) as e:

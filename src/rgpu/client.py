@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
+import sys
 from typing import Any, Callable, Sequence
 
 import attrs
@@ -22,7 +23,7 @@ from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Flags, Frame, frame_bytes
 from rgpu import config
 from rgpu.config import parse_address
-from rgpu.protocol.handshake import ClientHandshake
+from rgpu.protocol.handshake import ClientHandshake, Feature
 from rgpu.protocol.params import pack_params
 from rgpu.transport import SocketFrameStream, TrioFrameStream
 
@@ -49,6 +50,19 @@ class _Request:
     bulk: Any = b""
     decode: Callable | None = None  # (values, bulk) -> result
     sink: memoryview | None = None  # where the reply's bulk should land (no copy), if the transport can
+
+
+def write_stdout(data: bytes) -> None:
+    """Kernel printf output to this program's stdout, after what Python has already buffered there."""
+    out = sys.stdout
+    if out is None:
+        return
+    out.flush()
+    if hasattr(out, "buffer"):
+        out.buffer.write(data)
+        out.buffer.flush()
+    else:  # replaced by a text-only stream (a test's capture, an IDE's console)
+        out.write(data.decode("utf-8", "replace"))
 
 
 def _layout(count: int, bulk) -> tuple | None:
@@ -322,9 +336,12 @@ class _Operations:
         return self._defer(_Request(ops.MEMCPY_PEER_ASYNC, (dst, dst_ctx, src, src_ctx, nbytes, stream)))
 
     # -- shared plumbing ---------------------------------------------------------------------------
-    def _start_client_state(self, server_max_frame: int, batching: bool) -> None:
+    def _start_client_state(self, server_max_frame: int, batching: bool,
+                            output: Callable[[bytes], None] | None = None) -> None:
         self.max_frame = server_max_frame
         self.batching = batching
+        self._output = output or write_stdout
+        self._takes_output = bool(self.server.features & Feature.OUTPUT)
         self._ids = itertools.count(2)  # 1 is the HELLO
         self._pending: list[bytes] = []
         self._pending_bytes = 0
@@ -349,6 +366,18 @@ class _Operations:
         batch = Frame(ops.BATCH.code, next(self._ids) & 0xFFFFFFFF, Flags.NO_REPLY, bulk=b"".join(self._pending))
         self._pending, self._pending_bytes = [], 0
         return [batch]
+
+    def _is_output(self, frame: Frame) -> bool:
+        """True if `frame` is kernel output (OUTPUT), which is written out here, before the reply after it
+        is returned -- where a local driver would have printed it."""
+        if frame.opcode != ops.OUTPUT.code:
+            return False
+        if not self._takes_output:
+            raise ProtocolError("the server sent kernel output, which this session did not ask for")
+        if frame.args or frame.status or frame.request_id or not frame.flags & Flags.REPLY:
+            raise ProtocolError("malformed OUTPUT frame from the server")
+        self._output(bytes(frame.bulk))
+        return True
 
     @staticmethod
     def _results(reqs: list[_Request], frames: list[Frame], replies: list[Frame]) -> list:
@@ -421,11 +450,12 @@ def _unreachable(host: str, port: int, e: OSError) -> ServerUnreachable:
 class Client(_Operations):
     """Blocking client over a plain socket."""
 
-    def __init__(self, sock: socket.socket, io: SocketFrameStream, hs: ClientHandshake, batching: bool):
+    def __init__(self, sock: socket.socket, io: SocketFrameStream, hs: ClientHandshake, batching: bool,
+                 output: Callable[[bytes], None] | None = None):
         self.sock, self.io = sock, io
         self.server = hs.server
         self.session_id = hs.server.session_id
-        self._start_client_state(hs.server.max_frame, batching)
+        self._start_client_state(hs.server.max_frame, batching, output)
 
     def _call(self, req: _Request):
         return self._call_many([req])[0]
@@ -434,10 +464,16 @@ class Client(_Operations):
         frames = [self._frame(r) for r in reqs]
         try:
             self.io.send_frames(self._take_batch() + frames)
-            replies = [self.io.receive_frame() for _ in frames]
+            replies = [self._receive_reply() for _ in frames]
         except OSError as e:
             raise CudaError(Status.CONNECTION_LOST, f"connection to the server lost ({e})") from e
         return self._results(reqs, frames, replies)
+
+    def _receive_reply(self) -> Frame:
+        while True:
+            frame = self.io.receive_frame()
+            if not self._is_output(frame):
+                return frame
 
     def _then(self, value, fn):
         return fn(value)
@@ -476,12 +512,13 @@ class Client(_Operations):
 class AsyncClient(_Operations):
     """trio client; every operation is awaited."""
 
-    def __init__(self, stream: trio.abc.Stream, io: TrioFrameStream, hs: ClientHandshake, batching: bool):
+    def __init__(self, stream: trio.abc.Stream, io: TrioFrameStream, hs: ClientHandshake, batching: bool,
+                 output: Callable[[bytes], None] | None = None):
         self.stream, self.io = stream, io
         self.server = hs.server
         self.session_id = hs.server.session_id
         self._lock = trio.Lock()
-        self._start_client_state(hs.server.max_frame, batching)
+        self._start_client_state(hs.server.max_frame, batching, output)
 
     async def _call(self, req: _Request):
         return (await self._call_many([req]))[0]
@@ -493,6 +530,8 @@ class AsyncClient(_Operations):
             replies = []
             for _ in frames:
                 reply = await self.io.receive_frame()
+                while reply is not None and self._is_output(reply):
+                    reply = await self.io.receive_frame()
                 if reply is None:
                     raise CudaError(Status.CONNECTION_LOST, "server closed the connection")
                 replies.append(reply)
@@ -555,24 +594,27 @@ def _open_blocking(address: str | None, hs: ClientHandshake, timeout: float) -> 
 
 
 def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: str | None = None,
-            timeout: float = 10.0, context: bool = True, batching: bool = True, spin_us: float = 50) -> Client:
+            timeout: float = 10.0, context: bool = True, batching: bool = True, spin_us: float = 50,
+            output: Callable[[bytes], None] | None = None) -> Client:
     """Open a session. `address` defaults to $RGPU_SERVER, then 127.0.0.1:9713; without `psk` or `psk_file`
     the key comes from $RGPU_PSK_FILE, if set -- as for the `rgpu` commands and the native stand-ins. With
     `context=True` (default) the device-0 context is retained and made current, so memory and module calls
-    work at once. `spin_us`: how long to poll for each reply before sleeping. Several servers
-    ("hostA:9713,hostB:9713") give a `rgpu.multi.MultiClient` over the devices of them all."""
+    work at once. `spin_us`: how long to poll for each reply before sleeping. `output`: what the session's
+    kernels print (device printf) is passed to it, before the call that synchronised returns; default: this
+    program's stdout. Several servers ("hostA:9713,hostB:9713") give a `rgpu.multi.MultiClient` over the
+    devices of them all."""
     addresses = config.server_addresses(address)
     if len(addresses) > 1:
         from rgpu.multi import connect_many
 
         return connect_many(connect, addresses, psk, config.psk_files(psk_file, len(addresses)), context=context,
-                            timeout=timeout, batching=batching, spin_us=spin_us)
+                            timeout=timeout, batching=batching, spin_us=spin_us, output=output)
     hs = ClientHandshake(_resolve_psk(psk, psk_file))
     sock, io = _open_blocking(address, hs, timeout)
     try:
         sock.settimeout(None)
         io.spin_ns = int(spin_us * 1000)  # not before: polling needs the socket's timeout gone
-        client = Client(sock, io, hs, batching)
+        client = Client(sock, io, hs, batching, output)
         if context:
             client.init()
             client.ctx_set_current(client.primary_ctx_retain(0))
@@ -588,8 +630,6 @@ def server_status(address: str | None = None, psk: bytes | None = None, *, psk_f
     when the server has a key, but it is none: the server answers and closes."""
     import json
 
-    from rgpu.protocol.handshake import Feature
-
     hs = ClientHandshake(_resolve_psk(psk, psk_file), status=True)
     sock, io = _open_blocking(address, hs, timeout)
     with sock:
@@ -604,7 +644,8 @@ def server_status(address: str | None = None, psk: bytes | None = None, *, psk_f
 
 async def connect_async(address: str | None = None, psk: bytes | None = None, *,
                         psk_file: str | None = None, context: bool = True, batching: bool = True,
-                        stream: trio.abc.Stream | None = None) -> AsyncClient:
+                        stream: trio.abc.Stream | None = None,
+                        output: Callable[[bytes], None] | None = None) -> AsyncClient:
     """trio flavour of connect() (the same defaults from the environment); `stream` lets tests pass an
     in-memory stream instead of TCP. One server only (several: the blocking `connect`)."""
     if stream is None and len(config.server_addresses(address)) > 1:
@@ -632,7 +673,7 @@ async def connect_async(address: str | None = None, psk: bytes | None = None, *,
                 break
         if hs.protector is not None:
             io.conn.protect(hs.protector)
-        client = AsyncClient(stream, io, hs, batching)
+        client = AsyncClient(stream, io, hs, batching, output)
         if context:
             await client.init()
             await client.ctx_set_current(await client.primary_ctx_retain(0))

@@ -80,22 +80,42 @@ def parse_address(address: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def load_psk(path: str) -> bytes:
-    """The key in a PSK file, with the file named in every error. A file that others may read is used but
-    warned about once (the key in it lets anyone who reads it use, or impersonate, the server)."""
+ALLOW_READABLE_PSK = "RGPU_ALLOW_READABLE_PSK"  # "1": use a PSK file others can read (as --allow-readable-psk)
+
+
+def readable_psk_message(path: str, mode: int, *, refused: bool) -> str:
+    """One message for a PSK file others may read, wherever it is read (the stand-ins print the same)."""
+    what = (f"refusing it; run: chmod 600 {path} (to use it anyway: --allow-readable-psk or "
+            f"{ALLOW_READABLE_PSK}=1)") if refused else f"used anyway, as asked; run: chmod 600 {path}"
+    return (f"PSK file {path} can be read by other users (mode {stat.S_IMODE(mode):04o}), so anyone who reads it "
+            f"can use the server or pose as it: {what}")
+
+
+def readable_psk_allowed() -> bool:
+    return os.environ.get(ALLOW_READABLE_PSK, "") not in ("", "0")
+
+
+def load_psk(path: str, *, allow_readable: bool | None = None) -> bytes:
+    """The key in a PSK file, with the file named in every error. A file that group or others may read (or
+    write) is refused, as ssh refuses such a private key, unless `allow_readable` (default: $RGPU_ALLOW_
+    READABLE_PSK) -- then it is used and warned about once."""
     from rgpu.protocol.handshake import load_psk_file
 
     try:
         mode = os.stat(path).st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO) and not (readable_psk_allowed() if allow_readable is None
+                                                         else allow_readable):
+            raise ConfigurationError(readable_psk_message(path, mode, refused=True))
         key = load_psk_file(path)
     except FileNotFoundError:
         raise ConfigurationError(f"PSK file {path} does not exist (make one with `rgpu keygen {path}`)") from None
     except OSError as e:
         raise ConfigurationError(f"cannot read PSK file {path}: {e.strerror or e}") from None
+    except ConfigurationError:
+        raise
     except ValueError as e:
         raise ConfigurationError(f"PSK file {path}: {e}") from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO) and path not in _warned_modes:
         _warned_modes.add(path)
-        log.warning("PSK file %s can be read by other users (mode %04o): anyone who reads it can use this "
-                    "server; run: chmod 600 %s", path, stat.S_IMODE(mode), path)
+        log.warning("%s", readable_psk_message(path, mode, refused=False))
     return key

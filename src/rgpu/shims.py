@@ -25,6 +25,8 @@ from rgpu.errors import RgpuError
 
 CUDA_WHEELS = {13: ("cu13", "nvidia-cuda-runtime"), 12: ("cuda_runtime", "nvidia-cuda-runtime-cu12")}
 PACKAGED_NATIVE = pathlib.Path(__file__).resolve().parent / "_native"
+# A platform wheel carries the stand-ins prebuilt (setup.py), so an installed rgpu needs no compiler.
+PACKAGED_SHIMS = pathlib.Path(__file__).resolve().parent / "_shims"
 CHECKOUT_NATIVE = pathlib.Path(__file__).resolve().parents[2] / "native"
 
 
@@ -359,14 +361,26 @@ def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:
     return env
 
 
+def prebuilt_dir() -> pathlib.Path | None:
+    """The stand-ins an installed platform wheel carries, or None (a source checkout builds its own, from
+    sources that may have changed since)."""
+    if _is_native(CHECKOUT_NATIVE) or not (PACKAGED_SHIMS / "libcuda.so.1").exists():
+        return None
+    return PACKAGED_SHIMS
+
+
 def ensure_built(shim_dir: pathlib.Path | None = None) -> pathlib.Path:
     """The directory of stand-ins a program should run with. A directory the user named (--shims,
-    $RGPU_SHIM_DIR) is used as it is; the default one is brought up to date first (a no-op when it is)."""
+    $RGPU_SHIM_DIR) is used as it is, and so are those an installed wheel carries; otherwise the default one
+    is brought up to date first (a no-op when it is)."""
     explicit = shim_dir or (pathlib.Path(os.environ["RGPU_SHIM_DIR"]) if os.environ.get("RGPU_SHIM_DIR") else None)
     if explicit is not None:
         if not (explicit / "libcuda.so.1").exists():
             raise ShimError(f"no stand-ins in {explicit}: run `rgpu build-shims --out {explicit}`")
         return explicit
+    prebuilt = prebuilt_dir()
+    if prebuilt is not None:
+        return prebuilt
     out = default_out_dir()
     try:
         build(out, progress=True)
@@ -378,6 +392,13 @@ def ensure_built(shim_dir: pathlib.Path | None = None) -> pathlib.Path:
         print(f"rgpu: warning: cannot check the stand-ins in {out} are up to date ({e}); using them as they are",
               file=sys.stderr)
     return out
+
+
+def ensure_examples(shim_dir: pathlib.Path) -> pathlib.Path:
+    """`shim_dir` with the C examples in it: a wheel's prebuilt ones, else built (what is stale) there."""
+    if shim_dir != prebuilt_dir():
+        build_examples(shim_dir, progress=True)
+    return shim_dir
 
 
 def run(argv: list[str], shim_dir: pathlib.Path | None = None) -> int:

@@ -2,9 +2,9 @@
 # Everything that needs the GPU, in one command on the GPU box (device tool), with the missing Python
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
-#   sections: info tests suite demo bench bridge shim runtime math torch jax torchgraphs expandable llama multigpu
-#             fft rand
-#   (default: info tests suite demo bench bridge shim runtime)
+#   sections: info tests suite demo bench bridge shim runtime printf math torch jax torchgraphs expandable llama
+#             multigpu fft rand
+#   (default: info tests suite demo bench bridge shim runtime printf)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/rgpu-out}
@@ -16,7 +16,7 @@ if [ -e .hdr/cu12-include.tar.zst ] && [ -z "${RGPU_CUDA12_INCLUDE:-}" ]; then
   mkdir -p /tmp/cu12 && python3 -c "import sys,zstandard; zstandard.ZstdDecompressor().copy_stream(sys.stdin.buffer, sys.stdout.buffer)" \
     < .hdr/cu12-include.tar.zst | tar -C /tmp/cu12 -xf - && export RGPU_CUDA12_INCLUDE=/tmp/cu12/include
 fi
-sections=${*:-info tests suite demo bench bridge shim runtime}
+sections=${*:-info tests suite demo bench bridge shim runtime printf}
 rc=0
 for s in $sections; do
   echo "=== $s ==="
@@ -44,6 +44,34 @@ for s in $sections; do
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1
       RGPU_TEST_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests/test_runtime.py tests/test_cuda_programs.py tests/test_graphs.py 2>&1 | tail -3
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    printf)  # kernel printf reaches the program: its stdout (a file: C's stdout fully buffered) native vs rgpu
+      shims=/tmp/rgpu-shims
+      [ -e $shims/libcudart.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
+      nvcc -cudart shared -o /tmp/rgpu-printf tests/cuda/printf.cu || rc=1
+      port_file=$(mktemp)
+      python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info > "$OUT/printf_server.log" 2>&1 &
+      server=$!
+      for i in $(seq 150); do [ -s $port_file ] && break; sleep 0.2; done
+      timeout 120 /tmp/rgpu-printf > "$OUT/printf_native.txt"; echo "native rc=$?"
+      timeout 120 python3 -m rgpu.cli run --server 127.0.0.1:$(cat $port_file) --shims $shims -- /tmp/rgpu-printf \
+        > "$OUT/printf_rgpu.txt"; echo "rgpu rc=$?"
+      nvcc -ptx -o /tmp/rgpu-printf.ptx tests/cuda/printf.cu && timeout 120 python3 - 127.0.0.1:$(cat $port_file) <<'PY' || rc=1
+import sys, rgpu
+out = []
+with rgpu.connect(sys.argv[1], output=out.append) as c:  # the Python client: output to a callable
+    f = c.get_function(c.module_load(open("/tmp/rgpu-printf.ptx", "rb").read()), "_Z11printf_demoi")
+    c.launch(f, 1, 2, (5,))
+    c.synchronize()
+got = b"".join(out).decode()
+ok = got == "".join(f"printf_demo: block 0 thread {t} tag 5\n" for t in range(2))
+print("python client:", "OK" if ok else f"WRONG {got!r}")
+sys.exit(0 if ok else 1)
+PY
+      kill -TERM $server; wait $server
+      cat "$OUT/printf_rgpu.txt"
+      if cmp -s "$OUT/printf_native.txt" "$OUT/printf_rgpu.txt" && grep -q "printf_demo: block 0 thread 3 tag 7" "$OUT/printf_rgpu.txt"
+      then echo "IDENTICAL printf"; else echo "DIFFERENT printf"; rc=1; diff "$OUT/printf_native.txt" "$OUT/printf_rgpu.txt"; fi
+      if grep -q printf_demo "$OUT/printf_server.log"; then echo "kernel output also in the server's log"; rc=1; fi ;;
     math)
       bash tests/hw/math_check.sh 2>&1 | tee "$OUT/math_check.log"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;

@@ -466,7 +466,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
             target.busy_until = max(time.monotonic(), target.busy_until) + seconds
 
         try:
-            kern.run(KernelExec(grid[0] * block[0], self._view, delay), *values)
+            kern.run(KernelExec(grid[0] * block[0], self._view, delay, tuple(grid), tuple(block)), *values)
         except IllegalAddress:
             # As on a GPU: the launch itself succeeded; the context is now broken for good.
             ctx.sticky = Status.ILLEGAL_ADDRESS

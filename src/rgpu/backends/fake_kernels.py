@@ -9,6 +9,7 @@ launch configuration shows up as unprocessed elements, as it would on a GPU.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 
@@ -24,6 +25,12 @@ class FakeKernel:
     doc: str = ""
 
 
+def write_stdout(data: bytes) -> None:
+    """Device printf: the driver writes a kernel's output to the process's stdout (fd 1), as this does."""
+    while data:
+        data = data[os.write(1, data):]
+
+
 @attrs.frozen(slots=True)
 class KernelExec:
     """What a fake kernel sees: its launch shape and device memory."""
@@ -31,6 +38,9 @@ class KernelExec:
     threads_x: int
     view: Callable  # (ptr, nbytes) -> writable np.uint8 array; raises IllegalAddress
     stream_delay: Callable  # (seconds) -> None: keep the stream busy, like a long kernel
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (1, 1, 1)
+    printf: Callable[[bytes], None] = write_stdout
 
     def array(self, ptr: int, count: int, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -100,6 +110,22 @@ def _mixed_params(ex: KernelExec, c, s, i, d, params, out):
         aliases=("sleep_ns", "spin"))
 def _spin(ex: KernelExec, ns):
     ex.stream_delay(ns / 1e9)
+
+
+@kernel("printf_demo", "i", 'printf("printf_demo: block %d thread %d tag %d\\n", blockIdx.x, threadIdx.x, tag) '
+        "for every thread of the x dimensions (device printf; tests/cuda/printf.cu)")
+def _printf_demo(ex: KernelExec, tag):
+    ex.printf("".join(f"printf_demo: block {b} thread {t} tag {tag}\n"
+                      for b in range(ex.grid[0]) for t in range(ex.block[0])).encode())
+
+
+@kernel("printf_flood", "Q", "prints n bytes of text (a kernel that prints too much)")
+def _printf_flood(ex: KernelExec, n):
+    line = b"printf_flood: 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789\n"
+    whole, rest = divmod(int(n), len(line))
+    for done in range(0, whole, 4096):
+        ex.printf(line * min(4096, whole - done))
+    ex.printf(line[:rest])
 
 
 @kernel("fault", "Q", "writes through its pointer argument; a bad pointer faults the context",

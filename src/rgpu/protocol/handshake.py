@@ -41,9 +41,12 @@ class Feature(enum.IntFlag):
     DEFERRED_ERRORS = 0x2  # deferred_status in replies
     PSK = 0x4  # this build can authenticate and protect frames
     STATUS = 0x8  # SERVER_STATUS queries (a HELLO with the STATUS flag)
+    # OUTPUT frames: what the session's kernels print (device printf), for the client's own stdout. A server
+    # that cannot attribute output to one session (thread isolation) does not announce it.
+    OUTPUT = 0x10
 
 
-SUPPORTED_FEATURES = Feature.BATCH | Feature.DEFERRED_ERRORS | Feature.PSK | Feature.STATUS
+SUPPORTED_FEATURES = Feature.BATCH | Feature.DEFERRED_ERRORS | Feature.PSK | Feature.STATUS | Feature.OUTPUT
 
 
 class Cipher(enum.IntFlag):
@@ -208,8 +211,10 @@ def _pick_cipher(offered: int) -> int:
 class ServerHandshake:
     """Server side: HELLO, then (with a PSK) AUTH. Each method returns the reply frame to send."""
 
-    def __init__(self, psk: bytes | None, *, max_frame: int, session_id: int, agent: str = "rgpu-server"):
+    def __init__(self, psk: bytes | None, *, max_frame: int, session_id: int, agent: str = "rgpu-server",
+                 features: int = int(SUPPORTED_FEATURES)):
         self.psk = psk
+        self.features = features  # what this server offers; the session gets what the client offers too
         self.max_frame = max_frame
         self.session_id = session_id
         self.agent = agent
@@ -229,7 +234,7 @@ class ServerHandshake:
     def on_hello(self, frame: Frame) -> Frame:
         client = self.client = Hello.from_frame(frame)
         self._client_frame = frame
-        ours = Hello(max_frame=self.max_frame, features=int(SUPPORTED_FEATURES) & client.features,
+        ours = Hello(max_frame=self.max_frame, features=self.features & client.features,
                      nonce=self._nonce, session_id=self.session_id, agent=self.agent,
                      flags=int(HelloFlags.PSK) if self.psk else 0)
         if client.major != PROTOCOL_MAJOR:
@@ -268,8 +273,9 @@ class ClientHandshake:
     """Client side. hello() -> send; on_hello_reply() -> AUTH frame to send or None; on_auth_reply()."""
 
     def __init__(self, psk: bytes | None, *, agent: str = "rgpu-python", major: int = PROTOCOL_MAJOR,
-                 status: bool = False):
+                 status: bool = False, features: int = int(SUPPORTED_FEATURES)):
         self.psk = psk
+        self.features = features  # what this client takes (tests play older clients with fewer)
         self.status = status
         self.agent = agent
         self.major = major
@@ -283,8 +289,8 @@ class ClientHandshake:
     def hello(self, request_id: int = 1) -> Frame:
         flags = (int(HelloFlags.PSK) if self.psk else 0) | (int(HelloFlags.STATUS) if self.status else 0)
         ciphers = int(SUPPORTED_CIPHERS) if self.psk else 0
-        self._hello_frame = Hello(major=self.major, ciphers=ciphers, nonce=self._nonce, flags=flags,
-                                  agent=self.agent).to_frame(request_id)
+        self._hello_frame = Hello(major=self.major, features=self.features, ciphers=ciphers, nonce=self._nonce,
+                                  flags=flags, agent=self.agent).to_frame(request_id)
         return self._hello_frame
 
     def on_hello_reply(self, frame: Frame) -> Frame | None:

@@ -619,6 +619,12 @@ BLAS_LEVEL1_RESULT = _op(0x0243, "BLAS_LEVEL1_RESULT", _LEVEL1, "result:b16", na
                              "stream has reached the call (result field unused)")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
+# Kernel output (0x0140-0x014F).
+OUTPUT = _op(0x0140, "OUTPUT", context=False, reply_bulk="bytes the session's kernels printed (device printf)",
+             doc="unsolicited, server to client, only with the OUTPUT feature: sent just before the reply that "
+                 "follows the output; the client writes it to its stdout before it returns from that call")
+
+CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code, OUTPUT.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 
 

@@ -30,6 +30,7 @@ class Handoff:
     spin_us: float = 0
     inject_rtt_us: float = 0  # see ServerConfig
     frame_timeout: float | None = None  # seconds a started frame may take to arrive whole; None: no limit
+    output: bool = False  # the client takes OUTPUT frames: kernel printf goes to it, not to the server's stdout
     keys: SessionKeys | None = None
 
     def encode(self) -> bytes:

@@ -38,7 +38,38 @@ class Worker:
     process: trio.Process
     control: trio.socket.SocketType
     info: dict
+    # Asks for the session's figures (`rgpu status`), answered by a thread of the worker's own.
+    status: trio.socket.SocketType | None = None
     _buffer: bytearray = attrs.Factory(bytearray)
+    _status_lock: trio.Lock = attrs.Factory(trio.Lock)
+
+    async def usage(self) -> dict | None:
+        """The worker's session figures (Session.usage), or None if it does not answer within a second."""
+        if self.status is None:
+            return None
+        async with self._status_lock:
+            with trio.move_on_after(1.0):
+                try:
+                    await self.status.send(b"?")
+                    line = b""
+                    while not line.endswith(b"\n"):
+                        chunk = await self.status.recv(65536)
+                        if not chunk:
+                            return None
+                        line += chunk
+                    usage = json.loads(line)
+                    return usage if isinstance(usage, dict) else None
+                except (OSError, ValueError):
+                    return None
+            # Timed out: an answer may still come and would be taken for the next question's.
+            self.status.close()
+            self.status = None
+            return None
+
+    def close(self) -> None:
+        self.control.close()
+        if self.status is not None:
+            self.status.close()
 
     async def read_json(self) -> dict | None:
         """The next JSON line from the worker, or None once it has closed its end."""
@@ -77,6 +108,11 @@ class WorkerPool:
         self._nursery: trio.Nursery | None = None
         self.backend_info: dict | None = None
         self.finished: collections.deque[dict] = collections.deque(maxlen=256)  # recent session stats
+        self.live: dict[int, Worker] = {}  # session id -> the worker serving it
+
+    async def session_usage(self, session_id: int) -> dict | None:
+        worker = self.live.get(session_id)
+        return await worker.usage() if worker is not None else None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         # One worker up front: a backend that cannot start is a startup error, not a later session failure.
@@ -93,7 +129,7 @@ class WorkerPool:
                 while self._idle:
                     worker = self._idle.popleft()
                     await worker.stop(5)
-                    worker.control.close()
+                    worker.close()
 
     def _refill(self) -> None:
         while self._nursery is not None and len(self._idle) + self._starting < self.size:
@@ -113,14 +149,22 @@ class WorkerPool:
 
     async def _spawn(self) -> Worker:
         parent, child = socket.socketpair()
+        status_parent, status_child = socket.socketpair()
         try:
             process = await trio.lowlevel.open_process(
                 [sys.executable, "-m", "rgpu.serving.worker", "--control-fd", str(child.fileno()),
-                 "--backend", self.backend, "--log-level", self.log_level],
-                pass_fds=(child.fileno(),))
+                 "--status-fd", str(status_child.fileno()), "--backend", self.backend, "--log-level",
+                 self.log_level],
+                pass_fds=(child.fileno(), status_child.fileno()))
+        except BaseException:
+            parent.close()
+            status_parent.close()
+            raise
         finally:
             child.close()
-        worker = Worker(process, trio.socket.from_stdlib_socket(parent), {})
+            status_child.close()
+        worker = Worker(process, trio.socket.from_stdlib_socket(parent), {},
+                        trio.socket.from_stdlib_socket(status_parent))
         info = None
         try:
             with trio.move_on_after(READY_TIMEOUT):
@@ -128,7 +172,7 @@ class WorkerPool:
         except BaseException:
             # Cancelled while it started (server shutting down): do not leave the process behind.
             await worker.stop(1)
-            worker.control.close()
+            worker.close()
             raise
         if info and info.get("ready"):
             worker.info = info
@@ -140,7 +184,7 @@ class WorkerPool:
                 log.info("workers run the %s backend on %s", info["backend"], info["device"])
             return worker
         await worker.stop(1)
-        worker.control.close()
+        worker.close()
         reason = (info or {}).get("error") or f"no READY within {READY_TIMEOUT:g}s"
         raise WorkerStartError(f"session worker could not start: {reason}")
 
@@ -173,6 +217,7 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, han
     worker = await pool.acquire()
     stats = None
     watch = _HangupWatch(stream.socket.fileno())
+    pool.live[handoff.session_id] = worker
     try:
         fds = array.array("i", [stream.socket.fileno()])
         await worker.control.sendmsg([handoff.encode()],
@@ -194,7 +239,8 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, han
                     # Read on while it stops: it reports its memory released, then its counters (if it can)
                     # just before it exits; its end of the control socket closes with it in any case.
                     stats = await _follow(worker, slot)
-            worker.control.close()
+            pool.live.pop(handoff.session_id, None)
+            worker.close()
         if slot is not None:
             slot.release()
         reported = stats is not None

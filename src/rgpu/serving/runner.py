@@ -13,7 +13,7 @@ import trio
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol.connection import Connection
 from rgpu.protocol import ops
-from rgpu.protocol.handshake import HelloFlags, ServerHandshake
+from rgpu.protocol.handshake import SUPPORTED_FEATURES, Feature, HelloFlags, ServerHandshake
 from rgpu.serving.handoff import Handoff, SessionKeys
 from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
 from rgpu.serving.pool import run_session_in_worker
@@ -91,7 +91,7 @@ async def _answer_status(server, io: TrioFrameStream, session_id: int, peer: str
         return
     if frame.opcode != ops.SERVER_STATUS.code:
         raise ProtocolError(f"a status connection asks SERVER_STATUS only, not opcode 0x{frame.opcode:04x}")
-    await io.send_frame(frame.reply(bulk=json.dumps(server.status()).encode()))
+    await io.send_frame(frame.reply(bulk=json.dumps(await server.status_report()).encode()))
     log.info("[connection %d] %s asked for the server's status", session_id, peer)
 
 
@@ -104,6 +104,7 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
     handoff = Handoff(session_id, peer, cfg.max_frame, mem_limit=cfg.session_mem_limit,
                       module_cache=str(cache.dir) if cache else None, module_cache_bytes=cache.max_bytes if cache else 0,
                       spin_us=cfg.spin_us, frame_timeout=cfg.frame_timeout, inject_rtt_us=cfg.inject_rtt_us,
+                      output=bool(hs.features & hs.client.features & Feature.OUTPUT),
                       keys=None if hs.keys is None else SessionKeys(*hs.keys))
     log.info("[session %d] opened for %s in a worker process (%d live)", session_id, peer, len(server.sessions))
     stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout, slot=slot)
@@ -133,7 +134,9 @@ async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str):
 
 async def _negotiate(server, io: TrioFrameStream, session_id: int, peer: str, held: list) -> ServerHandshake | None:
     cfg = server.config
-    hs = ServerHandshake(cfg.psk, max_frame=cfg.max_frame, session_id=session_id)
+    # In-process sessions share one stdout: their kernels' output cannot be told apart, so it stays there.
+    features = int(SUPPORTED_FEATURES) if cfg.isolation == "process" else int(SUPPORTED_FEATURES & ~Feature.OUTPUT)
+    hs = ServerHandshake(cfg.psk, max_frame=cfg.max_frame, session_id=session_id, features=features)
     frame = await io.receive_frame()
     if frame is None:
         return None

@@ -18,7 +18,6 @@ import attrs
 import trio
 
 from rgpu.backends.base import Backend
-from rgpu.errors import status_name
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
 from rgpu.session.modcache import ModuleCache
 from rgpu.serving.pool import WorkerPool
@@ -201,8 +200,8 @@ class Server:
         self.ports: list[int] = []
 
     def status(self) -> dict:
-        """What `rgpu status` shows: the server, its limits and its live sessions (SERVER_STATUS). Memory and
-        calls per session are known here only for in-process sessions; a worker reports its own at the end."""
+        """What `rgpu status` shows: the server, its limits and its live sessions (SERVER_STATUS), with the
+        figures of in-process sessions; status_report() adds those of sessions in worker processes."""
         from rgpu.version import __version__
 
         now = time.time()
@@ -214,9 +213,7 @@ class Server:
             if isinstance(value, str):
                 row["peer"] = value
             else:
-                row.update(peer=value.peer, memory=value.memory.allocated, calls=value.calls,
-                           memory_by_device={str(d): n for d, n in sorted(value.memory_by_device().items())},
-                           last_error=status_name(value.deferred_error) if value.deferred_error else None)
+                row.update(peer=value.peer, **value.usage())
             sessions.append(row)
         recent = list(self.pool.finished)[-10:] if self.pool is not None else []
         return {"version": __version__, "backend": info.get("backend"), "device": info.get("device"),
@@ -224,6 +221,21 @@ class Server:
                 "uptime_s": round(now - self.started, 1), "max_sessions": self.config.max_sessions,
                 "session_mem_limit": self.config.session_mem_limit, "psk": self.config.psk is not None,
                 "sessions": sessions, "recently_ended": recent}
+
+    async def status_report(self) -> dict:
+        """status(), with each worker's own figures for its session (asked all at once; a worker that does not
+        answer within a second is listed without them)."""
+        report = self.status()
+        if self.pool is not None:
+            async with trio.open_nursery() as nursery:
+                for row in report["sessions"]:
+                    nursery.start_soon(self._add_usage, row)
+        return report
+
+    async def _add_usage(self, row: dict) -> None:
+        usage = await self.pool.session_usage(row["id"])
+        if usage:
+            row.update(usage)
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:

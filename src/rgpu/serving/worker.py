@@ -7,7 +7,8 @@ own GPU address space. Exiting is the most complete teardown there is.
 
 Life of a worker: start, initialise the backend (so a session never waits for cuInit), report READY on the
 control socket, wait for one client socket (SCM_RIGHTS) with the session's parameters and keys, serve that
-one session with a plain blocking loop -- the only thread here, so blocking on the GPU is fine -- free
+one session with a plain blocking loop -- the only thread that serves requests, so blocking on the GPU is
+fine (two helpers answer `rgpu status` and drain kernel printf output) -- free
 everything, report final counters, exit.
 """
 
@@ -22,6 +23,7 @@ import resource
 import signal
 import socket
 import sys
+import threading
 import time
 
 from rgpu.backends.base import BackendUnavailable
@@ -33,6 +35,7 @@ from rgpu.protocol.connection import Connection
 from rgpu.protocol.handshake import RecordProtector
 from rgpu.serving.handoff import Handoff
 from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
+from rgpu.serving.output import KernelOutput
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
 from rgpu.transport import SocketFrameStream
@@ -45,9 +48,12 @@ class ShuttingDown(BaseException):
 
 
 _interruptible = False  # only while waiting for a client or serving one; elsewhere we are exiting anyway
+_stop_requested = False  # a SIGTERM came: honoured at the next interruptible step, if it came outside one
 
 
 def _on_sigterm(signum, frame):
+    global _stop_requested
+    _stop_requested = True
     if _interruptible:
         raise ShuttingDown()
 
@@ -56,6 +62,9 @@ class _Interruptible:
     def __enter__(self):
         global _interruptible
         _interruptible = True
+        if _stop_requested:  # arrived while starting up, or was swallowed by code that caught everything
+            _interruptible = False
+            raise ShuttingDown()
 
     def __exit__(self, *exc):
         global _interruptible
@@ -91,9 +100,16 @@ def receive_assignment(control: socket.socket) -> tuple[Handoff, socket.socket] 
         raise
 
 
-def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float = 0) -> str:
+# Kernel output travels in frames of at most this much bulk: well under any frame limit a client may hold
+# (the C stand-ins accept no less than 64 KiB).
+OUTPUT_CHUNK = 32 << 10
+
+
+def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float = 0,
+                   output: KernelOutput | None = None) -> str:
     """The blocking driver of the session's request loop (loop.py); returns why it ended. `inject_rtt_us`
-    (benchmarks) holds each reply that long, as a slower network would."""
+    (benchmarks) holds each reply that long, as a slower network would. `output`: what the session's kernels
+    printed goes to the client just ahead of each reply."""
     delay_ns = int(inject_rtt_us * 1000)
     while True:
         try:
@@ -101,13 +117,13 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
         except ConnectionError:
             frame = None
         action = next_action(session, frame, io.conn.max_record)
-        reply = action.run()  # the only thread here: blocking on the GPU blocks no one else
+        reply = action.run()  # the only thread serving: blocking on the GPU blocks no one else
         if reply is not None:
             session.replies_sent += 1
             session.replies_by_op[reply.opcode] = session.replies_by_op.get(reply.opcode, 0) + 1
             if delay_ns:
                 _hold(delay_ns)
-            io.send_frames([reply])
+            io.send_frames([*output.frames(), reply] if output is not None else [reply])
         if action.close:
             return action.close
 
@@ -139,12 +155,29 @@ def report_released(control: socket.socket) -> None:
         control.settimeout(None)
 
 
-def run_session(handoff: Handoff, client: socket.socket, backend, control: socket.socket | None = None) -> dict:
+def answer_status_queries(sock: socket.socket, session: Session) -> None:
+    """`rgpu status` asks the supervisor, which asks each worker on a socket of its own: this thread answers
+    with the session's figures, so the session's loop never looks at that socket. Ends with the socket."""
+    try:
+        while sock.recv(64):
+            try:
+                usage = session.usage()
+            except Exception as e:  # a figure mid-change: no figures this time, the session carries on
+                usage = {"usage_error": f"{type(e).__name__}: {e}"}
+            sock.sendall(json.dumps(usage).encode() + b"\n")
+    except OSError:
+        pass
+
+
+def run_session(handoff: Handoff, client: socket.socket, backend, control: socket.socket | None = None,
+                status: socket.socket | None = None) -> dict:
     cache = ModuleCache(handoff.module_cache, handoff.module_cache_bytes) if handoff.module_cache else None
     session = Session(handoff.session_id, backend, mem_limit=handoff.mem_limit, peer=handoff.peer,
                       module_cache=cache)
     if control is not None:
         session.on_released = lambda: report_released(control)
+    if status is not None:
+        threading.Thread(target=answer_status_queries, args=(status, session), name="status", daemon=True).start()
     conn = Connection(handoff.max_frame, reuse_receive_buffers=True)
     if handoff.keys is not None:
         keys = handoff.keys
@@ -153,10 +186,11 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     client.setblocking(True)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     io = SocketFrameStream(client, conn, spin_us=handoff.spin_us, frame_timeout=handoff.frame_timeout or None)
+    output = KernelOutput.capture(max_chunk=OUTPUT_CHUNK, session_log=session.log) if handoff.output else None
     reason = "?"
     try:
         with _Interruptible():
-            reason = serve_blocking(session, io, handoff.inject_rtt_us)
+            reason = serve_blocking(session, io, handoff.inject_rtt_us, output)
     except ShuttingDown:
         reason = "server shutting down"
         io.send_quietly(shutting_down_frame())
@@ -169,11 +203,14 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     finally:
         session.release_all()
         client.close()
+        if output is not None:
+            output.close()
     session.log.info("%s", reason)
     stats = {"reason": reason, "frames": session.frames_received, "calls": session.calls,
              "graph_launches": graphs.graph_launches(session), "blocking": session.replies_sent,
              "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
              "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(),
+             "printf_bytes": output.forwarded if output else 0, "printf_dropped": output.dropped_total if output else 0,
              "blocking_by_op": {ops.OPS[code].name if code in ops.OPS else hex(code): n
                                 for code, n in sorted(session.replies_by_op.items())}}
     if hasattr(backend, "used"):
@@ -196,6 +233,7 @@ def _start_backend(kind: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="rgpu-worker")
     ap.add_argument("--control-fd", type=int, required=True)
+    ap.add_argument("--status-fd", type=int, default=None)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--log-level", default="info")
     args = ap.parse_args(argv)
@@ -205,6 +243,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when we stop
     signal.signal(signal.SIGTERM, _on_sigterm)
     control = socket.socket(fileno=args.control_fd)
+    status = socket.socket(fileno=args.status_fd) if args.status_fd is not None else None
     try:
         with _Interruptible():  # a worker still starting when the server stops has nothing to finish
             backend, fallback = _start_backend(args.backend)
@@ -216,7 +255,7 @@ def main(argv=None) -> int:
         if assignment is None:
             return 0
         handoff, client = assignment
-        stats = run_session(handoff, client, backend, control)
+        stats = run_session(handoff, client, backend, control, status)
         # Nothing left to interrupt; SIG_IGN survives interpreter shutdown, where Python would otherwise
         # restore the default action and a late SIGTERM would kill us mid-exit.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

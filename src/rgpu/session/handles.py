@@ -95,6 +95,14 @@ class HandleTable:
                 if (ctx is None or e.ctx == ctx) and (parent is None or e.parent == parent)
                 and (kind is None or e.kind == kind)]
 
+    def counts(self) -> dict[str, int]:
+        """Live handles by kind ("context": 1, ...); safe from another thread (the copy is one step)."""
+        counts: dict[str, int] = {}
+        for entry in list(self._entries.values()):
+            name = entry.kind.name.lower()
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -124,6 +132,7 @@ class AllocationMap:
     def __init__(self, limit: int | None = None):
         self.limit = limit
         self.allocated = 0
+        self.peak = 0  # the most `allocated` has been
         self.charged: dict[str, int] = {}
         self._starts: list[int] = []
         self._regions: dict[int, Region] = {}
@@ -142,6 +151,7 @@ class AllocationMap:
         """Count `size` bytes against the quota, or raise OUT_OF_MEMORY and count nothing."""
         self.reserve(size)
         self.allocated += size
+        self.peak = max(self.peak, self.allocated)
         self.charged[what] = self.charged.get(what, 0) + size
 
     def release(self, size: int, what: str) -> None:
@@ -177,8 +187,13 @@ class AllocationMap:
         raise CudaError(Status.INVALID_VALUE,
                         f"device range 0x{ptr:x}+{size} is not inside memory owned by this session")
 
+    def allocation_count(self) -> int:
+        """cuMemAlloc allocations held; safe from another thread."""
+        return sum(1 for r in list(self._regions.values()) if r.owner == "alloc")
+
     def regions(self, *, ctx: int | None = None, owner: str | None = None) -> list[Region]:
-        return [r for r in self._regions.values()
+        # list() copies in one step: a status thread may ask while the session's thread adds and removes.
+        return [r for r in list(self._regions.values())
                 if (ctx is None or r.ctx == ctx) and (owner is None or r.owner == owner)]
 
     def __len__(self) -> int:

@@ -11,7 +11,7 @@ import attrs
 
 from rgpu.backends.base import MAX_PARAM_BYTES, Backend
 from rgpu.backends.ptx import image_device_bytes
-from rgpu.errors import CudaError, Status
+from rgpu.errors import CudaError, Status, status_name
 from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
 from rgpu.session.modcache import ModuleCache
 
@@ -104,6 +104,18 @@ class Session:
         import trio
 
         return trio.CapacityLimiter(1)
+
+    def usage(self) -> dict:
+        """What `rgpu status` shows of this session: memory (bytes charged to its quota, by kind, the peak,
+        the limit), what it holds, how busy it is. Called from another thread while the session runs (a
+        worker's status thread): each container is copied in one step, so figures may be a call apart."""
+        memory = self.memory
+        return {"memory": memory.allocated, "memory_peak": memory.peak, "memory_limit": memory.limit,
+                "memory_by_kind": {what: n for what, n in dict(memory.charged).items() if n},
+                "memory_by_device": {str(d): n for d, n in sorted(self.memory_by_device().items())},
+                "allocations": memory.allocation_count(), "objects": self.handles.counts(),
+                "calls": self.calls, "frames": self.frames_received,
+                "last_error": status_name(self.deferred_error) if self.deferred_error else None}
 
     # -- lookups -----------------------------------------------------------------------------------
     def context(self, handle: int = 0) -> Entry:
