@@ -455,7 +455,7 @@ def generate_runtime() -> None:
     _write((HERE / "report_cudart.txt"), "\n".join(report))
 
 
-# -- cuBLAS / cuBLASLt / cuDNN stand-ins ---------------------------------------------------------------------------
+# -- cuBLAS / cuBLASLt / cuDNN / cuSOLVER stand-ins ---------------------------------------------------------------------------
 @attrs.frozen
 class LibrarySpec:
     name: str                 # report and constants file stem
@@ -482,6 +482,11 @@ LIBRARIES = (
                 "CUDNNWINAPI", "cudnnStatus_t", "DNN_API", "rgpu_dnn_unsupported", "dnn.h", "CUDNN",
                 r"#define CUDNN_MAJOR (\d+).*?#define CUDNN_MINOR (\d+).*?#define CUDNN_PATCHLEVEL (\d+)",
                 "cudnn_version.h"),
+    LibrarySpec("cusolver", ("cu13", "cusolverDn.h"), {"cusolver_common.h": "cusolver", "cusolverDn.h": "cusolver"},
+                "CUSOLVERAPI", "cusolverStatus_t", "SOLVER_API", "rgpu_solver_unsupported", "solver.h",
+                "CUSOLVER|CUSOLVERDN",
+                r"#define CUSOLVER_VER_MAJOR (\d+).*?#define CUSOLVER_VER_MINOR (\d+).*?#define CUSOLVER_VER_PATCH (\d+)",
+                "cusolver_common.h"),
 )
 
 

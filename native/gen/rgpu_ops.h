@@ -4023,6 +4023,302 @@ static inline int rgpu_unpack_tensor_map_replace_address(const uint8_t *in, size
     return 0;
 }
 
+/* SOLVER_CREATE: cusolverDnCreate in the current context -> handle [context] */
+#define RGPU_OP_SOLVER_CREATE 0x0260
+#define RGPU_SOLVER_CREATE_REQ_SIZE 0
+#define RGPU_SOLVER_CREATE_REP_SIZE 8
+struct rgpu_solver_create_rep {
+    uint64_t handle;
+};
+static inline int rgpu_unpack_solver_create(const uint8_t *in, size_t len, struct rgpu_solver_create_rep *m)
+{
+    if (len != RGPU_SOLVER_CREATE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SOLVER_DESTROY: cusolverDnDestroy [context] */
+#define RGPU_OP_SOLVER_DESTROY 0x0261
+#define RGPU_SOLVER_DESTROY_REQ_SIZE 8
+#define RGPU_SOLVER_DESTROY_REP_SIZE 0
+struct rgpu_solver_destroy_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_solver_destroy(uint8_t out[RGPU_SOLVER_DESTROY_REQ_SIZE], const struct rgpu_solver_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_solver_destroy_req(const uint8_t *in, size_t len, struct rgpu_solver_destroy_req *m)
+{
+    if (len != RGPU_SOLVER_DESTROY_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SOLVER_BUFFER_SIZE: cusolverDn<routine>_bufferSize -> cuSOLVER status, device workspace (classic API: elements; X API: bytes), host workspace bytes [context] */
+#define RGPU_OP_SOLVER_BUFFER_SIZE 0x0262
+#define RGPU_SOLVER_BUFFER_SIZE_REQ_SIZE 236
+#define RGPU_SOLVER_BUFFER_SIZE_REP_SIZE 20
+struct rgpu_solver_buffer_size_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t data_type;
+    uint32_t compute_type;
+    uint32_t algo;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    int64_t nrhs;
+    uint32_t uplo;
+    uint32_t trans;
+    uint32_t side;
+    uint32_t jobz;
+    uint32_t jobu;
+    uint32_t jobvt;
+    uint32_t econ;
+    uint32_t sort;
+    uint32_t max_sweeps;
+    double tol;
+    uint64_t a;
+    int64_t lda;
+    uint64_t b;
+    int64_t ldb;
+    uint64_t ipiv;
+    uint64_t tau;
+    uint64_t w;
+    uint64_t u;
+    int64_t ldu;
+    uint64_t v;
+    int64_t ldv;
+    uint64_t rwork;
+    uint64_t work;
+    uint64_t work_size;
+    uint64_t info;
+    int64_t batch;
+};
+static inline void rgpu_pack_solver_buffer_size(uint8_t out[RGPU_SOLVER_BUFFER_SIZE_REQ_SIZE], const struct rgpu_solver_buffer_size_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->data_type);
+    rgpu_put_u32(out + 24, m->compute_type);
+    rgpu_put_u32(out + 28, m->algo);
+    rgpu_put_u64(out + 32, m->m);
+    rgpu_put_u64(out + 40, m->n);
+    rgpu_put_u64(out + 48, m->k);
+    rgpu_put_u64(out + 56, m->nrhs);
+    rgpu_put_u32(out + 64, m->uplo);
+    rgpu_put_u32(out + 68, m->trans);
+    rgpu_put_u32(out + 72, m->side);
+    rgpu_put_u32(out + 76, m->jobz);
+    rgpu_put_u32(out + 80, m->jobu);
+    rgpu_put_u32(out + 84, m->jobvt);
+    rgpu_put_u32(out + 88, m->econ);
+    rgpu_put_u32(out + 92, m->sort);
+    rgpu_put_u32(out + 96, m->max_sweeps);
+    rgpu_put_f64(out + 100, m->tol);
+    rgpu_put_u64(out + 108, m->a);
+    rgpu_put_u64(out + 116, m->lda);
+    rgpu_put_u64(out + 124, m->b);
+    rgpu_put_u64(out + 132, m->ldb);
+    rgpu_put_u64(out + 140, m->ipiv);
+    rgpu_put_u64(out + 148, m->tau);
+    rgpu_put_u64(out + 156, m->w);
+    rgpu_put_u64(out + 164, m->u);
+    rgpu_put_u64(out + 172, m->ldu);
+    rgpu_put_u64(out + 180, m->v);
+    rgpu_put_u64(out + 188, m->ldv);
+    rgpu_put_u64(out + 196, m->rwork);
+    rgpu_put_u64(out + 204, m->work);
+    rgpu_put_u64(out + 212, m->work_size);
+    rgpu_put_u64(out + 220, m->info);
+    rgpu_put_u64(out + 228, m->batch);
+}
+static inline int rgpu_unpack_solver_buffer_size_req(const uint8_t *in, size_t len, struct rgpu_solver_buffer_size_req *m)
+{
+    if (len != RGPU_SOLVER_BUFFER_SIZE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->data_type = (uint32_t)rgpu_get_u32(in + 20);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 24);
+    m->algo = (uint32_t)rgpu_get_u32(in + 28);
+    m->m = (int64_t)rgpu_get_u64(in + 32);
+    m->n = (int64_t)rgpu_get_u64(in + 40);
+    m->k = (int64_t)rgpu_get_u64(in + 48);
+    m->nrhs = (int64_t)rgpu_get_u64(in + 56);
+    m->uplo = (uint32_t)rgpu_get_u32(in + 64);
+    m->trans = (uint32_t)rgpu_get_u32(in + 68);
+    m->side = (uint32_t)rgpu_get_u32(in + 72);
+    m->jobz = (uint32_t)rgpu_get_u32(in + 76);
+    m->jobu = (uint32_t)rgpu_get_u32(in + 80);
+    m->jobvt = (uint32_t)rgpu_get_u32(in + 84);
+    m->econ = (uint32_t)rgpu_get_u32(in + 88);
+    m->sort = (uint32_t)rgpu_get_u32(in + 92);
+    m->max_sweeps = (uint32_t)rgpu_get_u32(in + 96);
+    m->tol = (double)rgpu_get_f64(in + 100);
+    m->a = (uint64_t)rgpu_get_u64(in + 108);
+    m->lda = (int64_t)rgpu_get_u64(in + 116);
+    m->b = (uint64_t)rgpu_get_u64(in + 124);
+    m->ldb = (int64_t)rgpu_get_u64(in + 132);
+    m->ipiv = (uint64_t)rgpu_get_u64(in + 140);
+    m->tau = (uint64_t)rgpu_get_u64(in + 148);
+    m->w = (uint64_t)rgpu_get_u64(in + 156);
+    m->u = (uint64_t)rgpu_get_u64(in + 164);
+    m->ldu = (int64_t)rgpu_get_u64(in + 172);
+    m->v = (uint64_t)rgpu_get_u64(in + 180);
+    m->ldv = (int64_t)rgpu_get_u64(in + 188);
+    m->rwork = (uint64_t)rgpu_get_u64(in + 196);
+    m->work = (uint64_t)rgpu_get_u64(in + 204);
+    m->work_size = (uint64_t)rgpu_get_u64(in + 212);
+    m->info = (uint64_t)rgpu_get_u64(in + 220);
+    m->batch = (int64_t)rgpu_get_u64(in + 228);
+    return 0;
+}
+struct rgpu_solver_buffer_size_rep {
+    uint32_t status;
+    uint64_t device_size;
+    uint64_t host_size;
+};
+static inline int rgpu_unpack_solver_buffer_size(const uint8_t *in, size_t len, struct rgpu_solver_buffer_size_rep *m)
+{
+    if (len != RGPU_SOLVER_BUFFER_SIZE_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    m->device_size = (uint64_t)rgpu_get_u64(in + 4);
+    m->host_size = (uint64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+
+/* SOLVER_RUN: cusolverDn<routine>(handle, stream, ...): the factorization or solve; info arrays written on the device [deferrable, context] */
+#define RGPU_OP_SOLVER_RUN 0x0263
+#define RGPU_SOLVER_RUN_REQ_SIZE 236
+#define RGPU_SOLVER_RUN_REP_SIZE 0
+struct rgpu_solver_run_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t data_type;
+    uint32_t compute_type;
+    uint32_t algo;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    int64_t nrhs;
+    uint32_t uplo;
+    uint32_t trans;
+    uint32_t side;
+    uint32_t jobz;
+    uint32_t jobu;
+    uint32_t jobvt;
+    uint32_t econ;
+    uint32_t sort;
+    uint32_t max_sweeps;
+    double tol;
+    uint64_t a;
+    int64_t lda;
+    uint64_t b;
+    int64_t ldb;
+    uint64_t ipiv;
+    uint64_t tau;
+    uint64_t w;
+    uint64_t u;
+    int64_t ldu;
+    uint64_t v;
+    int64_t ldv;
+    uint64_t rwork;
+    uint64_t work;
+    uint64_t work_size;
+    uint64_t info;
+    int64_t batch;
+};
+static inline void rgpu_pack_solver_run(uint8_t out[RGPU_SOLVER_RUN_REQ_SIZE], const struct rgpu_solver_run_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->data_type);
+    rgpu_put_u32(out + 24, m->compute_type);
+    rgpu_put_u32(out + 28, m->algo);
+    rgpu_put_u64(out + 32, m->m);
+    rgpu_put_u64(out + 40, m->n);
+    rgpu_put_u64(out + 48, m->k);
+    rgpu_put_u64(out + 56, m->nrhs);
+    rgpu_put_u32(out + 64, m->uplo);
+    rgpu_put_u32(out + 68, m->trans);
+    rgpu_put_u32(out + 72, m->side);
+    rgpu_put_u32(out + 76, m->jobz);
+    rgpu_put_u32(out + 80, m->jobu);
+    rgpu_put_u32(out + 84, m->jobvt);
+    rgpu_put_u32(out + 88, m->econ);
+    rgpu_put_u32(out + 92, m->sort);
+    rgpu_put_u32(out + 96, m->max_sweeps);
+    rgpu_put_f64(out + 100, m->tol);
+    rgpu_put_u64(out + 108, m->a);
+    rgpu_put_u64(out + 116, m->lda);
+    rgpu_put_u64(out + 124, m->b);
+    rgpu_put_u64(out + 132, m->ldb);
+    rgpu_put_u64(out + 140, m->ipiv);
+    rgpu_put_u64(out + 148, m->tau);
+    rgpu_put_u64(out + 156, m->w);
+    rgpu_put_u64(out + 164, m->u);
+    rgpu_put_u64(out + 172, m->ldu);
+    rgpu_put_u64(out + 180, m->v);
+    rgpu_put_u64(out + 188, m->ldv);
+    rgpu_put_u64(out + 196, m->rwork);
+    rgpu_put_u64(out + 204, m->work);
+    rgpu_put_u64(out + 212, m->work_size);
+    rgpu_put_u64(out + 220, m->info);
+    rgpu_put_u64(out + 228, m->batch);
+}
+static inline int rgpu_unpack_solver_run_req(const uint8_t *in, size_t len, struct rgpu_solver_run_req *m)
+{
+    if (len != RGPU_SOLVER_RUN_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->data_type = (uint32_t)rgpu_get_u32(in + 20);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 24);
+    m->algo = (uint32_t)rgpu_get_u32(in + 28);
+    m->m = (int64_t)rgpu_get_u64(in + 32);
+    m->n = (int64_t)rgpu_get_u64(in + 40);
+    m->k = (int64_t)rgpu_get_u64(in + 48);
+    m->nrhs = (int64_t)rgpu_get_u64(in + 56);
+    m->uplo = (uint32_t)rgpu_get_u32(in + 64);
+    m->trans = (uint32_t)rgpu_get_u32(in + 68);
+    m->side = (uint32_t)rgpu_get_u32(in + 72);
+    m->jobz = (uint32_t)rgpu_get_u32(in + 76);
+    m->jobu = (uint32_t)rgpu_get_u32(in + 80);
+    m->jobvt = (uint32_t)rgpu_get_u32(in + 84);
+    m->econ = (uint32_t)rgpu_get_u32(in + 88);
+    m->sort = (uint32_t)rgpu_get_u32(in + 92);
+    m->max_sweeps = (uint32_t)rgpu_get_u32(in + 96);
+    m->tol = (double)rgpu_get_f64(in + 100);
+    m->a = (uint64_t)rgpu_get_u64(in + 108);
+    m->lda = (int64_t)rgpu_get_u64(in + 116);
+    m->b = (uint64_t)rgpu_get_u64(in + 124);
+    m->ldb = (int64_t)rgpu_get_u64(in + 132);
+    m->ipiv = (uint64_t)rgpu_get_u64(in + 140);
+    m->tau = (uint64_t)rgpu_get_u64(in + 148);
+    m->w = (uint64_t)rgpu_get_u64(in + 156);
+    m->u = (uint64_t)rgpu_get_u64(in + 164);
+    m->ldu = (int64_t)rgpu_get_u64(in + 172);
+    m->v = (uint64_t)rgpu_get_u64(in + 180);
+    m->ldv = (int64_t)rgpu_get_u64(in + 188);
+    m->rwork = (uint64_t)rgpu_get_u64(in + 196);
+    m->work = (uint64_t)rgpu_get_u64(in + 204);
+    m->work_size = (uint64_t)rgpu_get_u64(in + 212);
+    m->info = (uint64_t)rgpu_get_u64(in + 220);
+    m->batch = (int64_t)rgpu_get_u64(in + 228);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -4129,6 +4425,10 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_GET_NODES:
     case RGPU_OP_OCCUPANCY_TABLE:
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
+    case RGPU_OP_SOLVER_CREATE:
+    case RGPU_OP_SOLVER_DESTROY:
+    case RGPU_OP_SOLVER_BUFFER_SIZE:
+    case RGPU_OP_SOLVER_RUN:
         return 1;
     default:
         return 0;

@@ -207,7 +207,7 @@ def _write_if_changed(path: pathlib.Path, text: str) -> pathlib.Path:
 
 # -- the stand-ins -----------------------------------------------------------------------------------------
 FLAGS = ("-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations")
-_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_")  # generated files of the other libraries, not libcuda's
+_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cusolver_")  # generated files of the other libraries, not libcuda's
 
 
 @attrs.frozen(slots=True)
@@ -248,6 +248,11 @@ def libraries(nat: pathlib.Path | None = None) -> list[Library]:
             libs.append(Library(f"{name}.so.{major}", tuple((f, major) for f in sources),
                                 includes=("src/cublas", "src/libs"), exports="cublas*",
                                 links=("libcuda.so.1", f"libcudart.so.{major}")))
+        # cuSOLVER's soname is 12 for CUDA 13, 11 for CUDA 12; the same sources serve both.
+        libs.append(Library(f"libcusolver.so.{major - 1}",
+                            tuple((f, major) for f in files(*math, "src/cusolver/*.c", "gen/cusolver_*.c")),
+                            includes=("src/cusolver", "src/libs"), exports="cusolver*",
+                            links=("libcuda.so.1", f"libcudart.so.{major}")))
     # cuDNN 9 is one soname for CUDA 12 and 13; this one runs on the CUDA 13 runtime.
     libs.append(Library("libcudnn.so.9", tuple((f, 13) for f in files(*math, "src/cudnn/*.c", "gen/cudnn_*.c")),
                         includes=("src/cudnn", "src/libs"), exports="cudnn*",
@@ -332,7 +337,8 @@ def build_examples(out: pathlib.Path | None = None, cc: str = "gcc", *, progress
 # Preloaded, not only found first on LD_LIBRARY_PATH: libraries such as PyTorch's carry an RPATH to their own
 # copy of libcudart, and RPATH beats LD_LIBRARY_PATH -- but the loader never loads a second library with the
 # soname of one already loaded. (A program that dlopens a driver by absolute path still gets that file.)
-PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9")
+PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
+             "libcusolver.so.12")
 
 
 def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:

@@ -159,6 +159,17 @@ class Backend(abc.ABC):
     def lt_matmul(self, ctx, op, pointers: tuple[int, int, int, int], alpha: bytes, beta: bytes, workspace: int,
                   workspace_size: int, stream) -> None: ...
 
+    # -- cuSOLVER dense (requests decoded and range-checked by rgpu.protocol.solver_wire) ----------------
+    @abc.abstractmethod
+    def solver_create(self, ctx): ...
+    @abc.abstractmethod
+    def solver_destroy(self, ctx, handle) -> None: ...
+    @abc.abstractmethod
+    def solver_buffer_size(self, ctx, handle, solve) -> tuple[int, int, int]:
+        """(cuSOLVER status, device workspace -- elements for the classic API, bytes for X --, host bytes)."""
+    @abc.abstractmethod
+    def solver_run(self, ctx, handle, stream, solve) -> None: ...
+
     # -- cuDNN (requests decoded and checked by rgpu.protocol.dnn_wire) ---------------------------------
     @abc.abstractmethod
     def dnn_create(self, ctx): ...

@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 
 from rgpu.backends import fake_blas, fake_dnn, ptx
+from rgpu.backends.fake_solver import FakeSolver
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, Backend
 from rgpu.backends.fake_graphs import FakeGraphs
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
@@ -105,7 +106,7 @@ def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> b
     return (head + digest).ljust(128, b"\0")
 
 
-class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Backend):
+class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeSolver, Backend):
     name = "fake"
 
 

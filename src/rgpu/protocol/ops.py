@@ -540,6 +540,25 @@ GRAPH_GET_NODES = _op(0x00F9, "GRAPH_GET_NODES", "graph:u64", "count:u32", names
                       doc="every node of a graph -- a captured one too -- with handles the server mints for nodes "
                           "the client has not named, in a topological order")
 
+# cuSOLVER dense (0x0260-0x027F). Handles and cusolverDnParams live on the client; one request shape serves
+# every routine (`function`: rgpu.protocol.solver_wire.Function, classic and 64-bit X API), a buffer-size query
+# is one round trip answered by the server's library, an execution one deferred message whose every operand
+# range the server checks (see docs/protocol.md, "Libraries").
+SOLVER_CREATE = _op(0x0260, "SOLVER_CREATE", "", "handle:u64", creates="solver",
+                    doc="cusolverDnCreate in the current context -> handle")
+SOLVER_DESTROY = _op(0x0261, "SOLVER_DESTROY", "handle:u64", names="handle:solver", doc="cusolverDnDestroy")
+_SOLVE = ("handle:u64 stream:u64 function:u32 data_type:u32 compute_type:u32 algo:u32 m:i64 n:i64 k:i64 nrhs:i64 "
+          "uplo:u32 trans:u32 side:u32 jobz:u32 jobu:u32 jobvt:u32 econ:u32 sort:u32 max_sweeps:u32 tol:f64 "
+          "a:u64 lda:i64 b:u64 ldb:i64 ipiv:u64 tau:u64 w:u64 u:u64 ldu:i64 v:u64 ldv:i64 rwork:u64 "
+          "work:u64 work_size:u64 info:u64 batch:i64")
+SOLVER_BUFFER_SIZE = _op(0x0262, "SOLVER_BUFFER_SIZE", _SOLVE, "status:u32 device_size:u64 host_size:u64",
+                         names="handle:solver",
+                         doc="cusolverDn<routine>_bufferSize -> cuSOLVER status, device workspace (classic API: "
+                             "elements; X API: bytes), host workspace bytes")
+SOLVER_RUN = _op(0x0263, "SOLVER_RUN", _SOLVE, deferrable=True, names="handle:solver stream:stream",
+                 doc="cusolverDn<routine>(handle, stream, ...): the factorization or solve; info arrays written on "
+                     "the device")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 
