@@ -2,7 +2,7 @@
 # Everything that needs the GPU, in one command on the GPU box (device tool), with the missing Python
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
-#   sections: info tests suite demo bench bridge shim runtime math torch jax torchgraphs expandable llama\n#   (default: all but math, torch, jax, torchgraphs, expandable and llama)
+#   sections: info tests suite demo bench bridge shim runtime math linalg torch jax torchgraphs expandable llama\n#   (default: all but math, linalg, torch, jax, torchgraphs, expandable and llama)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/rgpu-out}
@@ -44,6 +44,9 @@ for s in $sections; do
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     math)
       bash tests/hw/math_check.sh 2>&1 | tee "$OUT/math_check.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    linalg)  # cuSOLVER's C check and torch.linalg / torch.sparse, natively and through rgpu, compared
+      bash tests/hw/linalg_check.sh 2>&1 | tee "$OUT/linalg_check.log"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     torch)
       shims=/tmp/rgpu-shims

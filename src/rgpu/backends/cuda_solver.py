@@ -53,10 +53,9 @@ _CLASSIC = """
 _PREFIX = {0: ("S", "org", "orm", "syevd"), 1: ("D", "org", "orm", "syevd"), 4: ("C", "ung", "unm", "heevd"),
            5: ("Z", "ung", "unm", "heevd")}
 
-_ffi = cffi.FFI()
-_ffi.cdef("".join(_CLASSIC.replace("{T}", t).replace("{ORG}", org).replace("{ORM}", orm).replace("{SYEVD}", ev)
-                  for t, org, orm, ev in _PREFIX.values()))
-_ffi.cdef("""
+# Every declaration this module uses (tests/test_solver.py checks them against cusolverDn.h).
+DECLARATIONS = "".join(_CLASSIC.replace("{T}", t).replace("{ORG}", org).replace("{ORM}", orm)
+                       .replace("{SYEVD}", ev) for t, org, orm, ev in _PREFIX.values()) + """
     int cusolverDnCreate(void **h);
     int cusolverDnDestroy(void *h);
     int cusolverDnSetStream(void *h, void *stream);
@@ -94,7 +93,9 @@ _ffi.cdef("""
     int cusolverDnXgesvd(void *h, void *p, signed char jobu, signed char jobvt, int64_t m, int64_t n, int ta,
         void *A, int64_t lda, int ts, void *S, int tu, void *U, int64_t ldu, int tv, void *VT, int64_t ldvt, int ct,
         void *dbuf, size_t dsize, void *hbuf, size_t hsize, void *info);
-""")
+"""
+_ffi = cffi.FFI()
+_ffi.cdef(DECLARATIONS)
 
 _STATUS = {1: Status.NOT_INITIALIZED, 2: Status.OUT_OF_MEMORY, 3: Status.INVALID_VALUE, 9: Status.NOT_SUPPORTED}
 _lock = threading.Lock()
