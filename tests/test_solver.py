@@ -159,36 +159,3 @@ def test_workspace_shorter_than_the_library_needs_is_refused():
     ranges = dict(solve.ranges(required_work=3))
     assert ranges == {0x1000: 8 * 16, 0x2000: 8 * 3, 0x3000: 4}
 
-
-# -- the cuda backend's view of NVIDIA's library ------------------------------------------------------------------
-_HANDLE_TYPES = {"cusolverDnHandle_t", "cusolverDnParams_t", "gesvdjInfo_t", "cudaStream_t"}
-
-
-def _abi(params: str) -> list[str]:
-    """Each parameter's class as the C calling convention passes it: pointer, 8-byte, 4-byte, byte or double."""
-    out = []
-    for p in params.split(","):
-        p = " ".join(p.replace("const ", "").split())
-        kind = p.rsplit(" ", 1)[0] if " " in p else p
-        out.append("ptr" if "*" in p or kind in _HANDLE_TYPES else
-                   {"int64_t": "i64", "size_t": "i64", "double": "f64", "signed char": "i8"}.get(kind, "i32"))
-    return out
-
-
-def test_cuda_backend_declarations_match_cusolverDn_h():
-    import pathlib
-    import re
-
-    import nvidia
-
-    from rgpu.backends import cuda_solver
-
-    header = next((pathlib.Path(p, "cu13", "include", "cusolverDn.h") for p in nvidia.__path__
-                   if pathlib.Path(p, "cu13", "include", "cusolverDn.h").exists()), None)
-    if header is None:
-        pytest.skip("cusolverDn.h not installed (the codegen extra's nvidia-cusolver)")
-    text = re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S)
-    theirs = {name: _abi(params) for name, params in re.findall(r"CUSOLVERAPI\s+(\w+)\s*\(([^;]*?)\)\s*;", text)}
-    ours = {name: _abi(params) for name, params in re.findall(r"int (\w+)\(([^;]*?)\);", cuda_solver.DECLARATIONS)}
-    assert len(ours) > 100
-    assert {name: abi for name, abi in ours.items() if theirs.get(name) != abi} == {}

@@ -455,7 +455,7 @@ def generate_runtime() -> None:
     _write((HERE / "report_cudart.txt"), "\n".join(report))
 
 
-# -- cuBLAS / cuBLASLt / cuDNN / cuSOLVER stand-ins ---------------------------------------------------------------------------
+# -- cuBLAS / cuBLASLt / cuDNN / cuSOLVER / cuSPARSE stand-ins ---------------------------------------------------------------------------
 @attrs.frozen
 class LibrarySpec:
     name: str                 # report and constants file stem
@@ -487,6 +487,10 @@ LIBRARIES = (
                 "CUSOLVER|CUSOLVERDN",
                 r"#define CUSOLVER_VER_MAJOR (\d+).*?#define CUSOLVER_VER_MINOR (\d+).*?#define CUSOLVER_VER_PATCH (\d+)",
                 "cusolver_common.h"),
+    LibrarySpec("cusparse", ("cu13", "cusparse.h"), {"cusparse.h": "cusparse"}, "CUSPARSEAPI", "cusparseStatus_t",
+                "SPARSE_API", "rgpu_sparse_unsupported", "sparse.h", "CUSPARSE",
+                r"#define CUSPARSE_VER_MAJOR (\d+).*?#define CUSPARSE_VER_MINOR (\d+).*?#define CUSPARSE_VER_PATCH (\d+)",
+                "cusparse.h"),
 )
 
 

@@ -4319,6 +4319,330 @@ static inline int rgpu_unpack_solver_run_req(const uint8_t *in, size_t len, stru
     return 0;
 }
 
+/* SPARSE_CREATE: cusparseCreate in the current context -> handle [context] */
+#define RGPU_OP_SPARSE_CREATE 0x0280
+#define RGPU_SPARSE_CREATE_REQ_SIZE 0
+#define RGPU_SPARSE_CREATE_REP_SIZE 8
+struct rgpu_sparse_create_rep {
+    uint64_t handle;
+};
+static inline int rgpu_unpack_sparse_create(const uint8_t *in, size_t len, struct rgpu_sparse_create_rep *m)
+{
+    if (len != RGPU_SPARSE_CREATE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SPARSE_DESTROY: cusparseDestroy [context] */
+#define RGPU_OP_SPARSE_DESTROY 0x0281
+#define RGPU_SPARSE_DESTROY_REQ_SIZE 8
+#define RGPU_SPARSE_DESTROY_REP_SIZE 0
+struct rgpu_sparse_destroy_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_sparse_destroy(uint8_t out[RGPU_SPARSE_DESTROY_REQ_SIZE], const struct rgpu_sparse_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_sparse_destroy_req(const uint8_t *in, size_t len, struct rgpu_sparse_destroy_req *m)
+{
+    if (len != RGPU_SPARSE_DESTROY_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SPARSE_BUFFER_SIZE: cusparseSpMV_bufferSize / cusparseSpMM_bufferSize -> cuSPARSE status, bytes [context] */
+#define RGPU_OP_SPARSE_BUFFER_SIZE 0x0282
+#define RGPU_SPARSE_BUFFER_SIZE_REQ_SIZE 272
+#define RGPU_SPARSE_BUFFER_SIZE_REP_SIZE 12
+struct rgpu_sparse_buffer_size_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t op_a;
+    uint32_t op_b;
+    uint32_t compute_type;
+    uint32_t alg;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t buffer;
+    uint32_t a_format;
+    int64_t a_rows;
+    int64_t a_cols;
+    int64_t a_nnz;
+    uint64_t a_offsets;
+    uint64_t a_indices;
+    uint64_t a_values;
+    uint32_t a_offsets_type;
+    uint32_t a_indices_type;
+    uint32_t a_base;
+    uint32_t a_value_type;
+    int32_t a_batch;
+    int64_t a_offsets_stride;
+    int64_t a_values_stride;
+    int64_t b_rows;
+    int64_t b_cols;
+    int64_t b_ld;
+    uint64_t b_values;
+    uint32_t b_type;
+    uint32_t b_order;
+    int32_t b_batch;
+    int64_t b_stride;
+    int64_t c_rows;
+    int64_t c_cols;
+    int64_t c_ld;
+    uint64_t c_values;
+    uint32_t c_type;
+    uint32_t c_order;
+    int32_t c_batch;
+    int64_t c_stride;
+};
+static inline void rgpu_pack_sparse_buffer_size(uint8_t out[RGPU_SPARSE_BUFFER_SIZE_REQ_SIZE], const struct rgpu_sparse_buffer_size_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->op_a);
+    rgpu_put_u32(out + 24, m->op_b);
+    rgpu_put_u32(out + 28, m->compute_type);
+    rgpu_put_u32(out + 32, m->alg);
+    rgpu_put_u32(out + 36, m->pointer_mode);
+    memcpy(out + 40, m->alpha, 16);
+    memcpy(out + 56, m->beta, 16);
+    rgpu_put_u64(out + 72, m->buffer);
+    rgpu_put_u32(out + 80, m->a_format);
+    rgpu_put_u64(out + 84, m->a_rows);
+    rgpu_put_u64(out + 92, m->a_cols);
+    rgpu_put_u64(out + 100, m->a_nnz);
+    rgpu_put_u64(out + 108, m->a_offsets);
+    rgpu_put_u64(out + 116, m->a_indices);
+    rgpu_put_u64(out + 124, m->a_values);
+    rgpu_put_u32(out + 132, m->a_offsets_type);
+    rgpu_put_u32(out + 136, m->a_indices_type);
+    rgpu_put_u32(out + 140, m->a_base);
+    rgpu_put_u32(out + 144, m->a_value_type);
+    rgpu_put_u32(out + 148, m->a_batch);
+    rgpu_put_u64(out + 152, m->a_offsets_stride);
+    rgpu_put_u64(out + 160, m->a_values_stride);
+    rgpu_put_u64(out + 168, m->b_rows);
+    rgpu_put_u64(out + 176, m->b_cols);
+    rgpu_put_u64(out + 184, m->b_ld);
+    rgpu_put_u64(out + 192, m->b_values);
+    rgpu_put_u32(out + 200, m->b_type);
+    rgpu_put_u32(out + 204, m->b_order);
+    rgpu_put_u32(out + 208, m->b_batch);
+    rgpu_put_u64(out + 212, m->b_stride);
+    rgpu_put_u64(out + 220, m->c_rows);
+    rgpu_put_u64(out + 228, m->c_cols);
+    rgpu_put_u64(out + 236, m->c_ld);
+    rgpu_put_u64(out + 244, m->c_values);
+    rgpu_put_u32(out + 252, m->c_type);
+    rgpu_put_u32(out + 256, m->c_order);
+    rgpu_put_u32(out + 260, m->c_batch);
+    rgpu_put_u64(out + 264, m->c_stride);
+}
+static inline int rgpu_unpack_sparse_buffer_size_req(const uint8_t *in, size_t len, struct rgpu_sparse_buffer_size_req *m)
+{
+    if (len != RGPU_SPARSE_BUFFER_SIZE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->op_a = (uint32_t)rgpu_get_u32(in + 20);
+    m->op_b = (uint32_t)rgpu_get_u32(in + 24);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 28);
+    m->alg = (uint32_t)rgpu_get_u32(in + 32);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 36);
+    memcpy(m->alpha, in + 40, 16);
+    memcpy(m->beta, in + 56, 16);
+    m->buffer = (uint64_t)rgpu_get_u64(in + 72);
+    m->a_format = (uint32_t)rgpu_get_u32(in + 80);
+    m->a_rows = (int64_t)rgpu_get_u64(in + 84);
+    m->a_cols = (int64_t)rgpu_get_u64(in + 92);
+    m->a_nnz = (int64_t)rgpu_get_u64(in + 100);
+    m->a_offsets = (uint64_t)rgpu_get_u64(in + 108);
+    m->a_indices = (uint64_t)rgpu_get_u64(in + 116);
+    m->a_values = (uint64_t)rgpu_get_u64(in + 124);
+    m->a_offsets_type = (uint32_t)rgpu_get_u32(in + 132);
+    m->a_indices_type = (uint32_t)rgpu_get_u32(in + 136);
+    m->a_base = (uint32_t)rgpu_get_u32(in + 140);
+    m->a_value_type = (uint32_t)rgpu_get_u32(in + 144);
+    m->a_batch = (int32_t)rgpu_get_u32(in + 148);
+    m->a_offsets_stride = (int64_t)rgpu_get_u64(in + 152);
+    m->a_values_stride = (int64_t)rgpu_get_u64(in + 160);
+    m->b_rows = (int64_t)rgpu_get_u64(in + 168);
+    m->b_cols = (int64_t)rgpu_get_u64(in + 176);
+    m->b_ld = (int64_t)rgpu_get_u64(in + 184);
+    m->b_values = (uint64_t)rgpu_get_u64(in + 192);
+    m->b_type = (uint32_t)rgpu_get_u32(in + 200);
+    m->b_order = (uint32_t)rgpu_get_u32(in + 204);
+    m->b_batch = (int32_t)rgpu_get_u32(in + 208);
+    m->b_stride = (int64_t)rgpu_get_u64(in + 212);
+    m->c_rows = (int64_t)rgpu_get_u64(in + 220);
+    m->c_cols = (int64_t)rgpu_get_u64(in + 228);
+    m->c_ld = (int64_t)rgpu_get_u64(in + 236);
+    m->c_values = (uint64_t)rgpu_get_u64(in + 244);
+    m->c_type = (uint32_t)rgpu_get_u32(in + 252);
+    m->c_order = (uint32_t)rgpu_get_u32(in + 256);
+    m->c_batch = (int32_t)rgpu_get_u32(in + 260);
+    m->c_stride = (int64_t)rgpu_get_u64(in + 264);
+    return 0;
+}
+struct rgpu_sparse_buffer_size_rep {
+    uint32_t status;
+    uint64_t size;
+};
+static inline int rgpu_unpack_sparse_buffer_size(const uint8_t *in, size_t len, struct rgpu_sparse_buffer_size_rep *m)
+{
+    if (len != RGPU_SPARSE_BUFFER_SIZE_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 4);
+    return 0;
+}
+
+/* SPARSE_RUN: cusparseSpMV / cusparseSpMM / cusparseXcoo2csr (function) with A sparse, B and C dense [deferrable, context] */
+#define RGPU_OP_SPARSE_RUN 0x0283
+#define RGPU_SPARSE_RUN_REQ_SIZE 272
+#define RGPU_SPARSE_RUN_REP_SIZE 0
+struct rgpu_sparse_run_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t op_a;
+    uint32_t op_b;
+    uint32_t compute_type;
+    uint32_t alg;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t buffer;
+    uint32_t a_format;
+    int64_t a_rows;
+    int64_t a_cols;
+    int64_t a_nnz;
+    uint64_t a_offsets;
+    uint64_t a_indices;
+    uint64_t a_values;
+    uint32_t a_offsets_type;
+    uint32_t a_indices_type;
+    uint32_t a_base;
+    uint32_t a_value_type;
+    int32_t a_batch;
+    int64_t a_offsets_stride;
+    int64_t a_values_stride;
+    int64_t b_rows;
+    int64_t b_cols;
+    int64_t b_ld;
+    uint64_t b_values;
+    uint32_t b_type;
+    uint32_t b_order;
+    int32_t b_batch;
+    int64_t b_stride;
+    int64_t c_rows;
+    int64_t c_cols;
+    int64_t c_ld;
+    uint64_t c_values;
+    uint32_t c_type;
+    uint32_t c_order;
+    int32_t c_batch;
+    int64_t c_stride;
+};
+static inline void rgpu_pack_sparse_run(uint8_t out[RGPU_SPARSE_RUN_REQ_SIZE], const struct rgpu_sparse_run_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->op_a);
+    rgpu_put_u32(out + 24, m->op_b);
+    rgpu_put_u32(out + 28, m->compute_type);
+    rgpu_put_u32(out + 32, m->alg);
+    rgpu_put_u32(out + 36, m->pointer_mode);
+    memcpy(out + 40, m->alpha, 16);
+    memcpy(out + 56, m->beta, 16);
+    rgpu_put_u64(out + 72, m->buffer);
+    rgpu_put_u32(out + 80, m->a_format);
+    rgpu_put_u64(out + 84, m->a_rows);
+    rgpu_put_u64(out + 92, m->a_cols);
+    rgpu_put_u64(out + 100, m->a_nnz);
+    rgpu_put_u64(out + 108, m->a_offsets);
+    rgpu_put_u64(out + 116, m->a_indices);
+    rgpu_put_u64(out + 124, m->a_values);
+    rgpu_put_u32(out + 132, m->a_offsets_type);
+    rgpu_put_u32(out + 136, m->a_indices_type);
+    rgpu_put_u32(out + 140, m->a_base);
+    rgpu_put_u32(out + 144, m->a_value_type);
+    rgpu_put_u32(out + 148, m->a_batch);
+    rgpu_put_u64(out + 152, m->a_offsets_stride);
+    rgpu_put_u64(out + 160, m->a_values_stride);
+    rgpu_put_u64(out + 168, m->b_rows);
+    rgpu_put_u64(out + 176, m->b_cols);
+    rgpu_put_u64(out + 184, m->b_ld);
+    rgpu_put_u64(out + 192, m->b_values);
+    rgpu_put_u32(out + 200, m->b_type);
+    rgpu_put_u32(out + 204, m->b_order);
+    rgpu_put_u32(out + 208, m->b_batch);
+    rgpu_put_u64(out + 212, m->b_stride);
+    rgpu_put_u64(out + 220, m->c_rows);
+    rgpu_put_u64(out + 228, m->c_cols);
+    rgpu_put_u64(out + 236, m->c_ld);
+    rgpu_put_u64(out + 244, m->c_values);
+    rgpu_put_u32(out + 252, m->c_type);
+    rgpu_put_u32(out + 256, m->c_order);
+    rgpu_put_u32(out + 260, m->c_batch);
+    rgpu_put_u64(out + 264, m->c_stride);
+}
+static inline int rgpu_unpack_sparse_run_req(const uint8_t *in, size_t len, struct rgpu_sparse_run_req *m)
+{
+    if (len != RGPU_SPARSE_RUN_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->op_a = (uint32_t)rgpu_get_u32(in + 20);
+    m->op_b = (uint32_t)rgpu_get_u32(in + 24);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 28);
+    m->alg = (uint32_t)rgpu_get_u32(in + 32);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 36);
+    memcpy(m->alpha, in + 40, 16);
+    memcpy(m->beta, in + 56, 16);
+    m->buffer = (uint64_t)rgpu_get_u64(in + 72);
+    m->a_format = (uint32_t)rgpu_get_u32(in + 80);
+    m->a_rows = (int64_t)rgpu_get_u64(in + 84);
+    m->a_cols = (int64_t)rgpu_get_u64(in + 92);
+    m->a_nnz = (int64_t)rgpu_get_u64(in + 100);
+    m->a_offsets = (uint64_t)rgpu_get_u64(in + 108);
+    m->a_indices = (uint64_t)rgpu_get_u64(in + 116);
+    m->a_values = (uint64_t)rgpu_get_u64(in + 124);
+    m->a_offsets_type = (uint32_t)rgpu_get_u32(in + 132);
+    m->a_indices_type = (uint32_t)rgpu_get_u32(in + 136);
+    m->a_base = (uint32_t)rgpu_get_u32(in + 140);
+    m->a_value_type = (uint32_t)rgpu_get_u32(in + 144);
+    m->a_batch = (int32_t)rgpu_get_u32(in + 148);
+    m->a_offsets_stride = (int64_t)rgpu_get_u64(in + 152);
+    m->a_values_stride = (int64_t)rgpu_get_u64(in + 160);
+    m->b_rows = (int64_t)rgpu_get_u64(in + 168);
+    m->b_cols = (int64_t)rgpu_get_u64(in + 176);
+    m->b_ld = (int64_t)rgpu_get_u64(in + 184);
+    m->b_values = (uint64_t)rgpu_get_u64(in + 192);
+    m->b_type = (uint32_t)rgpu_get_u32(in + 200);
+    m->b_order = (uint32_t)rgpu_get_u32(in + 204);
+    m->b_batch = (int32_t)rgpu_get_u32(in + 208);
+    m->b_stride = (int64_t)rgpu_get_u64(in + 212);
+    m->c_rows = (int64_t)rgpu_get_u64(in + 220);
+    m->c_cols = (int64_t)rgpu_get_u64(in + 228);
+    m->c_ld = (int64_t)rgpu_get_u64(in + 236);
+    m->c_values = (uint64_t)rgpu_get_u64(in + 244);
+    m->c_type = (uint32_t)rgpu_get_u32(in + 252);
+    m->c_order = (uint32_t)rgpu_get_u32(in + 256);
+    m->c_batch = (int32_t)rgpu_get_u32(in + 260);
+    m->c_stride = (int64_t)rgpu_get_u64(in + 264);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -4429,6 +4753,10 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_SOLVER_DESTROY:
     case RGPU_OP_SOLVER_BUFFER_SIZE:
     case RGPU_OP_SOLVER_RUN:
+    case RGPU_OP_SPARSE_CREATE:
+    case RGPU_OP_SPARSE_DESTROY:
+    case RGPU_OP_SPARSE_BUFFER_SIZE:
+    case RGPU_OP_SPARSE_RUN:
         return 1;
     default:
         return 0;

@@ -207,7 +207,7 @@ def _write_if_changed(path: pathlib.Path, text: str) -> pathlib.Path:
 
 # -- the stand-ins -----------------------------------------------------------------------------------------
 FLAGS = ("-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations")
-_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cusolver_")  # generated files of the other libraries, not libcuda's
+_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cusolver_", "cusparse_")  # generated files of the other libraries, not libcuda's
 
 
 @attrs.frozen(slots=True)
@@ -256,6 +256,11 @@ def libraries(nat: pathlib.Path | None = None) -> list[Library]:
     # cuDNN 9 is one soname for CUDA 12 and 13; this one runs on the CUDA 13 runtime.
     libs.append(Library("libcudnn.so.9", tuple((f, 13) for f in files(*math, "src/cudnn/*.c", "gen/cudnn_*.c")),
                         includes=("src/cudnn", "src/libs"), exports="cudnn*",
+                        links=("libcuda.so.1", "libcudart.so.13")))
+    # So is cuSPARSE's libcusparse.so.12.
+    libs.append(Library("libcusparse.so.12",
+                        tuple((f, 13) for f in files(*math, "src/cusparse/*.c", "gen/cusparse_*.c")),
+                        includes=("src/cusparse", "src/libs"), exports="cusparse*",
                         links=("libcuda.so.1", "libcudart.so.13")))
     return libs
 
@@ -338,7 +343,7 @@ def build_examples(out: pathlib.Path | None = None, cc: str = "gcc", *, progress
 # copy of libcudart, and RPATH beats LD_LIBRARY_PATH -- but the loader never loads a second library with the
 # soname of one already loaded. (A program that dlopens a driver by absolute path still gets that file.)
 PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
-             "libcusolver.so.12")
+             "libcusolver.so.12", "libcusparse.so.12")
 
 
 def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:

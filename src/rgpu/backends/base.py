@@ -170,6 +170,17 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def solver_run(self, ctx, handle, stream, solve) -> None: ...
 
+    # -- cuSPARSE generic API (requests decoded and range-checked by rgpu.protocol.sparse_wire) ---------------
+    @abc.abstractmethod
+    def sparse_create(self, ctx): ...
+    @abc.abstractmethod
+    def sparse_destroy(self, ctx, handle) -> None: ...
+    @abc.abstractmethod
+    def sparse_buffer_size(self, ctx, handle, op) -> tuple[int, int]:
+        """(cuSPARSE status, external buffer bytes)."""
+    @abc.abstractmethod
+    def sparse_run(self, ctx, handle, stream, op) -> None: ...
+
     # -- cuDNN (requests decoded and checked by rgpu.protocol.dnn_wire) ---------------------------------
     @abc.abstractmethod
     def dnn_create(self, ctx): ...

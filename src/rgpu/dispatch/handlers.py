@@ -718,4 +718,4 @@ def _nop(s, args, bulk):
 
 
 # Handlers in modules of their own register themselves on import (they import `handles` from the registry).
-from rgpu.dispatch import blas_batched, graphs, occupancy, pools, solver, tensormap, vmm  # noqa: E402, F401
+from rgpu.dispatch import blas_batched, graphs, occupancy, pools, solver, sparse, tensormap, vmm  # noqa: E402, F401

@@ -6,6 +6,7 @@ claims (cusolverDnSgetrf, for one, takes no size at all)."""
 
 from __future__ import annotations
 
+from rgpu.dispatch import library_calls
 from rgpu.dispatch.registry import handles
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops, solver_wire
@@ -15,15 +16,12 @@ from rgpu.session.state import Session
 
 @handles(ops.SOLVER_CREATE)
 def _create(s: Session, args, bulk):
-    ctx = s.context()
-    return (s.handles.add(Kind.SOLVER, s.backend.solver_create(ctx.obj), ctx=s.current_ctx),)
+    return library_calls.create(s, Kind.SOLVER, s.backend.solver_create)
 
 
 @handles(ops.SOLVER_DESTROY, blocking=True)
 def _destroy(s: Session, args, bulk):
-    ctx, entry = s.object(args.handle, Kind.SOLVER)
-    s.handles.pop(args.handle, Kind.SOLVER)
-    s.backend.solver_destroy(ctx.obj, entry.obj)
+    library_calls.destroy(s, args.handle, Kind.SOLVER, s.backend.solver_destroy)
 
 
 @handles(ops.SOLVER_BUFFER_SIZE, blocking=True)
@@ -34,11 +32,8 @@ def _buffer_size(s: Session, args, bulk):
 
 @handles(ops.SOLVER_RUN)
 def _run(s: Session, args, bulk):
-    ctx, entry = s.object(args.handle, Kind.SOLVER)
+    ctx, entry, strm = library_calls.on_stream(s, args.handle, Kind.SOLVER, args.stream)
     solve = solver_wire.Solve.from_request(args)
-    stream_ctx, strm = s.stream(args.stream)
-    if stream_ctx is not ctx:
-        raise CudaError(Status.INVALID_HANDLE, "cuSOLVER handle and stream belong to different contexts")
     required = 0
     if solve.function not in solver_wire.NO_WORKSPACE:
         status, required, _ = s.backend.solver_buffer_size(ctx.obj, entry.obj, solve)

@@ -559,6 +559,25 @@ SOLVER_RUN = _op(0x0263, "SOLVER_RUN", _SOLVE, deferrable=True, names="handle:so
                  doc="cusolverDn<routine>(handle, stream, ...): the factorization or solve; info arrays written on "
                      "the device")
 
+# cuSPARSE (0x0280-0x029F). Handles and the generic API's descriptors (sparse matrices in CSR/CSC/COO, dense
+# matrices and vectors) live on the client; an operation carries its descriptors as fixed fields, a buffer-size
+# query is one round trip, an execution one deferred message whose external buffer must hold what the server's
+# library needs for it (the API passes no size) (rgpu.protocol.sparse_wire; docs/protocol.md).
+SPARSE_CREATE = _op(0x0280, "SPARSE_CREATE", "", "handle:u64", creates="sparse",
+                    doc="cusparseCreate in the current context -> handle")
+SPARSE_DESTROY = _op(0x0281, "SPARSE_DESTROY", "handle:u64", names="handle:sparse", doc="cusparseDestroy")
+_DENSE = "{p}_rows:i64 {p}_cols:i64 {p}_ld:i64 {p}_values:u64 {p}_type:u32 {p}_order:u32 {p}_batch:i32 {p}_stride:i64"
+_SPARSE = ("handle:u64 stream:u64 function:u32 op_a:u32 op_b:u32 compute_type:u32 alg:u32 pointer_mode:u32 "
+           "alpha:b16 beta:b16 buffer:u64 "
+           "a_format:u32 a_rows:i64 a_cols:i64 a_nnz:i64 a_offsets:u64 a_indices:u64 a_values:u64 "
+           "a_offsets_type:u32 a_indices_type:u32 a_base:u32 a_value_type:u32 a_batch:i32 a_offsets_stride:i64 "
+           "a_values_stride:i64 "
+           + _DENSE.format(p="b") + " " + _DENSE.format(p="c"))
+SPARSE_BUFFER_SIZE = _op(0x0282, "SPARSE_BUFFER_SIZE", _SPARSE, "status:u32 size:u64", names="handle:sparse",
+                         doc="cusparseSpMV_bufferSize / cusparseSpMM_bufferSize -> cuSPARSE status, bytes")
+SPARSE_RUN = _op(0x0283, "SPARSE_RUN", _SPARSE, deferrable=True, names="handle:sparse stream:stream",
+                 doc="cusparseSpMV / cusparseSpMM / cusparseXcoo2csr (function) with A sparse, B and C dense")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 
