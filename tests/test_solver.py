@@ -37,7 +37,8 @@ def test_factorizations_match_a_cpu_reference(shim_dir, solver_check, fake_serve
     lines = proc.stdout.splitlines()
     for check in ("Dgetrf+Dgetrs", "Xgetrf+Xgetrs", "Dgetrf info of a singular", "Dpotrf+Dpotrs", "Xpotrf+Xpotrs",
                   "Dpotrf info of an indefinite", "Dgeqrf+Dorgqr", "Dormqr", "Xgeqrf", "Dsyevd A V", "Xsyevd",
-                  "Dgesvd U S", "Xgesvd economy", "Dgesvdj economy", "SgesvdjBatched"):
+                  "Dgesvd U S", "Xgesvd economy", "Dgesvdj economy", "SgesvdjBatched", "Ssyevj", "DsyevjBatched",
+                  "XsyevBatched", "DpotrfBatched infos", "DpotrfBatched+DpotrsBatched"):
         assert any(line.startswith(check) and " OK " in line for line in lines), (check, proc.stdout)
     assert "solver_check OK" in proc.stdout
     assert "not supported" not in proc.stderr, proc.stderr
@@ -48,7 +49,7 @@ def test_bad_input_is_refused_and_the_session_goes_on(shim_dir, solver_check, fa
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for check in ("no handle", "lda < n", "workspace one element short", "and A left untouched",
                   "workspace larger than its allocation", "foreign matrix pointer", "foreign info pointer",
-                  "no info array", "a clean call afterwards"):
+                  "no info array", "foreign pointer in a pointer array", "a clean call afterwards"):
         assert any(check in line and " OK " in line for line in proc.stdout.splitlines()), (check, proc.stdout)
 
 

@@ -134,30 +134,6 @@ SOLVER_API int cusolverDnCheevdx_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnCheevdx_bufferSize");
 }
 
-SOLVER_API int cusolverDnCheevj()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnCheevj");
-}
-
-SOLVER_API int cusolverDnCheevjBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnCheevjBatched");
-}
-
-SOLVER_API int cusolverDnCheevjBatched_bufferSize()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnCheevjBatched_bufferSize");
-}
-
-SOLVER_API int cusolverDnCheevj_bufferSize()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnCheevj_bufferSize");
-}
-
 SOLVER_API int cusolverDnChegvd()
 {
     static int logged;
@@ -224,12 +200,6 @@ SOLVER_API int cusolverDnClauum_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnClauum_bufferSize");
 }
 
-SOLVER_API int cusolverDnCpotrfBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnCpotrfBatched");
-}
-
 SOLVER_API int cusolverDnCpotri()
 {
     static int logged;
@@ -240,18 +210,6 @@ SOLVER_API int cusolverDnCpotri_bufferSize()
 {
     static int logged;
     return rgpu_solver_unsupported(&logged, "cusolverDnCpotri_bufferSize");
-}
-
-SOLVER_API int cusolverDnCpotrsBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnCpotrsBatched");
-}
-
-SOLVER_API int cusolverDnCreateSyevjInfo()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnCreateSyevjInfo");
 }
 
 SOLVER_API int cusolverDnCsytrf()
@@ -434,12 +392,6 @@ SOLVER_API int cusolverDnDXgesv_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnDXgesv_bufferSize");
 }
 
-SOLVER_API int cusolverDnDestroySyevjInfo()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnDestroySyevjInfo");
-}
-
 SOLVER_API int cusolverDnDgebrd()
 {
     static int logged;
@@ -518,12 +470,6 @@ SOLVER_API int cusolverDnDormtr_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnDormtr_bufferSize");
 }
 
-SOLVER_API int cusolverDnDpotrfBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnDpotrfBatched");
-}
-
 SOLVER_API int cusolverDnDpotri()
 {
     static int logged;
@@ -536,12 +482,6 @@ SOLVER_API int cusolverDnDpotri_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnDpotri_bufferSize");
 }
 
-SOLVER_API int cusolverDnDpotrsBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnDpotrsBatched");
-}
-
 SOLVER_API int cusolverDnDsyevdx()
 {
     static int logged;
@@ -552,30 +492,6 @@ SOLVER_API int cusolverDnDsyevdx_bufferSize()
 {
     static int logged;
     return rgpu_solver_unsupported(&logged, "cusolverDnDsyevdx_bufferSize");
-}
-
-SOLVER_API int cusolverDnDsyevj()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnDsyevj");
-}
-
-SOLVER_API int cusolverDnDsyevjBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnDsyevjBatched");
-}
-
-SOLVER_API int cusolverDnDsyevjBatched_bufferSize()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnDsyevjBatched_bufferSize");
-}
-
-SOLVER_API int cusolverDnDsyevj_bufferSize()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnDsyevj_bufferSize");
 }
 
 SOLVER_API int cusolverDnDsygvd()
@@ -1016,12 +932,6 @@ SOLVER_API int cusolverDnSormtr_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnSormtr_bufferSize");
 }
 
-SOLVER_API int cusolverDnSpotrfBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnSpotrfBatched");
-}
-
 SOLVER_API int cusolverDnSpotri()
 {
     static int logged;
@@ -1034,12 +944,6 @@ SOLVER_API int cusolverDnSpotri_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnSpotri_bufferSize");
 }
 
-SOLVER_API int cusolverDnSpotrsBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnSpotrsBatched");
-}
-
 SOLVER_API int cusolverDnSsyevdx()
 {
     static int logged;
@@ -1050,30 +954,6 @@ SOLVER_API int cusolverDnSsyevdx_bufferSize()
 {
     static int logged;
     return rgpu_solver_unsupported(&logged, "cusolverDnSsyevdx_bufferSize");
-}
-
-SOLVER_API int cusolverDnSsyevj()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnSsyevj");
-}
-
-SOLVER_API int cusolverDnSsyevjBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnSsyevjBatched");
-}
-
-SOLVER_API int cusolverDnSsyevjBatched_bufferSize()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnSsyevjBatched_bufferSize");
-}
-
-SOLVER_API int cusolverDnSsyevj_bufferSize()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnSsyevj_bufferSize");
 }
 
 SOLVER_API int cusolverDnSsygvd()
@@ -1208,18 +1088,6 @@ SOLVER_API int cusolverDnXlarft_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnXlarft_bufferSize");
 }
 
-SOLVER_API int cusolverDnXsyevBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnXsyevBatched");
-}
-
-SOLVER_API int cusolverDnXsyevBatched_bufferSize()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnXsyevBatched_bufferSize");
-}
-
 SOLVER_API int cusolverDnXsyevdx()
 {
     static int logged;
@@ -1242,24 +1110,6 @@ SOLVER_API int cusolverDnXsyevjGetSweeps()
 {
     static int logged;
     return rgpu_solver_unsupported(&logged, "cusolverDnXsyevjGetSweeps");
-}
-
-SOLVER_API int cusolverDnXsyevjSetMaxSweeps()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnXsyevjSetMaxSweeps");
-}
-
-SOLVER_API int cusolverDnXsyevjSetSortEig()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnXsyevjSetSortEig");
-}
-
-SOLVER_API int cusolverDnXsyevjSetTolerance()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnXsyevjSetTolerance");
 }
 
 SOLVER_API int cusolverDnXsytrs()
@@ -1442,30 +1292,6 @@ SOLVER_API int cusolverDnZheevdx_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnZheevdx_bufferSize");
 }
 
-SOLVER_API int cusolverDnZheevj()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnZheevj");
-}
-
-SOLVER_API int cusolverDnZheevjBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnZheevjBatched");
-}
-
-SOLVER_API int cusolverDnZheevjBatched_bufferSize()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnZheevjBatched_bufferSize");
-}
-
-SOLVER_API int cusolverDnZheevj_bufferSize()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnZheevj_bufferSize");
-}
-
 SOLVER_API int cusolverDnZhegvd()
 {
     static int logged;
@@ -1532,12 +1358,6 @@ SOLVER_API int cusolverDnZlauum_bufferSize()
     return rgpu_solver_unsupported(&logged, "cusolverDnZlauum_bufferSize");
 }
 
-SOLVER_API int cusolverDnZpotrfBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnZpotrfBatched");
-}
-
 SOLVER_API int cusolverDnZpotri()
 {
     static int logged;
@@ -1548,12 +1368,6 @@ SOLVER_API int cusolverDnZpotri_bufferSize()
 {
     static int logged;
     return rgpu_solver_unsupported(&logged, "cusolverDnZpotri_bufferSize");
-}
-
-SOLVER_API int cusolverDnZpotrsBatched()
-{
-    static int logged;
-    return rgpu_solver_unsupported(&logged, "cusolverDnZpotrsBatched");
 }
 
 SOLVER_API int cusolverDnZsytrf()

@@ -28,12 +28,26 @@ int cusolverDnCreateGesvdjInfo(handle_t *p);
 int cusolverDnDestroyGesvdjInfo(handle_t p);
 int cusolverDnXgesvdjSetTolerance(handle_t p, double tol);
 int cusolverDnXgesvdjSetMaxSweeps(handle_t p, int sweeps);
+int cusolverDnCreateSyevjInfo(handle_t *p);
+int cusolverDnDestroySyevjInfo(handle_t p);
+int cusolverDnXsyevjSetSortEig(handle_t p, int sort);
+int cusolverDnSsyevj_bufferSize(handle_t, int, int, int, const float *, int, const float *, int *, handle_t);
+int cusolverDnSsyevj(handle_t, int, int, int, float *, int, float *, float *, int, int *, handle_t);
+int cusolverDnDsyevjBatched_bufferSize(handle_t, int, int, int, const double *, int, const double *, int *, handle_t,
+                                       int);
+int cusolverDnDsyevjBatched(handle_t, int, int, int, double *, int, double *, double *, int, int *, handle_t, int);
+int cusolverDnXsyevBatched_bufferSize(handle_t, handle_t, int, int, int64_t, int, const void *, int64_t, int,
+                                      const void *, int, size_t *, size_t *, int64_t);
+int cusolverDnXsyevBatched(handle_t, handle_t, int, int, int64_t, int, void *, int64_t, int, void *, int, void *,
+                           size_t, void *, size_t, int *, int64_t);
 int cusolverDnDgetrf_bufferSize(handle_t, int, int, double *, int, int *);
 int cusolverDnDgetrf(handle_t, int, int, double *, int, double *, int *, int *);
 int cusolverDnDgetrs(handle_t, int, int, int, const double *, int, const int *, double *, int, int *);
 int cusolverDnDpotrf_bufferSize(handle_t, int, int, double *, int, int *);
 int cusolverDnDpotrf(handle_t, int, int, double *, int, double *, int, int *);
 int cusolverDnDpotrs(handle_t, int, int, int, const double *, int, double *, int, int *);
+int cusolverDnDpotrfBatched(handle_t, int, int, double **, int, int *, int);
+int cusolverDnDpotrsBatched(handle_t, int, int, int, double **, int, double **, int, int *, int);
 int cusolverDnDgeqrf_bufferSize(handle_t, int, int, double *, int, int *);
 int cusolverDnDgeqrf(handle_t, int, int, double *, int, double *, double *, int, int *);
 int cusolverDnDorgqr_bufferSize(handle_t, int, int, int, const double *, int, const double *, int *);
@@ -297,6 +311,32 @@ static void check_cholesky(handle_t h)
     CHECK(cudaMemcpy(da, a, sizeof(double) * n * n, 1));
     CHECK(cusolverDnDpotrf(h, LOWER, n, da, n, work, lwork, dinfo));
     expect("Dpotrf info of an indefinite matrix", info_of(dinfo), 5);
+
+    /* batches as arrays of device pointers: three SPD matrices (the second one not), one right-hand side each */
+    enum { bn = 12, batch = 3 };
+    double *mats[batch], *rhs[batch], *dmats[batch], *drhs[batch], xb[bn], axb[bn];
+    for (int b = 0; b < batch; b++) {
+        mats[b] = spd(bn), rhs[b] = random_matrix(bn, 1);
+        if (b == 1)
+            mats[b][7 + 7 * bn] = -1e6;
+        dmats[b] = dev(mats[b], sizeof(double) * bn * bn), drhs[b] = dev(rhs[b], sizeof(double) * bn);
+    }
+    double **darr = dev(dmats, sizeof dmats), **dbarr = dev(drhs, sizeof drhs);
+    int *dinfos = dev(NULL, sizeof(int) * batch), infos[batch];
+    CHECK(cusolverDnDpotrfBatched(h, LOWER, bn, darr, bn, dinfos, batch));
+    get(infos, dinfos, sizeof infos);
+    expect("DpotrfBatched infos (0, 8, 0)", infos[0] * 100 + infos[1] * 10 + infos[2], 80);
+    CHECK(cusolverDnDpotrsBatched(h, LOWER, bn, 1, darr, bn, dbarr, bn, dinfo, batch));
+    double eb = 0;
+    for (int b = 0; b < batch; b += 2) {
+        get(xb, drhs[b], sizeof xb);
+        mul(0, 0, bn, 1, bn, mats[b], bn, xb, bn, axb);
+        eb = fmax(eb, max_diff(axb, rhs[b], bn));
+    }
+    report("DpotrfBatched+DpotrsBatched x3", eb, 1e-10);
+    for (int b = 0; b < batch; b++)
+        cudaFree(dmats[b]), cudaFree(drhs[b]), free(mats[b]), free(rhs[b]);
+    cudaFree(darr), cudaFree(dbarr), cudaFree(dinfos);
     cudaFree(da), cudaFree(db), cudaFree(work), cudaFree(dwork), cudaFree(dinfo);
     free(a), free(b), free(hwork);
 }
@@ -392,8 +432,67 @@ static void check_eigen(handle_t h)
     for (int i = 0; i < n; i++)
         e = fmax(e, fabs(wf[i] - w[i]) / (1 + fabs(w[i])));
     report("Xsyevd float eigenvalues", e, 1e-4);
+
+    /* Jacobi, float (what torch.linalg.eigh uses for float 32..512): A V = V diag(w) */
+    handle_t params;
+    float vf[24 * 24];
+    CHECK(cusolverDnCreateSyevjInfo(&params));
+    CHECK(cudaMemcpy(daf, af, sizeof af, 1));
+    CHECK(cusolverDnSsyevj_bufferSize(h, VECTORS, LOWER, n, daf, n, dwf, &lwork, params));
+    float *jwork = dev(NULL, sizeof(float) * (lwork ? lwork : 1));
+    CHECK(cusolverDnSsyevj(h, VECTORS, LOWER, n, daf, n, dwf, jwork, lwork, dinfo, params));
+    get(vf, daf, sizeof vf), get(wf, dwf, sizeof wf);
+    for (int i = 0; i < n * n; i++)
+        v[i] = vf[i];
+    mul(0, 0, n, n, n, a, n, v, n, av);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < n; i++)
+            vw[i + j * n] = v[i + j * n] * wf[j];
+    report("Ssyevj A V = V diag(w)", max_diff(av, vw, n * n), 1e-3);
+    expect("Ssyevj info", info_of(dinfo), 0);
+
+    /* batches of three 8 x 8 matrices: Jacobi (double) and the 64-bit API (float) */
+    enum { bn = 8, batch = 3 };
+    double ab[bn * bn * batch], wb[bn * batch], vb[bn * bn * batch];
+    float abf[bn * bn * batch], wbf[bn * bn * batch];
+    for (int b = 0; b < batch; b++)
+        for (int j = 0; j < bn; j++)
+            for (int i = 0; i <= j; i++)
+                ab[b * bn * bn + i + j * bn] = ab[b * bn * bn + j + i * bn] = (rand() % 2001 - 1000) / 500.0;
+    for (int i = 0; i < bn * bn * batch; i++)
+        abf[i] = (float)ab[i];
+    double *dab = dev(ab, sizeof ab), *dwb = dev(NULL, sizeof wb);
+    int *dinfos = dev(NULL, sizeof(int) * batch), infos[batch];
+    CHECK(cusolverDnXsyevjSetSortEig(params, 1));
+    CHECK(cusolverDnDsyevjBatched_bufferSize(h, VECTORS, UPPER, bn, dab, bn, dwb, &lwork, params, batch));
+    double *bwork = dev(NULL, sizeof(double) * (lwork ? lwork : 1));
+    CHECK(cusolverDnDsyevjBatched(h, VECTORS, UPPER, bn, dab, bn, dwb, bwork, lwork, dinfos, params, batch));
+    get(vb, dab, sizeof vb), get(wb, dwb, sizeof wb), get(infos, dinfos, sizeof infos);
+    e = 0;
+    for (int b = 0; b < batch; b++) {
+        double abv[bn * bn];
+        mul(0, 0, bn, bn, bn, ab + b * bn * bn, bn, vb + b * bn * bn, bn, abv);
+        for (int j = 0; j < bn; j++)
+            for (int i = 0; i < bn; i++)
+                e = fmax(e, fabs(abv[i + j * bn] - vb[b * bn * bn + i + j * bn] * wb[b * bn + j]));
+        failures += infos[b] != 0;
+    }
+    report("DsyevjBatched x3 A V = V diag(w)", e, 1e-9);
+    float *dabf = dev(abf, sizeof abf), *dwbf = dev(NULL, sizeof(float) * bn * batch);
+    CHECK(cusolverDnXsyevBatched_bufferSize(h, NULL, 0, LOWER, bn, R_32F, dabf, bn, R_32F, dwbf, R_32F, &dsize,
+                                            &hsize, batch));
+    void *xwork = dev(NULL, dsize), *xhwork = malloc(hsize ? hsize : 1);
+    CHECK(cusolverDnXsyevBatched(h, NULL, 0, LOWER, bn, R_32F, dabf, bn, R_32F, dwbf, R_32F, xwork, dsize, xhwork,
+                                 hsize, dinfos, batch));
+    get(wbf, dwbf, sizeof(float) * bn * batch);
+    e = 0;
+    for (int i = 0; i < bn * batch; i++)
+        e = fmax(e, fabs(wbf[i] - wb[i]) / (1 + fabs(wb[i])));
+    report("XsyevBatched float eigenvalues", e, 1e-4);
+    CHECK(cusolverDnDestroySyevjInfo(params));
     cudaFree(da), cudaFree(dw), cudaFree(work), cudaFree(daf), cudaFree(dwf), cudaFree(dwork), cudaFree(dinfo);
-    free(a), free(hwork);
+    cudaFree(jwork), cudaFree(dab), cudaFree(dwb), cudaFree(dinfos), cudaFree(bwork), cudaFree(dabf), cudaFree(dwbf);
+    cudaFree(xwork), free(a), free(hwork), free(xhwork);
 }
 
 /* max |U diag(s) V^T - A| for U m x k, V n x k (vt: V^T given, k x n with leading dimension ldvt) */
@@ -528,6 +627,12 @@ static int hostile(handle_t h)
     expect_refused("foreign info pointer");
     CHECK(cusolverDnDgetrf(h, n, n, da, n, work, dipiv, NULL));
     expect_refused("no info array");
+    /* a pointer array naming memory the program never allocated */
+    double *arr[2] = {da, (double *)0x7f00dead0000}, **darr = dev(arr, sizeof arr);
+    int *dinfos = dev(NULL, 2 * sizeof(int));
+    CHECK(cusolverDnDpotrfBatched(h, LOWER, n, darr, n, dinfos, 2));
+    expect_refused("foreign pointer in a pointer array");
+    cudaFree(darr), cudaFree(dinfos);
     /* still usable: a clean factorization afterwards */
     CHECK(cusolverDnDpotrf(h, LOWER, n, da, n, work, lwork, dinfo));
     CHECK(cudaDeviceSynchronize());

@@ -158,45 +158,56 @@ SOLVER_API int cusolverDnSetAdvOptions(struct solver_params *p, int function, in
     return CUSOLVER_STATUS_SUCCESS;
 }
 
-SOLVER_API int cusolverDnCreateGesvdjInfo(struct gesvdj_info **out)
+static int jacobi_create(struct jacobi_info **out)
 {
     if (!out)
         return CUSOLVER_STATUS_INVALID_VALUE;
     if (!(*out = calloc(1, sizeof **out)))
         return CUSOLVER_STATUS_ALLOC_FAILED;
-    (*out)->sort = 1; /* cuSOLVER sorts singular values unless told not to */
+    (*out)->sort = 1; /* cuSOLVER sorts unless told not to; tolerance and sweeps 0: its own defaults */
     return CUSOLVER_STATUS_SUCCESS;
 }
 
-SOLVER_API int cusolverDnDestroyGesvdjInfo(struct gesvdj_info *info)
-{
-    free(info);
-    return CUSOLVER_STATUS_SUCCESS;
-}
-
-SOLVER_API int cusolverDnXgesvdjSetTolerance(struct gesvdj_info *info, double tolerance)
-{
-    if (!info)
-        return CUSOLVER_STATUS_INVALID_VALUE;
-    info->tolerance = tolerance;
-    return CUSOLVER_STATUS_SUCCESS;
-}
-
-SOLVER_API int cusolverDnXgesvdjSetMaxSweeps(struct gesvdj_info *info, int sweeps)
+static int jacobi_set(struct jacobi_info *info, double tolerance, int sweeps, int sort, int which)
 {
     if (!info || sweeps < 0)
         return CUSOLVER_STATUS_INVALID_VALUE;
-    info->max_sweeps = sweeps;
+    if (which == 0)
+        info->tolerance = tolerance;
+    else if (which == 1)
+        info->max_sweeps = sweeps;
+    else
+        info->sort = sort != 0;
     return CUSOLVER_STATUS_SUCCESS;
 }
 
-SOLVER_API int cusolverDnXgesvdjSetSortEig(struct gesvdj_info *info, int sort)
-{
-    if (!info)
-        return CUSOLVER_STATUS_INVALID_VALUE;
-    info->sort = sort != 0;
-    return CUSOLVER_STATUS_SUCCESS;
-}
+#define JACOBI(kind)                                                                                                \
+    SOLVER_API int cusolverDnCreate##kind##Info(struct jacobi_info **out) { return jacobi_create(out); }            \
+    SOLVER_API int cusolverDnDestroy##kind##Info(struct jacobi_info *info)                                          \
+    {                                                                                                               \
+        free(info);                                                                                                 \
+        return CUSOLVER_STATUS_SUCCESS;                                                                             \
+    }
+#define JACOBI_SETTERS(kind)                                                                                        \
+    SOLVER_API int cusolverDnX##kind##SetTolerance(struct jacobi_info *info, double tolerance)                      \
+    {                                                                                                               \
+        return jacobi_set(info, tolerance, 0, 0, 0);                                                                \
+    }                                                                                                               \
+    SOLVER_API int cusolverDnX##kind##SetMaxSweeps(struct jacobi_info *info, int sweeps)                            \
+    {                                                                                                               \
+        return jacobi_set(info, 0, sweeps, 0, 1);                                                                   \
+    }                                                                                                               \
+    SOLVER_API int cusolverDnX##kind##SetSortEig(struct jacobi_info *info, int sort)                                \
+    {                                                                                                               \
+        return jacobi_set(info, 0, 0, sort, 2);                                                                     \
+    }
+/* defines: cusolverDnCreateGesvdjInfo cusolverDnDestroyGesvdjInfo cusolverDnCreateSyevjInfo
+ * cusolverDnDestroySyevjInfo cusolverDnXgesvdjSetTolerance cusolverDnXgesvdjSetMaxSweeps cusolverDnXgesvdjSetSortEig
+ * cusolverDnXsyevjSetTolerance cusolverDnXsyevjSetMaxSweeps cusolverDnXsyevjSetSortEig */
+JACOBI(Gesvdj)
+JACOBI(Syevj)
+JACOBI_SETTERS(gesvdj)
+JACOBI_SETTERS(syevj)
 
 /* -- versions ---------------------------------------------------------------------------------------------- */
 SOLVER_API int cusolverGetProperty(int type, int *value)

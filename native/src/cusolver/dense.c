@@ -56,6 +56,18 @@ static int potrs(void *h, int type, int uplo, int n, int nrhs, const void *a, in
     return rgpu_solver_submit(h, &r);
 }
 
+/* potrfBatched (b NULL) and potrsBatched: a and b are device arrays of `batch` matrix pointers. */
+static int potr_batched(void *h, int type, int uplo, int n, int nrhs, void *a, int lda, void *b, int ldb, int *info,
+                        int batch)
+{
+    if (n < 0 || lda < (n > 1 ? n : 1) || batch < 1 || (b && (nrhs < 0 || ldb < (n > 1 ? n : 1))))
+        return CUSOLVER_STATUS_INVALID_VALUE;
+    struct rgpu_solver_run_req r = rgpu_solver_request(b ? SOLVER_POTRS_BATCHED : SOLVER_POTRF_BATCHED, type);
+    r.uplo = (uint32_t)uplo, r.n = n, r.nrhs = b ? nrhs : 0, r.a = (uintptr_t)a, r.lda = lda, r.b = (uintptr_t)b,
+    r.ldb = ldb, r.info = (uintptr_t)info, r.batch = batch;
+    return rgpu_solver_submit(h, &r);
+}
+
 /* -- QR ----------------------------------------------------------------------------------------------------- */
 static int qr(void *h, int type, int function, int query, int side, int trans, int m, int n, int k, const void *a,
               int lda, const void *tau, void *c, int ldc, void *work, int lwork, int *info, int *lwork_out)
@@ -76,15 +88,21 @@ static int qr(void *h, int type, int function, int query, int side, int trans, i
 }
 
 /* -- eigenvalues and singular values ------------------------------------------------------------------------ */
-static int syevd(void *h, int type, int query, int jobz, int uplo, int n, const void *a, int lda, const void *w,
-                 void *work, int lwork, int *info, int *lwork_out)
+/* syevd (params NULL), syevj and syevjBatched */
+static int eigen(void *h, int type, int function, int query, int jobz, int uplo, int n, const void *a, int lda,
+                 const void *w, void *work, int lwork, int *info, int *lwork_out, const struct jacobi_info *params,
+                 int batch)
 {
     int s = square(n, lda);
+    if (!s && function != SOLVER_SYEVD && (!params || batch < 1))
+        s = CUSOLVER_STATUS_INVALID_VALUE;
     if (s)
         return s;
-    struct rgpu_solver_run_req r = rgpu_solver_request(SOLVER_SYEVD, type);
+    struct rgpu_solver_run_req r = rgpu_solver_request(function, type);
     r.jobz = (uint32_t)jobz, r.uplo = (uint32_t)uplo, r.n = n, r.a = (uintptr_t)a, r.lda = lda, r.w = (uintptr_t)w,
-    r.work = (uintptr_t)work, r.work_size = (uint64_t)(int64_t)lwork, r.info = (uintptr_t)info;
+    r.work = (uintptr_t)work, r.work_size = (uint64_t)(int64_t)lwork, r.info = (uintptr_t)info, r.batch = batch;
+    if (params)
+        r.tol = params->tolerance, r.max_sweeps = (uint32_t)params->max_sweeps, r.sort = (uint32_t)params->sort;
     return query ? rgpu_solver_lwork(h, &r, lwork_out) : rgpu_solver_submit(h, &r);
 }
 
@@ -93,7 +111,7 @@ struct svd {
     const void *a, *s, *u, *v, *rwork;
     void *work;
     int *info;
-    const struct gesvdj_info *params;
+    const struct jacobi_info *params;
 };
 
 static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
@@ -118,9 +136,9 @@ static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
 
 #define SVD(...) ((struct svd){__VA_ARGS__})
 
-/* One set of classic entry points per type: T the letter, D the cudaDataType, ORG/ORM/EV the names the complex
- * types give the orthogonal and symmetric routines (ungqr, unmqr, heevd). */
-#define CLASSIC(T, D, ORG, ORM, EV)                                                                                 \
+/* One set of classic entry points per type: T the letter, D the cudaDataType, ORG/ORM/EV/EVJ the names the
+ * complex types give the orthogonal and symmetric routines (ungqr, unmqr, heevd, heevj). */
+#define CLASSIC(T, D, ORG, ORM, EV, EVJ)                                                                                 \
     SOLVER_API int cusolverDn##T##getrf_bufferSize(void *h, int m, int n, void *a, int lda, int *lwork)            \
     {                                                                                                               \
         return getrf(h, D, 1, m, n, a, lda, NULL, NULL, NULL, lwork);                                               \
@@ -147,6 +165,15 @@ static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
                                         int ldb, int *info)                                                         \
     {                                                                                                               \
         return potrs(h, D, uplo, n, nrhs, a, lda, b, ldb, info);                                                    \
+    }                                                                                                               \
+    SOLVER_API int cusolverDn##T##potrfBatched(void *h, int uplo, int n, void *a[], int lda, int *info, int batch)  \
+    {                                                                                                               \
+        return potr_batched(h, D, uplo, n, 0, a, lda, NULL, 0, info, batch);                                        \
+    }                                                                                                               \
+    SOLVER_API int cusolverDn##T##potrsBatched(void *h, int uplo, int n, int nrhs, void *a[], int lda, void *b[],  \
+                                               int ldb, int *info, int batch)                                       \
+    {                                                                                                               \
+        return b ? potr_batched(h, D, uplo, n, nrhs, a, lda, b, ldb, info, batch) : CUSOLVER_STATUS_INVALID_VALUE;  \
     }                                                                                                               \
     SOLVER_API int cusolverDn##T##geqrf_bufferSize(void *h, int m, int n, void *a, int lda, int *lwork)            \
     {                                                                                                               \
@@ -181,12 +208,33 @@ static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
     SOLVER_API int cusolverDn##T##EV##_bufferSize(void *h, int jobz, int uplo, int n, const void *a, int lda,      \
                                                   const void *w, int *lwork)                                        \
     {                                                                                                               \
-        return syevd(h, D, 1, jobz, uplo, n, a, lda, w, NULL, 0, NULL, lwork);                                      \
+        return eigen(h, D, SOLVER_SYEVD, 1, jobz, uplo, n, a, lda, w, NULL, 0, NULL, lwork, NULL, 1);               \
     }                                                                                                               \
     SOLVER_API int cusolverDn##T##EV(void *h, int jobz, int uplo, int n, void *a, int lda, void *w, void *work,    \
                                      int lwork, int *info)                                                          \
     {                                                                                                               \
-        return syevd(h, D, 0, jobz, uplo, n, a, lda, w, work, lwork, info, NULL);                                   \
+        return eigen(h, D, SOLVER_SYEVD, 0, jobz, uplo, n, a, lda, w, work, lwork, info, NULL, NULL, 1);            \
+    }                                                                                                               \
+    SOLVER_API int cusolverDn##T##EVJ##_bufferSize(void *h, int jobz, int uplo, int n, const void *a, int lda,     \
+                                                   const void *w, int *lwork, struct jacobi_info *p)                \
+    {                                                                                                               \
+        return eigen(h, D, SOLVER_SYEVJ, 1, jobz, uplo, n, a, lda, w, NULL, 0, NULL, lwork, p, 1);                  \
+    }                                                                                                               \
+    SOLVER_API int cusolverDn##T##EVJ(void *h, int jobz, int uplo, int n, void *a, int lda, void *w, void *work,   \
+                                      int lwork, int *info, struct jacobi_info *p)                                  \
+    {                                                                                                               \
+        return eigen(h, D, SOLVER_SYEVJ, 0, jobz, uplo, n, a, lda, w, work, lwork, info, NULL, p, 1);               \
+    }                                                                                                               \
+    SOLVER_API int cusolverDn##T##EVJ##Batched_bufferSize(void *h, int jobz, int uplo, int n, const void *a,       \
+                                                          int lda, const void *w, int *lwork,                       \
+                                                          struct jacobi_info *p, int batch)                         \
+    {                                                                                                               \
+        return eigen(h, D, SOLVER_SYEVJ_BATCHED, 1, jobz, uplo, n, a, lda, w, NULL, 0, NULL, lwork, p, batch);      \
+    }                                                                                                               \
+    SOLVER_API int cusolverDn##T##EVJ##Batched(void *h, int jobz, int uplo, int n, void *a, int lda, void *w,      \
+                                               void *work, int lwork, int *info, struct jacobi_info *p, int batch) \
+    {                                                                                                               \
+        return eigen(h, D, SOLVER_SYEVJ_BATCHED, 0, jobz, uplo, n, a, lda, w, work, lwork, info, NULL, p, batch);   \
     }                                                                                                               \
     SOLVER_API int cusolverDn##T##gesvd_bufferSize(void *h, int m, int n, int *lwork)                              \
     {                                                                                                               \
@@ -204,7 +252,7 @@ static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
     }                                                                                                               \
     SOLVER_API int cusolverDn##T##gesvdj_bufferSize(void *h, int jobz, int econ, int m, int n, const void *a,      \
                                                     int lda, const void *s, const void *u, int ldu, const void *v, \
-                                                    int ldv, int *lwork, struct gesvdj_info *p)                     \
+                                                    int ldv, int *lwork, struct jacobi_info *p)                     \
     {                                                                                                               \
         return svd(h, D, 1, SVD(.function = SOLVER_GESVDJ, .jobz = jobz, .econ = econ, .m = m, .n = n, .lda = lda, \
                                 .ldu = ldu, .ldv = ldv, .batch = 1, .a = a, .s = s, .u = u, .v = v, .params = p),   \
@@ -212,7 +260,7 @@ static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
     }                                                                                                               \
     SOLVER_API int cusolverDn##T##gesvdj(void *h, int jobz, int econ, int m, int n, void *a, int lda, void *s,     \
                                          void *u, int ldu, void *v, int ldv, void *work, int lwork, int *info,      \
-                                         struct gesvdj_info *p)                                                     \
+                                         struct jacobi_info *p)                                                     \
     {                                                                                                               \
         return svd(h, D, 0, SVD(.function = SOLVER_GESVDJ, .jobz = jobz, .econ = econ, .m = m, .n = n, .lda = lda, \
                                 .ldu = ldu, .ldv = ldv, .lwork = lwork, .batch = 1, .a = a, .s = s, .u = u, .v = v, \
@@ -222,7 +270,7 @@ static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
     SOLVER_API int cusolverDn##T##gesvdjBatched_bufferSize(void *h, int jobz, int m, int n, const void *a,         \
                                                            int lda, const void *s, const void *u, int ldu,          \
                                                            const void *v, int ldv, int *lwork,                      \
-                                                           struct gesvdj_info *p, int batch)                        \
+                                                           struct jacobi_info *p, int batch)                        \
     {                                                                                                               \
         return svd(h, D, 1, SVD(.function = SOLVER_GESVDJ_BATCHED, .jobz = jobz, .m = m, .n = n, .lda = lda,       \
                                 .ldu = ldu, .ldv = ldv, .batch = batch, .a = a, .s = s, .u = u, .v = v, .params = p),\
@@ -230,7 +278,7 @@ static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
     }                                                                                                               \
     SOLVER_API int cusolverDn##T##gesvdjBatched(void *h, int jobz, int m, int n, void *a, int lda, void *s,        \
                                                 void *u, int ldu, void *v, int ldv, void *work, int lwork,          \
-                                                int *info, struct gesvdj_info *p, int batch)                        \
+                                                int *info, struct jacobi_info *p, int batch)                        \
     {                                                                                                               \
         return svd(h, D, 0, SVD(.function = SOLVER_GESVDJ_BATCHED, .jobz = jobz, .m = m, .n = n, .lda = lda,       \
                                 .ldu = ldu, .ldv = ldv, .lwork = lwork, .batch = batch, .a = a, .s = s, .u = u,     \
@@ -257,8 +305,14 @@ static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
  * cusolverDnZpotrf cusolverDnZpotrs cusolverDnZgeqrf_bufferSize cusolverDnZgeqrf cusolverDnZungqr_bufferSize
  * cusolverDnZungqr cusolverDnZunmqr_bufferSize cusolverDnZunmqr cusolverDnZheevd_bufferSize cusolverDnZheevd
  * cusolverDnZgesvd_bufferSize cusolverDnZgesvd cusolverDnZgesvdj_bufferSize cusolverDnZgesvdj
- * cusolverDnZgesvdjBatched_bufferSize cusolverDnZgesvdjBatched */
-CLASSIC(S, SOLVER_R_32F, orgqr, ormqr, syevd)
-CLASSIC(D, SOLVER_R_64F, orgqr, ormqr, syevd)
-CLASSIC(C, SOLVER_C_32F, ungqr, unmqr, heevd)
-CLASSIC(Z, SOLVER_C_64F, ungqr, unmqr, heevd)
+ * cusolverDnZgesvdjBatched_bufferSize cusolverDnZgesvdjBatched
+ * cusolverDnSsyevj_bufferSize cusolverDnSsyevj cusolverDnSsyevjBatched_bufferSize cusolverDnSsyevjBatched
+ * cusolverDnDsyevj_bufferSize cusolverDnDsyevj cusolverDnDsyevjBatched_bufferSize cusolverDnDsyevjBatched
+ * cusolverDnCheevj_bufferSize cusolverDnCheevj cusolverDnCheevjBatched_bufferSize cusolverDnCheevjBatched
+ * cusolverDnZheevj_bufferSize cusolverDnZheevj cusolverDnZheevjBatched_bufferSize cusolverDnZheevjBatched
+ * cusolverDnSpotrfBatched cusolverDnSpotrsBatched cusolverDnDpotrfBatched cusolverDnDpotrsBatched
+ * cusolverDnCpotrfBatched cusolverDnCpotrsBatched cusolverDnZpotrfBatched cusolverDnZpotrsBatched */
+CLASSIC(S, SOLVER_R_32F, orgqr, ormqr, syevd, syevj)
+CLASSIC(D, SOLVER_R_64F, orgqr, ormqr, syevd, syevj)
+CLASSIC(C, SOLVER_C_32F, ungqr, unmqr, heevd, heevj)
+CLASSIC(Z, SOLVER_C_64F, ungqr, unmqr, heevd, heevj)

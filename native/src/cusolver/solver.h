@@ -21,7 +21,8 @@
 /* rgpu.protocol.solver_wire.Function: the routine, with X_API set for the 64-bit API. */
 enum solver_function {
     SOLVER_GETRF = 1, SOLVER_GETRS, SOLVER_POTRF, SOLVER_POTRS, SOLVER_GEQRF, SOLVER_ORGQR, SOLVER_ORMQR,
-    SOLVER_SYEVD, SOLVER_GESVD, SOLVER_GESVDJ, SOLVER_GESVDJ_BATCHED, SOLVER_X_API = 0x100
+    SOLVER_SYEVD, SOLVER_GESVD, SOLVER_GESVDJ, SOLVER_GESVDJ_BATCHED, SOLVER_SYEVJ, SOLVER_SYEVJ_BATCHED,
+    SOLVER_SYEV_BATCHED, SOLVER_POTRF_BATCHED, SOLVER_POTRS_BATCHED, SOLVER_X_API = 0x100
 };
 
 /* cudaDataType values the routines take (library_types.h). */
@@ -39,8 +40,8 @@ struct solver_params {
     int getrf_algo;
 };
 
-/* A gesvdjInfo_t. */
-struct gesvdj_info {
+/* A gesvdjInfo_t or syevjInfo_t: the Jacobi methods' parameters. */
+struct jacobi_info {
     double tolerance;
     int max_sweeps, sort;
 };

@@ -144,16 +144,17 @@ SOLVER_API int cusolverDnXgeqrf(void *h, struct solver_params *p, int64_t m, int
     return geqrf(h, p, 0, m, n, ta, a, lda, tt, tau, ct, work, work_bytes, info, NULL, NULL);
 }
 
-static int syevd(void *h, struct solver_params *p, int query, int jobz, int uplo, int64_t n, int ta, void *a,
-                 int64_t lda, int tw, void *w, int ct, void *work, size_t work_bytes, int *info, size_t *dev,
-                 size_t *host)
+/* Xsyevd (batch 0: not batched) and XsyevBatched */
+static int syev(void *h, struct solver_params *p, int query, int jobz, int uplo, int64_t n, int ta, void *a,
+                int64_t lda, int tw, void *w, int ct, void *work, size_t work_bytes, int *info, size_t *dev,
+                size_t *host, int64_t batch)
 {
-    int s = rgpu_solver_shape(n, n, lda) ? CUSOLVER_STATUS_INVALID_VALUE : types_ok(ta, -1, tw);
+    int s = rgpu_solver_shape(n, n, lda) || batch < 0 ? CUSOLVER_STATUS_INVALID_VALUE : types_ok(ta, -1, tw);
     if (s)
         return s;
-    struct rgpu_solver_run_req r = request(SOLVER_SYEVD, p, ta, ct);
+    struct rgpu_solver_run_req r = request(batch ? SOLVER_SYEV_BATCHED : SOLVER_SYEVD, p, ta, ct);
     r.jobz = (uint32_t)jobz, r.uplo = (uint32_t)uplo, r.n = n, r.a = (uintptr_t)a, r.lda = lda, r.w = (uintptr_t)w,
-    r.work = (uintptr_t)work, r.work_size = work_bytes, r.info = (uintptr_t)info;
+    r.work = (uintptr_t)work, r.work_size = work_bytes, r.info = (uintptr_t)info, r.batch = batch ? batch : 1;
     return finish(h, &r, query, dev, host);
 }
 
@@ -161,7 +162,7 @@ SOLVER_API int cusolverDnXsyevd_bufferSize(void *h, struct solver_params *p, int
                                            const void *a, int64_t lda, int tw, const void *w, int ct, size_t *dev,
                                            size_t *host)
 {
-    return syevd(h, p, 1, jobz, uplo, n, ta, (void *)a, lda, tw, (void *)w, ct, NULL, 0, NULL, dev, host);
+    return syev(h, p, 1, jobz, uplo, n, ta, (void *)a, lda, tw, (void *)w, ct, NULL, 0, NULL, dev, host, 0);
 }
 
 SOLVER_API int cusolverDnXsyevd(void *h, struct solver_params *p, int jobz, int uplo, int64_t n, int ta, void *a,
@@ -169,7 +170,26 @@ SOLVER_API int cusolverDnXsyevd(void *h, struct solver_params *p, int jobz, int 
                                 size_t host_bytes, int *info)
 {
     (void)host_work, (void)host_bytes;
-    return syevd(h, p, 0, jobz, uplo, n, ta, a, lda, tw, w, ct, work, work_bytes, info, NULL, NULL);
+    return syev(h, p, 0, jobz, uplo, n, ta, a, lda, tw, w, ct, work, work_bytes, info, NULL, NULL, 0);
+}
+
+SOLVER_API int cusolverDnXsyevBatched_bufferSize(void *h, struct solver_params *p, int jobz, int uplo, int64_t n,
+                                                 int ta, const void *a, int64_t lda, int tw, const void *w, int ct,
+                                                 size_t *dev, size_t *host, int64_t batch)
+{
+    if (batch < 1)
+        return CUSOLVER_STATUS_INVALID_VALUE;
+    return syev(h, p, 1, jobz, uplo, n, ta, (void *)a, lda, tw, (void *)w, ct, NULL, 0, NULL, dev, host, batch);
+}
+
+SOLVER_API int cusolverDnXsyevBatched(void *h, struct solver_params *p, int jobz, int uplo, int64_t n, int ta,
+                                      void *a, int64_t lda, int tw, void *w, int ct, void *work, size_t work_bytes,
+                                      void *host_work, size_t host_bytes, int *info, int64_t batch)
+{
+    (void)host_work, (void)host_bytes;
+    if (batch < 1)
+        return CUSOLVER_STATUS_INVALID_VALUE;
+    return syev(h, p, 0, jobz, uplo, n, ta, a, lda, tw, w, ct, work, work_bytes, info, NULL, NULL, batch);
 }
 
 struct xsvd {

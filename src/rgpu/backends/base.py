@@ -168,7 +168,9 @@ class Backend(abc.ABC):
     def solver_buffer_size(self, ctx, handle, solve) -> tuple[int, int, int]:
         """(cuSOLVER status, device workspace -- elements for the classic API, bytes for X --, host bytes)."""
     @abc.abstractmethod
-    def solver_run(self, ctx, handle, stream, solve) -> None: ...
+    def solver_run(self, ctx, handle, stream, solve, arrays=None) -> None:
+        """`arrays`: for a batch of pointer arrays, the pointers the server read and checked (None: on a capturing
+        stream, to be read when the work runs)."""
 
     # -- cuSPARSE generic API (requests decoded and range-checked by rgpu.protocol.sparse_wire) ---------------
     @abc.abstractmethod

@@ -15,7 +15,7 @@ import cffi
 
 from rgpu.backends.nvlibs import open_library
 from rgpu.errors import CudaError, Status
-from rgpu.protocol.solver_wire import REAL_OF, Function, Solve
+from rgpu.protocol.solver_wire import BATCHED, NO_WORKSPACE, REAL_OF, Function, Solve
 
 _CLASSIC = """
     int cusolverDn{T}getrf_bufferSize(void *h, int m, int n, void *A, int lda, int *lwork);
@@ -37,6 +37,17 @@ _CLASSIC = """
     int cusolverDn{T}{SYEVD}_bufferSize(void *h, int jobz, int uplo, int n, void *A, int lda, void *W, int *lwork);
     int cusolverDn{T}{SYEVD}(void *h, int jobz, int uplo, int n, void *A, int lda, void *W, void *work, int lwork,
         void *info);
+    int cusolverDn{T}{SYEVJ}_bufferSize(void *h, int jobz, int uplo, int n, void *A, int lda, void *W, int *lwork,
+        void *params);
+    int cusolverDn{T}{SYEVJ}(void *h, int jobz, int uplo, int n, void *A, int lda, void *W, void *work, int lwork,
+        void *info, void *params);
+    int cusolverDn{T}{SYEVJ}Batched_bufferSize(void *h, int jobz, int uplo, int n, void *A, int lda, void *W,
+        int *lwork, void *params, int batch);
+    int cusolverDn{T}{SYEVJ}Batched(void *h, int jobz, int uplo, int n, void *A, int lda, void *W, void *work,
+        int lwork, void *info, void *params, int batch);
+    int cusolverDn{T}potrfBatched(void *h, int uplo, int n, void *Aarray, int lda, void *info, int batch);
+    int cusolverDn{T}potrsBatched(void *h, int uplo, int n, int nrhs, void *Aarray, int lda, void *Barray, int ldb,
+        void *info, int batch);
     int cusolverDn{T}gesvd_bufferSize(void *h, int m, int n, int *lwork);
     int cusolverDn{T}gesvd(void *h, signed char jobu, signed char jobvt, int m, int n, void *A, int lda, void *S,
         void *U, int ldu, void *VT, int ldvt, void *work, int lwork, void *rwork, void *info);
@@ -55,7 +66,8 @@ _PREFIX = {0: ("S", "org", "orm", "syevd"), 1: ("D", "org", "orm", "syevd"), 4: 
 
 # Every declaration this module uses (tests/test_solver.py checks them against cusolverDn.h).
 DECLARATIONS = "".join(_CLASSIC.replace("{T}", t).replace("{ORG}", org).replace("{ORM}", orm)
-                       .replace("{SYEVD}", ev) for t, org, orm, ev in _PREFIX.values()) + """
+                       .replace("{SYEVD}", ev).replace("{SYEVJ}", ev[:-1] + "j")
+                       for t, org, orm, ev in _PREFIX.values()) + """
     int cusolverDnCreate(void **h);
     int cusolverDnDestroy(void *h);
     int cusolverDnSetStream(void *h, void *stream);
@@ -67,6 +79,11 @@ DECLARATIONS = "".join(_CLASSIC.replace("{T}", t).replace("{ORG}", org).replace(
     int cusolverDnXgesvdjSetTolerance(void *info, double tolerance);
     int cusolverDnXgesvdjSetMaxSweeps(void *info, int sweeps);
     int cusolverDnXgesvdjSetSortEig(void *info, int sort);
+    int cusolverDnCreateSyevjInfo(void **info);
+    int cusolverDnDestroySyevjInfo(void *info);
+    int cusolverDnXsyevjSetTolerance(void *info, double tolerance);
+    int cusolverDnXsyevjSetMaxSweeps(void *info, int sweeps);
+    int cusolverDnXsyevjSetSortEig(void *info, int sort);
     int cusolverDnXgetrf_bufferSize(void *h, void *p, int64_t m, int64_t n, int ta, void *A, int64_t lda, int ct,
         size_t *dev, size_t *host);
     int cusolverDnXgetrf(void *h, void *p, int64_t m, int64_t n, int ta, void *A, int64_t lda, void *ipiv, int ct,
@@ -87,6 +104,10 @@ DECLARATIONS = "".join(_CLASSIC.replace("{T}", t).replace("{ORG}", org).replace(
         int tw, void *W, int ct, size_t *dev, size_t *host);
     int cusolverDnXsyevd(void *h, void *p, int jobz, int uplo, int64_t n, int ta, void *A, int64_t lda, int tw,
         void *W, int ct, void *dbuf, size_t dsize, void *hbuf, size_t hsize, void *info);
+    int cusolverDnXsyevBatched_bufferSize(void *h, void *p, int jobz, int uplo, int64_t n, int ta, void *A,
+        int64_t lda, int tw, void *W, int ct, size_t *dev, size_t *host, int64_t batch);
+    int cusolverDnXsyevBatched(void *h, void *p, int jobz, int uplo, int64_t n, int ta, void *A, int64_t lda, int tw,
+        void *W, int ct, void *dbuf, size_t dsize, void *hbuf, size_t hsize, void *info, int64_t batch);
     int cusolverDnXgesvd_bufferSize(void *h, void *p, signed char jobu, signed char jobvt, int64_t m, int64_t n,
         int ta, void *A, int64_t lda, int ts, void *S, int tu, void *U, int64_t ldu, int tv, void *VT, int64_t ldvt,
         int ct, size_t *dev, size_t *host);
@@ -130,9 +151,15 @@ def destroy(handle) -> None:
     check(library().cusolverDnDestroy(handle), "cusolverDnDestroy")
 
 
+# The Jacobi routines' parameter objects: gesvdjInfo_t, syevjInfo_t (cusolverDnCreateGesvdjInfo...).
+_JACOBI = {Function.GESVDJ: "gesvdj", Function.GESVDJ_BATCHED: "gesvdj", Function.SYEVJ: "syevj",
+           Function.SYEVJ_BATCHED: "syevj"}
+
+
 @contextlib.contextmanager
 def _options(s: Solve):
-    """The cusolverDnParams (X API) or gesvdjInfo (Jacobi SVD) the call takes, made for it and destroyed after."""
+    """The cusolverDnParams (X API), gesvdjInfo or syevjInfo (Jacobi methods) the call takes, made for it and
+    destroyed after."""
     lib, out = library(), _ffi.new("void **")
     if s.function.x_api:
         check(lib.cusolverDnCreateParams(out), "cusolverDnCreateParams")
@@ -142,24 +169,26 @@ def _options(s: Solve):
             yield out[0]
         finally:
             lib.cusolverDnDestroyParams(out[0])
-    elif s.function.base in (Function.GESVDJ, Function.GESVDJ_BATCHED):
-        check(lib.cusolverDnCreateGesvdjInfo(out), "cusolverDnCreateGesvdjInfo")
+    elif s.function.base in _JACOBI:
+        kind = _JACOBI[s.function.base]
+        check(getattr(lib, f"cusolverDnCreate{kind.capitalize()}Info")(out), f"cusolverDnCreate{kind}Info")
         try:
             if s.tol:
-                check(lib.cusolverDnXgesvdjSetTolerance(out[0], s.tol), "cusolverDnXgesvdjSetTolerance")
+                check(getattr(lib, f"cusolverDnX{kind}SetTolerance")(out[0], s.tol), f"{kind} tolerance")
             if s.max_sweeps:
-                check(lib.cusolverDnXgesvdjSetMaxSweeps(out[0], s.max_sweeps), "cusolverDnXgesvdjSetMaxSweeps")
-            check(lib.cusolverDnXgesvdjSetSortEig(out[0], s.sort), "cusolverDnXgesvdjSetSortEig")
+                check(getattr(lib, f"cusolverDnX{kind}SetMaxSweeps")(out[0], s.max_sweeps), f"{kind} sweeps")
+            check(getattr(lib, f"cusolverDnX{kind}SetSortEig")(out[0], s.sort), f"{kind} sorting")
             yield out[0]
         finally:
-            lib.cusolverDnDestroyGesvdjInfo(out[0])
+            getattr(lib, f"cusolverDnDestroy{kind.capitalize()}Info")(out[0])
     else:
         yield _ffi.NULL
 
 
 def _classic(s: Solve, name: str):
     t, org, orm, ev = _PREFIX[s.data_type]
-    name = name.replace("orgqr", org + "qr").replace("ormqr", orm + "qr").replace("syevd", ev)
+    name = name.replace("orgqr", org + "qr").replace("ormqr", orm + "qr").replace("syevd", ev) \
+        .replace("syevj", ev[:-1] + "j")
     return getattr(library(), f"cusolverDn{t}{name}")
 
 
@@ -176,9 +205,10 @@ def _classic_query(handle, s: Solve, params) -> tuple[int, int]:
         Function.GESVD: (s.m, s.n),
         Function.GESVDJ: (s.jobz, s.econ, s.m, s.n, a, s.lda, _p(s.w), _p(s.u), s.ldu, _p(s.v), s.ldv),
         Function.GESVDJ_BATCHED: (s.jobz, s.m, s.n, a, s.lda, _p(s.w), _p(s.u), s.ldu, _p(s.v), s.ldv),
+        Function.SYEVJ: (s.jobz, s.uplo, s.n, a, s.lda, _p(s.w)),
+        Function.SYEVJ_BATCHED: (s.jobz, s.uplo, s.n, a, s.lda, _p(s.w)),
     }[f]
-    tail = (lwork, params, s.batch) if f == Function.GESVDJ_BATCHED else (lwork, params) if f == Function.GESVDJ \
-        else (lwork,)
+    tail = (lwork, params, s.batch) if f in BATCHED else (lwork, params) if f in _JACOBI else (lwork,)
     name = f"{f.name.lower().replace('_batched', 'Batched')}_bufferSize"
     return _classic(s, name)(handle, *args, *tail), lwork[0]
 
@@ -196,6 +226,8 @@ def _x_query(handle, s: Solve, params):
                                                                 _p(s.tau), ct, dev, host),
         Function.SYEVD: lambda: lib.cusolverDnXsyevd_bufferSize(handle, params, s.jobz, s.uplo, s.n, t, a,
                                                                 s.lda, real, _p(s.w), ct, dev, host),
+        Function.SYEV_BATCHED: lambda: lib.cusolverDnXsyevBatched_bufferSize(
+            handle, params, s.jobz, s.uplo, s.n, t, a, s.lda, real, _p(s.w), ct, dev, host, s.batch),
         Function.GESVD: lambda: lib.cusolverDnXgesvd_bufferSize(
             handle, params, s.jobu, s.jobvt, s.m, s.n, t, a, s.lda, real, _p(s.w), t, _p(s.u), s.ldu, t,
             _p(s.v), s.ldv, ct, dev, host),
@@ -204,7 +236,7 @@ def _x_query(handle, s: Solve, params):
 
 
 def buffer_size(handle, s: Solve) -> tuple[int, int, int]:
-    if s.function in (Function.GETRS, Function.POTRS, Function.XGETRS, Function.XPOTRS):
+    if s.function in NO_WORKSPACE:
         return 0, 0, 0
     with _options(s) as params:
         if s.function.x_api:
@@ -241,14 +273,17 @@ def _run_classic(handle, s: Solve, params, lwork: int) -> None:
                           info, params),
         Function.GESVDJ_BATCHED: (s.jobz, s.m, s.n, a, s.lda, _p(s.w), _p(s.u), s.ldu, _p(s.v), s.ldv, work, lwork,
                                   info, params, s.batch),
+        Function.SYEVJ: (s.jobz, s.uplo, s.n, a, s.lda, _p(s.w), work, lwork, info, params),
+        Function.SYEVJ_BATCHED: (s.jobz, s.uplo, s.n, a, s.lda, _p(s.w), work, lwork, info, params, s.batch),
+        Function.POTRF_BATCHED: (s.uplo, s.n, a, s.lda, info, s.batch),
+        Function.POTRS_BATCHED: (s.uplo, s.n, s.nrhs, a, s.lda, _p(s.b), s.ldb, info, s.batch),
     }[f]
     name = f.name.lower().replace("_batched", "Batched")
     check(_classic(s, name)(handle, *args), f"cusolverDn{name}")
 
 
 def _run_x(lib, handle, s: Solve, params) -> None:
-    status, _, host_size = _x_query(handle, s, params) if s.function.base not in (Function.GETRS, Function.POTRS) \
-        else (0, 0, 0)
+    status, _, host_size = _x_query(handle, s, params) if s.function not in NO_WORKSPACE else (0, 0, 0)
     check(status, f"{s.function.name} buffer size")
     # The host workspace is the server's own: the client's host buffer never crosses the wire.
     host = _ffi.new("char[]", host_size) if host_size else _ffi.NULL
@@ -267,6 +302,9 @@ def _run_x(lib, handle, s: Solve, params) -> None:
                                                      size, host, host_size, info),
         Function.SYEVD: lambda: lib.cusolverDnXsyevd(handle, params, s.jobz, s.uplo, s.n, t, a, s.lda, real, _p(s.w),
                                                      ct, work, size, host, host_size, info),
+        Function.SYEV_BATCHED: lambda: lib.cusolverDnXsyevBatched(handle, params, s.jobz, s.uplo, s.n, t, a, s.lda,
+                                                                  real, _p(s.w), ct, work, size, host, host_size,
+                                                                  info, s.batch),
         Function.GESVD: lambda: lib.cusolverDnXgesvd(handle, params, s.jobu, s.jobvt, s.m, s.n, t, a, s.lda, real,
                                                      _p(s.w), t, _p(s.u), s.ldu, t, _p(s.v), s.ldv, ct, work, size,
                                                      host, host_size, info),
@@ -289,6 +327,7 @@ class CudaSolver:
         self._use(ctx)
         return buffer_size(handle, solve)
 
-    def solver_run(self, ctx, handle, stream, solve: Solve) -> None:
+    def solver_run(self, ctx, handle, stream, solve: Solve, arrays=None) -> None:
+        # cuSOLVER reads pointer arrays itself, from the same device memory the server checked.
         self._use(ctx)
         run(handle, int(stream) if stream is not None else 0, solve, solve.work_size)

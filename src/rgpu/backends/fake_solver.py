@@ -9,7 +9,8 @@ import numpy as np
 
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import blas_wire
-from rgpu.protocol.solver_wire import FILL_UPPER, OP_N, SIDE_LEFT, Function, Solve
+from rgpu.protocol.solver_wire import BATCHED, EIGEN, FILL_UPPER, NO_WORKSPACE, OP_N, POINTER_ARRAYS, SIDE_LEFT, \
+    Function, Solve
 
 _DTYPES = {0: np.float32, 1: np.float64}
 
@@ -158,20 +159,27 @@ def _symmetric(a: np.ndarray, uplo: int) -> np.ndarray:
 # -- requests --------------------------------------------------------------------------------------------
 def buffer_size(s: Solve) -> tuple[int, int, int]:
     """(status, device workspace, host workspace): the fake asks for an n x n scratch (X API: in bytes)."""
-    if s.function.base in (Function.GETRS, Function.POTRS):
+    if s.function in NO_WORKSPACE:
         return 0, 0, 0
-    if s.function.base == Function.GESVDJ_BATCHED:
-        elements = max(s.m, s.n) ** 2 * max(s.batch, 1)
+    if s.function.base in BATCHED:
+        elements = max(s.m, s.n) ** 2 * s.batch
     else:
         elements = max(s.m, s.n, 1) ** 2
     return 0, elements * (s.esize if s.function.x_api else 1), 0
 
 
-def run(view, s: Solve) -> None:
+def run(view, s: Solve, arrays=None) -> None:
+    """`arrays`: potrfBatched's and potrsBatched's pointers as the server read them, or None: read them here."""
     mem = _Memory(view, s)
     f, m, n = s.function.base, s.m, s.n
+    if f in POINTER_ARRAYS:
+        if arrays is None:
+            arrays = tuple(tuple(mem.vector(p, s.batch, np.uint64).tolist()) if p else () for p in (s.a, s.b))
+        return _cholesky_batched(mem, s, *arrays)
     if f == Function.GESVDJ_BATCHED:
         return _gesvdj_batched(mem, s)
+    if f in EIGEN:
+        return _eigen(mem, s)
     square = (n, n, s.lda)
     if f == Function.GETRF:
         lu, ipiv, info = getrf(mem.matrix(s.a, m, n, s.lda), pivot=bool(s.ipiv))
@@ -210,17 +218,37 @@ def run(view, s: Solve) -> None:
         c = ormqr(a, mem.vector(s.tau, s.k), s.k, mem.matrix(s.b, m, n, s.ldb), s.side, s.trans)
         mem.store(s.b, s.ldb, c)
         mem.info(s.info, [0])
-    elif f == Function.SYEVD:
-        w, vectors = np.linalg.eigh(_symmetric(mem.matrix(s.a, *square), s.uplo))
-        mem.store_vector(s.w, w)
-        if s.jobz:
-            mem.store(s.a, s.lda, vectors)
-        mem.info(s.info, [0])
     elif f == Function.GESVD:
         _gesvd(mem, s)
     elif f == Function.GESVDJ:
         _gesvdj(mem, s, s.a, s.u, s.v, s.w, s.econ)
         mem.info(s.info, [0])
+
+
+def _cholesky_batched(mem: _Memory, s: Solve, a_pointers, b_pointers) -> None:
+    n, infos = s.n, []
+    for i, a in enumerate(a_pointers):
+        if s.function == Function.POTRF_BATCHED:
+            out, info = potrf(mem.matrix(a, n, n, s.lda), s.uplo)
+            mem.store(a, s.lda, out)
+            infos.append(info)
+        else:
+            low = cholesky_factor(mem.matrix(a, n, n, s.lda), s.uplo)
+            b = mem.matrix(b_pointers[i], n, s.nrhs, s.ldb)
+            mem.store(b_pointers[i], s.ldb, np.linalg.solve(low.T, np.linalg.solve(low, b)) if n else b)
+    mem.info(s.info, infos or [0])
+
+
+def _eigen(mem: _Memory, s: Solve) -> None:
+    """syevd, syevj and their batches: eigenvalues ascending (the fake's Jacobi sorts, as syevj's default does)."""
+    n, batch = s.n, s.batch if s.function.base in BATCHED else 1
+    for i in range(batch):
+        a, w = s.a + i * s.lda * n * s.esize, s.w + i * n * s.rsize
+        values, vectors = np.linalg.eigh(_symmetric(mem.matrix(a, n, n, s.lda), s.uplo))
+        mem.store_vector(w, values)
+        if s.jobz:
+            mem.store(a, s.lda, vectors)
+    mem.info(s.info, [0] * batch)
 
 
 def _gesvd(mem: _Memory, s: Solve) -> None:
@@ -270,6 +298,6 @@ class FakeSolver:
         ctx.check()
         return buffer_size(solve)
 
-    def solver_run(self, ctx, handle, stream, solve: Solve) -> None:
+    def solver_run(self, ctx, handle, stream, solve: Solve, arrays=None) -> None:
         ctx.check()
-        run(self._blas_view, solve)
+        run(self._blas_view, solve, arrays)

@@ -3,6 +3,8 @@ made in the current context, its release, and the stream a call runs on, which m
 
 from __future__ import annotations
 
+import struct
+
 from rgpu.errors import CudaError, Status
 from rgpu.session.handles import Kind
 from rgpu.session.state import Session
@@ -26,3 +28,9 @@ def on_stream(s: Session, handle: int, kind: Kind, stream: int):
     if stream_ctx is not ctx:
         raise CudaError(Status.INVALID_HANDLE, f"{kind.name.lower()} handle and stream belong to different contexts")
     return ctx, entry, strm
+
+
+def read_pointers(s: Session, ctx, stream, address: int, count: int) -> tuple[int, ...]:
+    """An array of `count` device pointers in the session's memory, read once `stream` has reached the call."""
+    s.memory.check(address, 8 * count)
+    return struct.unpack(f"<{count}Q", bytes(s.backend.memcpy_dtoh(ctx.obj, address, 8 * count, stream)))

@@ -2,7 +2,12 @@
 
 An execution's workspace is checked against what the server's own library asks for with the same arguments,
 so a workspace shorter than the routine will use is refused rather than overrun, whatever size the client
-claims (cusolverDnSgetrf, for one, takes no size at all)."""
+claims (cusolverDnSgetrf, for one, takes no size at all).
+
+Batches given as arrays of device pointers (potrfBatched, potrsBatched) are read once the stream has reached the
+call and every matrix they name is checked, as for cublasGemmBatchedEx (rgpu.dispatch.blas_batched, whose note
+on arrays rewritten in between applies here too); on a capturing stream only the arrays themselves are checked
+and the work reads them when it runs."""
 
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ def _buffer_size(s: Session, args, bulk):
     return s.backend.solver_buffer_size(ctx.obj, entry.obj, solver_wire.Solve.from_request(args))
 
 
-@handles(ops.SOLVER_RUN)
+@handles(ops.SOLVER_RUN, blocking=True)  # blocking: pointer arrays are read where the stream reaches the call
 def _run(s: Session, args, bulk):
     ctx, entry, strm = library_calls.on_stream(s, args.handle, Kind.SOLVER, args.stream)
     solve = solver_wire.Solve.from_request(args)
@@ -41,4 +46,10 @@ def _run(s: Session, args, bulk):
             raise CudaError(Status.INVALID_VALUE, f"{solve.function.name}: the workspace query failed ({status})")
     for ptr, nbytes in solve.ranges(required):
         s.memory.check(ptr, nbytes)
-    s.backend.solver_run(ctx.obj, entry.obj, strm, solve)
+    arrays = None
+    if solve.function in solver_wire.POINTER_ARRAYS and not s.backend.stream_is_capturing(ctx.obj, strm):
+        arrays = tuple(library_calls.read_pointers(s, ctx, strm, p, solve.batch) if p else ()
+                       for p in (solve.a, solve.b if solve.function == solver_wire.Function.POTRS_BATCHED else 0))
+        for ptr, nbytes in solve.array_ranges(*arrays):
+            s.memory.check(ptr, nbytes)
+    s.backend.solver_run(ctx.obj, entry.obj, strm, solve, arrays)

@@ -29,6 +29,11 @@ class Function(enum.IntEnum):
     GESVD = 9
     GESVDJ = 10
     GESVDJ_BATCHED = 11
+    SYEVJ = 12
+    SYEVJ_BATCHED = 13
+    SYEV_BATCHED = 14  # the X API's only (XSYEV_BATCHED)
+    POTRF_BATCHED = 15
+    POTRS_BATCHED = 16
     XGETRF = X_API | 1
     XGETRS = X_API | 2
     XPOTRF = X_API | 3
@@ -36,6 +41,7 @@ class Function(enum.IntEnum):
     XGEQRF = X_API | 5
     XSYEVD = X_API | 8
     XGESVD = X_API | 9
+    XSYEV_BATCHED = X_API | 14
 
     @property
     def base(self) -> Function:
@@ -47,7 +53,14 @@ class Function(enum.IntEnum):
 
 
 # Routines with no workspace of their own.
-NO_WORKSPACE = {Function.GETRS, Function.POTRS, Function.XGETRS, Function.XPOTRS}
+NO_WORKSPACE = {Function.GETRS, Function.POTRS, Function.XGETRS, Function.XPOTRS, Function.POTRF_BATCHED,
+                Function.POTRS_BATCHED}
+# Batches as arrays of `batch` device pointers to the matrices (`a` and `b` are the arrays' addresses).
+POINTER_ARRAYS = {Function.POTRF_BATCHED, Function.POTRS_BATCHED}
+SOLVES = {Function.GETRS, Function.POTRS, Function.POTRS_BATCHED}  # with right-hand sides B (n x nrhs)
+# Strided batches: `batch` matrices `ld * cols` elements apart, their vectors and info arrays one after another.
+BATCHED = {Function.GESVDJ_BATCHED, Function.SYEVJ_BATCHED, Function.SYEV_BATCHED}
+EIGEN = {Function.SYEVD, Function.SYEVJ, Function.SYEVJ_BATCHED, Function.SYEV_BATCHED}
 # cudaDataType: the real type of each precision (eigenvalues and singular values are real).
 REAL_OF = {0: 0, 1: 1, 4: 0, 5: 1}
 SOLVER_TYPES = frozenset(REAL_OF)  # float, double, complex float, complex double
@@ -105,7 +118,9 @@ class Solve:
         try:
             function = Function(r.function)
         except ValueError:
-            raise CudaError(Status.NOT_SUPPORTED, f"cuSOLVER routine {r.function}") from None
+            function = None
+        if function is None or function == Function.SYEV_BATCHED:
+            raise CudaError(Status.NOT_SUPPORTED, f"cuSOLVER routine {r.function}")
         if r.data_type not in SOLVER_TYPES:
             raise CudaError(Status.NOT_SUPPORTED, f"cuSOLVER data type {r.data_type}")
         fields = {f.name: getattr(r, f.name) for f in attrs.fields(cls) if f.name != "function"}
@@ -134,20 +149,21 @@ class Solve:
         f = self.function.base
         if min(self.m, self.n, self.k, self.nrhs, self.batch, self.work_size) < 0:
             raise CudaError(Status.INVALID_VALUE, f"{self.function.name}: a negative size")
-        if f in (Function.GETRS, Function.POTRS) and self.ldb < max(1, self.n):
+        if f in SOLVES and self.ldb < max(1, self.n):
             raise CudaError(Status.INVALID_VALUE, f"{self.function.name}: ldb {self.ldb} < n {self.n}")
         if f == Function.ORMQR and self.ldb < max(1, self.m):
             raise CudaError(Status.INVALID_VALUE, f"ormqr: ldc {self.ldb} < m {self.m}")
         if f == Function.GETRS and self.trans not in (OP_N, OP_T, OP_C):
             raise CudaError(Status.INVALID_VALUE, f"getrs: operation {self.trans}")
-        if f in (Function.POTRF, Function.POTRS, Function.SYEVD) and self.uplo not in (FILL_LOWER, FILL_UPPER):
+        if (f in (Function.POTRF, Function.POTRS) or f in EIGEN or f in POINTER_ARRAYS) and \
+                self.uplo not in (FILL_LOWER, FILL_UPPER):
             raise CudaError(Status.INVALID_VALUE, f"{self.function.name}: fill mode {self.uplo}")
         if f == Function.ORMQR and (self.side not in (SIDE_LEFT, SIDE_RIGHT) or self.trans not in (OP_N, OP_T, OP_C)):
             raise CudaError(Status.INVALID_VALUE, f"ormqr: side {self.side}, operation {self.trans}")
         if f == Function.ORGQR and not (self.m >= self.n >= self.k):
             raise CudaError(Status.INVALID_VALUE, f"orgqr: needs m >= n >= k ({self.m}, {self.n}, {self.k})")
-        if f == Function.GESVDJ_BATCHED and not (1 <= self.batch <= MAX_BATCH):
-            raise CudaError(Status.INVALID_VALUE, f"gesvdjBatched: batch of {self.batch}")
+        if (f in BATCHED or f in POINTER_ARRAYS) and not (1 <= self.batch <= MAX_BATCH):
+            raise CudaError(Status.INVALID_VALUE, f"{self.function.name}: batch of {self.batch}")
         if f == Function.GESVD and (chr(self.jobu) not in "ASON" or chr(self.jobvt) not in "ASON"):
             raise CudaError(Status.INVALID_VALUE, f"gesvd: jobu {self.jobu}, jobvt {self.jobvt}")
         for rows, cols, ld, name in self._matrices():
@@ -163,9 +179,9 @@ class Solve:
             out = [(m, n, self.lda, "A")]
         elif f == Function.ORMQR:
             out = [(m if self.side == SIDE_LEFT else n, k, self.lda, "A"), (m, n, self.ldb, "C")]
-        else:  # square: getrs, potrf, potrs, syevd
+        else:  # square: getrs, potrf, potrs, their batches, the eigensolvers
             out = [(n, n, self.lda, "A")]
-        if f in (Function.GETRS, Function.POTRS):
+        if f in SOLVES:
             out.append((n, self.nrhs, self.ldb, "B"))
         out += [(r, c, ld, name) for r, c, ld, name in self._singular_vectors()]
         return out
@@ -195,22 +211,36 @@ class Solve:
                             f"{'bytes' if self.function.x_api else 'elements'}, the library needs {required}")
         return given if self.function.x_api else given * self.esize
 
+    def array_ranges(self, a_pointers, b_pointers) -> list[tuple[int, int]]:
+        """(pointer, bytes) of every matrix the pointer arrays name (potrfBatched, potrsBatched)."""
+        (_, _, lda, _), *rest = self._matrices()
+        out = [(p, _extent(self.n, self.n, lda, self.esize)) for p in a_pointers]
+        if rest:
+            (rows, cols, ldb, _), = rest
+            out += [(p, _extent(rows, cols, ldb, self.esize)) for p in b_pointers]
+        return [x for x in out if x[1]]
+
     def ranges(self, required_work: int) -> list[tuple[int, int]]:
         """(pointer, bytes) of everything the routine reads or writes, given the library's workspace need."""
-        f, e, r, mn, batch = self.function.base, self.esize, self.rsize, self.min_mn, max(self.batch, 1)
+        f, e, r, mn = self.function.base, self.esize, self.rsize, self.min_mn
+        batch = self.batch if f in BATCHED or f in POINTER_ARRAYS else 1
+        if f in POINTER_ARRAYS:  # the arrays themselves here; what they name: array_ranges
+            if not self.info:
+                raise CudaError(Status.INVALID_VALUE, f"{self.function.name}: no info array")
+            arrays = [(self.a, 8 * batch)] + ([(self.b, 8 * batch)] if f == Function.POTRS_BATCHED else [])
+            return arrays + [(self.info, 4 * batch if f == Function.POTRF_BATCHED else 4)]
         out = []
         for rows, cols, ld, name in self._matrices():
             ptr = {"A": self.a, "B": self.b, "C": self.b, "U": self.u, "VT": self.v, "V": self.v}[name]
-            copies = batch if f == Function.GESVDJ_BATCHED else 1
-            out.append((ptr, _extent(rows, cols, ld, e, copies, ld * cols)))
+            out.append((ptr, _extent(rows, cols, ld, e, batch, ld * cols)))
         if f == Function.GETRF and self.ipiv:
             out.append((self.ipiv, mn * self.ipiv_size))
         if f == Function.GETRS:
             out.append((self.ipiv, self.n * self.ipiv_size))
         if f in (Function.GEQRF, Function.ORGQR, Function.ORMQR):
             out.append((self.tau, (mn if f == Function.GEQRF else self.k) * e))
-        if f == Function.SYEVD:
-            out.append((self.w, self.n * r))
+        if f in EIGEN:
+            out.append((self.w, self.n * r * batch))
         if f in (Function.GESVD, Function.GESVDJ, Function.GESVDJ_BATCHED):
             out.append((self.w, mn * r * batch))
         if f == Function.GESVD and self.rwork:
