@@ -12,9 +12,9 @@ import pytest
 from rgpu.backends import cuda_solver, cuda_sparse
 
 # Opaque handle types: pointers under their typedef names.
-_HANDLES = {"cusolverDnHandle_t", "cusolverDnParams_t", "gesvdjInfo_t", "cudaStream_t", "cusparseHandle_t",
-            "cusparseSpMatDescr_t", "cusparseConstSpMatDescr_t", "cusparseDnMatDescr_t", "cusparseConstDnMatDescr_t",
-            "cusparseDnVecDescr_t", "cusparseConstDnVecDescr_t"}
+_HANDLES = {"cusolverDnHandle_t", "cusolverDnParams_t", "gesvdjInfo_t", "syevjInfo_t", "cudaStream_t",
+            "cusparseHandle_t", "cusparseSpMatDescr_t", "cusparseConstSpMatDescr_t", "cusparseDnMatDescr_t",
+            "cusparseConstDnMatDescr_t", "cusparseDnVecDescr_t", "cusparseConstDnVecDescr_t"}
 
 
 def _abi(params: str) -> list[str]:

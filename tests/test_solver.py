@@ -4,31 +4,20 @@ handle of another session, and the fake's factorizations against numpy's own LAP
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 
 from rgpu.backends import fake_solver
-from rgpu.cli import local_server
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops, solver_wire
 
-from .test_runtime import PROGRAMS, run
+from .math_programs import build_check, build_unsupported_probe, fake_server  # noqa: F401 (a fixture)
+from .test_runtime import run
 
 
 @pytest.fixture(scope="module")
 def solver_check(shim_dir, tmp_path_factory):
-    exe = tmp_path_factory.mktemp("solver") / "solver_check"
-    subprocess.run(["gcc", "-O1", "-Wall", "-o", str(exe), str(PROGRAMS / "solver_check.c"), f"-L{shim_dir}",
-                    "-l:libcudart.so.13", "-l:libcusolver.so.12", "-lm", f"-Wl,-rpath-link,{shim_dir}"], check=True)
-    return exe
-
-
-@pytest.fixture(scope="module")
-def fake_server():
-    with local_server("fake", ["--log-level", "warning"]) as address:
-        yield address
+    return build_check(shim_dir, tmp_path_factory.mktemp("solver"), "solver_check", "libcusolver.so.12")
 
 
 def test_factorizations_match_a_cpu_reference(shim_dir, solver_check, fake_server):
@@ -54,8 +43,7 @@ def test_bad_input_is_refused_and_the_session_goes_on(shim_dir, solver_check, fa
 
 
 def test_unsupported_solver_call_logs_once(shim_dir, tmp_path, fake_server):
-    src = tmp_path / "unsupported.c"
-    src.write_text("""
+    exe = build_unsupported_probe(shim_dir, tmp_path, "libcusolver.so.12", """
         #include <stdio.h>
         int cusolverDnCreate(void **h);
         int cusolverDnSsytrf_bufferSize(void *h, int n, float *a, int lda, int *lwork);
@@ -67,9 +55,6 @@ def test_unsupported_solver_call_logs_once(shim_dir, tmp_path, fake_server):
             printf("%d %d\\n", a, b);
             return 0;
         }""")
-    exe = tmp_path / "unsupported"
-    subprocess.run(["gcc", "-o", str(exe), str(src), f"-L{shim_dir}", "-l:libcusolver.so.12",
-                    f"-Wl,-rpath-link,{shim_dir}"], check=True)
     proc = run(shim_dir, exe, env={"RGPU_SERVER": fake_server})
     assert proc.stdout.strip() == "9 9"  # CUSOLVER_STATUS_NOT_SUPPORTED, both times
     assert proc.stderr.count("cusolverDnSsytrf_bufferSize is not supported") == 1

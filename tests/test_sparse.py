@@ -5,30 +5,20 @@ handle of another session, and the fake's own index checks (the GPU's cuSPARSE d
 from __future__ import annotations
 
 import struct
-import subprocess
 
 import numpy as np
 import pytest
 
-from rgpu.cli import local_server
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops, sparse_wire
 
-from .test_runtime import PROGRAMS, run
+from .math_programs import build_check, build_unsupported_probe, fake_server  # noqa: F401 (a fixture)
+from .test_runtime import run
 
 
 @pytest.fixture(scope="module")
 def sparse_check(shim_dir, tmp_path_factory):
-    exe = tmp_path_factory.mktemp("sparse") / "sparse_check"
-    subprocess.run(["gcc", "-O1", "-Wall", "-o", str(exe), str(PROGRAMS / "sparse_check.c"), f"-L{shim_dir}",
-                    "-l:libcudart.so.13", "-l:libcusparse.so.12", "-lm", f"-Wl,-rpath-link,{shim_dir}"], check=True)
-    return exe
-
-
-@pytest.fixture(scope="module")
-def fake_server():
-    with local_server("fake", ["--log-level", "warning"]) as address:
-        yield address
+    return build_check(shim_dir, tmp_path_factory.mktemp("sparse"), "sparse_check", "libcusparse.so.12")
 
 
 def test_spmm_spmv_and_coo2csr_match_a_cpu_reference(shim_dir, sparse_check, fake_server):
@@ -50,8 +40,7 @@ def test_bad_input_is_refused_and_the_session_goes_on(shim_dir, sparse_check, fa
 
 
 def test_unsupported_sparse_call_logs_once(shim_dir, tmp_path, fake_server):
-    src = tmp_path / "unsupported.c"
-    src.write_text("""
+    exe = build_unsupported_probe(shim_dir, tmp_path, "libcusparse.so.12", """
         #include <stdio.h>
         int cusparseCreate(void **h);
         int cusparseSpGEMM_createDescr(void **d);
@@ -62,9 +51,6 @@ def test_unsupported_sparse_call_logs_once(shim_dir, tmp_path, fake_server):
             printf("%d %d\\n", a, b);
             return 0;
         }""")
-    exe = tmp_path / "unsupported"
-    subprocess.run(["gcc", "-o", str(exe), str(src), f"-L{shim_dir}", "-l:libcusparse.so.12",
-                    f"-Wl,-rpath-link,{shim_dir}"], check=True)
     proc = run(shim_dir, exe, env={"RGPU_SERVER": fake_server})
     assert proc.stdout.strip() == "10 10"  # CUSPARSE_STATUS_NOT_SUPPORTED, both times
     assert proc.stderr.count("cusparseSpGEMM_createDescr is not supported") == 1

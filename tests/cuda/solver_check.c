@@ -7,18 +7,12 @@
  * `solver_check hostile` instead checks rgpu's refusals of bad input (run through rgpu only: NVIDIA's library
  * reports some of them differently, or not at all): a missing handle, a workspace shorter than the routine
  * needs, a pointer the program never allocated, a missing info array; after each the next call works. */
-#include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "libcheck.h"
+
 typedef void *handle_t;
-int cudaMalloc(void **p, size_t n);
-int cudaFree(void *p);
-int cudaMemcpy(void *dst, const void *src, size_t n, int kind);
-int cudaMemset(void *p, int v, size_t n);
-int cudaDeviceSynchronize(void);
 int cusolverDnCreate(handle_t *h);
 int cusolverDnDestroy(handle_t h);
 int cusolverDnCreateParams(handle_t *p);
@@ -97,46 +91,6 @@ int cusolverDnXgesvd(handle_t, handle_t, signed char, signed char, int64_t, int6
 
 enum { OP_N = 0, OP_T = 1, LOWER = 0, UPPER = 1, LEFT = 0, VECTORS = 1, R_32F = 0, R_64F = 1, GETRF_FN = 0 };
 
-static int failures;
-
-#define CHECK(call)                                                                                                 \
-    do {                                                                                                            \
-        int s_ = (call);                                                                                            \
-        if (s_) {                                                                                                   \
-            printf("FAIL %s -> status %d\n", #call, s_);                                                           \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
-
-static void report(const char *what, double err, double tol)
-{
-    int ok = err <= tol;
-    failures += !ok;
-    printf("%-40s %s (max error %.1e)\n", what, ok ? "OK" : "MISMATCH", err);
-}
-
-static void expect(const char *what, long got, long want)
-{
-    failures += got != want;
-    printf("%-40s %s (%ld, expected %ld)\n", what, got == want ? "OK" : "MISMATCH", got, want);
-}
-
-static void *dev(const void *host, size_t n)
-{
-    void *d;
-    CHECK(cudaMalloc(&d, n ? n : 1));
-    if (host)
-        CHECK(cudaMemcpy(d, host, n, 1));
-    else
-        CHECK(cudaMemset(d, 0, n));
-    return d;
-}
-
-static void get(void *host, const void *d, size_t n)
-{
-    CHECK(cudaMemcpy(host, d, n, 2));
-}
-
 static int info_of(const int *d)
 {
     int v;
@@ -148,7 +102,7 @@ static double *random_matrix(int rows, int cols)
 {
     double *a = malloc(sizeof(double) * rows * cols);
     for (int i = 0; i < rows * cols; i++)
-        a[i] = (rand() % 2001 - 1000) / 500.0;
+        a[i] = random_value(2.0);
     return a;
 }
 
@@ -162,14 +116,6 @@ static void mul(int ta, int tb, int m, int n, int k, const double *a, int lda, c
                 acc += (ta ? a[p + i * lda] : a[i + p * lda]) * (tb ? b[j + p * ldb] : b[p + j * ldb]);
             c[i + j * m] = acc;
         }
-}
-
-static double max_diff(const double *x, const double *y, int n)
-{
-    double e = 0;
-    for (int i = 0; i < n; i++)
-        e = fmax(e, fabs(x[i] - y[i]) / (1 + fabs(y[i])));
-    return e;
 }
 
 /* A symmetric positive definite n x n matrix: B^T B + n I. */
@@ -458,7 +404,7 @@ static void check_eigen(handle_t h)
     for (int b = 0; b < batch; b++)
         for (int j = 0; j < bn; j++)
             for (int i = 0; i <= j; i++)
-                ab[b * bn * bn + i + j * bn] = ab[b * bn * bn + j + i * bn] = (rand() % 2001 - 1000) / 500.0;
+                ab[b * bn * bn + i + j * bn] = ab[b * bn * bn + j + i * bn] = random_value(2.0);
     for (int i = 0; i < bn * bn * batch; i++)
         abf[i] = (float)ab[i];
     double *dab = dev(ab, sizeof ab), *dwb = dev(NULL, sizeof wb);
@@ -559,7 +505,7 @@ static void check_svd(handle_t h)
     enum { bm = 8, bn = 6, batch = 3 };
     float ab[bm * bn * batch], sb[bn * batch], ub[bm * bm * batch], vb[bn * bn * batch];
     for (int i = 0; i < bm * bn * batch; i++)
-        ab[i] = (float)((rand() % 2001 - 1000) / 500.0);
+        ab[i] = (float)(random_value(2.0));
     float *dab = dev(ab, sizeof ab), *dsb = dev(NULL, sizeof sb), *dub = dev(NULL, sizeof ub),
           *dvb = dev(NULL, sizeof vb);
     int *dinfos = dev(NULL, sizeof(int) * batch), infos[batch];
@@ -588,14 +534,6 @@ static void check_svd(handle_t h)
     cudaFree(da), cudaFree(ds), cudaFree(du), cudaFree(dvt), cudaFree(work), cudaFree(rwork), cudaFree(dwork);
     cudaFree(jwork), cudaFree(dab), cudaFree(dsb), cudaFree(dub), cudaFree(dvb), cudaFree(dinfos), cudaFree(bwork);
     cudaFree(dinfo), free(a), free(hwork);
-}
-
-/* After a refused deferred call, the next synchronizing call reports it; the one after that is clean. */
-static void expect_refused(const char *what)
-{
-    int sync = cudaDeviceSynchronize(), again = cudaDeviceSynchronize();
-    failures += sync == 0 || again != 0;
-    printf("%-40s %s (reported %d, then %d)\n", what, sync && !again ? "OK" : "MISMATCH", sync, again);
 }
 
 static int hostile(handle_t h)

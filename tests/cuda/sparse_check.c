@@ -7,17 +7,12 @@
  * `sparse_check hostile` instead checks rgpu's refusals of bad input (through rgpu only): a missing handle, an
  * external buffer smaller than the library needs, a pointer the program never allocated, operands whose shapes
  * do not match; after each the next call works. */
-#include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "libcheck.h"
+
 typedef void *handle_t;
-int cudaMalloc(void **p, size_t n);
-int cudaFree(void *p);
-int cudaMemcpy(void *dst, const void *src, size_t n, int kind);
-int cudaDeviceSynchronize(void);
 int cusparseCreate(handle_t *h);
 int cusparseDestroy(handle_t h);
 int cusparseSetPointerMode(handle_t h, int mode);
@@ -45,38 +40,6 @@ int cusparseXcoo2csr(handle_t, const int *, int, int, int *, int);
 enum { OP_N = 0, OP_T = 1, R_32F = 0, R_64F = 1, I32 = 2, I64 = 3, BASE0 = 0, BASE1 = 1, COL = 1, ROW = 2 };
 enum { SPMM_DEFAULT = 0, SPMM_CSR_ALG1 = 4, SPMV_DEFAULT = 0, DEVICE_POINTERS = 1 };
 
-static int failures;
-
-#define CHECK(call)                                                                                                 \
-    do {                                                                                                            \
-        int s_ = (call);                                                                                            \
-        if (s_) {                                                                                                   \
-            printf("FAIL %s -> status %d\n", #call, s_);                                                           \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
-
-static void report(const char *what, double err, double tol)
-{
-    int ok = err <= tol;
-    failures += !ok;
-    printf("%-40s %s (max error %.1e)\n", what, ok ? "OK" : "MISMATCH", err);
-}
-
-static void *dev(const void *host, size_t n)
-{
-    void *d;
-    CHECK(cudaMalloc(&d, n ? n : 1));
-    if (host)
-        CHECK(cudaMemcpy(d, host, n, 1));
-    return d;
-}
-
-static void get(void *host, const void *d, size_t n)
-{
-    CHECK(cudaMemcpy(host, d, n, 2));
-}
-
 /* A random m x k matrix with about one entry in four stored, as CSR (0-based, int32) plus its dense copy. */
 struct csr {
     int m, k, nnz;
@@ -91,7 +54,7 @@ static struct csr random_csr(int m, int k)
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < k; j++)
             if (rand() % 4 == 0) {
-                a.cols[a.nnz] = j, a.values[a.nnz] = (rand() % 2001 - 1000) / 250.0;
+                a.cols[a.nnz] = j, a.values[a.nnz] = random_value(4.0);
                 a.dense[i * k + j] = a.values[a.nnz++];
             }
         a.offsets[i + 1] = a.nnz;
@@ -103,7 +66,7 @@ static double *random_values(int n)
 {
     double *x = malloc(sizeof(double) * n);
     for (int i = 0; i < n; i++)
-        x[i] = (rand() % 2001 - 1000) / 500.0;
+        x[i] = random_value(2.0);
     return x;
 }
 
@@ -118,14 +81,6 @@ static void ref_spmm(const struct csr *a, int trans, int m, int n, int k, double
                 acc += (trans ? a->dense[p * a->k + i] : a->dense[i * a->k + p]) * b[p + j * k];
             want[i + j * m] = alpha * acc + beta * c[i + j * m];
         }
-}
-
-static double max_diff(const double *x, const double *y, int n)
-{
-    double e = 0;
-    for (int i = 0; i < n; i++)
-        e = fmax(e, fabs(x[i] - y[i]) / (1 + fabs(y[i])));
-    return e;
 }
 
 static void *floats(const double *x, int n)
@@ -300,19 +255,6 @@ static void check_spmv_and_coo2csr(handle_t h)
     printf("%-40s %s\n", "Xcoo2csr", memcmp(offsets, a.offsets, sizeof offsets) ? "MISMATCH" : "OK");
     cudaFree(doff), cudaFree(dcol), cudaFree(dval), cudaFree(dx), cudaFree(dy), cudaFree(buffer);
     cudaFree(dscalars), cudaFree(drows), cudaFree(doffsets), free(x), free(y), free(rows);
-}
-
-static void expect(const char *what, long got, long want)
-{
-    failures += got != want;
-    printf("%-40s %s (%ld, expected %ld)\n", what, got == want ? "OK" : "MISMATCH", got, want);
-}
-
-static void expect_refused(const char *what)
-{
-    int sync = cudaDeviceSynchronize(), again = cudaDeviceSynchronize();
-    failures += sync == 0 || again != 0;
-    printf("%-40s %s (reported %d, then %d)\n", what, sync && !again ? "OK" : "MISMATCH", sync, again);
 }
 
 static void hostile(handle_t h)

@@ -15,22 +15,10 @@ int rgpu_solver_unsupported(int *logged, const char *name)
 
 int rgpu_solver_status(int r)
 {
-    switch (r) {
-    case 0:
-        return CUSOLVER_STATUS_SUCCESS;
-    case 1:   /* CUDA_ERROR_INVALID_VALUE */
-    case 400: /* CUDA_ERROR_INVALID_HANDLE: a handle or stream of another session */
-        return CUSOLVER_STATUS_INVALID_VALUE;
-    case 2:
-        return CUSOLVER_STATUS_ALLOC_FAILED;
-    case 3:
-    case 100:
-        return CUSOLVER_STATUS_NOT_INITIALIZED;
-    case 801: /* CUDA_ERROR_NOT_SUPPORTED */
-        return CUSOLVER_STATUS_NOT_SUPPORTED;
-    default:
-        return CUSOLVER_STATUS_EXECUTION_FAILED;
-    }
+    static const struct rgpu_library_statuses codes = {
+        CUSOLVER_STATUS_SUCCESS, CUSOLVER_STATUS_INVALID_VALUE, CUSOLVER_STATUS_ALLOC_FAILED,
+        CUSOLVER_STATUS_NOT_INITIALIZED, CUSOLVER_STATUS_NOT_SUPPORTED, CUSOLVER_STATUS_EXECUTION_FAILED};
+    return rgpu_library_status(r, &codes);
 }
 
 int rgpu_solver_shape(int64_t rows, int64_t cols, int64_t ld)

@@ -16,22 +16,10 @@ int rgpu_sparse_unsupported(int *logged, const char *name)
 
 int rgpu_sparse_status(int r)
 {
-    switch (r) {
-    case 0:
-        return CUSPARSE_STATUS_SUCCESS;
-    case 1:   /* CUDA_ERROR_INVALID_VALUE */
-    case 400: /* CUDA_ERROR_INVALID_HANDLE: a handle or stream of another session */
-        return CUSPARSE_STATUS_INVALID_VALUE;
-    case 2:
-        return CUSPARSE_STATUS_ALLOC_FAILED;
-    case 3:
-    case 100:
-        return CUSPARSE_STATUS_NOT_INITIALIZED;
-    case 801:
-        return CUSPARSE_STATUS_NOT_SUPPORTED;
-    default:
-        return CUSPARSE_STATUS_EXECUTION_FAILED;
-    }
+    static const struct rgpu_library_statuses codes = {
+        CUSPARSE_STATUS_SUCCESS, CUSPARSE_STATUS_INVALID_VALUE, CUSPARSE_STATUS_ALLOC_FAILED,
+        CUSPARSE_STATUS_NOT_INITIALIZED, CUSPARSE_STATUS_NOT_SUPPORTED, CUSPARSE_STATUS_EXECUTION_FAILED};
+    return rgpu_library_status(r, &codes);
 }
 
 /* A dense operand into the b_ or c_ fields. */

@@ -9,11 +9,9 @@ the call from the fields that carry them."""
 from __future__ import annotations
 
 import contextlib
-import threading
-
 import cffi
 
-from rgpu.backends.nvlibs import open_library
+from rgpu.backends.nvlibs import LazyLibrary
 from rgpu.errors import CudaError, Status
 from rgpu.protocol.solver_wire import BATCHED, NO_WORKSPACE, REAL_OF, Function, Solve
 
@@ -119,17 +117,10 @@ _ffi = cffi.FFI()
 _ffi.cdef(DECLARATIONS)
 
 _STATUS = {1: Status.NOT_INITIALIZED, 2: Status.OUT_OF_MEMORY, 3: Status.INVALID_VALUE, 9: Status.NOT_SUPPORTED}
-_lock = threading.Lock()
-_lib = None
 GETRF_FUNCTION = 0  # CUSOLVERDN_GETRF, the one routine whose algorithm cusolverDnSetAdvOptions picks
 
 
-def library():
-    global _lib
-    with _lock:
-        if _lib is None:
-            _lib = open_library(_ffi, "RGPU_CUSOLVER", "cu13", "libcusolver.so.12")
-        return _lib
+library = LazyLibrary(_ffi, "RGPU_CUSOLVER", "cu13", "libcusolver.so.12")
 
 
 def check(status: int, what: str) -> None:

@@ -7,11 +7,9 @@ SpMM's preprocessing, kept in the descriptors by cuSPARSE, is therefore not carr
 from __future__ import annotations
 
 import contextlib
-import threading
-
 import cffi
 
-from rgpu.backends.nvlibs import open_library
+from rgpu.backends.nvlibs import LazyLibrary
 from rgpu.errors import CudaError, Status
 from rgpu.protocol.sparse_wire import FORMAT_COO, FORMAT_CSC, POINTER_MODE_DEVICE, Dense, Function, Sparse, \
     SparseOp
@@ -50,16 +48,9 @@ _ffi = cffi.FFI()
 _ffi.cdef(DECLARATIONS)
 
 _STATUS = {1: Status.NOT_INITIALIZED, 2: Status.OUT_OF_MEMORY, 3: Status.INVALID_VALUE, 10: Status.NOT_SUPPORTED}
-_lock = threading.Lock()
-_lib = None
 
 
-def library():
-    global _lib
-    with _lock:
-        if _lib is None:
-            _lib = open_library(_ffi, "RGPU_CUSPARSE", "cu13", "libcusparse.so.12")
-        return _lib
+library = LazyLibrary(_ffi, "RGPU_CUSPARSE", "cu13", "libcusparse.so.12")
 
 
 def check(status: int, what: str) -> None:

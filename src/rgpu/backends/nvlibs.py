@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 from rgpu.errors import CudaError, Status
 
@@ -18,3 +19,16 @@ def open_library(ffi, env: str, subdir: str, soname: str):
         return ffi.dlopen(path)
     except OSError as e:
         raise CudaError(Status.NOT_SUPPORTED, f"{soname} not available on the server ({e}); set {env}") from None
+
+
+class LazyLibrary:
+    """`open_library(...)` on the first call, the same library object after that (from any thread)."""
+
+    def __init__(self, ffi, env: str, subdir: str, soname: str):
+        self._args, self._lib, self._lock = (ffi, env, subdir, soname), None, threading.Lock()
+
+    def __call__(self):
+        with self._lock:
+            if self._lib is None:
+                self._lib = open_library(*self._args)
+            return self._lib
