@@ -102,7 +102,8 @@ async def test_malformed_requests_are_refused(client):
     handle = await client._call(_Request(ops.SOLVER_CREATE))
     for fields, code in (({"function": 77}, Status.NOT_SUPPORTED), ({"data_type": 2}, Status.NOT_SUPPORTED),
                          ({"n": -1}, Status.INVALID_VALUE), ({"n": 8, "lda": 4}, Status.INVALID_VALUE),
-                         ({"uplo": 9, "n": 1, "lda": 1}, Status.INVALID_VALUE)):
+                         ({"uplo": 9, "n": 1, "lda": 1}, Status.INVALID_VALUE),
+                         ({"n": 1 << 41, "lda": 1 << 41}, Status.INVALID_VALUE)):
         args = _request(handle=handle, **{"function": solver_wire.Function.POTRF, **fields})
         with pytest.raises(CudaError) as e:
             await client._call(_Request(ops.SOLVER_BUFFER_SIZE, args))

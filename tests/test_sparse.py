@@ -120,7 +120,7 @@ async def test_malformed_requests_are_refused(client):
     for fields, code in (({"function": 9}, Status.NOT_SUPPORTED), ({"a_format": 6}, Status.NOT_SUPPORTED),
                          ({"a_nnz": -1}, Status.INVALID_VALUE), ({"b_rows": 3, "b_ld": 3}, Status.INVALID_VALUE),
                          ({"c_ld": 1}, Status.INVALID_VALUE), ({"a_offsets_type": 7}, Status.INVALID_VALUE),
-                         ({"op_a": 5}, Status.INVALID_VALUE)):
+                         ({"op_a": 5}, Status.INVALID_VALUE), ({"a_nnz": 1 << 41}, Status.INVALID_VALUE)):
         with pytest.raises(CudaError) as e:
             await client._call(_Request(ops.SPARSE_BUFFER_SIZE, _spmv(handle, off, ind, val, x, y, **fields)))
         assert e.value.code == code, fields

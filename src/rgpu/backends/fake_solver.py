@@ -165,7 +165,10 @@ def buffer_size(s: Solve) -> tuple[int, int, int]:
         elements = max(s.m, s.n) ** 2 * s.batch
     else:
         elements = max(s.m, s.n, 1) ** 2
-    return 0, elements * (s.esize if s.function.x_api else 1), 0
+    size = elements * (s.esize if s.function.x_api else 1)
+    if size >= 1 << 63:
+        raise CudaError(Status.INVALID_VALUE, f"fake cuSOLVER: a workspace of {size} for {s.function.name}")
+    return 0, size, 0
 
 
 def run(view, s: Solve, arrays=None) -> None:

@@ -68,6 +68,8 @@ OP_N, OP_T, OP_C = 0, 1, 2
 FILL_LOWER, FILL_UPPER = 0, 1
 SIDE_LEFT, SIDE_RIGHT = 0, 1
 MAX_BATCH = 1 << 20
+# No dimension or leading dimension beyond this (far past any matrix a GPU holds): extents stay far inside u64.
+MAX_DIMENSION = 1 << 40
 
 
 def _extent(rows: int, cols: int, ld: int, esize: int, batch: int = 1, stride: int = 0) -> int:
@@ -149,6 +151,8 @@ class Solve:
         f = self.function.base
         if min(self.m, self.n, self.k, self.nrhs, self.batch, self.work_size) < 0:
             raise CudaError(Status.INVALID_VALUE, f"{self.function.name}: a negative size")
+        if max(self.m, self.n, self.k, self.nrhs, self.lda, self.ldb, self.ldu, self.ldv) > MAX_DIMENSION:
+            raise CudaError(Status.INVALID_VALUE, f"{self.function.name}: a dimension above {MAX_DIMENSION}")
         if f in SOLVES and self.ldb < max(1, self.n):
             raise CudaError(Status.INVALID_VALUE, f"{self.function.name}: ldb {self.ldb} < n {self.n}")
         if f == Function.ORMQR and self.ldb < max(1, self.m):

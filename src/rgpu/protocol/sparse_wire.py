@@ -30,6 +30,7 @@ OP_N, OP_T, OP_C = 0, 1, 2
 POINTER_MODE_DEVICE = 1
 INDEX_32I = 2
 MAX_BATCH = 1 << 20
+MAX_DIMENSION = 1 << 40  # rows, columns, non-zeros, leading dimensions: products stay far inside u64
 
 
 def _array(count: int, esize: int, batch: int = 1, stride: int = 0) -> int:
@@ -64,8 +65,9 @@ class Sparse:
     def validate(self) -> None:
         if self.format not in (FORMAT_CSR, FORMAT_CSC, FORMAT_COO):
             raise CudaError(Status.NOT_SUPPORTED, f"cuSPARSE sparse format {self.format} (CSR, CSC and COO only)")
-        if min(self.rows, self.cols, self.nnz, self.offsets_stride, self.values_stride) < 0:
-            raise CudaError(Status.INVALID_VALUE, "sparse matrix: a negative size or stride")
+        if min(self.rows, self.cols, self.nnz, self.offsets_stride, self.values_stride) < 0 or \
+                max(self.rows, self.cols, self.nnz, self.offsets_stride, self.values_stride) > MAX_DIMENSION:
+            raise CudaError(Status.INVALID_VALUE, "sparse matrix: a negative or too large size or stride")
         if not 1 <= self.batch <= MAX_BATCH or self.base not in (0, 1):
             raise CudaError(Status.INVALID_VALUE, f"sparse matrix: batch {self.batch}, index base {self.base}")
         if self.offsets_type not in INDEX_SIZES or self.indices_type not in INDEX_SIZES:
@@ -98,7 +100,8 @@ class Dense:
     stride: int
 
     def validate(self, name: str) -> None:
-        if min(self.rows, self.cols, self.stride) < 0 or not 1 <= self.batch <= MAX_BATCH:
+        if min(self.rows, self.cols, self.stride) < 0 or max(self.rows, self.cols, self.ld, self.stride) > MAX_DIMENSION \
+                or not 1 <= self.batch <= MAX_BATCH:
             raise CudaError(Status.INVALID_VALUE, f"dense {name}: {self.rows} x {self.cols}, batch {self.batch}")
         if self.order not in (ORDER_COL, ORDER_ROW):
             raise CudaError(Status.INVALID_VALUE, f"dense {name}: order {self.order}")
@@ -158,7 +161,7 @@ class SparseOp:
     def validate(self) -> None:
         a = self.a
         if self.function == Function.XCOO2CSR:
-            if a.nnz < 0 or a.rows < 0 or a.base not in (0, 1):
+            if not (0 <= a.nnz <= MAX_DIMENSION and 0 <= a.rows <= MAX_DIMENSION) or a.base not in (0, 1):
                 raise CudaError(Status.INVALID_VALUE, f"coo2csr: nnz {a.nnz}, m {a.rows}, base {a.base}")
             return
         a.validate()
