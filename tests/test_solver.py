@@ -51,7 +51,8 @@ def test_unsupported_solver_call_logs_once(shim_dir, tmp_path, fake_server):
             void *h;
             int lwork;
             if (cusolverDnCreate(&h)) return 2;
-            int a = cusolverDnSsytrf_bufferSize(h, 4, 0, 4, &lwork), b = cusolverDnSsytrf_bufferSize(h, 4, 0, 4, &lwork);
+            int a = cusolverDnSsytrf_bufferSize(h, 4, 0, 4, &lwork);
+            int b = cusolverDnSsytrf_bufferSize(h, 4, 0, 4, &lwork);
             printf("%d %d\\n", a, b);
             return 0;
         }""")

@@ -91,8 +91,8 @@ static void *floats(const double *x, int n)
     return f;
 }
 
-static void spmm(handle_t h, handle_t a, handle_t b, handle_t c, int op_a, const void *alpha, const void *beta, int type,
-                 int alg)
+static void spmm(handle_t h, handle_t a, handle_t b, handle_t c, int op_a, const void *alpha, const void *beta,
+                 int type, int alg)
 {
     size_t size;
     CHECK(cusparseSpMM_bufferSize(h, op_a, OP_N, alpha, a, b, beta, c, type, alg, &size));

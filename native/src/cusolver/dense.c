@@ -138,7 +138,7 @@ static int svd(void *h, int type, int query, struct svd q, int *lwork_out)
 
 /* One set of classic entry points per type: T the letter, D the cudaDataType, ORG/ORM/EV/EVJ the names the
  * complex types give the orthogonal and symmetric routines (ungqr, unmqr, heevd, heevj). */
-#define CLASSIC(T, D, ORG, ORM, EV, EVJ)                                                                                 \
+#define CLASSIC(T, D, ORG, ORM, EV, EVJ)                                                                            \
     SOLVER_API int cusolverDn##T##getrf_bufferSize(void *h, int m, int n, void *a, int lda, int *lwork)            \
     {                                                                                                               \
         return getrf(h, D, 1, m, n, a, lda, NULL, NULL, NULL, lwork);                                               \

@@ -24,9 +24,9 @@ int rgpu_sparse_status(int r)
 
 /* A dense operand into the b_ or c_ fields. */
 #define PUT_DENSE(r, p, d)                                                                                          \
-    ((r).p##_rows = (d)->rows, (r).p##_cols = (d)->cols, (r).p##_ld = (d)->ld, (r).p##_values = (uintptr_t)(d)->values, \
-     (r).p##_type = (uint32_t)(d)->type, (r).p##_order = (uint32_t)(d)->order, (r).p##_batch = (d)->batch,           \
-     (r).p##_stride = (d)->stride)
+    ((r).p##_rows = (d)->rows, (r).p##_cols = (d)->cols, (r).p##_ld = (d)->ld,                                      \
+     (r).p##_values = (uintptr_t)(d)->values, (r).p##_type = (uint32_t)(d)->type,                                   \
+     (r).p##_order = (uint32_t)(d)->order, (r).p##_batch = (d)->batch, (r).p##_stride = (d)->stride)
 
 struct rgpu_sparse_run_req rgpu_sparse_request(struct sparse_handle *h, int function, const struct sp_mat *a,
                                                const struct dn_mat *b, const struct dn_mat *c)

@@ -208,9 +208,15 @@ SPARSE_API int cusparseCooSetPointers(struct sp_mat *m, void *rows, void *cols, 
 
 /* Fill mode and diagonal type matter to triangular solves (SpSV, SpSM), which rgpu does not serve; they are
  * kept so a program can read back what it set. */
+static int attribute_ok(const struct sp_mat *m, int attribute, const void *data, size_t size)
+{
+    return m && data && size == sizeof(int) &&
+           (attribute == SPARSE_ATTR_FILL_MODE || attribute == SPARSE_ATTR_DIAG_TYPE);
+}
+
 SPARSE_API int cusparseSpMatSetAttribute(struct sp_mat *m, int attribute, void *data, size_t size)
 {
-    if (!m || !data || size != sizeof(int) || (attribute != SPARSE_ATTR_FILL_MODE && attribute != SPARSE_ATTR_DIAG_TYPE))
+    if (!attribute_ok(m, attribute, data, size))
         return CUSPARSE_STATUS_INVALID_VALUE;
     *(attribute == SPARSE_ATTR_FILL_MODE ? &m->fill : &m->diag) = *(const int *)data;
     return CUSPARSE_STATUS_SUCCESS;
@@ -218,7 +224,7 @@ SPARSE_API int cusparseSpMatSetAttribute(struct sp_mat *m, int attribute, void *
 
 SPARSE_API int cusparseSpMatGetAttribute(const struct sp_mat *m, int attribute, void *data, size_t size)
 {
-    if (!m || !data || size != sizeof(int) || (attribute != SPARSE_ATTR_FILL_MODE && attribute != SPARSE_ATTR_DIAG_TYPE))
+    if (!attribute_ok(m, attribute, data, size))
         return CUSPARSE_STATUS_INVALID_VALUE;
     *(int *)data = attribute == SPARSE_ATTR_FILL_MODE ? m->fill : m->diag;
     return CUSPARSE_STATUS_SUCCESS;
@@ -313,10 +319,16 @@ static int dn_values(struct dn_mat *d, int is_vector, void **get, void *set)
 }
 
 SPARSE_API int cusparseDnMatGetValues(struct dn_mat *d, void **v) { return dn_values(d, 0, v, NULL); }
-SPARSE_API int cusparseConstDnMatGetValues(const struct dn_mat *d, const void **v) { return cusparseDnMatGetValues((struct dn_mat *)d, (void **)v); }
+SPARSE_API int cusparseConstDnMatGetValues(const struct dn_mat *d, const void **v)
+{
+    return dn_values((struct dn_mat *)d, 0, (void **)v, NULL);
+}
 SPARSE_API int cusparseDnMatSetValues(struct dn_mat *d, void *v) { return dn_values(d, 0, NULL, v); }
 SPARSE_API int cusparseDnVecGetValues(struct dn_mat *d, void **v) { return dn_values(d, 1, v, NULL); }
-SPARSE_API int cusparseConstDnVecGetValues(const struct dn_mat *d, const void **v) { return cusparseDnVecGetValues((struct dn_mat *)d, (void **)v); }
+SPARSE_API int cusparseConstDnVecGetValues(const struct dn_mat *d, const void **v)
+{
+    return dn_values((struct dn_mat *)d, 1, (void **)v, NULL);
+}
 SPARSE_API int cusparseDnVecSetValues(struct dn_mat *d, void *v) { return dn_values(d, 1, NULL, v); }
 
 SPARSE_API int cusparseDnMatSetStridedBatch(struct dn_mat *d, int batch, int64_t stride)

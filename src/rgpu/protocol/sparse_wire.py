@@ -100,8 +100,8 @@ class Dense:
     stride: int
 
     def validate(self, name: str) -> None:
-        if min(self.rows, self.cols, self.stride) < 0 or max(self.rows, self.cols, self.ld, self.stride) > MAX_DIMENSION \
-                or not 1 <= self.batch <= MAX_BATCH:
+        sizes = (self.rows, self.cols, self.ld, self.stride)
+        if min(sizes) < 0 or max(sizes) > MAX_DIMENSION or not 1 <= self.batch <= MAX_BATCH:
             raise CudaError(Status.INVALID_VALUE, f"dense {name}: {self.rows} x {self.cols}, batch {self.batch}")
         if self.order not in (ORDER_COL, ORDER_ROW):
             raise CudaError(Status.INVALID_VALUE, f"dense {name}: order {self.order}")
