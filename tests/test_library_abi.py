@@ -14,7 +14,7 @@ from rgpu.backends import cuda_solver, cuda_sparse
 # Opaque handle types: pointers under their typedef names.
 _HANDLES = {"cusolverDnHandle_t", "cusolverDnParams_t", "gesvdjInfo_t", "syevjInfo_t", "cudaStream_t",
             "cusparseHandle_t", "cusparseSpMatDescr_t", "cusparseConstSpMatDescr_t", "cusparseDnMatDescr_t",
-            "cusparseConstDnMatDescr_t", "cusparseDnVecDescr_t", "cusparseConstDnVecDescr_t"}
+            "cusparseConstDnMatDescr_t", "cusparseDnVecDescr_t", "cusparseConstDnVecDescr_t", "cusparseSpGEMMDescr_t"}
 
 
 def _abi(params: str) -> list[str]:

@@ -25,7 +25,8 @@ def test_spmm_spmv_and_coo2csr_match_a_cpu_reference(shim_dir, sparse_check, fak
     proc = run(shim_dir, sparse_check, env={"RGPU_SERVER": fake_server})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for check in ("SpMM CSR double", "SpMM CSR A^T B", "SpMM CSR float, row-major", "SpMM CSR strided batch",
-                  "SpMM COO", "SpMM CSC", "SpMV CSR double", "SpMV device-side", "Xcoo2csr"):
+                  "SpMM COO", "SpMM CSC", "SpMV CSR double", "SpMV device-side", "Xcoo2csr", "SpGEMM CSR",
+                  "SpGEMM non-zeros"):
         assert any(line.startswith(check) and " OK" in line for line in proc.stdout.splitlines()), (check, proc.stdout)
     assert "sparse_check OK" in proc.stdout
     assert "not supported" not in proc.stderr, proc.stderr
@@ -35,7 +36,8 @@ def test_bad_input_is_refused_and_the_session_goes_on(shim_dir, sparse_check, fa
     proc = run(shim_dir, sparse_check, "hostile", env={"RGPU_SERVER": fake_server})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for check in ("no handle", "ld < rows", "buffer one byte short", "C left untouched", "foreign values pointer",
-                  "nnz beyond the arrays", "mismatched shapes", "a clean call afterwards"):
+                  "nnz beyond the arrays", "mismatched shapes", "SpGEMM buffer too small",
+                  "a clean call afterwards"):
         assert any(check in line and " OK " in line for line in proc.stdout.splitlines()), (check, proc.stdout)
 
 
@@ -43,17 +45,17 @@ def test_unsupported_sparse_call_logs_once(shim_dir, tmp_path, fake_server):
     exe = build_unsupported_probe(shim_dir, tmp_path, "libcusparse.so.12", """
         #include <stdio.h>
         int cusparseCreate(void **h);
-        int cusparseSpGEMM_createDescr(void **d);
+        int cusparseSpSV_createDescr(void **d);
         int main(void) {
             void *h, *d;
             if (cusparseCreate(&h)) return 2;
-            int a = cusparseSpGEMM_createDescr(&d), b = cusparseSpGEMM_createDescr(&d);
+            int a = cusparseSpSV_createDescr(&d), b = cusparseSpSV_createDescr(&d);
             printf("%d %d\\n", a, b);
             return 0;
         }""")
     proc = run(shim_dir, exe, env={"RGPU_SERVER": fake_server})
     assert proc.stdout.strip() == "10 10"  # CUSPARSE_STATUS_NOT_SUPPORTED, both times
-    assert proc.stderr.count("cusparseSpGEMM_createDescr is not supported") == 1
+    assert proc.stderr.count("cusparseSpSV_createDescr is not supported") == 1
 
 
 def _spmv(handle, offsets, indices, values, x, y, rows=2, cols=2, nnz=2, **fields):
@@ -124,3 +126,20 @@ async def test_malformed_requests_are_refused(client):
         with pytest.raises(CudaError) as e:
             await client._call(_Request(ops.SPARSE_BUFFER_SIZE, _spmv(handle, off, ind, val, x, y, **fields)))
         assert e.value.code == code, fields
+
+
+async def test_an_spgemm_descriptor_is_its_sessions_own(srv, client):
+    from rgpu.client import _Request
+
+    descriptor = await client._call(_Request(ops.SPARSE_SPGEMM_CREATE))
+    other = await srv.connect()
+    try:
+        with pytest.raises(CudaError) as e:
+            await other._call(_Request(ops.SPARSE_SPGEMM_DESTROY, (descriptor,)))
+        assert e.value.code == Status.INVALID_HANDLE
+    finally:
+        await other.aclose()
+    await client._call(_Request(ops.SPARSE_SPGEMM_DESTROY, (descriptor,)))
+    with pytest.raises(CudaError) as e:  # destroyed: no longer a descriptor of this session either
+        await client._call(_Request(ops.SPARSE_SPGEMM_DESTROY, (descriptor,)))
+    assert e.value.code == Status.INVALID_HANDLE

@@ -1568,30 +1568,6 @@ SPARSE_API int cusparseSnnz_compress()
     return rgpu_sparse_unsupported(&logged, "cusparseSnnz_compress");
 }
 
-SPARSE_API int cusparseSpGEMM_compute()
-{
-    static int logged;
-    return rgpu_sparse_unsupported(&logged, "cusparseSpGEMM_compute");
-}
-
-SPARSE_API int cusparseSpGEMM_copy()
-{
-    static int logged;
-    return rgpu_sparse_unsupported(&logged, "cusparseSpGEMM_copy");
-}
-
-SPARSE_API int cusparseSpGEMM_createDescr()
-{
-    static int logged;
-    return rgpu_sparse_unsupported(&logged, "cusparseSpGEMM_createDescr");
-}
-
-SPARSE_API int cusparseSpGEMM_destroyDescr()
-{
-    static int logged;
-    return rgpu_sparse_unsupported(&logged, "cusparseSpGEMM_destroyDescr");
-}
-
 SPARSE_API int cusparseSpGEMM_estimateMemory()
 {
     static int logged;
@@ -1602,12 +1578,6 @@ SPARSE_API int cusparseSpGEMM_getNumProducts()
 {
     static int logged;
     return rgpu_sparse_unsupported(&logged, "cusparseSpGEMM_getNumProducts");
-}
-
-SPARSE_API int cusparseSpGEMM_workEstimation()
-{
-    static int logged;
-    return rgpu_sparse_unsupported(&logged, "cusparseSpGEMM_workEstimation");
 }
 
 SPARSE_API int cusparseSpGEMMreuse_compute()

@@ -4643,6 +4643,235 @@ static inline int rgpu_unpack_sparse_run_req(const uint8_t *in, size_t len, stru
     return 0;
 }
 
+/* SPARSE_SPGEMM_CREATE: cusparseSpGEMM_createDescr in the current context -> descriptor [context] */
+#define RGPU_OP_SPARSE_SPGEMM_CREATE 0x0284
+#define RGPU_SPARSE_SPGEMM_CREATE_REQ_SIZE 0
+#define RGPU_SPARSE_SPGEMM_CREATE_REP_SIZE 8
+struct rgpu_sparse_spgemm_create_rep {
+    uint64_t descriptor;
+};
+static inline int rgpu_unpack_sparse_spgemm_create(const uint8_t *in, size_t len, struct rgpu_sparse_spgemm_create_rep *m)
+{
+    if (len != RGPU_SPARSE_SPGEMM_CREATE_REP_SIZE)
+        return -1;
+    m->descriptor = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SPARSE_SPGEMM_DESTROY: cusparseSpGEMM_destroyDescr [context] */
+#define RGPU_OP_SPARSE_SPGEMM_DESTROY 0x0285
+#define RGPU_SPARSE_SPGEMM_DESTROY_REQ_SIZE 8
+#define RGPU_SPARSE_SPGEMM_DESTROY_REP_SIZE 0
+struct rgpu_sparse_spgemm_destroy_req {
+    uint64_t descriptor;
+};
+static inline void rgpu_pack_sparse_spgemm_destroy(uint8_t out[RGPU_SPARSE_SPGEMM_DESTROY_REQ_SIZE], const struct rgpu_sparse_spgemm_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->descriptor);
+}
+static inline int rgpu_unpack_sparse_spgemm_destroy_req(const uint8_t *in, size_t len, struct rgpu_sparse_spgemm_destroy_req *m)
+{
+    if (len != RGPU_SPARSE_SPGEMM_DESTROY_REQ_SIZE)
+        return -1;
+    m->descriptor = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SPARSE_SPGEMM: cusparseSpGEMM_workEstimation (phase 1), _compute (2: C's non-zero count back) or _copy (3) of C = alpha op(A) op(B) (A, B, C CSR); buffer 0: the buffer size the phase needs [context] */
+#define RGPU_OP_SPARSE_SPGEMM 0x0286
+#define RGPU_SPARSE_SPGEMM_REQ_SIZE 360
+#define RGPU_SPARSE_SPGEMM_REP_SIZE 20
+struct rgpu_sparse_spgemm_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint64_t descriptor;
+    uint32_t phase;
+    uint32_t op_a;
+    uint32_t op_b;
+    uint32_t compute_type;
+    uint32_t alg;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t buffer;
+    uint64_t buffer_size;
+    uint32_t a_format;
+    int64_t a_rows;
+    int64_t a_cols;
+    int64_t a_nnz;
+    uint64_t a_offsets;
+    uint64_t a_indices;
+    uint64_t a_values;
+    uint32_t a_offsets_type;
+    uint32_t a_indices_type;
+    uint32_t a_base;
+    uint32_t a_value_type;
+    int32_t a_batch;
+    int64_t a_offsets_stride;
+    int64_t a_values_stride;
+    uint32_t b_format;
+    int64_t b_rows;
+    int64_t b_cols;
+    int64_t b_nnz;
+    uint64_t b_offsets;
+    uint64_t b_indices;
+    uint64_t b_values;
+    uint32_t b_offsets_type;
+    uint32_t b_indices_type;
+    uint32_t b_base;
+    uint32_t b_value_type;
+    int32_t b_batch;
+    int64_t b_offsets_stride;
+    int64_t b_values_stride;
+    uint32_t c_format;
+    int64_t c_rows;
+    int64_t c_cols;
+    int64_t c_nnz;
+    uint64_t c_offsets;
+    uint64_t c_indices;
+    uint64_t c_values;
+    uint32_t c_offsets_type;
+    uint32_t c_indices_type;
+    uint32_t c_base;
+    uint32_t c_value_type;
+    int32_t c_batch;
+    int64_t c_offsets_stride;
+    int64_t c_values_stride;
+};
+static inline void rgpu_pack_sparse_spgemm(uint8_t out[RGPU_SPARSE_SPGEMM_REQ_SIZE], const struct rgpu_sparse_spgemm_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u64(out + 16, m->descriptor);
+    rgpu_put_u32(out + 24, m->phase);
+    rgpu_put_u32(out + 28, m->op_a);
+    rgpu_put_u32(out + 32, m->op_b);
+    rgpu_put_u32(out + 36, m->compute_type);
+    rgpu_put_u32(out + 40, m->alg);
+    rgpu_put_u32(out + 44, m->pointer_mode);
+    memcpy(out + 48, m->alpha, 16);
+    memcpy(out + 64, m->beta, 16);
+    rgpu_put_u64(out + 80, m->buffer);
+    rgpu_put_u64(out + 88, m->buffer_size);
+    rgpu_put_u32(out + 96, m->a_format);
+    rgpu_put_u64(out + 100, m->a_rows);
+    rgpu_put_u64(out + 108, m->a_cols);
+    rgpu_put_u64(out + 116, m->a_nnz);
+    rgpu_put_u64(out + 124, m->a_offsets);
+    rgpu_put_u64(out + 132, m->a_indices);
+    rgpu_put_u64(out + 140, m->a_values);
+    rgpu_put_u32(out + 148, m->a_offsets_type);
+    rgpu_put_u32(out + 152, m->a_indices_type);
+    rgpu_put_u32(out + 156, m->a_base);
+    rgpu_put_u32(out + 160, m->a_value_type);
+    rgpu_put_u32(out + 164, m->a_batch);
+    rgpu_put_u64(out + 168, m->a_offsets_stride);
+    rgpu_put_u64(out + 176, m->a_values_stride);
+    rgpu_put_u32(out + 184, m->b_format);
+    rgpu_put_u64(out + 188, m->b_rows);
+    rgpu_put_u64(out + 196, m->b_cols);
+    rgpu_put_u64(out + 204, m->b_nnz);
+    rgpu_put_u64(out + 212, m->b_offsets);
+    rgpu_put_u64(out + 220, m->b_indices);
+    rgpu_put_u64(out + 228, m->b_values);
+    rgpu_put_u32(out + 236, m->b_offsets_type);
+    rgpu_put_u32(out + 240, m->b_indices_type);
+    rgpu_put_u32(out + 244, m->b_base);
+    rgpu_put_u32(out + 248, m->b_value_type);
+    rgpu_put_u32(out + 252, m->b_batch);
+    rgpu_put_u64(out + 256, m->b_offsets_stride);
+    rgpu_put_u64(out + 264, m->b_values_stride);
+    rgpu_put_u32(out + 272, m->c_format);
+    rgpu_put_u64(out + 276, m->c_rows);
+    rgpu_put_u64(out + 284, m->c_cols);
+    rgpu_put_u64(out + 292, m->c_nnz);
+    rgpu_put_u64(out + 300, m->c_offsets);
+    rgpu_put_u64(out + 308, m->c_indices);
+    rgpu_put_u64(out + 316, m->c_values);
+    rgpu_put_u32(out + 324, m->c_offsets_type);
+    rgpu_put_u32(out + 328, m->c_indices_type);
+    rgpu_put_u32(out + 332, m->c_base);
+    rgpu_put_u32(out + 336, m->c_value_type);
+    rgpu_put_u32(out + 340, m->c_batch);
+    rgpu_put_u64(out + 344, m->c_offsets_stride);
+    rgpu_put_u64(out + 352, m->c_values_stride);
+}
+static inline int rgpu_unpack_sparse_spgemm_req(const uint8_t *in, size_t len, struct rgpu_sparse_spgemm_req *m)
+{
+    if (len != RGPU_SPARSE_SPGEMM_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->descriptor = (uint64_t)rgpu_get_u64(in + 16);
+    m->phase = (uint32_t)rgpu_get_u32(in + 24);
+    m->op_a = (uint32_t)rgpu_get_u32(in + 28);
+    m->op_b = (uint32_t)rgpu_get_u32(in + 32);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 36);
+    m->alg = (uint32_t)rgpu_get_u32(in + 40);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 44);
+    memcpy(m->alpha, in + 48, 16);
+    memcpy(m->beta, in + 64, 16);
+    m->buffer = (uint64_t)rgpu_get_u64(in + 80);
+    m->buffer_size = (uint64_t)rgpu_get_u64(in + 88);
+    m->a_format = (uint32_t)rgpu_get_u32(in + 96);
+    m->a_rows = (int64_t)rgpu_get_u64(in + 100);
+    m->a_cols = (int64_t)rgpu_get_u64(in + 108);
+    m->a_nnz = (int64_t)rgpu_get_u64(in + 116);
+    m->a_offsets = (uint64_t)rgpu_get_u64(in + 124);
+    m->a_indices = (uint64_t)rgpu_get_u64(in + 132);
+    m->a_values = (uint64_t)rgpu_get_u64(in + 140);
+    m->a_offsets_type = (uint32_t)rgpu_get_u32(in + 148);
+    m->a_indices_type = (uint32_t)rgpu_get_u32(in + 152);
+    m->a_base = (uint32_t)rgpu_get_u32(in + 156);
+    m->a_value_type = (uint32_t)rgpu_get_u32(in + 160);
+    m->a_batch = (int32_t)rgpu_get_u32(in + 164);
+    m->a_offsets_stride = (int64_t)rgpu_get_u64(in + 168);
+    m->a_values_stride = (int64_t)rgpu_get_u64(in + 176);
+    m->b_format = (uint32_t)rgpu_get_u32(in + 184);
+    m->b_rows = (int64_t)rgpu_get_u64(in + 188);
+    m->b_cols = (int64_t)rgpu_get_u64(in + 196);
+    m->b_nnz = (int64_t)rgpu_get_u64(in + 204);
+    m->b_offsets = (uint64_t)rgpu_get_u64(in + 212);
+    m->b_indices = (uint64_t)rgpu_get_u64(in + 220);
+    m->b_values = (uint64_t)rgpu_get_u64(in + 228);
+    m->b_offsets_type = (uint32_t)rgpu_get_u32(in + 236);
+    m->b_indices_type = (uint32_t)rgpu_get_u32(in + 240);
+    m->b_base = (uint32_t)rgpu_get_u32(in + 244);
+    m->b_value_type = (uint32_t)rgpu_get_u32(in + 248);
+    m->b_batch = (int32_t)rgpu_get_u32(in + 252);
+    m->b_offsets_stride = (int64_t)rgpu_get_u64(in + 256);
+    m->b_values_stride = (int64_t)rgpu_get_u64(in + 264);
+    m->c_format = (uint32_t)rgpu_get_u32(in + 272);
+    m->c_rows = (int64_t)rgpu_get_u64(in + 276);
+    m->c_cols = (int64_t)rgpu_get_u64(in + 284);
+    m->c_nnz = (int64_t)rgpu_get_u64(in + 292);
+    m->c_offsets = (uint64_t)rgpu_get_u64(in + 300);
+    m->c_indices = (uint64_t)rgpu_get_u64(in + 308);
+    m->c_values = (uint64_t)rgpu_get_u64(in + 316);
+    m->c_offsets_type = (uint32_t)rgpu_get_u32(in + 324);
+    m->c_indices_type = (uint32_t)rgpu_get_u32(in + 328);
+    m->c_base = (uint32_t)rgpu_get_u32(in + 332);
+    m->c_value_type = (uint32_t)rgpu_get_u32(in + 336);
+    m->c_batch = (int32_t)rgpu_get_u32(in + 340);
+    m->c_offsets_stride = (int64_t)rgpu_get_u64(in + 344);
+    m->c_values_stride = (int64_t)rgpu_get_u64(in + 352);
+    return 0;
+}
+struct rgpu_sparse_spgemm_rep {
+    uint32_t status;
+    uint64_t size;
+    int64_t c_nnz;
+};
+static inline int rgpu_unpack_sparse_spgemm(const uint8_t *in, size_t len, struct rgpu_sparse_spgemm_rep *m)
+{
+    if (len != RGPU_SPARSE_SPGEMM_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 4);
+    m->c_nnz = (int64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -4757,6 +4986,9 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_SPARSE_DESTROY:
     case RGPU_OP_SPARSE_BUFFER_SIZE:
     case RGPU_OP_SPARSE_RUN:
+    case RGPU_OP_SPARSE_SPGEMM_CREATE:
+    case RGPU_OP_SPARSE_SPGEMM_DESTROY:
+    case RGPU_OP_SPARSE_SPGEMM:
         return 1;
     default:
         return 0;

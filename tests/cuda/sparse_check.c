@@ -36,6 +36,16 @@ int cusparseSpMV_bufferSize(handle_t, int, const void *, handle_t, handle_t, con
                             size_t *);
 int cusparseSpMV(handle_t, int, const void *, handle_t, handle_t, const void *, handle_t, int, int, void *);
 int cusparseXcoo2csr(handle_t, const int *, int, int, int *, int);
+int cusparseSpMatGetSize(handle_t, int64_t *, int64_t *, int64_t *);
+int cusparseCsrSetPointers(handle_t, void *, void *, void *);
+int cusparseSpGEMM_createDescr(handle_t *);
+int cusparseSpGEMM_destroyDescr(handle_t);
+int cusparseSpGEMM_workEstimation(handle_t, int, int, const void *, handle_t, handle_t, const void *, handle_t, int, int,
+                                  handle_t, size_t *, void *);
+int cusparseSpGEMM_compute(handle_t, int, int, const void *, handle_t, handle_t, const void *, handle_t, int, int,
+                           handle_t, size_t *, void *);
+int cusparseSpGEMM_copy(handle_t, int, int, const void *, handle_t, handle_t, const void *, handle_t, int, int,
+                        handle_t);
 
 enum { OP_N = 0, OP_T = 1, R_32F = 0, R_64F = 1, I32 = 2, I64 = 3, BASE0 = 0, BASE1 = 1, COL = 1, ROW = 2 };
 enum { SPMM_DEFAULT = 0, SPMM_CSR_ALG1 = 4, SPMV_DEFAULT = 0, DEVICE_POINTERS = 1 };
@@ -257,6 +267,61 @@ static void check_spmv_and_coo2csr(handle_t h)
     cudaFree(dscalars), cudaFree(drows), cudaFree(doffsets), free(x), free(y), free(rows);
 }
 
+static void check_spgemm(handle_t h)
+{
+    const int m = 31, k = 27, n = 23;
+    struct csr a = random_csr(m, k), b = random_csr(k, n);
+    void *da[3] = {dev(a.offsets, sizeof(int) * (m + 1)), dev(a.cols, sizeof(int) * a.nnz),
+                   dev(a.values, sizeof(double) * a.nnz)},
+         *db[3] = {dev(b.offsets, sizeof(int) * (k + 1)), dev(b.cols, sizeof(int) * b.nnz),
+                   dev(b.values, sizeof(double) * b.nnz)},
+         *dcoff = dev(NULL, sizeof(int) * (m + 1));
+    handle_t sa, sb, sc, d;
+    double alpha = 1.5, beta = 0;
+    CHECK(cusparseCreateCsr(&sa, m, k, a.nnz, da[0], da[1], da[2], I32, I32, BASE0, R_64F));
+    CHECK(cusparseCreateCsr(&sb, k, n, b.nnz, db[0], db[1], db[2], I32, I32, BASE0, R_64F));
+    CHECK(cusparseCreateCsr(&sc, m, n, 0, dcoff, NULL, NULL, I32, I32, BASE0, R_64F));
+    CHECK(cusparseSpGEMM_createDescr(&d));
+    size_t size1 = 0, size2 = 0;
+    CHECK(cusparseSpGEMM_workEstimation(h, OP_N, OP_N, &alpha, sa, sb, &beta, sc, R_64F, 0, d, &size1, NULL));
+    void *buffer1 = dev(NULL, size1);
+    CHECK(cusparseSpGEMM_workEstimation(h, OP_N, OP_N, &alpha, sa, sb, &beta, sc, R_64F, 0, d, &size1, buffer1));
+    CHECK(cusparseSpGEMM_compute(h, OP_N, OP_N, &alpha, sa, sb, &beta, sc, R_64F, 0, d, &size2, NULL));
+    void *buffer2 = dev(NULL, size2);
+    CHECK(cusparseSpGEMM_compute(h, OP_N, OP_N, &alpha, sa, sb, &beta, sc, R_64F, 0, d, &size2, buffer2));
+    int64_t rows, cols, nnz;
+    CHECK(cusparseSpMatGetSize(sc, &rows, &cols, &nnz));
+    void *dccol = dev(NULL, sizeof(int) * nnz), *dcval = dev(NULL, sizeof(double) * nnz);
+    CHECK(cusparseCsrSetPointers(sc, dcoff, dccol, dcval));
+    CHECK(cusparseSpGEMM_copy(h, OP_N, OP_N, &alpha, sa, sb, &beta, sc, R_64F, 0, d));
+    int *coff = malloc(sizeof(int) * (m + 1)), *ccol = malloc(sizeof(int) * nnz);
+    double *cval = malloc(sizeof(double) * nnz), *got = calloc(m * n, sizeof(double)), want[31 * 23];
+    get(coff, dcoff, sizeof(int) * (m + 1)), get(ccol, dccol, sizeof(int) * nnz);
+    get(cval, dcval, sizeof(double) * nnz);
+    int structural = 0; /* the product's structure: (i, j) with some p where A(i, p) and B(p, j) are stored */
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < n; j++) {
+            double acc = 0;
+            int stored = 0;
+            for (int p = 0; p < k; p++) {
+                acc += a.dense[i * k + p] * b.dense[p * n + j];
+                stored |= a.dense[i * k + p] != 0 && b.dense[p * n + j] != 0;
+            }
+            want[i + j * m] = alpha * acc;
+            structural += stored;
+        }
+        for (int q = coff[i]; q < coff[i + 1]; q++)
+            got[i + ccol[q] * m] += cval[q];
+    }
+    report("SpGEMM CSR 31x27 * 27x23", max_diff(got, want, m * n), 1e-12);
+    expect("SpGEMM non-zeros of C", (long)nnz, structural);
+    cusparseSpGEMM_destroyDescr(d), cusparseDestroySpMat(sa), cusparseDestroySpMat(sb), cusparseDestroySpMat(sc);
+    for (int i = 0; i < 3; i++)
+        cudaFree(da[i]), cudaFree(db[i]);
+    cudaFree(dcoff), cudaFree(dccol), cudaFree(dcval), cudaFree(buffer1), cudaFree(buffer2);
+    free(coff), free(ccol), free(cval), free(got);
+}
+
 static void hostile(handle_t h)
 {
     const int m = 16, k = 12, n = 3;
@@ -299,6 +364,29 @@ static void hostile(handle_t h)
     CHECK(cusparseSpMM(h, OP_N, OP_N, &one, sa, bad, &zero, sc, R_64F, SPMM_DEFAULT, buffer));
     expect_refused("mismatched shapes");
     cusparseDestroyDnMat(bad);
+    /* an SpGEMM compute buffer smaller than the library needs */
+    handle_t d, sc2;
+    void *dcoff = dev(NULL, sizeof(int) * (m + 1));
+    CHECK(cusparseCreateCsr(&sc2, m, k, 0, dcoff, NULL, NULL, I32, I32, BASE0, R_64F));
+    struct csr b2 = random_csr(k, k);
+    void *db2[3] = {dev(b2.offsets, sizeof(int) * (k + 1)), dev(b2.cols, sizeof(int) * b2.nnz),
+                    dev(b2.values, sizeof(double) * b2.nnz)};
+    handle_t sb2;
+    CHECK(cusparseCreateCsr(&sb2, k, k, b2.nnz, db2[0], db2[1], db2[2], I32, I32, BASE0, R_64F));
+    CHECK(cusparseSpGEMM_createDescr(&d));
+    size_t size1, size2;
+    CHECK(cusparseSpGEMM_workEstimation(h, OP_N, OP_N, &one, sa, sb2, &zero, sc2, R_64F, 0, d, &size1, NULL));
+    void *buffer1 = dev(NULL, size1);
+    CHECK(cusparseSpGEMM_workEstimation(h, OP_N, OP_N, &one, sa, sb2, &zero, sc2, R_64F, 0, d, &size1, buffer1));
+    CHECK(cusparseSpGEMM_compute(h, OP_N, OP_N, &one, sa, sb2, &zero, sc2, R_64F, 0, d, &size2, NULL));
+    size_t short_size = size2 - 1;
+    void *buffer2 = dev(NULL, short_size);
+    expect("SpGEMM buffer too small: INVALID_VALUE",
+           cusparseSpGEMM_compute(h, OP_N, OP_N, &one, sa, sb2, &zero, sc2, R_64F, 0, d, &short_size, buffer2), 3);
+    cusparseSpGEMM_destroyDescr(d), cusparseDestroySpMat(sb2), cusparseDestroySpMat(sc2);
+    cudaFree(dcoff), cudaFree(buffer1), cudaFree(buffer2);
+    for (int i = 0; i < 3; i++)
+        cudaFree(db2[i]);
     /* still usable */
     CHECK(cusparseSpMM(h, OP_N, OP_N, &one, sa, sb, &zero, sc, R_64F, SPMM_DEFAULT, buffer));
     expect("a clean call afterwards", cudaDeviceSynchronize(), 0);
@@ -316,6 +404,7 @@ int main(int argc, char **argv)
     } else {
         check_spmm(h);
         check_spmv_and_coo2csr(h);
+        check_spgemm(h);
     }
     CHECK(cusparseDestroy(h));
     CHECK(cudaDeviceSynchronize());

@@ -28,18 +28,49 @@ int rgpu_sparse_status(int r)
      (r).p##_values = (uintptr_t)(d)->values, (r).p##_type = (uint32_t)(d)->type,                                   \
      (r).p##_order = (uint32_t)(d)->order, (r).p##_batch = (d)->batch, (r).p##_stride = (d)->stride)
 
+/* Bytes of one scalar of a cudaDataType (alpha and beta are of the compute type); 0 if unknown. */
+static size_t scalar_size(int type)
+{
+    switch (type) {
+    case 2:  /* CUDA_R_16F */
+    case 14: /* CUDA_R_16BF */
+        return 2;
+    case 0:  /* CUDA_R_32F */
+    case 10: /* CUDA_R_32I */
+        return 4;
+    case 1: /* CUDA_R_64F */
+    case 4: /* CUDA_C_32F */
+        return 8;
+    case 5: /* CUDA_C_64F */
+        return 16;
+    default:
+        return 0;
+    }
+}
+
+int rgpu_sparse_scalars(const struct sparse_handle *h, int compute, uint8_t out_alpha[16], uint8_t out_beta[16],
+                        const void *alpha, const void *beta)
+{
+    if (!alpha || !beta)
+        return CUSPARSE_STATUS_INVALID_VALUE;
+    if (h->pointer_mode == CUSPARSE_POINTER_MODE_DEVICE) { /* the scalars' device addresses, in their slots */
+        rgpu_put_u64(out_alpha, (uintptr_t)alpha), rgpu_put_u64(out_beta, (uintptr_t)beta);
+        return CUSPARSE_STATUS_SUCCESS;
+    }
+    size_t n = scalar_size(compute);
+    if (!n)
+        return CUSPARSE_STATUS_NOT_SUPPORTED;
+    memcpy(out_alpha, alpha, n), memcpy(out_beta, beta, n);
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
 struct rgpu_sparse_run_req rgpu_sparse_request(struct sparse_handle *h, int function, const struct sp_mat *a,
                                                const struct dn_mat *b, const struct dn_mat *c)
 {
     struct rgpu_sparse_run_req r = {.handle = h->server, .stream = rgpu_ext_stream(h->stream),
                                     .function = (uint32_t)function, .pointer_mode = (uint32_t)h->pointer_mode};
-    if (a) {
-        r.a_format = (uint32_t)a->format, r.a_rows = a->rows, r.a_cols = a->cols, r.a_nnz = a->nnz,
-        r.a_offsets = (uintptr_t)a->offsets, r.a_indices = (uintptr_t)a->indices, r.a_values = (uintptr_t)a->values,
-        r.a_offsets_type = (uint32_t)a->offsets_type, r.a_indices_type = (uint32_t)a->indices_type,
-        r.a_base = (uint32_t)a->base, r.a_value_type = (uint32_t)a->value_type, r.a_batch = a->batch,
-        r.a_offsets_stride = a->offsets_stride, r.a_values_stride = a->values_stride;
-    }
+    if (a)
+        PUT_SPARSE(r, a, a);
     if (b)
         PUT_DENSE(r, b, b);
     if (c)

@@ -1,43 +1,6 @@
 /* The operations: SpMV and SpMM with their buffer-size queries, and the index conversion cusparseXcoo2csr.
  * Each is one request built from the handle and the descriptors. */
-#include <string.h>
-
 #include "sparse.h"
-
-/* Bytes of one scalar of a cudaDataType (alpha and beta are of the compute type); 0 if unknown. */
-static size_t scalar_size(int type)
-{
-    switch (type) {
-    case 2:  /* CUDA_R_16F */
-    case 14: /* CUDA_R_16BF */
-        return 2;
-    case 0:  /* CUDA_R_32F */
-    case 10: /* CUDA_R_32I */
-        return 4;
-    case 1: /* CUDA_R_64F */
-    case 4: /* CUDA_C_32F */
-        return 8;
-    case 5: /* CUDA_C_64F */
-        return 16;
-    default:
-        return 0;
-    }
-}
-
-static int scalars(struct sparse_handle *h, struct rgpu_sparse_run_req *r, const void *alpha, const void *beta)
-{
-    if (!alpha || !beta)
-        return CUSPARSE_STATUS_INVALID_VALUE;
-    if (h->pointer_mode == CUSPARSE_POINTER_MODE_DEVICE) { /* the scalars' device addresses, in their slots */
-        rgpu_put_u64(r->alpha, (uintptr_t)alpha), rgpu_put_u64(r->beta, (uintptr_t)beta);
-        return CUSPARSE_STATUS_SUCCESS;
-    }
-    size_t n = scalar_size((int)r->compute_type);
-    if (!n)
-        return CUSPARSE_STATUS_NOT_SUPPORTED;
-    memcpy(r->alpha, alpha, n), memcpy(r->beta, beta, n);
-    return CUSPARSE_STATUS_SUCCESS;
-}
 
 /* Query (`size` set) or run one SpMV/SpMM. */
 static int operation(struct sparse_handle *h, int function, int op_a, int op_b, const void *alpha,
@@ -52,7 +15,7 @@ static int operation(struct sparse_handle *h, int function, int op_a, int op_b, 
     struct rgpu_sparse_run_req r = rgpu_sparse_request(h, function, a, b, c);
     r.op_a = (uint32_t)op_a, r.op_b = (uint32_t)op_b, r.compute_type = (uint32_t)compute, r.alg = (uint32_t)alg,
     r.buffer = (uintptr_t)buffer;
-    int s = scalars(h, &r, alpha, beta);
+    int s = rgpu_sparse_scalars(h, compute, r.alpha, r.beta, alpha, beta);
     if (s)
         return s;
     /* No buffer size travels: the server checks that the buffer holds what its library needs. */

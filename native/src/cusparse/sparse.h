@@ -55,6 +55,19 @@ struct mat_descr {
     int type, fill, diag, base;
 };
 
+/* A sparse matrix into the fields of prefix p (a_, b_, c_) of a request. */
+#define PUT_SPARSE(r, p, m)                                                                                         \
+    ((r).p##_format = (uint32_t)(m)->format, (r).p##_rows = (m)->rows, (r).p##_cols = (m)->cols,                    \
+     (r).p##_nnz = (m)->nnz, (r).p##_offsets = (uintptr_t)(m)->offsets, (r).p##_indices = (uintptr_t)(m)->indices, \
+     (r).p##_values = (uintptr_t)(m)->values, (r).p##_offsets_type = (uint32_t)(m)->offsets_type,                   \
+     (r).p##_indices_type = (uint32_t)(m)->indices_type, (r).p##_base = (uint32_t)(m)->base,                        \
+     (r).p##_value_type = (uint32_t)(m)->value_type, (r).p##_batch = (m)->batch,                                    \
+     (r).p##_offsets_stride = (m)->offsets_stride, (r).p##_values_stride = (m)->values_stride)
+
+/* alpha and beta into a request's 16-byte slots: values of the compute type, or device addresses. */
+int rgpu_sparse_scalars(const struct sparse_handle *h, int compute, uint8_t out_alpha[16], uint8_t out_beta[16],
+                        const void *alpha, const void *beta);
+
 /* One request for `function` on the handle's stream, A, B and C in their fields. */
 struct rgpu_sparse_run_req rgpu_sparse_request(struct sparse_handle *h, int function, const struct sp_mat *a,
                                                const struct dn_mat *b, const struct dn_mat *c);

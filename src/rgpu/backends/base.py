@@ -182,6 +182,16 @@ class Backend(abc.ABC):
         """(cuSPARSE status, external buffer bytes)."""
     @abc.abstractmethod
     def sparse_run(self, ctx, handle, stream, op) -> None: ...
+    @abc.abstractmethod
+    def spgemm_create(self, ctx): ...
+    @abc.abstractmethod
+    def spgemm_destroy(self, ctx, descriptor) -> None: ...
+    @abc.abstractmethod
+    def spgemm_need(self, ctx, handle, descriptor, g) -> tuple[int, int, int]:
+        """(cuSPARSE status, the buffer bytes phase g needs -- 0 for the copy --, C's non-zeros known so far)."""
+    @abc.abstractmethod
+    def spgemm_run(self, ctx, handle, stream, descriptor, g) -> tuple[int, int]:
+        """Phase g with its buffer: (cuSPARSE status, C's non-zeros)."""
 
     # -- cuDNN (requests decoded and checked by rgpu.protocol.dnn_wire) ---------------------------------
     @abc.abstractmethod

@@ -11,8 +11,8 @@ import cffi
 
 from rgpu.backends.nvlibs import LazyLibrary
 from rgpu.errors import CudaError, Status
-from rgpu.protocol.sparse_wire import FORMAT_COO, FORMAT_CSC, POINTER_MODE_DEVICE, Dense, Function, Sparse, \
-    SparseOp
+from rgpu.protocol.sparse_wire import FORMAT_COO, FORMAT_CSC, POINTER_MODE_DEVICE, Dense, Function, Phase, Sparse, \
+    SparseOp, SpGemm
 
 # Every declaration this module uses (tests/test_sparse.py checks them against cusparse.h).
 DECLARATIONS = """
@@ -43,6 +43,16 @@ DECLARATIONS = """
     int cusparseSpMM(void *h, int op_a, int op_b, const void *alpha, void *a, void *b, const void *beta, void *c,
         int compute, int alg, void *buffer);
     int cusparseXcoo2csr(void *h, const int *coo_rows, int nnz, int m, int *csr_offsets, int base);
+    int cusparseSpGEMM_createDescr(void **d);
+    int cusparseSpGEMM_destroyDescr(void *d);
+    int cusparseSpGEMM_workEstimation(void *h, int op_a, int op_b, const void *alpha, void *a, void *b,
+        const void *beta, void *c, int compute, int alg, void *d, size_t *size, void *buffer);
+    int cusparseSpGEMM_compute(void *h, int op_a, int op_b, const void *alpha, void *a, void *b, const void *beta,
+        void *c, int compute, int alg, void *d, size_t *size, void *buffer);
+    int cusparseSpGEMM_copy(void *h, int op_a, int op_b, const void *alpha, void *a, void *b, const void *beta,
+        void *c, int compute, int alg, void *d);
+    int cusparseSpMatGetSize(void *d, int64_t *rows, int64_t *cols, int64_t *nnz);
+    int cusparseCsrSetPointers(void *d, void *offsets, void *indices, void *values);
 """
 _ffi = cffi.FFI()
 _ffi.cdef(DECLARATIONS)
@@ -107,9 +117,9 @@ class _Descriptors(contextlib.ExitStack):
         return out
 
 
-def _scalars(op: SparseOp):
+def _scalars(op: SparseOp | SpGemm):
     if op.pointer_mode == POINTER_MODE_DEVICE:
-        return tuple(_p(p) for p in op.scalars())
+        return tuple(_p(int.from_bytes(raw[:8], "little")) for raw in (op.alpha, op.beta))
     return _ffi.from_buffer(op.alpha), _ffi.from_buffer(op.beta)
 
 
@@ -144,6 +154,47 @@ def run(handle, stream: int, op: SparseOp) -> None:
     check(_call(handle, op, "", _p(op.buffer)), f"cusparse{op.function.name.replace('SP', 'Sp')}")
 
 
+class _SpGemmState:
+    """A real SpGEMM descriptor and the matrix descriptors its phases share (made at its first phase: cuSPARSE
+    keeps what it learns about A, B and C in them)."""
+
+    def __init__(self):
+        out = _ffi.new("void **")
+        check(library().cusparseSpGEMM_createDescr(out), "cusparseSpGEMM_createDescr")
+        self.descr, self.matrices = out[0], None
+        self._descriptors = _Descriptors()
+
+    def operands(self, g: SpGemm):
+        if self.matrices is None:
+            self.matrices = tuple(self._descriptors.sparse(m) for m in (g.a, g.b, g.c))
+        return self.matrices
+
+    def close(self) -> None:
+        self._descriptors.close()
+        library().cusparseSpGEMM_destroyDescr(self.descr)
+
+
+def _spgemm_phase(handle, state: _SpGemmState, g: SpGemm, size, buffer) -> int:
+    lib = library()
+    check(lib.cusparseSetPointerMode(handle, g.pointer_mode), "cusparseSetPointerMode")
+    alpha, beta = _scalars(g)
+    a, b, c = state.operands(g)
+    args = (handle, g.op_a, g.op_b, alpha, a, b, beta, c, g.compute_type, g.alg, state.descr)
+    if g.phase == Phase.COPY:
+        check(lib.cusparseCsrSetPointers(c, _p(g.c.offsets), _p(g.c.indices), _p(g.c.values)), "CsrSetPointers")
+        return lib.cusparseSpGEMM_copy(*args)
+    name = "cusparseSpGEMM_workEstimation" if g.phase == Phase.WORK_ESTIMATION else "cusparseSpGEMM_compute"
+    return getattr(lib, name)(*args, size, buffer)
+
+
+def _c_nnz(state: _SpGemmState) -> int:
+    if state.matrices is None:
+        return 0
+    rows, cols, nnz = (_ffi.new("int64_t *") for _ in range(3))
+    check(library().cusparseSpMatGetSize(state.matrices[2], rows, cols, nnz), "cusparseSpMatGetSize")
+    return nnz[0]
+
+
 class CudaSparse:
     """Mixed into CudaBackend (which provides `_use`)."""
 
@@ -162,3 +213,26 @@ class CudaSparse:
     def sparse_run(self, ctx, handle, stream, op: SparseOp) -> None:
         self._use(ctx)
         run(handle, int(stream) if stream is not None else 0, op)
+
+    def spgemm_create(self, ctx):
+        self._use(ctx)
+        return _SpGemmState()
+
+    def spgemm_destroy(self, ctx, descriptor) -> None:
+        self._use(ctx)
+        descriptor.close()
+
+    def spgemm_need(self, ctx, handle, descriptor, g: SpGemm) -> tuple[int, int, int]:
+        self._use(ctx)
+        if g.phase == Phase.COPY:
+            return 0, 0, _c_nnz(descriptor)
+        size = _ffi.new("size_t *")
+        status = _spgemm_phase(handle, descriptor, g, size, _ffi.NULL)
+        return status, size[0], _c_nnz(descriptor)
+
+    def spgemm_run(self, ctx, handle, stream, descriptor, g: SpGemm) -> tuple[int, int]:
+        self._use(ctx)
+        check(library().cusparseSetStream(handle, _p(int(stream) if stream is not None else 0)), "cusparseSetStream")
+        size = _ffi.new("size_t *", g.buffer_size)
+        status = _spgemm_phase(handle, descriptor, g, size, _p(g.buffer))
+        return status, _c_nnz(descriptor)

@@ -44,3 +44,31 @@ def _run(s: Session, args, bulk):
     for ptr, nbytes in op.ranges(required):
         s.memory.check(ptr, nbytes)
     s.backend.sparse_run(ctx.obj, entry.obj, strm, op)
+
+
+@handles(ops.SPARSE_SPGEMM_CREATE)
+def _spgemm_create(s: Session, args, bulk):
+    return library_calls.create(s, Kind.SPARSE_SPGEMM, s.backend.spgemm_create)
+
+
+@handles(ops.SPARSE_SPGEMM_DESTROY, blocking=True)
+def _spgemm_destroy(s: Session, args, bulk):
+    library_calls.destroy(s, args.descriptor, Kind.SPARSE_SPGEMM, s.backend.spgemm_destroy)
+
+
+@handles(ops.SPARSE_SPGEMM, blocking=True)
+def _spgemm(s: Session, args, bulk):
+    """A phase without a buffer is the size query; with one (and always for the copy) it runs, once A, B, the
+    buffer (as large as the library needs) and, for the copy, C's arrays for its non-zeros are the session's."""
+    ctx, entry, strm = library_calls.on_stream(s, args.handle, Kind.SPARSE, args.stream)
+    desc_ctx, desc = s.object(args.descriptor, Kind.SPARSE_SPGEMM)
+    if desc_ctx is not ctx:
+        raise CudaError(Status.INVALID_HANDLE, "SpGEMM descriptor and cuSPARSE handle of different contexts")
+    g = sparse_wire.SpGemm.from_request(args)
+    status, required, c_nnz = s.backend.spgemm_need(ctx.obj, entry.obj, desc.obj, g)
+    if status or (not g.buffer and g.phase != sparse_wire.Phase.COPY):
+        return (status, required, c_nnz)
+    for ptr, nbytes in g.ranges(required, c_nnz):
+        s.memory.check(ptr, nbytes)
+    status, c_nnz = s.backend.spgemm_run(ctx.obj, entry.obj, strm, desc.obj, g)
+    return (status, required, c_nnz)

@@ -567,16 +567,29 @@ SPARSE_CREATE = _op(0x0280, "SPARSE_CREATE", "", "handle:u64", creates="sparse",
                     doc="cusparseCreate in the current context -> handle")
 SPARSE_DESTROY = _op(0x0281, "SPARSE_DESTROY", "handle:u64", names="handle:sparse", doc="cusparseDestroy")
 _DENSE = "{p}_rows:i64 {p}_cols:i64 {p}_ld:i64 {p}_values:u64 {p}_type:u32 {p}_order:u32 {p}_batch:i32 {p}_stride:i64"
+_SPMAT = ("{p}_format:u32 {p}_rows:i64 {p}_cols:i64 {p}_nnz:i64 {p}_offsets:u64 {p}_indices:u64 {p}_values:u64 "
+          "{p}_offsets_type:u32 {p}_indices_type:u32 {p}_base:u32 {p}_value_type:u32 {p}_batch:i32 "
+          "{p}_offsets_stride:i64 {p}_values_stride:i64")
 _SPARSE = ("handle:u64 stream:u64 function:u32 op_a:u32 op_b:u32 compute_type:u32 alg:u32 pointer_mode:u32 "
-           "alpha:b16 beta:b16 buffer:u64 "
-           "a_format:u32 a_rows:i64 a_cols:i64 a_nnz:i64 a_offsets:u64 a_indices:u64 a_values:u64 "
-           "a_offsets_type:u32 a_indices_type:u32 a_base:u32 a_value_type:u32 a_batch:i32 a_offsets_stride:i64 "
-           "a_values_stride:i64 "
-           + _DENSE.format(p="b") + " " + _DENSE.format(p="c"))
+           "alpha:b16 beta:b16 buffer:u64 " + _SPMAT.format(p="a") + " " + _DENSE.format(p="b") + " "
+           + _DENSE.format(p="c"))
 SPARSE_BUFFER_SIZE = _op(0x0282, "SPARSE_BUFFER_SIZE", _SPARSE, "status:u32 size:u64", names="handle:sparse",
                          doc="cusparseSpMV_bufferSize / cusparseSpMM_bufferSize -> cuSPARSE status, bytes")
 SPARSE_RUN = _op(0x0283, "SPARSE_RUN", _SPARSE, deferrable=True, names="handle:sparse stream:stream",
                  doc="cusparseSpMV / cusparseSpMM / cusparseXcoo2csr (function) with A sparse, B and C dense")
+# SpGEMM keeps state between its phases (the product's structure, the buffers cuSPARSE holds on to): a
+# descriptor on the server. Each phase is a round trip (the sizes and C's non-zero count come back).
+SPARSE_SPGEMM_CREATE = _op(0x0284, "SPARSE_SPGEMM_CREATE", "", "descriptor:u64", creates="sparse_spgemm",
+                           doc="cusparseSpGEMM_createDescr in the current context -> descriptor")
+SPARSE_SPGEMM_DESTROY = _op(0x0285, "SPARSE_SPGEMM_DESTROY", "descriptor:u64", names="descriptor:sparse_spgemm",
+                            doc="cusparseSpGEMM_destroyDescr")
+SPARSE_SPGEMM = _op(0x0286, "SPARSE_SPGEMM",
+                    "handle:u64 stream:u64 descriptor:u64 phase:u32 op_a:u32 op_b:u32 compute_type:u32 alg:u32 "
+                    "pointer_mode:u32 alpha:b16 beta:b16 buffer:u64 buffer_size:u64 " + _SPMAT.format(p="a") + " "
+                    + _SPMAT.format(p="b") + " " + _SPMAT.format(p="c"),
+                    "status:u32 size:u64 c_nnz:i64", names="handle:sparse stream:stream descriptor:sparse_spgemm",
+                    doc="cusparseSpGEMM_workEstimation (phase 1), _compute (2: C's non-zero count back) or _copy "
+                        "(3) of C = alpha op(A) op(B) (A, B, C CSR); buffer 0: the buffer size the phase needs")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)

@@ -117,6 +117,14 @@ class Dense:
         return ((outer - 1) * self.ld + inner + self.stride * (self.batch - 1)) * blas_wire.type_size(self.type)
 
 
+_SPARSE_FIELDS = ("format", "rows", "cols", "nnz", "offsets", "indices", "values", "offsets_type", "indices_type",
+                  "base", "value_type", "batch", "offsets_stride", "values_stride")
+
+
+def _sparse(r, p: str) -> Sparse:
+    return Sparse(*(getattr(r, f"{p}_{name}") for name in _SPARSE_FIELDS))
+
+
 def _dense(r, p: str) -> Dense:
     return Dense(*(getattr(r, f"{p}_{name}") for name in ("rows", "cols", "ld", "values", "type", "order", "batch",
                                                          "stride")))
@@ -143,10 +151,8 @@ class SparseOp:
             function = Function(r.function)
         except ValueError:
             raise CudaError(Status.NOT_SUPPORTED, f"cuSPARSE operation {r.function}") from None
-        a = Sparse(r.a_format, r.a_rows, r.a_cols, r.a_nnz, r.a_offsets, r.a_indices, r.a_values, r.a_offsets_type,
-                   r.a_indices_type, r.a_base, r.a_value_type, r.a_batch, r.a_offsets_stride, r.a_values_stride)
         op = cls(function, r.op_a, r.op_b, r.compute_type, r.alg, r.pointer_mode, bytes(r.alpha), bytes(r.beta),
-                 r.buffer, a, _dense(r, "b"), _dense(r, "c"))
+                 r.buffer, _sparse(r, "a"), _dense(r, "b"), _dense(r, "c"))
         op.validate()
         return op
 
@@ -191,4 +197,73 @@ class SparseOp:
                                  (self.buffer, required_buffer)]
         if self.pointer_mode == POINTER_MODE_DEVICE:
             out += [(p, self.scalar_size) for p in self.scalars()]
+        return [r for r in out if r[1]]
+
+
+class Phase(enum.IntEnum):
+    WORK_ESTIMATION = 1
+    COMPUTE = 2
+    COPY = 3
+
+
+@attrs.frozen(slots=True)
+class SpGemm:
+    """One phase of C = alpha op(A) op(B), all three CSR (what cuSPARSE's SpGEMM computes)."""
+
+    phase: Phase
+    op_a: int
+    op_b: int
+    compute_type: int
+    alg: int
+    pointer_mode: int
+    alpha: bytes
+    beta: bytes
+    buffer: int
+    buffer_size: int
+    a: Sparse
+    b: Sparse
+    c: Sparse
+
+    @classmethod
+    def from_request(cls, r) -> SpGemm:
+        try:
+            phase = Phase(r.phase)
+        except ValueError:
+            raise CudaError(Status.INVALID_VALUE, f"SpGEMM phase {r.phase}") from None
+        g = cls(phase, r.op_a, r.op_b, r.compute_type, r.alg, r.pointer_mode, bytes(r.alpha), bytes(r.beta), r.buffer,
+                r.buffer_size, _sparse(r, "a"), _sparse(r, "b"), _sparse(r, "c"))
+        g.validate()
+        return g
+
+    @property
+    def scalar_size(self) -> int:
+        return blas_wire.type_size(self.compute_type)
+
+    def validate(self) -> None:
+        for m in (self.a, self.b, self.c):
+            m.validate()
+            if m.format != FORMAT_CSR or m.batch != 1:
+                raise CudaError(Status.NOT_SUPPORTED, "SpGEMM: CSR matrices, not batched, only")
+        if self.op_a != OP_N or self.op_b != OP_N:
+            raise CudaError(Status.NOT_SUPPORTED, "SpGEMM: non-transposed operands only")
+        if self.buffer_size < 0:
+            raise CudaError(Status.INVALID_VALUE, "SpGEMM: a negative buffer size")
+        if (self.a.cols, self.a.rows, self.b.cols) != (self.b.rows, self.c.rows, self.c.cols):
+            raise CudaError(Status.INVALID_VALUE, f"SpGEMM: A {self.a.rows}x{self.a.cols}, B {self.b.rows}x"
+                            f"{self.b.cols}, C {self.c.rows}x{self.c.cols}")
+        blas_wire.type_size(self.compute_type)
+
+    def ranges(self, required_buffer: int, c_nnz: int) -> list[tuple[int, int]]:
+        """(pointer, bytes) this phase may touch: A and B, the phase's buffer (at least what the library needs),
+        and in the copy phase C's arrays for its `c_nnz` non-zeros."""
+        out = self.a.ranges() + self.b.ranges()
+        if self.phase == Phase.COPY:
+            out += attrs.evolve(self.c, nnz=c_nnz).ranges()
+        elif self.buffer:
+            if self.buffer_size < required_buffer:
+                raise CudaError(Status.INVALID_VALUE, f"SpGEMM {self.phase.name}: buffer of {self.buffer_size} "
+                                f"bytes, the library needs {required_buffer}")
+            out.append((self.buffer, self.buffer_size))
+        if self.pointer_mode == POINTER_MODE_DEVICE:
+            out += [(struct.unpack_from("<Q", raw)[0], self.scalar_size) for raw in (self.alpha, self.beta)]
         return [r for r in out if r[1]]
