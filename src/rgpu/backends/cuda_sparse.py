@@ -119,7 +119,7 @@ class _Descriptors(contextlib.ExitStack):
 
 def _scalars(op: SparseOp | SpGemm):
     if op.pointer_mode == POINTER_MODE_DEVICE:
-        return tuple(_p(int.from_bytes(raw[:8], "little")) for raw in (op.alpha, op.beta))
+        return tuple(_p(p) for p in op.scalars())
     return _ffi.from_buffer(op.alpha), _ffi.from_buffer(op.beta)
 
 

@@ -85,11 +85,12 @@ def _view(view, d: Dense, writeable: bool = False) -> np.ndarray:
                                            writeable=writeable)
 
 
-def _scalar(view, op: SparseOp | SpGemm, raw: bytes) -> float:
+def _scalar(view, op: SparseOp | SpGemm, which: int) -> float:
+    """alpha (0) or beta (1)."""
     dtype = _dtype(op.compute_type)
     if op.pointer_mode == POINTER_MODE_DEVICE:
-        return float(_array(view, int.from_bytes(raw[:8], "little"), dtype, 1)[0])
-    return float(np.frombuffer(raw[: np.dtype(dtype).itemsize], dtype)[0])
+        return float(_array(view, op.scalars()[which], dtype, 1)[0])
+    return float(np.frombuffer((op.alpha, op.beta)[which][: np.dtype(dtype).itemsize], dtype)[0])
 
 
 def _op(m: np.ndarray, trans: int) -> np.ndarray:
@@ -103,7 +104,7 @@ def buffer_size(op: SparseOp) -> tuple[int, int]:
 def run(view, op: SparseOp) -> None:
     if op.function == Function.XCOO2CSR:
         return _coo2csr(view, op)
-    alpha, beta = _scalar(view, op, op.alpha), _scalar(view, op, op.beta)
+    alpha, beta = _scalar(view, op, 0), _scalar(view, op, 1)
     a = _op(sparse_to_dense(view, op.a), op.op_a)
     b = _view(view, op.b).astype(np.float64)
     if op.function == Function.SPMM:
@@ -146,11 +147,11 @@ def spgemm_run(view, g: SpGemm, state: _SpGemmState) -> int:
     if g.phase == Phase.WORK_ESTIMATION:
         return 0
     if g.phase == Phase.COMPUTE:
-        if _scalar(view, g, g.beta):
+        if _scalar(view, g, 1):
             raise CudaError(Status.NOT_SUPPORTED, "fake cuSPARSE: SpGEMM with beta != 0")
         a, b = sparse_to_dense(view, g.a)[0], sparse_to_dense(view, g.b)[0]
         structure = (_structure(view, g.a) @ _structure(view, g.b)) != 0
-        product = _scalar(view, g, g.alpha) * (a @ b)
+        product = _scalar(view, g, 0) * (a @ b)
         rows, cols = np.nonzero(structure)
         offsets = np.searchsorted(rows, np.arange(g.c.rows + 1))
         state.product = (offsets, cols, product[rows, cols])

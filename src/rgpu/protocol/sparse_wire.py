@@ -131,8 +131,9 @@ def _dense(r, p: str) -> Dense:
 
 
 @attrs.frozen(slots=True)
-class SparseOp:
-    function: Function
+class _Operation:
+    """What every operation's request carries besides its operands."""
+
     op_a: int
     op_b: int
     compute_type: int
@@ -141,6 +142,27 @@ class SparseOp:
     alpha: bytes
     beta: bytes
     buffer: int
+
+    @staticmethod
+    def _common(r) -> dict:
+        return {"op_a": r.op_a, "op_b": r.op_b, "compute_type": r.compute_type, "alg": r.alg,
+                "pointer_mode": r.pointer_mode, "alpha": bytes(r.alpha), "beta": bytes(r.beta), "buffer": r.buffer}
+
+    @property
+    def scalar_size(self) -> int:
+        return blas_wire.type_size(self.compute_type)
+
+    def scalars(self) -> tuple[int, int]:
+        """Device pointer mode: the device addresses of alpha and beta."""
+        return struct.unpack_from("<Q", self.alpha)[0], struct.unpack_from("<Q", self.beta)[0]
+
+    def scalar_ranges(self) -> list[tuple[int, int]]:
+        return [(p, self.scalar_size) for p in self.scalars()] if self.pointer_mode == POINTER_MODE_DEVICE else []
+
+
+@attrs.frozen(slots=True)
+class SparseOp(_Operation):
+    function: Function
     a: Sparse
     b: Dense
     c: Dense
@@ -151,18 +173,9 @@ class SparseOp:
             function = Function(r.function)
         except ValueError:
             raise CudaError(Status.NOT_SUPPORTED, f"cuSPARSE operation {r.function}") from None
-        op = cls(function, r.op_a, r.op_b, r.compute_type, r.alg, r.pointer_mode, bytes(r.alpha), bytes(r.beta),
-                 r.buffer, _sparse(r, "a"), _dense(r, "b"), _dense(r, "c"))
+        op = cls(**cls._common(r), function=function, a=_sparse(r, "a"), b=_dense(r, "b"), c=_dense(r, "c"))
         op.validate()
         return op
-
-    @property
-    def scalar_size(self) -> int:
-        return blas_wire.type_size(self.compute_type)
-
-    def scalars(self) -> tuple[int, int]:
-        """Device pointer mode: the device addresses of alpha and beta."""
-        return struct.unpack_from("<Q", self.alpha)[0], struct.unpack_from("<Q", self.beta)[0]
 
     def validate(self) -> None:
         a = self.a
@@ -194,9 +207,7 @@ class SparseOp:
             out = [(self.a.offsets, 4 * self.a.nnz), (self.c.values, 4 * (self.a.rows + 1))]
             return [r for r in out if r[1]]
         out = self.a.ranges() + [(self.b.values, self.b.nbytes()), (self.c.values, self.c.nbytes()),
-                                 (self.buffer, required_buffer)]
-        if self.pointer_mode == POINTER_MODE_DEVICE:
-            out += [(p, self.scalar_size) for p in self.scalars()]
+                                 (self.buffer, required_buffer)] + self.scalar_ranges()
         return [r for r in out if r[1]]
 
 
@@ -207,18 +218,10 @@ class Phase(enum.IntEnum):
 
 
 @attrs.frozen(slots=True)
-class SpGemm:
+class SpGemm(_Operation):
     """One phase of C = alpha op(A) op(B), all three CSR (what cuSPARSE's SpGEMM computes)."""
 
     phase: Phase
-    op_a: int
-    op_b: int
-    compute_type: int
-    alg: int
-    pointer_mode: int
-    alpha: bytes
-    beta: bytes
-    buffer: int
     buffer_size: int
     a: Sparse
     b: Sparse
@@ -230,14 +233,10 @@ class SpGemm:
             phase = Phase(r.phase)
         except ValueError:
             raise CudaError(Status.INVALID_VALUE, f"SpGEMM phase {r.phase}") from None
-        g = cls(phase, r.op_a, r.op_b, r.compute_type, r.alg, r.pointer_mode, bytes(r.alpha), bytes(r.beta), r.buffer,
-                r.buffer_size, _sparse(r, "a"), _sparse(r, "b"), _sparse(r, "c"))
+        g = cls(**cls._common(r), phase=phase, buffer_size=r.buffer_size, a=_sparse(r, "a"), b=_sparse(r, "b"),
+                c=_sparse(r, "c"))
         g.validate()
         return g
-
-    @property
-    def scalar_size(self) -> int:
-        return blas_wire.type_size(self.compute_type)
 
     def validate(self) -> None:
         for m in (self.a, self.b, self.c):
@@ -264,6 +263,4 @@ class SpGemm:
                 raise CudaError(Status.INVALID_VALUE, f"SpGEMM {self.phase.name}: buffer of {self.buffer_size} "
                                 f"bytes, the library needs {required_buffer}")
             out.append((self.buffer, self.buffer_size))
-        if self.pointer_mode == POINTER_MODE_DEVICE:
-            out += [(struct.unpack_from("<Q", raw)[0], self.scalar_size) for raw in (self.alpha, self.beta)]
-        return [r for r in out if r[1]]
+        return [r for r in out + self.scalar_ranges() if r[1]]
