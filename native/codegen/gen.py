@@ -490,7 +490,7 @@ def generate_runtime() -> None:
     _write((HERE / "report_cudart.txt"), "\n".join(report))
 
 
-# -- cuBLAS / cuBLASLt / cuDNN stand-ins ---------------------------------------------------------------------------
+# -- cuBLAS / cuBLASLt / cuDNN / cuSOLVER / cuSPARSE stand-ins ---------------------------------------------------------------------------
 @attrs.frozen
 class LibrarySpec:
     name: str                 # report and constants file stem
@@ -531,6 +531,15 @@ LIBRARIES = (
                 "rgpu_rand_unsupported", "rand.h", "CURAND",
                 r"#define CURAND_VER_MAJOR (\d+).*?#define CURAND_VER_MINOR (\d+).*?#define CURAND_VER_PATCH (\d+)",
                 "curand.h", also=(("curand", "curand.h"),)),
+    LibrarySpec("cusolver", ("cu13", "cusolverDn.h"), {"cusolver_common.h": "cusolver", "cusolverDn.h": "cusolver"},
+                "CUSOLVERAPI", "cusolverStatus_t", "SOLVER_API", "rgpu_solver_unsupported", "solver.h",
+                "CUSOLVER|CUSOLVERDN",
+                r"#define CUSOLVER_VER_MAJOR (\d+).*?#define CUSOLVER_VER_MINOR (\d+).*?#define CUSOLVER_VER_PATCH (\d+)",
+                "cusolver_common.h"),
+    LibrarySpec("cusparse", ("cu13", "cusparse.h"), {"cusparse.h": "cusparse"}, "CUSPARSEAPI", "cusparseStatus_t",
+                "SPARSE_API", "rgpu_sparse_unsupported", "sparse.h", "CUSPARSE",
+                r"#define CUSPARSE_VER_MAJOR (\d+).*?#define CUSPARSE_VER_MINOR (\d+).*?#define CUSPARSE_VER_PATCH (\d+)",
+                "cusparse.h"),
 )
 
 

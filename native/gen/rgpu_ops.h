@@ -4802,6 +4802,855 @@ static inline int rgpu_unpack_blas_level1_result(const uint8_t *in, size_t len, 
     return 0;
 }
 
+/* SOLVER_CREATE: cusolverDnCreate in the current context -> handle [context] */
+#define RGPU_OP_SOLVER_CREATE 0x0260
+#define RGPU_SOLVER_CREATE_REQ_SIZE 0
+#define RGPU_SOLVER_CREATE_REP_SIZE 8
+struct rgpu_solver_create_rep {
+    uint64_t handle;
+};
+static inline int rgpu_unpack_solver_create(const uint8_t *in, size_t len, struct rgpu_solver_create_rep *m)
+{
+    if (len != RGPU_SOLVER_CREATE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SOLVER_DESTROY: cusolverDnDestroy [context] */
+#define RGPU_OP_SOLVER_DESTROY 0x0261
+#define RGPU_SOLVER_DESTROY_REQ_SIZE 8
+#define RGPU_SOLVER_DESTROY_REP_SIZE 0
+struct rgpu_solver_destroy_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_solver_destroy(uint8_t out[RGPU_SOLVER_DESTROY_REQ_SIZE], const struct rgpu_solver_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_solver_destroy_req(const uint8_t *in, size_t len, struct rgpu_solver_destroy_req *m)
+{
+    if (len != RGPU_SOLVER_DESTROY_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SOLVER_BUFFER_SIZE: cusolverDn<routine>_bufferSize -> cuSOLVER status, device workspace (classic API: elements; X API: bytes), host workspace bytes [context] */
+#define RGPU_OP_SOLVER_BUFFER_SIZE 0x0262
+#define RGPU_SOLVER_BUFFER_SIZE_REQ_SIZE 236
+#define RGPU_SOLVER_BUFFER_SIZE_REP_SIZE 20
+struct rgpu_solver_buffer_size_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t data_type;
+    uint32_t compute_type;
+    uint32_t algo;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    int64_t nrhs;
+    uint32_t uplo;
+    uint32_t trans;
+    uint32_t side;
+    uint32_t jobz;
+    uint32_t jobu;
+    uint32_t jobvt;
+    uint32_t econ;
+    uint32_t sort;
+    uint32_t max_sweeps;
+    double tol;
+    uint64_t a;
+    int64_t lda;
+    uint64_t b;
+    int64_t ldb;
+    uint64_t ipiv;
+    uint64_t tau;
+    uint64_t w;
+    uint64_t u;
+    int64_t ldu;
+    uint64_t v;
+    int64_t ldv;
+    uint64_t rwork;
+    uint64_t work;
+    uint64_t work_size;
+    uint64_t info;
+    int64_t batch;
+};
+static inline void rgpu_pack_solver_buffer_size(uint8_t out[RGPU_SOLVER_BUFFER_SIZE_REQ_SIZE], const struct rgpu_solver_buffer_size_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->data_type);
+    rgpu_put_u32(out + 24, m->compute_type);
+    rgpu_put_u32(out + 28, m->algo);
+    rgpu_put_u64(out + 32, m->m);
+    rgpu_put_u64(out + 40, m->n);
+    rgpu_put_u64(out + 48, m->k);
+    rgpu_put_u64(out + 56, m->nrhs);
+    rgpu_put_u32(out + 64, m->uplo);
+    rgpu_put_u32(out + 68, m->trans);
+    rgpu_put_u32(out + 72, m->side);
+    rgpu_put_u32(out + 76, m->jobz);
+    rgpu_put_u32(out + 80, m->jobu);
+    rgpu_put_u32(out + 84, m->jobvt);
+    rgpu_put_u32(out + 88, m->econ);
+    rgpu_put_u32(out + 92, m->sort);
+    rgpu_put_u32(out + 96, m->max_sweeps);
+    rgpu_put_f64(out + 100, m->tol);
+    rgpu_put_u64(out + 108, m->a);
+    rgpu_put_u64(out + 116, m->lda);
+    rgpu_put_u64(out + 124, m->b);
+    rgpu_put_u64(out + 132, m->ldb);
+    rgpu_put_u64(out + 140, m->ipiv);
+    rgpu_put_u64(out + 148, m->tau);
+    rgpu_put_u64(out + 156, m->w);
+    rgpu_put_u64(out + 164, m->u);
+    rgpu_put_u64(out + 172, m->ldu);
+    rgpu_put_u64(out + 180, m->v);
+    rgpu_put_u64(out + 188, m->ldv);
+    rgpu_put_u64(out + 196, m->rwork);
+    rgpu_put_u64(out + 204, m->work);
+    rgpu_put_u64(out + 212, m->work_size);
+    rgpu_put_u64(out + 220, m->info);
+    rgpu_put_u64(out + 228, m->batch);
+}
+static inline int rgpu_unpack_solver_buffer_size_req(const uint8_t *in, size_t len, struct rgpu_solver_buffer_size_req *m)
+{
+    if (len != RGPU_SOLVER_BUFFER_SIZE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->data_type = (uint32_t)rgpu_get_u32(in + 20);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 24);
+    m->algo = (uint32_t)rgpu_get_u32(in + 28);
+    m->m = (int64_t)rgpu_get_u64(in + 32);
+    m->n = (int64_t)rgpu_get_u64(in + 40);
+    m->k = (int64_t)rgpu_get_u64(in + 48);
+    m->nrhs = (int64_t)rgpu_get_u64(in + 56);
+    m->uplo = (uint32_t)rgpu_get_u32(in + 64);
+    m->trans = (uint32_t)rgpu_get_u32(in + 68);
+    m->side = (uint32_t)rgpu_get_u32(in + 72);
+    m->jobz = (uint32_t)rgpu_get_u32(in + 76);
+    m->jobu = (uint32_t)rgpu_get_u32(in + 80);
+    m->jobvt = (uint32_t)rgpu_get_u32(in + 84);
+    m->econ = (uint32_t)rgpu_get_u32(in + 88);
+    m->sort = (uint32_t)rgpu_get_u32(in + 92);
+    m->max_sweeps = (uint32_t)rgpu_get_u32(in + 96);
+    m->tol = (double)rgpu_get_f64(in + 100);
+    m->a = (uint64_t)rgpu_get_u64(in + 108);
+    m->lda = (int64_t)rgpu_get_u64(in + 116);
+    m->b = (uint64_t)rgpu_get_u64(in + 124);
+    m->ldb = (int64_t)rgpu_get_u64(in + 132);
+    m->ipiv = (uint64_t)rgpu_get_u64(in + 140);
+    m->tau = (uint64_t)rgpu_get_u64(in + 148);
+    m->w = (uint64_t)rgpu_get_u64(in + 156);
+    m->u = (uint64_t)rgpu_get_u64(in + 164);
+    m->ldu = (int64_t)rgpu_get_u64(in + 172);
+    m->v = (uint64_t)rgpu_get_u64(in + 180);
+    m->ldv = (int64_t)rgpu_get_u64(in + 188);
+    m->rwork = (uint64_t)rgpu_get_u64(in + 196);
+    m->work = (uint64_t)rgpu_get_u64(in + 204);
+    m->work_size = (uint64_t)rgpu_get_u64(in + 212);
+    m->info = (uint64_t)rgpu_get_u64(in + 220);
+    m->batch = (int64_t)rgpu_get_u64(in + 228);
+    return 0;
+}
+struct rgpu_solver_buffer_size_rep {
+    uint32_t status;
+    uint64_t device_size;
+    uint64_t host_size;
+};
+static inline int rgpu_unpack_solver_buffer_size(const uint8_t *in, size_t len, struct rgpu_solver_buffer_size_rep *m)
+{
+    if (len != RGPU_SOLVER_BUFFER_SIZE_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    m->device_size = (uint64_t)rgpu_get_u64(in + 4);
+    m->host_size = (uint64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+
+/* SOLVER_RUN: cusolverDn<routine>(handle, stream, ...): the factorization or solve; info arrays written on the device [deferrable, context] */
+#define RGPU_OP_SOLVER_RUN 0x0263
+#define RGPU_SOLVER_RUN_REQ_SIZE 236
+#define RGPU_SOLVER_RUN_REP_SIZE 0
+struct rgpu_solver_run_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t data_type;
+    uint32_t compute_type;
+    uint32_t algo;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    int64_t nrhs;
+    uint32_t uplo;
+    uint32_t trans;
+    uint32_t side;
+    uint32_t jobz;
+    uint32_t jobu;
+    uint32_t jobvt;
+    uint32_t econ;
+    uint32_t sort;
+    uint32_t max_sweeps;
+    double tol;
+    uint64_t a;
+    int64_t lda;
+    uint64_t b;
+    int64_t ldb;
+    uint64_t ipiv;
+    uint64_t tau;
+    uint64_t w;
+    uint64_t u;
+    int64_t ldu;
+    uint64_t v;
+    int64_t ldv;
+    uint64_t rwork;
+    uint64_t work;
+    uint64_t work_size;
+    uint64_t info;
+    int64_t batch;
+};
+static inline void rgpu_pack_solver_run(uint8_t out[RGPU_SOLVER_RUN_REQ_SIZE], const struct rgpu_solver_run_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->data_type);
+    rgpu_put_u32(out + 24, m->compute_type);
+    rgpu_put_u32(out + 28, m->algo);
+    rgpu_put_u64(out + 32, m->m);
+    rgpu_put_u64(out + 40, m->n);
+    rgpu_put_u64(out + 48, m->k);
+    rgpu_put_u64(out + 56, m->nrhs);
+    rgpu_put_u32(out + 64, m->uplo);
+    rgpu_put_u32(out + 68, m->trans);
+    rgpu_put_u32(out + 72, m->side);
+    rgpu_put_u32(out + 76, m->jobz);
+    rgpu_put_u32(out + 80, m->jobu);
+    rgpu_put_u32(out + 84, m->jobvt);
+    rgpu_put_u32(out + 88, m->econ);
+    rgpu_put_u32(out + 92, m->sort);
+    rgpu_put_u32(out + 96, m->max_sweeps);
+    rgpu_put_f64(out + 100, m->tol);
+    rgpu_put_u64(out + 108, m->a);
+    rgpu_put_u64(out + 116, m->lda);
+    rgpu_put_u64(out + 124, m->b);
+    rgpu_put_u64(out + 132, m->ldb);
+    rgpu_put_u64(out + 140, m->ipiv);
+    rgpu_put_u64(out + 148, m->tau);
+    rgpu_put_u64(out + 156, m->w);
+    rgpu_put_u64(out + 164, m->u);
+    rgpu_put_u64(out + 172, m->ldu);
+    rgpu_put_u64(out + 180, m->v);
+    rgpu_put_u64(out + 188, m->ldv);
+    rgpu_put_u64(out + 196, m->rwork);
+    rgpu_put_u64(out + 204, m->work);
+    rgpu_put_u64(out + 212, m->work_size);
+    rgpu_put_u64(out + 220, m->info);
+    rgpu_put_u64(out + 228, m->batch);
+}
+static inline int rgpu_unpack_solver_run_req(const uint8_t *in, size_t len, struct rgpu_solver_run_req *m)
+{
+    if (len != RGPU_SOLVER_RUN_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->data_type = (uint32_t)rgpu_get_u32(in + 20);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 24);
+    m->algo = (uint32_t)rgpu_get_u32(in + 28);
+    m->m = (int64_t)rgpu_get_u64(in + 32);
+    m->n = (int64_t)rgpu_get_u64(in + 40);
+    m->k = (int64_t)rgpu_get_u64(in + 48);
+    m->nrhs = (int64_t)rgpu_get_u64(in + 56);
+    m->uplo = (uint32_t)rgpu_get_u32(in + 64);
+    m->trans = (uint32_t)rgpu_get_u32(in + 68);
+    m->side = (uint32_t)rgpu_get_u32(in + 72);
+    m->jobz = (uint32_t)rgpu_get_u32(in + 76);
+    m->jobu = (uint32_t)rgpu_get_u32(in + 80);
+    m->jobvt = (uint32_t)rgpu_get_u32(in + 84);
+    m->econ = (uint32_t)rgpu_get_u32(in + 88);
+    m->sort = (uint32_t)rgpu_get_u32(in + 92);
+    m->max_sweeps = (uint32_t)rgpu_get_u32(in + 96);
+    m->tol = (double)rgpu_get_f64(in + 100);
+    m->a = (uint64_t)rgpu_get_u64(in + 108);
+    m->lda = (int64_t)rgpu_get_u64(in + 116);
+    m->b = (uint64_t)rgpu_get_u64(in + 124);
+    m->ldb = (int64_t)rgpu_get_u64(in + 132);
+    m->ipiv = (uint64_t)rgpu_get_u64(in + 140);
+    m->tau = (uint64_t)rgpu_get_u64(in + 148);
+    m->w = (uint64_t)rgpu_get_u64(in + 156);
+    m->u = (uint64_t)rgpu_get_u64(in + 164);
+    m->ldu = (int64_t)rgpu_get_u64(in + 172);
+    m->v = (uint64_t)rgpu_get_u64(in + 180);
+    m->ldv = (int64_t)rgpu_get_u64(in + 188);
+    m->rwork = (uint64_t)rgpu_get_u64(in + 196);
+    m->work = (uint64_t)rgpu_get_u64(in + 204);
+    m->work_size = (uint64_t)rgpu_get_u64(in + 212);
+    m->info = (uint64_t)rgpu_get_u64(in + 220);
+    m->batch = (int64_t)rgpu_get_u64(in + 228);
+    return 0;
+}
+
+/* SPARSE_CREATE: cusparseCreate in the current context -> handle [context] */
+#define RGPU_OP_SPARSE_CREATE 0x0280
+#define RGPU_SPARSE_CREATE_REQ_SIZE 0
+#define RGPU_SPARSE_CREATE_REP_SIZE 8
+struct rgpu_sparse_create_rep {
+    uint64_t handle;
+};
+static inline int rgpu_unpack_sparse_create(const uint8_t *in, size_t len, struct rgpu_sparse_create_rep *m)
+{
+    if (len != RGPU_SPARSE_CREATE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SPARSE_DESTROY: cusparseDestroy [context] */
+#define RGPU_OP_SPARSE_DESTROY 0x0281
+#define RGPU_SPARSE_DESTROY_REQ_SIZE 8
+#define RGPU_SPARSE_DESTROY_REP_SIZE 0
+struct rgpu_sparse_destroy_req {
+    uint64_t handle;
+};
+static inline void rgpu_pack_sparse_destroy(uint8_t out[RGPU_SPARSE_DESTROY_REQ_SIZE], const struct rgpu_sparse_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+}
+static inline int rgpu_unpack_sparse_destroy_req(const uint8_t *in, size_t len, struct rgpu_sparse_destroy_req *m)
+{
+    if (len != RGPU_SPARSE_DESTROY_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SPARSE_BUFFER_SIZE: cusparseSpMV_bufferSize / cusparseSpMM_bufferSize -> cuSPARSE status, bytes [context] */
+#define RGPU_OP_SPARSE_BUFFER_SIZE 0x0282
+#define RGPU_SPARSE_BUFFER_SIZE_REQ_SIZE 272
+#define RGPU_SPARSE_BUFFER_SIZE_REP_SIZE 12
+struct rgpu_sparse_buffer_size_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t op_a;
+    uint32_t op_b;
+    uint32_t compute_type;
+    uint32_t alg;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t buffer;
+    uint32_t a_format;
+    int64_t a_rows;
+    int64_t a_cols;
+    int64_t a_nnz;
+    uint64_t a_offsets;
+    uint64_t a_indices;
+    uint64_t a_values;
+    uint32_t a_offsets_type;
+    uint32_t a_indices_type;
+    uint32_t a_base;
+    uint32_t a_value_type;
+    int32_t a_batch;
+    int64_t a_offsets_stride;
+    int64_t a_values_stride;
+    int64_t b_rows;
+    int64_t b_cols;
+    int64_t b_ld;
+    uint64_t b_values;
+    uint32_t b_type;
+    uint32_t b_order;
+    int32_t b_batch;
+    int64_t b_stride;
+    int64_t c_rows;
+    int64_t c_cols;
+    int64_t c_ld;
+    uint64_t c_values;
+    uint32_t c_type;
+    uint32_t c_order;
+    int32_t c_batch;
+    int64_t c_stride;
+};
+static inline void rgpu_pack_sparse_buffer_size(uint8_t out[RGPU_SPARSE_BUFFER_SIZE_REQ_SIZE], const struct rgpu_sparse_buffer_size_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->op_a);
+    rgpu_put_u32(out + 24, m->op_b);
+    rgpu_put_u32(out + 28, m->compute_type);
+    rgpu_put_u32(out + 32, m->alg);
+    rgpu_put_u32(out + 36, m->pointer_mode);
+    memcpy(out + 40, m->alpha, 16);
+    memcpy(out + 56, m->beta, 16);
+    rgpu_put_u64(out + 72, m->buffer);
+    rgpu_put_u32(out + 80, m->a_format);
+    rgpu_put_u64(out + 84, m->a_rows);
+    rgpu_put_u64(out + 92, m->a_cols);
+    rgpu_put_u64(out + 100, m->a_nnz);
+    rgpu_put_u64(out + 108, m->a_offsets);
+    rgpu_put_u64(out + 116, m->a_indices);
+    rgpu_put_u64(out + 124, m->a_values);
+    rgpu_put_u32(out + 132, m->a_offsets_type);
+    rgpu_put_u32(out + 136, m->a_indices_type);
+    rgpu_put_u32(out + 140, m->a_base);
+    rgpu_put_u32(out + 144, m->a_value_type);
+    rgpu_put_u32(out + 148, m->a_batch);
+    rgpu_put_u64(out + 152, m->a_offsets_stride);
+    rgpu_put_u64(out + 160, m->a_values_stride);
+    rgpu_put_u64(out + 168, m->b_rows);
+    rgpu_put_u64(out + 176, m->b_cols);
+    rgpu_put_u64(out + 184, m->b_ld);
+    rgpu_put_u64(out + 192, m->b_values);
+    rgpu_put_u32(out + 200, m->b_type);
+    rgpu_put_u32(out + 204, m->b_order);
+    rgpu_put_u32(out + 208, m->b_batch);
+    rgpu_put_u64(out + 212, m->b_stride);
+    rgpu_put_u64(out + 220, m->c_rows);
+    rgpu_put_u64(out + 228, m->c_cols);
+    rgpu_put_u64(out + 236, m->c_ld);
+    rgpu_put_u64(out + 244, m->c_values);
+    rgpu_put_u32(out + 252, m->c_type);
+    rgpu_put_u32(out + 256, m->c_order);
+    rgpu_put_u32(out + 260, m->c_batch);
+    rgpu_put_u64(out + 264, m->c_stride);
+}
+static inline int rgpu_unpack_sparse_buffer_size_req(const uint8_t *in, size_t len, struct rgpu_sparse_buffer_size_req *m)
+{
+    if (len != RGPU_SPARSE_BUFFER_SIZE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->op_a = (uint32_t)rgpu_get_u32(in + 20);
+    m->op_b = (uint32_t)rgpu_get_u32(in + 24);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 28);
+    m->alg = (uint32_t)rgpu_get_u32(in + 32);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 36);
+    memcpy(m->alpha, in + 40, 16);
+    memcpy(m->beta, in + 56, 16);
+    m->buffer = (uint64_t)rgpu_get_u64(in + 72);
+    m->a_format = (uint32_t)rgpu_get_u32(in + 80);
+    m->a_rows = (int64_t)rgpu_get_u64(in + 84);
+    m->a_cols = (int64_t)rgpu_get_u64(in + 92);
+    m->a_nnz = (int64_t)rgpu_get_u64(in + 100);
+    m->a_offsets = (uint64_t)rgpu_get_u64(in + 108);
+    m->a_indices = (uint64_t)rgpu_get_u64(in + 116);
+    m->a_values = (uint64_t)rgpu_get_u64(in + 124);
+    m->a_offsets_type = (uint32_t)rgpu_get_u32(in + 132);
+    m->a_indices_type = (uint32_t)rgpu_get_u32(in + 136);
+    m->a_base = (uint32_t)rgpu_get_u32(in + 140);
+    m->a_value_type = (uint32_t)rgpu_get_u32(in + 144);
+    m->a_batch = (int32_t)rgpu_get_u32(in + 148);
+    m->a_offsets_stride = (int64_t)rgpu_get_u64(in + 152);
+    m->a_values_stride = (int64_t)rgpu_get_u64(in + 160);
+    m->b_rows = (int64_t)rgpu_get_u64(in + 168);
+    m->b_cols = (int64_t)rgpu_get_u64(in + 176);
+    m->b_ld = (int64_t)rgpu_get_u64(in + 184);
+    m->b_values = (uint64_t)rgpu_get_u64(in + 192);
+    m->b_type = (uint32_t)rgpu_get_u32(in + 200);
+    m->b_order = (uint32_t)rgpu_get_u32(in + 204);
+    m->b_batch = (int32_t)rgpu_get_u32(in + 208);
+    m->b_stride = (int64_t)rgpu_get_u64(in + 212);
+    m->c_rows = (int64_t)rgpu_get_u64(in + 220);
+    m->c_cols = (int64_t)rgpu_get_u64(in + 228);
+    m->c_ld = (int64_t)rgpu_get_u64(in + 236);
+    m->c_values = (uint64_t)rgpu_get_u64(in + 244);
+    m->c_type = (uint32_t)rgpu_get_u32(in + 252);
+    m->c_order = (uint32_t)rgpu_get_u32(in + 256);
+    m->c_batch = (int32_t)rgpu_get_u32(in + 260);
+    m->c_stride = (int64_t)rgpu_get_u64(in + 264);
+    return 0;
+}
+struct rgpu_sparse_buffer_size_rep {
+    uint32_t status;
+    uint64_t size;
+};
+static inline int rgpu_unpack_sparse_buffer_size(const uint8_t *in, size_t len, struct rgpu_sparse_buffer_size_rep *m)
+{
+    if (len != RGPU_SPARSE_BUFFER_SIZE_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 4);
+    return 0;
+}
+
+/* SPARSE_RUN: cusparseSpMV / cusparseSpMM / cusparseXcoo2csr (function) with A sparse, B and C dense [deferrable, context] */
+#define RGPU_OP_SPARSE_RUN 0x0283
+#define RGPU_SPARSE_RUN_REQ_SIZE 272
+#define RGPU_SPARSE_RUN_REP_SIZE 0
+struct rgpu_sparse_run_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t op_a;
+    uint32_t op_b;
+    uint32_t compute_type;
+    uint32_t alg;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t buffer;
+    uint32_t a_format;
+    int64_t a_rows;
+    int64_t a_cols;
+    int64_t a_nnz;
+    uint64_t a_offsets;
+    uint64_t a_indices;
+    uint64_t a_values;
+    uint32_t a_offsets_type;
+    uint32_t a_indices_type;
+    uint32_t a_base;
+    uint32_t a_value_type;
+    int32_t a_batch;
+    int64_t a_offsets_stride;
+    int64_t a_values_stride;
+    int64_t b_rows;
+    int64_t b_cols;
+    int64_t b_ld;
+    uint64_t b_values;
+    uint32_t b_type;
+    uint32_t b_order;
+    int32_t b_batch;
+    int64_t b_stride;
+    int64_t c_rows;
+    int64_t c_cols;
+    int64_t c_ld;
+    uint64_t c_values;
+    uint32_t c_type;
+    uint32_t c_order;
+    int32_t c_batch;
+    int64_t c_stride;
+};
+static inline void rgpu_pack_sparse_run(uint8_t out[RGPU_SPARSE_RUN_REQ_SIZE], const struct rgpu_sparse_run_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->op_a);
+    rgpu_put_u32(out + 24, m->op_b);
+    rgpu_put_u32(out + 28, m->compute_type);
+    rgpu_put_u32(out + 32, m->alg);
+    rgpu_put_u32(out + 36, m->pointer_mode);
+    memcpy(out + 40, m->alpha, 16);
+    memcpy(out + 56, m->beta, 16);
+    rgpu_put_u64(out + 72, m->buffer);
+    rgpu_put_u32(out + 80, m->a_format);
+    rgpu_put_u64(out + 84, m->a_rows);
+    rgpu_put_u64(out + 92, m->a_cols);
+    rgpu_put_u64(out + 100, m->a_nnz);
+    rgpu_put_u64(out + 108, m->a_offsets);
+    rgpu_put_u64(out + 116, m->a_indices);
+    rgpu_put_u64(out + 124, m->a_values);
+    rgpu_put_u32(out + 132, m->a_offsets_type);
+    rgpu_put_u32(out + 136, m->a_indices_type);
+    rgpu_put_u32(out + 140, m->a_base);
+    rgpu_put_u32(out + 144, m->a_value_type);
+    rgpu_put_u32(out + 148, m->a_batch);
+    rgpu_put_u64(out + 152, m->a_offsets_stride);
+    rgpu_put_u64(out + 160, m->a_values_stride);
+    rgpu_put_u64(out + 168, m->b_rows);
+    rgpu_put_u64(out + 176, m->b_cols);
+    rgpu_put_u64(out + 184, m->b_ld);
+    rgpu_put_u64(out + 192, m->b_values);
+    rgpu_put_u32(out + 200, m->b_type);
+    rgpu_put_u32(out + 204, m->b_order);
+    rgpu_put_u32(out + 208, m->b_batch);
+    rgpu_put_u64(out + 212, m->b_stride);
+    rgpu_put_u64(out + 220, m->c_rows);
+    rgpu_put_u64(out + 228, m->c_cols);
+    rgpu_put_u64(out + 236, m->c_ld);
+    rgpu_put_u64(out + 244, m->c_values);
+    rgpu_put_u32(out + 252, m->c_type);
+    rgpu_put_u32(out + 256, m->c_order);
+    rgpu_put_u32(out + 260, m->c_batch);
+    rgpu_put_u64(out + 264, m->c_stride);
+}
+static inline int rgpu_unpack_sparse_run_req(const uint8_t *in, size_t len, struct rgpu_sparse_run_req *m)
+{
+    if (len != RGPU_SPARSE_RUN_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->op_a = (uint32_t)rgpu_get_u32(in + 20);
+    m->op_b = (uint32_t)rgpu_get_u32(in + 24);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 28);
+    m->alg = (uint32_t)rgpu_get_u32(in + 32);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 36);
+    memcpy(m->alpha, in + 40, 16);
+    memcpy(m->beta, in + 56, 16);
+    m->buffer = (uint64_t)rgpu_get_u64(in + 72);
+    m->a_format = (uint32_t)rgpu_get_u32(in + 80);
+    m->a_rows = (int64_t)rgpu_get_u64(in + 84);
+    m->a_cols = (int64_t)rgpu_get_u64(in + 92);
+    m->a_nnz = (int64_t)rgpu_get_u64(in + 100);
+    m->a_offsets = (uint64_t)rgpu_get_u64(in + 108);
+    m->a_indices = (uint64_t)rgpu_get_u64(in + 116);
+    m->a_values = (uint64_t)rgpu_get_u64(in + 124);
+    m->a_offsets_type = (uint32_t)rgpu_get_u32(in + 132);
+    m->a_indices_type = (uint32_t)rgpu_get_u32(in + 136);
+    m->a_base = (uint32_t)rgpu_get_u32(in + 140);
+    m->a_value_type = (uint32_t)rgpu_get_u32(in + 144);
+    m->a_batch = (int32_t)rgpu_get_u32(in + 148);
+    m->a_offsets_stride = (int64_t)rgpu_get_u64(in + 152);
+    m->a_values_stride = (int64_t)rgpu_get_u64(in + 160);
+    m->b_rows = (int64_t)rgpu_get_u64(in + 168);
+    m->b_cols = (int64_t)rgpu_get_u64(in + 176);
+    m->b_ld = (int64_t)rgpu_get_u64(in + 184);
+    m->b_values = (uint64_t)rgpu_get_u64(in + 192);
+    m->b_type = (uint32_t)rgpu_get_u32(in + 200);
+    m->b_order = (uint32_t)rgpu_get_u32(in + 204);
+    m->b_batch = (int32_t)rgpu_get_u32(in + 208);
+    m->b_stride = (int64_t)rgpu_get_u64(in + 212);
+    m->c_rows = (int64_t)rgpu_get_u64(in + 220);
+    m->c_cols = (int64_t)rgpu_get_u64(in + 228);
+    m->c_ld = (int64_t)rgpu_get_u64(in + 236);
+    m->c_values = (uint64_t)rgpu_get_u64(in + 244);
+    m->c_type = (uint32_t)rgpu_get_u32(in + 252);
+    m->c_order = (uint32_t)rgpu_get_u32(in + 256);
+    m->c_batch = (int32_t)rgpu_get_u32(in + 260);
+    m->c_stride = (int64_t)rgpu_get_u64(in + 264);
+    return 0;
+}
+
+/* SPARSE_SPGEMM_CREATE: cusparseSpGEMM_createDescr in the current context -> descriptor [context] */
+#define RGPU_OP_SPARSE_SPGEMM_CREATE 0x0284
+#define RGPU_SPARSE_SPGEMM_CREATE_REQ_SIZE 0
+#define RGPU_SPARSE_SPGEMM_CREATE_REP_SIZE 8
+struct rgpu_sparse_spgemm_create_rep {
+    uint64_t descriptor;
+};
+static inline int rgpu_unpack_sparse_spgemm_create(const uint8_t *in, size_t len, struct rgpu_sparse_spgemm_create_rep *m)
+{
+    if (len != RGPU_SPARSE_SPGEMM_CREATE_REP_SIZE)
+        return -1;
+    m->descriptor = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SPARSE_SPGEMM_DESTROY: cusparseSpGEMM_destroyDescr [context] */
+#define RGPU_OP_SPARSE_SPGEMM_DESTROY 0x0285
+#define RGPU_SPARSE_SPGEMM_DESTROY_REQ_SIZE 8
+#define RGPU_SPARSE_SPGEMM_DESTROY_REP_SIZE 0
+struct rgpu_sparse_spgemm_destroy_req {
+    uint64_t descriptor;
+};
+static inline void rgpu_pack_sparse_spgemm_destroy(uint8_t out[RGPU_SPARSE_SPGEMM_DESTROY_REQ_SIZE], const struct rgpu_sparse_spgemm_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->descriptor);
+}
+static inline int rgpu_unpack_sparse_spgemm_destroy_req(const uint8_t *in, size_t len, struct rgpu_sparse_spgemm_destroy_req *m)
+{
+    if (len != RGPU_SPARSE_SPGEMM_DESTROY_REQ_SIZE)
+        return -1;
+    m->descriptor = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SPARSE_SPGEMM: cusparseSpGEMM_workEstimation (phase 1), _compute (2: C's non-zero count back) or _copy (3) of C = alpha op(A) op(B) (A, B, C CSR); buffer 0: the buffer size the phase needs [context] */
+#define RGPU_OP_SPARSE_SPGEMM 0x0286
+#define RGPU_SPARSE_SPGEMM_REQ_SIZE 360
+#define RGPU_SPARSE_SPGEMM_REP_SIZE 20
+struct rgpu_sparse_spgemm_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint64_t descriptor;
+    uint32_t phase;
+    uint32_t op_a;
+    uint32_t op_b;
+    uint32_t compute_type;
+    uint32_t alg;
+    uint32_t pointer_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t buffer;
+    uint64_t buffer_size;
+    uint32_t a_format;
+    int64_t a_rows;
+    int64_t a_cols;
+    int64_t a_nnz;
+    uint64_t a_offsets;
+    uint64_t a_indices;
+    uint64_t a_values;
+    uint32_t a_offsets_type;
+    uint32_t a_indices_type;
+    uint32_t a_base;
+    uint32_t a_value_type;
+    int32_t a_batch;
+    int64_t a_offsets_stride;
+    int64_t a_values_stride;
+    uint32_t b_format;
+    int64_t b_rows;
+    int64_t b_cols;
+    int64_t b_nnz;
+    uint64_t b_offsets;
+    uint64_t b_indices;
+    uint64_t b_values;
+    uint32_t b_offsets_type;
+    uint32_t b_indices_type;
+    uint32_t b_base;
+    uint32_t b_value_type;
+    int32_t b_batch;
+    int64_t b_offsets_stride;
+    int64_t b_values_stride;
+    uint32_t c_format;
+    int64_t c_rows;
+    int64_t c_cols;
+    int64_t c_nnz;
+    uint64_t c_offsets;
+    uint64_t c_indices;
+    uint64_t c_values;
+    uint32_t c_offsets_type;
+    uint32_t c_indices_type;
+    uint32_t c_base;
+    uint32_t c_value_type;
+    int32_t c_batch;
+    int64_t c_offsets_stride;
+    int64_t c_values_stride;
+};
+static inline void rgpu_pack_sparse_spgemm(uint8_t out[RGPU_SPARSE_SPGEMM_REQ_SIZE], const struct rgpu_sparse_spgemm_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u64(out + 16, m->descriptor);
+    rgpu_put_u32(out + 24, m->phase);
+    rgpu_put_u32(out + 28, m->op_a);
+    rgpu_put_u32(out + 32, m->op_b);
+    rgpu_put_u32(out + 36, m->compute_type);
+    rgpu_put_u32(out + 40, m->alg);
+    rgpu_put_u32(out + 44, m->pointer_mode);
+    memcpy(out + 48, m->alpha, 16);
+    memcpy(out + 64, m->beta, 16);
+    rgpu_put_u64(out + 80, m->buffer);
+    rgpu_put_u64(out + 88, m->buffer_size);
+    rgpu_put_u32(out + 96, m->a_format);
+    rgpu_put_u64(out + 100, m->a_rows);
+    rgpu_put_u64(out + 108, m->a_cols);
+    rgpu_put_u64(out + 116, m->a_nnz);
+    rgpu_put_u64(out + 124, m->a_offsets);
+    rgpu_put_u64(out + 132, m->a_indices);
+    rgpu_put_u64(out + 140, m->a_values);
+    rgpu_put_u32(out + 148, m->a_offsets_type);
+    rgpu_put_u32(out + 152, m->a_indices_type);
+    rgpu_put_u32(out + 156, m->a_base);
+    rgpu_put_u32(out + 160, m->a_value_type);
+    rgpu_put_u32(out + 164, m->a_batch);
+    rgpu_put_u64(out + 168, m->a_offsets_stride);
+    rgpu_put_u64(out + 176, m->a_values_stride);
+    rgpu_put_u32(out + 184, m->b_format);
+    rgpu_put_u64(out + 188, m->b_rows);
+    rgpu_put_u64(out + 196, m->b_cols);
+    rgpu_put_u64(out + 204, m->b_nnz);
+    rgpu_put_u64(out + 212, m->b_offsets);
+    rgpu_put_u64(out + 220, m->b_indices);
+    rgpu_put_u64(out + 228, m->b_values);
+    rgpu_put_u32(out + 236, m->b_offsets_type);
+    rgpu_put_u32(out + 240, m->b_indices_type);
+    rgpu_put_u32(out + 244, m->b_base);
+    rgpu_put_u32(out + 248, m->b_value_type);
+    rgpu_put_u32(out + 252, m->b_batch);
+    rgpu_put_u64(out + 256, m->b_offsets_stride);
+    rgpu_put_u64(out + 264, m->b_values_stride);
+    rgpu_put_u32(out + 272, m->c_format);
+    rgpu_put_u64(out + 276, m->c_rows);
+    rgpu_put_u64(out + 284, m->c_cols);
+    rgpu_put_u64(out + 292, m->c_nnz);
+    rgpu_put_u64(out + 300, m->c_offsets);
+    rgpu_put_u64(out + 308, m->c_indices);
+    rgpu_put_u64(out + 316, m->c_values);
+    rgpu_put_u32(out + 324, m->c_offsets_type);
+    rgpu_put_u32(out + 328, m->c_indices_type);
+    rgpu_put_u32(out + 332, m->c_base);
+    rgpu_put_u32(out + 336, m->c_value_type);
+    rgpu_put_u32(out + 340, m->c_batch);
+    rgpu_put_u64(out + 344, m->c_offsets_stride);
+    rgpu_put_u64(out + 352, m->c_values_stride);
+}
+static inline int rgpu_unpack_sparse_spgemm_req(const uint8_t *in, size_t len, struct rgpu_sparse_spgemm_req *m)
+{
+    if (len != RGPU_SPARSE_SPGEMM_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->descriptor = (uint64_t)rgpu_get_u64(in + 16);
+    m->phase = (uint32_t)rgpu_get_u32(in + 24);
+    m->op_a = (uint32_t)rgpu_get_u32(in + 28);
+    m->op_b = (uint32_t)rgpu_get_u32(in + 32);
+    m->compute_type = (uint32_t)rgpu_get_u32(in + 36);
+    m->alg = (uint32_t)rgpu_get_u32(in + 40);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 44);
+    memcpy(m->alpha, in + 48, 16);
+    memcpy(m->beta, in + 64, 16);
+    m->buffer = (uint64_t)rgpu_get_u64(in + 80);
+    m->buffer_size = (uint64_t)rgpu_get_u64(in + 88);
+    m->a_format = (uint32_t)rgpu_get_u32(in + 96);
+    m->a_rows = (int64_t)rgpu_get_u64(in + 100);
+    m->a_cols = (int64_t)rgpu_get_u64(in + 108);
+    m->a_nnz = (int64_t)rgpu_get_u64(in + 116);
+    m->a_offsets = (uint64_t)rgpu_get_u64(in + 124);
+    m->a_indices = (uint64_t)rgpu_get_u64(in + 132);
+    m->a_values = (uint64_t)rgpu_get_u64(in + 140);
+    m->a_offsets_type = (uint32_t)rgpu_get_u32(in + 148);
+    m->a_indices_type = (uint32_t)rgpu_get_u32(in + 152);
+    m->a_base = (uint32_t)rgpu_get_u32(in + 156);
+    m->a_value_type = (uint32_t)rgpu_get_u32(in + 160);
+    m->a_batch = (int32_t)rgpu_get_u32(in + 164);
+    m->a_offsets_stride = (int64_t)rgpu_get_u64(in + 168);
+    m->a_values_stride = (int64_t)rgpu_get_u64(in + 176);
+    m->b_format = (uint32_t)rgpu_get_u32(in + 184);
+    m->b_rows = (int64_t)rgpu_get_u64(in + 188);
+    m->b_cols = (int64_t)rgpu_get_u64(in + 196);
+    m->b_nnz = (int64_t)rgpu_get_u64(in + 204);
+    m->b_offsets = (uint64_t)rgpu_get_u64(in + 212);
+    m->b_indices = (uint64_t)rgpu_get_u64(in + 220);
+    m->b_values = (uint64_t)rgpu_get_u64(in + 228);
+    m->b_offsets_type = (uint32_t)rgpu_get_u32(in + 236);
+    m->b_indices_type = (uint32_t)rgpu_get_u32(in + 240);
+    m->b_base = (uint32_t)rgpu_get_u32(in + 244);
+    m->b_value_type = (uint32_t)rgpu_get_u32(in + 248);
+    m->b_batch = (int32_t)rgpu_get_u32(in + 252);
+    m->b_offsets_stride = (int64_t)rgpu_get_u64(in + 256);
+    m->b_values_stride = (int64_t)rgpu_get_u64(in + 264);
+    m->c_format = (uint32_t)rgpu_get_u32(in + 272);
+    m->c_rows = (int64_t)rgpu_get_u64(in + 276);
+    m->c_cols = (int64_t)rgpu_get_u64(in + 284);
+    m->c_nnz = (int64_t)rgpu_get_u64(in + 292);
+    m->c_offsets = (uint64_t)rgpu_get_u64(in + 300);
+    m->c_indices = (uint64_t)rgpu_get_u64(in + 308);
+    m->c_values = (uint64_t)rgpu_get_u64(in + 316);
+    m->c_offsets_type = (uint32_t)rgpu_get_u32(in + 324);
+    m->c_indices_type = (uint32_t)rgpu_get_u32(in + 328);
+    m->c_base = (uint32_t)rgpu_get_u32(in + 332);
+    m->c_value_type = (uint32_t)rgpu_get_u32(in + 336);
+    m->c_batch = (int32_t)rgpu_get_u32(in + 340);
+    m->c_offsets_stride = (int64_t)rgpu_get_u64(in + 344);
+    m->c_values_stride = (int64_t)rgpu_get_u64(in + 352);
+    return 0;
+}
+struct rgpu_sparse_spgemm_rep {
+    uint32_t status;
+    uint64_t size;
+    int64_t c_nnz;
+};
+static inline int rgpu_unpack_sparse_spgemm(const uint8_t *in, size_t len, struct rgpu_sparse_spgemm_rep *m)
+{
+    if (len != RGPU_SPARSE_SPGEMM_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 4);
+    m->c_nnz = (int64_t)rgpu_get_u64(in + 12);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -4924,6 +5773,17 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_BLAS_TRSM_BATCHED:
     case RGPU_OP_BLAS_LEVEL1:
     case RGPU_OP_BLAS_LEVEL1_RESULT:
+    case RGPU_OP_SOLVER_CREATE:
+    case RGPU_OP_SOLVER_DESTROY:
+    case RGPU_OP_SOLVER_BUFFER_SIZE:
+    case RGPU_OP_SOLVER_RUN:
+    case RGPU_OP_SPARSE_CREATE:
+    case RGPU_OP_SPARSE_DESTROY:
+    case RGPU_OP_SPARSE_BUFFER_SIZE:
+    case RGPU_OP_SPARSE_RUN:
+    case RGPU_OP_SPARSE_SPGEMM_CREATE:
+    case RGPU_OP_SPARSE_SPGEMM_DESTROY:
+    case RGPU_OP_SPARSE_SPGEMM:
         return 1;
     default:
         return 0;
@@ -5183,6 +6043,28 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_BLAS_LEVEL1:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_BLAS_LEVEL1_RESULT:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_SOLVER_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_SOLVER_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_SOLVER_BUFFER_SIZE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_SOLVER_RUN:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_SPARSE_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_SPARSE_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_SPARSE_BUFFER_SIZE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_SPARSE_RUN:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_SPARSE_SPGEMM_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_SPARSE_SPGEMM_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_SPARSE_SPGEMM:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};

@@ -209,7 +209,8 @@ def _write_if_changed(path: pathlib.Path, text: str) -> pathlib.Path:
 
 # -- the stand-ins -----------------------------------------------------------------------------------------
 FLAGS = ("-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations")
-_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cufft_", "curand_")  # generated files of the other libraries, not libcuda's
+_STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cufft_", "curand_", "cusolver_",  # generated files of the
+                      "cusparse_")  # other libraries, not libcuda's
 
 
 @attrs.frozen(slots=True)
@@ -255,6 +256,11 @@ def libraries(nat: pathlib.Path | None = None) -> list[Library]:
                             tuple((f, major) for f in files(*math, "src/cufft/*.c", "gen/cufft_*.c")),
                             includes=("src/cufft", "src/libs"), exports="cufft*; __cufft*",
                             links=("libcuda.so.1", f"libcudart.so.{major}")))
+        # cuSOLVER's soname is 12 for CUDA 13, 11 for CUDA 12; the same sources serve both.
+        libs.append(Library(f"libcusolver.so.{major - 1}",
+                            tuple((f, major) for f in files(*math, "src/cusolver/*.c", "gen/cusolver_*.c")),
+                            includes=("src/cusolver", "src/libs"), exports="cusolver*",
+                            links=("libcuda.so.1", f"libcudart.so.{major}")))
     # cuDNN 9 is one soname for CUDA 12 and 13; this one runs on the CUDA 13 runtime.
     libs.append(Library("libcudnn.so.9", tuple((f, 13) for f in files(*math, "src/cudnn/*.c", "gen/cudnn_*.c")),
                         includes=("src/cudnn", "src/libs"), exports="cudnn*",
@@ -262,6 +268,11 @@ def libraries(nat: pathlib.Path | None = None) -> list[Library]:
     # cuRAND's soname is libcurand.so.10 for CUDA 12 and 13 alike; this one, too, runs on the CUDA 13 runtime.
     libs.append(Library("libcurand.so.10", tuple((f, 13) for f in files(*math, "src/curand/*.c", "gen/curand_*.c")),
                         includes=("src/curand", "src/libs"), exports="curand*",
+                        links=("libcuda.so.1", "libcudart.so.13")))
+    # So is cuSPARSE's libcusparse.so.12.
+    libs.append(Library("libcusparse.so.12",
+                        tuple((f, 13) for f in files(*math, "src/cusparse/*.c", "gen/cusparse_*.c")),
+                        includes=("src/cusparse", "src/libs"), exports="cusparse*",
                         links=("libcuda.so.1", "libcudart.so.13")))
     return libs
 
@@ -345,7 +356,7 @@ def build_examples(out: pathlib.Path | None = None, cc: str = "gcc", *, progress
 # copy of libcudart, and RPATH beats LD_LIBRARY_PATH -- but the loader never loads a second library with the
 # soname of one already loaded. (A program that dlopens a driver by absolute path still gets that file.)
 PRELOADED = ("libcuda.so.1", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libcudnn.so.9",
-             "libcufft.so.12", "libcurand.so.10")
+             "libcufft.so.12", "libcurand.so.10", "libcusolver.so.12", "libcusparse.so.12")
 
 
 def environment(shim_dir: pathlib.Path, base: dict | None = None) -> dict:

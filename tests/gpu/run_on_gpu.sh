@@ -3,7 +3,7 @@
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
 #   sections: info tests suite demo bench bridge shim runtime printf math torch jax torchgraphs expandable llama
-#             multigpu fft rand
+#             multigpu fft rand linalg
 #   (default: info tests suite demo bench bridge shim runtime printf)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -77,6 +77,9 @@ PY
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     rand)  # cuRAND and the cuBLAS additions: C checks and a torch probe, natively and through rgpu, compared
       OUT=$OUT bash tests/gpu/rand_check.sh 2>&1 | tee "$OUT/rand.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    linalg)  # cuSOLVER's C check and torch.linalg / torch.sparse, natively and through rgpu, compared
+      bash tests/hw/linalg_check.sh 2>&1 | tee "$OUT/linalg_check.log"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     torch)
       shims=/tmp/rgpu-shims

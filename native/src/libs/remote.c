@@ -1,4 +1,4 @@
-/* Library handles on the server for the math-library stand-ins. */
+/* Library handles on the server for the math-library stand-ins, and their statuses for a failed call. */
 #include "remote.h"
 #include "rgpu_ops.h"
 
@@ -26,4 +26,24 @@ int rgpu_standin_close(uint16_t destroy_op, uint64_t server)
     uint8_t a[RGPU_BLAS_DESTROY_REQ_SIZE];
     rgpu_pack_blas_destroy(a, &(struct rgpu_blas_destroy_req){.handle = server});
     return rgpu_ext_call(destroy_op, a, sizeof a, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+int rgpu_library_status(int r, const struct rgpu_library_statuses *codes)
+{
+    switch (r) {
+    case 0:
+        return codes->success;
+    case 1:   /* CUDA_ERROR_INVALID_VALUE */
+    case 400: /* CUDA_ERROR_INVALID_HANDLE: a handle or stream of another session */
+        return codes->invalid_value;
+    case 2: /* CUDA_ERROR_OUT_OF_MEMORY */
+        return codes->alloc_failed;
+    case 3:   /* CUDA_ERROR_NOT_INITIALIZED */
+    case 100: /* CUDA_ERROR_NO_DEVICE */
+        return codes->not_initialized;
+    case 801: /* CUDA_ERROR_NOT_SUPPORTED */
+        return codes->not_supported;
+    default:
+        return codes->failed;
+    }
 }

@@ -21,4 +21,10 @@ int cudaFree(void *); /* rgpu's libcudart: makes the thread's device context cur
 int rgpu_standin_open(uint16_t create_op, uint64_t *server);
 int rgpu_standin_close(uint16_t destroy_op, uint64_t server);
 
+/* A library's own status codes for what a CUresult from the connection or the server can mean. */
+struct rgpu_library_statuses {
+    int success, invalid_value, alloc_failed, not_initialized, not_supported, failed;
+};
+int rgpu_library_status(int cuda_result, const struct rgpu_library_statuses *codes);
+
 #endif

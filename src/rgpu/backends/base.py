@@ -172,6 +172,40 @@ class Backend(abc.ABC):
     def lt_matmul(self, ctx, op, pointers: tuple[int, int, int, int], alpha: bytes, beta: bytes, workspace: int,
                   workspace_size: int, stream) -> None: ...
 
+    # -- cuSOLVER dense (requests decoded and range-checked by rgpu.protocol.solver_wire) ----------------
+    @abc.abstractmethod
+    def solver_create(self, ctx): ...
+    @abc.abstractmethod
+    def solver_destroy(self, ctx, handle) -> None: ...
+    @abc.abstractmethod
+    def solver_buffer_size(self, ctx, handle, solve) -> tuple[int, int, int]:
+        """(cuSOLVER status, device workspace -- elements for the classic API, bytes for X --, host bytes)."""
+    @abc.abstractmethod
+    def solver_run(self, ctx, handle, stream, solve, arrays=None) -> None:
+        """`arrays`: for a batch of pointer arrays, the pointers the server read and checked (None: on a capturing
+        stream, to be read when the work runs)."""
+
+    # -- cuSPARSE generic API (requests decoded and range-checked by rgpu.protocol.sparse_wire) ---------------
+    @abc.abstractmethod
+    def sparse_create(self, ctx): ...
+    @abc.abstractmethod
+    def sparse_destroy(self, ctx, handle) -> None: ...
+    @abc.abstractmethod
+    def sparse_buffer_size(self, ctx, handle, op) -> tuple[int, int]:
+        """(cuSPARSE status, external buffer bytes)."""
+    @abc.abstractmethod
+    def sparse_run(self, ctx, handle, stream, op) -> None: ...
+    @abc.abstractmethod
+    def spgemm_create(self, ctx): ...
+    @abc.abstractmethod
+    def spgemm_destroy(self, ctx, descriptor) -> None: ...
+    @abc.abstractmethod
+    def spgemm_need(self, ctx, handle, descriptor, g) -> tuple[int, int, int]:
+        """(cuSPARSE status, the buffer bytes phase g needs -- 0 for the copy --, C's non-zeros known so far)."""
+    @abc.abstractmethod
+    def spgemm_run(self, ctx, handle, stream, descriptor, g) -> tuple[int, int]:
+        """Phase g with its buffer: (cuSPARSE status, C's non-zeros)."""
+
     # -- cuDNN (requests decoded and checked by rgpu.protocol.dnn_wire) ---------------------------------
     @abc.abstractmethod
     def dnn_create(self, ctx): ...

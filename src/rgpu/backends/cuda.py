@@ -15,6 +15,8 @@ import numpy as np
 
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, BackendUnavailable
 from rgpu.backends.cuda_blas import CudaBlasBatched
+from rgpu.backends.cuda_solver import CudaSolver
+from rgpu.backends.cuda_sparse import CudaSparse
 from rgpu.backends.cuda_common import check as _check
 from rgpu.backends.cuda_common import stream as _stream
 from rgpu.backends.cuda_fft import CudaFft
@@ -85,7 +87,8 @@ def _tensor_map_bytes(tensor_map) -> bytes:
     return ctypes.string_at(tensor_map.getPtr(), 128)
 
 
-class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand, Backend):
+class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand, CudaSolver,
+                  CudaSparse, Backend):
     name = "cuda"
 
     def __init__(self):

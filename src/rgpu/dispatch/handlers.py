@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED
+from rgpu.dispatch import library_calls
 from rgpu.dispatch.registry import HANDLERS, Handler, Reply, handles, handles_fields  # noqa: F401 (re-exported)
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import blas_wire, dnn_wire, ops
@@ -517,16 +518,7 @@ def _check_ranges(s: Session, ranges) -> None:
         s.memory.check(ptr, nbytes)
 
 
-def _create(s: Session, kind: Kind, make) -> tuple:
-    """A new backend object in the current context, as a session handle."""
-    ctx = s.context()
-    return (s.handles.add(kind, make(ctx.obj), ctx=s.current_ctx),)
-
-
-def _destroy(s: Session, handle: int, kind: Kind, release) -> None:
-    ctx, entry = s.object(handle, kind)
-    s.handles.pop(handle, kind)
-    release(ctx.obj, entry.obj)
+_create, _destroy = library_calls.create, library_calls.destroy
 
 
 @handles(ops.BLAS_CREATE)
@@ -719,4 +711,4 @@ def _nop(s, args, bulk):
 
 # Handlers in modules of their own register themselves on import (they import `handles` from the registry).
 from rgpu.dispatch import (blas_batched, blas_level1, fft, graphs, occupancy, peers, pools, rand,  # noqa: E402, F401
-                           tensormap, vmm)
+                           solver, sparse, tensormap, vmm)

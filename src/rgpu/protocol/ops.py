@@ -617,6 +617,56 @@ BLAS_LEVEL1 = _op(0x0242, "BLAS_LEVEL1", _LEVEL1, deferrable=True, names="handle
 BLAS_LEVEL1_RESULT = _op(0x0243, "BLAS_LEVEL1_RESULT", _LEVEL1, "result:b16", names="handle:blas stream:stream",
                          doc="a Level-1 reduction (func 4-10) in host pointer mode: the result in the reply, once the "
                              "stream has reached the call (result field unused)")
+# cuSOLVER dense (0x0260-0x027F). Handles and cusolverDnParams live on the client; one request shape serves
+# every routine (`function`: rgpu.protocol.solver_wire.Function, classic and 64-bit X API), a buffer-size query
+# is one round trip answered by the server's library, an execution one deferred message whose every operand
+# range the server checks (see docs/protocol.md, "Libraries").
+SOLVER_CREATE = _op(0x0260, "SOLVER_CREATE", "", "handle:u64", creates="solver",
+                    doc="cusolverDnCreate in the current context -> handle")
+SOLVER_DESTROY = _op(0x0261, "SOLVER_DESTROY", "handle:u64", names="handle:solver", doc="cusolverDnDestroy")
+_SOLVE = ("handle:u64 stream:u64 function:u32 data_type:u32 compute_type:u32 algo:u32 m:i64 n:i64 k:i64 nrhs:i64 "
+          "uplo:u32 trans:u32 side:u32 jobz:u32 jobu:u32 jobvt:u32 econ:u32 sort:u32 max_sweeps:u32 tol:f64 "
+          "a:u64 lda:i64 b:u64 ldb:i64 ipiv:u64 tau:u64 w:u64 u:u64 ldu:i64 v:u64 ldv:i64 rwork:u64 "
+          "work:u64 work_size:u64 info:u64 batch:i64")
+SOLVER_BUFFER_SIZE = _op(0x0262, "SOLVER_BUFFER_SIZE", _SOLVE, "status:u32 device_size:u64 host_size:u64",
+                         names="handle:solver",
+                         doc="cusolverDn<routine>_bufferSize -> cuSOLVER status, device workspace (classic API: "
+                             "elements; X API: bytes), host workspace bytes")
+SOLVER_RUN = _op(0x0263, "SOLVER_RUN", _SOLVE, deferrable=True, names="handle:solver stream:stream",
+                 doc="cusolverDn<routine>(handle, stream, ...): the factorization or solve; info arrays written on "
+                     "the device")
+
+# cuSPARSE (0x0280-0x029F). Handles and the generic API's descriptors (sparse matrices in CSR/CSC/COO, dense
+# matrices and vectors) live on the client; an operation carries its descriptors as fixed fields, a buffer-size
+# query is one round trip, an execution one deferred message whose external buffer must hold what the server's
+# library needs for it (the API passes no size) (rgpu.protocol.sparse_wire; docs/protocol.md).
+SPARSE_CREATE = _op(0x0280, "SPARSE_CREATE", "", "handle:u64", creates="sparse",
+                    doc="cusparseCreate in the current context -> handle")
+SPARSE_DESTROY = _op(0x0281, "SPARSE_DESTROY", "handle:u64", names="handle:sparse", doc="cusparseDestroy")
+_DENSE = "{p}_rows:i64 {p}_cols:i64 {p}_ld:i64 {p}_values:u64 {p}_type:u32 {p}_order:u32 {p}_batch:i32 {p}_stride:i64"
+_SPMAT = ("{p}_format:u32 {p}_rows:i64 {p}_cols:i64 {p}_nnz:i64 {p}_offsets:u64 {p}_indices:u64 {p}_values:u64 "
+          "{p}_offsets_type:u32 {p}_indices_type:u32 {p}_base:u32 {p}_value_type:u32 {p}_batch:i32 "
+          "{p}_offsets_stride:i64 {p}_values_stride:i64")
+_SPARSE = ("handle:u64 stream:u64 function:u32 op_a:u32 op_b:u32 compute_type:u32 alg:u32 pointer_mode:u32 "
+           "alpha:b16 beta:b16 buffer:u64 " + _SPMAT.format(p="a") + " " + _DENSE.format(p="b") + " "
+           + _DENSE.format(p="c"))
+SPARSE_BUFFER_SIZE = _op(0x0282, "SPARSE_BUFFER_SIZE", _SPARSE, "status:u32 size:u64", names="handle:sparse",
+                         doc="cusparseSpMV_bufferSize / cusparseSpMM_bufferSize -> cuSPARSE status, bytes")
+SPARSE_RUN = _op(0x0283, "SPARSE_RUN", _SPARSE, deferrable=True, names="handle:sparse stream:stream",
+                 doc="cusparseSpMV / cusparseSpMM / cusparseXcoo2csr (function) with A sparse, B and C dense")
+# SpGEMM keeps state between its phases (the product's structure, the buffers cuSPARSE holds on to): a
+# descriptor on the server. Each phase is a round trip (the sizes and C's non-zero count come back).
+SPARSE_SPGEMM_CREATE = _op(0x0284, "SPARSE_SPGEMM_CREATE", "", "descriptor:u64", creates="sparse_spgemm",
+                           doc="cusparseSpGEMM_createDescr in the current context -> descriptor")
+SPARSE_SPGEMM_DESTROY = _op(0x0285, "SPARSE_SPGEMM_DESTROY", "descriptor:u64", names="descriptor:sparse_spgemm",
+                            doc="cusparseSpGEMM_destroyDescr")
+SPARSE_SPGEMM = _op(0x0286, "SPARSE_SPGEMM",
+                    "handle:u64 stream:u64 descriptor:u64 phase:u32 op_a:u32 op_b:u32 compute_type:u32 alg:u32 "
+                    "pointer_mode:u32 alpha:b16 beta:b16 buffer:u64 buffer_size:u64 " + _SPMAT.format(p="a") + " "
+                    + _SPMAT.format(p="b") + " " + _SPMAT.format(p="c"),
+                    "status:u32 size:u64 c_nnz:i64", names="handle:sparse stream:stream descriptor:sparse_spgemm",
+                    doc="cusparseSpGEMM_workEstimation (phase 1), _compute (2: C's non-zero count back) or _copy "
+                        "(3) of C = alpha op(A) op(B) (A, B, C CSR); buffer 0: the buffer size the phase needs")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 # Kernel output (0x0140-0x014F).

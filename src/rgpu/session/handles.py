@@ -21,6 +21,9 @@ class Kind(enum.IntEnum):
     BLAS = 6  # a cuBLAS handle
     DNN = 7  # a cuDNN handle
     DNN_DESC = 8  # a finalized cuDNN backend descriptor
+    SOLVER = 30  # a cuSOLVER dense handle
+    SPARSE = 31  # a cuSPARSE handle
+    SPARSE_SPGEMM = 34  # a cuSPARSE SpGEMM descriptor (the state between its phases)
     VMM_ALLOCATION = 20  # a physical allocation (cuMemCreate)
     MEM_POOL = 21  # a stream-ordered memory pool
     # CUDA graphs (rgpu.dispatch.graphs); their handles are minted by the client (see add_client), with these
