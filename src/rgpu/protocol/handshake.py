@@ -24,7 +24,8 @@ from rgpu.protocol.frames import LENGTH, BufferPool, Frame
 
 MAGIC = b"RGPUWIRE"
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 2  # 2: VMM, stream-ordered pools, occupancy table, batched GEMM, launch attributes, graphs
+PROTOCOL_MINOR = 3  # 2: VMM, stream-ordered pools, occupancy table, batched GEMM, launch attributes, graphs;
+# 3: several devices (peer access and copies), cuFFT, cuRAND, cuSOLVER, cuSPARSE, cuBLAS additions, OUTPUT frames
 NONCE_SIZE = 32
 KEY_SIZE = 32
 TAG_SIZE = 16
