@@ -392,6 +392,12 @@ static void refused(const char *what, int status)
     printf("%-40s %s (status %d)\n", what, status ? "refused" : "ACCEPTED", status);
 }
 
+static void accepted(const char *what, int status)
+{
+    failures += status != 0;
+    printf("%-40s %s (status %d)\n", what, status ? "REFUSED" : "accepted", status);
+}
+
 /* The child: a plan handle of another process is no plan here, whatever it numbers. */
 static int child(int handle)
 {
@@ -422,7 +428,7 @@ static void bad_input(const char *self)
     refused("destroy twice", cufftDestroy(plan));
     CHECK(cufftPlan1d(&plan, 16, C2C, 1));
     CHECK(cufftPlan1d(&other, 16, R2C, 1));
-    refused("exec of another type", cufftExecR2C(plan, buf, buf));
+    accepted("exec of another type", cufftExecR2C(plan, buf, buf)); /* as NVIDIA's cuFFT: the plan's own runs */
     refused("exec with direction 0", cufftExecC2C(plan, buf, buf, 0));
     CHECK(cudaDeviceSynchronize());
     char arg[32];

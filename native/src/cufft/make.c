@@ -29,7 +29,7 @@ int rgpu_fft_describe(struct fft_desc *d, int rank, const long long *n, const lo
                       long long idist, const long long *onembed, long long ostride, long long odist, long long batch)
 {
     if (rank < 1 || rank > RGPU_FFT_MAX_RANK)
-        return CUFFT_INVALID_SIZE;
+        return CUFFT_INVALID_VALUE; /* cuFFT's answer to rank 4 (measured) */
     if (!n)
         return CUFFT_INVALID_VALUE;
     for (int i = 0; i < rank; i++)
@@ -154,7 +154,7 @@ static int many(struct fft_desc *d, int rank, const int *n, const int *inembed, 
 {
     struct wide w;
     if (rank < 1 || rank > RGPU_FFT_MAX_RANK)
-        return CUFFT_INVALID_SIZE;
+        return CUFFT_INVALID_VALUE; /* cuFFT's answer to rank 4 (measured) */
     if (!n)
         return CUFFT_INVALID_VALUE;
     for (int i = 0; i < rank; i++) {
