@@ -61,7 +61,8 @@ int cublasSmatinvBatched(handle_t h, int n, const float *const a[], int lda, flo
 int cublasDtrsmBatched(handle_t h, int side, int uplo, int trans, int diag, int m, int n, const double *alpha,
                        const double *const a[], int lda, double *const b[], int ldb, int batch);
 
-enum { INVALID_VALUE = 7, N = 6, LDA = 8, BATCH = 3 };
+enum { INVALID_VALUE = 7, MAPPING_ERROR = 11, N = 6, LDA = 8, BATCH = 3 };
+int cudaGetLastError(void);
 
 
 
@@ -136,7 +137,8 @@ static void copies(void)
     report("Set/Get Vector/Matrix Async on a stream", e, 0);
     CHECK(cudaStreamDestroy(s));
     expect("cublasSetVector incx 0", cublasSetVector(4, 4, x, 0, d, 1), INVALID_VALUE);
-    expect("cublasSetMatrix lda < rows", cublasSetMatrix(5, 4, 8, a, 4, m, 6), INVALID_VALUE);
+    expect("cublasSetMatrix lda < rows", cublasSetMatrix(5, 4, 8, a, 4, m, 6), MAPPING_ERROR);
+    cudaGetLastError(); /* the failed copy's error, which cuBLAS's next kernel launch would report */
     expect("cublasGetMatrix elemSize 0", cublasGetMatrix(5, 4, 0, m, 6, b, 5), INVALID_VALUE);
     CHECK(cudaFree(d));
     CHECK(cudaFree(m));
