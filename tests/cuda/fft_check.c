@@ -66,16 +66,7 @@ enum { C2C = 0x29, R2C = 0x2a, C2R = 0x2c, Z2Z = 0x69, D2Z = 0x6a, Z2D = 0x6c };
 enum { R_32F = 0, R_64F = 1, C_32F = 4, C_64F = 5 };
 enum how { PLAN, MANY, MANY64, XT };
 
-static int failures;
-
-#define CHECK(call)                                                                                                 \
-    do {                                                                                                            \
-        int s_ = (call);                                                                                            \
-        if (s_) {                                                                                                   \
-            printf("FAIL %s -> status %d\n", #call, s_);                                                           \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
+#include "lib_status.h"
 
 /* One side of a transform: basic (dense; the real side of an in-place real transform padded to
  * 2 * (n_last / 2 + 1)) or advanced (embed, stride, dist). */

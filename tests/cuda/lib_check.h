@@ -6,16 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int failures;
-
-#define CHECK(call)                                                                                                 \
-    do {                                                                                                            \
-        int s_ = (call);                                                                                            \
-        if (s_) {                                                                                                   \
-            printf("FAIL %s -> status %d\n", #call, s_);                                                           \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
+#include "lib_status.h"
 
 __attribute__((unused)) static void expect(const char *what, int got, int want)
 {

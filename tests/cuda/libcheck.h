@@ -13,16 +13,7 @@ int cudaMemcpy(void *dst, const void *src, size_t n, int kind);
 int cudaMemset(void *p, int v, size_t n);
 int cudaDeviceSynchronize(void);
 
-static int failures;
-
-#define CHECK(call)                                                                                                 \
-    do {                                                                                                            \
-        int s_ = (call);                                                                                            \
-        if (s_) {                                                                                                   \
-            printf("FAIL %s -> status %d\n", #call, s_);                                                           \
-            exit(1);                                                                                                \
-        }                                                                                                           \
-    } while (0)
+#include "lib_status.h"
 
 static void report(const char *what, double err, double tol)
 {
