@@ -120,6 +120,10 @@ def _capturing(fn, node_type, is_async):
 
     @functools.wraps(fn)
     def wrapper(self, *args, **kwargs):
+        # Binding the signature costs microseconds per call: with no capture live (nearly always), nothing here
+        # can apply -- no stream is capturing, and no event can make one join a capture.
+        if not self._live_captures:
+            return fn(self, *args, **kwargs)
         bound = signature.bind(self, *args, **kwargs)
         if "stream" not in bound.arguments:  # ctx_synchronize: waits on every stream, capturing ones too
             self._check_no_capture(bound.arguments["ctx"])
@@ -157,6 +161,8 @@ def _capturing(fn, node_type, is_async):
 
 class FakeGraphs:
     """Mixed into FakeBackend; wraps the subclass's capturable calls (see _CAPTURED) when it is defined."""
+
+    _live_captures = 0  # captures begun and not ended (one left by a destroyed context only slows calls down)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -216,6 +222,7 @@ class FakeGraphs:
         if _capture_of(stream) is not None:
             raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
         stream.capture = FakeCapture(FakeGraph(), mode, stream, streams=[stream])
+        self._live_captures += 1
 
     def stream_end_capture(self, ctx, stream) -> FakeGraph:
         capture = _capture_of(stream)
@@ -226,6 +233,7 @@ class FakeGraphs:
             raise CudaError(Status.STREAM_CAPTURE_UNMATCHED, "capture ended on a stream that did not begin it")
         for s in capture.streams:
             s.capture = None
+        self._live_captures -= 1
         if capture.invalidated:
             raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the capture was invalidated by an illegal call")
         return capture.graph
