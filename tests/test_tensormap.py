@@ -161,6 +161,14 @@ out = {'ptr': ptr[0], 'valid': encode(ptr[0], 32), 'map': bytes(ffi.buffer(tmap,
        'rank6': encode(ptr[0], 32, 6)}
 assert encode(ptr[0], 32) == 0
 out['too_small'] = c.cuTensorMapReplaceAddress(tmap, ffi.cast('void *', small[0]))
+# NULL arguments crash NVIDIA's driver; rgpu's refuses them before any call.
+out['null_map'] = c.cuTensorMapEncodeTiled(ffi.NULL, 7, 2, ffi.cast('void *', ptr[0]), ffi.new('uint64_t[2]', [64, 32]),
+                                           ffi.new('uint64_t[1]', [256]), ffi.new('unsigned[2]', [16, 16]),
+                                           ffi.new('unsigned[2]', [1, 1]), 0, 0, 0, 0)
+out['null_strides'] = c.cuTensorMapEncodeTiled(tmap, 7, 2, ffi.cast('void *', ptr[0]), ffi.new('uint64_t[2]', [64, 32]),
+                                               ffi.NULL, ffi.new('unsigned[2]', [16, 16]),
+                                               ffi.new('unsigned[2]', [1, 1]), 0, 0, 0, 0)
+out['null_replace'] = c.cuTensorMapReplaceAddress(ffi.NULL, ffi.cast('void *', ptr[0]))
 out['kept'] = bytes(ffi.buffer(tmap, 128)).hex()
 print(json.dumps(out))
 """
@@ -178,5 +186,6 @@ def test_the_shim_stores_the_servers_map_as_is_and_passes_on_its_refusals(shim_d
     expected = _fake_tensor_map(b"rgputile", FLOAT32, out["ptr"], (64, 32), (256,), (16, 16), (1, 1), 0, 0, 0, 0)
     assert out["valid"] == 0 and bytes.fromhex(out["map"]) == expected
     invalid = int(Status.INVALID_VALUE)
-    assert [out[k] for k in ("past_end", "unowned", "rank0", "rank6", "too_small")] == [invalid] * 5
+    refused = ("past_end", "unowned", "rank0", "rank6", "too_small", "null_map", "null_strides", "null_replace")
+    assert [out[k] for k in refused] == [invalid] * len(refused)
     assert out["kept"] == out["map"]  # a refused replacement leaves the map alone
