@@ -174,6 +174,13 @@ async def test_lt_matmul_with_row_major_layouts(client):
     await client._defer(_Request(ops.LT_MATMUL, (0, pa, pb, pd, pd, 0, 0, alpha, beta), bulk))
     got = np.frombuffer(await client.memcpy_dtoh(pd, 4 * m * n), np.float32).reshape(m, n)
     assert np.array_equal(got, a @ b)
+    # A scale pointer (FP8 GEMMs) outside the session's memory: refused before the backend sees the call.
+    scaled = (desc(1, struct.pack("<II", 68, 0), {17: struct.pack("<Q", 0x10)})
+              + b"".join(desc(t, lay, row) for t, lay in zip((2, 3, 4, 5), layouts)) + struct.pack("<B", 7) + bytes(64))
+    await client._defer(_Request(ops.LT_MATMUL, (0, pa, pb, pd, pd, 0, 0, alpha, beta), scaled))
+    with pytest.raises(CudaError) as e:
+        await client.nop()
+    assert e.value.deferred and e.value.code == Status.INVALID_VALUE
     # The same D one row longer than its allocation: refused.
     layouts[3] = struct.pack("<IQQq", 0, m + 1, n, n)
     bad = (desc(1, struct.pack("<II", 68, 0), {}) + b"".join(desc(t, lay, row) for t, lay in zip((2, 3, 4, 5),

@@ -1,5 +1,5 @@
 """A hostile server against the stand-ins' newer replies (VMM, pools, occupancy tables, tensor maps, graph
-queries and capture dependencies): a proxy rewrites the first reply of one operation -- a result of the wrong
+queries and capture dependencies, cuFFT plans, cuSOLVER and cuSPARSE buffer sizes): a proxy rewrites the first reply of one operation -- a result of the wrong
 size, a count above the items sent or above what was asked, bytes past the items -- while an unmodified CUDA
 program runs. Each must end in a clean CUDA error and a log line naming the reply, never a crash or a hang.
 (tests/test_hostile_server.py does the same for the older replies, under the sanitizers.)"""
@@ -15,6 +15,7 @@ from rgpu import shims
 from rgpu.cli import local_server
 from rgpu.protocol import ops
 
+from .math_programs import build_check
 from .test_cuda_programs import LINKS, PROGRAMS
 from .test_hostile_server import CorruptingProxy, _items, _with
 
@@ -51,7 +52,12 @@ CASES = {
     "node dependencies above the bytes": ("graphs", ops.GRAPH_GET_NODES, _first_node_deps(1000)),
     "capture dependencies above their bytes": ("graphs", ops.STREAM_CAPTURE_DEPENDENCIES,
                                                _items(ops.STREAM_CAPTURE_DEPENDENCIES, 100000, 8)),
+    # the math libraries' round trips (C programs, built against the library named)
+    "cuFFT plan of the wrong size": ("fft_check", ops.FFT_PLAN, _short),
+    "cuSOLVER buffer size of the wrong size": ("solver_check", ops.SOLVER_BUFFER_SIZE, _short),
+    "cuSPARSE buffer size of the wrong size": ("sparse_check", ops.SPARSE_BUFFER_SIZE, _short),
 }
+C_PROGRAMS = {"fft_check": "libcufft.so.12", "solver_check": "libcusolver.so.12", "sparse_check": "libcusparse.so.12"}
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +71,8 @@ def built(shim_dir, tmp_path_factory):
     out, cache = tmp_path_factory.mktemp("hostile-programs"), {}
 
     def build(name):
+        if name in C_PROGRAMS and name not in cache:
+            cache[name] = build_check(shim_dir, out, name, C_PROGRAMS[name])
         if name not in cache:
             exe = out / name
             subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(PROGRAMS / f"{name}.cu"),
