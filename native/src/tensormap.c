@@ -32,6 +32,25 @@ static CUresult tensor_of(struct tensor *t, const CUtensorMap *map, cuuint32_t r
     return CUDA_SUCCESS;
 }
 
+/* One round trip whose reply is the driver's map, stored as it came. The three operations share that reply
+ * (`tensor_map:b128`), so one generated unpacker serves them all. */
+static CUresult map_call(uint16_t op, const uint8_t *args, size_t len, CUtensorMap *tensorMap)
+{
+    _Static_assert(RGPU_TENSOR_MAP_ENCODE_TILED_REP_SIZE == RGPU_TENSOR_MAP_ENCODE_IM2COL_REP_SIZE &&
+                       RGPU_TENSOR_MAP_ENCODE_TILED_REP_SIZE == RGPU_TENSOR_MAP_REPLACE_ADDRESS_REP_SIZE,
+                   "one reply layout for the three tensor-map operations");
+    uint8_t rep[RGPU_TENSOR_MAP_ENCODE_TILED_REP_SIZE];
+    struct rgpu_tensor_map_encode_tiled_rep v;
+    CUresult r = rgpu_call(op, args, len, NULL, 0, rep, sizeof rep, NULL);
+    if (r == CUDA_SUCCESS && rgpu_unpack_tensor_map_encode_tiled(rep, sizeof rep, &v) != 0)
+        r = CUDA_ERROR_UNKNOWN;
+    if (r == CUDA_SUCCESS) {
+        _Static_assert(sizeof v.tensor_map == sizeof *tensorMap, "CUtensorMap is 128 bytes");
+        memcpy(tensorMap, v.tensor_map, sizeof v.tensor_map);
+    }
+    return r;
+}
+
 API CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
                                     cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim,
                                     const cuuint64_t *globalStrides, const cuuint32_t *boxDim,
@@ -45,7 +64,7 @@ API CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType 
         return CUDA_ERROR_INVALID_VALUE;
     uint32_t box[MAX_RANK] = {0};
     memcpy(box, boxDim, tensorRank * sizeof *boxDim);
-    uint8_t a[RGPU_TENSOR_MAP_ENCODE_TILED_REQ_SIZE], rep[RGPU_TENSOR_MAP_ENCODE_TILED_REP_SIZE];
+    uint8_t a[RGPU_TENSOR_MAP_ENCODE_TILED_REQ_SIZE];
     rgpu_pack_tensor_map_encode_tiled(a, &(struct rgpu_tensor_map_encode_tiled_req){
         .data_type = (uint32_t)tensorDataType, .rank = tensorRank, .address = (uint64_t)(uintptr_t)globalAddress,
         .dim0 = t.dim[0], .dim1 = t.dim[1], .dim2 = t.dim[2], .dim3 = t.dim[3], .dim4 = t.dim[4],
@@ -55,15 +74,7 @@ API CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType 
         .element_stride2 = t.element_stride[2], .element_stride3 = t.element_stride[3],
         .element_stride4 = t.element_stride[4], .interleave = (uint32_t)interleave, .swizzle = (uint32_t)swizzle,
         .l2_promotion = (uint32_t)l2Promotion, .oob_fill = (uint32_t)oobFill});
-    r = rgpu_call(RGPU_OP_TENSOR_MAP_ENCODE_TILED, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
-    struct rgpu_tensor_map_encode_tiled_rep v;
-    if (r == CUDA_SUCCESS && rgpu_unpack_tensor_map_encode_tiled(rep, sizeof rep, &v) != 0)
-        r = CUDA_ERROR_UNKNOWN;
-    if (r == CUDA_SUCCESS) {
-        _Static_assert(sizeof v.tensor_map == sizeof *tensorMap, "CUtensorMap is 128 bytes");
-        memcpy(tensorMap, v.tensor_map, sizeof v.tensor_map);
-    }
-    return r;
+    return map_call(RGPU_OP_TENSOR_MAP_ENCODE_TILED, a, sizeof a, tensorMap);
 }
 
 API CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
@@ -83,7 +94,7 @@ API CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType
     int32_t lower[MAX_RANK - 2] = {0}, upper[MAX_RANK - 2] = {0};
     memcpy(lower, pixelBoxLowerCorner, (tensorRank - 2) * sizeof *lower);
     memcpy(upper, pixelBoxUpperCorner, (tensorRank - 2) * sizeof *upper);
-    uint8_t a[RGPU_TENSOR_MAP_ENCODE_IM2COL_REQ_SIZE], rep[RGPU_TENSOR_MAP_ENCODE_IM2COL_REP_SIZE];
+    uint8_t a[RGPU_TENSOR_MAP_ENCODE_IM2COL_REQ_SIZE];
     rgpu_pack_tensor_map_encode_im2col(a, &(struct rgpu_tensor_map_encode_im2col_req){
         .data_type = (uint32_t)tensorDataType, .rank = tensorRank, .address = (uint64_t)(uintptr_t)globalAddress,
         .dim0 = t.dim[0], .dim1 = t.dim[1], .dim2 = t.dim[2], .dim3 = t.dim[3], .dim4 = t.dim[4],
@@ -95,28 +106,16 @@ API CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType
         .element_stride2 = t.element_stride[2], .element_stride3 = t.element_stride[3],
         .element_stride4 = t.element_stride[4], .interleave = (uint32_t)interleave, .swizzle = (uint32_t)swizzle,
         .l2_promotion = (uint32_t)l2Promotion, .oob_fill = (uint32_t)oobFill});
-    r = rgpu_call(RGPU_OP_TENSOR_MAP_ENCODE_IM2COL, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
-    struct rgpu_tensor_map_encode_im2col_rep v;
-    if (r == CUDA_SUCCESS && rgpu_unpack_tensor_map_encode_im2col(rep, sizeof rep, &v) != 0)
-        r = CUDA_ERROR_UNKNOWN;
-    if (r == CUDA_SUCCESS)
-        memcpy(tensorMap, v.tensor_map, sizeof v.tensor_map);
-    return r;
+    return map_call(RGPU_OP_TENSOR_MAP_ENCODE_IM2COL, a, sizeof a, tensorMap);
 }
 
 API CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)
 {
     if (!tensorMap || !globalAddress)
         return CUDA_ERROR_INVALID_VALUE;
-    uint8_t a[RGPU_TENSOR_MAP_REPLACE_ADDRESS_REQ_SIZE], rep[RGPU_TENSOR_MAP_REPLACE_ADDRESS_REP_SIZE];
+    uint8_t a[RGPU_TENSOR_MAP_REPLACE_ADDRESS_REQ_SIZE];
     struct rgpu_tensor_map_replace_address_req m = {.address = (uint64_t)(uintptr_t)globalAddress};
     memcpy(m.tensor_map, tensorMap, sizeof m.tensor_map);
     rgpu_pack_tensor_map_replace_address(a, &m);
-    CUresult r = rgpu_call(RGPU_OP_TENSOR_MAP_REPLACE_ADDRESS, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
-    struct rgpu_tensor_map_replace_address_rep v;
-    if (r == CUDA_SUCCESS && rgpu_unpack_tensor_map_replace_address(rep, sizeof rep, &v) != 0)
-        r = CUDA_ERROR_UNKNOWN;
-    if (r == CUDA_SUCCESS)
-        memcpy(tensorMap, v.tensor_map, sizeof v.tensor_map);
-    return r;
+    return map_call(RGPU_OP_TENSOR_MAP_REPLACE_ADDRESS, a, sizeof a, tensorMap);
 }
