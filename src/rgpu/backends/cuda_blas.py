@@ -6,12 +6,11 @@ installs it), then the loader's own search for the sonames.
 
 from __future__ import annotations
 
-import threading
 
 import cffi
 
 from rgpu.backends.libcache import PerHandle
-from rgpu.backends.nvlibs import open_library
+from rgpu.backends.nvlibs import LazyLibrary
 from rgpu.errors import CudaError, Status
 
 _ffi = cffi.FFI()
@@ -89,17 +88,12 @@ _ffi.cdef("""
 """)
 
 _STATUS = {1: Status.NOT_INITIALIZED, 3: Status.OUT_OF_MEMORY, 7: Status.INVALID_VALUE, 15: Status.NOT_SUPPORTED}
-_lock = threading.Lock()
-_libs: dict[str, object] = {}
+_LIBRARIES = {"cublas": LazyLibrary(_ffi, "RGPU_CUBLAS", ("cu13", "libcublas.so.13")),
+              "cublasLt": LazyLibrary(_ffi, "RGPU_CUBLASLT", ("cu13", "libcublasLt.so.13"))}
 
 
 def library(name: str):
-    with _lock:
-        if name not in _libs:
-            env, soname = {"cublas": ("RGPU_CUBLAS", "libcublas.so.13"),
-                           "cublasLt": ("RGPU_CUBLASLT", "libcublasLt.so.13")}[name]
-            _libs[name] = open_library(_ffi, env, "cu13", soname)
-        return _libs[name]
+    return _LIBRARIES[name]()
 
 
 def check(status: int, what: str) -> None:

@@ -3,13 +3,12 @@ sys.path (as PyTorch installs it), then the loader's search for libcudnn.so.9.""
 
 from __future__ import annotations
 
-import threading
 
 import cffi
 
 from rgpu.protocol import dnn_wire
 from rgpu.backends.libcache import PerHandle
-from rgpu.backends.nvlibs import open_library
+from rgpu.backends.nvlibs import LazyLibrary
 from rgpu.errors import CudaError, Status
 
 _ffi = cffi.FFI()
@@ -46,16 +45,7 @@ _ffi.cdef("""
         void *dscale, void *dbias, double epsilon, const void *smean, const void *sinv, void *activation, void *ws,
         size_t ws_size, void *reserve, size_t reserve_size);
 """)
-_lock = threading.Lock()
-_lib = None
-
-
-def library():
-    global _lib
-    with _lock:
-        if _lib is None:
-            _lib = open_library(_ffi, "RGPU_CUDNN", "cudnn", "libcudnn.so.9")
-        return _lib
+library = LazyLibrary(_ffi, "RGPU_CUDNN", ("cudnn", "libcudnn.so.9"))
 
 
 def check(status: int, what: str) -> None:
