@@ -119,6 +119,8 @@ void rgpu_ranges_drop_device_within(uint64_t start, uint64_t size)
 }
 
 int rgpu_is_device_range(uint64_t ptr, uint64_t n) { return set_find(&device_ranges, ptr, n ? n : 1, NULL) == 0; }
+/* For the library stand-ins: is ptr in memory the server gave (else it is this process's own). */
+__attribute__((visibility("default"))) int rgpu_ext_is_device(uint64_t ptr) { return rgpu_is_device_range(ptr, 1); }
 
 static int overlaps_device_range(uint64_t start, uint64_t size)
 {
@@ -381,6 +383,13 @@ API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, 
 static int program_host(uint64_t ptr, uint64_t n)
 {
     return n && set_find(&host_ranges, ptr, n, NULL) == 0 && set_find(&device_ranges, ptr, 1, NULL) != 0;
+}
+
+int rgpu_is_program_host(uint64_t ptr)
+{
+    if (!__atomic_load_n(&host_ranges.n, __ATOMIC_RELAXED)) /* the common case, without the lock */
+        return 0;
+    return program_host(ptr, 1);
 }
 
 /* -- 1D copies: chunked to the server's frame limit; device->host bytes land in the caller's buffer ------------ */
