@@ -100,6 +100,9 @@ CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *b
     if (r == CUDA_SUCCESS)
         r = conn_after(op, reply, reply_len);
     pthread_mutex_unlock(&rgpu_conn.lock);
+    if (r == CUDA_SUCCESS && (op == RGPU_OP_STREAM_SYNCHRONIZE || op == RGPU_OP_CTX_SYNCHRONIZE ||
+                              op == RGPU_OP_EVENT_SYNCHRONIZE))
+        rgpu_shadows_pull(); /* the GPU's work is done: page-locked memory it wrote comes back (shadow.c) */
     return r;
 }
 

@@ -10,7 +10,8 @@
  *   copies, event records) takes no time worth waiting a round trip for, and no stream writes this process's
  *   memory later than its call returns (memory.c). A failure is reported by the next call that waits.
  * - Otherwise, or while a stream is capturing (the driver's refusal must come back here), for a stream the
- *   server did not make (its error must come back here), or with RGPU_SYNC=exact: one round trip.
+ *   server did not make (its error must come back here), while page-locked memory is shadowed on the GPU
+ *   (shadow.c: it comes back after a synchronization that waited), or with RGPU_SYNC=exact: one round trip.
  *
  * llama.cpp synchronizes ~19 times per generated token, after its small input copies and with nothing queued;
  * the first way left 12 round trips per token, the second leaves the one that carries the logits. */
@@ -70,7 +71,7 @@ static int exact_only(void)
 static int may_defer(uint64_t stream)
 {
     return rgpu_server_minor() >= 4 && !exact_only() && !rgpu_capture_active() && rgpu_stream_known(stream) &&
-           !rgpu_work_unfinished();
+           !rgpu_work_unfinished() && !rgpu_shadows_held();
 }
 
 static CUresult stream_synchronize(CUstream s)
