@@ -21,15 +21,6 @@ static CUresult unsupported_type(CUgraphNodeType type)
     return rgpu_unsupported(&logged[(unsigned)type % 32], what);
 }
 
-static int default_edges(const CUgraphEdgeData *data, size_t n)
-{
-    static const CUgraphEdgeData zero;
-    for (size_t i = 0; data && i < n; i++)
-        if (memcmp(&data[i], &zero, sizeof zero))
-            return 0;
-    return 1;
-}
-
 static CUDA_MEMSET_NODE_PARAMS memset_v1(const CUDA_MEMSET_NODE_PARAMS_v2 *p)
 {
     return (CUDA_MEMSET_NODE_PARAMS){.dst = p->dst, .pitch = p->pitch, .value = p->value,
@@ -42,7 +33,7 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, c
     static int logged_edges, logged_move;
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!default_edges(data, n))
+    if (!rgpu_default_edges(data, n))
         return rgpu_unsupported(&logged_edges, "graph edges with data (programmatic dependencies)");
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
