@@ -22,8 +22,22 @@ def load(path: pathlib.Path) -> dict:
     return out
 
 
+def rtt_table(d: pathlib.Path) -> None:
+    """Token generation through rgpu as the network gets slower (rtt_<us>.json from the `rtt` section)."""
+    runs = sorted(d.glob("rtt_*.json"), key=lambda p: int(p.stem.removeprefix("rtt_")))
+    if not runs:
+        return
+    print(f"\n{'injected RTT us':>15} {'tg t/s':>10} {'of 0 us':>8}")
+    base = None
+    for path in runs:
+        ts = next(iter(load(path).values()), (float("nan"),))[0]
+        base = base or ts
+        print(f"{path.stem.removeprefix('rtt_'):>15} {ts:>10.1f} {ts / base:>8.1%}")
+
+
 def main(out_dir: str) -> int:
     d = pathlib.Path(out_dir)
+    rtt_table(d)
     print(f"{'model':<12} {'test':<6} {'fa':>2} {'native t/s':>12} {'rgpu t/s':>12} {'rgpu/native':>11}")
     for native in sorted(d.glob("bench_native_*.json")):
         model = native.stem.removeprefix("bench_native_")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp (vendored in the llama-cpp-python sdist) natively and through rgpu, in one run on the GPU box.
-#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench server
+#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt trips server
 # Inputs: .llama/llama-src.tar.zst (the sdist's vendor/llama.cpp, trimmed) or .llama/build-*.part (a build made
 # by `pack` in an earlier run); .whl/ (rgpu's Python deps, see tests/gpu/run_on_gpu.sh). Results land in $OUT.
 # The build is llama.cpp's default CUDA configuration for sm_90 (VMM, CUDA graphs, PDL, flash attention on).
@@ -95,6 +95,15 @@ for s in ${*:-build native rgpu bench}; do
         [ $mode = rgpu ] && { grep -E "ended:" "$OUT/rgpu_server_bench.log" | tail -4; stop_server; }
       done
       python3 bench/llama/compare_bench.py "$OUT" | tee "$OUT/bench_summary.txt" ;;
+    rtt)  # token generation through rgpu as the network gets slower: the server delays every blocking reply
+      shims
+      for us in ${LLAMA_RTT_US:-0 100 500 2000}; do
+        RGPU_SERVER_ARGS="--inject-rtt-us $us" start_server rtt$us; through_rgpu
+        timeout 120 $RUN $BIN/llama-bench -m $MODELS/tiny-q4_0.gguf -p 0 -n 32 -fa 1 -r 3 -o json \
+          > "$OUT/rtt_$us.json" 2>>"$OUT/bench_stderr_rtt.log"
+        echo "injected RTT $us us: rc=$?"; stop_server
+      done
+      python3 bench/llama/compare_bench.py "$OUT" | tee "$OUT/rtt_summary.txt" ;;
     trips)  # blocking round trips per generated token: two greedy runs of different lengths, the difference
       shims; RGPU_SERVER_ARGS="--stats-file $W/stats.jsonl" start_server trips; through_rgpu; rm -f $W/stats.jsonl
       for n in 16 80; do
