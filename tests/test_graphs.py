@@ -338,6 +338,10 @@ async def test_explicit_graph_edges_and_bad_nodes(client):
         (ops.GRAPH_OTHER_NODE, (graph, mint(Kind.GRAPH_NODE), 0, 3, 0), b""),  # host node: not on the server
         (ops.GRAPH_MEMSET_NODE, (graph, mint(Kind.GRAPH_NODE), 0, 0, c, 4 * n, 0, 4, n + 1, 1), b""),  # overflow
         (ops.GRAPH_MEMCPY_NODE, (graph, mint(Kind.GRAPH_NODE), 0, 0, c, 0, 0x1000, 0, 16, 1), b""),  # not ours
+        (ops.GRAPH_EDGES_DATA, (graph, 1, 0), struct.pack("<QQ", first, second)),  # no edge data
+        (ops.GRAPH_EDGES_DATA, (graph, 1, 0), struct.pack("<QQBBB5s", first, second, 7, 0, 1, b"")),  # no port 7
+        (ops.GRAPH_EDGES_DATA, (graph, 1, 0), struct.pack("<QQBBB5s", first, second, 1, 0, 1, b"x")),  # reserved
+        (ops.GRAPH_EDGES_DATA, (graph, 1, 0), struct.pack("<QQBBB5s", first, stranger, 1, 0, 1, b"")),  # foreign
         (ops.GRAPH_EDGES, (graph, 1, 0), struct.pack("<QQ", first, second)),  # a cycle only at instantiate...
     ]
     for op, values, bulk in bad[:-1]:

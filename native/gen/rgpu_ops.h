@@ -3704,6 +3704,31 @@ static inline int rgpu_unpack_graph_get_nodes(const uint8_t *in, size_t len, str
     return 0;
 }
 
+/* GRAPH_EDGES_DATA: cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2 with edge data (programmatic edges), 1.4 [deferrable, context] */
+#define RGPU_OP_GRAPH_EDGES_DATA 0x00FA
+#define RGPU_GRAPH_EDGES_DATA_REQ_SIZE 16
+#define RGPU_GRAPH_EDGES_DATA_REP_SIZE 0
+struct rgpu_graph_edges_data_req {
+    uint64_t graph;
+    uint32_t count;
+    uint32_t remove;
+};
+static inline void rgpu_pack_graph_edges_data(uint8_t out[RGPU_GRAPH_EDGES_DATA_REQ_SIZE], const struct rgpu_graph_edges_data_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u32(out + 8, m->count);
+    rgpu_put_u32(out + 12, m->remove);
+}
+static inline int rgpu_unpack_graph_edges_data_req(const uint8_t *in, size_t len, struct rgpu_graph_edges_data_req *m)
+{
+    if (len != RGPU_GRAPH_EDGES_DATA_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 8);
+    m->remove = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+
 /* OCCUPANCY_TABLE: cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags for several block sizes (the client runs the program's shared-memory callback) [context] */
 #define RGPU_OP_OCCUPANCY_TABLE 0x0110
 #define RGPU_OCCUPANCY_TABLE_REQ_SIZE 16
@@ -5755,6 +5780,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_DESTROY_NODE:
     case RGPU_OP_GRAPH_NODE_INFO:
     case RGPU_OP_GRAPH_GET_NODES:
+    case RGPU_OP_GRAPH_EDGES_DATA:
     case RGPU_OP_OCCUPANCY_TABLE:
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
     case RGPU_OP_CTX_ENABLE_PEER_ACCESS:
@@ -6003,6 +6029,8 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_GRAPH_CLONE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_GRAPH_GET_NODES:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_EDGES_DATA:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_OCCUPANCY_TABLE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};

@@ -1,11 +1,13 @@
 /* The generic node API (cuGraphAddNode, cuGraphNodeSetParams, cuGraphExecNodeSetParams), as XLA builds its
  * command buffers: each node type goes to the function of its own kind, so a node made either way is the same
- * node. Node types rgpu does not forward, a child graph moved into its node, and edge data other than the
- * default (programmatic dependencies) return NOT_SUPPORTED, logged once each. */
+ * node; edges with data (programmatic dependencies, as XLA makes) are added after the node. Node types rgpu
+ * does not forward and a child graph moved into its node return NOT_SUPPORTED, logged once each. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph.h"
+#include "graph_mirror.h"
 #include "rgpu_shim.h"
 
 #define API __attribute__((visibility("default")))
@@ -30,11 +32,21 @@ static CUDA_MEMSET_NODE_PARAMS memset_v1(const CUDA_MEMSET_NODE_PARAMS_v2 *p)
 static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data,
                          size_t n, const CUgraphNodeParams *p)
 {
-    static int logged_edges, logged_move;
-    if (!p)
+    if (!p || !out)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!rgpu_default_edges(data, n))
-        return rgpu_unsupported(&logged_edges, "graph edges with data (programmatic dependencies)");
+    if (!rgpu_default_edges(data, n)) { /* the node first, then its edges with their data */
+        CUgraphNode node, *to = malloc(n * sizeof *to);
+        CUresult r = to ? add_node(&node, g, NULL, NULL, 0, p) : CUDA_ERROR_OUT_OF_MEMORY;
+        for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+            to[i] = node;
+        if (r == CUDA_SUCCESS && (r = rgpu_graph_edges(g, deps, to, data, n, 0)) != CUDA_SUCCESS)
+            cuGraphDestroyNode(node);
+        free(to);
+        if (r == CUDA_SUCCESS)
+            *out = node;
+        return r;
+    }
+    static int logged_move;
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
         return cuGraphAddKernelNode_v2(out, g, deps, n, (const CUDA_KERNEL_NODE_PARAMS *)&p->kernel);

@@ -17,6 +17,7 @@ struct gnode {
     CUgraphNodeType type;
     size_t n_deps;
     uint64_t *deps;
+    CUgraphEdgeData *dep_data; /* beside deps once an edge with data was added; NULL: every edge default */
     /* kernel nodes */
     CUfunction func;
     unsigned dims[7]; /* grid xyz, block xyz, shared memory */
@@ -43,6 +44,9 @@ void rgpu_node_free(struct gnode *node);
 /* Link a new node (sent == CUDA_SUCCESS) or free it; returns `sent`. */
 CUresult rgpu_node_added(struct gnode *node, CUresult sent, CUgraphNode *out);
 size_t rgpu_node_deps_bulk(uint8_t *out, const struct gnode *node); /* the node's dependencies, as wire bulk */
+/* cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2: edge data (programmatic edges) included. */
+CUresult rgpu_graph_edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *data,
+                          size_t n, int remove);
 
 static inline uint64_t H(const void *p) { return (uint64_t)(uintptr_t)p; }
 

@@ -219,6 +219,7 @@ struct gnode *rgpu_node_new(CUgraph g, const CUgraphNode *deps, size_t n, CUgrap
 void rgpu_node_free(struct gnode *node)
 {
     free(node->deps);
+    free(node->dep_data);
     free(node);
 }
 
@@ -328,8 +329,40 @@ int rgpu_default_edges(const CUgraphEdgeData *data, size_t n)
     return 1;
 }
 
-static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *data,
-                      size_t n, int remove)
+static CUgraphEdgeData edge_of(const struct gnode *n, size_t k)
+{
+    static const CUgraphEdgeData plain;
+    return n->dep_data ? n->dep_data[k] : plain;
+}
+
+/* b gains the edge from a (with its data), under the lock. */
+static CUresult add_edge(struct gnode *b, const struct gnode *a, const CUgraphEdgeData *data)
+{
+    static const CUgraphEdgeData plain;
+    uint64_t *grown = realloc(b->deps, (b->n_deps + 1) * sizeof *grown);
+    if (!grown)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    b->deps = grown;
+    if (b->dep_data || (data && memcmp(data, &plain, sizeof plain))) {
+        CUgraphEdgeData *more = realloc(b->dep_data, (b->n_deps + 1) * sizeof *more);
+        if (!more)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (!b->dep_data)
+            memset(more, 0, b->n_deps * sizeof *more);
+        b->dep_data = more;
+        b->dep_data[b->n_deps] = data ? *data : plain;
+    }
+    b->deps[b->n_deps++] = a->handle;
+    return CUDA_SUCCESS;
+}
+
+/* The wire form of edges: (from, to) pairs, and with GRAPH_EDGES_DATA (1.4) the edge data after each pair. */
+#define EDGE_PAIR 16
+#define EDGE_WITH_DATA (EDGE_PAIR + sizeof(CUgraphEdgeData))
+_Static_assert(sizeof(CUgraphEdgeData) == 8, "CUgraphEdgeData travels as its 8 bytes");
+
+CUresult rgpu_graph_edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *data,
+                          size_t n, int remove)
 {
     static int logged;
     CUresult r = mirrored_graph(g);
@@ -337,9 +370,11 @@ static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
         return r;
     if (n && (!from || !to))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!rgpu_default_edges(data, n))
-        return rgpu_unsupported(&logged, "graph edges with edge data (programmatic edges) in the explicit API");
-    uint8_t *bulk = malloc(16 * n + 1);
+    int with_data = !rgpu_default_edges(data, n);
+    if (with_data && rgpu_server_minor() < 4)
+        return rgpu_unsupported(&logged, "graph edges with data (programmatic edges) with a server older than 1.4");
+    size_t record = with_data ? EDGE_WITH_DATA : EDGE_PAIR;
+    uint8_t *bulk = malloc(record * n + 1);
     if (!bulk)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
@@ -356,8 +391,10 @@ static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
             r = CUDA_ERROR_INVALID_VALUE;
             break;
         }
-        rgpu_put_u64(bulk + 16 * i, a->handle);
-        rgpu_put_u64(bulk + 16 * i + 8, b->handle);
+        rgpu_put_u64(bulk + record * i, a->handle);
+        rgpu_put_u64(bulk + record * i + 8, b->handle);
+        if (with_data)
+            memcpy(bulk + record * i + EDGE_PAIR, &data[i], sizeof data[i]);
     }
     for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) { /* checked all: now change the mirror */
         struct gnode *a = rgpu_node_find(H(from[i])), *b = rgpu_node_find(H(to[i]));
@@ -366,21 +403,21 @@ static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
             while (b->deps[k] != a->handle)
                 k++;
             b->deps[k] = b->deps[--b->n_deps];
+            if (b->dep_data)
+                b->dep_data[k] = b->dep_data[b->n_deps];
         } else {
-            uint64_t *grown = realloc(b->deps, (b->n_deps + 1) * sizeof *grown);
-            if (!grown) {
-                r = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-            b->deps = grown;
-            b->deps[b->n_deps++] = a->handle;
+            r = add_edge(b, a, data ? &data[i] : NULL);
         }
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-    if (r == CUDA_SUCCESS) {
+    if (r == CUDA_SUCCESS && with_data) {
+        uint8_t a[RGPU_GRAPH_EDGES_DATA_REQ_SIZE];
+        rgpu_pack_graph_edges_data(a, &(struct rgpu_graph_edges_data_req){H(g), (uint32_t)n, (uint32_t)remove});
+        r = rgpu_defer(RGPU_OP_GRAPH_EDGES_DATA, a, sizeof a, bulk, record * n);
+    } else if (r == CUDA_SUCCESS) {
         uint8_t a[RGPU_GRAPH_EDGES_REQ_SIZE];
         rgpu_pack_graph_edges(a, &(struct rgpu_graph_edges_req){H(g), (uint32_t)n, (uint32_t)remove});
-        r = rgpu_defer(RGPU_OP_GRAPH_EDGES, a, sizeof a, bulk, 16 * n);
+        r = rgpu_defer(RGPU_OP_GRAPH_EDGES, a, sizeof a, bulk, record * n);
     }
     free(bulk);
     return r;
@@ -389,12 +426,12 @@ static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
 API CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
                                        const CUgraphEdgeData *data, size_t n)
 {
-    return edges(g, from, to, data, n, 0);
+    return rgpu_graph_edges(g, from, to, data, n, 0);
 }
 API CUresult cuGraphRemoveDependencies_v2(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
                                           const CUgraphEdgeData *data, size_t n)
 {
-    return edges(g, from, to, data, n, 1);
+    return rgpu_graph_edges(g, from, to, data, n, 1);
 }
 
 /* Nodes of g in the order they were added (the list is newest first). */
@@ -443,7 +480,7 @@ API CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode *from, CUgraphNode *to, C
                     from[total] = (CUgraphNode)(uintptr_t)b->deps[k];
                     to[total] = (CUgraphNode)(uintptr_t)b->handle;
                     if (data)
-                        memset(&data[total], 0, sizeof *data);
+                        data[total] = edge_of(b, k);
                 }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     *n = total;
@@ -472,7 +509,7 @@ API CUresult cuGraphNodeGetDependencies_v2(CUgraphNode h, CUgraphNode *deps, CUg
         for (size_t k = 0; deps && k < n->n_deps && k < *count; k++) {
             deps[k] = (CUgraphNode)(uintptr_t)n->deps[k];
             if (data)
-                memset(&data[k], 0, sizeof *data);
+                data[k] = edge_of(n, k);
         }
         *count = n->n_deps;
     }
@@ -493,7 +530,7 @@ API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode h, CUgraphNode *out, CU
                 if (out && total < *count) {
                     out[total] = (CUgraphNode)(uintptr_t)m->handle;
                     if (data)
-                        memset(&data[total], 0, sizeof *data);
+                        data[total] = edge_of(m, k);
                 }
                 total++;
             }
@@ -524,9 +561,11 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
             continue;
         struct gnode *c = malloc(sizeof *c);
         uint64_t *deps = malloc((n->n_deps ? n->n_deps : 1) * sizeof *deps);
-        if (!c || !deps) {
+        CUgraphEdgeData *dep_data = n->dep_data ? malloc((n->n_deps ? n->n_deps : 1) * sizeof *dep_data) : NULL;
+        if (!c || !deps || (n->dep_data && !dep_data)) {
             free(c);
             free(deps);
+            free(dep_data);
             r = CUDA_ERROR_OUT_OF_MEMORY;
             break;
         }
@@ -535,6 +574,9 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
         c->handle = 1ull << 63 | (uint64_t)KIND_GRAPH_NODE << 56; /* numbered below, outside this lock */
         c->deps = deps;
         memcpy(deps, n->deps, n->n_deps * sizeof *deps);
+        c->dep_data = dep_data;
+        if (dep_data)
+            memcpy(dep_data, n->dep_data, n->n_deps * sizeof *dep_data);
         rgpu_put_u64(pairs + 16 * i, n->handle);
         copies[i++] = c;
     }

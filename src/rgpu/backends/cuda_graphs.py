@@ -287,13 +287,22 @@ class CudaGraphs:
         else:
             raise CudaError(Status.NOT_SUPPORTED, f"setting the parameters of a node of type {node_type}")
 
-    def graph_edges(self, ctx, graph, pairs: list, remove: bool) -> None:
+    def graph_edges(self, ctx, graph, pairs: list, remove: bool, data: list | None = None) -> None:
         self._use(ctx)
         sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
         fn = cu.cuGraphRemoveDependencies if remove else cu.cuGraphAddDependencies
+        edges = None
+        if data:
+            edges = []
+            for from_port, to_port, kind in data:
+                edge = cu.CUgraphEdgeData()
+                edge.from_port, edge.to_port, edge.type = from_port, to_port, kind
+                edges.append(edge)
         try:
-            _check(fn(graph, sources, targets, None, len(pairs)))  # 13.x: with edge data
+            _check(fn(graph, sources, targets, edges, len(pairs)))  # 13.x: with edge data
         except TypeError:
+            if edges:
+                raise CudaError(Status.NOT_SUPPORTED, "graph edge data with CUDA 12's bindings") from None
             _check(fn(graph, sources, targets, len(pairs)))  # 12.x
 
     def graph_clone(self, ctx, graph):

@@ -355,7 +355,9 @@ class FakeGraphs:
             raise CudaError(Status.INVALID_VALUE, "the node is not in that executable graph")
         target.call = self._node_call(ctx, node_type, params)
 
-    def graph_edges(self, ctx, graph: FakeGraph, pairs: list, remove: bool) -> None:
+    def graph_edges(self, ctx, graph: FakeGraph, pairs: list, remove: bool, data: list | None = None) -> None:
+        # Edge data (programmatic edges) changes when a dependent may start, not what it computes: the fake runs
+        # nodes one after another, which every kind of edge allows.
         for source, target in pairs:
             if remove:
                 if source not in target.deps:

@@ -381,6 +381,26 @@ def _graph_edges(s: Session, args, bulk):
     s.backend.graph_edges(ctx.obj, graph.obj, list(zip(nodes[0::2], nodes[1::2])), bool(args.remove))
 
 
+EDGE_RECORD = struct.Struct("<QQBBB5s")
+MAX_EDGE_PORT, MAX_EDGE_TYPE = 2, 1  # CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER, CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+
+
+@handles(ops.GRAPH_EDGES_DATA)
+def _graph_edges_data(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.remove not in (0, 1) or len(bulk) != EDGE_RECORD.size * args.count:
+        raise CudaError(Status.INVALID_VALUE, f"GRAPH_EDGES_DATA: {args.count} edges in {len(bulk)} bytes")
+    records = [EDGE_RECORD.unpack_from(bulk, EDGE_RECORD.size * i) for i in range(args.count)]
+    data = []
+    for _, _, from_port, to_port, kind, zero in records:
+        if from_port > MAX_EDGE_PORT or to_port or kind > MAX_EDGE_TYPE or any(zero):
+            raise CudaError(Status.INVALID_VALUE, f"edge data ports {from_port}/{to_port}, type {kind}")
+        data.append((from_port, to_port, kind))
+    handles = struct.pack(f"<{2 * args.count}Q", *(h for r in records for h in r[:2]))
+    nodes = _node_handles(s, handles, 2 * args.count, args.graph)
+    s.backend.graph_edges(ctx.obj, graph.obj, list(zip(nodes[0::2], nodes[1::2])), bool(args.remove), data)
+
+
 @handles(ops.GRAPH_CLONE)
 def _graph_clone(s: Session, args, bulk):
     ctx, graph = s.object(args.graph, Kind.GRAPH)

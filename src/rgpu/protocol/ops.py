@@ -523,6 +523,11 @@ GRAPH_OTHER_NODE = _op(0x00F4, "GRAPH_OTHER_NODE", "graph:u64 node:u64 deps:u32 
 GRAPH_EDGES = _op(0x00F5, "GRAPH_EDGES", "graph:u64 count:u32 remove:u32", deferrable=True,
                   request_bulk="count x (u64 from, u64 to) node handles", names="graph:graph",
                   doc="cuGraphAddDependencies / cuGraphRemoveDependencies (remove=1)")
+GRAPH_EDGES_DATA = _op(0x00FA, "GRAPH_EDGES_DATA", "graph:u64 count:u32 remove:u32", deferrable=True,
+                       request_bulk="count x (u64 from, u64 to, CUgraphEdgeData: u8 from_port, u8 to_port, u8 type, "
+                                    "5 zero bytes) node handles", names="graph:graph",
+                       doc="cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2 with edge data "
+                           "(programmatic edges), 1.4")
 GRAPH_CLONE = _op(0x00F6, "GRAPH_CLONE", "graph:u64 clone:u64 count:u32", deferrable=True,
                   request_bulk="count x (u64 original node, u64 client-minted clone node)", names="graph:graph",
                   doc="cuGraphClone(graph) -> client-minted `clone`, and its nodes")
