@@ -5651,6 +5651,146 @@ static inline int rgpu_unpack_sparse_spgemm(const uint8_t *in, size_t len, struc
     return 0;
 }
 
+/* BLAS_ROUTINE: cublas<t>{gemm,gemm3m,gemv,ger,geru,gerc,trsv,trmv,trsm,trmm,syrk,herk,symm} (function) on type S/D/C/Z (a cudaDataType); vectors x and y in b and c with their increments as ldb and ldc; alpha and beta by value, or their device addresses in device pointer mode [deferrable, context] */
+#define RGPU_OP_BLAS_ROUTINE 0x02A0
+#define RGPU_BLAS_ROUTINE_REQ_SIZE 172
+#define RGPU_BLAS_ROUTINE_REP_SIZE 0
+struct rgpu_blas_routine_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t type;
+    uint32_t side;
+    uint32_t uplo;
+    uint32_t transa;
+    uint32_t transb;
+    uint32_t diag;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    uint32_t pointer_mode;
+    uint32_t math_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t a;
+    int64_t lda;
+    uint64_t b;
+    int64_t ldb;
+    uint64_t c;
+    int64_t ldc;
+    uint64_t workspace;
+    uint64_t workspace_size;
+};
+static inline void rgpu_pack_blas_routine(uint8_t out[RGPU_BLAS_ROUTINE_REQ_SIZE], const struct rgpu_blas_routine_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u32(out + 24, m->side);
+    rgpu_put_u32(out + 28, m->uplo);
+    rgpu_put_u32(out + 32, m->transa);
+    rgpu_put_u32(out + 36, m->transb);
+    rgpu_put_u32(out + 40, m->diag);
+    rgpu_put_u64(out + 44, m->m);
+    rgpu_put_u64(out + 52, m->n);
+    rgpu_put_u64(out + 60, m->k);
+    rgpu_put_u32(out + 68, m->pointer_mode);
+    rgpu_put_u32(out + 72, m->math_mode);
+    memcpy(out + 76, m->alpha, 16);
+    memcpy(out + 92, m->beta, 16);
+    rgpu_put_u64(out + 108, m->a);
+    rgpu_put_u64(out + 116, m->lda);
+    rgpu_put_u64(out + 124, m->b);
+    rgpu_put_u64(out + 132, m->ldb);
+    rgpu_put_u64(out + 140, m->c);
+    rgpu_put_u64(out + 148, m->ldc);
+    rgpu_put_u64(out + 156, m->workspace);
+    rgpu_put_u64(out + 164, m->workspace_size);
+}
+static inline int rgpu_unpack_blas_routine_req(const uint8_t *in, size_t len, struct rgpu_blas_routine_req *m)
+{
+    if (len != RGPU_BLAS_ROUTINE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->side = (uint32_t)rgpu_get_u32(in + 24);
+    m->uplo = (uint32_t)rgpu_get_u32(in + 28);
+    m->transa = (uint32_t)rgpu_get_u32(in + 32);
+    m->transb = (uint32_t)rgpu_get_u32(in + 36);
+    m->diag = (uint32_t)rgpu_get_u32(in + 40);
+    m->m = (int64_t)rgpu_get_u64(in + 44);
+    m->n = (int64_t)rgpu_get_u64(in + 52);
+    m->k = (int64_t)rgpu_get_u64(in + 60);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 68);
+    m->math_mode = (uint32_t)rgpu_get_u32(in + 72);
+    memcpy(m->alpha, in + 76, 16);
+    memcpy(m->beta, in + 92, 16);
+    m->a = (uint64_t)rgpu_get_u64(in + 108);
+    m->lda = (int64_t)rgpu_get_u64(in + 116);
+    m->b = (uint64_t)rgpu_get_u64(in + 124);
+    m->ldb = (int64_t)rgpu_get_u64(in + 132);
+    m->c = (uint64_t)rgpu_get_u64(in + 140);
+    m->ldc = (int64_t)rgpu_get_u64(in + 148);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 156);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 164);
+    return 0;
+}
+
+/* BLAS_GETRS_BATCHED: cublas<t>getrsBatched(trans, n, nrhs, A[], lda, pivots or 0, B[], ldb, batch): a and b device arrays of batch u64 pointers, read and checked like BLAS_LU_BATCHED's; the host info (parameter checks) is the client's [deferrable, context] */
+#define RGPU_OP_BLAS_GETRS_BATCHED 0x02A1
+#define RGPU_BLAS_GETRS_BATCHED_REQ_SIZE 88
+#define RGPU_BLAS_GETRS_BATCHED_REP_SIZE 0
+struct rgpu_blas_getrs_batched_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t trans;
+    uint32_t type;
+    int64_t n;
+    int64_t nrhs;
+    uint64_t a;
+    int64_t lda;
+    uint64_t pivots;
+    uint64_t b;
+    int64_t ldb;
+    int64_t batch;
+};
+static inline void rgpu_pack_blas_getrs_batched(uint8_t out[RGPU_BLAS_GETRS_BATCHED_REQ_SIZE], const struct rgpu_blas_getrs_batched_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->trans);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u64(out + 24, m->n);
+    rgpu_put_u64(out + 32, m->nrhs);
+    rgpu_put_u64(out + 40, m->a);
+    rgpu_put_u64(out + 48, m->lda);
+    rgpu_put_u64(out + 56, m->pivots);
+    rgpu_put_u64(out + 64, m->b);
+    rgpu_put_u64(out + 72, m->ldb);
+    rgpu_put_u64(out + 80, m->batch);
+}
+static inline int rgpu_unpack_blas_getrs_batched_req(const uint8_t *in, size_t len, struct rgpu_blas_getrs_batched_req *m)
+{
+    if (len != RGPU_BLAS_GETRS_BATCHED_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->trans = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->n = (int64_t)rgpu_get_u64(in + 24);
+    m->nrhs = (int64_t)rgpu_get_u64(in + 32);
+    m->a = (uint64_t)rgpu_get_u64(in + 40);
+    m->lda = (int64_t)rgpu_get_u64(in + 48);
+    m->pivots = (uint64_t)rgpu_get_u64(in + 56);
+    m->b = (uint64_t)rgpu_get_u64(in + 64);
+    m->ldb = (int64_t)rgpu_get_u64(in + 72);
+    m->batch = (int64_t)rgpu_get_u64(in + 80);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -5784,6 +5924,8 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_SPARSE_SPGEMM_CREATE:
     case RGPU_OP_SPARSE_SPGEMM_DESTROY:
     case RGPU_OP_SPARSE_SPGEMM:
+    case RGPU_OP_BLAS_ROUTINE:
+    case RGPU_OP_BLAS_GETRS_BATCHED:
         return 1;
     default:
         return 0;
@@ -6065,6 +6207,10 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_SPARSE_SPGEMM_DESTROY:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_SPARSE_SPGEMM:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_ROUTINE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_GETRS_BATCHED:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};
