@@ -41,9 +41,9 @@ def _scalar(value: float, mode: int = 0) -> bytes:
 
 
 def _routine(blas, function, *, m=0, n=0, k=0, a=0, lda=1, b=0, ldb=1, c=0, ldc=1, alpha=1.0, beta=0.0, mode=0,
-             side=0, uplo=0, transa=0, transb=0, diag=0, type_=1, workspace=0, workspace_size=0, stream=0):
-    return (blas, stream, function, type_, side, uplo, transa, transb, diag, m, n, k, mode, 0, _scalar(alpha, mode),
-            _scalar(beta, mode), a, lda, b, ldb, c, ldc, workspace, workspace_size)
+             side=0, uplo=0, transa=0, transb=0, diag=0, type_=1, workspace=0, workspace_size=0, stream=0, wide=1):
+    return (blas, stream, function, type_, wide, side, uplo, transa, transb, diag, m, n, k, mode, 0,
+            _scalar(alpha, mode), _scalar(beta, mode), a, lda, b, ldb, c, ldc, workspace, workspace_size)
 
 
 def test_routines_touch_only_the_sessions_memory():
@@ -61,13 +61,15 @@ def test_routines_touch_only_the_sessions_memory():
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **{**trsm, "b": foreign}))
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **{**trsm, "n": 5}))  # overruns
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **{**trsm, "lda": 3}))
+    fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **{**trsm, "ldb": 1 << 31},
+                                                               wide=0))  # past the 32-bit form's range
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **trsm, mode=1))  # alpha at 1
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **trsm, workspace=foreign,
                                                                workspace_size=64))
     # A vector's span follows its increment, backwards too; an increment of 0 is refused.
     gemv = dict(m=4, n=4, a=a, lda=4, b=b, c=b, type_=1)
     call(s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **gemv, ldb=-4, ldc=4))
-    fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **gemv, ldb=6, ldc=1))  # 19 elements
+    fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **gemv, ldb=6, ldc=1))  # 19 x 8
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **gemv, ldb=0, ldc=1))
     # herk's scalars are real: in device pointer mode, 8 bytes each for Z
     herk = dict(n=2, k=2, a=a, lda=2, c=b, ldc=2, type_=5, mode=1, transa=2)

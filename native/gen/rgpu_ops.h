@@ -5651,15 +5651,16 @@ static inline int rgpu_unpack_sparse_spgemm(const uint8_t *in, size_t len, struc
     return 0;
 }
 
-/* BLAS_ROUTINE: cublas<t>{gemm,gemm3m,gemv,ger,geru,gerc,trsv,trmv,trsm,trmm,syrk,herk,symm} (function) on type S/D/C/Z (a cudaDataType); vectors x and y in b and c with their increments as ldb and ldc; alpha and beta by value, or their device addresses in device pointer mode [deferrable, context] */
+/* BLAS_ROUTINE: cublas<t>{gemm,gemm3m,gemv,ger,geru,gerc,trsv,trmv,trsm,trmm,syrk,herk,symm} (function) on type S/D/C/Z (a cudaDataType), wide 1 for its _64 form (the server calls the form the program called, whose results may differ in the last bits); vectors x and y in b and c with their increments as ldb and ldc; alpha and beta by value, or their device addresses in device pointer mode [deferrable, context] */
 #define RGPU_OP_BLAS_ROUTINE 0x02A0
-#define RGPU_BLAS_ROUTINE_REQ_SIZE 172
+#define RGPU_BLAS_ROUTINE_REQ_SIZE 176
 #define RGPU_BLAS_ROUTINE_REP_SIZE 0
 struct rgpu_blas_routine_req {
     uint64_t handle;
     uint64_t stream;
     uint32_t function;
     uint32_t type;
+    uint32_t wide;
     uint32_t side;
     uint32_t uplo;
     uint32_t transa;
@@ -5687,26 +5688,27 @@ static inline void rgpu_pack_blas_routine(uint8_t out[RGPU_BLAS_ROUTINE_REQ_SIZE
     rgpu_put_u64(out + 8, m->stream);
     rgpu_put_u32(out + 16, m->function);
     rgpu_put_u32(out + 20, m->type);
-    rgpu_put_u32(out + 24, m->side);
-    rgpu_put_u32(out + 28, m->uplo);
-    rgpu_put_u32(out + 32, m->transa);
-    rgpu_put_u32(out + 36, m->transb);
-    rgpu_put_u32(out + 40, m->diag);
-    rgpu_put_u64(out + 44, m->m);
-    rgpu_put_u64(out + 52, m->n);
-    rgpu_put_u64(out + 60, m->k);
-    rgpu_put_u32(out + 68, m->pointer_mode);
-    rgpu_put_u32(out + 72, m->math_mode);
-    memcpy(out + 76, m->alpha, 16);
-    memcpy(out + 92, m->beta, 16);
-    rgpu_put_u64(out + 108, m->a);
-    rgpu_put_u64(out + 116, m->lda);
-    rgpu_put_u64(out + 124, m->b);
-    rgpu_put_u64(out + 132, m->ldb);
-    rgpu_put_u64(out + 140, m->c);
-    rgpu_put_u64(out + 148, m->ldc);
-    rgpu_put_u64(out + 156, m->workspace);
-    rgpu_put_u64(out + 164, m->workspace_size);
+    rgpu_put_u32(out + 24, m->wide);
+    rgpu_put_u32(out + 28, m->side);
+    rgpu_put_u32(out + 32, m->uplo);
+    rgpu_put_u32(out + 36, m->transa);
+    rgpu_put_u32(out + 40, m->transb);
+    rgpu_put_u32(out + 44, m->diag);
+    rgpu_put_u64(out + 48, m->m);
+    rgpu_put_u64(out + 56, m->n);
+    rgpu_put_u64(out + 64, m->k);
+    rgpu_put_u32(out + 72, m->pointer_mode);
+    rgpu_put_u32(out + 76, m->math_mode);
+    memcpy(out + 80, m->alpha, 16);
+    memcpy(out + 96, m->beta, 16);
+    rgpu_put_u64(out + 112, m->a);
+    rgpu_put_u64(out + 120, m->lda);
+    rgpu_put_u64(out + 128, m->b);
+    rgpu_put_u64(out + 136, m->ldb);
+    rgpu_put_u64(out + 144, m->c);
+    rgpu_put_u64(out + 152, m->ldc);
+    rgpu_put_u64(out + 160, m->workspace);
+    rgpu_put_u64(out + 168, m->workspace_size);
 }
 static inline int rgpu_unpack_blas_routine_req(const uint8_t *in, size_t len, struct rgpu_blas_routine_req *m)
 {
@@ -5716,26 +5718,27 @@ static inline int rgpu_unpack_blas_routine_req(const uint8_t *in, size_t len, st
     m->stream = (uint64_t)rgpu_get_u64(in + 8);
     m->function = (uint32_t)rgpu_get_u32(in + 16);
     m->type = (uint32_t)rgpu_get_u32(in + 20);
-    m->side = (uint32_t)rgpu_get_u32(in + 24);
-    m->uplo = (uint32_t)rgpu_get_u32(in + 28);
-    m->transa = (uint32_t)rgpu_get_u32(in + 32);
-    m->transb = (uint32_t)rgpu_get_u32(in + 36);
-    m->diag = (uint32_t)rgpu_get_u32(in + 40);
-    m->m = (int64_t)rgpu_get_u64(in + 44);
-    m->n = (int64_t)rgpu_get_u64(in + 52);
-    m->k = (int64_t)rgpu_get_u64(in + 60);
-    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 68);
-    m->math_mode = (uint32_t)rgpu_get_u32(in + 72);
-    memcpy(m->alpha, in + 76, 16);
-    memcpy(m->beta, in + 92, 16);
-    m->a = (uint64_t)rgpu_get_u64(in + 108);
-    m->lda = (int64_t)rgpu_get_u64(in + 116);
-    m->b = (uint64_t)rgpu_get_u64(in + 124);
-    m->ldb = (int64_t)rgpu_get_u64(in + 132);
-    m->c = (uint64_t)rgpu_get_u64(in + 140);
-    m->ldc = (int64_t)rgpu_get_u64(in + 148);
-    m->workspace = (uint64_t)rgpu_get_u64(in + 156);
-    m->workspace_size = (uint64_t)rgpu_get_u64(in + 164);
+    m->wide = (uint32_t)rgpu_get_u32(in + 24);
+    m->side = (uint32_t)rgpu_get_u32(in + 28);
+    m->uplo = (uint32_t)rgpu_get_u32(in + 32);
+    m->transa = (uint32_t)rgpu_get_u32(in + 36);
+    m->transb = (uint32_t)rgpu_get_u32(in + 40);
+    m->diag = (uint32_t)rgpu_get_u32(in + 44);
+    m->m = (int64_t)rgpu_get_u64(in + 48);
+    m->n = (int64_t)rgpu_get_u64(in + 56);
+    m->k = (int64_t)rgpu_get_u64(in + 64);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 72);
+    m->math_mode = (uint32_t)rgpu_get_u32(in + 76);
+    memcpy(m->alpha, in + 80, 16);
+    memcpy(m->beta, in + 96, 16);
+    m->a = (uint64_t)rgpu_get_u64(in + 112);
+    m->lda = (int64_t)rgpu_get_u64(in + 120);
+    m->b = (uint64_t)rgpu_get_u64(in + 128);
+    m->ldb = (int64_t)rgpu_get_u64(in + 136);
+    m->c = (uint64_t)rgpu_get_u64(in + 144);
+    m->ldc = (int64_t)rgpu_get_u64(in + 152);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 160);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 168);
     return 0;
 }
 

@@ -11,7 +11,7 @@
 enum { GEMM, GEMM3M, GEMV, GER, GERU, GERC, TRSV, TRMV, TRSM, TRMM, SYRK, HERK, SYMM };
 
 struct routine {
-    int function, type;
+    int function, type, wide; /* wide: the _64 form */
     int side, uplo, transa, transb, diag;
     long long m, n, k;
     const void *alpha, *beta; /* beta NULL for the routines without one */
@@ -93,8 +93,9 @@ static int run(struct handle *h, struct routine r)
     int device = h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
     struct rgpu_blas_routine_req req = {
         .handle = h->server, .stream = rgpu_ext_stream(h->stream), .function = (uint32_t)r.function,
-        .type = (uint32_t)r.type, .side = (uint32_t)r.side, .uplo = (uint32_t)r.uplo, .transa = (uint32_t)r.transa,
-        .transb = (uint32_t)r.transb, .diag = (uint32_t)r.diag, .m = r.m, .n = r.n, .k = r.k,
+        .type = (uint32_t)r.type, .wide = (uint32_t)r.wide, .side = (uint32_t)r.side, .uplo = (uint32_t)r.uplo,
+        .transa = (uint32_t)r.transa, .transb = (uint32_t)r.transb, .diag = (uint32_t)r.diag, .m = r.m, .n = r.n,
+        .k = r.k,
         .pointer_mode = (uint32_t)h->pointer_mode, .math_mode = (uint32_t)h->math_mode, .a = (uintptr_t)r.a,
         .lda = r.lda, .b = (uintptr_t)r.b, .ldb = r.ldb, .c = (uintptr_t)r.c, .ldc = r.ldc,
         .workspace = (uintptr_t)h->workspace, .workspace_size = h->workspace_size};
@@ -107,8 +108,10 @@ static int run(struct handle *h, struct routine r)
     return rgpu_blas_status(rgpu_ext_defer(RGPU_OP_BLAS_ROUTINE, args, sizeof args, NULL, 0));
 }
 
-/* One routine's call: the fields not named are 0. ROUTINE names the element type (CTYPE, DTYPE) of its macro. */
-#define ROUTINE(...) run(h, (struct routine){.type = DTYPE, .scalar = sizeof(CTYPE), __VA_ARGS__})
+/* One routine's call: the fields not named are 0. The element type is the including block's (CTYPE, DTYPE); every
+ * routine has an `n` of the form's integer type, 64-bit in the _64 form. */
+#define WIDE (sizeof(n) == 8)
+#define ROUTINE(...) run(h, (struct routine){.type = DTYPE, .wide = WIDE, .scalar = sizeof(CTYPE), __VA_ARGS__})
 
 /* Every type: trsv, trmv, trsm, trmm, syrk, symm. */
 #define TYPED_ALL(t, ctype, suffix, I)                                                                              \
@@ -188,9 +191,9 @@ static int run(struct handle *h, struct routine r)
     BLAS_API int cublas##t##herk_v2##suffix(struct handle *h, int uplo, int trans, I n, I k, const rtype *alpha,    \
                                             const ctype *A, I lda, const rtype *beta, ctype *C, I ldc)              \
     {                                                                                                               \
-        return run(h, (struct routine){.type = DTYPE, .scalar = sizeof(rtype), .function = HERK, .uplo = uplo,     \
-                                       .transa = trans, .n = n, .k = k, .alpha = alpha, .beta = beta, .a = A,       \
-                                       .lda = lda, .c = C, .ldc = ldc});                                            \
+        return run(h, (struct routine){.type = DTYPE, .wide = WIDE, .scalar = sizeof(rtype), .function = HERK,     \
+                                       .uplo = uplo, .transa = trans, .n = n, .k = k, .alpha = alpha, .beta = beta, \
+                                       .a = A, .lda = lda, .c = C, .ldc = ldc});                                    \
     }
 
 #define TYPED_REAL(t, ctype, suffix, I)                                                                             \

@@ -88,7 +88,7 @@ _ffi.cdef("""
         void *workspace, size_t workspace_size, void *stream);
 """)
 
-# Level 2/3 routines (rgpu.protocol.blas_routines), their _64 forms: every pointer a void *, every count an int64.
+# Level 2/3 routines (rgpu.protocol.blas_routines), the 32-bit and _64 forms: every pointer a void *.
 _ROUTINE_ARGS = {
     "gemm_v2": "int ta, int tb, int64_t m, int64_t n, int64_t k, const void *alpha, const void *A, int64_t lda, "
                "const void *B, int64_t ldb, const void *beta, void *C, int64_t ldc",
@@ -111,6 +111,7 @@ _ROUTINE_ARGS |= {"gemm3m": _ROUTINE_ARGS["gemm_v2"], "geru_v2": _ROUTINE_ARGS["
                   "herk_v2": _ROUTINE_ARGS["syrk_v2"]}
 _REAL_ONLY, _COMPLEX_ONLY = {"ger_v2"}, {"gemm3m", "geru_v2", "gerc_v2", "herk_v2"}
 _ffi.cdef("".join(
+    f"int cublas{letter}{name}(void *handle, {args.replace('int64_t', 'int')});\n"
     f"int cublas{letter}{name}_64(void *handle, {args});\n"
     for name, args in _ROUTINE_ARGS.items() for letter in "SDCZ"
     if not (letter in "SD" and name in _COMPLEX_ONLY) and not (letter in "CZ" and name in _REAL_ONLY)))
@@ -288,8 +289,8 @@ class CudaBlasBatched:
 
 
     def blas_routine(self, ctx, handle, stream, r) -> None:
-        """A Level 2/3 routine (rgpu.protocol.blas_routines.Routine, its ranges checked): the same cuBLAS routine
-        the program called, in its _64 form."""
+        """A Level 2/3 routine (rgpu.protocol.blas_routines.Routine, its ranges checked): the cuBLAS routine the
+        program called, in the form it called (32-bit or _64)."""
         lib = library("cublas")
         self._use(ctx)
         alpha, beta = _prepare(lib, handle, _stream_int(stream), r)
@@ -311,7 +312,7 @@ class CudaBlasBatched:
             args = (r.uplo, r.transa, r.n, r.k, alpha, a, r.lda, beta, c, r.ldc)
         else:  # SYMM
             args = (r.side, r.uplo, r.m, r.n, alpha, a, r.lda, b, r.ldb, beta, c, r.ldc)
-        check(getattr(lib, r.name + "_64")(handle, *args), r.name + "_64")
+        check(getattr(lib, r.name)(handle, *args), r.name)
 
     def blas_getrs_batched(self, ctx, handle, stream, g, arrays) -> None:
         lib = library("cublas")

@@ -70,6 +70,7 @@ def _flag(value: int, what: str) -> int:
 class Routine:
     function: Function
     type: int
+    wide: bool  # the program called the _64 form
     side: int
     uplo: int
     transa: int
@@ -104,14 +105,17 @@ class Routine:
         if min(r.m, r.n, r.k) < 0 or r.pointer_mode > 1:
             raise CudaError(Status.INVALID_VALUE, f"cuBLAS {NAMES[function]}: m {r.m}, n {r.n}, k {r.k}, pointer "
                                                   f"mode {r.pointer_mode}")
-        return cls(function, r.type, _flag(r.side, "side"), _flag(r.uplo, "fill mode"), _operation(r.transa),
-                   _operation(r.transb), _flag(r.diag, "diagonal type"), r.m, r.n, r.k, r.pointer_mode, r.math_mode,
-                   r.alpha, r.beta, r.a, r.lda, r.b, r.ldb, r.c, r.ldc, r.workspace, r.workspace_size)
+        if not (r.wide or all(-INT_MAX - 1 <= v <= INT_MAX for v in (r.m, r.n, r.k, r.lda, r.ldb, r.ldc))):
+            raise CudaError(Status.INVALID_VALUE, f"cuBLAS {NAMES[function]}: a count past the 32-bit API's range")
+        return cls(function, r.type, bool(r.wide), _flag(r.side, "side"), _flag(r.uplo, "fill mode"),
+                   _operation(r.transa), _operation(r.transb), _flag(r.diag, "diagonal type"), r.m, r.n, r.k,
+                   r.pointer_mode, r.math_mode, r.alpha, r.beta, r.a, r.lda, r.b, r.ldb, r.c, r.ldc, r.workspace,
+                   r.workspace_size)
 
     @property
     def name(self) -> str:
-        """cuBLAS's name for the call, without its _64 suffix (cublasZtrsm_v2)."""
-        return f"cublas{LETTERS[self.type]}{NAMES[self.function]}"
+        """cuBLAS's name for the call (cublasZtrsm_v2, cublasCgemm3m_64)."""
+        return f"cublas{LETTERS[self.type]}{NAMES[self.function]}{'_64' if self.wide else ''}"
 
     @property
     def element_size(self) -> int:
