@@ -4,33 +4,28 @@ reference (and its bad-input half); BLAS_ROUTINE / BLAS_GETRS_BATCHED confined t
 from __future__ import annotations
 
 import struct
-import subprocess
 
 import numpy as np
 import pytest
 
-from rgpu.cli import local_server
 from rgpu.errors import Status
 from rgpu.protocol import ops
 from rgpu.protocol.blas_routines import Function
 
+from .math_programs import build_check, fake_server  # noqa: F401 (a fixture)
 from .test_blas_batched import alloc, pointer_array, write
-from .test_runtime import PROGRAMS, run
+from .test_runtime import run
 from .test_vmm import call, fails, read, session
 
 
 @pytest.fixture(scope="module")
 def blas_level3_check(shim_dir, tmp_path_factory):
-    exe = tmp_path_factory.mktemp("blas_level3") / "blas_level3_check"
-    subprocess.run(["gcc", "-O1", "-Wall", "-o", str(exe), str(PROGRAMS / "blas_level3_check.c"), f"-L{shim_dir}",
-                    "-l:libcudart.so.13", "-l:libcublas.so.13", "-lm", f"-Wl,-rpath-link,{shim_dir}"], check=True)
-    return exe
+    return build_check(shim_dir, tmp_path_factory.mktemp("blas_level3"), "blas_level3_check", "libcublas.so.13")
 
 
 @pytest.mark.parametrize("mode", ["", "bad"])
-def test_level3_routines_match_a_cpu_reference(shim_dir, blas_level3_check, mode):
-    with local_server("fake", ["--log-level", "warning"]) as address:
-        proc = run(shim_dir, blas_level3_check, *([mode] if mode else []), env={"RGPU_SERVER": address})
+def test_level3_routines_match_a_cpu_reference(shim_dir, blas_level3_check, fake_server, mode):
+    proc = run(shim_dir, blas_level3_check, *([mode] if mode else []), env={"RGPU_SERVER": fake_server})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "MISMATCH" not in proc.stdout and f"blas_level3_check {mode + ' ' if mode else ''}OK" in proc.stdout
     assert "not supported" not in proc.stderr, proc.stderr

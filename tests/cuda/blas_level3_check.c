@@ -105,12 +105,23 @@ static zc opel(int op, const zc *a, int lda, int i, int j)
     return op == N_ ? a[i + j * lda] : op == T_ ? a[j + i * lda] : conj(a[j + i * lda]);
 }
 
-/* op(T)(i, j) for T the uplo triangle of A (1 on a unit diagonal) */
-static zc optri(int op, int uplo, int diag, const zc *a, int lda, int i, int j)
+/* T (order x order, leading dimension LD): the uplo triangle of A, 1 on a unit diagonal, 0 elsewhere. */
+static void triangle(int uplo, int diag, const zc *a, int order, zc *t)
 {
-    int r = op == N_ ? i : j, c = op == N_ ? j : i;
-    zc v = r == c && diag == UNIT ? 1 : (uplo == LOWER ? r >= c : r <= c) ? a[r + c * lda] : 0;
-    return op == C_ ? conj(v) : v;
+    for (int c = 0; c < order; c++)
+        for (int r = 0; r < LD; r++)
+            t[r + c * LD] = r >= order                        ? 0
+                            : r == c && diag == UNIT           ? 1
+                            : (uplo == LOWER ? r >= c : r <= c) ? a[r + c * LD]
+                                                                : 0;
+}
+
+/* S (order x order, leading dimension LD): the symmetric matrix A's uplo triangle describes. */
+static void symmetric_of(int uplo, const zc *a, int order, zc *s)
+{
+    for (int c = 0; c < order; c++)
+        for (int r = 0; r < order; r++)
+            s[r + c * LD] = (uplo == LOWER) == (r >= c) ? a[r + c * LD] : a[c + r * LD];
 }
 
 /* Element i of a vector of n elements `inc` apart (backwards for a negative increment, as BLAS walks it). */
@@ -121,113 +132,87 @@ static double rel(zc got, zc want) { return cabs(got - want) / (1 + cabs(want));
 /* The larger error, NaN winning (fmax would drop it). */
 static double worst(double e, double x) { return isnan(x) || x > e ? x : e; }
 
+/* The error of R = alpha op(A) op(B) + beta C0 (m x n, every operand with leading dimension LD); beta 0: C0 unread. */
+static double gemm_error(int ta, int tb, int m, int n, int k, zc alpha, const zc *A, const zc *B, zc beta,
+                         const zc *C0, const zc *R)
+{
+    double e = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            zc acc = 0;
+            for (int l = 0; l < k; l++)
+                acc += opel(ta, A, LD, i, l) * opel(tb, B, LD, l, j);
+            e = worst(e, rel(R[i + j * LD], alpha * acc + (beta != 0 ? beta * C0[i + j * LD] : 0)));
+        }
+    return e;
+}
+
+static void scaled(zc *out, zc alpha, const zc *x, int n) { for (int i = 0; i < n; i++) out[i] = alpha * x[i]; }
+
 static void triangular(handle_t h)
 {
-    zc A[LD * M], B[LD * M], X[LD * M], R[LD * M];
+    zc A[LD * M], B[LD * M], X[LD * M], R[LD * M], T[LD * M], AB[LD * M];
     double a[LD * M], b[LD * M], x[LD * M], two = 2;
     fill(A, LD * M, 0, 1, LD, 4);
     fill(B, LD * M, 0, 2, 0, 0);
     to_d(a, A, LD * M), to_d(b, B, LD * M);
+    scaled(AB, 2, B, LD * M);
     void *dA = device(a, sizeof a), *dB = device(b, sizeof b);
-    /* left, lower, N, non-unit: A X = 2 B (M x K) */
+    /* left, lower, N, non-unit: A X = 2 B (M x K), checked as op(T) X against 2 B */
     CHECK(cublasDtrsm_v2(h, LEFT, LOWER, N_, NON_UNIT, M, K, &two, dA, LD, dB, LD));
-    fetch(x, dB, sizeof x), from_d(X, x, LD * M);
-    double e = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < K; j++) {
-            zc acc = 0;
-            for (int k = 0; k < M; k++)
-                acc += optri(N_, LOWER, NON_UNIT, A, LD, i, k) * X[k + j * LD];
-            e = worst(e, rel(acc, 2 * B[i + j * LD]));
-        }
-    report("cublasDtrsm left lower N 7x5 lda 9", e, 1e-12);
+    fetch(x, dB, sizeof x), from_d(X, x, LD * M), triangle(LOWER, NON_UNIT, A, M, T);
+    report("cublasDtrsm left lower N 7x5 lda 9", gemm_error(N_, N_, M, K, M, 1, T, X, 0, NULL, AB), 1e-12);
     /* right, upper, T, unit: X A^T = 2 B (K x M) */
     CHECK(cudaMemcpy(dB, b, sizeof b, 1));
     CHECK(cublasDtrsm_v2(h, RIGHT, UPPER, T_, UNIT, K, M, &two, dA, LD, dB, LD));
-    fetch(x, dB, sizeof x), from_d(X, x, LD * M);
-    e = 0;
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < M; j++) {
-            zc acc = 0;
-            for (int k = 0; k < M; k++)
-                acc += X[i + k * LD] * optri(T_, UPPER, UNIT, A, LD, k, j);
-            e = worst(e, rel(acc, 2 * B[i + j * LD]));
-        }
-    report("cublasDtrsm right upper T unit 5x7", e, 1e-12);
+    fetch(x, dB, sizeof x), from_d(X, x, LD * M), triangle(UPPER, UNIT, A, M, T);
+    report("cublasDtrsm right upper T unit 5x7", gemm_error(N_, T_, K, M, M, 1, X, T, 0, NULL, AB), 1e-12);
 
     /* complex, _64, left upper C: A^H X = alpha B */
     zc ZA[LD * M], ZB[LD * M], alpha = 0.5 - 1.5 * I;
     fill(ZA, LD * M, 1, 3, LD, 3);
     fill(ZB, LD * M, 1, 4, 0, 0);
+    scaled(AB, alpha, ZB, LD * M);
     void *zA = device(ZA, sizeof ZA), *zB = device(ZB, sizeof ZB);
     CHECK(cublasZtrsm_v2_64(h, LEFT, UPPER, C_, NON_UNIT, M, K, &alpha, zA, LD, zB, LD));
-    fetch(X, zB, sizeof X);
-    e = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < K; j++) {
-            zc acc = 0;
-            for (int k = 0; k < M; k++)
-                acc += optri(C_, UPPER, NON_UNIT, ZA, LD, i, k) * X[k + j * LD];
-            e = worst(e, rel(acc, alpha * ZB[i + j * LD]));
-        }
-    report("cublasZtrsm_v2_64 left upper C 7x5", e, 1e-12);
+    fetch(X, zB, sizeof X), triangle(UPPER, NON_UNIT, ZA, M, T);
+    report("cublasZtrsm_v2_64 left upper C 7x5", gemm_error(C_, N_, M, K, M, 1, T, X, 0, NULL, AB), 1e-12);
 
-    /* trmm: C = 2 A B (left lower N, unit) in double; C = alpha B A^H (right upper) in complex */
+    /* trmm: C = 2 A B (left lower N, unit) in double, ldc 7 (read back into ld LD); C = alpha B A^H (right upper) in
+     * complex */
     double c[LD * M];
     CHECK(cudaMemcpy(dB, b, sizeof b, 1));
     void *dC = device(c, sizeof c), *zC = device(ZB, sizeof ZB);
     CHECK(cublasDtrmm_v2(h, LEFT, LOWER, N_, UNIT, M, K, &two, dA, LD, dB, LD, dC, M));
-    fetch(c, dC, sizeof c), from_d(R, c, LD * M);
-    e = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < K; j++) {
-            zc acc = 0;
-            for (int k = 0; k < M; k++)
-                acc += optri(N_, LOWER, UNIT, A, LD, i, k) * B[k + j * LD];
-            e = worst(e, rel(R[i + j * M], 2 * acc));
-        }
-    report("cublasDtrmm left lower N unit 7x5 ldc 7", e, 1e-13);
+    fetch(c, dC, sizeof c);
+    for (int j = 0; j < K; j++)
+        for (int i = 0; i < M; i++)
+            R[i + j * LD] = c[i + j * M];
+    triangle(LOWER, UNIT, A, M, T);
+    report("cublasDtrmm left lower N unit 7x5 ldc 7", gemm_error(N_, N_, M, K, M, 2, T, B, 0, NULL, R), 1e-13);
     CHECK(cudaMemcpy(zB, ZB, sizeof ZB, 1));
     CHECK(cublasZtrmm_v2(h, RIGHT, UPPER, C_, NON_UNIT, K, M, &alpha, zA, LD, zB, LD, zC, LD));
-    fetch(R, zC, sizeof R);
-    e = 0;
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < M; j++) {
-            zc acc = 0;
-            for (int k = 0; k < M; k++)
-                acc += ZB[i + k * LD] * optri(C_, UPPER, NON_UNIT, ZA, LD, k, j);
-            e = worst(e, rel(R[i + j * LD], alpha * acc));
-        }
-    report("cublasZtrmm right upper C 5x7", e, 1e-13);
+    fetch(R, zC, sizeof R), triangle(UPPER, NON_UNIT, ZA, M, T);
+    report("cublasZtrmm right upper C 5x7", gemm_error(N_, C_, K, M, M, alpha, ZB, T, 0, NULL, R), 1e-13);
 
-    /* trsv lower T (double), trmv upper C with incx 2 (complex) */
-    zc V[2 * M], W[2 * M];
-    double v[2 * M];
-    fill(V, 2 * M, 0, 5, 0, 0);
-    to_d(v, V, 2 * M);
+    /* trsv lower T (double), trmv upper C with incx 2 (complex): vectors as one-column matrices */
+    zc V[LD * M], W[LD * M];
+    double v[LD];
+    fill(V, LD, 0, 5, 0, 0);
+    to_d(v, V, LD);
     void *dv = device(v, sizeof v);
     CHECK(cublasDtrsv_v2(h, LOWER, T_, NON_UNIT, M, dA, LD, dv, 1));
-    fetch(v, dv, sizeof v), from_d(W, v, 2 * M);
-    e = 0;
-    for (int i = 0; i < M; i++) {
-        zc acc = 0;
-        for (int k = 0; k < M; k++)
-            acc += optri(T_, LOWER, NON_UNIT, A, LD, i, k) * W[k];
-        e = worst(e, rel(acc, V[i]));
-    }
-    report("cublasDtrsv lower T 7", e, 1e-12);
-    fill(V, 2 * M, 1, 6, 0, 0);
-    void *zv = device(V, sizeof V);
+    fetch(v, dv, sizeof v), from_d(W, v, LD), triangle(LOWER, NON_UNIT, A, M, T);
+    report("cublasDtrsv lower T 7", gemm_error(T_, N_, M, 1, M, 1, T, W, 0, NULL, V), 1e-12);
+    zc Vs[2 * M], Ws[2 * M];
+    fill(Vs, 2 * M, 1, 6, 0, 0);
+    void *zv = device(Vs, sizeof Vs);
     CHECK(cublasZtrmv_v2(h, UPPER, C_, UNIT, M, zA, LD, zv, 2));
-    fetch(W, zv, sizeof W);
-    e = 0;
-    for (int i = 0; i < M; i++) {
-        zc acc = 0;
-        for (int k = 0; k < M; k++)
-            acc += optri(C_, UPPER, UNIT, ZA, LD, i, k) * V[2 * k];
-        e = worst(e, rel(W[2 * i], acc) + cabs(W[2 * i + 1] - V[2 * i + 1]));
-    }
-    report("cublasZtrmv upper C unit incx 2", e, 1e-13);
+    fetch(Ws, zv, sizeof Ws), triangle(UPPER, UNIT, ZA, M, T);
+    double untouched = 0;
+    for (int i = 0; i < M; i++)
+        V[i] = Vs[2 * i], W[i] = Ws[2 * i], untouched += cabs(Ws[2 * i + 1] - Vs[2 * i + 1]);
+    report("cublasZtrmv upper C unit incx 2", gemm_error(C_, N_, M, 1, M, 1, T, V, 0, NULL, W) + untouched, 1e-13);
     expect("cublasDtrsm lda < m", cublasDtrsm_v2(h, LEFT, LOWER, N_, NON_UNIT, M, K, &two, dA, M - 1, dB, LD),
            INVALID_VALUE);
     expect("cublasDtrsm side 2", cublasDtrsm_v2(h, 2, LOWER, N_, NON_UNIT, M, K, &two, dA, LD, dB, LD), INVALID_VALUE);
@@ -236,9 +221,26 @@ static void triangular(handle_t h)
         CHECK(cudaFree(*p));
 }
 
+/* The error of a rank-k update's uplo triangle of R against alpha P P^T (P^H for herk) + beta C0, P = op(A) n x k,
+ * and of its other triangle against C0 (untouched). */
+static double rank_k_error(int herk, int uplo, int trans, int n, int k, zc alpha, const zc *A, zc beta,
+                           const zc *C0, const zc *R)
+{
+    double e = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            zc acc = 0;
+            for (int l = 0; l < k; l++)
+                acc += opel(trans, A, LD, i, l) * (herk ? conj(opel(trans, A, LD, j, l)) : opel(trans, A, LD, j, l));
+            zc want = (uplo == LOWER ? i >= j : i <= j) ? alpha * acc + beta * C0[i + j * LD] : C0[i + j * LD];
+            e = worst(e, rel(R[i + j * LD], want));
+        }
+    return e;
+}
+
 static void symmetric(handle_t h)
 {
-    zc A[LD * M], C0[LD * M], R[LD * M], B[LD * M];
+    zc A[LD * M], C0[LD * M], R[LD * M], B[LD * M], S[LD * M];
     double a[LD * M], c[LD * M], b[LD * M], alpha = 1.5, beta = -0.5;
     fill(A, LD * M, 0, 7, 0, 0), fill(C0, LD * M, 0, 8, 0, 0), fill(B, LD * M, 0, 9, 0, 0);
     to_d(a, A, LD * M), to_d(c, C0, LD * M), to_d(b, B, LD * M);
@@ -246,16 +248,7 @@ static void symmetric(handle_t h)
     /* syrk lower N: C (7x7) = 1.5 A A^T + -0.5 C, A 7x5; the upper triangle untouched */
     CHECK(cublasDsyrk_v2(h, LOWER, N_, M, K, &alpha, dA, LD, &beta, dC, LD));
     fetch(c, dC, sizeof c), from_d(R, c, LD * M);
-    double e = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < M; j++) {
-            zc acc = 0;
-            for (int l = 0; l < K; l++)
-                acc += A[i + l * LD] * A[j + l * LD];
-            zc want = i >= j ? alpha * acc + beta * C0[i + j * LD] : C0[i + j * LD];
-            e = worst(e, rel(R[i + j * LD], want));
-        }
-    report("cublasDsyrk lower N 7x5 (upper untouched)", e, 1e-13);
+    report("cublasDsyrk lower N 7x5 (upper untouched)", rank_k_error(0, LOWER, N_, M, K, alpha, A, beta, C0, R), 1e-13);
     /* herk upper C: C = 1.5 A^H A - 0.5 C with A 5x7, real scalars */
     zc ZA[LD * M], ZC[LD * M];
     fill(ZA, LD * M, 1, 10, 0, 0), fill(ZC, LD * M, 1, 11, 0, 0);
@@ -264,30 +257,14 @@ static void symmetric(handle_t h)
     void *zA = device(ZA, sizeof ZA), *zC = device(ZC, sizeof ZC);
     CHECK(cublasZherk_v2(h, UPPER, C_, M, K, &alpha, zA, LD, &beta, zC, LD));
     fetch(R, zC, sizeof R);
-    e = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < M; j++) {
-            zc acc = 0;
-            for (int l = 0; l < K; l++)
-                acc += conj(ZA[l + i * LD]) * ZA[l + j * LD];
-            zc want = i <= j ? alpha * acc + beta * ZC[i + j * LD] : ZC[i + j * LD];
-            e = worst(e, rel(R[i + j * LD], want));
-        }
-    report("cublasZherk upper C 7x5 (lower untouched)", e, 1e-13);
+    report("cublasZherk upper C 7x5 (lower untouched)", rank_k_error(1, UPPER, C_, M, K, alpha, ZA, beta, ZC, R),
+           1e-13);
     /* symm left lower (double): C = 1.5 S B - 0.5 C, S 7x7 from A's lower triangle, B 7x5 */
     CHECK(cudaMemcpy(dC, c, sizeof c, 1));
     from_d(C0, c, LD * M);
     CHECK(cublasDsymm_v2(h, LEFT, LOWER, M, K, &alpha, dA, LD, dB, LD, &beta, dC, LD));
-    fetch(c, dC, sizeof c), from_d(R, c, LD * M);
-    e = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < K; j++) {
-            zc acc = 0;
-            for (int k = 0; k < M; k++)
-                acc += (i >= k ? A[i + k * LD] : A[k + i * LD]) * B[k + j * LD];
-            e = worst(e, rel(R[i + j * LD], alpha * acc + beta * C0[i + j * LD]));
-        }
-    report("cublasDsymm left lower 7x5", e, 1e-13);
+    fetch(c, dC, sizeof c), from_d(R, c, LD * M), symmetric_of(LOWER, A, M, S);
+    report("cublasDsymm left lower 7x5", gemm_error(N_, N_, M, K, M, alpha, S, B, beta, C0, R), 1e-13);
     /* symm right upper (single complex): C = alpha B S + beta C, B 5x7 */
     cc fa[LD * M], fb[LD * M], fc[LD * M], falpha = 1 - 2 * I, fbeta = 0.25f;
     fill(ZA, LD * M, 1, 12, 0, 0), fill(B, LD * M, 1, 13, 0, 0), fill(C0, LD * M, 1, 14, 0, 0);
@@ -295,16 +272,8 @@ static void symmetric(handle_t h)
     from_c(ZA, fa, LD * M), from_c(B, fb, LD * M), from_c(C0, fc, LD * M); /* the values as the GPU sees them */
     void *cA = device(fa, sizeof fa), *cB = device(fb, sizeof fb), *cC = device(fc, sizeof fc);
     CHECK(cublasCsymm_v2(h, RIGHT, UPPER, K, M, &falpha, cA, LD, cB, LD, &fbeta, cC, LD));
-    fetch(fc, cC, sizeof fc), from_c(R, fc, LD * M);
-    e = 0;
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < M; j++) {
-            zc acc = 0;
-            for (int k = 0; k < M; k++)
-                acc += B[i + k * LD] * (k <= j ? ZA[k + j * LD] : ZA[j + k * LD]);
-            e = worst(e, rel(R[i + j * LD], (zc)falpha * acc + fbeta * C0[i + j * LD]));
-        }
-    within("cublasCsymm right upper 5x7", e, 1e-5);
+    fetch(fc, cC, sizeof fc), from_c(R, fc, LD * M), symmetric_of(UPPER, ZA, M, S);
+    within("cublasCsymm right upper 5x7", gemm_error(N_, N_, K, M, M, falpha, B, S, fbeta, C0, R), 1e-5);
     expect("cublasZherk trans T", cublasZherk_v2(h, UPPER, T_, M, K, &alpha, zA, LD, &beta, zC, LD), INVALID_VALUE);
     expect("cublasDsyrk ldc < n", cublasDsyrk_v2(h, LOWER, N_, M, K, &alpha, dA, LD, &beta, dC, M - 1), INVALID_VALUE);
     for (void **p = (void *[]){dA, dB, dC, zA, zC, cA, cB, cC, NULL}; *p; p++)
@@ -346,15 +315,7 @@ static void rank1_and_complex_products(handle_t h)
     void *gA = device(ZA, sizeof ZA), *gB = device(ZB, sizeof ZB), *gC = device(ZC, sizeof ZC);
     CHECK(cublasZgemm_v2(h, N_, C_, M, K, 3, &za, gA, LD, gB, LD, &zb, gC, LD));
     fetch(R, gC, sizeof R);
-    e = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < K; j++) {
-            zc acc = 0;
-            for (int l = 0; l < 3; l++)
-                acc += opel(N_, ZA, LD, i, l) * opel(C_, ZB, LD, l, j);
-            e = worst(e, rel(R[i + j * LD], za * acc + zb * ZC[i + j * LD]));
-        }
-    report("cublasZgemm N C 7x5x3", e, 1e-14);
+    report("cublasZgemm N C 7x5x3", gemm_error(N_, C_, M, K, 3, za, ZA, ZB, zb, ZC, R), 1e-14);
     /* Cgemm3m: C (5x4) = alpha A^T B, A 6x5, beta 0 over a C of NaN */
     cc fa[LD * M], fb[LD * M], fc[LD * M], falpha = 2 + I, fzero = 0;
     fill(ZA, LD * M, 1, 24, 0, 0), fill(ZB, LD * M, 1, 25, 0, 0);
@@ -364,15 +325,7 @@ static void rank1_and_complex_products(handle_t h)
     void *cA = device(fa, sizeof fa), *cB = device(fb, sizeof fb), *cC = device(fc, sizeof fc);
     CHECK(cublasCgemm3m(h, T_, N_, 5, 4, 6, &falpha, cA, LD, cB, LD, &fzero, cC, LD));
     fetch(fc, cC, sizeof fc), from_c(R, fc, LD * M);
-    e = 0;
-    for (int i = 0; i < 5; i++)
-        for (int j = 0; j < 4; j++) {
-            zc acc = 0;
-            for (int l = 0; l < 6; l++)
-                acc += opel(T_, ZA, LD, i, l) * ZB[l + j * LD];
-            e = worst(e, rel(R[i + j * LD], (zc)falpha * acc));
-        }
-    within("cublasCgemm3m T N 5x4x6, beta 0 over NaN", e, 1e-5);
+    within("cublasCgemm3m T N 5x4x6, beta 0 over NaN", gemm_error(T_, N_, 5, 4, 6, falpha, ZA, ZB, 0, NULL, R), 1e-5);
 
     /* Zgemv C: y (5, backwards) = alpha A^H x + beta y, A 7x5 (gA's), x every 2nd; Cgemv_64 N */
     fill(ZA, LD * M, 1, 21, 0, 0);
@@ -420,15 +373,7 @@ static void rank1_and_complex_products(handle_t h)
     CHECK(cublasZgemm_v2(h, N_, C_, M, K, 3, dscal, gA, LD, gB, LD, (zc *)dscal + 1, gC, LD));
     CHECK(cublasSetPointerMode_v2(h, 0));
     fetch(R, gC, sizeof R);
-    e = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < K; j++) {
-            zc acc = 0;
-            for (int l = 0; l < 3; l++)
-                acc += opel(N_, ZA, LD, i, l) * opel(C_, ZB, LD, l, j);
-            e = worst(e, rel(R[i + j * LD], za * acc + zb * ZC[i + j * LD]));
-        }
-    report("cublasZgemm, alpha and beta on the device", e, 1e-14);
+    report("cublasZgemm, alpha and beta on the device", gemm_error(N_, C_, M, K, 3, za, ZA, ZB, zb, ZC, R), 1e-14);
     for (void **p = (void *[]){dA, dx, dy, zA, zx, zy, gA, gB, gC, cA, cB, cC, cx, cy, dscal, NULL}; *p; p++)
         CHECK(cudaFree(*p));
 }
