@@ -51,6 +51,11 @@ def test_routines_touch_only_the_sessions_memory():
     call(s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **trsm))
     assert np.allclose(np.frombuffer(read(s, b, 128), np.float64).reshape(4, 4).T, np.arange(16.0).reshape(4, 4) / 2)
 
+    # A zero on the diagonal: infinities and NaNs, as BLAS gives, not an error
+    write(s, a, bytes(128))
+    call(s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **trsm))
+    assert not np.isfinite(np.frombuffer(read(s, b, 128), np.float64)).any()
+
     other = session(backend=s.backend)
     foreign = alloc(other, 128)
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **{**trsm, "b": foreign}))

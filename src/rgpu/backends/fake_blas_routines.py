@@ -20,6 +20,19 @@ def _op(m: np.ndarray, trans: int) -> np.ndarray:
     return m if trans == blas_wire.OP_N else m.T if trans == blas_wire.OP_T else m.conj().T
 
 
+def solve_triangular(t: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """X with t X = b, t triangular (lower or upper), by substitution as BLAS solves it: a zero on the diagonal
+    gives infinities and NaNs, not an error."""
+    n = t.shape[0]
+    lower = not np.triu(t, 1).any()
+    x = b.astype(np.result_type(t, b))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i in range(n) if lower else reversed(range(n)):
+            done = slice(0, i) if lower else slice(i + 1, n)
+            x[i] = (x[i] - t[i, done] @ x[done]) / t[i, i]
+    return x
+
+
 class _Operands:
     """One routine's operands as numpy arrays."""
 
@@ -104,11 +117,11 @@ def routine(view, r: Routine) -> None:
     elif f in (Function.TRSV, Function.TRMV):
         x, ix = o.vector(r.b, n, r.ldb)
         t, xv = o.triangle(n), x[ix].astype(o.wide)
-        x[ix] = np.linalg.solve(t, xv) if f == Function.TRSV else t @ xv
+        x[ix] = solve_triangular(t, xv) if f == Function.TRSV else t @ xv
     elif f in (Function.TRSM, Function.TRMM):
         t, b = o.triangle(r.order), o.load(r.b, m, n, r.ldb)
         if f == Function.TRSM:  # op(A) X = alpha B or X op(A) = alpha B, X over B
-            x = np.linalg.solve(t, alpha * b) if r.side == SIDE_LEFT else np.linalg.solve(t.T, (alpha * b).T).T
+            x = solve_triangular(t, alpha * b) if r.side == SIDE_LEFT else solve_triangular(t.T, (alpha * b).T).T
             o.matrix(r.b, m, n, r.ldb)[...] = x
         else:  # C = alpha op(A) B or alpha B op(A)
             o.matrix(r.c, m, n, r.ldc)[...] = alpha * (t @ b if r.side == SIDE_LEFT else b @ t)
@@ -144,8 +157,8 @@ def getrs(lu: np.ndarray, pivots: np.ndarray | None, trans: int, b: np.ndarray) 
     lower = np.tril(lu, -1) + np.eye(n, dtype=lu.dtype)
     upper = np.triu(lu)
     if trans == blas_wire.OP_N:
-        return np.linalg.solve(upper, np.linalg.solve(lower, _permute(pivots, b)))
-    y = np.linalg.solve(_op(lower, trans), np.linalg.solve(_op(upper, trans), b))
+        return solve_triangular(upper, solve_triangular(lower, _permute(pivots, b)))
+    y = solve_triangular(_op(lower, trans), solve_triangular(_op(upper, trans), b))
     # y = P X: undo the interchanges, last first
     if pivots is not None:
         for j in reversed(range(n)):
@@ -160,7 +173,8 @@ class FakeBlasRoutines:
 
     def blas_routine(self, ctx, handle, stream, r: Routine) -> None:
         ctx.check()
-        routine(self._blas_view, r)
+        with np.errstate(all="ignore"):  # NaNs and infinities in, or a zero pivot: quietly, as on a GPU
+            routine(self._blas_view, r)
 
     def blas_getrs_batched(self, ctx, handle, stream, g: GetrsBatched, arrays) -> None:
         ctx.check()
@@ -170,4 +184,5 @@ class FakeBlasRoutines:
         for i, (pa, pb) in enumerate(zip(*self._pointer_arrays(g.arrays, g.batch, arrays))):
             lu = _square(view, pa, g.type, n, n, g.lda).astype(wide)
             b = _square(view, pb, g.type, n, g.nrhs, g.ldb)
-            b[...] = getrs(lu, pivots[i] if pivots is not None else None, g.trans, b.astype(wide))
+            with np.errstate(all="ignore"):
+                b[...] = getrs(lu, pivots[i] if pivots is not None else None, g.trans, b.astype(wide))
