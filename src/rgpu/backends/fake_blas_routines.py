@@ -8,7 +8,7 @@ import struct
 
 import numpy as np
 
-from rgpu.backends.fake_blas import _LU_NUMPY, _square
+from rgpu.backends.fake_blas import _LU_NUMPY, _square, solve_triangular
 from rgpu.protocol import blas_wire
 from rgpu.protocol.blas_routines import (DIAG_UNIT, FILL_LOWER, SIDE_LEFT, WITH_BETA, WITHOUT_ALPHA, Function,
                                          GetrsBatched, Routine)
@@ -18,19 +18,6 @@ _WIDE = {np.float32: np.float64, np.float64: np.float64, np.complex64: np.comple
 
 def _op(m: np.ndarray, trans: int) -> np.ndarray:
     return m if trans == blas_wire.OP_N else m.T if trans == blas_wire.OP_T else m.conj().T
-
-
-def solve_triangular(t: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """X with t X = b, t triangular (lower or upper), by substitution as BLAS solves it: a zero on the diagonal
-    gives infinities and NaNs, not an error."""
-    n = t.shape[0]
-    lower = not np.triu(t, 1).any()
-    x = b.astype(np.result_type(t, b))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for i in range(n) if lower else reversed(range(n)):
-            done = slice(0, i) if lower else slice(i + 1, n)
-            x[i] = (x[i] - t[i, done] @ x[done]) / t[i, i]
-    return x
 
 
 class _Operands:
