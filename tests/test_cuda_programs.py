@@ -25,6 +25,7 @@ LINKS = {
     "library": ["-lcuda"],
     "tensor_map": ["-lcuda"],
     "pinned_uva": ["-lcuda"],
+    "graph_generic": ["-lcuda"],
 }
 
 

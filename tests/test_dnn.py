@@ -74,3 +74,39 @@ def test_truncated_attributes_are_refused():
     for bad in (b"", b"\x01\x00", b"\x01\x00" + struct.pack("<III", 1, 3, 100000)):
         with pytest.raises(CudaError):
             dnn_wire.parse_attributes(bad)
+
+
+def _by_value(*entries):
+    raw = b"".join(struct.pack("<II", i, len(data)) + data for i, data in entries)
+    return struct.pack("<III", 0x52470001, 24, len(raw)) + raw
+
+
+def test_by_value_entries_are_checked_and_split_off():
+    from rgpu.protocol import dnn_wire
+
+    pointers = struct.pack("<III", 1001, 6, 2) + struct.pack("<QQ", 0x1000, 0x7FFF0000)
+    good = struct.pack("<H", 2) + pointers + _by_value((1, struct.pack("<f", 0.125)))
+    rest, values = dnn_wire.split_by_value(dnn_wire.parse_attributes(good))
+    assert [a.name for a in rest] == [1001] and values == {1: struct.pack("<f", 0.125)}
+    for bad in (_by_value((2, b"\0" * 4)),                      # no such data pointer
+                _by_value((0, b"\0" * 17)),                     # wider than any cuDNN scalar
+                _by_value((1, b"\0" * 4), (1, b"\0" * 4)),      # the same pointer twice
+                struct.pack("<III", 0x52470001, 24, 3) + b"\0\0\0"):  # truncated
+        with pytest.raises(CudaError) as e:
+            dnn_wire.split_by_value(dnn_wire.parse_attributes(struct.pack("<H", 2) + pointers + bad))
+        assert e.value.code == Status.INVALID_VALUE
+
+
+async def test_a_by_value_pointer_is_not_taken_for_device_memory(client):
+    handle = await client._call(_Request(ops.DNN_CREATE))
+    tensor, _ = await client._call(_Request(ops.DNN_FINALIZE, (17,), _attrs()))
+    pointers = struct.pack("<III", 1001, 6, 1) + struct.pack("<Q", 0xDEAD0000)
+    with pytest.raises(CudaError) as e:  # without its bytes, the host pointer is refused
+        await client._call(_Request(ops.DNN_EXECUTE, (handle, tensor, 0), struct.pack("<H", 1) + pointers))
+    assert "not inside memory owned by this session" in e.value.message
+    # With them, it is not checked, and the (fake) plan is what fails.
+    with pytest.raises(CudaError) as e:
+        await client._call(_Request(ops.DNN_EXECUTE, (handle, tensor, 0),
+                                    struct.pack("<H", 2) + pointers + _by_value((0, b"\0\0\x80?"))))
+    assert "not inside memory owned by this session" not in e.value.message
+    await client._call(_Request(ops.DNN_DESTROY, (handle,)))

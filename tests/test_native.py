@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import socket
 import subprocess
@@ -136,6 +137,18 @@ def run(shim_dir, prog, *args, env=None, timeout=60):
     e.update(env or {})
     return subprocess.run([str(shim_dir / prog), *map(str, args)], env=e, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def test_trace_ops_logs_every_request_decoded(shim_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("RGPU_TRACE_OPS", "1")
+    log = tmp_path / "server.log"
+    with local_server("fake", ["--log-level", "info", "--log-file", str(log)]) as address:
+        vec = run(shim_dir, "vecadd", PTX, 1000, env={"RGPU_SERVER": address})
+        assert vec.returncode == 0, vec.stderr
+    text = log.read_text()
+    assert "trace MEM_ALLOC" in text and "trace MODULE_LOAD" in text
+    launch = next(line for line in text.splitlines() if "trace LAUNCH_KERNEL" in line)
+    assert "grid_x=" in launch and "stream=" in launch and re.search(r"bulk=\d+ [0-9a-f]{16}", launch)
 
 
 def test_rpc_smoke_and_vecadd_through_the_shim(shim_dir):
@@ -276,37 +289,56 @@ def test_default_compressed_fatbin_runs_on_the_fake_backend(shim_dir, tmp_path):
     assert res.returncode == 0 and "OK (0 wrong)" in res.stdout, res.stderr
 
 
-def test_a_stream_synchronize_after_nothing_needs_no_round_trip(shim_dir, tmp_path):
-    # llama.cpp synchronizes its stream ~19 times per token, mostly with nothing queued in between: those are
-    # answered by the shim (NVIDIA's driver answers success at once for an idle stream); any work in between, or
-    # a failure, still goes to the server.
+_SYNCS_SCRIPT = textwrap.dedent("""
+    import cffi, sys
+    ffi = cffi.FFI()
+    ffi.cdef('''
+        int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
+        int cuCtxSetCurrent(void *); int cuStreamSynchronize(void *); int cuMemAlloc_v2(unsigned long long *, size_t);
+        int cuMemsetD8Async(unsigned long long, unsigned char, size_t, void *);
+        int cuMemcpyHtoDAsync_v2(unsigned long long, const void *, size_t, void *);
+        int cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
+        int cuStreamCreate(void **, unsigned); int cuStreamDestroy_v2(void *);
+    ''')
+    c = ffi.dlopen(sys.argv[1])
+    dev, ctx, p = ffi.new("int *"), ffi.new("void **"), ffi.new("unsigned long long *")
+    assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0
+    assert c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0 and c.cuCtxSetCurrent(ctx[0]) == 0
+    assert c.cuMemAlloc_v2(p, 4096) == 0
+    results = [c.cuStreamSynchronize(ffi.NULL) for _ in range(5)]        # no work: deferred, then idle
+    assert c.cuMemsetD8Async(p[0], 7, 4096, ffi.NULL) == 0
+    results += [c.cuStreamSynchronize(ffi.NULL) for _ in range(3)]       # work: 1 round trip, then idle
+    assert c.cuMemsetD8Async(p[0], 7, 1 << 20, ffi.NULL) == 0            # past the allocation: fails
+    results += [c.cuStreamSynchronize(ffi.NULL) for _ in range(2)]       # the failure, then 1 more trip
+    bogus = ffi.cast("void *", 0x0400000000000099)
+    results += [c.cuStreamSynchronize(bogus) for _ in range(2)]          # not a stream of ours: both go
+    # A deferred synchronize of another stream, then a read of what its copy wrote: the server keeps the order.
+    s = ffi.new("void **")
+    assert c.cuStreamCreate(s, 1) == 0
+    data, back = bytes(range(256)) * 16, ffi.new("unsigned char[4096]")
+    assert c.cuMemcpyHtoDAsync_v2(p[0], data, len(data), s[0]) == 0
+    results.append(c.cuStreamSynchronize(s[0]))                          # only a copy in: deferred
+    assert c.cuMemcpyDtoH_v2(back, p[0], 4096) == 0 and bytes(back) == data
+    assert c.cuStreamDestroy_v2(s[0]) == 0
+    results.append(c.cuStreamSynchronize(s[0]))                          # destroyed: it goes, and fails
+    print(results)
+""")
+
+
+@pytest.mark.parametrize("mode", ["default", "exact"])
+def test_stream_synchronize_waits_only_when_work_may_be_running(shim_dir, tmp_path, mode):
+    # llama.cpp synchronizes its stream ~19 times per token: mostly with nothing queued in between (answered
+    # by the shim, as NVIDIA's driver answers an idle stream at once), or after small input copies (sent
+    # without waiting: the server keeps the order). After device work, on a stream the server did not make, or
+    # with RGPU_SYNC=exact, the call waits for the server's answer; failures come back.
     script = tmp_path / "syncs.py"
-    script.write_text(textwrap.dedent("""
-        import cffi, sys
-        ffi = cffi.FFI()
-        ffi.cdef('''
-            int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
-            int cuCtxSetCurrent(void *); int cuStreamSynchronize(void *); int cuMemAlloc_v2(unsigned long long *, size_t);
-            int cuMemsetD8Async(unsigned long long, unsigned char, size_t, void *);
-        ''')
-        c = ffi.dlopen(sys.argv[1])
-        dev, ctx, p = ffi.new("int *"), ffi.new("void **"), ffi.new("unsigned long long *")
-        assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0
-        assert c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0 and c.cuCtxSetCurrent(ctx[0]) == 0
-        assert c.cuMemAlloc_v2(p, 4096) == 0
-        results = [c.cuStreamSynchronize(ffi.NULL) for _ in range(5)]        # 1 round trip
-        assert c.cuMemsetD8Async(p[0], 7, 4096, ffi.NULL) == 0
-        results += [c.cuStreamSynchronize(ffi.NULL) for _ in range(3)]       # 1 more: work was queued
-        assert c.cuMemsetD8Async(p[0], 7, 1 << 20, ffi.NULL) == 0            # past the allocation: fails
-        results += [c.cuStreamSynchronize(ffi.NULL) for _ in range(2)]       # the failure, then 1 more trip
-        bogus = ffi.cast("void *", 0x0400000000000099)
-        results += [c.cuStreamSynchronize(bogus) for _ in range(2)]          # never idle: both go
-        print(results)
-    """))
+    script.write_text(_SYNCS_SCRIPT)
     stats = tmp_path / "stats.jsonl"
     with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats)]) as address:
         e = shims.environment(shim_dir)
         e.update(RGPU_SERVER=address)
+        if mode == "exact":
+            e.update(RGPU_SYNC="exact")
         res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=e,
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
@@ -315,6 +347,8 @@ def test_a_stream_synchronize_after_nothing_needs_no_round_trip(shim_dir, tmp_pa
                 break
             time.sleep(0.1)
     results = eval(res.stdout)  # noqa: S307 (our own script's list of ints)
-    assert results[:8] == [0] * 8 and results[8] != 0 and results[9] == 0 and all(results[10:])
+    assert results[:8] == [0] * 8 and results[8] != 0 and results[9] == 0 and all(results[10:12])
+    assert results[12] == 0 and results[13] != 0
     (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
-    assert record["blocking_by_op"]["STREAM_SYNCHRONIZE"] == 1 + 1 + 2 + 2
+    waited = record["blocking_by_op"]["STREAM_SYNCHRONIZE"]
+    assert waited == (1 + 1 + 2 + 2 + 1 + 1 if mode == "exact" else 0 + 1 + 2 + 2 + 0 + 1)

@@ -115,4 +115,6 @@ HAND_WRITTEN = {
     "cuGraphNodeGetType", "cuGraphNodeGetDependencies_v2", "cuGraphClone", "cuGraphNodeFindInClone",
     "cuGraphDestroyNode", "cuGraphMemsetNodeSetParams", "cuGraphExecMemsetNodeSetParams",
     "cuGraphMemcpyNodeSetParams", "cuGraphExecMemcpyNodeSetParams", "cuGraphNodeGetDependentNodes_v2",
+    # the generic node API, to the functions above by node type (native/src/graph_generic.c)
+    "cuGraphAddNode_v2", "cuGraphAddNode", "cuGraphNodeSetParams", "cuGraphExecNodeSetParams",
 }

@@ -265,8 +265,39 @@ def ops_header() -> str:
               "static inline int rgpu_op_in_context(uint16_t op)", "{", "    switch (op) {"]
     lines += [f"    case RGPU_OP_{op.name}:" for op in sorted(ops.OPS.values(), key=lambda o: o.code) if op.context]
     lines += ["        return 1;", "    default:", "        return 0;", "    }", "}", ""]
-    lines += _c_routes() + ["#endif", ""]
+    lines += _c_routes() + _c_work() + ["#endif", ""]
     return "\n".join(lines)
+
+
+def _c_work() -> list[str]:
+    """ops.work_stream_field and ops.completes as two switches over opcodes (native/src/conn_work.c)."""
+    every = sorted(ops.OPS.values(), key=lambda o: o.code)
+    lines = ["/* Device work (ops.work_stream_field): the request offset of its stream field, RGPU_NULL_STREAM_WORK",
+             " * when it runs on the NULL stream, or -1 when the operation is not device work. */",
+             "#define RGPU_NULL_STREAM_WORK (-2)", "#define RGPU_ALL_WORK (-3)",
+             "static inline int rgpu_op_work_stream(uint16_t op)", "{", "    switch (op) {"]
+    for op in every:
+        field = ops.work_stream_field(op)
+        if field is not False:
+            lines += [f"    case RGPU_OP_{op.name}:",
+                      f"        return {'RGPU_NULL_STREAM_WORK' if field is None else field.offset};"]
+    lines += ["    default:", "        return -1;", "    }", "}", "",
+              "/* What a successful reply says is finished (ops.completes): the work of the stream at this request",
+              " * offset, of the NULL stream (RGPU_NULL_STREAM_WORK), all of it (RGPU_ALL_WORK), or nothing (-1). */",
+              "static inline int rgpu_op_completes(uint16_t op)", "{", "    switch (op) {"]
+    for op in every:
+        what = ops.completes(op)
+        if what:
+            stream = next((f for f in op.request_fields if f.name == "stream"), None)
+            value = ("RGPU_ALL_WORK" if what == "all" else
+                     "RGPU_NULL_STREAM_WORK" if stream is None else str(stream.offset))
+            lines += [f"    case RGPU_OP_{op.name}:", f"        return {value};"]
+    lines += ["    default:", "        return -1;", "    }", "}", "",
+              "/* Whether a successful reply's first field is a new stream's handle. */",
+              "static inline int rgpu_op_makes_stream(uint16_t op)", "{",
+              "    return " + " || ".join(f"op == RGPU_OP_{op.name}" for op in every if op.creates == "stream") + ";",
+              "}", ""]
+    return lines
 
 
 # Request fields that hold a device address, in the order a multi-server client routes by them.
@@ -305,7 +336,7 @@ def _c_routes() -> list[str]:
 
 def consts_header() -> str:
     from rgpu.errors import Status
-    from rgpu.protocol import frames, handshake
+    from rgpu.protocol import dnn_wire, frames, handshake
 
     lines = [BANNER.format(src="src/rgpu/protocol/{ops,handshake,frames}.py and src/rgpu/errors.py"),
              "#ifndef RGPU_CONSTS_H", "#define RGPU_CONSTS_H", "",
@@ -323,6 +354,9 @@ def consts_header() -> str:
               f"#define RGPU_MAX_PARAM_BYTES {ops.MAX_PARAM_BYTES}",
               f"#define RGPU_LAUNCH_ATTRIBUTE_SIZE {ops.LAUNCH_ATTRIBUTE_SIZE}",
               f"#define RGPU_MAX_LAUNCH_ATTRIBUTES {ops.MAX_LAUNCH_ATTRIBUTES}", "",
+              "/* rgpu's variant-pack attribute carrying pass-by-value tensors' bytes (protocol/dnn_wire.py). */",
+              f"#define RGPU_DNN_BY_VALUE_ATTRIBUTE 0x{dnn_wire.VARIANT_PACK_BY_VALUE:X}u",
+              f"#define RGPU_DNN_MAX_BY_VALUE_BYTES {dnn_wire.MAX_BY_VALUE_BYTES}", "",
               "/* Handles a client mints (bit 63 set, the kind in bits 56..62): the kinds' numbers. */"]
     from rgpu.session.handles import Kind
 

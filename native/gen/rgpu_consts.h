@@ -4,7 +4,7 @@
 #define RGPU_CONSTS_H
 
 #define RGPU_PROTO_MAJOR 1
-#define RGPU_PROTO_MINOR 3
+#define RGPU_PROTO_MINOR 4
 #define RGPU_HELLO_MAGIC "RGPUWIRE"
 
 #define RGPU_FEATURE_BATCH 0x1ull
@@ -29,6 +29,10 @@
 #define RGPU_MAX_PARAM_BYTES 32764
 #define RGPU_LAUNCH_ATTRIBUTE_SIZE 72
 #define RGPU_MAX_LAUNCH_ATTRIBUTES 16
+
+/* rgpu's variant-pack attribute carrying pass-by-value tensors' bytes (protocol/dnn_wire.py). */
+#define RGPU_DNN_BY_VALUE_ATTRIBUTE 0x52470001u
+#define RGPU_DNN_MAX_BY_VALUE_BYTES 16
 
 /* Handles a client mints (bit 63 set, the kind in bits 56..62): the kinds' numbers. */
 #define RGPU_KIND_GRAPH 22

@@ -1319,7 +1319,7 @@ static inline int rgpu_unpack_stream_destroy_req(const uint8_t *in, size_t len, 
     return 0;
 }
 
-/* STREAM_SYNCHRONIZE: cuStreamSynchronize [context] */
+/* STREAM_SYNCHRONIZE: cuStreamSynchronize; deferred (1.4): the server waits for the stream, in order, before it runs the session's next request, and reports a failure later [deferrable, context] */
 #define RGPU_OP_STREAM_SYNCHRONIZE 0x0062
 #define RGPU_STREAM_SYNCHRONIZE_REQ_SIZE 8
 #define RGPU_STREAM_SYNCHRONIZE_REP_SIZE 0
@@ -6218,6 +6218,106 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};
     }
+}
+
+/* Device work (ops.work_stream_field): the request offset of its stream field, RGPU_NULL_STREAM_WORK
+ * when it runs on the NULL stream, or -1 when the operation is not device work. */
+#define RGPU_NULL_STREAM_WORK (-2)
+#define RGPU_ALL_WORK (-3)
+static inline int rgpu_op_work_stream(uint16_t op)
+{
+    switch (op) {
+    case RGPU_OP_MEMCPY_DTOD:
+        return RGPU_NULL_STREAM_WORK;
+    case RGPU_OP_MEMCPY_DTOD_ASYNC:
+        return 24;
+    case RGPU_OP_MEMSET_D8:
+        return RGPU_NULL_STREAM_WORK;
+    case RGPU_OP_MEMSET_D32:
+        return RGPU_NULL_STREAM_WORK;
+    case RGPU_OP_MEMSET_D8_ASYNC:
+        return 20;
+    case RGPU_OP_MEMSET_D32_ASYNC:
+        return 20;
+    case RGPU_OP_LAUNCH_KERNEL:
+        return 36;
+    case RGPU_OP_LAUNCH_KERNEL_EX:
+        return 36;
+    case RGPU_OP_MEMCPY_2D:
+        return 52;
+    case RGPU_OP_MEMCPY_2D_ASYNC:
+        return 52;
+    case RGPU_OP_MEMSET_2D:
+        return 40;
+    case RGPU_OP_MEMSET_2D_ASYNC:
+        return 40;
+    case RGPU_OP_BLAS_GEMM:
+        return 8;
+    case RGPU_OP_BLAS_GEMM_BATCHED:
+        return 8;
+    case RGPU_OP_LT_MATMUL:
+        return 0;
+    case RGPU_OP_DNN_EXECUTE:
+        return 16;
+    case RGPU_OP_DNN_BN_INFERENCE:
+        return 8;
+    case RGPU_OP_DNN_BN_TRAINING:
+        return 8;
+    case RGPU_OP_DNN_BN_BACKWARD:
+        return 8;
+    case RGPU_OP_GRAPH_LAUNCH:
+        return 8;
+    case RGPU_OP_GRAPH_UPLOAD:
+        return 8;
+    case RGPU_OP_MEMCPY_PEER:
+        return RGPU_NULL_STREAM_WORK;
+    case RGPU_OP_MEMCPY_PEER_ASYNC:
+        return 40;
+    case RGPU_OP_FFT_EXEC:
+        return 8;
+    case RGPU_OP_RAND_GENERATE:
+        return 8;
+    case RGPU_OP_BLAS_LU_BATCHED:
+        return 8;
+    case RGPU_OP_BLAS_TRSM_BATCHED:
+        return 8;
+    case RGPU_OP_BLAS_LEVEL1:
+        return 8;
+    case RGPU_OP_BLAS_LEVEL1_RESULT:
+        return 8;
+    case RGPU_OP_SOLVER_RUN:
+        return 8;
+    case RGPU_OP_SPARSE_RUN:
+        return 8;
+    case RGPU_OP_SPARSE_SPGEMM:
+        return 8;
+    default:
+        return -1;
+    }
+}
+
+/* What a successful reply says is finished (ops.completes): the work of the stream at this request
+ * offset, of the NULL stream (RGPU_NULL_STREAM_WORK), all of it (RGPU_ALL_WORK), or nothing (-1). */
+static inline int rgpu_op_completes(uint16_t op)
+{
+    switch (op) {
+    case RGPU_OP_CTX_SYNCHRONIZE:
+        return RGPU_ALL_WORK;
+    case RGPU_OP_MEMCPY_DTOH:
+        return RGPU_NULL_STREAM_WORK;
+    case RGPU_OP_MEMCPY_DTOH_ASYNC:
+        return 16;
+    case RGPU_OP_STREAM_SYNCHRONIZE:
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* Whether a successful reply's first field is a new stream's handle. */
+static inline int rgpu_op_makes_stream(uint16_t op)
+{
+    return op == RGPU_OP_STREAM_CREATE || op == RGPU_OP_STREAM_CREATE_WITH_PRIORITY;
 }
 
 #endif

@@ -8,12 +8,6 @@ CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const C
     return rgpu_unsupported(&logged, "cuGraphAddDependencies");
 }
 
-CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraphNodeParams *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddNode");
-}
-
 CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges)
 {
     static int logged;

@@ -422,12 +422,6 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const C
     return rgpu_unsupported(&logged, "cuGraphAddMemFreeNode");
 }
 
-CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddNode_v2");
-}
-
 CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
 {
     static int logged;
@@ -518,12 +512,6 @@ CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
     return rgpu_unsupported(&logged, "cuGraphExecHostNodeSetParams");
 }
 
-CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecNodeSetParams");
-}
-
 CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *params_out)
 {
     static int logged;
@@ -588,12 +576,6 @@ CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsign
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphNodeSetEnabled");
-}
-
-CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeSetParams");
 }
 
 CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)

@@ -19,6 +19,20 @@
 #define COPY_CHUNK (4u << 20)
 #define MIN_MAX_FRAME (64u << 10) /* a copy chunk plus headers; a server announcing less cannot be used */
 
+/* Device work sent and not known finished (conn_work.c): per stream, the id of its latest request. */
+#define CONN_WORK_STREAMS 8
+struct conn_work_entry {
+    uint64_t stream;
+    uint32_t id;
+};
+struct conn_work {
+    struct conn_work_entry streams[CONN_WORK_STREAMS];
+    unsigned n;
+    uint32_t unknown; /* id of the latest work on a stream no longer tracked; 0: none */
+    uint64_t *live;   /* the streams this server made that are not destroyed */
+    size_t nlive, live_cap;
+};
+
 struct rgpu_connection {
     pthread_mutex_t lock;
     int state;        /* 0 not connected, 1 ready, -1 failed or lost */
@@ -39,6 +53,7 @@ struct rgpu_connection {
     size_t scratch_cap;
     char message[256]; /* last error message from the server */
     uint64_t spin_ns;
+    struct conn_work work;
     /* Received bytes not yet consumed: a small reply arrives in one recv instead of one per field. */
     size_t in_pos, in_len;
     uint8_t in[16384];
@@ -75,6 +90,11 @@ int conn_write_output(const rgpu_header *h, size_t args_len, const uint8_t *bulk
 int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
 int conn_take_batch(struct out_frame *f); /* the queue as one frame to send first, or 0 frames */
 void conn_batch_sent(void);
+
+/* conn_work.c: every request as it is sent, every successful reply as it arrives (under the lock). */
+void conn_note_sent(uint16_t op, const void *args, size_t args_len, uint32_t id);
+void conn_note_reply(uint16_t op, const void *args, size_t args_len, const void *reply, size_t reply_len,
+                     uint32_t id);
 
 /* conn_context.c: tell the server the calling thread's context before an operation that runs in it. */
 void conn_sync_context(uint16_t op);

@@ -23,6 +23,7 @@ int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void
         rgpu_conn.batch_cap = cap;
     }
     rgpu_header h = {op, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, (uint32_t)bulk_len};
+    conn_note_sent(op, args, args_len, h.request_id);
     uint8_t *p = rgpu_conn.batch + rgpu_conn.batch_len;
     rgpu_pack_prefix_header(p, &h, args_len);
     if (args_len) /* args may be NULL when empty, and memcpy's pointers may not */
@@ -83,6 +84,7 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
             int n = conn_take_batch(f);
             f[n] = (struct out_frame){{op, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, (uint32_t)bulk_len}, args,
                                       args_len, bulk};
+            conn_note_sent(op, args, args_len, f[n].h.request_id);
             if (conn_send_frames(f, n + 1)) {
                 conn_lost("send");
                 r = rgpu_conn.failure;
@@ -95,6 +97,14 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
             r = flush_locked();
         }
     }
+    pthread_mutex_unlock(&rgpu_conn.lock);
+    return r;
+}
+
+CUresult rgpu_flush(void)
+{
+    pthread_mutex_lock(&rgpu_conn.lock);
+    CUresult r = rgpu_conn.state == 1 ? flush_locked() : conn_not_ready();
     pthread_mutex_unlock(&rgpu_conn.lock);
     return r;
 }

@@ -60,6 +60,7 @@ static int send_request(uint16_t op, const void *args, size_t args_len, const vo
     conn_sync_context(op);
     int n = conn_take_batch(f);
     *id = rgpu_conn.next_id++;
+    conn_note_sent(op, args, args_len, *id);
     f[n] = (struct out_frame){{op, 0, *id, 0, 0, (uint32_t)bulk_len}, args, args_len, bulk};
     if (conn_send_frames(f, n + 1)) {
         conn_lost("send");
@@ -76,7 +77,8 @@ CUresult conn_call_locked(uint16_t op, const void *args, size_t args_len, const 
     CUresult r;
     if (send_request(op, args, args_len, bulk, bulk_len, &id))
         return rgpu_conn.failure;
-    take_reply(op, id, reply, reply_len, sink, &r);
+    if (take_reply(op, id, reply, reply_len, sink, &r) == 0 && r == CUDA_SUCCESS)
+        conn_note_reply(op, args, args_len, reply, reply_len, id);
     return r;
 }
 
@@ -98,6 +100,9 @@ CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *b
     if (r == CUDA_SUCCESS)
         r = conn_after(op, reply, reply_len);
     pthread_mutex_unlock(&rgpu_conn.lock);
+    if (r == CUDA_SUCCESS && (op == RGPU_OP_STREAM_SYNCHRONIZE || op == RGPU_OP_CTX_SYNCHRONIZE ||
+                              op == RGPU_OP_EVENT_SYNCHRONIZE))
+        rgpu_shadows_pull(); /* the GPU's work is done: page-locked memory it wrote comes back (shadow.c) */
     return r;
 }
 
@@ -132,6 +137,8 @@ CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, siz
             pthread_mutex_unlock(&rgpu_conn.lock);
             return r;
         }
+        if (r == CUDA_SUCCESS)
+            conn_note_reply(op, args + taken * args_len, args_len, NULL, 0, ids[taken % window]);
         taken++;
         if (r != CUDA_SUCCESS && first == CUDA_SUCCESS) {
             first = r;

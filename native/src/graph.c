@@ -154,6 +154,8 @@ static CUresult need_graphs(void)
     return r;
 }
 
+int rgpu_capture_active(void) { return __atomic_load_n(&active, __ATOMIC_ACQUIRE) != 0; }
+
 /* Memory.c asks before moving host memory through a stream: not while it is capturing. */
 CUresult rgpu_capture_host_copy(CUstream s)
 {

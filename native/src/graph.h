@@ -13,6 +13,7 @@ uint64_t rgpu_graph_mint(int kind);
 int rgpu_graph_live_add(uint64_t h);        /* 0: the table is full */
 int rgpu_graph_is_live(uint64_t h, int kind);
 CUresult rgpu_graph_need(void);             /* a connected server that speaks protocol 1.2 */
+int rgpu_default_edges(const CUgraphEdgeData *data, size_t n); /* no edge data, or only the default kind */
 void rgpu_graph_forget(uint64_t graph);     /* graph_nodes.c: drop the mirror of a destroyed graph */
 
 /* launch.c: the server handle of a function, and back (NULL: one this process never looked up) */

@@ -319,7 +319,7 @@ API CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode h, CUevent *out)
 }
 
 /* -- structure: edges, queries, clones ----------------------------------------------------------------------- */
-static int default_edges(const CUgraphEdgeData *data, size_t n)
+int rgpu_default_edges(const CUgraphEdgeData *data, size_t n)
 {
     static const CUgraphEdgeData zero;
     for (size_t i = 0; data && i < n; i++)
@@ -337,7 +337,7 @@ static CUresult edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
         return r;
     if (n && (!from || !to))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!default_edges(data, n))
+    if (!rgpu_default_edges(data, n))
         return rgpu_unsupported(&logged, "graph edges with edge data (programmatic edges) in the explicit API");
     uint8_t *bulk = malloc(16 * n + 1);
     if (!bulk)

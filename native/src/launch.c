@@ -25,6 +25,7 @@ struct rgpu_function {
     size_t param_bytes;
     int layout_unknown; /* launches must bring a packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER) */
     int attrs_loaded;
+    int warned_host_pointer;
     int32_t attrs[FUNC_ATTRS]; /* cuFuncGetAttribute values, fetched once (INT32_MIN: unsupported) */
     struct rgpu_function *next;
 };
@@ -186,6 +187,29 @@ static CUresult launch_with_attributes(const struct rgpu_launch_kernel_req *p, c
     return r;
 }
 
+/* A pointer parameter into this process's page-locked memory (zero-copy, as natively under unified
+ * addressing): moved into the allocation's device shadow (shadow.c). Where there can be none, the launch goes
+ * as it is and will fault on the server: said once per kernel, so the fault has a cause in the program's log. */
+static void host_pointers(struct rgpu_function *f, uint8_t *buf, CUstream stream)
+{
+    if (f->layout_unknown)
+        return;
+    for (uint32_t i = 0; i < f->count; i++) {
+        uint64_t v;
+        if (f->layout[i].size != 8)
+            continue;
+        memcpy(&v, buf + f->layout[i].offset, 8);
+        if (!v || !rgpu_is_program_host(v))
+            continue;
+        if (rgpu_shadow_param(&v, stream) == 0)
+            memcpy(buf + f->layout[i].offset, &v, 8);
+        else if (!__atomic_exchange_n(&f->warned_host_pointer, 1, __ATOMIC_RELAXED))
+            rgpu_log(RGPU_LOG_WARN, "kernel %s: parameter %u (0x%llx) points into page-locked host memory of this "
+                                    "process (zero-copy) too large to shadow on the GPU, which cannot reach it",
+                     f->name, i, (unsigned long long)v);
+    }
+}
+
 /* A launch, with launch attributes (cuLaunchKernelEx) or without: the attributes travel as they are, after
  * them the parameter buffer. */
 static CUresult launch(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -203,6 +227,8 @@ static CUresult launch(CUfunction func, unsigned int gx, unsigned int gy, unsign
     }
     size_t size = 0;
     CUresult r = pack_params(f, params, extra, buf, &size);
+    if (r == CUDA_SUCCESS)
+        host_pointers(f, buf, stream);
     if (r == CUDA_SUCCESS) {
         struct rgpu_launch_kernel_req req = {.function = f->handle, .grid_x = gx, .grid_y = gy, .grid_z = gz,
                                              .block_x = bx, .block_y = by, .block_z = bz, .shared_mem = shmem,

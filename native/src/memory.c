@@ -119,6 +119,8 @@ void rgpu_ranges_drop_device_within(uint64_t start, uint64_t size)
 }
 
 int rgpu_is_device_range(uint64_t ptr, uint64_t n) { return set_find(&device_ranges, ptr, n ? n : 1, NULL) == 0; }
+/* For the library stand-ins: is ptr in memory the server gave (else it is this process's own). */
+__attribute__((visibility("default"))) int rgpu_ext_is_device(uint64_t ptr) { return rgpu_is_device_range(ptr, 1); }
 
 static int overlaps_device_range(uint64_t start, uint64_t size)
 {
@@ -263,6 +265,7 @@ API CUresult cuMemFreeHost(void *p)
     struct range rg;
     if (set_remove(&host_ranges, (uint64_t)(uintptr_t)p, &rg) || !(rg.flags & 0x80000000u))
         return CUDA_ERROR_INVALID_VALUE;
+    rgpu_shadow_forget(rg.start);
     free(p);
     return CUDA_SUCCESS;
 }
@@ -285,6 +288,7 @@ API CUresult cuMemHostUnregister(void *p)
         (rg.flags & 0x80000000u))
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     set_remove(&host_ranges, rg.start, NULL);
+    rgpu_shadow_forget(rg.start);
     return CUDA_SUCCESS;
 }
 
@@ -383,6 +387,31 @@ static int program_host(uint64_t ptr, uint64_t n)
     return n && set_find(&host_ranges, ptr, n, NULL) == 0 && set_find(&device_ranges, ptr, 1, NULL) != 0;
 }
 
+int rgpu_host_range(uint64_t ptr, uint64_t *start, uint64_t *size)
+{
+    struct range rg;
+    if (!program_host(ptr, 1) || set_find(&host_ranges, ptr, 1, &rg))
+        return -1;
+    *start = rg.start, *size = rg.size;
+    return 0;
+}
+
+/* Program memory that rgpu reads or writes for the program: first back from a device shadow (shadow.c). */
+static int program_host_settled(uint64_t ptr, uint64_t n)
+{
+    if (!program_host(ptr, n))
+        return 0;
+    rgpu_shadow_settle(ptr, n);
+    return 1;
+}
+
+int rgpu_is_program_host(uint64_t ptr)
+{
+    if (!__atomic_load_n(&host_ranges.n, __ATOMIC_RELAXED)) /* the common case, without the lock */
+        return 0;
+    return program_host(ptr, 1);
+}
+
 /* -- 1D copies: chunked to the server's frame limit; device->host bytes land in the caller's buffer ------------ */
 static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
 {
@@ -390,7 +419,8 @@ static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, ui
     size_t chunk = rgpu_max_chunk(), off = 0;
     if (!src && n)
         return CUDA_ERROR_INVALID_VALUE;
-    if (program_host(dst, n)) {
+    rgpu_shadow_settle((uint64_t)(uintptr_t)src, n);
+    if (program_host_settled(dst, n)) {
         memmove((void *)(uintptr_t)dst, src, n);
         return CUDA_SUCCESS;
     }
@@ -426,7 +456,8 @@ static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t
     size_t chunk = rgpu_max_chunk();
     if (!dst && n)
         return CUDA_ERROR_INVALID_VALUE;
-    if (program_host(src, n)) {
+    rgpu_shadow_settle((uint64_t)(uintptr_t)dst, n);
+    if (program_host_settled(src, n)) {
         memmove(dst, (const void *)(uintptr_t)src, n);
         return CUDA_SUCCESS;
     }
@@ -521,7 +552,7 @@ static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
 
 CUresult rgpu_copy_device(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async)
 {
-    if (program_host(dst, n) || program_host(src, n))
+    if (program_host_settled(dst, n) | program_host_settled(src, n)) /* both settled, not just the first */
         return unified(dst, src, n, s, async);
     int dst_server = rgpu_server_of_ptr(dst), src_server = rgpu_server_of_ptr(src);
     if (rgpu_server_count() > 1 && dst_server >= 0 && src_server >= 0 && dst_server != src_server)
@@ -690,7 +721,7 @@ static void fill_local(CUdeviceptr dst, size_t pitch, unsigned value, unsigned e
 /* The 1-D memsets keep their own operations on the wire (a graph capture records them as such). */
 static CUresult memset_1d(CUdeviceptr dst, unsigned value, unsigned elem, size_t count, CUstream s, int async)
 {
-    if (program_host(dst, count * elem)) {
+    if (program_host_settled(dst, count * elem)) {
         fill_local(dst, count * elem, value, elem, count, 1);
         return CUDA_SUCCESS;
     }
@@ -723,7 +754,7 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, unsigned value, unsigne
     uint8_t a[RGPU_MEMSET_2D_REQ_SIZE];
     if (!width || !height)
         return CUDA_SUCCESS;
-    if (program_host(dst, pitch * (height - 1) + width * elem)) {
+    if (program_host_settled(dst, pitch * (height - 1) + width * elem)) {
         fill_local(dst, pitch, value, elem, width, height);
         return CUDA_SUCCESS;
     }

@@ -33,6 +33,11 @@ CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, siz
 CUresult rgpu_bad_reply(uint16_t op, const char *what);
 /* Queue a deferred call (batched); with RGPU_BATCH=0 it is a plain rgpu_call. */
 CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
+/* Send the queued deferred calls now, without waiting for anything. */
+CUresult rgpu_flush(void);
+/* Whether device work sent on the current connection may still be running (conn_work.c). */
+int rgpu_work_unfinished(void);
+int rgpu_stream_known(uint64_t stream); /* the NULL stream, or one the current server made and did not destroy */
 /* Connect + handshake once per process; later calls return the first outcome. */
 CUresult rgpu_connect(void);
 CUresult rgpu_ready(void); /* CUDA_ERROR_NOT_INITIALIZED before a successful cuInit */
@@ -75,11 +80,25 @@ uint64_t rgpu_stream_handle(CUstream s);
 /* A module image file (driver.c): its bytes and a NUL after them (PTX need not end in one); *data is NULL, and
  * the result an error, when it cannot be read. The caller frees *data. */
 CUresult rgpu_read_image_file(const char *path, uint8_t **data, size_t *len);
+/* memory.c: whether ptr lies in this process's page-locked host memory (not device memory the server gave);
+ * rgpu_host_range: that allocation's start and size (0), or -1. */
+int rgpu_is_program_host(uint64_t ptr);
+int rgpu_host_range(uint64_t ptr, uint64_t *start, uint64_t *size);
+/* shadow.c: page-locked memory a kernel is given lives in a device shadow until the next synchronization.
+ * rgpu_shadow_param: moves *ptr into its allocation's shadow (uploaded on `stream` first), 0; -1: no shadow.
+ * rgpu_shadows_pull: the shadows back into the program's memory (after a synchronization that waited).
+ * rgpu_shadow_settle: before rgpu touches [ptr, ptr+n) itself. rgpu_shadow_forget: the allocation is gone. */
+int rgpu_shadow_param(uint64_t *ptr, CUstream stream);
+int rgpu_shadows_held(void);
+void rgpu_shadows_pull(void);
+void rgpu_shadow_settle(uint64_t ptr, uint64_t n);
+void rgpu_shadow_forget(uint64_t host);
 uint64_t rgpu_function_handle(CUfunction f); /* the server's handle of a function (launch.c); 0 for NULL */
 /* graph.c: a host<->device copy on stream s, or a capture-unsafe call (allocation, synchronous copy), during
  * stream capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture is invalidated), else CUDA_SUCCESS. */
 CUresult rgpu_capture_host_copy(CUstream s);
 CUresult rgpu_capture_unsafe_call(void);
+int rgpu_capture_active(void); /* whether any stream of this process is capturing */
 CUresult rgpu_unsupported(int *logged, const char *name);
 
 /* Logging (rgpu_log.h): RGPU_LOG=off|error|warn|info|debug (default warn), to stderr. */

@@ -1,12 +1,24 @@
-/* cuStreamSynchronize without a round trip when nothing happened since the stream was last seen idle.
+/* cuStreamSynchronize, in three ways, cheapest first:
  *
- * Every request the shim sends or queues takes the next request id, so an unchanged id counter means that no
- * work, of any thread or stream, has been issued since. A stream that the server reported idle (a successful
- * synchronize) is then still idle and has no failure to report: NVIDIA's driver would answer CUDA_SUCCESS at
- * once, and so does this. llama.cpp synchronizes its stream ~19 times per generated token, mostly with nothing
- * queued in between (measured on the H200). */
+ * - Nothing happened since the stream was last seen idle: every request the shim sends or queues takes the
+ *   next request id, so an unchanged id counter means that no work, of any thread or stream, has been issued
+ *   since. NVIDIA's driver would answer CUDA_SUCCESS at once, and so does this.
+ * - No device work unfinished (conn_work.c: no kernel, graph, library call, device copy or memset sent since
+ *   the replies that said they were done): the synchronize is sent deferred, without waiting. The server runs
+ *   it in order, waiting for the stream before the session's next request, so every later call of any thread
+ *   sees the stream's work done, as after a native synchronize. What the stream can still hold (host-to-device
+ *   copies, event records) takes no time worth waiting a round trip for, and no stream writes this process's
+ *   memory later than its call returns (memory.c). A failure is reported by the next call that waits.
+ * - Otherwise, or while a stream is capturing (the driver's refusal must come back here), for a stream the
+ *   server did not make (its error must come back here), while page-locked memory is shadowed on the GPU
+ *   (shadow.c: it comes back after a synchronization that waited), or with RGPU_SYNC=exact: one round trip.
+ *
+ * llama.cpp synchronizes ~19 times per generated token, after its small input copies and with nothing queued;
+ * the first way left 12 round trips per token, the second leaves the one that carries the logits. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "rgpu_shim.h"
 
@@ -46,6 +58,22 @@ static void note_idle(uint64_t ctx, uint64_t stream, uint32_t seq)
     pthread_mutex_unlock(&idle_lock);
 }
 
+static int exact_only(void)
+{
+    static int exact = -1;
+    if (exact < 0) {
+        const char *v = getenv("RGPU_SYNC");
+        exact = v && strcmp(v, "exact") == 0;
+    }
+    return exact;
+}
+
+static int may_defer(uint64_t stream)
+{
+    return rgpu_server_minor() >= 4 && !exact_only() && !rgpu_capture_active() && rgpu_stream_known(stream) &&
+           !rgpu_work_unfinished() && !rgpu_shadows_held();
+}
+
 static CUresult stream_synchronize(CUstream s)
 {
     uint64_t ctx = rgpu_thread_ctx(), stream = rgpu_stream_handle(s);
@@ -53,7 +81,14 @@ static CUresult stream_synchronize(CUstream s)
         return CUDA_SUCCESS;
     uint8_t a[RGPU_STREAM_SYNCHRONIZE_REQ_SIZE];
     rgpu_pack_stream_synchronize(a, &(struct rgpu_stream_synchronize_req){.stream = stream});
-    CUresult r = rgpu_call(RGPU_OP_STREAM_SYNCHRONIZE, a, sizeof a, NULL, 0, NULL, 0, NULL);
+    CUresult r;
+    if (rgpu_ready() == CUDA_SUCCESS && may_defer(stream)) {
+        r = rgpu_defer(RGPU_OP_STREAM_SYNCHRONIZE, a, sizeof a, NULL, 0);
+        if (r == CUDA_SUCCESS)
+            r = rgpu_flush(); /* the server can start on the queue while this thread goes on */
+    } else {
+        r = rgpu_call(RGPU_OP_STREAM_SYNCHRONIZE, a, sizeof a, NULL, 0, NULL, 0, NULL);
+    }
     if (r == CUDA_SUCCESS)
         note_idle(ctx, stream, rgpu_request_seq());
     return r;

@@ -1,12 +1,52 @@
 // Unified addressing with page-locked host memory, as XLA uses it: a pointer into memory from cuMemHostAlloc is
 // also a valid "device" pointer, so cuMemcpyDtoH(Async) may copy out of it, memsets (XLA's autotuner clears
-// 8 pinned bytes with cuMemsetD32Async) and copies to and from device memory may name it. Build with -lcuda.
+// 8 pinned bytes with cuMemsetD32Async) and copies to and from device memory may name it, and kernels read and
+// write it (XLA's redzone checker counts mismatches into it). Build with -lcuda.
 #include <cuda.h>
 #include <cstdio>
 
 #include "check.cuh"
 
 #define CU(call) EXPECT((call) == CUDA_SUCCESS)
+
+__global__ void vadd(const float *a, const float *b, float *c, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        c[i] = a[i] + b[i];
+}
+
+// Kernels reading and writing page-locked memory directly, on a stream of their own; the host reads the result
+// after synchronizing, changes an input, and launches again.
+static void kernels_on_pinned_memory()
+{
+    const int n = 1000;
+    float *a, *b, *c;
+    CHECK(cudaMallocHost(&a, n * sizeof(float)));
+    CHECK(cudaMallocHost(&b, n * sizeof(float)));
+    CHECK(cudaMallocHost(&c, n * sizeof(float)));
+    for (int i = 0; i < n; i++)
+        a[i] = float(i), b[i] = 0.25f * float(i), c[i] = -1.0f;
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    vadd<<<(n + 127) / 128, 128, 0, s>>>(a, b, c, n);
+    CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < n; i++)
+        EXPECT(c[i] == 1.25f * float(i));
+    b[7] = 100.0f; // the host's change is seen by the next launch
+    vadd<<<(n + 127) / 128, 128, 0, s>>>(c, b, c, n);
+    CHECK(cudaStreamSynchronize(s));
+    EXPECT(c[7] == 1.25f * 7.0f + 100.0f && c[8] == 1.25f * 8.0f + 2.0f);
+    float copied[4]; // rgpu's own copy out of it sees the kernel's results
+    vadd<<<(n + 127) / 128, 128, 0, s>>>(a, a, c, n);
+    CHECK(cudaMemcpyAsync(copied, c + 10, sizeof copied, cudaMemcpyDefault, s));
+    CHECK(cudaStreamSynchronize(s));
+    EXPECT(copied[0] == 20.0f && copied[3] == 26.0f);
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFreeHost(a));
+    CHECK(cudaFreeHost(b));
+    CHECK(cudaFreeHost(c));
+}
 
 int main()
 {
@@ -47,6 +87,7 @@ int main()
     CU(cuMemFree(dev));
     CU(cuStreamDestroy(stream));
     CU(cuMemFreeHost(pinned));
+    kernels_on_pinned_memory();
     std::printf("pinned_uva OK sum=%llu one=%u\n", sum, one);
     return 0;
 }

@@ -3,7 +3,7 @@
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
 #   sections: info tests suite demo bench bridge shim runtime printf math torch jax torchgraphs expandable llama
-#             multigpu fft rand linalg
+#             multigpu fft rand linalg sdpa
 #   (default: info tests suite demo bench bridge shim runtime printf)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -95,13 +95,14 @@ PY
         python3 tests/gpu/torch_probe.py > "$OUT/torch_probe.log" 2>&1
       grep -E " (OK|FAIL) |not supported" "$OUT/torch_probe.log" | sort | uniq -c | sort -rn | head -40
       kill -TERM $server; wait $server ;;
-    jax|torchgraphs|expandable)  # the same program natively and through rgpu; outputs must be identical
+    jax|torchgraphs|expandable|sdpa)  # the same program natively and through rgpu; outputs must be identical
       shims=/tmp/rgpu-shims
       [ -e $shims/libcublas.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
       case $s in
         jax) probe="python3 tests/gpu/jax_probe.py" ;;
         torchgraphs) probe="python3 tests/gpu/torch_graphs_probe.py" ;;
         expandable) probe="env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 tests/gpu/torch_graphs_probe.py" ;;
+        sdpa) probe="python3 tests/gpu/sdpa_probe.py" ;;
       esac
       port_file=$(mktemp)
       python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info > "$OUT/${s}_server.log" 2>&1 &

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dnn.h"
+#include "rgpu_consts.h"
 
 #define PROXY_MAGIC 0x52475044u /* "RGPD": tells a proxy from garbage */
 
@@ -145,6 +146,110 @@ static int encode(struct proxy *p, struct dnn_buffer *b)
     return b->failed ? CUDNN_STATUS_ALLOC_FAILED : CUDNN_STATUS_SUCCESS;
 }
 
+/* -- pass-by-value tensors ---------------------------------------------------------------------------------
+ * A tensor marked CUDNN_ATTR_TENSOR_IS_BY_VALUE (PyTorch's attention passes its scale so) has its value read
+ * by cuDNN from host memory at execution: this process's memory, which the server cannot read. The tensors'
+ * unique ids and sizes are noted when they are mirrored; an execution whose variant pack gives such an id a
+ * pointer outside device memory carries the value's bytes along (RGPU_DNN_BY_VALUE_ATTRIBUTE). */
+#define BY_VALUE_SLOTS 64
+static struct {
+    int64_t uid;
+    uint32_t size;
+} by_value[BY_VALUE_SLOTS];
+static unsigned by_value_used, by_value_next;
+static pthread_mutex_t by_value_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const struct attr *find_attr(const struct proxy *p, uint32_t name, uint32_t type, int64_t count)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->attrs[i].name == name)
+            return p->attrs[i].type == type && (count < 0 || p->attrs[i].count == count) ? &p->attrs[i] : NULL;
+    return NULL;
+}
+
+static uint32_t data_type_size(int32_t t)
+{
+    switch (t) {
+    case CUDNN_DATA_INT8: case CUDNN_DATA_UINT8: case CUDNN_DATA_BOOLEAN: case CUDNN_DATA_FP8_E4M3:
+    case CUDNN_DATA_FP8_E5M2:
+        return 1;
+    case CUDNN_DATA_HALF: case CUDNN_DATA_BFLOAT16:
+        return 2;
+    case CUDNN_DATA_FLOAT: case CUDNN_DATA_INT32: case CUDNN_DATA_UINT32:
+        return 4;
+    case CUDNN_DATA_DOUBLE: case CUDNN_DATA_INT64: case CUDNN_DATA_COMPLEX_FP32:
+        return 8;
+    case CUDNN_DATA_COMPLEX_FP64:
+        return 16;
+    default:
+        return 0; /* not carried: the server refuses the host pointer */
+    }
+}
+
+static void note_by_value(const struct proxy *p)
+{
+    const struct attr *flag = find_attr(p, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1);
+    const struct attr *uid = find_attr(p, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1);
+    const struct attr *type = find_attr(p, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1);
+    if (!flag || !flag->data[0] || !uid || !type)
+        return;
+    int64_t id;
+    int32_t t;
+    memcpy(&id, uid->data, 8);
+    memcpy(&t, type->data, 4);
+    uint32_t size = data_type_size(t);
+    pthread_mutex_lock(&by_value_lock);
+    unsigned slot = 0;
+    while (slot < by_value_used && by_value[slot].uid != id)
+        slot++;
+    if (slot == by_value_used) { /* new: a free slot, else the oldest */
+        slot = by_value_used < BY_VALUE_SLOTS ? by_value_used++ : by_value_next++ % BY_VALUE_SLOTS;
+    }
+    by_value[slot].uid = id, by_value[slot].size = size;
+    pthread_mutex_unlock(&by_value_lock);
+}
+
+static uint32_t by_value_size(int64_t uid)
+{
+    uint32_t size = 0;
+    pthread_mutex_lock(&by_value_lock);
+    for (unsigned i = 0; i < by_value_used && !size; i++)
+        if (by_value[i].uid == uid)
+            size = by_value[i].size;
+    pthread_mutex_unlock(&by_value_lock);
+    return size;
+}
+
+/* Appends the by-value attribute to an encoded variant pack (and counts it), when the pack has such values. */
+static void encode_by_value(const struct proxy *vp, struct dnn_buffer *b)
+{
+    const struct attr *ids = find_attr(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, -1);
+    const struct attr *ptrs = find_attr(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, -1);
+    if (!ids || !ptrs || ids->count != ptrs->count || b->failed || b->len < 2)
+        return;
+    struct dnn_buffer v = {0};
+    for (int64_t k = 0; k < ids->count; k++) {
+        int64_t uid;
+        const uint8_t *value;
+        memcpy(&uid, ids->data + 8 * k, 8);
+        memcpy(&value, ptrs->data + 8 * k, 8);
+        uint32_t size = by_value_size(uid);
+        if (!size || !value || rgpu_ext_is_device((uint64_t)(uintptr_t)value))
+            continue;
+        dnn_put_le(&v, (uint64_t)k, 4), dnn_put_le(&v, size, 4), dnn_put(&v, value, size);
+    }
+    if (v.len && !v.failed) {
+        uint16_t n = (uint16_t)(b->data[0] | b->data[1] << 8);
+        n++;
+        b->data[0] = (uint8_t)n, b->data[1] = (uint8_t)(n >> 8);
+        dnn_put_le(b, RGPU_DNN_BY_VALUE_ATTRIBUTE, 4), dnn_put_le(b, CUDNN_TYPE_CHAR, 4);
+        dnn_put_le(b, v.len, 4), dnn_put(b, v.data, v.len);
+    } else if (v.failed) {
+        b->failed = 1;
+    }
+    free(v.data);
+}
+
 static int mirror(struct proxy *p)
 {
     struct dnn_buffer b = {0};
@@ -161,6 +266,8 @@ static int mirror(struct proxy *p)
         if (!s) {
             p->server = got.descriptor;
             p->finalized = 1;
+            if (p->type == CUDNN_BACKEND_TENSOR_DESCRIPTOR)
+                note_by_value(p);
         }
     }
     rgpu_dnn_debug("finalize descriptor type %u (%d attributes) -> status %d", p->type, p->n, s);
@@ -264,6 +371,10 @@ DNN_API int cudnnBackendExecute(struct dnn_handle *h, void *plan, void *pack)
         return CUDNN_STATUS_BAD_PARAM;
     struct dnn_buffer b = {0};
     int s = encode(vp, &b);
+    if (!s) {
+        encode_by_value(vp, &b);
+        s = b.failed ? CUDNN_STATUS_ALLOC_FAILED : CUDNN_STATUS_SUCCESS;
+    }
     if (!s) {
         uint8_t args[RGPU_DNN_EXECUTE_REQ_SIZE];
         rgpu_pack_dnn_execute(args, &(struct rgpu_dnn_execute_req){.handle = h->server, .plan = pl->server,

@@ -12,6 +12,7 @@ int rgpu_ext_call(uint16_t op, const void *args, size_t args_len, const void *bu
                   size_t reply_len, void *out, size_t out_cap, size_t *out_len);
 int rgpu_ext_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
 uint64_t rgpu_ext_stream(void *stream);
+int rgpu_ext_is_device(uint64_t ptr); /* in memory the server gave, not this process's own */
 /* A reply inconsistent with the request: logged, the connection closed; returns the CUresult calls now get. */
 int rgpu_ext_bad_reply(uint16_t op, const char *what);
 int cudaFree(void *); /* rgpu's libcudart: makes the thread's device context current, as NVIDIA's libraries do */

@@ -221,7 +221,8 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def dnn_destroy_descriptor(self, ctx, desc) -> None: ...
     @abc.abstractmethod
-    def dnn_execute(self, ctx, handle, plan, attributes, stream) -> None: ...
+    def dnn_execute(self, ctx, handle, plan, attributes, stream, by_value: dict[int, bytes]) -> None:
+        """`by_value`: the bytes of pass-by-value tensors, by their index in the pack's data pointers."""
     @abc.abstractmethod
     def dnn_bn_inference(self, ctx, handle, stream, mode: int, alpha: float, beta: float, epsilon: float,
                          tensors, pointers) -> None: ...

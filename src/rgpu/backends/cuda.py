@@ -492,11 +492,11 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         self._use(ctx)
         cuda_dnn.destroy_descriptor(desc)
 
-    def dnn_execute(self, ctx, handle, plan, attributes, stream) -> None:
+    def dnn_execute(self, ctx, handle, plan, attributes, stream, by_value) -> None:
         from rgpu.backends import cuda_dnn
 
         self._use(ctx)
-        cuda_dnn.execute(handle, plan, attributes, int(_stream(stream)))
+        cuda_dnn.execute(handle, plan, attributes, int(_stream(stream)), by_value)
 
     def dnn_bn_inference(self, ctx, handle, stream, mode, alpha, beta, epsilon, tensors, pointers) -> None:
         from rgpu.backends import cuda_dnn

@@ -3,7 +3,9 @@ sys.path (as PyTorch installs it), then the loader's search for libcudnn.so.9.""
 
 from __future__ import annotations
 
+import struct
 
+import attrs
 import cffi
 
 from rgpu.protocol import dnn_wire
@@ -131,11 +133,34 @@ def _variant_pack(attributes):
     return pack
 
 
-def execute(handle, plan, attributes, stream: int) -> None:
+def execute(handle, plan, attributes, stream: int, by_value: dict[int, bytes]) -> None:
     _on_stream(handle, stream)
+    if by_value:
+        _execute_with_values(handle, plan, attributes, by_value)
+        return
     key = tuple((a.name, a.type, a.count, bytes(a.raw)) for a in attributes)
     pack = _packs.of(_key(handle)).get(key, lambda: _variant_pack(attributes))
     check(library().cudnnBackendExecute(handle, plan, pack), "cudnnBackendExecute")
+
+
+def _execute_with_values(handle, plan, attributes, by_value: dict[int, bytes]) -> None:
+    """A pack whose pass-by-value pointers name host buffers here, holding the client's values. cuDNN reads
+    them during the call (they become kernel arguments), so the buffers and the pack live only as long; such
+    packs are not cached, since the values (a dropout offset, say) may change every time."""
+    buffers = {i: _ffi.new("char[]", data) for i, data in by_value.items()}
+    swapped = []
+    for a in attributes:
+        if a.name == dnn_wire.VARIANT_PACK_DATA_POINTERS:
+            ids = a.ids()
+            for i, buf in buffers.items():
+                ids[i] = int(_ffi.cast("uintptr_t", buf))
+            a = attrs.evolve(a, raw=struct.pack(f"<{len(ids)}Q", *ids))
+        swapped.append(a)
+    pack = _variant_pack(swapped)
+    try:
+        check(library().cudnnBackendExecute(handle, plan, pack), "cudnnBackendExecute")
+    finally:
+        library().cudnnBackendDestroyDescriptor(pack)
 
 
 def _tensor_descriptor(t):

@@ -520,9 +520,9 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
     def dnn_destroy_descriptor(self, ctx, desc) -> None:
         pass
 
-    def dnn_execute(self, ctx: FakeContext, handle, plan, attributes, stream) -> None:
+    def dnn_execute(self, ctx: FakeContext, handle, plan, attributes, stream, by_value) -> None:
         ctx.check()
-        fake_dnn.execute(self._blas_view, plan, attributes)
+        fake_dnn.execute(self._blas_view, plan, attributes, by_value)
 
     def dnn_bn_inference(self, ctx: FakeContext, handle, stream, mode, alpha, beta, epsilon, tensors,
                          pointers) -> None:

@@ -76,6 +76,18 @@ def _tensor(view, t: FakeDescriptor, pointers: dict) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(flat, dims, [s * item for s in strides])
 
 
+def _with_values(view, values: dict[int, bytes]):
+    def read(ptr, nbytes):
+        data = values.get(ptr)
+        if data is None:
+            return view(ptr, nbytes)
+        if nbytes > len(data):
+            raise CudaError(Status.INVALID_VALUE, f"fake cuDNN: a by-value tensor of {nbytes} bytes got {len(data)}")
+        return np.frombuffer(bytearray(data[:nbytes]), np.uint8)
+
+    return read
+
+
 def _scalar(op: FakeDescriptor, name: int, default: float) -> float:
     if name not in op.attrs:
         return default
@@ -83,10 +95,13 @@ def _scalar(op: FakeDescriptor, name: int, default: float) -> float:
     return struct.unpack("<d" if atype == 5 else "<f", raw)[0]
 
 
-def execute(view, plan: FakeDescriptor, attributes) -> None:
+def execute(view, plan: FakeDescriptor, attributes, by_value: dict[int, bytes]) -> None:
     pack = {a.name: a for a in attributes}
     uids = list(struct.unpack(f"<{pack[1000].count}q", pack[1000].raw))
     pointers = dict(zip(uids, pack[1001].ids()))
+    values = {uids[i]: data for i, data in by_value.items()}
+    if values:  # a pass-by-value tensor reads its bytes, not memory
+        view = _with_values(view, {pointers[uid]: data for uid, data in values.items()})
     graph = plan.refs(PLAN_CONFIG)[0].refs(CFG_ENGINE)[0].refs(ENGINE_GRAPH)[0]
     for op in graph.refs(GRAPH_OPS):
         x = _tensor(view, op.refs(704)[0], pointers).astype(np.float64)

@@ -5,6 +5,7 @@ itself is `may_block`'s answer (serving/loop.py)."""
 from __future__ import annotations
 
 import logging
+import os
 import struct
 
 from rgpu.dispatch.handlers import HANDLERS, Handler, Reply, launch_kernel
@@ -18,6 +19,18 @@ log = logging.getLogger("rgpu.dispatch")
 _NO_REPLY = FLAG_NO_REPLY
 
 _unknown_logged: set[int] = set()
+
+# RGPU_TRACE_OPS=1 (a debugging aid, read once): every request of every session, decoded, at INFO in the
+# session's log -- the operations a failing program made just before it failed. Launches show their first
+# parameter bytes. Costs a log line per call; never on by default.
+_TRACE = os.environ.get("RGPU_TRACE_OPS") == "1"
+_TRACE_PARAM_BYTES = 64
+
+
+def _trace(session: Session, name: str, args, bulk) -> None:
+    size = len(bulk) if bulk is not None else 0
+    shown = bytes(bulk[:_TRACE_PARAM_BYTES]).hex() if size and name.startswith("LAUNCH") else ""
+    session.log.info("trace %s %s bulk=%d %s", name, args, size, shown)
 
 
 def _lookup(frame: Frame) -> Handler:
@@ -37,6 +50,8 @@ def call(session: Session, frame: Frame):
         if frame.flags & _NO_REPLY and not handler.op.deferrable:
             raise CudaError(Status.INVALID_VALUE, f"{handler.op.name} cannot be deferred")
         args = handler.op.decode(frame.args)
+        if _TRACE:
+            _trace(session, handler.op.name, args, frame.bulk)
     except (CudaError, ProtocolError) as e:
         session.calls += 1
         return _failure(session, frame.opcode, e)
@@ -112,6 +127,8 @@ def _launch_record(session: Session, record) -> bool:
     v = _LAUNCH_RECORD.unpack_from(record)
     if v[0] != _LAUNCH.code or v[1] != _NO_REPLY or len(record) != _LAUNCH_BULK + v[5]:
         return False
+    if _TRACE:
+        _trace(session, _LAUNCH.name, _LAUNCH.Request._make(v[6:15]), record[_LAUNCH_BULK:])
     session.calls += 1
     try:
         # v[6:15] are the request's fields in spec order, which launch_kernel's parameters are checked to be.

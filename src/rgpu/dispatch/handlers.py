@@ -631,15 +631,17 @@ def _dnn_destroy_descriptor(s: Session, args, bulk):
 def _dnn_execute(s: Session, args, bulk):
     ctx, h = s.object(args.handle, Kind.DNN)
     _, p = s.object(args.plan, Kind.DNN_DESC)
-    attributes = dnn_wire.parse_attributes(bytes(bulk))
+    attributes, by_value = dnn_wire.split_by_value(dnn_wire.parse_attributes(bytes(bulk)))
     for a in attributes:
         if a.type in (dnn_wire.TYPE_DESCRIPTOR, dnn_wire.TYPE_HANDLE):
             raise CudaError(Status.INVALID_VALUE, "a variant pack holds values and pointers only")
         if a.name == dnn_wire.VARIANT_PACK_DATA_POINTERS:
             # The tensors' extents live in the plan on the GPU side; each pointer must at least be the
-            # session's own (a kernel's reach beyond that is the malicious-kernel case in SECURITY.md).
-            for ptr in a.ids():
-                s.memory.check(ptr, 1)
+            # session's own (a kernel's reach beyond that is the malicious-kernel case in SECURITY.md). A
+            # pass-by-value tensor's pointer names client memory: its bytes came along and replace it.
+            for i, ptr in enumerate(a.ids()):
+                if i not in by_value:
+                    s.memory.check(ptr, 1)
         elif a.name == dnn_wire.VARIANT_PACK_WORKSPACE and a.count:
             if a.count != 1:
                 raise CudaError(Status.INVALID_VALUE, f"a variant pack has one workspace, not {a.count}")
@@ -650,7 +652,7 @@ def _dnn_execute(s: Session, args, bulk):
             if ptr or size:
                 s.memory.check(ptr, max(size, 1))
     _, strm = s.stream(args.stream)
-    s.backend.dnn_execute(ctx.obj, h.obj, p.obj, attributes, strm)
+    s.backend.dnn_execute(ctx.obj, h.obj, p.obj, attributes, strm, by_value)
 
 
 @handles(ops.DNN_BN_INFERENCE)

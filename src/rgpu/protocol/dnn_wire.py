@@ -13,6 +13,12 @@ from rgpu.errors import CudaError, Status
 TYPE_HANDLE, TYPE_INT64, TYPE_VOID_PTR, TYPE_DESCRIPTOR = 0, 3, 6, 15
 _ONE_BYTE, _EIGHT_BYTES, _SIXTEEN = {2, 24}, {0, 3, 5, 6, 15}, {26}
 VARIANT_PACK_UNIQUE_IDS, VARIANT_PACK_DATA_POINTERS, VARIANT_PACK_WORKSPACE = 1000, 1001, 1003
+# rgpu's own variant-pack attribute (1.4, after cuDNN's names, never passed to cuDNN): the values of
+# pass-by-value tensors (CUDNN_ATTR_TENSOR_IS_BY_VALUE), whose data pointers name the client's host memory.
+# CHAR elements: entries of (u32 index into DATA_POINTERS, u32 size, size bytes).
+VARIANT_PACK_BY_VALUE = 0x52470001
+TYPE_CHAR = 24
+MAX_BY_VALUE_BYTES = 16  # the widest cuDNN scalar (a complex double)
 EXECUTION_PLAN_WORKSPACE_SIZE = 402
 EXECUTION_PLAN = 5  # CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR
 # cudnnDataType_t -> element size, for the legacy tensor descriptors' extents.
@@ -55,6 +61,28 @@ def parse_attributes(bulk: bytes) -> list[Attribute]:
     if pos != len(view):
         raise CudaError(Status.INVALID_VALUE, "trailing bytes after the cuDNN attributes")
     return out
+
+
+def split_by_value(attributes: list[Attribute]) -> tuple[list[Attribute], dict[int, bytes]]:
+    """A variant pack's attributes without rgpu's by-value attribute, and its values by DATA_POINTERS index."""
+    rest = [a for a in attributes if a.name != VARIANT_PACK_BY_VALUE]
+    mine = [a for a in attributes if a.name == VARIANT_PACK_BY_VALUE]
+    if not mine:
+        return rest, {}
+    pointers = next((a.count for a in rest if a.name == VARIANT_PACK_DATA_POINTERS), 0)
+    if len(mine) != 1 or mine[0].type != TYPE_CHAR:
+        raise CudaError(Status.INVALID_VALUE, "one by-value attribute of CHAR elements per variant pack")
+    raw, pos, values = mine[0].raw, 0, {}
+    while pos < len(raw):
+        if pos + 8 > len(raw):
+            raise CudaError(Status.INVALID_VALUE, "truncated by-value entry")
+        index, size = struct.unpack_from("<II", raw, pos)
+        pos += 8
+        if index >= pointers or index in values or not 1 <= size <= MAX_BY_VALUE_BYTES or pos + size > len(raw):
+            raise CudaError(Status.INVALID_VALUE, f"by-value entry for data pointer {index} of {size} bytes")
+        values[index] = raw[pos : pos + size]
+        pos += size
+    return rest, values
 
 
 @attrs.frozen(slots=True)

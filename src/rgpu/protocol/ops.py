@@ -261,8 +261,9 @@ LAUNCH_KERNEL_EX = _op(0x005A, "LAUNCH_KERNEL_EX",
 STREAM_CREATE = _op(0x0060, "STREAM_CREATE", "flags:u32", "stream:u64", creates="stream",
                     doc="cuStreamCreate(flags)")
 STREAM_DESTROY = _op(0x0061, "STREAM_DESTROY", "stream:u64", names="stream:stream", doc="cuStreamDestroy")
-STREAM_SYNCHRONIZE = _op(0x0062, "STREAM_SYNCHRONIZE", "stream:u64", names="stream:stream",
-                         doc="cuStreamSynchronize")
+STREAM_SYNCHRONIZE = _op(0x0062, "STREAM_SYNCHRONIZE", "stream:u64", deferrable=True, names="stream:stream",
+                         doc="cuStreamSynchronize; deferred (1.4): the server waits for the stream, in order, "
+                             "before it runs the session's next request, and reports a failure later")
 STREAM_QUERY = _op(0x0063, "STREAM_QUERY", "stream:u64", names="stream:stream",
                    doc="cuStreamQuery (status NOT_READY is an answer)")
 STREAM_WAIT_EVENT = _op(0x0064, "STREAM_WAIT_EVENT", "stream:u64 event:u64 flags:u32", deferrable=True,
@@ -693,6 +694,40 @@ OUTPUT = _op(0x0140, "OUTPUT", context=False, reply_bulk="bytes the session's ke
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code, OUTPUT.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
+
+# -- Device work, for the client's rule on when a synchronize may go without waiting (native/src/conn_work.c) --
+# A stream synchronize is deferred, not waited for, while the client has no device work unfinished: nothing
+# the stream holds can then take long, and since no stream writes the client's memory later than its call
+# returns, nothing else but the time on the program's clock can tell. "Work" is what takes GPU time: kernels,
+# graphs, library calls, device copies and memsets, on the stream in their `stream` field (0, the NULL
+# stream, for those without one). Not work: host-to-device copies (they take their bytes when called, as
+# pageable copies do natively), stream and event bookkeeping, capture, pool frees.
+_NOT_WORK = frozenset(op.code for op in (
+    MEMCPY_HTOD_ASYNC, MEMCPY_DTOH_ASYNC, STREAM_DESTROY, STREAM_SYNCHRONIZE, STREAM_QUERY, STREAM_WAIT_EVENT,
+    EVENT_RECORD, MEM_ALLOC_ASYNC, MEM_FREE_ASYNC, STREAM_BEGIN_CAPTURE, STREAM_END_CAPTURE,
+    STREAM_CAPTURE_DEPENDENCIES, STREAM_UPDATE_CAPTURE_DEPENDENCIES, SOLVER_BUFFER_SIZE, SPARSE_BUFFER_SIZE,
+))
+_NULL_STREAM_WORK = frozenset(op.code for op in (MEMCPY_DTOD, MEMSET_D8, MEMSET_D32, MEMCPY_PEER))
+# A successful reply to these says the work of a stream (its `stream` field, else the NULL stream) is done;
+# CTX_SYNCHRONIZE: all of it.
+_COMPLETES_STREAM = frozenset(op.code for op in (STREAM_SYNCHRONIZE, MEMCPY_DTOH_ASYNC, MEMCPY_DTOH))
+
+
+def work_stream_field(op: Op) -> Field | None | bool:
+    """For device work: its `stream` field, or None for the NULL stream; False when the op is not work."""
+    stream = next((f for f in op.request_fields if f.name == "stream" and f.type == "u64"), None)
+    if op.code in _NULL_STREAM_WORK:
+        return None
+    if stream is None or op.code in _NOT_WORK:
+        return False
+    return stream
+
+
+def completes(op: Op) -> str:
+    """"stream" (the request's stream field, else the NULL stream), "all", or "" (says nothing)."""
+    if op is CTX_SYNCHRONIZE:
+        return "all"
+    return "stream" if op.code in _COMPLETES_STREAM else ""
 
 
 def _fields_text(fields) -> str:

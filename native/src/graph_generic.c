@@ -1,0 +1,105 @@
+/* The generic node API (cuGraphAddNode, cuGraphNodeSetParams, cuGraphExecNodeSetParams), as XLA builds its
+ * command buffers: each node type goes to the function of its own kind, so a node made either way is the same
+ * node. Node types rgpu does not forward, a child graph moved into its node, and edge data other than the
+ * default (programmatic dependencies) return NOT_SUPPORTED, logged once each. */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph.h"
+#include "rgpu_shim.h"
+
+#define API __attribute__((visibility("default")))
+
+_Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v3) == sizeof(CUDA_KERNEL_NODE_PARAMS),
+               "the generic kernel parameters are the _v2 function's");
+
+static CUresult unsupported_type(CUgraphNodeType type)
+{
+    static int logged[32];
+    char what[96];
+    snprintf(what, sizeof what, "graph nodes of type %d through the generic node API", (int)type);
+    return rgpu_unsupported(&logged[(unsigned)type % 32], what);
+}
+
+static CUDA_MEMSET_NODE_PARAMS memset_v1(const CUDA_MEMSET_NODE_PARAMS_v2 *p)
+{
+    return (CUDA_MEMSET_NODE_PARAMS){.dst = p->dst, .pitch = p->pitch, .value = p->value,
+                                     .elementSize = p->elementSize, .width = p->width, .height = p->height};
+}
+
+static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                         size_t n, const CUgraphNodeParams *p)
+{
+    static int logged_edges, logged_move;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!rgpu_default_edges(data, n))
+        return rgpu_unsupported(&logged_edges, "graph edges with data (programmatic dependencies)");
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+        return cuGraphAddKernelNode_v2(out, g, deps, n, (const CUDA_KERNEL_NODE_PARAMS *)&p->kernel);
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        if (p->memcpy.flags || p->memcpy.reserved)
+            return CUDA_ERROR_INVALID_VALUE;
+        return cuGraphAddMemcpyNode(out, g, deps, n, &p->memcpy.copyParams, p->memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS m = memset_v1(&p->memset);
+        return cuGraphAddMemsetNode(out, g, deps, n, &m, p->memset.ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        return cuGraphAddEmptyNode(out, g, deps, n);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        return cuGraphAddEventRecordNode(out, g, deps, n, p->eventRecord.event);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        return cuGraphAddEventWaitNode(out, g, deps, n, p->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
+            return rgpu_unsupported(&logged_move, "a child graph moved into its node (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)");
+        return cuGraphAddChildGraphNode(out, g, deps, n, p->graph.graph);
+    default:
+        return unsupported_type(p->type);
+    }
+}
+
+API CUresult cuGraphAddNode_v2(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                               size_t n, CUgraphNodeParams *p)
+{
+    return add_node(out, g, deps, data, n, p);
+}
+
+#undef cuGraphAddNode /* cuda.h names the _v2 function so; the driver also exports CUDA 12.2's, without edge data */
+API CUresult cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeParams *p)
+{
+    return add_node(out, g, deps, NULL, n, p);
+}
+
+/* exec: the executable graph whose copy of the node changes, or NULL for the node in its graph. */
+static CUresult set_params(CUgraphExec exec, CUgraphNode h, const CUgraphNodeParams *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        const CUDA_KERNEL_NODE_PARAMS *k = (const CUDA_KERNEL_NODE_PARAMS *)&p->kernel;
+        return exec ? cuGraphExecKernelNodeSetParams_v2(exec, h, k) : cuGraphKernelNodeSetParams_v2(h, k);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        if (p->memcpy.flags || p->memcpy.reserved)
+            return CUDA_ERROR_INVALID_VALUE;
+        return exec ? cuGraphExecMemcpyNodeSetParams(exec, h, &p->memcpy.copyParams, p->memcpy.copyCtx)
+                    : cuGraphMemcpyNodeSetParams(h, &p->memcpy.copyParams);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS m = memset_v1(&p->memset);
+        return exec ? cuGraphExecMemsetNodeSetParams(exec, h, &m, p->memset.ctx) : cuGraphMemsetNodeSetParams(h, &m);
+    }
+    default:
+        return unsupported_type(p->type);
+    }
+}
+
+API CUresult cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams *p) { return set_params(NULL, h, p); }
+
+API CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode h, CUgraphNodeParams *p)
+{
+    return e ? set_params(e, h, p) : CUDA_ERROR_INVALID_VALUE;
+}
