@@ -6291,6 +6291,10 @@ static inline int rgpu_op_work_stream(uint16_t op)
         return 8;
     case RGPU_OP_SPARSE_SPGEMM:
         return 8;
+    case RGPU_OP_BLAS_ROUTINE:
+        return 8;
+    case RGPU_OP_BLAS_GETRS_BATCHED:
+        return 8;
     default:
         return -1;
     }
