@@ -362,7 +362,7 @@ static void rank1_and_complex_products(handle_t h)
     expect("cublasZgemm lda < m", cublasZgemm_v2(h, N_, N_, M, K, 3, &za, gA, M - 1, gB, LD, &zb, gC, LD),
            INVALID_VALUE);
     expect("cublasDger incy 0", cublasDger_v2(h, M, K, &alpha, dx, 1, dy, 0, dA, LD), INVALID_VALUE);
-    expect("cublasZgemv without beta", cublasZgemv_v2(h, N_, M, K, &za, gA, LD, zx, 1, NULL, zy, 1), INVALID_VALUE);
+    expect("cublasZgemv trans 7", cublasZgemv_v2(h, 7, M, K, &za, gA, LD, zx, 1, &zb, zy, 1), INVALID_VALUE);
 
     /* device pointer mode: Zgemm's alpha and beta read from device memory (gA and gB as above) */
     fill(ZB, LD * M, 1, 22, 0, 0);
