@@ -87,7 +87,9 @@ def programs(stand_ins):
             "rand_check": _build(stand_ins, "rand_check", PROGRAMS / "rand_check.c", "-l:libcudart.so.13",
                                  "-l:libcurand.so.10"),
             "blas_more_check": _build(stand_ins, "blas_more_check", PROGRAMS / "blas_more_check.c",
-                                      "-l:libcudart.so.13", "-l:libcublas.so.13")}
+                                      "-l:libcudart.so.13", "-l:libcublas.so.13"),
+            "blas_level3_check": _build(stand_ins, "blas_level3_check", PROGRAMS / "blas_level3_check.c",
+                                        "-l:libcudart.so.13", "-l:libcublas.so.13")}
 
 
 @pytest.fixture(scope="module")
@@ -341,7 +343,8 @@ def test_well_behaved_server_through_the_proxy_and_sanitizers(stand_ins, program
     proxy = CorruptingProxy(server, 0xFFFF, None)
     try:
         for name, args in (("reply_checks", (PTX, "vadd")), ("blas_check", ()), ("dnn_check", ()), ("rand_check", ()),
-                           ("rand_check", ("bad",)), ("blas_more_check", ()), ("blas_more_check", ("bad",))):
+                           ("rand_check", ("bad",)), ("blas_more_check", ()), ("blas_more_check", ("bad",)),
+                           ("blas_level3_check", ()), ("blas_level3_check", ("bad",))):
             proc = _run(stand_ins, programs[name], *args, server=proxy.address)
             _no_sanitizer_report(proc)
             assert proc.returncode == 0, name + proc.stdout + proc.stderr

@@ -39,7 +39,11 @@ def test_every_generator_and_distribution_looks_right(shim_dir, rand_check, fake
     for name in ("XORWOW", "MRG32K3A", "MTGP32", "MT19937", "PHILOX4_32_10", "SOBOL32", "SCRAMBLED_SOBOL64",
                  "host MRG32K3A", "PHILOX on a stream"):
         assert any(line.startswith(name + " ") and " OK " in line for line in lines), proc.stdout
-    assert lines.count("reseed repeats, drawing continues  OK") == 5, proc.stdout
+    for check, count in (("same seed, same sequence", 5), ("drawing on continues it", 5),
+                         ("another seed, another sequence", 5), ("offset 4096 moves it, repeatably", 3),
+                         ("same dimensions, same points", 4), ("offset 4096, other points", 4),
+                         ("the same draws on the default stream", 1)):
+        assert sum(line.startswith(check + " ") and " OK " in line for line in lines) == count, (check, proc.stdout)
     assert "rand_check OK" in lines
     assert "not supported" not in proc.stderr, proc.stderr
 

@@ -143,3 +143,44 @@ async def test_an_spgemm_descriptor_is_its_sessions_own(srv, client):
     with pytest.raises(CudaError) as e:  # destroyed: no longer a descriptor of this session either
         await client._call(_Request(ops.SPARSE_SPGEMM_DESTROY, (descriptor,)))
     assert e.value.code == Status.INVALID_HANDLE
+
+
+def test_the_cuda_backend_asks_for_a_buffer_size_once_per_description(monkeypatch):
+    """SPARSE_RUN needs the buffer size cuSPARSE asks for; the cuda backend asks its library once per operation
+    description and handle (addresses apart from their alignment do not count), and forgets with the handle."""
+    from rgpu.backends import cuda_sparse
+
+    asked = []
+
+    class Library:
+        def __getattr__(self, name):
+            def call(*args):
+                if name.endswith("_bufferSize"):
+                    asked.append(name)
+                    args[-1][0] = 4096 + len(asked)
+                elif name.startswith("cusparseCreate"):
+                    args[0][0] = cuda_sparse._ffi.cast("void *", 0x1000 + len(asked))
+                return 0
+            return call
+
+    monkeypatch.setattr(cuda_sparse, "library", Library)
+    handle, other = (cuda_sparse._ffi.cast("void *", h) for h in (0xA000, 0xB000))
+
+    def op(**fields):
+        return sparse_wire.SparseOp.from_request(ops.SPARSE_RUN.decode(ops.SPARSE_RUN.pack_request(
+            *_spmv(1, 0x10000, 0x20000, 0x30000, 0x40000, 0x50000, **fields))))
+
+    assert cuda_sparse.buffer_size(handle, op()) == (0, 4097)
+    # other addresses of the same alignment, another buffer: the same description
+    assert cuda_sparse.buffer_size(handle, op(a_values=0x90000, b_values=0x70000, buffer=0x1234)) == (0, 4097)
+    assert len(asked) == 1
+    for changed in ({"alg": 2}, {"a_nnz": 1}, {"b_values": 0x40008}, {"compute_type": 0}, {"pointer_mode": 1},
+                    {"alpha": struct.pack("<d", 2.0).ljust(16, b"\0")}):
+        cuda_sparse.buffer_size(handle, op(**changed))
+    assert len(asked) == 7
+    cuda_sparse.buffer_size(other, op())  # another handle asks for itself
+    assert len(asked) == 8
+    cuda_sparse.destroy(handle)
+    assert cuda_sparse.buffer_size(handle, op()) == (0, 4096 + 9)  # forgotten with the handle
+    cuda_sparse.destroy(handle)
+    cuda_sparse.destroy(other)

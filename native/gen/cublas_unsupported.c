@@ -116,12 +116,6 @@ BLAS_API int cublasCgelsBatched()
     return rgpu_blas_unsupported(&logged, "cublasCgelsBatched");
 }
 
-BLAS_API int cublasCgemm3m()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgemm3m");
-}
-
 BLAS_API int cublasCgemm3mBatched()
 {
     static int logged;
@@ -156,12 +150,6 @@ BLAS_API int cublasCgemm3mStridedBatched_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasCgemm3mStridedBatched_64");
-}
-
-BLAS_API int cublasCgemm3m_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgemm3m_64");
 }
 
 BLAS_API int cublasCgemmBatched()
@@ -200,18 +188,6 @@ BLAS_API int cublasCgemmStridedBatched_64()
     return rgpu_blas_unsupported(&logged, "cublasCgemmStridedBatched_64");
 }
 
-BLAS_API int cublasCgemm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgemm_v2");
-}
-
-BLAS_API int cublasCgemm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgemm_v2_64");
-}
-
 BLAS_API int cublasCgemvBatched()
 {
     static int logged;
@@ -236,52 +212,10 @@ BLAS_API int cublasCgemvStridedBatched_64()
     return rgpu_blas_unsupported(&logged, "cublasCgemvStridedBatched_64");
 }
 
-BLAS_API int cublasCgemv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgemv_v2");
-}
-
-BLAS_API int cublasCgemv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgemv_v2_64");
-}
-
 BLAS_API int cublasCgeqrfBatched()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasCgeqrfBatched");
-}
-
-BLAS_API int cublasCgerc_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgerc_v2");
-}
-
-BLAS_API int cublasCgerc_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgerc_v2_64");
-}
-
-BLAS_API int cublasCgeru_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgeru_v2");
-}
-
-BLAS_API int cublasCgeru_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgeru_v2_64");
-}
-
-BLAS_API int cublasCgetrsBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCgetrsBatched");
 }
 
 BLAS_API int cublasChbmv_v2()
@@ -378,18 +312,6 @@ BLAS_API int cublasCherkEx_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasCherkEx_64");
-}
-
-BLAS_API int cublasCherk_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCherk_v2");
-}
-
-BLAS_API int cublasCherk_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCherk_v2_64");
 }
 
 BLAS_API int cublasCherkx()
@@ -518,18 +440,6 @@ BLAS_API int cublasCswap_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasCswap_v2_64");
 }
 
-BLAS_API int cublasCsymm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCsymm_v2");
-}
-
-BLAS_API int cublasCsymm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCsymm_v2_64");
-}
-
 BLAS_API int cublasCsymv_v2()
 {
     static int logged;
@@ -602,18 +512,6 @@ BLAS_API int cublasCsyrkEx_64()
     return rgpu_blas_unsupported(&logged, "cublasCsyrkEx_64");
 }
 
-BLAS_API int cublasCsyrk_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCsyrk_v2");
-}
-
-BLAS_API int cublasCsyrk_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCsyrk_v2_64");
-}
-
 BLAS_API int cublasCsyrkx()
 {
     static int logged;
@@ -678,54 +576,6 @@ BLAS_API int cublasCtpttr()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasCtpttr");
-}
-
-BLAS_API int cublasCtrmm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrmm_v2");
-}
-
-BLAS_API int cublasCtrmm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrmm_v2_64");
-}
-
-BLAS_API int cublasCtrmv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrmv_v2");
-}
-
-BLAS_API int cublasCtrmv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrmv_v2_64");
-}
-
-BLAS_API int cublasCtrsm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrsm_v2");
-}
-
-BLAS_API int cublasCtrsm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrsm_v2_64");
-}
-
-BLAS_API int cublasCtrsv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrsv_v2");
-}
-
-BLAS_API int cublasCtrsv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasCtrsv_v2_64");
 }
 
 BLAS_API int cublasCtrttp()
@@ -816,24 +666,6 @@ BLAS_API int cublasDgeqrfBatched()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDgeqrfBatched");
-}
-
-BLAS_API int cublasDger_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDger_v2");
-}
-
-BLAS_API int cublasDger_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDger_v2_64");
-}
-
-BLAS_API int cublasDgetrsBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDgetrsBatched");
 }
 
 BLAS_API int cublasDotEx()
@@ -944,18 +776,6 @@ BLAS_API int cublasDspr_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasDspr_v2_64");
 }
 
-BLAS_API int cublasDsymm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDsymm_v2");
-}
-
-BLAS_API int cublasDsymm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDsymm_v2_64");
-}
-
 BLAS_API int cublasDsymv_v2()
 {
     static int logged;
@@ -1002,18 +822,6 @@ BLAS_API int cublasDsyr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDsyr_v2_64");
-}
-
-BLAS_API int cublasDsyrk_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDsyrk_v2");
-}
-
-BLAS_API int cublasDsyrk_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDsyrk_v2_64");
 }
 
 BLAS_API int cublasDsyrkx()
@@ -1080,54 +888,6 @@ BLAS_API int cublasDtpttr()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasDtpttr");
-}
-
-BLAS_API int cublasDtrmm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrmm_v2");
-}
-
-BLAS_API int cublasDtrmm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrmm_v2_64");
-}
-
-BLAS_API int cublasDtrmv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrmv_v2");
-}
-
-BLAS_API int cublasDtrmv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrmv_v2_64");
-}
-
-BLAS_API int cublasDtrsm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrsm_v2");
-}
-
-BLAS_API int cublasDtrsm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrsm_v2_64");
-}
-
-BLAS_API int cublasDtrsv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrsv_v2");
-}
-
-BLAS_API int cublasDtrsv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasDtrsv_v2_64");
 }
 
 BLAS_API int cublasDtrttp()
@@ -1610,24 +1370,6 @@ BLAS_API int cublasSgeqrfBatched()
     return rgpu_blas_unsupported(&logged, "cublasSgeqrfBatched");
 }
 
-BLAS_API int cublasSger_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSger_v2");
-}
-
-BLAS_API int cublasSger_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSger_v2_64");
-}
-
-BLAS_API int cublasSgetrsBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSgetrsBatched");
-}
-
 BLAS_API int cublasSrot_v2()
 {
     static int logged;
@@ -1712,18 +1454,6 @@ BLAS_API int cublasSspr_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasSspr_v2_64");
 }
 
-BLAS_API int cublasSsymm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSsymm_v2");
-}
-
-BLAS_API int cublasSsymm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSsymm_v2_64");
-}
-
 BLAS_API int cublasSsymv_v2()
 {
     static int logged;
@@ -1770,18 +1500,6 @@ BLAS_API int cublasSsyr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasSsyr_v2_64");
-}
-
-BLAS_API int cublasSsyrk_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSsyrk_v2");
-}
-
-BLAS_API int cublasSsyrk_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasSsyrk_v2_64");
 }
 
 BLAS_API int cublasSsyrkx()
@@ -1848,54 +1566,6 @@ BLAS_API int cublasStpttr()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasStpttr");
-}
-
-BLAS_API int cublasStrmm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrmm_v2");
-}
-
-BLAS_API int cublasStrmm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrmm_v2_64");
-}
-
-BLAS_API int cublasStrmv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrmv_v2");
-}
-
-BLAS_API int cublasStrmv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrmv_v2_64");
-}
-
-BLAS_API int cublasStrsm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrsm_v2");
-}
-
-BLAS_API int cublasStrsm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrsm_v2_64");
-}
-
-BLAS_API int cublasStrsv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrsv_v2");
-}
-
-BLAS_API int cublasStrsv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasStrsv_v2_64");
 }
 
 BLAS_API int cublasStrttp()
@@ -2084,18 +1754,6 @@ BLAS_API int cublasZgelsBatched()
     return rgpu_blas_unsupported(&logged, "cublasZgelsBatched");
 }
 
-BLAS_API int cublasZgemm3m()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgemm3m");
-}
-
-BLAS_API int cublasZgemm3m_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgemm3m_64");
-}
-
 BLAS_API int cublasZgemmBatched()
 {
     static int logged;
@@ -2118,18 +1776,6 @@ BLAS_API int cublasZgemmStridedBatched_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasZgemmStridedBatched_64");
-}
-
-BLAS_API int cublasZgemm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgemm_v2");
-}
-
-BLAS_API int cublasZgemm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgemm_v2_64");
 }
 
 BLAS_API int cublasZgemvBatched()
@@ -2156,52 +1802,10 @@ BLAS_API int cublasZgemvStridedBatched_64()
     return rgpu_blas_unsupported(&logged, "cublasZgemvStridedBatched_64");
 }
 
-BLAS_API int cublasZgemv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgemv_v2");
-}
-
-BLAS_API int cublasZgemv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgemv_v2_64");
-}
-
 BLAS_API int cublasZgeqrfBatched()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasZgeqrfBatched");
-}
-
-BLAS_API int cublasZgerc_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgerc_v2");
-}
-
-BLAS_API int cublasZgerc_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgerc_v2_64");
-}
-
-BLAS_API int cublasZgeru_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgeru_v2");
-}
-
-BLAS_API int cublasZgeru_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgeru_v2_64");
-}
-
-BLAS_API int cublasZgetrsBatched()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZgetrsBatched");
 }
 
 BLAS_API int cublasZhbmv_v2()
@@ -2274,18 +1878,6 @@ BLAS_API int cublasZher_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasZher_v2_64");
-}
-
-BLAS_API int cublasZherk_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZherk_v2");
-}
-
-BLAS_API int cublasZherk_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZherk_v2_64");
 }
 
 BLAS_API int cublasZherkx()
@@ -2378,18 +1970,6 @@ BLAS_API int cublasZswap_v2_64()
     return rgpu_blas_unsupported(&logged, "cublasZswap_v2_64");
 }
 
-BLAS_API int cublasZsymm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZsymm_v2");
-}
-
-BLAS_API int cublasZsymm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZsymm_v2_64");
-}
-
 BLAS_API int cublasZsymv_v2()
 {
     static int logged;
@@ -2436,18 +2016,6 @@ BLAS_API int cublasZsyr_v2_64()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasZsyr_v2_64");
-}
-
-BLAS_API int cublasZsyrk_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZsyrk_v2");
-}
-
-BLAS_API int cublasZsyrk_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZsyrk_v2_64");
 }
 
 BLAS_API int cublasZsyrkx()
@@ -2514,54 +2082,6 @@ BLAS_API int cublasZtpttr()
 {
     static int logged;
     return rgpu_blas_unsupported(&logged, "cublasZtpttr");
-}
-
-BLAS_API int cublasZtrmm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrmm_v2");
-}
-
-BLAS_API int cublasZtrmm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrmm_v2_64");
-}
-
-BLAS_API int cublasZtrmv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrmv_v2");
-}
-
-BLAS_API int cublasZtrmv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrmv_v2_64");
-}
-
-BLAS_API int cublasZtrsm_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrsm_v2");
-}
-
-BLAS_API int cublasZtrsm_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrsm_v2_64");
-}
-
-BLAS_API int cublasZtrsv_v2()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrsv_v2");
-}
-
-BLAS_API int cublasZtrsv_v2_64()
-{
-    static int logged;
-    return rgpu_blas_unsupported(&logged, "cublasZtrsv_v2_64");
 }
 
 BLAS_API int cublasZtrttp()

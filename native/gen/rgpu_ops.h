@@ -5676,6 +5676,149 @@ static inline int rgpu_unpack_sparse_spgemm(const uint8_t *in, size_t len, struc
     return 0;
 }
 
+/* BLAS_ROUTINE: cublas<t>{gemm,gemm3m,gemv,ger,geru,gerc,trsv,trmv,trsm,trmm,syrk,herk,symm} (function) on type S/D/C/Z (a cudaDataType), wide 1 for its _64 form (the server calls the form the program called, whose results may differ in the last bits); vectors x and y in b and c with their increments as ldb and ldc; alpha and beta by value, or their device addresses in device pointer mode [deferrable, context] */
+#define RGPU_OP_BLAS_ROUTINE 0x02A0
+#define RGPU_BLAS_ROUTINE_REQ_SIZE 176
+#define RGPU_BLAS_ROUTINE_REP_SIZE 0
+struct rgpu_blas_routine_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t function;
+    uint32_t type;
+    uint32_t wide;
+    uint32_t side;
+    uint32_t uplo;
+    uint32_t transa;
+    uint32_t transb;
+    uint32_t diag;
+    int64_t m;
+    int64_t n;
+    int64_t k;
+    uint32_t pointer_mode;
+    uint32_t math_mode;
+    uint8_t alpha[16];
+    uint8_t beta[16];
+    uint64_t a;
+    int64_t lda;
+    uint64_t b;
+    int64_t ldb;
+    uint64_t c;
+    int64_t ldc;
+    uint64_t workspace;
+    uint64_t workspace_size;
+};
+static inline void rgpu_pack_blas_routine(uint8_t out[RGPU_BLAS_ROUTINE_REQ_SIZE], const struct rgpu_blas_routine_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->function);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u32(out + 24, m->wide);
+    rgpu_put_u32(out + 28, m->side);
+    rgpu_put_u32(out + 32, m->uplo);
+    rgpu_put_u32(out + 36, m->transa);
+    rgpu_put_u32(out + 40, m->transb);
+    rgpu_put_u32(out + 44, m->diag);
+    rgpu_put_u64(out + 48, m->m);
+    rgpu_put_u64(out + 56, m->n);
+    rgpu_put_u64(out + 64, m->k);
+    rgpu_put_u32(out + 72, m->pointer_mode);
+    rgpu_put_u32(out + 76, m->math_mode);
+    memcpy(out + 80, m->alpha, 16);
+    memcpy(out + 96, m->beta, 16);
+    rgpu_put_u64(out + 112, m->a);
+    rgpu_put_u64(out + 120, m->lda);
+    rgpu_put_u64(out + 128, m->b);
+    rgpu_put_u64(out + 136, m->ldb);
+    rgpu_put_u64(out + 144, m->c);
+    rgpu_put_u64(out + 152, m->ldc);
+    rgpu_put_u64(out + 160, m->workspace);
+    rgpu_put_u64(out + 168, m->workspace_size);
+}
+static inline int rgpu_unpack_blas_routine_req(const uint8_t *in, size_t len, struct rgpu_blas_routine_req *m)
+{
+    if (len != RGPU_BLAS_ROUTINE_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->function = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->wide = (uint32_t)rgpu_get_u32(in + 24);
+    m->side = (uint32_t)rgpu_get_u32(in + 28);
+    m->uplo = (uint32_t)rgpu_get_u32(in + 32);
+    m->transa = (uint32_t)rgpu_get_u32(in + 36);
+    m->transb = (uint32_t)rgpu_get_u32(in + 40);
+    m->diag = (uint32_t)rgpu_get_u32(in + 44);
+    m->m = (int64_t)rgpu_get_u64(in + 48);
+    m->n = (int64_t)rgpu_get_u64(in + 56);
+    m->k = (int64_t)rgpu_get_u64(in + 64);
+    m->pointer_mode = (uint32_t)rgpu_get_u32(in + 72);
+    m->math_mode = (uint32_t)rgpu_get_u32(in + 76);
+    memcpy(m->alpha, in + 80, 16);
+    memcpy(m->beta, in + 96, 16);
+    m->a = (uint64_t)rgpu_get_u64(in + 112);
+    m->lda = (int64_t)rgpu_get_u64(in + 120);
+    m->b = (uint64_t)rgpu_get_u64(in + 128);
+    m->ldb = (int64_t)rgpu_get_u64(in + 136);
+    m->c = (uint64_t)rgpu_get_u64(in + 144);
+    m->ldc = (int64_t)rgpu_get_u64(in + 152);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 160);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 168);
+    return 0;
+}
+
+/* BLAS_GETRS_BATCHED: cublas<t>getrsBatched(trans, n, nrhs, A[], lda, pivots or 0, B[], ldb, batch): a and b device arrays of batch u64 pointers, read and checked like BLAS_LU_BATCHED's; the host info (parameter checks) is the client's [deferrable, context] */
+#define RGPU_OP_BLAS_GETRS_BATCHED 0x02A1
+#define RGPU_BLAS_GETRS_BATCHED_REQ_SIZE 88
+#define RGPU_BLAS_GETRS_BATCHED_REP_SIZE 0
+struct rgpu_blas_getrs_batched_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t trans;
+    uint32_t type;
+    int64_t n;
+    int64_t nrhs;
+    uint64_t a;
+    int64_t lda;
+    uint64_t pivots;
+    uint64_t b;
+    int64_t ldb;
+    int64_t batch;
+};
+static inline void rgpu_pack_blas_getrs_batched(uint8_t out[RGPU_BLAS_GETRS_BATCHED_REQ_SIZE], const struct rgpu_blas_getrs_batched_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->trans);
+    rgpu_put_u32(out + 20, m->type);
+    rgpu_put_u64(out + 24, m->n);
+    rgpu_put_u64(out + 32, m->nrhs);
+    rgpu_put_u64(out + 40, m->a);
+    rgpu_put_u64(out + 48, m->lda);
+    rgpu_put_u64(out + 56, m->pivots);
+    rgpu_put_u64(out + 64, m->b);
+    rgpu_put_u64(out + 72, m->ldb);
+    rgpu_put_u64(out + 80, m->batch);
+}
+static inline int rgpu_unpack_blas_getrs_batched_req(const uint8_t *in, size_t len, struct rgpu_blas_getrs_batched_req *m)
+{
+    if (len != RGPU_BLAS_GETRS_BATCHED_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->trans = (uint32_t)rgpu_get_u32(in + 16);
+    m->type = (uint32_t)rgpu_get_u32(in + 20);
+    m->n = (int64_t)rgpu_get_u64(in + 24);
+    m->nrhs = (int64_t)rgpu_get_u64(in + 32);
+    m->a = (uint64_t)rgpu_get_u64(in + 40);
+    m->lda = (int64_t)rgpu_get_u64(in + 48);
+    m->pivots = (uint64_t)rgpu_get_u64(in + 56);
+    m->b = (uint64_t)rgpu_get_u64(in + 64);
+    m->ldb = (int64_t)rgpu_get_u64(in + 72);
+    m->batch = (int64_t)rgpu_get_u64(in + 80);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -5810,6 +5953,8 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_SPARSE_SPGEMM_CREATE:
     case RGPU_OP_SPARSE_SPGEMM_DESTROY:
     case RGPU_OP_SPARSE_SPGEMM:
+    case RGPU_OP_BLAS_ROUTINE:
+    case RGPU_OP_BLAS_GETRS_BATCHED:
         return 1;
     default:
         return 0;
@@ -6094,6 +6239,10 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_SPARSE_SPGEMM:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_ROUTINE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_BLAS_GETRS_BATCHED:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};
     }
@@ -6169,6 +6318,10 @@ static inline int rgpu_op_work_stream(uint16_t op)
     case RGPU_OP_SPARSE_RUN:
         return 8;
     case RGPU_OP_SPARSE_SPGEMM:
+        return 8;
+    case RGPU_OP_BLAS_ROUTINE:
+        return 8;
+    case RGPU_OP_BLAS_GETRS_BATCHED:
         return 8;
     default:
         return -1;

@@ -141,7 +141,10 @@ static void check_spmm(handle_t h)
     spmm(h, sa, sb, sc, OP_T, &alpha, &beta, R_64F, SPMM_DEFAULT);
     get(gott, dct, sizeof gott);
     ref_spmm(&a, 1, k, n, m, alpha, bt, beta, ct, wantt);
-    report("SpMM CSR A^T B", max_diff(gott, wantt, k * n), 1e-12);
+    /* cuSPARSE: "when using the (conjugate) transpose of the sparse matrix A, this routine may produce slightly
+     * different results during different runs with the same input parameters" -- also CSC (A^T as CSR) and COO
+     * (whose algorithms are documented alike) below: checked within a bound, the error not printed. */
+    within("SpMM CSR A^T B", max_diff(gott, wantt, k * n), 1e-12);
     cusparseDestroyDnMat(sb), cusparseDestroyDnMat(sc), cusparseDestroySpMat(sa);
 
     /* float values, row-major B and C */
@@ -202,7 +205,7 @@ static void check_spmm(handle_t h)
     spmm(h, sa, sb, sc, OP_N, &alpha, &beta, R_64F, SPMM_DEFAULT);
     get(got, dc, sizeof got);
     ref_spmm(&a, 0, m, n, k, alpha, b, beta, c, want);
-    report("SpMM COO 1-based int64 indices", max_diff(got, want, m * n), 1e-12);
+    within("SpMM COO 1-based int64 indices", max_diff(got, want, m * n), 1e-12);
     cusparseDestroyDnMat(sb), cusparseDestroyDnMat(sc), cusparseDestroySpMat(sa);
 
     CHECK(cudaMemcpy(dct, ct, sizeof(double) * k * n, 1));
@@ -211,7 +214,7 @@ static void check_spmm(handle_t h)
     CHECK(cusparseCreateDnMat(&sc, k, n, k, dct, R_64F, COL));
     spmm(h, sa, sb, sc, OP_N, &alpha, &beta, R_64F, SPMM_DEFAULT);
     get(gott, dct, sizeof gott);
-    report("SpMM CSC (A^T stored as CSC)", max_diff(gott, wantt, k * n), 1e-12);
+    within("SpMM CSC (A^T stored as CSC)", max_diff(gott, wantt, k * n), 1e-12);
     cusparseDestroyDnMat(sb), cusparseDestroyDnMat(sc), cusparseDestroySpMat(sa);
 
     cudaFree(doff), cudaFree(dcol), cudaFree(dval), cudaFree(db), cudaFree(dc), cudaFree(dbt), cudaFree(dct);

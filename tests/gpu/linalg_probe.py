@@ -55,6 +55,14 @@ def inputs():
         "sparse.mm csr": lambda: torch.sparse.mm(sparse.cuda().to_sparse_csr(), dense),
         "sparse.mm coo": lambda: torch.sparse.mm(sparse.cuda().to_sparse(), dense),
         "csr @ vector": lambda: sparse.cuda().to_sparse_csr() @ dense[:, 0],
+        # cuBLAS Level 2/3 beyond real GEMM: trsm, complex getrs/trsm, complex gemm and gemv
+        "solve_triangular 40x40 x4": lambda: torch.linalg.solve_triangular(
+            torch.triu(rand(40, 40)) + 40 * torch.eye(40, device="cuda", dtype=torch.float64), rand(40, 4), upper=True),
+        "inv complex 24x24": lambda: torch.linalg.inv(rand(24, 24, dtype=torch.complex128)),
+        "solve complex batched 3x12x12": lambda: torch.linalg.solve(rand(3, 12, 12, dtype=torch.complex64),
+                                                                    rand(3, 12, 2, dtype=torch.complex64)),
+        "matmul complex64": lambda: rand(30, 20, dtype=torch.complex64) @ rand(20, 10, dtype=torch.complex64),
+        "matvec complex128": lambda: rand(30, 20, dtype=torch.complex128) @ rand(20, dtype=torch.complex128),
     }
 
 

@@ -1,6 +1,6 @@
-/* Batched LU factorisation, inversion and triangular solves over arrays of device pointers
- * (cublas<t>getrfBatched, getriBatched, matinvBatched, trsmBatched): each one deferred BLAS_LU_BATCHED or
- * BLAS_TRSM_BATCHED. As for cublasGemmBatchedEx, the arrays stay in device memory and the server checks every
+/* Batched LU factorisation, inversion and solves over arrays of device pointers (cublas<t>getrfBatched,
+ * getriBatched, matinvBatched, trsmBatched, getrsBatched): each one deferred BLAS_LU_BATCHED, BLAS_TRSM_BATCHED or
+ * BLAS_GETRS_BATCHED. As for cublasGemmBatchedEx, the arrays stay in device memory and the server checks every
  * pointer in them (src/rgpu/dispatch/blas_batched.py). */
 #include <string.h>
 
@@ -8,14 +8,13 @@
 
 enum { GETRF, GETRI, MATINV };
 
-static long long at_least_1(long long v) { return v > 1 ? v : 1; }
 
 static int lu_batched(struct handle *h, int which, int type, long long n, const void *a, long long lda,
                       const int *pivots, const void *c, long long ldc, const int *info, long long batch)
 {
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (n < 0 || batch < 0 || lda < at_least_1(n) || (which != GETRF && ldc < at_least_1(n)) ||
+    if (n < 0 || batch < 0 || lda < RGPU_BLAS_AT_LEAST_1(n) || (which != GETRF && ldc < RGPU_BLAS_AT_LEAST_1(n)) ||
         (which == MATINV && n > 32))
         return CUBLAS_STATUS_INVALID_VALUE;
     if (!n || !batch)
@@ -42,7 +41,7 @@ static int trsm_batched(struct handle *h, int side, int uplo, int trans, int dia
         (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER) ||
         (trans != CUBLAS_OP_N && trans != CUBLAS_OP_T && trans != CUBLAS_OP_C) ||
         (diag != CUBLAS_DIAG_NON_UNIT && diag != CUBLAS_DIAG_UNIT) || m < 0 || n < 0 || batch < 0 || !alpha ||
-        lda < at_least_1(k) || ldb < at_least_1(m))
+        lda < RGPU_BLAS_AT_LEAST_1(k) || ldb < RGPU_BLAS_AT_LEAST_1(m))
         return CUBLAS_STATUS_INVALID_VALUE;
     if (!m || !n || !batch)
         return CUBLAS_STATUS_SUCCESS;
@@ -62,7 +61,32 @@ static int trsm_batched(struct handle *h, int side, int uplo, int trans, int dia
     return rgpu_blas_status(rgpu_ext_defer(RGPU_OP_BLAS_TRSM_BATCHED, args, sizeof args, NULL, 0));
 }
 
-/* Complex elements as their bytes: the stand-in never looks inside them. */
+/* getrsBatched's info is a host int: it reports the parameter checks (0, or -j for the j-th parameter after the
+ * handle, LAPACK's numbering), never a result of the solve, so the call defers like the others. */
+static int getrs_batched(struct handle *h, int trans, int type, long long n, long long nrhs, const void *a,
+                         long long lda, const int *pivots, const void *b, long long ldb, int *info, long long batch)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!info)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *info = !RGPU_BLAS_OP_OK(trans) ? -1 : n < 0 ? -2 : nrhs < 0 ? -3 : lda < RGPU_BLAS_AT_LEAST_1(n) ? -5
+          : ldb < RGPU_BLAS_AT_LEAST_1(n) ? -8 : batch < 0 ? -10 : 0;
+    if (*info)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!n || !nrhs || !batch)
+        return CUBLAS_STATUS_SUCCESS;
+    if (!a || !b)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    struct rgpu_blas_getrs_batched_req req = {
+        .handle = h->server, .stream = rgpu_ext_stream(h->stream), .trans = (uint32_t)trans, .type = (uint32_t)type,
+        .n = n, .nrhs = nrhs, .a = (uintptr_t)a, .lda = lda, .pivots = (uintptr_t)pivots, .b = (uintptr_t)b,
+        .ldb = ldb, .batch = batch};
+    uint8_t args[RGPU_BLAS_GETRS_BATCHED_REQ_SIZE];
+    rgpu_pack_blas_getrs_batched(args, &req);
+    return rgpu_blas_status(rgpu_ext_defer(RGPU_OP_BLAS_GETRS_BATCHED, args, sizeof args, NULL, 0));
+}
+
 #define TYPED_LU(t, ctype, dtype)                                                                                   \
     BLAS_API int cublas##t##getrfBatched(struct handle *h, int n, ctype *const a[], int lda, int *p, int *info,      \
                                          int batch)                                                                 \
@@ -90,13 +114,18 @@ static int trsm_batched(struct handle *h, int side, int uplo, int trans, int dia
                                            ctype *const b[], int64_t ldb, int64_t batch)                            \
     {                                                                                                               \
         return trsm_batched(h, side, uplo, trans, diag, m, n, alpha, sizeof(ctype), dtype, a, lda, b, ldb, batch);  \
+    }                                                                                                               \
+    BLAS_API int cublas##t##getrsBatched(struct handle *h, int trans, int n, int nrhs, const ctype *const a[],      \
+                                         int lda, const int *pivots, ctype *const b[], int ldb, int *info,          \
+                                         int batch)                                                                 \
+    {                                                                                                               \
+        return getrs_batched(h, trans, dtype, n, nrhs, a, lda, pivots, b, ldb, info, batch);                        \
     }
-typedef struct { float re, im; } complex_float;
-typedef struct { double re, im; } complex_double;
 /* defines: cublasSgetrfBatched cublasSgetriBatched cublasSmatinvBatched cublasStrsmBatched cublasStrsmBatched_64
- * cublasDgetrfBatched cublasDgetriBatched cublasDmatinvBatched cublasDtrsmBatched cublasDtrsmBatched_64
- * cublasCgetrfBatched cublasCgetriBatched cublasCmatinvBatched cublasCtrsmBatched cublasCtrsmBatched_64
- * cublasZgetrfBatched cublasZgetriBatched cublasZmatinvBatched cublasZtrsmBatched cublasZtrsmBatched_64 */
+ * cublasSgetrsBatched cublasDgetrfBatched cublasDgetriBatched cublasDmatinvBatched cublasDtrsmBatched
+ * cublasDtrsmBatched_64 cublasDgetrsBatched cublasCgetrfBatched cublasCgetriBatched cublasCmatinvBatched
+ * cublasCtrsmBatched cublasCtrsmBatched_64 cublasCgetrsBatched cublasZgetrfBatched cublasZgetriBatched
+ * cublasZmatinvBatched cublasZtrsmBatched cublasZtrsmBatched_64 cublasZgetrsBatched */
 TYPED_LU(S, float, CUDA_R_32F)
 TYPED_LU(D, double, CUDA_R_64F)
 TYPED_LU(C, complex_float, CUDA_C_32F)

@@ -23,6 +23,10 @@
 #define BLAS_API __attribute__((visibility("default")))
 
 
+/* Complex elements as their bytes: the stand-ins never look inside them. */
+typedef struct { float re, im; } complex_float;
+typedef struct { double re, im; } complex_double;
+
 /* A cublasHandle_t: its settings live here; `server` is the cuBLAS handle on the server. */
 struct handle {
     uint64_t server;
@@ -46,6 +50,10 @@ struct gemv_shape {
 };
 int rgpu_blas_gemv_shape(int trans, long long m, long long n, long long lda, long long incx, long long incy,
                          struct gemv_shape *out);
+
+/* Level 2/3 routines (blas_level23.c) and getrsBatched (batched_lu.c) check their enumerations alike. */
+#define RGPU_BLAS_OP_OK(t) ((t) == CUBLAS_OP_N || (t) == CUBLAS_OP_T || (t) == CUBLAS_OP_C)
+#define RGPU_BLAS_AT_LEAST_1(v) ((v) > 1 ? (v) : 1)
 
 int rgpu_blas_unsupported(int *logged, const char *name);
 void rgpu_blas_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

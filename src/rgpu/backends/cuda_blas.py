@@ -12,6 +12,7 @@ import cffi
 from rgpu.backends.libcache import PerHandle
 from rgpu.backends.nvlibs import LazyLibrary
 from rgpu.errors import CudaError, Status
+from rgpu.protocol import blas_routines
 
 _ffi = cffi.FFI()
 _ffi.cdef("""
@@ -87,6 +88,36 @@ _ffi.cdef("""
         void *workspace, size_t workspace_size, void *stream);
 """)
 
+# Level 2/3 routines (rgpu.protocol.blas_routines), the 32-bit and _64 forms: every pointer a void *.
+_ROUTINE_ARGS = {
+    "gemm_v2": "int ta, int tb, int64_t m, int64_t n, int64_t k, const void *alpha, const void *A, int64_t lda, "
+               "const void *B, int64_t ldb, const void *beta, void *C, int64_t ldc",
+    "gemv_v2": "int trans, int64_t m, int64_t n, const void *alpha, const void *A, int64_t lda, const void *x, "
+               "int64_t incx, const void *beta, void *y, int64_t incy",
+    "ger_v2": "int64_t m, int64_t n, const void *alpha, const void *x, int64_t incx, const void *y, int64_t incy, "
+              "void *A, int64_t lda",
+    "trsv_v2": "int uplo, int trans, int diag, int64_t n, const void *A, int64_t lda, void *x, int64_t incx",
+    "trsm_v2": "int side, int uplo, int trans, int diag, int64_t m, int64_t n, const void *alpha, const void *A, "
+               "int64_t lda, void *B, int64_t ldb",
+    "trmm_v2": "int side, int uplo, int trans, int diag, int64_t m, int64_t n, const void *alpha, const void *A, "
+               "int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc",
+    "syrk_v2": "int uplo, int trans, int64_t n, int64_t k, const void *alpha, const void *A, int64_t lda, "
+               "const void *beta, void *C, int64_t ldc",
+    "symm_v2": "int side, int uplo, int64_t m, int64_t n, const void *alpha, const void *A, int64_t lda, "
+               "const void *B, int64_t ldb, const void *beta, void *C, int64_t ldc",
+}
+_ROUTINE_ARGS |= {"gemm3m": _ROUTINE_ARGS["gemm_v2"], "geru_v2": _ROUTINE_ARGS["ger_v2"],
+                  "gerc_v2": _ROUTINE_ARGS["ger_v2"], "trmv_v2": _ROUTINE_ARGS["trsv_v2"],
+                  "herk_v2": _ROUTINE_ARGS["syrk_v2"]}
+_REAL_ONLY, _COMPLEX_ONLY = {"ger_v2"}, {"gemm3m", "geru_v2", "gerc_v2", "herk_v2"}
+_ffi.cdef("".join(
+    f"int cublas{letter}{name}(void *handle, {args.replace('int64_t', 'int')});\n"
+    f"int cublas{letter}{name}_64(void *handle, {args});\n"
+    for name, args in _ROUTINE_ARGS.items() for letter in "SDCZ"
+    if not (letter in "SD" and name in _COMPLEX_ONLY) and not (letter in "CZ" and name in _REAL_ONLY)))
+_ffi.cdef("".join(f"int cublas{letter}getrsBatched(void *h, int trans, int n, int nrhs, void *A, int lda, void *P, "
+                  f"void *B, int ldb, int *info, int batch);\n" for letter in "SDCZ"))
+
 _STATUS = {1: Status.NOT_INITIALIZED, 3: Status.OUT_OF_MEMORY, 7: Status.INVALID_VALUE, 15: Status.NOT_SUPPORTED}
 _LIBRARIES = {"cublas": LazyLibrary(_ffi, "RGPU_CUBLAS", ("cu13", "libcublas.so.13")),
               "cublasLt": LazyLibrary(_ffi, "RGPU_CUBLASLT", ("cu13", "libcublasLt.so.13"))}
@@ -152,18 +183,27 @@ def _described(lt_handle, op, lt) -> Descriptors:
     return _descriptors.of(_key(lt_handle)).get(op.key(), lambda: Descriptors(op, lt))
 
 
+def _configure(lib, handle, stream: int, pointer_mode: int, math_mode: int | None = None, workspace: int = 0,
+               workspace_size: int = 0) -> None:
+    """The handle's settings for one call, set only when they differ from what the last call set. math_mode None:
+    the call does not depend on it (left as it is, and so unknown to the next call that does)."""
+    key, settings = _key(handle), (stream, math_mode, pointer_mode, workspace, workspace_size)
+    if _settings.get(key) == settings:
+        return
+    _settings.pop(key, None)  # a failed setter leaves the handle's state unknown: set all next time
+    # cublasSetStream also puts the handle back on cuBLAS's own workspace: the program's is set after it.
+    check(lib.cublasSetStream_v2(handle, _ptr(stream)), "cublasSetStream")
+    if math_mode is not None:
+        check(lib.cublasSetMathMode(handle, math_mode), "cublasSetMathMode")
+    check(lib.cublasSetPointerMode_v2(handle, pointer_mode), "cublasSetPointerMode")
+    if workspace_size:
+        check(lib.cublasSetWorkspace_v2(handle, _ptr(workspace), workspace_size), "cublasSetWorkspace")
+    _settings[key] = settings
+
+
 def _prepare(lib, handle, stream: int, g):
-    """The handle's settings for one GEMM (set only when they differ from the last GEMM's); its alpha and beta
-    as cuBLAS takes them."""
-    key, settings = _key(handle), (stream, g.math_mode, g.pointer_mode, g.workspace, g.workspace_size)
-    if _settings.get(key) != settings:
-        _settings.pop(key, None)  # a failed setter leaves the handle's state unknown: set all next time
-        check(lib.cublasSetStream_v2(handle, _ptr(stream)), "cublasSetStream")
-        check(lib.cublasSetMathMode(handle, g.math_mode), "cublasSetMathMode")
-        check(lib.cublasSetPointerMode_v2(handle, g.pointer_mode), "cublasSetPointerMode")
-        if g.workspace_size:
-            check(lib.cublasSetWorkspace_v2(handle, _ptr(g.workspace), g.workspace_size), "cublasSetWorkspace")
-        _settings[key] = settings
+    """The handle's settings for one GEMM or Level 2/3 routine; its alpha and beta as cuBLAS takes them."""
+    _configure(lib, handle, stream, g.pointer_mode, g.math_mode, g.workspace, g.workspace_size)
     if g.pointer_mode:
         return _ptr(int.from_bytes(g.alpha[:8], "little")), _ptr(int.from_bytes(g.beta[:8], "little"))
     return _ffi.from_buffer(g.alpha), _ffi.from_buffer(g.beta)
@@ -203,8 +243,7 @@ class CudaBlasBatched:
         write."""
         lib = library("cublas")
         self._use(ctx)
-        check(lib.cublasSetStream_v2(handle, _ptr(int(stream) if stream is not None else 0)), "cublasSetStream")
-        check(lib.cublasSetPointerMode_v2(handle, c.pointer_mode), "cublasSetPointerMode")
+        _configure(lib, handle, _stream_int(stream), c.pointer_mode)
         device = c.pointer_mode == 1
         name = c.name + ("_v2" if c.result_size == 4 and c.func >= 7 else "_v2_64")
         x, y = _ptr(c.x), _ptr(c.y)
@@ -228,7 +267,7 @@ class CudaBlasBatched:
     def blas_lu_batched(self, ctx, handle, stream, lu, arrays) -> None:
         lib = library("cublas")
         self._use(ctx)
-        check(lib.cublasSetStream_v2(handle, _ptr(int(stream) if stream is not None else 0)), "cublasSetStream")
+        _configure(lib, handle, _stream_int(stream), 0)
         name = f"cublas{_LU_LETTER[lu.type]}{('getrf', 'getri', 'matinv')[lu.which]}Batched"
         fn = getattr(lib, name)
         if lu.which == 0:
@@ -242,12 +281,52 @@ class CudaBlasBatched:
     def blas_trsm_batched(self, ctx, handle, stream, t, arrays) -> None:
         lib = library("cublas")
         self._use(ctx)
-        check(lib.cublasSetStream_v2(handle, _ptr(int(stream) if stream is not None else 0)), "cublasSetStream")
-        check(lib.cublasSetPointerMode_v2(handle, t.pointer_mode), "cublasSetPointerMode")
+        _configure(lib, handle, _stream_int(stream), t.pointer_mode)
         alpha = _ptr(int.from_bytes(t.alpha[:8], "little")) if t.pointer_mode else _ffi.from_buffer(t.alpha)
         name = f"cublas{_LU_LETTER[t.type]}trsmBatched_64"
         check(getattr(lib, name)(handle, t.side, t.uplo, t.trans, t.diag, t.m, t.n, alpha, _ptr(t.a), t.lda,
                                  _ptr(t.b), t.ldb, t.batch), name)
+
+
+    def blas_routine(self, ctx, handle, stream, r) -> None:
+        """A Level 2/3 routine (rgpu.protocol.blas_routines.Routine, its ranges checked): the cuBLAS routine the
+        program called, in the form it called (32-bit or _64)."""
+        lib = library("cublas")
+        self._use(ctx)
+        alpha, beta = _prepare(lib, handle, _stream_int(stream), r)
+        F = blas_routines.Function
+        a, b, c, f = _ptr(r.a), _ptr(r.b), _ptr(r.c), r.function
+        if f in (F.GEMM, F.GEMM3M):
+            args = (r.transa, r.transb, r.m, r.n, r.k, alpha, a, r.lda, b, r.ldb, beta, c, r.ldc)
+        elif f == F.GEMV:
+            args = (r.transa, r.m, r.n, alpha, a, r.lda, b, r.ldb, beta, c, r.ldc)
+        elif f in (F.GER, F.GERU, F.GERC):
+            args = (r.m, r.n, alpha, b, r.ldb, c, r.ldc, a, r.lda)
+        elif f in (F.TRSV, F.TRMV):
+            args = (r.uplo, r.transa, r.diag, r.n, a, r.lda, b, r.ldb)
+        elif f == F.TRSM:
+            args = (r.side, r.uplo, r.transa, r.diag, r.m, r.n, alpha, a, r.lda, b, r.ldb)
+        elif f == F.TRMM:
+            args = (r.side, r.uplo, r.transa, r.diag, r.m, r.n, alpha, a, r.lda, b, r.ldb, c, r.ldc)
+        elif f in (F.SYRK, F.HERK):
+            args = (r.uplo, r.transa, r.n, r.k, alpha, a, r.lda, beta, c, r.ldc)
+        else:  # SYMM
+            args = (r.side, r.uplo, r.m, r.n, alpha, a, r.lda, b, r.ldb, beta, c, r.ldc)
+        check(getattr(lib, r.name)(handle, *args), r.name)
+
+    def blas_getrs_batched(self, ctx, handle, stream, g, arrays) -> None:
+        lib = library("cublas")
+        self._use(ctx)
+        _configure(lib, handle, _stream_int(stream), 0)
+        info = _ffi.new("int *")
+        check(getattr(lib, g.name)(handle, g.trans, g.n, g.nrhs, _ptr(g.a), g.lda, _ptr(g.pivots), _ptr(g.b), g.ldb,
+                                   info, g.batch), g.name)
+        if info[0]:
+            raise CudaError(Status.INVALID_VALUE, f"{g.name}: parameter {-info[0]} is invalid")
+
+
+def _stream_int(stream) -> int:
+    return int(stream) if stream is not None else 0
 
 
 def heuristic(lt_handle, op, requested: int) -> list[bytes]:

@@ -2,13 +2,22 @@
 nvidia-cusparse wheel on sys.path (as PyTorch installs it), then the loader's search for libcusparse.so.12.
 
 The request's descriptors become real cuSPARSE descriptors for the one call and are destroyed after it (an
-SpMM's preprocessing, kept in the descriptors by cuSPARSE, is therefore not carried over between calls)."""
+SpMM's preprocessing, kept in the descriptors by cuSPARSE, is therefore not carried over between calls). Every
+choice the program made -- operations, compute type, algorithm, scalars, formats, index types, layouts, batches --
+reaches cuSPARSE as the program gave it.
+
+An execution's external buffer must hold what cuSPARSE asks for, so the server needs the size for every SPARSE_RUN;
+the answer depends on the operation's description only, not on the data, so it is asked for once per description
+and handle (`_buffer_sizes`), not on every run."""
 
 from __future__ import annotations
 
 import contextlib
+
+import attrs
 import cffi
 
+from rgpu.backends.libcache import PerHandle
 from rgpu.backends.nvlibs import LazyLibrary
 from rgpu.errors import CudaError, Status
 from rgpu.protocol.sparse_wire import FORMAT_COO, FORMAT_CSC, POINTER_MODE_DEVICE, Dense, Function, Phase, Sparse, \
@@ -79,7 +88,29 @@ def create():
 
 
 def destroy(handle) -> None:
+    _buffer_sizes.drop(_key(handle))
     check(library().cusparseDestroy(handle), "cusparseDestroy")
+
+
+def _key(handle) -> int:
+    return int(_ffi.cast("uintptr_t", handle))
+
+
+# Per cuSPARSE handle: (status, bytes) of buffer-size queries by operation description.
+_buffer_sizes = PerHandle(lambda answer: None)
+_ALIGNMENT = 256  # the part of an address a size could depend on (vectorised kernels): kept in the description
+
+
+def description(op: SparseOp) -> SparseOp:
+    """`op` without its addresses, save their alignment, and (device pointer mode) without its scalars' addresses:
+    every other field is part of what a buffer size may depend on."""
+    def align(ptr: int) -> int:
+        return ptr % _ALIGNMENT
+
+    a = attrs.evolve(op.a, offsets=align(op.a.offsets), indices=align(op.a.indices), values=align(op.a.values))
+    scalars = {} if op.pointer_mode != POINTER_MODE_DEVICE else {"alpha": b"", "beta": b""}
+    return attrs.evolve(op, a=a, b=attrs.evolve(op.b, values=align(op.b.values)),
+                        c=attrs.evolve(op.c, values=align(op.c.values)), buffer=0, **scalars)
 
 
 class _Descriptors(contextlib.ExitStack):
@@ -139,9 +170,13 @@ def _call(handle, op: SparseOp, name: str, last):
 
 
 def buffer_size(handle, op: SparseOp) -> tuple[int, int]:
-    size = _ffi.new("size_t *")
-    status = _call(handle, op, "_bufferSize", size)
-    return status, size[0]
+    """(cuSPARSE status, bytes), asked of cuSPARSE once per description (see the module's doc)."""
+    def ask() -> tuple[int, int]:
+        size = _ffi.new("size_t *")
+        status = _call(handle, op, "_bufferSize", size)
+        return status, size[0]
+
+    return _buffer_sizes.of(_key(handle)).get(description(op), ask)
 
 
 def run(handle, stream: int, op: SparseOp) -> None:

@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 
 from rgpu.backends import fake_blas, fake_dnn, ptx
+from rgpu.backends.fake_blas_routines import FakeBlasRoutines
 from rgpu.backends.fake_solver import FakeSolver
 from rgpu.backends.fake_sparse import FakeSparse
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, Backend
@@ -110,8 +111,8 @@ def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> b
     return (head + digest).ljust(128, b"\0")
 
 
-class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeFft, FakeRand, FakeSolver,
-                  FakeSparse, Backend):
+class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeBlasRoutines, FakeFft, FakeRand,
+                  FakeSolver, FakeSparse, Backend):
     name = "fake"
 
 

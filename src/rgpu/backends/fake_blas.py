@@ -123,6 +123,19 @@ def _from_factors(lu: np.ndarray, pivots: np.ndarray | None) -> np.ndarray:
     return a
 
 
+def solve_triangular(t: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """X with t X = b, t triangular (lower or upper), by substitution as BLAS solves it: a zero on the diagonal
+    gives infinities and NaNs, not an error."""
+    n = t.shape[0]
+    lower = not np.triu(t, 1).any()
+    x = b.astype(np.result_type(t, b))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i in range(n) if lower else reversed(range(n)):
+            done = slice(0, i) if lower else slice(i + 1, n)
+            x[i] = (x[i] - t[i, done] @ x[done]) / t[i, i]
+    return x
+
+
 def _triangular(a: np.ndarray, t: blas_wire.TrsmBatched) -> np.ndarray:
     tri = np.tril(a) if t.uplo == blas_wire.FILL_LOWER else np.triu(a)
     if t.diag == blas_wire.DIAG_UNIT:
@@ -224,10 +237,11 @@ class FakeBlasBatched:
         for pa, pb in zip(*self._pointer_arrays(t.arrays, t.batch, arrays)):
             a = _triangular(_square(self._blas_view, pa, t.type, t.k, t.k, t.lda), t)
             b = _square(self._blas_view, pb, t.type, t.m, t.n, t.ldb)
-            if t.side == blas_wire.SIDE_LEFT:
-                b[...] = np.linalg.solve(a, alpha * b)
-            else:
-                b[...] = np.linalg.solve(a.T, (alpha * b).T).T
+            with np.errstate(all="ignore"):
+                if t.side == blas_wire.SIDE_LEFT:
+                    b[...] = solve_triangular(a, alpha * b)
+                else:
+                    b[...] = solve_triangular(a.T, (alpha * b).T).T
 
     def blas_gemm_batched(self, ctx, handle, stream, g: blas_wire.Gemm, arrays) -> None:
         ctx.check()

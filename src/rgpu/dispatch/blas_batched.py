@@ -1,4 +1,4 @@
-"""cublasGemmBatchedEx and cublas{S,D,H}gemmBatched, and cublas{S,D,C,Z}{getrf,getri,matinv,trsm}Batched: calls
+"""cublasGemmBatchedEx and cublas{S,D,H}gemmBatched, and cublas{S,D,C,Z}{getrf,getri,matinv,trsm,getrs}Batched: calls
 whose operands are arrays of device pointers.
 
 The arrays are in device memory and usually written by the program's own kernel on the same stream just
@@ -14,7 +14,7 @@ import struct
 
 import attrs
 
-from rgpu.protocol import blas_wire
+from rgpu.protocol import blas_routines, blas_wire
 from rgpu.dispatch.registry import handles
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
@@ -109,3 +109,15 @@ def _trsm_batched(s: Session, args, bulk):
         return
     _run(s, args.handle, args.stream, t.batch, t.arrays, t.matrix_ranges,
          lambda ctx, h, strm, arrays: s.backend.blas_trsm_batched(ctx, h, strm, t, arrays))
+
+
+@handles(ops.BLAS_GETRS_BATCHED, blocking=True)
+def _getrs_batched(s: Session, args, bulk):
+    s.object(args.handle, Kind.BLAS)
+    g = blas_routines.GetrsBatched.from_request(args)
+    if not (g.n and g.nrhs and g.batch):
+        return
+    for ptr, nbytes in g.ranges():
+        s.memory.check(ptr, nbytes)
+    _run(s, args.handle, args.stream, g.batch, g.arrays, g.matrix_ranges,
+         lambda ctx, h, strm, arrays: s.backend.blas_getrs_batched(ctx, h, strm, g, arrays))

@@ -674,6 +674,23 @@ SPARSE_SPGEMM = _op(0x0286, "SPARSE_SPGEMM",
                     doc="cusparseSpGEMM_workEstimation (phase 1), _compute (2: C's non-zero count back) or _copy "
                         "(3) of C = alpha op(A) op(B) (A, B, C CSR); buffer 0: the buffer size the phase needs")
 
+# cuBLAS Level 2/3 (0x02A0-0x02BF): one request shape for the non-batched routines (`function`:
+# rgpu.protocol.blas_routines.Function), deferred like BLAS_GEMM, every operand range checked on the server.
+_ROUTINE = ("handle:u64 stream:u64 function:u32 type:u32 wide:u32 side:u32 uplo:u32 transa:u32 transb:u32 diag:u32 "
+            "m:i64 n:i64 k:i64 pointer_mode:u32 math_mode:u32 alpha:b16 beta:b16 a:u64 lda:i64 b:u64 ldb:i64 c:u64 "
+            "ldc:i64 workspace:u64 workspace_size:u64")
+BLAS_ROUTINE = _op(0x02A0, "BLAS_ROUTINE", _ROUTINE, deferrable=True, names="handle:blas stream:stream",
+                   doc="cublas<t>{gemm,gemm3m,gemv,ger,geru,gerc,trsv,trmv,trsm,trmm,syrk,herk,symm} (function) on "
+                       "type S/D/C/Z (a cudaDataType), wide 1 for its _64 form (the server calls the form the "
+                       "program called, whose results may differ in the last bits); vectors x and y in b and c with their increments as ldb and "
+                       "ldc; alpha and beta by value, or their device addresses in device pointer mode")
+BLAS_GETRS_BATCHED = _op(0x02A1, "BLAS_GETRS_BATCHED",
+                         "handle:u64 stream:u64 trans:u32 type:u32 n:i64 nrhs:i64 a:u64 lda:i64 pivots:u64 b:u64 "
+                         "ldb:i64 batch:i64", deferrable=True, names="handle:blas stream:stream",
+                         doc="cublas<t>getrsBatched(trans, n, nrhs, A[], lda, pivots or 0, B[], ldb, batch): a and b "
+                             "device arrays of batch u64 pointers, read and checked like BLAS_LU_BATCHED's; the "
+                             "host info (parameter checks) is the client's")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 # Kernel output (0x0140-0x014F).
 OUTPUT = _op(0x0140, "OUTPUT", context=False, reply_bulk="bytes the session's kernels printed (device printf)",
