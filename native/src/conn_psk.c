@@ -1,4 +1,6 @@
 /* The pre-shared key and the PSK half of the handshake (docs/protocol.md, "Authentication"). */
+#define _GNU_SOURCE /* statx */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +29,10 @@ int conn_load_psk(const char *path, uint8_t *key, size_t *key_len)
     FILE *f = fopen(path, "rb");
     if (!f)
         return -1;
-    struct stat st;
-    if (fstat(fileno(f), &st) || ((st.st_mode & 077) && !readable_allowed(path, st.st_mode & 07777))) {
+    /* statx, not fstat: fstat is a libc symbol only since glibc 2.33 (src/glibc_compat.h) */
+    struct statx st;
+    if (statx(fileno(f), "", AT_EMPTY_PATH, STATX_MODE, &st) ||
+        ((st.stx_mode & 077) && !readable_allowed(path, st.stx_mode & 07777))) {
         fclose(f);
         return -3;
     }
