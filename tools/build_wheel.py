@@ -58,10 +58,8 @@ def main() -> int:
         (wheel,) = raw.glob("rgpu-*.whl")
         excludes = [arg for name in stand_ins(wheel) for arg in ("--exclude", name)]
         args.out.mkdir(parents=True, exist_ok=True)
-        before = set(args.out.glob("rgpu-*.whl"))
         run(sys.executable, "-m", "auditwheel", "repair", "--plat", plat, *excludes, "-w", str(args.out), str(wheel))
-    made = [w for w in args.out.glob(f"rgpu-*{plat}*.whl") if w not in before or True]
-    (repaired,) = [w for w in made if w.name.endswith(f"-py3-none-{plat}.whl")]
+    repaired = args.out / wheel.name.replace(f"-linux_{platform.machine()}.whl", f"-{plat}.whl")
     grafted = [n for n in zipfile.ZipFile(repaired).namelist() if n.startswith("rgpu.libs/")]
     if grafted:  # --exclude is per soname: a new dependency of a stand-in would land here
         raise SystemExit(f"auditwheel copied libraries into {repaired.name}: {grafted}")
