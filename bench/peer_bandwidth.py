@@ -124,11 +124,24 @@ def meminfo(runner: Runner, native: bool) -> dict[int, tuple[int, int]]:
     return info
 
 
+def settled_meminfo(runner: Runner, native: bool, settle_s: float) -> dict[int, tuple[int, int]]:
+    """Free memory once two reads a second apart agree: the server replaces the worker of every session that
+    ends (a new one initialises the GPU before it is ready), so a read just after a session may catch that."""
+    deadline, last = time.monotonic() + settle_s, meminfo(runner, native)
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        now = meminfo(runner, native)
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def teardown(runner: Runner, native: bool, settle_s: float) -> dict:
     """Free memory per device before, during and after two killed sessions; ok if before == after exactly."""
     views = [("native", True)] if native else []
     views.append(("rgpu", False))
-    result = {view: {"before": meminfo(runner, flag)} for view, flag in views}
+    result = {view: {"before": settled_meminfo(runner, flag, settle_s)} for view, flag in views}
     holders = [runner.hold(), runner.hold()]
     try:
         for view, flag in views:
@@ -142,7 +155,7 @@ def teardown(runner: Runner, native: bool, settle_s: float) -> dict:
             raise SystemExit(f"the server still has live sessions {settle_s:.0f} s after their programs were killed")
         time.sleep(0.2)
     for view, flag in views:
-        result[view]["after"] = meminfo(runner, flag)
+        result[view]["after"] = settled_meminfo(runner, flag, settle_s)
     ok = True
     for view, r in result.items():
         for dev in sorted(r["before"]):
