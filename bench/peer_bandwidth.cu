@@ -14,14 +14,7 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(call)                                                                                                 \
-    do {                                                                                                            \
-        cudaError_t e_ = (call);                                                                                    \
-        if (e_ != cudaSuccess) {                                                                                    \
-            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
-            std::exit(1);                                                                                           \
-        }                                                                                                           \
-    } while (0)
+#include "../tests/cuda/check.cuh"  // CHECK: the test programs' own
 
 static int meminfo()
 {
