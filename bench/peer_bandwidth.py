@@ -202,7 +202,11 @@ def main() -> int:
         ok = all(rc == 0 for k, rc in results.items() if k.endswith("_rc")) and bool(rows)
         ok &= all(r["rgpu"]["check"] == "OK" and (r["native"] is None or r["native"]["check"] == "OK") for r in rows)
         if args.teardown:
-            results["teardown"] = teardown(runner, not args.no_native, args.settle)
+            try:
+                results["teardown"] = teardown(runner, not args.no_native, args.settle)
+            except SystemExit as e:  # a failed step: said, and recorded with the copies measured before it
+                print(f"teardown check FAILED: {e}")
+                results["teardown"] = {"ok": False, "error": str(e)}
             ok &= results["teardown"]["ok"]
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")

@@ -10,7 +10,8 @@
 # few steps) natively and through rgpu, whose outputs must be identical, then bench/peer_bandwidth.py (GB/s
 # natively and through rgpu, the ratio, and free memory per device equal to the byte after killed sessions).
 # Outputs land in $OUT/multigpu_*; the summary is printed and written to $OUT/multigpu_summary.txt.
-# Exit status 1 if anything failed.
+# Exit status 1 if anything failed. MULTIGPU_SERVER_ARGS: more rgpu-server options (a dry run of the plumbing
+# without a GPU: MULTIGPU_SERVER_ARGS="--backend fake --fake-devices 2"; the native runs then fail).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/rgpu-out}
@@ -29,7 +30,8 @@ servers=() pids=()
 start_server() {  # a cuda-backend rgpu-server; appends its address to servers
   local pf log="$OUT/multigpu_server_${#servers[@]}.log"
   pf=$(mktemp -u)
-  python3 -m rgpu.cli server --port 0 --port-file "$pf" --backend cuda --log-level info > "$log" 2>&1 &
+  python3 -m rgpu.cli server --port 0 --port-file "$pf" --backend cuda --log-level info ${MULTIGPU_SERVER_ARGS:-} \
+    > "$log" 2>&1 &
   pids+=($!)
   for _ in $(seq 300); do [ -s "$pf" ] && break; sleep 0.2; done
   [ -s "$pf" ] || { cat "$log"; say "FAIL: server did not start"; exit 1; }
