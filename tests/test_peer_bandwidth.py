@@ -28,8 +28,9 @@ def _bench():
 
 def test_lines_are_parsed_and_compared():
     bench = _bench()
-    native = bench.parse_copies("devices: 2\npeer 0->1 bytes=1048576 reps=200 wall_GBps=40.000 event_GBps=45.500 "
-                                "check=OK\npeer 1->0 bytes=1048576 reps=200 wall_GBps=50.000 event_GBps=51.000 check=OK\n")
+    native = bench.parse_copies("devices: 2\n"
+                                "peer 0->1 bytes=1048576 reps=200 wall_GBps=40.000 event_GBps=45.500 check=OK\n"
+                                "peer 1->0 bytes=1048576 reps=200 wall_GBps=50.000 event_GBps=51.000 check=OK\n")
     rgpu = bench.parse_copies("peer 1->0 bytes=1048576 reps=200 wall_GBps=25.000 event_GBps=50.000 check=OK\n"
                               "peer 0->1 bytes=1048576 reps=200 wall_GBps=10.000 event_GBps=45.000 check=BAD\n")
     rows = bench.compare(native, rgpu)

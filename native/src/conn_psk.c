@@ -24,15 +24,31 @@ static int readable_allowed(const char *path, unsigned mode)
     return allowed;
 }
 
+/* statx where the headers have it (glibc >= 2.28): fstat became a libc symbol only in glibc 2.33, so a stand-in
+ * built on a newer glibc that used it would not load on older ones (src/glibc_compat.h). */
+static int file_mode(FILE *f, unsigned *mode)
+{
+#ifdef STATX_MODE
+    struct statx st;
+    if (statx(fileno(f), "", AT_EMPTY_PATH, STATX_MODE, &st))
+        return -1;
+    *mode = st.stx_mode;
+#else
+    struct stat st;
+    if (fstat(fileno(f), &st))
+        return -1;
+    *mode = st.st_mode;
+#endif
+    return 0;
+}
+
 int conn_load_psk(const char *path, uint8_t *key, size_t *key_len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return -1;
-    /* statx, not fstat: fstat is a libc symbol only since glibc 2.33 (src/glibc_compat.h) */
-    struct statx st;
-    if (statx(fileno(f), "", AT_EMPTY_PATH, STATX_MODE, &st) ||
-        ((st.stx_mode & 077) && !readable_allowed(path, st.stx_mode & 07777))) {
+    unsigned mode;
+    if (file_mode(f, &mode) || ((mode & 077) && !readable_allowed(path, mode & 07777))) {
         fclose(f);
         return -3;
     }

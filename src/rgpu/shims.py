@@ -233,6 +233,8 @@ def glibc_compat(nat: pathlib.Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     # must stay DT_NEEDED although nothing here resolves to them.
     return (("-DRGPU_GLIBC_COMPAT", "-include", str(nat / "src" / "glibc_compat.h")),
             ("-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0", "-Wl,--pop-state"))
+
+
 _STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cufft_", "curand_", "cusolver_",  # generated files of the
                       "cusparse_")  # other libraries, not libcuda's
 
@@ -310,8 +312,8 @@ def _library_steps(lib: Library, nat: pathlib.Path, out: pathlib.Path, cc: str) 
     for source, major in lib.sources:
         obj = objdir / (source.replace("/", "_").removesuffix(".c") + ".o")
         dep = obj.with_suffix(".d")
-        compiles.append(Step(obj, (cc, *FLAGS, *compat_cflags, *includes, f"-I{cuda_include(major)}", *after, "-MMD", "-MF",
-                                   str(dep), "-c", str(nat / source), "-o", str(obj)),
+        compiles.append(Step(obj, (cc, *FLAGS, *compat_cflags, *includes, f"-I{cuda_include(major)}", *after,
+                                   "-MMD", "-MF", str(dep), "-c", str(nat / source), "-o", str(obj)),
                              (nat / source,), dep, f"CC {lib.soname}: {source}"))
     if lib.exports is None:
         script = nat / "src" / "libcuda.map"
