@@ -6,8 +6,8 @@
 - The stand-ins themselves (libcuda.so.1, libcudart, libcublas(Lt), libcudnn) and the C examples are compiled
   here, with gcc and the CUDA headers of the nvidia-cuda-* build requirements, into rgpu/_shims: an installed
   wheel runs `rgpu run`, `rgpu doctor` and `rgpu demo` with no compiler and no headers. Such a wheel is tagged
-  for this platform (py3-none-linux_x86_64); for a release, build it in a manylinux container and run
-  `auditwheel repair` (docs/packaging.md). Where they cannot be compiled (no gcc), the wheel carries their
+  for this platform (py3-none-linux_x86_64); tools/build_wheel.py makes the release (manylinux_2_28) wheel of it
+  with `auditwheel repair` (docs/packaging.md). Where they cannot be compiled (no gcc), the wheel carries their
   sources only, with a warning, and they are compiled on first use; RGPU_WHEEL_SHIMS=1 makes that an error
   (release builds, CI), RGPU_WHEEL_SHIMS=0 skips the compile.
 

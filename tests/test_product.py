@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -274,6 +275,35 @@ SMALL_PROGRAM = textwrap.dedent("""
 """)
 
 
+def _glibc_versions(path: pathlib.Path) -> set[tuple[int, ...]]:
+    """The GLIBC_x.y symbol versions an ELF file needs (objdump -T)."""
+    text = subprocess.run(["objdump", "-T", str(path)], check=True, capture_output=True, text=True).stdout
+    return {tuple(map(int, v.split("."))) for v in re.findall(r"\(GLIBC_([0-9.]+)\)", text)}
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs objdump (binutils)")
+def test_stand_ins_load_on_glibc_2_28(shim_dir):
+    """Built on any glibc, the stand-ins and examples need no symbol version newer than 2.28 (the manylinux_2_28
+    tag of the release wheel; native/src/glibc_compat.h), and find each other beside them (RUNPATH $ORIGIN)."""
+    files = [shim_dir / lib.soname for lib in shims.libraries()] + [shim_dir / n for n in shims.EXAMPLES]
+    for path in files:
+        versions = _glibc_versions(path)
+        assert versions and max(versions) <= (2, 28), (path.name, sorted(versions)[-3:])
+        dynamic = subprocess.run(["readelf", "-d", str(path)], check=True, capture_output=True, text=True).stdout
+        assert "Library runpath: [$ORIGIN]" in dynamic, path.name
+
+
+def _auditwheel_tag(wheel: pathlib.Path) -> str | None:
+    """The tag `auditwheel show` gives the wheel, or None without auditwheel."""
+    try:
+        import auditwheel  # noqa: F401
+    except ImportError:
+        return None
+    shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", "--json", str(wheel)], check=True,
+                           capture_output=True, text=True, timeout=120)
+    return __import__("json").loads(shown.stdout)["overall_tag"]
+
+
 @pytest.mark.slow
 def test_wheel_installed_outside_the_checkout(tmp_path):
     """Build the platform wheel (stand-ins prebuilt), install it (no dependencies: they come from this
@@ -291,6 +321,10 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"rgpu/_shims/{lib.soname}" for lib in shims.libraries()} | {"rgpu/_shims/vecadd"} <= names
     assert "rgpu/_native/src/conn_io.c" in names and not any(n.endswith((".o", ".d")) for n in names)
+    tag = _auditwheel_tag(wheel)  # what tools/build_wheel.py's `auditwheel repair` retags it to
+    if tag is not None:
+        minor = re.fullmatch(rf"manylinux_2_(\d+)_{os.uname().machine}", tag)
+        assert minor and int(minor.group(1)) <= 28, tag
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
@@ -342,6 +376,7 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
         assert doctor.returncode == 0 and "small program on" in doctor.stdout
         assert f"stand-ins from {prebuilt}" in doctor.stdout and "rgpu stand-in" in doctor.stdout
         assert "answers" in doctor.stdout
+        assert "has RUNPATH" not in doctor.stdout  # the stand-ins' own, not the program's business
         status = run("rgpu", "status", "--server", address, "--json")
         assert status.returncode == 0 and __import__("json").loads(status.stdout)["server"]["backend"] == "fake"
         demo = run("rgpu", "demo", "--server", address)

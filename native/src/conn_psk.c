@@ -1,4 +1,6 @@
 /* The pre-shared key and the PSK half of the handshake (docs/protocol.md, "Authentication"). */
+#define _GNU_SOURCE /* statx */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +24,31 @@ static int readable_allowed(const char *path, unsigned mode)
     return allowed;
 }
 
+/* statx where the headers have it (glibc >= 2.28): fstat became a libc symbol only in glibc 2.33, so a stand-in
+ * built on a newer glibc that used it would not load on older ones (src/glibc_compat.h). */
+static int file_mode(FILE *f, unsigned *mode)
+{
+#ifdef STATX_MODE
+    struct statx st;
+    if (statx(fileno(f), "", AT_EMPTY_PATH, STATX_MODE, &st))
+        return -1;
+    *mode = st.stx_mode;
+#else
+    struct stat st;
+    if (fstat(fileno(f), &st))
+        return -1;
+    *mode = st.st_mode;
+#endif
+    return 0;
+}
+
 int conn_load_psk(const char *path, uint8_t *key, size_t *key_len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return -1;
-    struct stat st;
-    if (fstat(fileno(f), &st) || ((st.st_mode & 077) && !readable_allowed(path, st.st_mode & 07777))) {
+    unsigned mode;
+    if (file_mode(f, &mode) || ((mode & 077) && !readable_allowed(path, mode & 07777))) {
         fclose(f);
         return -3;
     }

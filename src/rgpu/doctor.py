@@ -197,8 +197,9 @@ def doctor(argv: list[str], shim_dir: pathlib.Path | None = None, out=sys.stdout
             p(f"  process {pid} loaded:")
             for name, path, what, how in sorted(rows):
                 p(f"    {name:22} {what:28} {path}  ({how})")
-        for path, elf in elves.items():
-            if elf and (elf.rpath or elf.runpath) and stand_ins.intersection(elf.needed):
+        for path, elf in elves.items():  # the stand-ins' own RUNPATH ($ORIGIN: each other) is rgpu's business
+            if elf and (elf.rpath or elf.runpath) and stand_ins.intersection(elf.needed) \
+                    and pathlib.Path(path).resolve().parent != shim_dir.resolve():
                 kind, value = ("RPATH", elf.rpath) if elf.rpath else ("RUNPATH", elf.runpath)
                 p(f"    note: {os.path.basename(path)} has {kind} {value}; rgpu's preload takes precedence")
     if not used_any:

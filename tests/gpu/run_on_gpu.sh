@@ -3,7 +3,7 @@
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
 #   sections: info tests suite demo bench bridge shim runtime printf math torch jax torchgraphs expandable llama
-#             multigpu fft rand linalg sdpa
+#             multigpu multigpu2 fft rand linalg sdpa
 #   (default: info tests suite demo bench bridge shim runtime printf)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -115,42 +115,10 @@ PY
       if cmp -s "$OUT/${s}_native.txt" "$OUT/${s}_rgpu.txt"; then echo "IDENTICAL $s"; else
         echo "DIFFERENT $s"; rc=1; diff "$OUT/${s}_native.txt" "$OUT/${s}_rgpu.txt" | head -20
         grep -iE "not supported|error" "$OUT/${s}_rgpu.err" "$OUT/${s}_server.log" | sort | uniq -c | sort -rn | head -15; fi ;;
-    multigpu)  # two rgpu-servers on this one GPU make a two-device client; results must equal native one-GPU runs
-      shims=/tmp/rgpu-shims
-      [ -e $shims/libcublas.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
-      nvcc -cudart shared -o /tmp/multi_device tests/cuda/multi_device.cu || rc=1
-      pa=$(mktemp -u); pb=$(mktemp -u)
-      python3 -m rgpu.cli server --port 0 --port-file $pa --backend cuda --log-level info > "$OUT/multigpu_a.log" 2>&1 &
-      sa=$!
-      python3 -m rgpu.cli server --port 0 --port-file $pb --backend cuda --log-level info > "$OUT/multigpu_b.log" 2>&1 &
-      sb=$!
-      for i in $(seq 150); do [ -s $pa ] && [ -s $pb ] && break; sleep 0.2; done
-      servers=127.0.0.1:$(cat $pa),127.0.0.1:$(cat $pb)
-      python3 -m rgpu.cli info --server $servers || rc=1
-      # Device addresses name their server on the client: the two servers' first allocations must differ.
-      python3 -c "
-import rgpu, sys
-a, b = (rgpu.connect(s) for s in sys.argv[1].split(','))
-pa, pb = a.mem_alloc(1 << 20), b.mem_alloc(1 << 20)
-print('first allocations', hex(pa), hex(pb), 'disjoint' if abs(pa - pb) >= 1 << 20 else 'OVERLAP: the servers hand out the same addresses')
-" $servers || rc=1
-      /tmp/multi_device > "$OUT/multigpu_cuda_native.txt" 2>&1; echo "cuda program native rc=$?"
-      RGPU_LOG=${RGPU_LOG:-warn} timeout 300 python3 -m rgpu.cli run --server $servers --shims $shims -- /tmp/multi_device \
-        > "$OUT/multigpu_cuda_rgpu.txt" 2>&1; echo "cuda program through two servers rc=$?"
-      grep -q "multi_device OK devices=2" "$OUT/multigpu_cuda_rgpu.txt" || { echo "FAIL: not two devices"; rc=1; }
-      if cmp -s <(grep result "$OUT/multigpu_cuda_native.txt") <(grep result "$OUT/multigpu_cuda_rgpu.txt"); then
-        echo "IDENTICAL multigpu cuda program"; else echo "DIFFERENT multigpu cuda program"; rc=1
-        cat "$OUT/multigpu_cuda_native.txt" "$OUT/multigpu_cuda_rgpu.txt" | head -20; fi
-      timeout 300 python3 tests/gpu/multigpu_probe.py > "$OUT/multigpu_torch_native.txt" 2>"$OUT/multigpu_torch_native.err"
-      echo "torch native rc=$?"
-      RGPU_LOG=${RGPU_LOG:-warn} timeout 400 python3 -m rgpu.cli run --server $servers --shims $shims -- \
-        python3 tests/gpu/multigpu_probe.py > "$OUT/multigpu_torch_rgpu.txt" 2>"$OUT/multigpu_torch_rgpu.err"
-      echo "torch through two servers rc=$?"; grep devices: "$OUT/multigpu_torch_rgpu.err"
-      if cmp -s "$OUT/multigpu_torch_native.txt" "$OUT/multigpu_torch_rgpu.txt" && grep -q "probe done" "$OUT/multigpu_torch_rgpu.txt"; then
-        echo "IDENTICAL multigpu torch"; else echo "DIFFERENT multigpu torch"; rc=1
-        diff "$OUT/multigpu_torch_native.txt" "$OUT/multigpu_torch_rgpu.txt" | head -20
-        grep -iE "not supported|error|overlaps" "$OUT/multigpu_torch_rgpu.err" "$OUT"/multigpu_[ab].log | sort | uniq -c | sort -rn | head -15; fi
-      kill -TERM $sa $sb; wait $sa $sb ;;
+    multigpu|multigpu2)  # two devices natively and through rgpu, compared (tests/gpu/multigpu_check.sh):
+      # multigpu: two rgpu-servers on this GPU make the two devices; multigpu2: one server exposing two GPUs
+      # where there are two (the nvidia-h200-x2 run), else the same as multigpu
+      OUT=$OUT bash tests/gpu/multigpu_check.sh $([ $s = multigpu ] && echo two) || rc=1 ;;
     fft)  # cuFFT: tests/cuda/fft_check.c and torch.fft natively (NVIDIA's libcufft) and through rgpu, identical
       shims=/tmp/rgpu-shims
       python3 -m rgpu.cli build-shims --out $shims >/dev/null || { rc=1; continue; }
