@@ -3,7 +3,7 @@
 # packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
 #   sections: info tests suite demo bench bridge shim runtime printf math torch jax torchgraphs expandable llama
-#             multigpu multigpu2 fft rand linalg sdpa
+#             multigpu multigpu2 fft rand linalg sdpa jaxauto
 #   (default: info tests suite demo bench bridge shim runtime printf)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -99,7 +99,9 @@ PY
       shims=/tmp/rgpu-shims
       [ -e $shims/libcublas.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
       case $s in
-        jax) probe="python3 tests/gpu/jax_probe.py" ;;
+        # XLA's autotuner picks GEMM algorithms by timing, so even two native runs may differ in the last bits:
+        # byte-for-byte with it off; `jaxauto` runs the default configuration and compares within a tolerance.
+        jax) probe="env XLA_FLAGS=--xla_gpu_autotune_level=0 python3 tests/gpu/jax_probe.py" ;;
         torchgraphs) probe="python3 tests/gpu/torch_graphs_probe.py" ;;
         expandable) probe="env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 tests/gpu/torch_graphs_probe.py" ;;
         sdpa) probe="python3 tests/gpu/sdpa_probe.py" ;;
@@ -115,6 +117,28 @@ PY
       if cmp -s "$OUT/${s}_native.txt" "$OUT/${s}_rgpu.txt"; then echo "IDENTICAL $s"; else
         echo "DIFFERENT $s"; rc=1; diff "$OUT/${s}_native.txt" "$OUT/${s}_rgpu.txt" | head -20
         grep -iE "not supported|error" "$OUT/${s}_rgpu.err" "$OUT/${s}_server.log" | sort | uniq -c | sort -rn | head -15; fi ;;
+    jaxauto)  # JAX's default configuration (autotuning on: kernels given page-locked memory, the delay kernel)
+      shims=/tmp/rgpu-shims
+      [ -e $shims/libcublas.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
+      port_file=$(mktemp)
+      python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info > "$OUT/jaxauto_server.log" 2>&1 &
+      server=$!
+      for i in $(seq 150); do [ -s $port_file ] && break; sleep 0.2; done
+      for run in native native2; do timeout 300 python3 tests/gpu/jax_probe.py > "$OUT/jaxauto_$run.txt" 2>/dev/null; done
+      RGPU_LOG=${RGPU_LOG:-warn} timeout 300 python3 -m rgpu.cli run --server 127.0.0.1:$(cat $port_file) --shims $shims -- \
+        python3 tests/gpu/jax_probe.py > "$OUT/jaxauto_rgpu.txt" 2>"$OUT/jaxauto_rgpu.err"; echo "rgpu rc=$?"
+      kill -TERM $server; wait $server
+      python3 - "$OUT" <<'PY' || rc=1
+import re, sys
+def losses(name):
+    return [float(x) for x in re.findall(r"loss (\S+)", open(f"{sys.argv[1]}/jaxauto_{name}.txt").read())]
+a, a2, b = losses("native"), losses("native2"), losses("rgpu")
+rel = lambda x, y: max((abs(p - q) / abs(p) for p, q in zip(x, y)), default=float("inf"))
+print(f"jaxauto: {len(b)} of {len(a)} steps through rgpu; max relative difference native/native {rel(a, a2):.2e}, "
+      f"native/rgpu {rel(a, b):.2e}")
+sys.exit(0 if a and len(a) == len(b) and rel(a, b) < 1e-5 else 1)
+PY
+      ;;
     multigpu|multigpu2)  # two devices natively and through rgpu, compared (tests/gpu/multigpu_check.sh):
       # multigpu: two rgpu-servers on this GPU make the two devices; multigpu2: one server exposing two GPUs
       # where there are two (the nvidia-h200-x2 run), else the same as multigpu
