@@ -30,11 +30,12 @@ else
     "$repo" || exit 1
 fi
 ls "$work"/dist/
-# The box's own packages stay visible (PyTorch for the check below); rgpu comes only from the wheel.
-python3 -m venv --without-pip --system-site-packages "$work/venv" || exit 1
+python3 -m venv --without-pip "$work/venv" || exit 1
 python3 -m pip --python "$work/venv/bin/python" install -q --no-deps --no-index "$work"/dist/rgpu-*.whl || exit 1
 purelib=$("$work/venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo "$work/site" > "$purelib/deps.pth"
+# The box's own packages stay visible after those (PyTorch for the check below); rgpu comes only from the wheel.
+python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$purelib/box.pth"
 
 cd "$work"
 unset PYTHONPATH RGPU_SERVER RGPU_PSK_FILE RGPU_SHIM_DIR
