@@ -153,8 +153,8 @@ DNN_API int cudnnBatchNormalizationForwardInference(struct dnn_handle *h, int mo
 /* -- batch-norm training ------------------------------------------------------------------------------------ */
 /* Plain batch norm (CUDNN_BATCHNORM_OPS_BN) travels in the DNN_BN_* frames; fused with an activation (and an
  * addition) in the DNN_BN_*_EX ones, which add the activation by value and the z / y / dz operands. With OPS_BN
- * the z (addend) and activation arguments are ignored, as cuDNN ignores them -- PyTorch passes x's descriptor. */
-/* 0: plain, 1: fused, -1: not a cudnnBatchNormOps_t. */
+ * the z (addend) and activation arguments are ignored, as cuDNN ignores them -- PyTorch passes x's descriptor.
+ * bn_fused: 0 plain, 1 fused, -1 not a cudnnBatchNormOps_t. */
 static int bn_fused(int ops)
 {
     if (ops == CUDNN_BATCHNORM_OPS_BN)
@@ -164,6 +164,8 @@ static int bn_fused(int ops)
 
 /* which: 0 forward workspace, 1 reserve, 2 backward workspace. For the fused size query (`activation` set) the
  * tensors are x, y, z (dz), dy, dx, bn; any the query does not name is x's (bn: derived from x). */
+_Static_assert(RGPU_DNN_BN_SIZES_EX_REQ_SIZE >= RGPU_DNN_BN_SIZES_REQ_SIZE, "one buffer holds either request");
+_Static_assert(RGPU_DNN_BN_SIZES_EX_REP_SIZE == RGPU_DNN_BN_SIZES_REP_SIZE, "one reply layout for both");
 static int bn_size(struct dnn_handle *h, int mode, int ops, int which, const struct tensor *const *tensors,
                    const struct dnn_activation *activation, size_t *size)
 {
@@ -197,7 +199,7 @@ static int bn_size(struct dnn_handle *h, int mode, int ops, int which, const str
                                             .activation_nan = (uint32_t)activation->nan,
                                             .activation_coef = activation->coef});
     }
-    struct rgpu_dnn_bn_sizes_rep got; /* DNN_BN_SIZES_EX's reply is DNN_BN_SIZES's */
+    struct rgpu_dnn_bn_sizes_rep got;
     int r = b.failed ? 2 : rgpu_ext_call(op, args, args_len, b.data, b.len, rep, sizeof rep, NULL, 0, NULL);
     free(b.data);
     if (!r && rgpu_unpack_dnn_bn_sizes(rep, sizeof rep, &got) == 0)
