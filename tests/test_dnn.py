@@ -29,6 +29,8 @@ def test_backend_graph_conv_and_batch_norm_match_a_cpu_reference(shim_dir, tmp_p
     assert "batch norm inference (legacy API)  OK" in proc.stdout
     assert "batch norm training forward        OK" in proc.stdout
     assert "batch norm training backward       OK" in proc.stdout
+    assert "batch norm + add + relu forward    OK" in proc.stdout
+    assert "batch norm + add + relu backward   OK" in proc.stdout
     # Setters stay local: one finalize per descriptor, the heuristics' results and the plan's workspace are the
     # only remote getters.
     remote = [line for line in proc.stderr.splitlines() if "debug: get attribute" in line]
@@ -110,3 +112,74 @@ async def test_a_by_value_pointer_is_not_taken_for_device_memory(client):
                                     struct.pack("<H", 2) + pointers + _by_value((0, b"\0\0\x80?"))))
     assert "not inside memory owned by this session" not in e.value.message
     await client._call(_Request(ops.DNN_DESTROY, (handle,)))
+
+
+# -- batch norm fused with an addition and ReLU: every operand, z / y / dz included, is the session's own ------
+_HALF, _FLOAT, _RELU, _SIGMOID, _ADD_RELU, _PERSISTENT = 2, 0, 1, 0, 2, 2
+
+
+def _tensor(dtype, dims, strides):
+    pad = (0,) * (8 - len(dims))
+    return struct.pack("<II8i8i", dtype, len(dims), *dims, *pad, *strides, *pad)
+
+
+def _fused_setup():
+    from .test_vmm import call, session
+
+    s = session()
+    (handle,) = call(s, ops.DNN_CREATE)
+    nhwc = _tensor(_HALF, (2, 8, 4, 4), (128, 1, 32, 8))  # 256 halves
+    bn = _tensor(_FLOAT, (1, 8, 1, 1), (8, 1, 1, 1))
+    data = {name: call(s, ops.MEM_ALLOC, 512)[0] for name in ("x", "y", "z", "dy", "dx", "dz")}
+    stats = {name: call(s, ops.MEM_ALLOC, 32)[0] for name in ("scale", "bias", "rmean", "rvar", "smean", "sinv",
+                                                               "dscale", "dbias")}
+    return s, handle, nhwc, bn, data, stats
+
+
+def _training(handle, data, stats, **changes):
+    fields = dict(handle=handle, stream=0, mode=_PERSISTENT, ops=_ADD_RELU, alpha=1.0, beta=0.0, factor=0.1,
+                  epsilon=1e-5, x=data["x"], y=data["y"], scale=stats["scale"], bias=stats["bias"],
+                  running_mean=stats["rmean"], running_var=stats["rvar"], saved_mean=stats["smean"],
+                  saved_inv_var=stats["sinv"], workspace=0, workspace_size=0, reserve=0, reserve_size=0, z=data["z"],
+                  activation_mode=_RELU, activation_nan=0, activation_coef=0.0)
+    fields.update(changes)
+    return ops.DNN_BN_TRAINING_EX.Request(**fields)
+
+
+def _backward(handle, data, stats, **changes):
+    fields = dict(handle=handle, stream=0, mode=_PERSISTENT, ops=_ADD_RELU, alpha_data=1.0, beta_data=0.0,
+                  alpha_params=1.0, beta_params=0.0, epsilon=1e-5, x=data["x"], dy=data["dy"], dx=data["dx"],
+                  scale=stats["scale"], dscale=stats["dscale"], dbias=stats["dbias"], saved_mean=stats["smean"],
+                  saved_inv_var=stats["sinv"], workspace=0, workspace_size=0, reserve=0, reserve_size=0,
+                  y=data["y"], dz=data["dz"], bias=stats["bias"], activation_mode=_RELU, activation_nan=0,
+                  activation_coef=0.0)
+    fields.update(changes)
+    return ops.DNN_BN_BACKWARD_EX.Request(**fields)
+
+
+def test_fused_batch_norm_operands_are_the_sessions_own():
+    from .test_vmm import call, fails
+
+    s, handle, nhwc, bn, data, stats = _fused_setup()
+    forward_bulk, backward_bulk = nhwc * 2 + bn + nhwc, nhwc * 3 + bn + nhwc * 2
+    small = call(s, ops.MEM_ALLOC, 64)[0]
+    call(s, ops.DNN_BN_TRAINING_EX, *_training(handle, data, stats), bulk=forward_bulk)
+    call(s, ops.DNN_BN_BACKWARD_EX, *_backward(handle, data, stats), bulk=backward_bulk)
+    for bad in (dict(z=0xDEAD0000), dict(z=small), dict(z=0), dict(y=0xDEAD0000), dict(ops=0), dict(ops=7)):
+        fails(Status.INVALID_VALUE, s, ops.DNN_BN_TRAINING_EX, *_training(handle, data, stats, **bad),
+              bulk=forward_bulk)
+    for bad in (dict(dz=0xDEAD0000), dict(dz=small), dict(y=0xDEAD0000), dict(y=0), dict(bias=0xDEAD0000),
+                dict(dz=0)):
+        fails(Status.INVALID_VALUE, s, ops.DNN_BN_BACKWARD_EX, *_backward(handle, data, stats, **bad),
+              bulk=backward_bulk)
+    # Without an addition z / dz are not operands: a stale pointer there is ignored, not read.
+    call(s, ops.DNN_BN_TRAINING_EX, *_training(handle, data, stats, ops=1, z=0xDEAD0000), bulk=forward_bulk)
+    call(s, ops.DNN_BN_BACKWARD_EX, *_backward(handle, data, stats, ops=1, dz=0xDEAD0000), bulk=backward_bulk)
+    # The fake runs ReLU only; another activation is refused as unsupported, the size query included.
+    fails(Status.NOT_SUPPORTED, s, ops.DNN_BN_TRAINING_EX, *_training(handle, data, stats, activation_mode=_SIGMOID),
+          bulk=forward_bulk)
+    fails(Status.NOT_SUPPORTED, s, ops.DNN_BN_SIZES_EX, handle, 0, _PERSISTENT, _ADD_RELU, _SIGMOID, 0, 0.0,
+          bulk=nhwc * 5 + bn)
+    assert call(s, ops.DNN_BN_SIZES_EX, handle, 2, _PERSISTENT, _ADD_RELU, _RELU, 0, 0.0, bulk=nhwc * 5 + bn) == (0,)
+    fails(Status.INVALID_VALUE, s, ops.DNN_BN_SIZES_EX, handle, 0, _PERSISTENT, _ADD_RELU, _RELU, 0, 0.0,
+          bulk=nhwc * 5)  # one descriptor short

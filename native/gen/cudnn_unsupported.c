@@ -56,12 +56,6 @@ DNN_API int cudnnAddTensor()
     return rgpu_dnn_unsupported(&logged, "cudnnAddTensor");
 }
 
-DNN_API int cudnnCreateActivationDescriptor()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnCreateActivationDescriptor");
-}
-
 DNN_API int cudnnCreateDropoutDescriptor()
 {
     static int logged;
@@ -114,12 +108,6 @@ DNN_API int cudnnDeriveNormTensorDescriptor()
 {
     static int logged;
     return rgpu_dnn_unsupported(&logged, "cudnnDeriveNormTensorDescriptor");
-}
-
-DNN_API int cudnnDestroyActivationDescriptor()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnDestroyActivationDescriptor");
 }
 
 DNN_API int cudnnDestroyDropoutDescriptor()
@@ -204,18 +192,6 @@ DNN_API int cudnnDropoutGetStatesSize()
 {
     static int logged;
     return rgpu_dnn_unsupported(&logged, "cudnnDropoutGetStatesSize");
-}
-
-DNN_API int cudnnGetActivationDescriptor()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnGetActivationDescriptor");
-}
-
-DNN_API int cudnnGetActivationDescriptorSwishBeta()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnGetActivationDescriptorSwishBeta");
 }
 
 DNN_API int cudnnGetDropoutDescriptor()
@@ -396,18 +372,6 @@ DNN_API int cudnnScaleTensor()
 {
     static int logged;
     return rgpu_dnn_unsupported(&logged, "cudnnScaleTensor");
-}
-
-DNN_API int cudnnSetActivationDescriptor()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnSetActivationDescriptor");
-}
-
-DNN_API int cudnnSetActivationDescriptorSwishBeta()
-{
-    static int logged;
-    return rgpu_dnn_unsupported(&logged, "cudnnSetActivationDescriptorSwishBeta");
 }
 
 DNN_API int cudnnSetDropoutDescriptor()

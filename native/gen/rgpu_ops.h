@@ -5819,6 +5819,238 @@ static inline int rgpu_unpack_blas_getrs_batched_req(const uint8_t *in, size_t l
     return 0;
 }
 
+/* DNN_BN_SIZES_EX: DNN_BN_SIZES for bnOps BN_ACTIVATION / BN_ADD_ACTIVATION, with the activation [context] */
+#define RGPU_OP_DNN_BN_SIZES_EX 0x02D0
+#define RGPU_DNN_BN_SIZES_EX_REQ_SIZE 36
+#define RGPU_DNN_BN_SIZES_EX_REP_SIZE 8
+struct rgpu_dnn_bn_sizes_ex_req {
+    uint64_t handle;
+    uint32_t which;
+    uint32_t mode;
+    uint32_t ops;
+    uint32_t activation_mode;
+    uint32_t activation_nan;
+    double activation_coef;
+};
+static inline void rgpu_pack_dnn_bn_sizes_ex(uint8_t out[RGPU_DNN_BN_SIZES_EX_REQ_SIZE], const struct rgpu_dnn_bn_sizes_ex_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u32(out + 8, m->which);
+    rgpu_put_u32(out + 12, m->mode);
+    rgpu_put_u32(out + 16, m->ops);
+    rgpu_put_u32(out + 20, m->activation_mode);
+    rgpu_put_u32(out + 24, m->activation_nan);
+    rgpu_put_f64(out + 28, m->activation_coef);
+}
+static inline int rgpu_unpack_dnn_bn_sizes_ex_req(const uint8_t *in, size_t len, struct rgpu_dnn_bn_sizes_ex_req *m)
+{
+    if (len != RGPU_DNN_BN_SIZES_EX_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->which = (uint32_t)rgpu_get_u32(in + 8);
+    m->mode = (uint32_t)rgpu_get_u32(in + 12);
+    m->ops = (uint32_t)rgpu_get_u32(in + 16);
+    m->activation_mode = (uint32_t)rgpu_get_u32(in + 20);
+    m->activation_nan = (uint32_t)rgpu_get_u32(in + 24);
+    m->activation_coef = (double)rgpu_get_f64(in + 28);
+    return 0;
+}
+struct rgpu_dnn_bn_sizes_ex_rep {
+    uint64_t size;
+};
+static inline int rgpu_unpack_dnn_bn_sizes_ex(const uint8_t *in, size_t len, struct rgpu_dnn_bn_sizes_ex_rep *m)
+{
+    if (len != RGPU_DNN_BN_SIZES_EX_REP_SIZE)
+        return -1;
+    m->size = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* DNN_BN_TRAINING_EX: DNN_BN_TRAINING with bnOps BN_ACTIVATION / BN_ADD_ACTIVATION: y = act(bn(x) + z), z 0 unless ops adds [deferrable, context] */
+#define RGPU_OP_DNN_BN_TRAINING_EX 0x02D1
+#define RGPU_DNN_BN_TRAINING_EX_REQ_SIZE 176
+#define RGPU_DNN_BN_TRAINING_EX_REP_SIZE 0
+struct rgpu_dnn_bn_training_ex_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t mode;
+    uint32_t ops;
+    double alpha;
+    double beta;
+    double factor;
+    double epsilon;
+    uint64_t x;
+    uint64_t y;
+    uint64_t scale;
+    uint64_t bias;
+    uint64_t running_mean;
+    uint64_t running_var;
+    uint64_t saved_mean;
+    uint64_t saved_inv_var;
+    uint64_t workspace;
+    uint64_t workspace_size;
+    uint64_t reserve;
+    uint64_t reserve_size;
+    uint64_t z;
+    uint32_t activation_mode;
+    uint32_t activation_nan;
+    double activation_coef;
+};
+static inline void rgpu_pack_dnn_bn_training_ex(uint8_t out[RGPU_DNN_BN_TRAINING_EX_REQ_SIZE], const struct rgpu_dnn_bn_training_ex_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->mode);
+    rgpu_put_u32(out + 20, m->ops);
+    rgpu_put_f64(out + 24, m->alpha);
+    rgpu_put_f64(out + 32, m->beta);
+    rgpu_put_f64(out + 40, m->factor);
+    rgpu_put_f64(out + 48, m->epsilon);
+    rgpu_put_u64(out + 56, m->x);
+    rgpu_put_u64(out + 64, m->y);
+    rgpu_put_u64(out + 72, m->scale);
+    rgpu_put_u64(out + 80, m->bias);
+    rgpu_put_u64(out + 88, m->running_mean);
+    rgpu_put_u64(out + 96, m->running_var);
+    rgpu_put_u64(out + 104, m->saved_mean);
+    rgpu_put_u64(out + 112, m->saved_inv_var);
+    rgpu_put_u64(out + 120, m->workspace);
+    rgpu_put_u64(out + 128, m->workspace_size);
+    rgpu_put_u64(out + 136, m->reserve);
+    rgpu_put_u64(out + 144, m->reserve_size);
+    rgpu_put_u64(out + 152, m->z);
+    rgpu_put_u32(out + 160, m->activation_mode);
+    rgpu_put_u32(out + 164, m->activation_nan);
+    rgpu_put_f64(out + 168, m->activation_coef);
+}
+static inline int rgpu_unpack_dnn_bn_training_ex_req(const uint8_t *in, size_t len, struct rgpu_dnn_bn_training_ex_req *m)
+{
+    if (len != RGPU_DNN_BN_TRAINING_EX_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->mode = (uint32_t)rgpu_get_u32(in + 16);
+    m->ops = (uint32_t)rgpu_get_u32(in + 20);
+    m->alpha = (double)rgpu_get_f64(in + 24);
+    m->beta = (double)rgpu_get_f64(in + 32);
+    m->factor = (double)rgpu_get_f64(in + 40);
+    m->epsilon = (double)rgpu_get_f64(in + 48);
+    m->x = (uint64_t)rgpu_get_u64(in + 56);
+    m->y = (uint64_t)rgpu_get_u64(in + 64);
+    m->scale = (uint64_t)rgpu_get_u64(in + 72);
+    m->bias = (uint64_t)rgpu_get_u64(in + 80);
+    m->running_mean = (uint64_t)rgpu_get_u64(in + 88);
+    m->running_var = (uint64_t)rgpu_get_u64(in + 96);
+    m->saved_mean = (uint64_t)rgpu_get_u64(in + 104);
+    m->saved_inv_var = (uint64_t)rgpu_get_u64(in + 112);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 120);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 128);
+    m->reserve = (uint64_t)rgpu_get_u64(in + 136);
+    m->reserve_size = (uint64_t)rgpu_get_u64(in + 144);
+    m->z = (uint64_t)rgpu_get_u64(in + 152);
+    m->activation_mode = (uint32_t)rgpu_get_u32(in + 160);
+    m->activation_nan = (uint32_t)rgpu_get_u32(in + 164);
+    m->activation_coef = (double)rgpu_get_f64(in + 168);
+    return 0;
+}
+
+/* DNN_BN_BACKWARD_EX: DNN_BN_BACKWARD with bnOps BN_ACTIVATION / BN_ADD_ACTIVATION: the forward's y and bias, dz (the addend's gradient) 0 unless ops adds [deferrable, context] */
+#define RGPU_OP_DNN_BN_BACKWARD_EX 0x02D2
+#define RGPU_DNN_BN_BACKWARD_EX_REQ_SIZE 200
+#define RGPU_DNN_BN_BACKWARD_EX_REP_SIZE 0
+struct rgpu_dnn_bn_backward_ex_req {
+    uint64_t handle;
+    uint64_t stream;
+    uint32_t mode;
+    uint32_t ops;
+    double alpha_data;
+    double beta_data;
+    double alpha_params;
+    double beta_params;
+    double epsilon;
+    uint64_t x;
+    uint64_t dy;
+    uint64_t dx;
+    uint64_t scale;
+    uint64_t dscale;
+    uint64_t dbias;
+    uint64_t saved_mean;
+    uint64_t saved_inv_var;
+    uint64_t workspace;
+    uint64_t workspace_size;
+    uint64_t reserve;
+    uint64_t reserve_size;
+    uint64_t y;
+    uint64_t dz;
+    uint64_t bias;
+    uint32_t activation_mode;
+    uint32_t activation_nan;
+    double activation_coef;
+};
+static inline void rgpu_pack_dnn_bn_backward_ex(uint8_t out[RGPU_DNN_BN_BACKWARD_EX_REQ_SIZE], const struct rgpu_dnn_bn_backward_ex_req *m)
+{
+    rgpu_put_u64(out + 0, m->handle);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u32(out + 16, m->mode);
+    rgpu_put_u32(out + 20, m->ops);
+    rgpu_put_f64(out + 24, m->alpha_data);
+    rgpu_put_f64(out + 32, m->beta_data);
+    rgpu_put_f64(out + 40, m->alpha_params);
+    rgpu_put_f64(out + 48, m->beta_params);
+    rgpu_put_f64(out + 56, m->epsilon);
+    rgpu_put_u64(out + 64, m->x);
+    rgpu_put_u64(out + 72, m->dy);
+    rgpu_put_u64(out + 80, m->dx);
+    rgpu_put_u64(out + 88, m->scale);
+    rgpu_put_u64(out + 96, m->dscale);
+    rgpu_put_u64(out + 104, m->dbias);
+    rgpu_put_u64(out + 112, m->saved_mean);
+    rgpu_put_u64(out + 120, m->saved_inv_var);
+    rgpu_put_u64(out + 128, m->workspace);
+    rgpu_put_u64(out + 136, m->workspace_size);
+    rgpu_put_u64(out + 144, m->reserve);
+    rgpu_put_u64(out + 152, m->reserve_size);
+    rgpu_put_u64(out + 160, m->y);
+    rgpu_put_u64(out + 168, m->dz);
+    rgpu_put_u64(out + 176, m->bias);
+    rgpu_put_u32(out + 184, m->activation_mode);
+    rgpu_put_u32(out + 188, m->activation_nan);
+    rgpu_put_f64(out + 192, m->activation_coef);
+}
+static inline int rgpu_unpack_dnn_bn_backward_ex_req(const uint8_t *in, size_t len, struct rgpu_dnn_bn_backward_ex_req *m)
+{
+    if (len != RGPU_DNN_BN_BACKWARD_EX_REQ_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->mode = (uint32_t)rgpu_get_u32(in + 16);
+    m->ops = (uint32_t)rgpu_get_u32(in + 20);
+    m->alpha_data = (double)rgpu_get_f64(in + 24);
+    m->beta_data = (double)rgpu_get_f64(in + 32);
+    m->alpha_params = (double)rgpu_get_f64(in + 40);
+    m->beta_params = (double)rgpu_get_f64(in + 48);
+    m->epsilon = (double)rgpu_get_f64(in + 56);
+    m->x = (uint64_t)rgpu_get_u64(in + 64);
+    m->dy = (uint64_t)rgpu_get_u64(in + 72);
+    m->dx = (uint64_t)rgpu_get_u64(in + 80);
+    m->scale = (uint64_t)rgpu_get_u64(in + 88);
+    m->dscale = (uint64_t)rgpu_get_u64(in + 96);
+    m->dbias = (uint64_t)rgpu_get_u64(in + 104);
+    m->saved_mean = (uint64_t)rgpu_get_u64(in + 112);
+    m->saved_inv_var = (uint64_t)rgpu_get_u64(in + 120);
+    m->workspace = (uint64_t)rgpu_get_u64(in + 128);
+    m->workspace_size = (uint64_t)rgpu_get_u64(in + 136);
+    m->reserve = (uint64_t)rgpu_get_u64(in + 144);
+    m->reserve_size = (uint64_t)rgpu_get_u64(in + 152);
+    m->y = (uint64_t)rgpu_get_u64(in + 160);
+    m->dz = (uint64_t)rgpu_get_u64(in + 168);
+    m->bias = (uint64_t)rgpu_get_u64(in + 176);
+    m->activation_mode = (uint32_t)rgpu_get_u32(in + 184);
+    m->activation_nan = (uint32_t)rgpu_get_u32(in + 188);
+    m->activation_coef = (double)rgpu_get_f64(in + 192);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -5955,6 +6187,9 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_SPARSE_SPGEMM:
     case RGPU_OP_BLAS_ROUTINE:
     case RGPU_OP_BLAS_GETRS_BATCHED:
+    case RGPU_OP_DNN_BN_SIZES_EX:
+    case RGPU_OP_DNN_BN_TRAINING_EX:
+    case RGPU_OP_DNN_BN_BACKWARD_EX:
         return 1;
     default:
         return 0;
@@ -6243,6 +6478,12 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_BLAS_GETRS_BATCHED:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_BN_SIZES_EX:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_BN_TRAINING_EX:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_DNN_BN_BACKWARD_EX:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};
     }
@@ -6322,6 +6563,10 @@ static inline int rgpu_op_work_stream(uint16_t op)
     case RGPU_OP_BLAS_ROUTINE:
         return 8;
     case RGPU_OP_BLAS_GETRS_BATCHED:
+        return 8;
+    case RGPU_OP_DNN_BN_TRAINING_EX:
+        return 8;
+    case RGPU_OP_DNN_BN_BACKWARD_EX:
         return 8;
     default:
         return -1;

@@ -44,6 +44,12 @@ int cudnnBatchNormalizationBackwardEx(desc_t h, int mode, int ops, const void *a
 int cudnnBatchNormalizationForwardInference(desc_t h, int mode, const void *alpha, const void *beta, desc_t xd,
                                             const void *x, desc_t yd, void *y, desc_t bnd, const void *scale,
                                             const void *bias, const void *mean, const void *var, double eps);
+int cudnnCreateActivationDescriptor(desc_t *a);
+int cudnnSetActivationDescriptor(desc_t a, int mode, int nan, double coef);
+int cudnnGetActivationDescriptor(desc_t a, int *mode, int *nan, double *coef);
+int cudnnDestroyActivationDescriptor(desc_t a);
+int cudnnDestroyTensorDescriptor(desc_t t);
+int cudaFree(void *p);
 
 #define CHECK(call)                                                                                                 \
     do {                                                                                                            \
@@ -78,6 +84,134 @@ static void *upload(const void *p, size_t n)
     CHECK(cudaMalloc(&d, n));
     CHECK(cudaMemcpy(d, p, n, 1));
     return d;
+}
+
+/* IEEE half <-> float for the fused batch-norm check; the inputs are exact in half, outputs round to nearest. */
+static uint16_t to_half(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000, mant = u & 0x7fffff;
+    int e = (int)((u >> 23) & 0xff) - 127 + 15;
+    if (e <= 0)
+        return (uint16_t)sign; /* |f| below half's normal range: 0 (the inputs never are) */
+    uint32_t h = sign | (uint32_t)e << 10 | mant >> 13, rest = mant & 0x1fff;
+    return (uint16_t)(h + (rest > 0x1000 || (rest == 0x1000 && (h & 1))));
+}
+
+static float from_half(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f;
+    float m = (float)(h & 0x3ff);
+    float v = e ? ldexpf(1.0f + m / 1024.0f, e - 15) : ldexpf(m / 1024.0f, -14);
+    return h & 0x8000 ? -v : v;
+}
+
+/* Batch norm fused with an addition and ReLU (CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION), forward and backward, in the
+ * configuration NVIDIA's cuDNN runs it in: NHWC half tensors, C % 4 == 0, CUDNN_BATCHNORM_SPATIAL_PERSISTENT. */
+static int fused_batch_norm(desc_t h)
+{
+    enum { FN = 2, FC = 8, FH = 4, FW = 4, FM = FN * FH * FW, FE = FM * FC };
+    const int mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    desc_t td, bnd, act;
+    CHECK(cudnnCreateTensorDescriptor(&td));
+    CHECK(cudnnCreateTensorDescriptor(&bnd));
+    CHECK(cudnnSetTensor4dDescriptor(td, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, FN, FC, FH, FW));
+    CHECK(cudnnDeriveBNTensorDescriptor(bnd, td, mode));
+    CHECK(cudnnCreateActivationDescriptor(&act));
+    CHECK(cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    int amode, anan;
+    double coef;
+    CHECK(cudnnGetActivationDescriptor(act, &amode, &anan, &coef));
+    if (amode != CUDNN_ACTIVATION_RELU || anan != CUDNN_NOT_PROPAGATE_NAN || coef != 0.0)
+        printf("FAIL activation descriptor reads back %d %d %g\n", amode, anan, coef), exit(1);
+
+    static uint16_t x[FE], z[FE], y[FE], dy[FE], dx[FE], dz[FE];
+    float scale[FC], bias[FC], rmean[FC], rvar[FC], smean[FC], sinv[FC], dscale[FC], dbias[FC];
+    for (int i = 0; i < FE; i++) /* NHWC: element i is channel i % FC */
+        x[i] = to_half((float)((i * 5) % 17 - 8) / 4.0f), z[i] = to_half((float)((i * 3) % 11 - 5) / 8.0f),
+        dy[i] = to_half((float)((i * 7) % 13 - 6) / 8.0f);
+    for (int c = 0; c < FC; c++)
+        scale[c] = 0.5f + 0.25f * (float)c, bias[c] = 0.125f * (float)c - 0.5f, rmean[c] = 0.0f, rvar[c] = 1.0f;
+    size_t fws = 0, rss = 0, bws = 0;
+    CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(h, mode, ops, td, td, td, bnd, act, &fws));
+    CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, mode, ops, act, td, &rss));
+    CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(h, mode, ops, td, td, td, td, td, bnd, act, &bws));
+    void *fwsp = NULL, *rsp = NULL, *bwsp = NULL;
+    if (fws)
+        CHECK(cudaMalloc(&fwsp, fws));
+    if (rss)
+        CHECK(cudaMalloc(&rsp, rss));
+    if (bws)
+        CHECK(cudaMalloc(&bwsp, bws));
+    void *d_x = upload(x, sizeof x), *d_z = upload(z, sizeof z), *d_dy = upload(dy, sizeof dy),
+         *d_scale = upload(scale, sizeof scale), *d_bias = upload(bias, sizeof bias),
+         *d_rmean = upload(rmean, sizeof rmean), *d_rvar = upload(rvar, sizeof rvar), *d_y, *d_dx, *d_dz, *d_smean,
+         *d_sinv, *d_dscale, *d_dbias;
+    CHECK(cudaMalloc(&d_y, sizeof y));
+    CHECK(cudaMalloc(&d_dx, sizeof dx));
+    CHECK(cudaMalloc(&d_dz, sizeof dz));
+    CHECK(cudaMalloc(&d_smean, sizeof smean));
+    CHECK(cudaMalloc(&d_sinv, sizeof sinv));
+    CHECK(cudaMalloc(&d_dscale, sizeof dscale));
+    CHECK(cudaMalloc(&d_dbias, sizeof dbias));
+    float one = 1.0f, zero = 0.0f; /* half data: float scaling factors */
+    double eps = 1e-5, factor = 0.1;
+    CHECK(cudnnBatchNormalizationForwardTrainingEx(h, mode, ops, &one, &zero, td, d_x, td, d_z, td, d_y, bnd, d_scale,
+                                                   d_bias, factor, d_rmean, d_rvar, eps, d_smean, d_sinv, act, fwsp,
+                                                   fws, rsp, rss));
+    CHECK(cudnnBatchNormalizationBackwardEx(h, mode, ops, &one, &zero, &one, &zero, td, d_x, td, d_y, td, d_dy, td,
+                                            d_dz, td, d_dx, bnd, d_scale, d_bias, d_dscale, d_dbias, eps, d_smean,
+                                            d_sinv, act, bwsp, bws, rsp, rss));
+    CHECK(cudaMemcpy(y, d_y, sizeof y, 2));
+    CHECK(cudaMemcpy(dx, d_dx, sizeof dx, 2));
+    CHECK(cudaMemcpy(dz, d_dz, sizeof dz, 2));
+    CHECK(cudaMemcpy(smean, d_smean, sizeof smean, 2));
+    CHECK(cudaMemcpy(sinv, d_sinv, sizeof sinv, 2));
+    CHECK(cudaMemcpy(rmean, d_rmean, sizeof rmean, 2));
+    CHECK(cudaMemcpy(rvar, d_rvar, sizeof rvar, 2));
+    CHECK(cudaMemcpy(dscale, d_dscale, sizeof dscale, 2));
+    CHECK(cudaMemcpy(dbias, d_dbias, sizeof dbias, 2));
+    double ferr = 0, berr = 0;
+    for (int c = 0; c < FC; c++) {
+        double mu = 0, var = 0, db = 0, ds = 0;
+        for (int i = c; i < FE; i += FC)
+            mu += from_half(x[i]);
+        mu /= FM;
+        for (int i = c; i < FE; i += FC)
+            var += pow(from_half(x[i]) - mu, 2);
+        var /= FM;
+        double inv = 1 / sqrt(var + eps);
+        ferr = fmax(ferr, fabs(smean[c] - mu) + fabs(sinv[c] - inv) / inv + fabs(rmean[c] - factor * mu) +
+                              fabs(rvar[c] - (1 - factor + factor * var * FM / (FM - 1))));
+        /* ReLU's gradient follows the y the device computed (a value at 0 after rounding goes either way). */
+        for (int i = c; i < FE; i += FC) {
+            double xhat = (from_half(x[i]) - mu) * inv, got = from_half(y[i]);
+            double want = fmax(scale[c] * xhat + bias[c] + from_half(z[i]), 0.0);
+            ferr = fmax(ferr, fabs(got - want) / (1 + fabs(want)));
+            double g = got > 0 ? from_half(dy[i]) : 0.0;
+            berr = fmax(berr, fabs(from_half(dz[i]) - g));
+            db += g, ds += g * xhat;
+        }
+        berr = fmax(berr, fabs(dbias[c] - db) / (1 + fabs(db)) + fabs(dscale[c] - ds) / (1 + fabs(ds)));
+        for (int i = c; i < FE; i += FC) {
+            double xhat = (from_half(x[i]) - mu) * inv, g = from_half(y[i]) > 0 ? from_half(dy[i]) : 0.0;
+            double want = scale[c] * inv / FM * (FM * g - db - xhat * ds);
+            berr = fmax(berr, fabs(from_half(dx[i]) - want) / (1 + fabs(want)));
+        }
+    }
+    /* Half outputs: within a few units of half's last place (2^-11 relative). */
+    printf("%-34s %s (max error %.2e)\n", "batch norm + add + relu forward", ferr < 1e-2 ? "OK" : "MISMATCH", ferr);
+    printf("%-34s %s (max error %.2e)\n", "batch norm + add + relu backward", berr < 1e-2 ? "OK" : "MISMATCH", berr);
+    void *buffers[] = {fwsp, rsp, bwsp, d_x, d_z, d_dy, d_scale, d_bias, d_rmean, d_rvar, d_y, d_dx, d_dz, d_smean,
+                       d_sinv, d_dscale, d_dbias};
+    for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++)
+        if (buffers[i])
+            CHECK(cudaFree(buffers[i]));
+    CHECK(cudnnDestroyActivationDescriptor(act));
+    CHECK(cudnnDestroyTensorDescriptor(td));
+    CHECK(cudnnDestroyTensorDescriptor(bnd));
+    return (ferr >= 1e-2) + (berr >= 1e-2);
 }
 
 int main(void)
@@ -282,6 +416,7 @@ int main(void)
     printf("%-34s %s (max error %.2e)\n", "batch norm training forward", ferr < 1e-3 ? "OK" : "MISMATCH", ferr);
     printf("%-34s %s (max error %.2e)\n", "batch norm training backward", berr < 1e-3 ? "OK" : "MISMATCH", berr);
     failures += (ferr >= 1e-3) + (berr >= 1e-3);
+    failures += fused_batch_norm(h);
 
     CHECK(cudnnBackendDestroyDescriptor(pack));
     CHECK(cudnnBackendDestroyDescriptor(plan));

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Standalone math-library checks on the GPU box, once natively (NVIDIA's cuBLAS/cuBLASLt) and once through rgpu
 # (its stand-ins + rgpu-server --backend cuda), every result compared with a CPU reference by the program itself
-# (tests/cuda/blas_check.c: GEMM family and cuBLASLt; tests/cuda/dnn_check.c: a backend-graph convolution and
-# batch-norm inference).
+# (tests/cuda/blas_check.c: GEMM family and cuBLASLt; tests/cuda/dnn_check.c: a backend-graph convolution,
+# batch norm: inference, training, and training fused with an addition and ReLU in half NHWC).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 shims=${RGPU_SHIMS:-/tmp/rgpu-shims}

@@ -37,4 +37,10 @@ struct dnn_buffer {
 void dnn_put(struct dnn_buffer *b, const void *p, size_t n);
 void dnn_put_le(struct dnn_buffer *b, uint64_t v, int bytes);
 
+/* A legacy activation descriptor: local, it travels by value in the call that uses it. */
+struct dnn_activation {
+    int mode, nan;
+    double coef, swish_beta;
+};
+
 #endif

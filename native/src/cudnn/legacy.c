@@ -150,20 +150,27 @@ DNN_API int cudnnBatchNormalizationForwardInference(struct dnn_handle *h, int mo
     return s;
 }
 
-/* -- batch-norm training: plain batch norm (no fused add or activation), as PyTorch calls it ----------------- */
-/* With CUDNN_BATCHNORM_OPS_BN the z (addend) arguments are ignored -- PyTorch passes x's descriptor there. */
-static int bn_plain(int ops, const void *activation)
+/* -- batch-norm training ------------------------------------------------------------------------------------ */
+/* Plain batch norm (CUDNN_BATCHNORM_OPS_BN) travels in the DNN_BN_* frames; fused with an activation (and an
+ * addition) in the DNN_BN_*_EX ones, which add the activation by value and the z / y / dz operands. With OPS_BN
+ * the z (addend) and activation arguments are ignored, as cuDNN ignores them -- PyTorch passes x's descriptor.
+ * bn_fused: 0 plain, 1 fused, -1 not a cudnnBatchNormOps_t. */
+static int bn_fused(int ops)
 {
-    static int logged;
-    if (ops != CUDNN_BATCHNORM_OPS_BN || activation)
-        return rgpu_dnn_unsupported(&logged, "batch norm fused with an addition or an activation");
-    return CUDNN_STATUS_SUCCESS;
+    if (ops == CUDNN_BATCHNORM_OPS_BN)
+        return 0;
+    return ops == CUDNN_BATCHNORM_OPS_BN_ACTIVATION || ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? 1 : -1;
 }
 
-static int bn_size(struct dnn_handle *h, int mode, int ops, int which, const struct tensor *x, const struct tensor *bn,
-                   size_t *size)
+/* which: 0 forward workspace, 1 reserve, 2 backward workspace. For the fused size query (`activation` set) the
+ * tensors are x, y, z (dz), dy, dx, bn; any the query does not name is x's (bn: derived from x). */
+_Static_assert(RGPU_DNN_BN_SIZES_EX_REQ_SIZE >= RGPU_DNN_BN_SIZES_REQ_SIZE, "one buffer holds either request");
+_Static_assert(RGPU_DNN_BN_SIZES_EX_REP_SIZE == RGPU_DNN_BN_SIZES_REP_SIZE, "one reply layout for both");
+static int bn_size(struct dnn_handle *h, int mode, int ops, int which, const struct tensor *const *tensors,
+                   const struct dnn_activation *activation, size_t *size)
 {
-    if (!h || !x || !x->n || !size)
+    const struct tensor *x = tensors[0], *bn = tensors[5];
+    if (!h || !x || !x->n || !size || (ops != CUDNN_BATCHNORM_OPS_BN && !activation))
         return CUDNN_STATUS_BAD_PARAM;
     struct tensor derived;
     if (!bn) { /* the reserve-size query names no statistics tensor: derive it as cuDNN would */
@@ -173,14 +180,27 @@ static int bn_size(struct dnn_handle *h, int mode, int ops, int which, const str
         bn = &derived;
     }
     struct dnn_buffer b = {0};
-    put_tensor(&b, x), put_tensor(&b, bn);
-    uint8_t args[RGPU_DNN_BN_SIZES_REQ_SIZE], rep[RGPU_DNN_BN_SIZES_REP_SIZE];
+    uint8_t args[RGPU_DNN_BN_SIZES_EX_REQ_SIZE], rep[RGPU_DNN_BN_SIZES_REP_SIZE];
+    size_t args_len;
+    uint16_t op;
+    if (ops == CUDNN_BATCHNORM_OPS_BN) {
+        put_tensor(&b, x), put_tensor(&b, bn);
+        op = RGPU_OP_DNN_BN_SIZES, args_len = RGPU_DNN_BN_SIZES_REQ_SIZE;
+        rgpu_pack_dnn_bn_sizes(args, &(struct rgpu_dnn_bn_sizes_req){.handle = h->server, .which = (uint32_t)which,
+                                                                      .mode = (uint32_t)mode, .ops = (uint32_t)ops});
+    } else {
+        for (int i = 0; i < 5; i++)
+            put_tensor(&b, tensors[i] && tensors[i]->n ? tensors[i] : x);
+        put_tensor(&b, bn);
+        op = RGPU_OP_DNN_BN_SIZES_EX, args_len = RGPU_DNN_BN_SIZES_EX_REQ_SIZE;
+        rgpu_pack_dnn_bn_sizes_ex(args, &(struct rgpu_dnn_bn_sizes_ex_req){
+                                            .handle = h->server, .which = (uint32_t)which, .mode = (uint32_t)mode,
+                                            .ops = (uint32_t)ops, .activation_mode = (uint32_t)activation->mode,
+                                            .activation_nan = (uint32_t)activation->nan,
+                                            .activation_coef = activation->coef});
+    }
     struct rgpu_dnn_bn_sizes_rep got;
-    rgpu_pack_dnn_bn_sizes(args, &(struct rgpu_dnn_bn_sizes_req){.handle = h->server, .which = (uint32_t)which,
-                                                                  .mode = (uint32_t)mode, .ops = (uint32_t)ops});
-    int r = b.failed ? 2
-                     : rgpu_ext_call(RGPU_OP_DNN_BN_SIZES, args, sizeof args, b.data, b.len, rep, sizeof rep, NULL, 0,
-                                     NULL);
+    int r = b.failed ? 2 : rgpu_ext_call(op, args, args_len, b.data, b.len, rep, sizeof rep, NULL, 0, NULL);
     free(b.data);
     if (!r && rgpu_unpack_dnn_bn_sizes(rep, sizeof rep, &got) == 0)
         *size = (size_t)got.size;
@@ -190,31 +210,36 @@ static int bn_size(struct dnn_handle *h, int mode, int ops, int which, const str
 DNN_API int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(struct dnn_handle *h, int mode, int ops,
                                                                      const struct tensor *x, const struct tensor *z,
                                                                      const struct tensor *y,
-                                                                     const struct tensor *bn, const void *activation,
+                                                                     const struct tensor *bn,
+                                                                     const struct dnn_activation *activation,
                                                                      size_t *size)
 {
-    (void)y, (void)z;
-    int s = bn_plain(ops, activation);
-    return s ? s : bn_size(h, mode, ops, 0, x, bn, size);
+    if (bn_fused(ops) < 0)
+        return CUDNN_STATUS_BAD_PARAM;
+    const struct tensor *tensors[6] = {x, y, z, NULL, NULL, bn};
+    return bn_size(h, mode, ops, 0, tensors, activation, size);
 }
 
 DNN_API int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(struct dnn_handle *h, int mode, int ops,
-                                                                 const void *activation, const struct tensor *x,
-                                                                 size_t *size)
+                                                                 const struct dnn_activation *activation,
+                                                                 const struct tensor *x, size_t *size)
 {
-    int s = bn_plain(ops, activation);
-    return s ? s : bn_size(h, mode, ops, 1, x, NULL, size);
+    if (bn_fused(ops) < 0)
+        return CUDNN_STATUS_BAD_PARAM;
+    const struct tensor *tensors[6] = {x, NULL, NULL, NULL, NULL, NULL};
+    return bn_size(h, mode, ops, 1, tensors, activation, size);
 }
 
 DNN_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(struct dnn_handle *h, int mode, int ops,
                                                               const struct tensor *x, const struct tensor *y,
                                                               const struct tensor *dy, const struct tensor *dz,
                                                               const struct tensor *dx, const struct tensor *dbn,
-                                                              const void *activation, size_t *size)
+                                                              const struct dnn_activation *activation, size_t *size)
 {
-    (void)y, (void)dy, (void)dz, (void)dx;
-    int s = bn_plain(ops, activation);
-    return s ? s : bn_size(h, mode, ops, 2, x, dbn, size);
+    if (bn_fused(ops) < 0)
+        return CUDNN_STATUS_BAD_PARAM;
+    const struct tensor *tensors[6] = {x, y, dz, dy, dx, dbn};
+    return bn_size(h, mode, ops, 2, tensors, activation, size);
 }
 
 /* The training calls: packed request, tensors as bulk. */
@@ -230,32 +255,41 @@ static int bn_send(uint16_t op, const uint8_t *args, size_t args_len, const stru
     return s;
 }
 
+/* The fields DNN_BN_TRAINING and DNN_BN_TRAINING_EX share, for either request struct. */
+#define BN_TRAINING_FIELDS                                                                                          \
+    .handle = h->server, .stream = rgpu_ext_stream(h->stream), .mode = (uint32_t)mode, .ops = (uint32_t)ops,       \
+    .alpha = scalar(alpha, xd), .beta = scalar(beta, xd), .factor = factor, .epsilon = epsilon, .x = (uintptr_t)x, \
+    .y = (uintptr_t)y, .scale = (uintptr_t)scale, .bias = (uintptr_t)bias, .running_mean = (uintptr_t)running_mean, \
+    .running_var = (uintptr_t)running_var, .saved_mean = (uintptr_t)save_mean,                                     \
+    .saved_inv_var = (uintptr_t)save_inv_var, .workspace = (uintptr_t)workspace, .workspace_size = workspace_size, \
+    .reserve = (uintptr_t)reserve, .reserve_size = reserve_size
+
 DNN_API int cudnnBatchNormalizationForwardTrainingEx(
     struct dnn_handle *h, int mode, int ops, const void *alpha, const void *beta, const struct tensor *xd,
     const void *x, const struct tensor *zd, const void *z, const struct tensor *yd, void *y, const struct tensor *bnd,
     const void *scale, const void *bias, double factor, void *running_mean, void *running_var, double epsilon,
-    void *save_mean, void *save_inv_var, const void *activation, void *workspace, size_t workspace_size,
-    void *reserve, size_t reserve_size)
+    void *save_mean, void *save_inv_var, const struct dnn_activation *activation, void *workspace,
+    size_t workspace_size, void *reserve, size_t reserve_size)
 {
-    (void)zd, (void)z;
-    int s = bn_plain(ops, activation);
-    if (s)
-        return s;
+    int fused = bn_fused(ops), adds = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    if (fused < 0 || (fused && !activation) || (adds && (!zd || !zd->n)))
+        return CUDNN_STATUS_BAD_PARAM;
     if (!h || !alpha || !beta || !xd || !yd || !bnd || !xd->n || !yd->n || !bnd->n)
         return CUDNN_STATUS_BAD_PARAM;
-    uint8_t args[RGPU_DNN_BN_TRAINING_REQ_SIZE];
-    rgpu_pack_dnn_bn_training(args, &(struct rgpu_dnn_bn_training_req){
-                                        .handle = h->server, .stream = rgpu_ext_stream(h->stream),
-                                        .mode = (uint32_t)mode, .ops = (uint32_t)ops, .alpha = scalar(alpha, xd),
-                                        .beta = scalar(beta, xd), .factor = factor, .epsilon = epsilon,
-                                        .x = (uintptr_t)x, .y = (uintptr_t)y, .scale = (uintptr_t)scale,
-                                        .bias = (uintptr_t)bias, .running_mean = (uintptr_t)running_mean,
-                                        .running_var = (uintptr_t)running_var, .saved_mean = (uintptr_t)save_mean,
-                                        .saved_inv_var = (uintptr_t)save_inv_var, .workspace = (uintptr_t)workspace,
-                                        .workspace_size = workspace_size, .reserve = (uintptr_t)reserve,
-                                        .reserve_size = reserve_size});
-    const struct tensor *tensors[3] = {xd, yd, bnd};
-    return bn_send(RGPU_OP_DNN_BN_TRAINING, args, sizeof args, tensors, 3);
+    if (!fused) {
+        uint8_t args[RGPU_DNN_BN_TRAINING_REQ_SIZE];
+        rgpu_pack_dnn_bn_training(args, &(struct rgpu_dnn_bn_training_req){BN_TRAINING_FIELDS});
+        const struct tensor *tensors[3] = {xd, yd, bnd};
+        return bn_send(RGPU_OP_DNN_BN_TRAINING, args, sizeof args, tensors, 3);
+    }
+    uint8_t args[RGPU_DNN_BN_TRAINING_EX_REQ_SIZE];
+    rgpu_pack_dnn_bn_training_ex(args, &(struct rgpu_dnn_bn_training_ex_req){
+                                           BN_TRAINING_FIELDS, .z = adds ? (uintptr_t)z : 0,
+                                           .activation_mode = (uint32_t)activation->mode,
+                                           .activation_nan = (uint32_t)activation->nan,
+                                           .activation_coef = activation->coef});
+    const struct tensor *tensors[4] = {xd, yd, bnd, adds ? zd : yd};
+    return bn_send(RGPU_OP_DNN_BN_TRAINING_EX, args, sizeof args, tensors, 4);
 }
 
 DNN_API int cudnnBatchNormalizationForwardTraining(struct dnn_handle *h, int mode, const void *alpha,
@@ -270,36 +304,43 @@ DNN_API int cudnnBatchNormalizationForwardTraining(struct dnn_handle *h, int mod
                                                     epsilon, save_mean, save_inv_var, NULL, NULL, 0, NULL, 0);
 }
 
+#define BN_BACKWARD_FIELDS                                                                                          \
+    .handle = h->server, .stream = rgpu_ext_stream(h->stream), .mode = (uint32_t)mode, .ops = (uint32_t)ops,       \
+    .alpha_data = scalar(alpha_data, xd), .beta_data = scalar(beta_data, xd),                                      \
+    .alpha_params = scalar(alpha_param, xd), .beta_params = scalar(beta_param, xd), .epsilon = epsilon,            \
+    .x = (uintptr_t)x, .dy = (uintptr_t)dy, .dx = (uintptr_t)dx, .scale = (uintptr_t)scale,                        \
+    .dscale = (uintptr_t)dscale, .dbias = (uintptr_t)dbias, .saved_mean = (uintptr_t)save_mean,                    \
+    .saved_inv_var = (uintptr_t)save_inv_var, .workspace = (uintptr_t)workspace, .workspace_size = workspace_size, \
+    .reserve = (uintptr_t)reserve, .reserve_size = reserve_size
+
 DNN_API int cudnnBatchNormalizationBackwardEx(
     struct dnn_handle *h, int mode, int ops, const void *alpha_data, const void *beta_data, const void *alpha_param,
     const void *beta_param, const struct tensor *xd, const void *x, const struct tensor *yd, const void *y,
     const struct tensor *dyd, const void *dy, const struct tensor *dzd, void *dz, const struct tensor *dxd, void *dx,
     const struct tensor *dbnd, const void *scale, const void *bias, void *dscale, void *dbias, double epsilon,
-    const void *save_mean, const void *save_inv_var, const void *activation, void *workspace, size_t workspace_size,
-    void *reserve, size_t reserve_size)
+    const void *save_mean, const void *save_inv_var, const struct dnn_activation *activation, void *workspace,
+    size_t workspace_size, void *reserve, size_t reserve_size)
 {
-    (void)yd, (void)y, (void)dzd, (void)dz, (void)bias;
-    int s = bn_plain(ops, activation);
-    if (s)
-        return s;
+    int fused = bn_fused(ops), adds = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    if (fused < 0 || (fused && (!activation || !yd || !yd->n)) || (adds && (!dzd || !dzd->n)))
+        return CUDNN_STATUS_BAD_PARAM;
     if (!h || !alpha_data || !beta_data || !alpha_param || !beta_param || !xd || !dyd || !dxd || !dbnd || !xd->n ||
         !dyd->n || !dxd->n || !dbnd->n)
         return CUDNN_STATUS_BAD_PARAM;
-    uint8_t args[RGPU_DNN_BN_BACKWARD_REQ_SIZE];
-    rgpu_pack_dnn_bn_backward(args, &(struct rgpu_dnn_bn_backward_req){
-                                        .handle = h->server, .stream = rgpu_ext_stream(h->stream),
-                                        .mode = (uint32_t)mode, .ops = (uint32_t)ops,
-                                        .alpha_data = scalar(alpha_data, xd), .beta_data = scalar(beta_data, xd),
-                                        .alpha_params = scalar(alpha_param, xd),
-                                        .beta_params = scalar(beta_param, xd), .epsilon = epsilon,
-                                        .x = (uintptr_t)x, .dy = (uintptr_t)dy, .dx = (uintptr_t)dx,
-                                        .scale = (uintptr_t)scale, .dscale = (uintptr_t)dscale,
-                                        .dbias = (uintptr_t)dbias, .saved_mean = (uintptr_t)save_mean,
-                                        .saved_inv_var = (uintptr_t)save_inv_var, .workspace = (uintptr_t)workspace,
-                                        .workspace_size = workspace_size, .reserve = (uintptr_t)reserve,
-                                        .reserve_size = reserve_size});
-    const struct tensor *tensors[4] = {xd, dyd, dxd, dbnd};
-    return bn_send(RGPU_OP_DNN_BN_BACKWARD, args, sizeof args, tensors, 4);
+    if (!fused) {
+        uint8_t args[RGPU_DNN_BN_BACKWARD_REQ_SIZE];
+        rgpu_pack_dnn_bn_backward(args, &(struct rgpu_dnn_bn_backward_req){BN_BACKWARD_FIELDS});
+        const struct tensor *tensors[4] = {xd, dyd, dxd, dbnd};
+        return bn_send(RGPU_OP_DNN_BN_BACKWARD, args, sizeof args, tensors, 4);
+    }
+    uint8_t args[RGPU_DNN_BN_BACKWARD_EX_REQ_SIZE];
+    rgpu_pack_dnn_bn_backward_ex(args, &(struct rgpu_dnn_bn_backward_ex_req){
+                                           BN_BACKWARD_FIELDS, .y = (uintptr_t)y, .dz = adds ? (uintptr_t)dz : 0,
+                                           .bias = (uintptr_t)bias, .activation_mode = (uint32_t)activation->mode,
+                                           .activation_nan = (uint32_t)activation->nan,
+                                           .activation_coef = activation->coef});
+    const struct tensor *tensors[6] = {xd, dyd, dxd, dbnd, yd, adds ? dzd : dxd};
+    return bn_send(RGPU_OP_DNN_BN_BACKWARD_EX, args, sizeof args, tensors, 6);
 }
 
 DNN_API int cudnnBatchNormalizationBackward(struct dnn_handle *h, int mode, const void *alpha_data,

@@ -504,25 +504,26 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         self._use(ctx)
         cuda_dnn.bn_inference(handle, int(_stream(stream)), mode, alpha, beta, epsilon, tensors, pointers)
 
-    def dnn_bn_size(self, ctx, handle, mode, bn_ops, which, x, bn) -> int:
+    def dnn_bn_size(self, ctx, handle, mode, bn_ops, which, x, bn, fusion=None) -> int:
         from rgpu.backends import cuda_dnn
 
         self._use(ctx)
-        return cuda_dnn.bn_size(handle, mode, bn_ops, which, (x, bn))
+        return cuda_dnn.bn_size(handle, mode, bn_ops, which, (x, bn), fusion)
 
     def dnn_bn_training(self, ctx, handle, stream, mode, bn_ops, alpha, beta, factor, epsilon, tensors,
-                        pointers) -> None:
+                        pointers, fusion=None) -> None:
         from rgpu.backends import cuda_dnn
 
         self._use(ctx)
         cuda_dnn.bn_training(handle, int(_stream(stream)), mode, bn_ops, alpha, beta, factor, epsilon, tensors,
-                             pointers)
+                             pointers, fusion)
 
-    def dnn_bn_backward(self, ctx, handle, stream, mode, bn_ops, scales, epsilon, tensors, pointers) -> None:
+    def dnn_bn_backward(self, ctx, handle, stream, mode, bn_ops, scales, epsilon, tensors, pointers,
+                        fusion=None) -> None:
         from rgpu.backends import cuda_dnn
 
         self._use(ctx)
-        cuda_dnn.bn_backward(handle, int(_stream(stream)), mode, bn_ops, scales, epsilon, tensors, pointers)
+        cuda_dnn.bn_backward(handle, int(_stream(stream)), mode, bn_ops, scales, epsilon, tensors, pointers, fusion)
 
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, ctx, flags: int, priority: int = 0):

@@ -28,6 +28,9 @@ _ffi.cdef("""
     int cudnnCreateTensorDescriptor(void **desc);
     int cudnnDestroyTensorDescriptor(void *desc);
     int cudnnSetTensorNdDescriptor(void *desc, int type, int n, const int *dims, const int *strides);
+    int cudnnCreateActivationDescriptor(void **desc);
+    int cudnnSetActivationDescriptor(void *desc, int mode, int nan, double coef);
+    int cudnnDestroyActivationDescriptor(void *desc);
     int cudnnBatchNormalizationForwardInference(void *handle, int mode, const void *alpha, const void *beta,
         void *xd, const void *x, void *yd, void *y, void *bnd, const void *scale, const void *bias,
         const void *mean, const void *var, double epsilon);
@@ -211,39 +214,75 @@ def bn_inference(handle, stream: int, mode: int, alpha: float, beta: float, epsi
         "cudnnBatchNormalizationForwardInference")
 
 
-def bn_size(handle, mode: int, ops: int, which: int, tensors) -> int:
+class _Activation:
+    """A real activation descriptor for the length of one call (None: no fusion, NULL)."""
+
+    def __init__(self, activation):
+        self.activation, self.desc = activation, _ffi.NULL
+
+    def __enter__(self):
+        if self.activation is not None:
+            lib, out = library(), _ffi.new("void **")
+            check(lib.cudnnCreateActivationDescriptor(out), "cudnnCreateActivationDescriptor")
+            self.desc = out[0]
+            a = self.activation
+            status = lib.cudnnSetActivationDescriptor(self.desc, a.mode, a.nan, a.coef)
+            if status:
+                self.__exit__()
+                check(status, "cudnnSetActivationDescriptor")
+        return self.desc
+
+    def __exit__(self, *exc):
+        if self.desc != _ffi.NULL:
+            library().cudnnDestroyActivationDescriptor(self.desc)
+            self.desc = _ffi.NULL
+
+
+def bn_size(handle, mode: int, ops: int, which: int, tensors, fusion=None) -> int:
     lib, size = library(), _ffi.new("size_t *")
     xd, bnd = _described(handle, tensors)
-    if which == 0:
-        status = lib.cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, _ffi.NULL, xd,
-                                                                            bnd, _ffi.NULL, size)
-    elif which == 1:
-        status = lib.cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, _ffi.NULL, xd, size)
-    else:
-        status = lib.cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, ops, xd, xd, xd, _ffi.NULL, xd,
-                                                                     bnd, _ffi.NULL, size)
+    # Plain: cuDNN reads no y / z / dy / dx shape of its own here -- x's stands for them, as PyTorch passes it.
+    yd, zd, dyd, dxd = _described(handle, fusion[1]) if fusion else (xd, _ffi.NULL, xd, xd)
+    zd = zd if ops == 2 else _ffi.NULL  # BN_ADD_ACTIVATION alone has a z
+    with _Activation(fusion[0] if fusion else None) as act:
+        if which == 0:
+            status = lib.cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, zd, yd,
+                                                                                bnd, act, size)
+        elif which == 1:
+            status = lib.cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, act, xd, size)
+        else:
+            status = lib.cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, ops, xd, yd, dyd, zd, dxd,
+                                                                         bnd, act, size)
     check(status, "batch-norm size query")
     return int(size[0])
 
 
-def bn_training(handle, stream: int, mode: int, ops: int, alpha, beta, factor, epsilon, tensors, pointers):
+def bn_training(handle, stream: int, mode: int, ops: int, alpha, beta, factor, epsilon, tensors, pointers,
+                fusion=None):
     _on_stream(handle, stream)
     x, y, scale, bias, rmean, rvar, smean, sinv, ws, ws_size, reserve, reserve_size = pointers
     xd, yd, bnd = _described(handle, tensors)
-    check(library().cudnnBatchNormalizationForwardTrainingEx(
-        handle, mode, ops, *_scalars(tensors[0], alpha, beta), xd, _ffi.cast("void *", x), _ffi.NULL, _ffi.NULL,
-        yd, *_ptrs([y]), bnd, *_ptrs([scale, bias]), factor, *_ptrs([rmean, rvar]), epsilon,
-        *_ptrs([smean, sinv]), _ffi.NULL, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve),
-        reserve_size), "cudnnBatchNormalizationForwardTrainingEx")
+    activation, z_t, z = fusion if fusion else (None, None, 0)
+    zd = _described(handle, [z_t])[0] if z else _ffi.NULL
+    with _Activation(activation) as act:
+        check(library().cudnnBatchNormalizationForwardTrainingEx(
+            handle, mode, ops, *_scalars(tensors[0], alpha, beta), xd, _ffi.cast("void *", x), zd,
+            _ffi.cast("void *", z), yd, *_ptrs([y]), bnd, *_ptrs([scale, bias]), factor, *_ptrs([rmean, rvar]),
+            epsilon, *_ptrs([smean, sinv]), act, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve),
+            reserve_size), "cudnnBatchNormalizationForwardTrainingEx")
 
 
-def bn_backward(handle, stream: int, mode: int, ops: int, scales, epsilon, tensors, pointers):
+def bn_backward(handle, stream: int, mode: int, ops: int, scales, epsilon, tensors, pointers, fusion=None):
     _on_stream(handle, stream)
     x, dy, dx, scale, dscale, dbias, smean, sinv, ws, ws_size, reserve, reserve_size = pointers
     xd, dyd, dxd, bnd = _described(handle, tensors)
-    check(library().cudnnBatchNormalizationBackwardEx(
-        handle, mode, ops, *_scalars(tensors[0], *scales), xd, _ffi.cast("void *", x), _ffi.NULL, _ffi.NULL,
-        dyd, _ffi.cast("void *", dy), _ffi.NULL, _ffi.NULL, dxd, _ffi.cast("void *", dx), bnd,
-        _ffi.cast("void *", scale), _ffi.NULL, *_ptrs([dscale, dbias]), epsilon, *_ptrs([smean, sinv]),
-        _ffi.NULL, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve), reserve_size),
-        "cudnnBatchNormalizationBackwardEx")
+    activation, y_t, y, dz_t, dz, bias = fusion if fusion else (None, None, 0, None, 0, 0)
+    yd = _described(handle, [y_t])[0] if y else _ffi.NULL
+    dzd = _described(handle, [dz_t])[0] if dz else _ffi.NULL
+    with _Activation(activation) as act:
+        check(library().cudnnBatchNormalizationBackwardEx(
+            handle, mode, ops, *_scalars(tensors[0], *scales), xd, _ffi.cast("void *", x), yd,
+            _ffi.cast("void *", y), dyd, _ffi.cast("void *", dy), dzd, _ffi.cast("void *", dz), dxd,
+            _ffi.cast("void *", dx), bnd, *_ptrs([scale, bias, dscale, dbias]), epsilon, *_ptrs([smean, sinv]),
+            act, _ffi.cast("void *", ws), ws_size, _ffi.cast("void *", reserve), reserve_size),
+            "cudnnBatchNormalizationBackwardEx")

@@ -529,18 +529,20 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
         ctx.check()
         fake_dnn.bn_inference(self._blas_view, mode, alpha, beta, epsilon, tensors, pointers)
 
-    def dnn_bn_size(self, ctx, handle, mode, bn_ops, which, x, bn) -> int:
+    def dnn_bn_size(self, ctx, handle, mode, bn_ops, which, x, bn, fusion=None) -> int:
+        if fusion is not None:
+            fake_dnn.check_activation(fusion[0])
         return 0  # the numpy batch norm needs no scratch space
 
     def dnn_bn_training(self, ctx: FakeContext, handle, stream, mode, bn_ops, alpha, beta, factor, epsilon, tensors,
-                        pointers) -> None:
+                        pointers, fusion=None) -> None:
         ctx.check()
-        fake_dnn.bn_training(self._blas_view, alpha, beta, factor, epsilon, tensors, pointers)
+        fake_dnn.bn_training(self._blas_view, alpha, beta, factor, epsilon, tensors, pointers, fusion)
 
     def dnn_bn_backward(self, ctx: FakeContext, handle, stream, mode, bn_ops, scales, epsilon, tensors,
-                        pointers) -> None:
+                        pointers, fusion=None) -> None:
         ctx.check()
-        fake_dnn.bn_backward(self._blas_view, scales, epsilon, tensors, pointers)
+        fake_dnn.bn_backward(self._blas_view, scales, epsilon, tensors, pointers, fusion)
 
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self, ctx: FakeContext, flags: int, priority: int = 0) -> FakeStream:

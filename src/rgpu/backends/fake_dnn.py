@@ -136,8 +136,20 @@ def _blend(target: np.ndarray, value: np.ndarray, alpha: float, beta: float) -> 
     target[...] = alpha * value + (beta * target.astype(np.float64) if beta else 0)
 
 
-def bn_training(view, alpha, beta, factor, epsilon, tensors, pointers) -> None:
-    """Spatial batch norm over N, H, W per channel; running variance unbiased, as cuDNN keeps it."""
+def check_activation(activation) -> None:
+    if activation.mode != dnn_wire.ACTIVATION_RELU:
+        raise CudaError(Status.NOT_SUPPORTED, f"fake cuDNN: batch norm fused with activation {activation.mode}")
+
+
+def _relu(value: np.ndarray, activation) -> np.ndarray:
+    check_activation(activation)
+    # NaN > 0 is false: without propagation a NaN comes out 0; np.maximum keeps it.
+    return np.maximum(value, 0) if activation.nan else np.where(value > 0, value, 0.0)
+
+
+def bn_training(view, alpha, beta, factor, epsilon, tensors, pointers, fusion=None) -> None:
+    """Spatial batch norm over N, H, W per channel; running variance unbiased, as cuDNN keeps it. Fused: y =
+    relu(bn(x) + z), z only with an addition."""
     x_t, y_t, bn_t = tensors
     x_p, y_p, scale_p, bias_p, rmean_p, rvar_p, smean_p, sinv_p = pointers[:8]
     x = _array(view, x_t, x_p).astype(np.float64)
@@ -145,7 +157,13 @@ def bn_training(view, alpha, beta, factor, epsilon, tensors, pointers) -> None:
     count = x.size // x.shape[1]
     mean, var = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
     scale, bias = (_array(view, bn_t, p).astype(np.float64) for p in (scale_p, bias_p))
-    _blend(_array(view, y_t, y_p), scale * (x - mean) / np.sqrt(var + epsilon) + bias, alpha, beta)
+    out = scale * (x - mean) / np.sqrt(var + epsilon) + bias
+    if fusion is not None:
+        activation, z_t, z_p = fusion
+        if z_p:
+            out = out + _array(view, z_t, z_p).astype(np.float64)
+        out = _relu(out, activation)
+    _blend(_array(view, y_t, y_p), out, alpha, beta)
     if rmean_p and rvar_p:
         rmean, rvar = _array(view, bn_t, rmean_p), _array(view, bn_t, rvar_p)
         rmean[...] = (1 - factor) * rmean + factor * mean.reshape(rmean.shape)
@@ -155,12 +173,19 @@ def bn_training(view, alpha, beta, factor, epsilon, tensors, pointers) -> None:
         _array(view, bn_t, sinv_p)[...] = (1 / np.sqrt(var + epsilon)).reshape(bn_t.dims)
 
 
-def bn_backward(view, scales, epsilon, tensors, pointers) -> None:
+def bn_backward(view, scales, epsilon, tensors, pointers, fusion=None) -> None:
+    """Fused: dy is the gradient of relu's output y; through relu (y > 0) it is z's gradient, dz, and bn's."""
     alpha_d, beta_d, alpha_p, beta_p = scales
     x_t, dy_t, dx_t, bn_t = tensors
     x_p, dy_p, dx_p, scale_p, dscale_p, dbias_p, smean_p, sinv_p = pointers[:8]
     x = _array(view, x_t, x_p).astype(np.float64)
     dy = _array(view, dy_t, dy_p).astype(np.float64)
+    if fusion is not None:
+        activation, y_t, y_p, dz_t, dz_p, _ = fusion
+        check_activation(activation)
+        dy = np.where(_array(view, y_t, y_p) > 0, dy, 0.0)
+        if dz_p:
+            _blend(_array(view, dz_t, dz_p), dy, alpha_d, beta_d)
     axes = tuple(i for i in range(x.ndim) if i != 1)
     count = x.size // x.shape[1]
     if smean_p and sinv_p:

@@ -706,6 +706,64 @@ def _dnn_bn_backward(s: Session, a, bulk):
                                                                     a.beta_params), a.epsilon, (x, dy, dx, bn), pointers)
 
 
+# -- batch norm fused with an activation (and an addition): the plain checks plus the fused operands ----------
+_BN_ACTIVATION, _BN_ADD_ACTIVATION = 1, 2  # cudnnBatchNormOps_t
+
+
+def _bn_fusion(a) -> dnn_wire.Activation:
+    if a.ops not in (_BN_ACTIVATION, _BN_ADD_ACTIVATION):
+        raise CudaError(Status.INVALID_VALUE, f"fused batch norm with bnOps {a.ops}")
+    return dnn_wire.Activation(a.activation_mode, a.activation_nan, a.activation_coef)
+
+
+@handles(ops.DNN_BN_SIZES_EX, blocking=True)
+def _dnn_bn_sizes_ex(s: Session, args, bulk):
+    ctx, h = s.object(args.handle, Kind.DNN)
+    if args.which not in (0, 1, 2):
+        raise CudaError(Status.INVALID_VALUE, f"batch-norm size query {args.which}")
+    activation = _bn_fusion(args)
+    tensors = dnn_wire.parse_tensors(bytes(bulk), 6)
+    return (s.backend.dnn_bn_size(ctx.obj, h.obj, args.mode, args.ops, args.which, tensors[0], tensors[5],
+                                  fusion=(activation, tensors[1:5])),)
+
+
+@handles(ops.DNN_BN_TRAINING_EX)
+def _dnn_bn_training_ex(s: Session, a, bulk):
+    ctx, h = s.object(a.handle, Kind.DNN)
+    activation = _bn_fusion(a)
+    x, y, bn, z = dnn_wire.parse_tensors(bytes(bulk), 4)
+    if a.ops == _BN_ADD_ACTIVATION and not a.z:
+        raise CudaError(Status.INVALID_VALUE, "batch norm with an addition and no z")
+    z_ptr = a.z if a.ops == _BN_ADD_ACTIVATION else 0
+    params = (a.scale, a.bias, a.running_mean, a.running_var, a.saved_mean, a.saved_inv_var)
+    scratch = ((a.workspace, a.workspace_size), (a.reserve, a.reserve_size))
+    _check_ranges(s, _bn_ranges([(a.x, x), (a.y, y), (z_ptr, z)] + [(q, bn) for q in params])
+                  + [r for r in scratch if r[1]])
+    _, strm = s.stream(a.stream)
+    pointers = (a.x, a.y, *params, a.workspace, a.workspace_size, a.reserve, a.reserve_size)
+    s.backend.dnn_bn_training(ctx.obj, h.obj, strm, a.mode, a.ops, a.alpha, a.beta, a.factor, a.epsilon, (x, y, bn),
+                              pointers, fusion=(activation, z, z_ptr))
+
+
+@handles(ops.DNN_BN_BACKWARD_EX)
+def _dnn_bn_backward_ex(s: Session, a, bulk):
+    ctx, h = s.object(a.handle, Kind.DNN)
+    activation = _bn_fusion(a)
+    x, dy, dx, bn, y, dz = dnn_wire.parse_tensors(bytes(bulk), 6)
+    if not a.y or (a.ops == _BN_ADD_ACTIVATION and not a.dz):
+        raise CudaError(Status.INVALID_VALUE, "fused batch-norm backward without y, or with an addition and no dz")
+    dz_ptr = a.dz if a.ops == _BN_ADD_ACTIVATION else 0
+    params = (a.scale, a.dscale, a.dbias, a.saved_mean, a.saved_inv_var)
+    scratch = ((a.workspace, a.workspace_size), (a.reserve, a.reserve_size))
+    _check_ranges(s, _bn_ranges([(a.x, x), (a.dy, dy), (a.dx, dx), (a.y, y), (dz_ptr, dz)]
+                                + [(q, bn) for q in (*params, a.bias)]) + [r for r in scratch if r[1]])
+    _, strm = s.stream(a.stream)
+    pointers = (a.x, a.dy, a.dx, *params, a.workspace, a.workspace_size, a.reserve, a.reserve_size)
+    s.backend.dnn_bn_backward(ctx.obj, h.obj, strm, a.mode, a.ops, (a.alpha_data, a.beta_data, a.alpha_params,
+                                                                    a.beta_params), a.epsilon, (x, dy, dx, bn), pointers,
+                              fusion=(activation, y, a.y, dz, dz_ptr, a.bias))
+
+
 @handles(ops.NOP)
 def _nop(s, args, bulk):
     return ()

@@ -102,6 +102,18 @@ class Tensor:
         return (sum((d - 1) * s for d, s in zip(self.dims, self.strides)) + 1) * size
 
 
+
+@attrs.frozen(slots=True)
+class Activation:
+    """A legacy cudnnActivationDescriptor_t by value, as the fused batch-norm calls carry it."""
+
+    mode: int  # cudnnActivationMode_t
+    nan: int  # cudnnNanPropagation_t
+    coef: float
+
+
+ACTIVATION_RELU = 1
+
 def parse_tensors(bulk: bytes, count: int) -> list[Tensor]:
     if len(bulk) != 72 * count:
         raise CudaError(Status.INVALID_VALUE, f"{len(bulk)} bytes for {count} tensor descriptors")

@@ -691,6 +691,32 @@ BLAS_GETRS_BATCHED = _op(0x02A1, "BLAS_GETRS_BATCHED",
                              "device arrays of batch u64 pointers, read and checked like BLAS_LU_BATCHED's; the "
                              "host info (parameter checks) is the client's")
 
+# cuDNN batch norm fused with an addition and/or an activation (0x02D0-0x02DF): the plain frames (DNN_BN_*) plus
+# the fused operands; the activation descriptor travels by value (mode, NaN propagation, coefficient).
+_ACTIVATION = "activation_mode:u32 activation_nan:u32 activation_coef:f64"
+DNN_BN_SIZES_EX = _op(0x02D0, "DNN_BN_SIZES_EX", "handle:u64 which:u32 mode:u32 ops:u32 " + _ACTIVATION, "size:u64",
+                      request_bulk="tensor descriptors of x, y, z (dz for which 2), dy, dx and the statistics",
+                      names="handle:dnn",
+                      doc="DNN_BN_SIZES for bnOps BN_ACTIVATION / BN_ADD_ACTIVATION, with the activation")
+DNN_BN_TRAINING_EX = _op(0x02D1, "DNN_BN_TRAINING_EX",
+                         "handle:u64 stream:u64 mode:u32 ops:u32 alpha:f64 beta:f64 factor:f64 epsilon:f64 x:u64 "
+                         "y:u64 scale:u64 bias:u64 running_mean:u64 running_var:u64 saved_mean:u64 "
+                         "saved_inv_var:u64 workspace:u64 workspace_size:u64 reserve:u64 reserve_size:u64 z:u64 "
+                         + _ACTIVATION, deferrable=True,
+                         request_bulk="tensor descriptors of x, y, the statistics and z",
+                         names="handle:dnn stream:stream",
+                         doc="DNN_BN_TRAINING with bnOps BN_ACTIVATION / BN_ADD_ACTIVATION: y = act(bn(x) + z), z "
+                             "0 unless ops adds")
+DNN_BN_BACKWARD_EX = _op(0x02D2, "DNN_BN_BACKWARD_EX",
+                         "handle:u64 stream:u64 mode:u32 ops:u32 alpha_data:f64 beta_data:f64 alpha_params:f64 "
+                         "beta_params:f64 epsilon:f64 x:u64 dy:u64 dx:u64 scale:u64 dscale:u64 dbias:u64 "
+                         "saved_mean:u64 saved_inv_var:u64 workspace:u64 workspace_size:u64 reserve:u64 "
+                         "reserve_size:u64 y:u64 dz:u64 bias:u64 " + _ACTIVATION, deferrable=True,
+                         request_bulk="tensor descriptors of x, dy, dx, the statistics, y and dz",
+                         names="handle:dnn stream:stream",
+                         doc="DNN_BN_BACKWARD with bnOps BN_ACTIVATION / BN_ADD_ACTIVATION: the forward's y and "
+                             "bias, dz (the addend's gradient) 0 unless ops adds")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 # Kernel output (0x0140-0x014F).
 OUTPUT = _op(0x0140, "OUTPUT", context=False, reply_bulk="bytes the session's kernels printed (device printf)",
