@@ -112,9 +112,10 @@ class Routine:
                                                   f"mode {r.pointer_mode}")
         if not (r.wide or all(-INT_MAX - 1 <= v <= INT_MAX for v in (r.m, r.n, r.k, r.lda, r.ldb, r.ldc))):
             raise CudaError(Status.INVALID_VALUE, f"cuBLAS {NAMES[function]}: a count past the 32-bit API's range")
+        # NVIDIA's complex gemv takes any operation (measured on the H200: 7 returns SUCCESS)
+        transa = _int32(r.transa) if function == Function.GEMV else _operation(r.transa)
         return cls(function, r.type, bool(r.wide), _flag(r.side, "side"), _flag(r.uplo, "fill mode"),
-                   # NVIDIA's complex gemv takes any operation (measured: 7 returns SUCCESS)
-                   _int32(r.transa) if function == Function.GEMV else _operation(r.transa), _operation(r.transb), _flag(r.diag, "diagonal type"), r.m, r.n, r.k,
+                   transa, _operation(r.transb), _flag(r.diag, "diagonal type"), r.m, r.n, r.k,
                    r.pointer_mode, r.math_mode, r.alpha, r.beta, r.a, r.lda, r.b, r.ldb, r.c, r.ldc, r.workspace,
                    r.workspace_size)
 
