@@ -1,5 +1,6 @@
 /* libcublas.so.13: handles and their settings are local; every GEMM variant becomes one deferred BLAS_GEMM
  * (cublasGemmStridedBatchedEx on the server), so a training step costs no round trip per GEMM. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,7 +86,12 @@ BLAS_API int cublasGetProperty(int type, int *value)
 BLAS_API size_t cublasGetCudartVersion(void) { return 13000; }
 BLAS_API const char *cublasGetStatusName(int s) { return rgpu_blas_status_name(s); }
 BLAS_API const char *cublasGetStatusString(int s) { return rgpu_blas_status_name(s); }
-BLAS_API void cublasXerbla(const char *name, int info) { rgpu_blas_log("parameter %d of %s is invalid", info, name); }
+/* As NVIDIA's: to the program's stdout, where its own refusals of an argument print (a routine's name as DTRSM,
+ * `info` the parameter's position, the handle 0). */
+BLAS_API void cublasXerbla(const char *name, int info)
+{
+    printf(" ** On entry to %-6s parameter number %d had an illegal value\n", name, info);
+}
 
 /* -- GEMM: every variant is one strided-batched GemmEx --------------------------------------------------------- */
 struct operand {

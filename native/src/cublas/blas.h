@@ -55,6 +55,9 @@ int rgpu_blas_gemv_shape(int trans, long long m, long long n, long long lda, lon
 #define RGPU_BLAS_OP_OK(t) ((t) == CUBLAS_OP_N || (t) == CUBLAS_OP_T || (t) == CUBLAS_OP_C)
 #define RGPU_BLAS_AT_LEAST_1(v) ((v) > 1 ? (v) : 1)
 
+/* Reports an argument a routine refuses, as cuBLAS does (blas.c). */
+void cublasXerbla(const char *name, int info);
+
 int rgpu_blas_unsupported(int *logged, const char *name);
 void rgpu_blas_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int rgpu_blas_status(int cuda_result);           /* CUresult -> cublasStatus_t */

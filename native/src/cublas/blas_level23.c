@@ -3,6 +3,7 @@
  * complex GEMM/GEMV (gemm, gemm3m, gemv), each with its _64 form. Each call is checked here as cuBLAS checks it and
  * becomes one deferred BLAS_ROUTINE, which the server runs with the same cuBLAS routine after checking every
  * operand range against the session's memory. */
+#include <stdio.h>
 #include <string.h>
 
 #include "blas.h"
@@ -25,50 +26,82 @@ static int uplo_ok(int u) { return u == CUBLAS_FILL_MODE_LOWER || u == CUBLAS_FI
 static int diag_ok(int d) { return d == CUBLAS_DIAG_NON_UNIT || d == CUBLAS_DIAG_UNIT; }
 static int complex_type(int t) { return t == CUDA_C_32F || t == CUDA_C_64F; }
 
-/* The arguments cuBLAS refuses with INVALID_VALUE: 0 if fine. `*empty` set when BLAS returns at once. */
+/* The fewest rows an operand's leading dimension admits: `rows_n` for CUBLAS_OP_N, else `rows_t`. */
+static long long least(int trans, long long rows_n, long long rows_t)
+{
+    return RGPU_BLAS_AT_LEAST_1(trans == CUBLAS_OP_N ? rows_n : rows_t);
+}
+
+/* The first of `count` (refused, parameter number) pairs that is refused: its parameter number, or 0. */
+static int first(const int (*checks)[2], int count)
+{
+    for (int i = 0; i < count; i++)
+        if (checks[i][0])
+            return checks[i][1];
+    return 0;
+}
+#define FIRST(...) first((const int[][2]){__VA_ARGS__}, sizeof((const int[][2]){__VA_ARGS__}) / sizeof(int[2]))
+
+/* The argument cuBLAS refuses with INVALID_VALUE, as its parameter number in the C signature (the handle is 0):
+ * the first by position, as NVIDIA's cuBLAS names it (measured on the H200); 0 if all are fine. `*empty` set when
+ * BLAS returns at once. What NVIDIA accepts is accepted: any operation for the complex gemv and herk's
+ * CUBLAS_OP_T (the server checks operand extents for every reading of such values). */
 static int invalid(const struct routine *r, int *empty)
 {
     long long m = r->m, n = r->n, k = r->k;
     long long order = r->side == CUBLAS_SIDE_LEFT ? m : n;
     switch (r->function) {
-    case GEMM:
+    case GEMM: /* (ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) */
     case GEMM3M:
         *empty = !m || !n;
-        return !rgpu_blas_gemm_args_ok(r->transa, r->transb, m, n, k, r->lda, r->ldb, r->ldc, 1, r->alpha, r->beta);
-    case GEMV:
+        return FIRST({!RGPU_BLAS_OP_OK(r->transa), 1}, {!RGPU_BLAS_OP_OK(r->transb), 2}, {m < 0, 3}, {n < 0, 4},
+                     {k < 0, 5}, {r->lda < least(r->transa, m, k), 8}, {r->ldb < least(r->transb, k, n), 10},
+                     {r->ldc < RGPU_BLAS_AT_LEAST_1(m), 13});
+    case GEMV: /* (trans, m, n, alpha, A, lda, x, incx, beta, y, incy) */
         *empty = !m || !n;
-        return !RGPU_BLAS_OP_OK(r->transa) || m < 0 || n < 0 || r->lda < RGPU_BLAS_AT_LEAST_1(m) || !r->ldb ||
-               !r->ldc;
-    case GER:
+        return FIRST({m < 0, 2}, {n < 0, 3}, {r->lda < RGPU_BLAS_AT_LEAST_1(m), 6}, {!r->ldb, 8}, {!r->ldc, 11});
+    case GER: /* (m, n, alpha, x, incx, y, incy, A, lda) */
     case GERU:
     case GERC:
         *empty = !m || !n;
-        return m < 0 || n < 0 || !r->ldb || !r->ldc || r->lda < RGPU_BLAS_AT_LEAST_1(m);
-    case TRSV:
+        return FIRST({m < 0, 1}, {n < 0, 2}, {!r->ldb, 5}, {!r->ldc, 7}, {r->lda < RGPU_BLAS_AT_LEAST_1(m), 9});
+    case TRSV: /* (uplo, trans, diag, n, A, lda, x, incx) */
     case TRMV:
         *empty = !n;
-        return !uplo_ok(r->uplo) || !RGPU_BLAS_OP_OK(r->transa) || !diag_ok(r->diag) || n < 0 ||
-               r->lda < RGPU_BLAS_AT_LEAST_1(n) || !r->ldb;
-    case TRSM:
+        return FIRST({!uplo_ok(r->uplo), 1}, {!RGPU_BLAS_OP_OK(r->transa), 2}, {!diag_ok(r->diag), 3}, {n < 0, 4},
+                     {r->lda < RGPU_BLAS_AT_LEAST_1(n), 6}, {!r->ldb, 8});
+    case TRSM: /* (side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb[, C, ldc]) */
     case TRMM:
         *empty = !m || !n;
-        return !side_ok(r->side) || !uplo_ok(r->uplo) || !RGPU_BLAS_OP_OK(r->transa) || !diag_ok(r->diag) || m < 0 ||
-               n < 0 || r->lda < RGPU_BLAS_AT_LEAST_1(order) || r->ldb < RGPU_BLAS_AT_LEAST_1(m) ||
-               (r->function == TRMM && r->ldc < RGPU_BLAS_AT_LEAST_1(m));
-    case SYRK:
+        return FIRST({!side_ok(r->side), 1}, {!uplo_ok(r->uplo), 2}, {!RGPU_BLAS_OP_OK(r->transa), 3},
+                     {!diag_ok(r->diag), 4}, {m < 0, 5}, {n < 0, 6}, {r->lda < RGPU_BLAS_AT_LEAST_1(order), 9},
+                     {r->ldb < RGPU_BLAS_AT_LEAST_1(m), 11},
+                     {r->function == TRMM && r->ldc < RGPU_BLAS_AT_LEAST_1(m), 13});
+    case SYRK: /* (uplo, trans, n, k, alpha, A, lda, beta, C, ldc) */
     case HERK: {
-        /* complex syrk: N or T; herk: N or C; real syrk: any (C is T) */
-        int trans_ok = r->transa == CUBLAS_OP_N || (r->function == HERK ? r->transa == CUBLAS_OP_C
-                       : r->transa == CUBLAS_OP_T || (r->transa == CUBLAS_OP_C && !complex_type(r->type)));
+        /* complex syrk: N or T; herk: N, T or C; real syrk: any (C is T) */
+        int trans_ok = r->function == HERK ? RGPU_BLAS_OP_OK(r->transa)
+                       : r->transa == CUBLAS_OP_N || r->transa == CUBLAS_OP_T ||
+                             (r->transa == CUBLAS_OP_C && !complex_type(r->type));
         *empty = !n;
-        return !uplo_ok(r->uplo) || !trans_ok || n < 0 || k < 0 ||
-               r->lda < RGPU_BLAS_AT_LEAST_1(r->transa == CUBLAS_OP_N ? n : k) || r->ldc < RGPU_BLAS_AT_LEAST_1(n);
+        return FIRST({!uplo_ok(r->uplo), 1}, {!trans_ok, 2}, {n < 0, 3}, {k < 0, 4},
+                     {r->lda < least(r->transa, n, k), 7}, {r->ldc < RGPU_BLAS_AT_LEAST_1(n), 10});
     }
-    default: /* SYMM */
+    default: /* SYMM (side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc) */
         *empty = !m || !n;
-        return !side_ok(r->side) || !uplo_ok(r->uplo) || m < 0 || n < 0 || r->lda < RGPU_BLAS_AT_LEAST_1(order) ||
-               r->ldb < RGPU_BLAS_AT_LEAST_1(m) || r->ldc < RGPU_BLAS_AT_LEAST_1(m);
+        return FIRST({!side_ok(r->side), 1}, {!uplo_ok(r->uplo), 2}, {m < 0, 3}, {n < 0, 4},
+                     {r->lda < RGPU_BLAS_AT_LEAST_1(order), 7}, {r->ldb < RGPU_BLAS_AT_LEAST_1(m), 9},
+                     {r->ldc < RGPU_BLAS_AT_LEAST_1(m), 12});
     }
+}
+
+/* The routine's name as cuBLAS's argument errors give it: DTRSM, ZGEMM3M. */
+static void routine_name(const struct routine *r, char out[16])
+{
+    static const char *const names[] = {"GEMM", "GEMM3M", "GEMV", "GER",  "GERU", "GERC", "TRSV",
+                                        "TRMV", "TRSM",   "TRMM", "SYRK", "HERK", "SYMM"};
+    char letter = r->type == CUDA_R_32F ? 'S' : r->type == CUDA_R_64F ? 'D' : r->type == CUDA_C_32F ? 'C' : 'Z';
+    snprintf(out, 16, "%c%s", letter, names[r->function]);
 }
 
 static void put_scalar(uint8_t slot[16], int device, const void *value, size_t size)
@@ -86,7 +119,14 @@ static int run(struct handle *h, struct routine r)
     int empty = 0, with_alpha = r.function != TRSV && r.function != TRMV,
         with_beta = r.function == GEMM || r.function == GEMM3M || r.function == GEMV || r.function == SYRK ||
                     r.function == HERK || r.function == SYMM;
-    if (invalid(&r, &empty) || (with_alpha && !r.alpha) || (with_beta && !r.beta))
+    int parameter = invalid(&r, &empty);
+    if (parameter) {
+        char name[16];
+        routine_name(&r, name);
+        cublasXerbla(name, parameter);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if ((with_alpha && !r.alpha) || (with_beta && !r.beta)) /* NVIDIA's message for these unmeasured: none */
         return CUBLAS_STATUS_INVALID_VALUE;
     if (empty)
         return CUBLAS_STATUS_SUCCESS;

@@ -90,7 +90,7 @@ def routine(view, r: Routine) -> None:
             product = _op(a, r.transa) @ _op(b, r.transb)
         o.matrix(r.c, m, n, r.ldc)[...] = plus_beta(r.c, m, n, r.ldc, product)
     elif f == Function.GEMV:
-        rows_x, rows_y = (n, m) if r.transa == blas_wire.OP_N else (m, n)
+        rows_x, rows_y = (n, m) if r.transa == blas_wire.OP_N else (m, n)  # in r.gemv_rows(), the ranges checked
         x, ix = o.vector(r.b, rows_x, r.ldb)
         y, iy = o.vector(r.c, rows_y, r.ldc)
         product = _op(o.load(r.a, m, n, r.lda), r.transa) @ x[ix].astype(o.wide)
@@ -115,7 +115,9 @@ def routine(view, r: Routine) -> None:
     elif f in (Function.SYRK, Function.HERK):
         product = 0
         if k:
-            a = _op(o.load(r.a, *((n, k) if r.transa == blas_wire.OP_N else (k, n)), r.lda), r.transa)
+            # herk's T (which NVIDIA accepts) is read here as C
+            trans = blas_wire.OP_C if f == Function.HERK and r.transa == blas_wire.OP_T else r.transa
+            a = _op(o.load(r.a, *((n, k) if trans == blas_wire.OP_N else (k, n)), r.lda), trans)
             product = a @ (a.conj().T if f == Function.HERK else a.T)
         value = plus_beta(r.c, n, n, r.ldc, product)
         if f == Function.HERK:  # C's diagonal is real

@@ -60,6 +60,11 @@ def _operation(value: int) -> int:
     return value
 
 
+def _int32(value: int) -> int:
+    """A u32 from the wire as the C int it was."""
+    return value - 2**32 if value > INT_MAX else value
+
+
 def _flag(value: int, what: str) -> int:
     if value not in (0, 1):
         raise CudaError(Status.INVALID_VALUE, f"cuBLAS {what} {value}")
@@ -107,8 +112,10 @@ class Routine:
                                                   f"mode {r.pointer_mode}")
         if not (r.wide or all(-INT_MAX - 1 <= v <= INT_MAX for v in (r.m, r.n, r.k, r.lda, r.ldb, r.ldc))):
             raise CudaError(Status.INVALID_VALUE, f"cuBLAS {NAMES[function]}: a count past the 32-bit API's range")
+        # NVIDIA's complex gemv takes any operation (measured on the H200: 7 returns SUCCESS)
+        transa = _int32(r.transa) if function == Function.GEMV else _operation(r.transa)
         return cls(function, r.type, bool(r.wide), _flag(r.side, "side"), _flag(r.uplo, "fill mode"),
-                   _operation(r.transa), _operation(r.transb), _flag(r.diag, "diagonal type"), r.m, r.n, r.k,
+                   transa, _operation(r.transb), _flag(r.diag, "diagonal type"), r.m, r.n, r.k,
                    r.pointer_mode, r.math_mode, r.alpha, r.beta, r.a, r.lda, r.b, r.ldb, r.c, r.ldc, r.workspace,
                    r.workspace_size)
 
@@ -134,6 +141,20 @@ class Routine:
     def _matrix(self, ptr: int, rows: int, cols: int, ld: int) -> tuple[int, int]:
         return ptr, extent(rows, cols, ld, self.element_size)
 
+    def _either_way(self, ptr: int, rows: int, cols: int, ld: int) -> tuple[int, int]:
+        """A (rows, cols) matrix whose routine may read it as (cols, rows) instead, over the same leading dimension
+        (an operation NVIDIA accepts but does not document): the span both readings cover."""
+        ptr, size = self._matrix(ptr, rows, cols, ld)  # ld >= rows >= 1 once size is not 0
+        return ptr, max(size, ((rows - 1) * ld + cols) * self.element_size if size else 0)
+
+    def gemv_rows(self) -> tuple[int, int]:
+        """The elements of gemv's x and y: n and m for N, m and n for T and C, the larger of the two for any other
+        operation (which NVIDIA's cuBLAS accepts), so that either reading stays in the ranges checked."""
+        m, n = self.m, self.n
+        if self.transa == OP_N:
+            return n, m
+        return (m, n) if self.transa in (OP_T, OP_C) else (max(m, n), max(m, n))
+
     def _vector(self, ptr: int, n: int, inc: int) -> tuple[int, int]:
         if n > 0 and inc == 0:
             raise CudaError(Status.INVALID_VALUE, f"{self.name}: a vector increment of 0")
@@ -153,7 +174,7 @@ class Routine:
         if f == Function.GEMV:
             if not (m and n):
                 return []
-            rows_x, rows_y = (n, m) if self.transa == OP_N else (m, n)
+            rows_x, rows_y = self.gemv_rows()
             return [self._matrix(self.a, m, n, self.lda), self._vector(self.b, rows_x, self.ldb),
                     self._vector(self.c, rows_y, self.ldc)]
         if f in (Function.GER, Function.GERU, Function.GERC):
@@ -174,8 +195,11 @@ class Routine:
         if not n:
             return []
         out = [self._matrix(self.c, n, n, self.ldc)]
-        if k:
-            out.append(self._matrix(self.a, *((n, k) if self.transa == OP_N else (k, n)), self.lda))
+        if k and self.transa == OP_N:
+            out.append(self._matrix(self.a, n, k, self.lda))
+        elif k:  # herk's T, which NVIDIA accepts: read as N or as C, both are checked
+            read = self._either_way if f == Function.HERK and self.transa == OP_T else self._matrix
+            out.append(read(self.a, k, n, self.lda))
         return out
 
     def ranges(self) -> list[tuple[int, int]]:
