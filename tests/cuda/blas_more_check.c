@@ -407,7 +407,7 @@ static void level1(handle_t h)
     within("cublasDdot (device result)", fabs(got[0] - dref), 1e-12);
     expect("cublasIdamax_64 (device result)", (int)where, want_max + 1);
     CHECK(cublasSetPointerMode_v2(h, 0));
-    expect("cublasSdot without a result", cublasSdot_v2(h, L, dx, 1, dy, 1, NULL), INVALID_VALUE);
+    expect("cublasSdot without a result", cublasSdot_v2(h, L, dx, 1, dy, 1, NULL), MAPPING_ERROR);
 }
 
 static int bad(handle_t h)

@@ -2,6 +2,7 @@
  * getriBatched, matinvBatched, trsmBatched, getrsBatched): each one deferred BLAS_LU_BATCHED, BLAS_TRSM_BATCHED or
  * BLAS_GETRS_BATCHED. As for cublasGemmBatchedEx, the arrays stay in device memory and the server checks every
  * pointer in them (src/rgpu/dispatch/blas_batched.py). */
+#include <stdio.h>
 #include <string.h>
 
 #include "blas.h"
@@ -37,11 +38,26 @@ static int trsm_batched(struct handle *h, int side, int uplo, int trans, int dia
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     long long k = side == CUBLAS_SIDE_LEFT ? m : n;
-    if ((side != CUBLAS_SIDE_LEFT && side != CUBLAS_SIDE_RIGHT) ||
-        (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER) ||
-        (trans != CUBLAS_OP_N && trans != CUBLAS_OP_T && trans != CUBLAS_OP_C) ||
-        (diag != CUBLAS_DIAG_NON_UNIT && diag != CUBLAS_DIAG_UNIT) || m < 0 || n < 0 || batch < 0 || !alpha ||
-        lda < RGPU_BLAS_AT_LEAST_1(k) || ldb < RGPU_BLAS_AT_LEAST_1(m))
+    /* The first refused parameter by its position (the handle 0), which NVIDIA's cuBLAS prints. */
+    int refused = side != CUBLAS_SIDE_LEFT && side != CUBLAS_SIDE_RIGHT                   ? 1
+                  : uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER        ? 2
+                  : trans != CUBLAS_OP_N && trans != CUBLAS_OP_T && trans != CUBLAS_OP_C    ? 3
+                  : diag != CUBLAS_DIAG_NON_UNIT && diag != CUBLAS_DIAG_UNIT                ? 4
+                  : m < 0                                                                   ? 5
+                  : n < 0                                                                   ? 6
+                  : lda < RGPU_BLAS_AT_LEAST_1(k)                                           ? 9
+                  : ldb < RGPU_BLAS_AT_LEAST_1(m)                                           ? 11
+                  : batch < 0                                                               ? 12
+                                                                                            : 0;
+    if (refused) {
+        /* NVIDIA's name for it, as printed on the H200: "DBATCHED TRSM", two spaces before "parameter". */
+        char name[24];
+        snprintf(name, sizeof name, "%cBATCHED TRSM ",
+                 type == CUDA_R_32F ? 'S' : type == CUDA_R_64F ? 'D' : type == CUDA_C_32F ? 'C' : 'Z');
+        cublasXerbla(name, refused);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (!alpha)
         return CUBLAS_STATUS_INVALID_VALUE;
     if (!m || !n || !batch)
         return CUBLAS_STATUS_SUCCESS;

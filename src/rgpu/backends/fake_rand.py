@@ -106,7 +106,7 @@ class FakeRand:
         pass
 
     def rand_set(self, ctx, gen: FakeGenerator, what: Setting, value: int) -> int:
-        status = rand_wire.setting_status(gen.type, what, value)
+        status = rand_wire.setting_status(gen.type, what, value, gen.host)
         if status:
             return status
         if what == Setting.SEED:

@@ -44,6 +44,9 @@ RNG_TYPES = {PSEUDO_DEFAULT: XORWOW, XORWOW: XORWOW, MRG32K3A: MRG32K3A, MTGP32:
 # generators may take DYNAMIC (104) too; the fake refuses it.
 PSEUDO_ORDERINGS = {XORWOW: frozenset({100, 101, 102, 103}), MRG32K3A: frozenset({100, 101, 103}),
                     MTGP32: frozenset({100, 101, 103}), MT19937: frozenset({101, 103}), PHILOX: frozenset({100, 101, 103})}
+# Device generators take more than the host ones: an MT19937 device generator took BEST (100) on the H200
+# (rand_check bad, 2026-12-03), where the host generator refuses it.
+DEVICE_ORDERINGS = {MT19937: frozenset({100})}
 NO_OFFSET = frozenset({MTGP32, MT19937})
 # The pseudorandom types whose normals come in pairs (Box-Muller), so an odd count is LENGTH_NOT_MULTIPLE.
 PAIRED_NORMALS = frozenset({XORWOW, MRG32K3A})
@@ -121,13 +124,14 @@ def generate_status(rng_type: int, dimensions: int, kind: Draw, count: int, a: f
     return RandStatus.SUCCESS
 
 
-def setting_status(rng_type: int, what: int, value: int) -> RandStatus:
-    """cuRAND's answer to a setter on a generator of `rng_type`."""
+def setting_status(rng_type: int, what: int, value: int, host: bool = True) -> RandStatus:
+    """cuRAND's answer to a setter on a (host or device) generator of `rng_type`."""
     quasi = is_quasi(rng_type)
     if what == Setting.SEED:
         return RandStatus.TYPE_ERROR if quasi else RandStatus.SUCCESS
     if what == Setting.ORDERING:
-        ok = value == QUASI_ORDERING if quasi else value in PSEUDO_ORDERINGS[rng_type]
+        extra = frozenset() if host else DEVICE_ORDERINGS.get(rng_type, frozenset())
+        ok = value == QUASI_ORDERING if quasi else value in PSEUDO_ORDERINGS[rng_type] | extra
         return RandStatus.SUCCESS if ok else RandStatus.OUT_OF_RANGE
     if what == Setting.OFFSET:
         return RandStatus.TYPE_ERROR if rng_type in NO_OFFSET else RandStatus.SUCCESS
