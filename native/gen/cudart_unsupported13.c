@@ -276,12 +276,6 @@ RT_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, c
     return rt_unsupported(&logged, "cudaGraphAddMemcpyNodeToSymbol");
 }
 
-RT_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, struct cudaGraphNodeParams *nodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddNode");
-}
-
 RT_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph)
 {
     static int logged;
@@ -370,12 +364,6 @@ RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGra
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParamsToSymbol");
-}
-
-RT_API cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecNodeSetParams");
 }
 
 RT_API cudaError_t cudaGraphExternalSemaphoresSignalNodeGetParams(cudaGraphNode_t hNode, struct cudaExternalSemaphoreSignalNodeParams *params_out)
@@ -476,12 +464,6 @@ RT_API cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraph
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphNodeSetEnabled");
-}
-
-RT_API cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams *nodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeSetParams");
 }
 
 RT_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count)

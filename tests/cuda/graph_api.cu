@@ -20,6 +20,46 @@ static void expect_all(const float *d, float want)
         EXPECT(h[i] == want);
 }
 
+// y = 1, then y = 4 * 2 + y through cudaGraphAddNode; then the exec's kernel node set to a = 6.
+static void generic_nodes(float *x, float *y, cudaStream_t s)
+{
+    cudaGraph_t g;
+    CHECK(cudaGraphCreate(&g, 0));
+    cudaGraphNodeParams p = {};
+    p.type = cudaGraphNodeTypeMemset;
+    p.memset.dst = y, p.memset.value = 0x3F800000, p.memset.elementSize = 4, p.memset.width = n, p.memset.height = 1;
+    cudaGraphNode_t set, axpy;
+#if CUDART_VERSION >= 13000
+    CHECK(cudaGraphAddNode(&set, g, nullptr, nullptr, 0, &p));
+#else
+    CHECK(cudaGraphAddNode(&set, g, nullptr, 0, &p));
+#endif
+    float a = 4.0f;
+    int count = n;
+    void *args[] = {&a, &x, &y, &count};
+    cudaGraphNodeParams k = {};
+    k.type = cudaGraphNodeTypeKernel;
+    k.kernel.func = (void *)saxpy, k.kernel.gridDim = dim3(n / 256), k.kernel.blockDim = dim3(256);
+    k.kernel.kernelParams = args;
+#if CUDART_VERSION >= 13000
+    CHECK(cudaGraphAddNode(&axpy, g, &set, nullptr, 1, &k));
+#else
+    CHECK(cudaGraphAddNode(&axpy, g, &set, 1, &k));
+#endif
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(y, 9.0f); // x is 2 (the main graph's memset)
+    a = 6.0f;
+    CHECK(cudaGraphExecNodeSetParams(exec, axpy, &k));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    expect_all(y, 13.0f);
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+}
+
 int main()
 {
     float *x, *y, *out;
@@ -147,6 +187,7 @@ int main()
     CHECK(cudaGraphGetNodes(g, nullptr, &count_nodes));
     EXPECT(count_nodes == 5);
 
+    generic_nodes(x, y, s);
     CHECK(cudaGraphExecDestroy(outer_exec));
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(outer));

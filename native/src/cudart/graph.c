@@ -2,6 +2,7 @@
  * (the runtime's and the driver's graph, node, exec and parameter types are the same objects and layouts), so
  * this runs on NVIDIA's driver as well as on rgpu's. */
 #include <pthread.h>
+#include <string.h>
 
 #include "rt.h"
 
@@ -535,4 +536,114 @@ RT_API cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t *node, cudaGraphNode
 RT_API cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
 {
     WITH_CONTEXT(cuGraphDestroyNode((CUgraphNode)node));
+}
+
+/* -- the generic node API: each node type to its own function above, so a node made either way is the same
+ * node; edges with data are added after the node. Other node types, and memcpy parameters set in place, are
+ * NOT_SUPPORTED (logged once). */
+static int plain_edges(const cudaGraphEdgeData *data, size_t n)
+{
+    static const cudaGraphEdgeData zero;
+    for (size_t i = 0; data && i < n; i++)
+        if (memcmp(&data[i], &zero, sizeof zero))
+            return 0;
+    return 1;
+}
+
+static struct cudaKernelNodeParams kernel_v1(const struct cudaKernelNodeParamsV2 *k)
+{
+    return (struct cudaKernelNodeParams){.func = k->func, .gridDim = k->gridDim, .blockDim = k->blockDim,
+                                         .sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
+                                         .extra = k->extra};
+}
+
+static struct cudaMemsetParams memset_v1(const struct cudaMemsetParamsV2 *m)
+{
+    return (struct cudaMemsetParams){.dst = m->dst, .pitch = m->pitch, .value = m->value,
+                                     .elementSize = m->elementSize, .width = m->width, .height = m->height};
+}
+
+static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                            const cudaGraphEdgeData *data, size_t n, const struct cudaGraphNodeParams *p)
+{
+    static int logged;
+    if (!p || !node)
+        return rt_record(cudaErrorInvalidValue);
+    if (!plain_edges(data, n)) {
+        cudaGraphNode_t made;
+        cudaError_t e = add_node(&made, graph, NULL, NULL, 0, p);
+        for (size_t i = 0; e == cudaSuccess && i < n; i++)
+            e = dependencies(graph, &deps[i], &made, &data[i], 1, 0);
+        if (e == cudaSuccess)
+            *node = made;
+        return e;
+    }
+    switch (p->type) {
+    case cudaGraphNodeTypeKernel: {
+        struct cudaKernelNodeParams k = kernel_v1(&p->kernel);
+        return cudaGraphAddKernelNode(node, graph, deps, n, &k);
+    }
+    case cudaGraphNodeTypeMemcpy:
+        return p->memcpy.flags ? rt_record(cudaErrorInvalidValue)
+                               : cudaGraphAddMemcpyNode(node, graph, deps, n, &p->memcpy.copyParams);
+    case cudaGraphNodeTypeMemset: {
+        struct cudaMemsetParams m = memset_v1(&p->memset);
+        return cudaGraphAddMemsetNode(node, graph, deps, n, &m);
+    }
+    case cudaGraphNodeTypeEmpty:
+        return cudaGraphAddEmptyNode(node, graph, deps, n);
+    case cudaGraphNodeTypeEventRecord:
+        return cudaGraphAddEventRecordNode(node, graph, deps, n, p->eventRecord.event);
+    case cudaGraphNodeTypeWaitEvent:
+        return cudaGraphAddEventWaitNode(node, graph, deps, n, p->eventWait.event);
+    default:
+        return rt_unsupported(&logged, "cudaGraphAddNode of a node type other than kernel, memcpy, memset, empty "
+                                       "and event record/wait");
+    }
+}
+
+#if CUDART_VERSION >= 13000
+RT_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                    const cudaGraphEdgeData *data, size_t n, struct cudaGraphNodeParams *p)
+{
+    return add_node(node, graph, deps, data, n, p);
+}
+#else
+RT_API cudaError_t cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                    struct cudaGraphNodeParams *p)
+{
+    return add_node(node, graph, deps, NULL, n, p);
+}
+RT_API cudaError_t cudaGraphAddNode_v2(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                       const cudaGraphEdgeData *data, size_t n, struct cudaGraphNodeParams *p)
+{
+    return add_node(node, graph, deps, data, n, p);
+}
+#endif
+
+/* exec: the executable graph whose copy of the node changes, or NULL for the node in its graph. */
+static cudaError_t set_node(cudaGraphExec_t exec, cudaGraphNode_t node, const struct cudaGraphNodeParams *p)
+{
+    static int logged;
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    if (p->type == cudaGraphNodeTypeKernel) {
+        struct cudaKernelNodeParams k = kernel_v1(&p->kernel);
+        return exec ? cudaGraphExecKernelNodeSetParams(exec, node, &k) : cudaGraphKernelNodeSetParams(node, &k);
+    }
+    if (p->type == cudaGraphNodeTypeMemset) {
+        struct cudaMemsetParams m = memset_v1(&p->memset);
+        return exec ? cudaGraphExecMemsetNodeSetParams(exec, node, &m) : cudaGraphMemsetNodeSetParams(node, &m);
+    }
+    return rt_unsupported(&logged, "cudaGraph(Exec)NodeSetParams of a node type other than kernel and memset");
+}
+
+RT_API cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams *p)
+{
+    return set_node(NULL, node, p);
+}
+
+RT_API cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, struct cudaGraphNodeParams *p)
+{
+    return exec ? set_node(exec, node, p) : rt_record(cudaErrorInvalidValue);
 }
