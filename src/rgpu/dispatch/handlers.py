@@ -679,31 +679,40 @@ def _dnn_bn_sizes(s: Session, args, bulk):
     return (s.backend.dnn_bn_size(ctx.obj, h.obj, args.mode, args.ops, args.which, x, bn),)
 
 
-@handles(ops.DNN_BN_TRAINING)
-def _dnn_bn_training(s: Session, a, bulk):
-    ctx, h = s.object(a.handle, Kind.DNN)
-    x, y, bn = dnn_wire.parse_tensors(bytes(bulk), 3)
+def _run_bn_training(s: Session, a, ctx, h, x, y, bn, extra=(), fusion=None):
+    """Plain or fused: every operand range checked (`extra`: the fused ones, (pointer, tensor)), then run."""
     params = (a.scale, a.bias, a.running_mean, a.running_var, a.saved_mean, a.saved_inv_var)
     scratch = ((a.workspace, a.workspace_size), (a.reserve, a.reserve_size))
-    _check_ranges(s, _bn_ranges([(a.x, x), (a.y, y)] + [(q, bn) for q in params]) + [r for r in scratch if r[1]])
+    _check_ranges(s, _bn_ranges([(a.x, x), (a.y, y), *extra] + [(q, bn) for q in params])
+                  + [r for r in scratch if r[1]])
     _, strm = s.stream(a.stream)
     pointers = (a.x, a.y, *params, a.workspace, a.workspace_size, a.reserve, a.reserve_size)
     s.backend.dnn_bn_training(ctx.obj, h.obj, strm, a.mode, a.ops, a.alpha, a.beta, a.factor, a.epsilon, (x, y, bn),
-                              pointers)
+                              pointers, fusion=fusion)
+
+
+def _run_bn_backward(s: Session, a, ctx, h, x, dy, dx, bn, extra=(), fusion=None):
+    params = (a.scale, a.dscale, a.dbias, a.saved_mean, a.saved_inv_var)
+    scratch = ((a.workspace, a.workspace_size), (a.reserve, a.reserve_size))
+    _check_ranges(s, _bn_ranges([(a.x, x), (a.dy, dy), (a.dx, dx), *extra] + [(q, bn) for q in params])
+                  + [r for r in scratch if r[1]])
+    _, strm = s.stream(a.stream)
+    pointers = (a.x, a.dy, a.dx, *params, a.workspace, a.workspace_size, a.reserve, a.reserve_size)
+    s.backend.dnn_bn_backward(ctx.obj, h.obj, strm, a.mode, a.ops, (a.alpha_data, a.beta_data, a.alpha_params,
+                                                                    a.beta_params), a.epsilon, (x, dy, dx, bn), pointers,
+                              fusion=fusion)
+
+
+@handles(ops.DNN_BN_TRAINING)
+def _dnn_bn_training(s: Session, a, bulk):
+    ctx, h = s.object(a.handle, Kind.DNN)
+    _run_bn_training(s, a, ctx, h, *dnn_wire.parse_tensors(bytes(bulk), 3))
 
 
 @handles(ops.DNN_BN_BACKWARD)
 def _dnn_bn_backward(s: Session, a, bulk):
     ctx, h = s.object(a.handle, Kind.DNN)
-    x, dy, dx, bn = dnn_wire.parse_tensors(bytes(bulk), 4)
-    params = (a.scale, a.dscale, a.dbias, a.saved_mean, a.saved_inv_var)
-    scratch = ((a.workspace, a.workspace_size), (a.reserve, a.reserve_size))
-    _check_ranges(s, _bn_ranges([(a.x, x), (a.dy, dy), (a.dx, dx)] + [(q, bn) for q in params])
-                  + [r for r in scratch if r[1]])
-    _, strm = s.stream(a.stream)
-    pointers = (a.x, a.dy, a.dx, *params, a.workspace, a.workspace_size, a.reserve, a.reserve_size)
-    s.backend.dnn_bn_backward(ctx.obj, h.obj, strm, a.mode, a.ops, (a.alpha_data, a.beta_data, a.alpha_params,
-                                                                    a.beta_params), a.epsilon, (x, dy, dx, bn), pointers)
+    _run_bn_backward(s, a, ctx, h, *dnn_wire.parse_tensors(bytes(bulk), 4))
 
 
 # -- batch norm fused with an activation (and an addition): the plain checks plus the fused operands ----------
@@ -735,14 +744,7 @@ def _dnn_bn_training_ex(s: Session, a, bulk):
     if a.ops == _BN_ADD_ACTIVATION and not a.z:
         raise CudaError(Status.INVALID_VALUE, "batch norm with an addition and no z")
     z_ptr = a.z if a.ops == _BN_ADD_ACTIVATION else 0
-    params = (a.scale, a.bias, a.running_mean, a.running_var, a.saved_mean, a.saved_inv_var)
-    scratch = ((a.workspace, a.workspace_size), (a.reserve, a.reserve_size))
-    _check_ranges(s, _bn_ranges([(a.x, x), (a.y, y), (z_ptr, z)] + [(q, bn) for q in params])
-                  + [r for r in scratch if r[1]])
-    _, strm = s.stream(a.stream)
-    pointers = (a.x, a.y, *params, a.workspace, a.workspace_size, a.reserve, a.reserve_size)
-    s.backend.dnn_bn_training(ctx.obj, h.obj, strm, a.mode, a.ops, a.alpha, a.beta, a.factor, a.epsilon, (x, y, bn),
-                              pointers, fusion=(activation, z, z_ptr))
+    _run_bn_training(s, a, ctx, h, x, y, bn, extra=[(z_ptr, z)], fusion=(activation, z, z_ptr))
 
 
 @handles(ops.DNN_BN_BACKWARD_EX)
@@ -753,15 +755,8 @@ def _dnn_bn_backward_ex(s: Session, a, bulk):
     if not a.y or (a.ops == _BN_ADD_ACTIVATION and not a.dz):
         raise CudaError(Status.INVALID_VALUE, "fused batch-norm backward without y, or with an addition and no dz")
     dz_ptr = a.dz if a.ops == _BN_ADD_ACTIVATION else 0
-    params = (a.scale, a.dscale, a.dbias, a.saved_mean, a.saved_inv_var)
-    scratch = ((a.workspace, a.workspace_size), (a.reserve, a.reserve_size))
-    _check_ranges(s, _bn_ranges([(a.x, x), (a.dy, dy), (a.dx, dx), (a.y, y), (dz_ptr, dz)]
-                                + [(q, bn) for q in (*params, a.bias)]) + [r for r in scratch if r[1]])
-    _, strm = s.stream(a.stream)
-    pointers = (a.x, a.dy, a.dx, *params, a.workspace, a.workspace_size, a.reserve, a.reserve_size)
-    s.backend.dnn_bn_backward(ctx.obj, h.obj, strm, a.mode, a.ops, (a.alpha_data, a.beta_data, a.alpha_params,
-                                                                    a.beta_params), a.epsilon, (x, dy, dx, bn), pointers,
-                              fusion=(activation, y, a.y, dz, dz_ptr, a.bias))
+    _run_bn_backward(s, a, ctx, h, x, dy, dx, bn, extra=[(a.y, y), (dz_ptr, dz), (a.bias, bn)],
+                     fusion=(activation, y, a.y, dz, dz_ptr, a.bias))
 
 
 @handles(ops.NOP)
