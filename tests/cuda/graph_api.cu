@@ -46,16 +46,41 @@ static void generic_nodes(float *x, float *y, cudaStream_t s)
 #else
     CHECK(cudaGraphAddNode(&axpy, g, &set, 1, &k));
 #endif
+#if CUDART_VERSION >= 13000
+    // z += x after axpy through a programmatic edge (x is complete before axpy starts).
+    float *z, one = 1.0f;
+    CHECK(cudaMalloc(&z, n * sizeof(float)));
+    CHECK(cudaMemset(z, 0, n * sizeof(float)));
+    void *args2[] = {&one, &x, &z, &count};
+    cudaGraphNodeParams k2 = k;
+    k2.kernel.kernelParams = args2;
+    cudaGraphEdgeData pdl = {};
+    pdl.from_port = cudaGraphKernelNodePortProgrammatic, pdl.type = cudaGraphDependencyTypeProgrammatic;
+    cudaGraphNode_t axpy2;
+    CHECK(cudaGraphAddNode(&axpy2, g, &axpy, &pdl, 1, &k2));
+    cudaGraphEdgeData back = {};
+    cudaGraphNode_t from = nullptr;
+    size_t count_deps = 1;
+    CHECK(cudaGraphNodeGetDependencies(axpy2, &from, &back, &count_deps));
+    EXPECT(count_deps == 1 && from == axpy && back.type == cudaGraphDependencyTypeProgrammatic);
+#endif
     cudaGraphExec_t exec;
     CHECK(cudaGraphInstantiate(&exec, g, 0));
     CHECK(cudaGraphLaunch(exec, s));
     CHECK(cudaStreamSynchronize(s));
     expect_all(y, 9.0f); // x is 2 (the main graph's memset)
+#if CUDART_VERSION >= 13000
+    expect_all(z, 2.0f);
+#endif
     a = 6.0f;
     CHECK(cudaGraphExecNodeSetParams(exec, axpy, &k));
     CHECK(cudaGraphLaunch(exec, s));
     CHECK(cudaStreamSynchronize(s));
     expect_all(y, 13.0f);
+#if CUDART_VERSION >= 13000
+    expect_all(z, 4.0f);
+    CHECK(cudaFree(z));
+#endif
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(g));
 }

@@ -2,6 +2,7 @@
  * (the runtime's and the driver's graph, node, exec and parameter types are the same objects and layouts), so
  * this runs on NVIDIA's driver as well as on rgpu's. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt.h"
@@ -569,11 +570,14 @@ static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cuda
     static int logged;
     if (!p || !node)
         return rt_record(cudaErrorInvalidValue);
-    if (!plain_edges(data, n)) {
-        cudaGraphNode_t made;
-        cudaError_t e = add_node(&made, graph, NULL, NULL, 0, p);
+    if (!plain_edges(data, n)) { /* the node first, then its edges with their data, in one call */
+        cudaGraphNode_t made, *to = malloc(n * sizeof *to);
+        cudaError_t e = to ? add_node(&made, graph, NULL, NULL, 0, p) : rt_record(cudaErrorMemoryAllocation);
         for (size_t i = 0; e == cudaSuccess && i < n; i++)
-            e = dependencies(graph, &deps[i], &made, &data[i], 1, 0);
+            to[i] = made;
+        if (e == cudaSuccess && (e = dependencies(graph, deps, to, data, n, 0)) != cudaSuccess)
+            cudaGraphDestroyNode(made);
+        free(to);
         if (e == cudaSuccess)
             *node = made;
         return e;
