@@ -389,8 +389,8 @@ static int program_host(uint64_t ptr, uint64_t n)
 
 int rgpu_host_range(uint64_t ptr, uint64_t *start, uint64_t *size)
 {
-    struct range rg;
-    if (!program_host(ptr, 1) || set_find(&host_ranges, ptr, 1, &rg))
+    struct range rg; /* program_host's two lookups, the first keeping the range */
+    if (set_find(&host_ranges, ptr, 1, &rg) || set_find(&device_ranges, ptr, 1, NULL) == 0)
         return -1;
     *start = rg.start, *size = rg.size;
     return 0;
