@@ -178,6 +178,9 @@ def measure(name: str, server: Server | None, steps: int, warmup: int, shims: st
         by_a, by_b = a.get("blocking_by_op", {}), b.get("blocking_by_op", {})
         per_op = {op: (by_b.get(op, 0) - by_a.get(op, 0)) / steps for op in set(by_a) | set(by_b)}
         out["blocking_by_op_per_step"] = {op: n for op, n in sorted(per_op.items(), key=lambda kv: -kv[1]) if n}
+        by_a, by_b = a.get("calls_by_op", {}), b.get("calls_by_op", {})
+        per_op = {op: (by_b.get(op, 0) - by_a.get(op, 0)) / steps for op in set(by_a) | set(by_b)}
+        out["calls_by_op_per_step"] = {op: n for op, n in sorted(per_op.items(), key=lambda kv: -kv[1]) if n}
     return out
 
 
@@ -220,6 +223,9 @@ def main(argv=None) -> int:
                 top = list(remote.get("blocking_by_op_per_step", {}).items())[:4]
                 if top:
                     print(f"{'':<22} blocking per step: " + ", ".join(f"{op} {n:.1f}" for op, n in top), flush=True)
+                top = list(remote.get("calls_by_op_per_step", {}).items())[:8]
+                if top:
+                    print(f"{'':<22} operations per step: " + ", ".join(f"{op} {n:.1f}" for op, n in top), flush=True)
         finally:
             server.close()
     if args.json:

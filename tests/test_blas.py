@@ -38,7 +38,11 @@ def test_gemms_and_lt_matmul_match_a_cpu_reference(shim_dir, blas_check, tmp_pat
             time.sleep(0.05)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # Three heuristic questions, two of them the same: the repeat is answered by the client from memory.
-    assert json.loads(stats.read_text().splitlines()[-1])["blocking_by_op"]["LT_HEURISTIC"] == 2
+    record = json.loads(stats.read_text().splitlines()[-1])
+    assert record["blocking_by_op"]["LT_HEURISTIC"] == 2
+    # Every operation counts by name, the ones waited for among them; the counts add up to the session's calls.
+    assert record["calls_by_op"]["LT_HEURISTIC"] == 2 and record["calls_by_op"]["LT_MATMUL"] >= 1
+    assert sum(record["calls_by_op"].values()) == record["calls"]
     for check in ("cublasSgemm", "cublasDgemm", "cublasGemmEx", "cublasSgemmStridedBatched", "cublasLtMatmul"):
         assert any(line.startswith(check + " ") and " OK " in line for line in proc.stdout.splitlines()), proc.stdout
     assert "blas_check OK" in proc.stdout

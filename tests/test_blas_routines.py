@@ -71,11 +71,17 @@ def test_routines_touch_only_the_sessions_memory():
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **trsm, mode=1))  # alpha at 1
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.TRSM, **trsm, workspace=foreign,
                                                                workspace_size=64))
-    # A vector's span follows its increment, backwards too; an increment of 0 is refused.
+    # A vector's span follows its increment, backwards too; an increment of 0 is refused, but for a real gemv's x
+    # (NVIDIA's cuBLAS takes that one), whose range is then checked as n elements side by side.
     gemv = dict(m=4, n=4, a=a, lda=4, b=b, c=b, type_=1)
     call(s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **gemv, ldb=-4, ldc=4))
     fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **gemv, ldb=6, ldc=1))  # 19 x 8
-    fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **gemv, ldb=0, ldc=1))
+    call(s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **gemv, ldb=0, ldc=1))
+    fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **{**gemv, "b": b + 120},
+                                                               ldb=0, ldc=1))  # x[0] fits, 4 elements do not
+    fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **gemv, ldb=1, ldc=0))
+    fails(Status.INVALID_VALUE, s, ops.BLAS_ROUTINE, *_routine(blas, Function.GEMV, **{**gemv, "m": 2, "n": 2,
+                                                               "lda": 2, "type_": 5}, ldb=0, ldc=1))
     # herk's scalars are real: in device pointer mode, 8 bytes each for Z
     herk = dict(n=2, k=2, a=a, lda=2, c=b, ldc=2, type_=5, mode=1, transa=2)
     call(s, ops.BLAS_ROUTINE, *_routine(blas, Function.HERK, **herk, alpha=a + 120, beta=a + 120))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp (vendored in the llama-cpp-python sdist) natively and through rgpu, in one run on the GPU box.
-#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt trips server
+#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt trips profile server
 # Inputs: .llama/llama-src.tar.zst (the sdist's vendor/llama.cpp, trimmed) or .llama/build-*.part (a build made
 # by `pack` in an earlier run); .whl/ (rgpu's Python deps, see tests/gpu/run_on_gpu.sh). Results land in $OUT.
 # The build is llama.cpp's default CUDA configuration for sm_90 (VMM, CUDA graphs, PDL, flash attention on).
@@ -120,8 +120,18 @@ per = {k: (b[k] - a[k]) / 64 for k in ("blocking", "deferred", "graph_launches",
 print("per generated token (tiny-q4_0, fa on, graphs on):", {k: round(v, 3) for k, v in per.items()})
 ops = {k: (b["blocking_by_op"].get(k, 0) - a["blocking_by_op"].get(k, 0)) / 64 for k in b["blocking_by_op"]}
 print("blocking round trips per token by operation:", {k: round(v, 2) for k, v in sorted(ops.items(), key=lambda x: -x[1]) if v})
+calls = {k: (b.get("calls_by_op", {}).get(k, 0) - a.get("calls_by_op", {}).get(k, 0)) / 64 for k in b.get("calls_by_op", {})}
+print("operations per token:", {k: round(v, 2) for k, v in sorted(calls.items(), key=lambda x: -x[1]) if v})
 PY
       ;;
+    profile)  # where the server worker's time goes during generation: cProfile of one 80-token session
+      shims; mkdir -p $W/prof && rm -f $W/prof/*
+      RGPU_PROFILE_DIR=$W/prof start_server profile; through_rgpu
+      timeout 150 $RUN $BIN/llama-completion -m $MODELS/tiny-q4_0.gguf -p "$PROMPT" -n 80 --temp 0 -fa on -no-cnv \
+        -ngl 99 --no-warmup --ignore-eos > /dev/null 2>>"$OUT/llama_stderr_profile.log" </dev/null; echo "rc=$?"
+      sleep 1; stop_server
+      for f in $W/prof/*.prof; do cp "$f" "$OUT/"; python3 -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('tottime').print_stats(30); s.sort_stats('cumulative').print_stats(40)" "$f"; done \
+        > "$OUT/profile.txt" 2>&1; head -80 "$OUT/profile.txt" ;;
     server)
       for mode in native rgpu; do
         RUN=""; [ $mode = rgpu ] && { shims; start_server http; through_rgpu; }

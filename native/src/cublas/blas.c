@@ -224,6 +224,9 @@ static int gemv(struct handle *h, int trans, long long m, long long n, const voi
                                             const ctype *A, I lda, const ctype *x, I incx, const ctype *beta,     \
                                             ctype *y, I incy)                                                      \
     {                                                                                                               \
+        if (!incx)                                                                                                  \
+            return rgpu_blas_gemv_routine(h, dtype, sizeof(I) == 8, sizeof(ctype), trans, m, n, alpha, A, lda, x,  \
+                                          beta, y, incy);                                                           \
         return gemv(h, trans, m, n, alpha, OPND(A, dtype, lda, 0), OPND(x, dtype, incx, 0), beta,                  \
                     OPND(y, dtype, incy, 0), 1, compute);                                                           \
     }                                                                                                               \

@@ -48,6 +48,11 @@ struct gemv_shape {
     int transb;
     long long n, k;
 };
+/* A real gemv whose x has increment 0, which NVIDIA's cuBLAS accepts: cuBLAS itself runs it on the server
+ * (BLAS_ROUTINE), as every other real gemv is one GEMM, which cannot express it (blas_level23.c). */
+int rgpu_blas_gemv_routine(struct handle *h, int type, int wide, size_t scalar, int trans, long long m, long long n,
+                           const void *alpha, const void *A, long long lda, const void *x, const void *beta, void *y,
+                           long long incy);
 int rgpu_blas_gemv_shape(int trans, long long m, long long n, long long lda, long long incx, long long incy,
                          struct gemv_shape *out);
 

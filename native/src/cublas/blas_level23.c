@@ -59,7 +59,9 @@ static int invalid(const struct routine *r, int *empty)
                      {r->ldc < RGPU_BLAS_AT_LEAST_1(m), 13});
     case GEMV: /* (trans, m, n, alpha, A, lda, x, incx, beta, y, incy) */
         *empty = !m || !n;
-        return FIRST({m < 0, 2}, {n < 0, 3}, {r->lda < RGPU_BLAS_AT_LEAST_1(m), 6}, {!r->ldb, 8}, {!r->ldc, 11});
+        /* a zero incx is refused for the complex types only (NVIDIA's Dgemv takes it: rgpu_blas_gemv_routine) */
+        return FIRST({m < 0, 2}, {n < 0, 3}, {r->lda < RGPU_BLAS_AT_LEAST_1(m), 6},
+                     {!r->ldb && complex_type(r->type), 8}, {!r->ldc, 11});
     case GER: /* (m, n, alpha, x, incx, y, incy, A, lda) */
     case GERU:
     case GERC:
@@ -146,6 +148,15 @@ static int run(struct handle *h, struct routine r)
     uint8_t args[RGPU_BLAS_ROUTINE_REQ_SIZE];
     rgpu_pack_blas_routine(args, &req);
     return rgpu_blas_status(rgpu_ext_defer(RGPU_OP_BLAS_ROUTINE, args, sizeof args, NULL, 0));
+}
+
+int rgpu_blas_gemv_routine(struct handle *h, int type, int wide, size_t scalar, int trans, long long m, long long n,
+                           const void *alpha, const void *A, long long lda, const void *x, const void *beta, void *y,
+                           long long incy)
+{
+    return run(h, (struct routine){.function = GEMV, .type = type, .wide = wide, .scalar = scalar, .transa = trans,
+                                   .m = m, .n = n, .alpha = alpha, .beta = beta, .a = A, .lda = lda, .b = x, .ldb = 0,
+                                   .c = y, .ldc = incy});
 }
 
 /* One routine's call: the fields not named are 0. The element type is the including block's (CTYPE, DTYPE); every

@@ -53,13 +53,18 @@ def call(session: Session, frame: Frame):
         if _TRACE:
             _trace(session, handler.op.name, args, frame.bulk)
     except (CudaError, ProtocolError) as e:
-        session.calls += 1
+        _count(session, frame.opcode)
         return _failure(session, frame.opcode, e)
     return _run(session, frame.opcode, handler.fn, args, frame.bulk)
 
 
-def _run(session: Session, opcode: int, fn, args: tuple, bulk):
+def _count(session: Session, opcode: int) -> None:
     session.calls += 1
+    session.calls_by_op[opcode] = session.calls_by_op.get(opcode, 0) + 1
+
+
+def _run(session: Session, opcode: int, fn, args: tuple, bulk):
+    _count(session, opcode)
     try:
         return 0, "", fn(session, args, bulk)
     except Exception as e:
@@ -129,7 +134,7 @@ def _launch_record(session: Session, record) -> bool:
         return False
     if _TRACE:
         _trace(session, _LAUNCH.name, _LAUNCH.Request._make(v[6:15]), record[_LAUNCH_BULK:])
-    session.calls += 1
+    _count(session, _LAUNCH.code)
     try:
         # v[6:15] are the request's fields in spec order, which launch_kernel's parameters are checked to be.
         launch_kernel(session, record[_LAUNCH_BULK:], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14])

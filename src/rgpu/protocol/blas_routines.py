@@ -160,6 +160,14 @@ class Routine:
             raise CudaError(Status.INVALID_VALUE, f"{self.name}: a vector increment of 0")
         return ptr, vector_extent(n, inc, self.element_size)
 
+    def _gemv_x(self, n: int) -> tuple[int, int]:
+        """A real gemv's x may have increment 0, which NVIDIA's cuBLAS accepts (measured on the H200 for Dgemv; its
+        reading of it is not documented): the range checked is n elements side by side, which covers both x[0]
+        alone and a unit stride."""
+        if self.ldb == 0 and not is_complex(self.type):
+            return self.b, vector_extent(n, 1, self.element_size)
+        return self._vector(self.b, n, self.ldb)
+
     def operand_ranges(self) -> list[tuple[int, int]]:
         """(pointer, bytes) of the matrices and vectors the routine reads or writes."""
         f, m, n, k = self.function, self.m, self.n, self.k
@@ -175,7 +183,7 @@ class Routine:
             if not (m and n):
                 return []
             rows_x, rows_y = self.gemv_rows()
-            return [self._matrix(self.a, m, n, self.lda), self._vector(self.b, rows_x, self.ldb),
+            return [self._matrix(self.a, m, n, self.lda), self._gemv_x(rows_x),
                     self._vector(self.c, rows_y, self.ldc)]
         if f in (Function.GER, Function.GERU, Function.GERC):
             if not (m and n):

@@ -128,6 +128,25 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
             return action.close
 
 
+def _by_name(counts: dict[int, int]) -> dict[str, int]:
+    return {ops.OPS[code].name if code in ops.OPS else hex(code): n for code, n in sorted(counts.items())}
+
+
+def _serve_profiled(session: Session, io: SocketFrameStream, inject_rtt_us: float, output) -> str:
+    """serve_blocking under cProfile when RGPU_PROFILE_DIR names a folder (a benchmarking aid: where the
+    worker's time goes per operation); the profile lands there as worker-<pid>.prof when the session ends."""
+    folder = os.environ.get("RGPU_PROFILE_DIR")
+    if not folder:
+        return serve_blocking(session, io, inject_rtt_us, output)
+    import cProfile
+
+    profile = cProfile.Profile()
+    try:
+        return profile.runcall(serve_blocking, session, io, inject_rtt_us, output)
+    finally:
+        profile.dump_stats(os.path.join(folder, f"worker-{os.getpid()}.prof"))
+
+
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -190,7 +209,7 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     reason = "?"
     try:
         with _Interruptible():
-            reason = serve_blocking(session, io, handoff.inject_rtt_us, output)
+            reason = _serve_profiled(session, io, handoff.inject_rtt_us, output)
     except ShuttingDown:
         reason = "server shutting down"
         io.send_quietly(shutting_down_frame())
@@ -211,8 +230,7 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
              "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
              "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(),
              "printf_bytes": output.forwarded if output else 0, "printf_dropped": output.dropped_total if output else 0,
-             "blocking_by_op": {ops.OPS[code].name if code in ops.OPS else hex(code): n
-                                for code, n in sorted(session.replies_by_op.items())}}
+             "blocking_by_op": _by_name(session.replies_by_op), "calls_by_op": _by_name(session.calls_by_op)}
     if hasattr(backend, "used"):
         stats["backend_bytes_in_use"] = backend.used  # fake backend accounting: 0 after a clean teardown
         stats["contexts_alive"] = backend.contexts_alive
