@@ -106,7 +106,7 @@ for s in ${*:-build native rgpu bench}; do
       python3 bench/llama/compare_bench.py "$OUT" | tee "$OUT/rtt_summary.txt" ;;
     trips)  # blocking round trips per generated token: two greedy runs of different lengths, the difference
       shims; RGPU_SERVER_ARGS="--stats-file $W/stats.jsonl" start_server trips; through_rgpu; rm -f $W/stats.jsonl
-      for n in 16 80; do
+      for n in 4 16 80; do  # the first fills the server's module cache, so that the two measured ones load alike
         timeout 150 $RUN $BIN/llama-completion -m $MODELS/tiny-q4_0.gguf -p "$PROMPT" -n $n --temp 0 -fa on -no-cnv \
           -ngl 99 --no-warmup --ignore-eos > /dev/null 2>>"$OUT/llama_stderr_trips.log" </dev/null; echo "n=$n rc=$?"
         sleep 1
@@ -122,6 +122,12 @@ ops = {k: (b["blocking_by_op"].get(k, 0) - a["blocking_by_op"].get(k, 0)) / 64 f
 print("blocking round trips per token by operation:", {k: round(v, 2) for k, v in sorted(ops.items(), key=lambda x: -x[1]) if v})
 calls = {k: (b.get("calls_by_op", {}).get(k, 0) - a.get("calls_by_op", {}).get(k, 0)) / 64 for k in b.get("calls_by_op", {})}
 print("operations per token:", {k: round(v, 2) for k, v in sorted(calls.items(), key=lambda x: -x[1]) if v})
+us = {k: (b.get("seconds_by_op", {}).get(k, 0) - a.get("seconds_by_op", {}).get(k, 0)) / 64 * 1e6 for k in b.get("seconds_by_op", {})}
+print("worker us per token in each operation:", {k: round(v, 1) for k, v in sorted(us.items(), key=lambda x: -x[1]) if v})
+if "wall_s" in b:
+    wall, wait = (b["wall_s"] - a["wall_s"]) / 64 * 1e6, (b["wait_s"] - a["wait_s"]) / 64 * 1e6
+    print(f"worker us per token: {wall:.1f} in all, {wait:.1f} waiting for the client, {sum(us.values()):.1f} in operations, "
+          f"{wall - wait - sum(us.values()):.1f} in the rest (frames, replies); frames per token {(b['frames'] - a['frames']) / 64:.2f}")
 PY
       ;;
     profile)  # where the server worker's time goes during generation: cProfile of one 80-token session

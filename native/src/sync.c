@@ -68,6 +68,17 @@ static int exact_only(void)
     return exact;
 }
 
+/* RGPU_SYNC=batched (an experiment): a deferred synchronize waits in the batch for the next flush */
+static int batched_only(void)
+{
+    static int batched = -1;
+    if (batched < 0) {
+        const char *v = getenv("RGPU_SYNC");
+        batched = v && strcmp(v, "batched") == 0;
+    }
+    return batched;
+}
+
 static int may_defer(uint64_t stream)
 {
     return rgpu_server_minor() >= 4 && !exact_only() && !rgpu_capture_active() && rgpu_stream_known(stream) &&
@@ -84,7 +95,7 @@ static CUresult stream_synchronize(CUstream s)
     CUresult r;
     if (rgpu_ready() == CUDA_SUCCESS && may_defer(stream)) {
         r = rgpu_defer(RGPU_OP_STREAM_SYNCHRONIZE, a, sizeof a, NULL, 0);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS && !batched_only())
             r = rgpu_flush(); /* the server can start on the queue while this thread goes on */
     } else {
         r = rgpu_call(RGPU_OP_STREAM_SYNCHRONIZE, a, sizeof a, NULL, 0, NULL, 0, NULL);

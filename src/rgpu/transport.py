@@ -105,6 +105,7 @@ class SocketFrameStream:
         self.frame_timeout = frame_timeout  # as TrioFrameStream's (the socket must be a blocking one)
         self.bytes_received = 0
         self.bytes_sent = 0
+        self.wait_ns = 0  # time spent waiting for bytes from the peer (benchmarks: the session's idle time)
 
     def receive_frame(self) -> Frame:
         deadline = None
@@ -114,7 +115,9 @@ class SocketFrameStream:
                 return frame
             if self.frame_timeout and self.conn.has_partial_frame and deadline is None:
                 deadline = time.monotonic() + self.frame_timeout
+            started = time.perf_counter_ns()
             n = self._receive(self.conn.get_buffer(), deadline)
+            self.wait_ns += time.perf_counter_ns() - started
             if not n:
                 raise ConnectionError("server closed the connection")
             self.bytes_received += n

@@ -207,6 +207,7 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     io = SocketFrameStream(client, conn, spin_us=handoff.spin_us, frame_timeout=handoff.frame_timeout or None)
     output = KernelOutput.capture(max_chunk=OUTPUT_CHUNK, session_log=session.log) if handoff.output else None
     reason = "?"
+    started = time.perf_counter()
     try:
         with _Interruptible():
             reason = _serve_profiled(session, io, handoff.inject_rtt_us, output)
@@ -230,7 +231,9 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
              "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
              "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(),
              "printf_bytes": output.forwarded if output else 0, "printf_dropped": output.dropped_total if output else 0,
-             "blocking_by_op": _by_name(session.replies_by_op), "calls_by_op": _by_name(session.calls_by_op)}
+             "blocking_by_op": _by_name(session.replies_by_op), "calls_by_op": _by_name(session.calls_by_op),
+             "seconds_by_op": {name: ns / 1e9 for name, ns in _by_name(session.ns_by_op).items()},
+             "wall_s": time.perf_counter() - started, "wait_s": io.wait_ns / 1e9}
     if hasattr(backend, "used"):
         stats["backend_bytes_in_use"] = backend.used  # fake backend accounting: 0 after a clean teardown
         stats["contexts_alive"] = backend.contexts_alive

@@ -92,6 +92,7 @@ class Session:
         self.replies_sent = 0  # of them, those the client waited for (blocking round trips)
         self.replies_by_op: dict[int, int] = {}  # the same, by opcode (benchmarks: where the round trips go)
         self.calls_by_op: dict[int, int] = {}  # every operation executed, by opcode (benchmarks: where the work goes)
+        self.ns_by_op: dict[int, int] = {}  # the time they took, by opcode
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
         self._launch_targets_at = 0  # handles.removals when the cache was last known good
         # Per-feature state made on first use (rgpu.dispatch.vmm, pools): name -> object whose
