@@ -181,6 +181,12 @@ def measure(name: str, server: Server | None, steps: int, warmup: int, shims: st
         by_a, by_b = a.get("calls_by_op", {}), b.get("calls_by_op", {})
         per_op = {op: (by_b.get(op, 0) - by_a.get(op, 0)) / steps for op in set(by_a) | set(by_b)}
         out["calls_by_op_per_step"] = {op: n for op, n in sorted(per_op.items(), key=lambda kv: -kv[1]) if n}
+        by_a, by_b = a.get("seconds_by_op", {}), b.get("seconds_by_op", {})
+        per_op = {op: (by_b.get(op, 0) - by_a.get(op, 0)) / steps * 1e6 for op in set(by_a) | set(by_b)}
+        out["worker_us_by_op_per_step"] = {op: round(n, 1) for op, n in sorted(per_op.items(), key=lambda kv: -kv[1])
+                                           if abs(n) >= 0.1}
+        if "wall_s" in a and "wall_s" in b:
+            out["worker_wait_us_per_step"] = (b["wait_s"] - a["wait_s"]) / steps * 1e6
     return out
 
 
@@ -226,6 +232,11 @@ def main(argv=None) -> int:
                 top = list(remote.get("calls_by_op_per_step", {}).items())[:8]
                 if top:
                     print(f"{'':<22} operations per step: " + ", ".join(f"{op} {n:.1f}" for op, n in top), flush=True)
+                top = list(remote.get("worker_us_by_op_per_step", {}).items())[:8]
+                if top:
+                    print(f"{'':<22} worker us per step: " + ", ".join(f"{op} {n:.0f}" for op, n in top)
+                          + f"; waiting for the client {remote.get('worker_wait_us_per_step', float('nan')):.0f}",
+                          flush=True)
         finally:
             server.close()
     if args.json:

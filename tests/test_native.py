@@ -352,3 +352,58 @@ def test_stream_synchronize_waits_only_when_work_may_be_running(shim_dir, tmp_pa
     (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
     waited = record["blocking_by_op"]["STREAM_SYNCHRONIZE"]
     assert waited == (1 + 1 + 2 + 2 + 1 + 1 if mode == "exact" else 0 + 1 + 2 + 2 + 0 + 1)
+
+
+_HELD_SCRIPT = textwrap.dedent("""
+    import cffi, sys
+    ffi = cffi.FFI()
+    ffi.cdef('''
+        int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
+        int cuCtxSetCurrent(void *); int cuStreamSynchronize(void *); int cuMemAlloc_v2(unsigned long long *, size_t);
+        int cuMemcpyHtoDAsync_v2(unsigned long long, const void *, size_t, void *);
+        int cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
+        int cuStreamCreate(void **, unsigned); int cuEventCreate(void **, unsigned); int cuEventRecord(void *, void *);
+    ''')
+    c = ffi.dlopen(sys.argv[1])
+    dev, ctx, p = ffi.new("int *"), ffi.new("void **"), ffi.new("unsigned long long *")
+    assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0
+    assert c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0 and c.cuCtxSetCurrent(ctx[0]) == 0
+    s1, s2, ev = ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
+    assert c.cuMemAlloc_v2(p, 4096) == 0 and c.cuStreamCreate(s1, 1) == 0 and c.cuStreamCreate(s2, 1) == 0
+    assert c.cuEventCreate(ev, 0) == 0
+    for i in range(6):  # llama.cpp's inputs: copy, synchronize
+        assert c.cuMemcpyHtoDAsync_v2(p[0] + 16 * i, bytes([i + 1]) * 16, 16, s1[0]) == 0
+        assert c.cuStreamSynchronize(s1[0]) == 0
+    assert c.cuEventRecord(ev[0], s1[0]) == 0 and c.cuStreamSynchronize(s1[0]) == 0
+    assert c.cuMemcpyHtoDAsync_v2(p[0] + 512, b"\\x09" * 16, 16, s2[0]) == 0  # another stream: s1's goes first
+    assert c.cuStreamSynchronize(s2[0]) == 0
+    back = ffi.new("unsigned char[4096]")
+    assert c.cuMemcpyDtoH_v2(back, p[0], 4096) == 0                      # waits: s2's goes first
+    assert bytes(back[0:96]) == b"".join(bytes([i + 1]) * 16 for i in range(6)) and bytes(back[512:528]) == b"\\x09" * 16
+""")
+
+
+def test_deferred_synchronizes_are_held_until_a_request_may_not_pass_them(shim_dir, tmp_path, monkeypatch, capfd):
+    # Copies and event records of the same stream pass a held synchronize, and a later one of that stream replaces
+    # it; anything else (another stream's copy, a call that waits) sends it first, in its place in the order.
+    script = tmp_path / "held.py"
+    script.write_text(_HELD_SCRIPT)
+    stats = tmp_path / "stats.jsonl"
+    monkeypatch.setenv("RGPU_TRACE_OPS", "1")
+    with local_server("fake", ["--log-level", "info", "--stats-file", str(stats)]) as address:
+        e = shims.environment(shim_dir)
+        e.update(RGPU_SERVER=address)
+        res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=e,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        for _ in range(100):
+            if stats.exists() and stats.read_text().strip():
+                break
+            time.sleep(0.1)
+    (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert record["calls_by_op"]["STREAM_SYNCHRONIZE"] == 2 and "STREAM_SYNCHRONIZE" not in record["blocking_by_op"]
+    watched = ("MEMCPY_HTOD_ASYNC", "EVENT_RECORD", "STREAM_SYNCHRONIZE", "MEMCPY_DTOH")
+    order = [word for line in capfd.readouterr().err.splitlines() if " trace " in line
+             for word in [line.split(" trace ", 1)[1].split()[0]] if word in watched]
+    assert order == ["MEMCPY_HTOD_ASYNC"] * 6 + ["EVENT_RECORD", "STREAM_SYNCHRONIZE", "MEMCPY_HTOD_ASYNC",
+                                                 "STREAM_SYNCHRONIZE", "MEMCPY_DTOH"]

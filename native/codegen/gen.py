@@ -293,6 +293,14 @@ def _c_work() -> list[str]:
                      "RGPU_NULL_STREAM_WORK" if stream is None else str(stream.offset))
             lines += [f"    case RGPU_OP_{op.name}:", f"        return {value};"]
     lines += ["    default:", "        return -1;", "    }", "}", "",
+              "/* An operation that may pass a held synchronize of its own stream (ops.passes_held_sync_field): the",
+              " * request offset of its stream field, or -1. */",
+              "static inline int rgpu_op_passes_held_sync(uint16_t op)", "{", "    switch (op) {"]
+    for op in every:
+        field = ops.passes_held_sync_field(op)
+        if field is not None:
+            lines += [f"    case RGPU_OP_{op.name}:", f"        return {field.offset};"]
+    lines += ["    default:", "        return -1;", "    }", "}", "",
               "/* Whether a successful reply's first field is a new stream's handle. */",
               "static inline int rgpu_op_makes_stream(uint16_t op)", "{",
               "    return " + " || ".join(f"op == RGPU_OP_{op.name}" for op in every if op.creates == "stream") + ";",

@@ -6591,6 +6591,22 @@ static inline int rgpu_op_completes(uint16_t op)
     }
 }
 
+/* An operation that may pass a held synchronize of its own stream (ops.passes_held_sync_field): the
+ * request offset of its stream field, or -1. */
+static inline int rgpu_op_passes_held_sync(uint16_t op)
+{
+    switch (op) {
+    case RGPU_OP_MEMCPY_HTOD_ASYNC:
+        return 8;
+    case RGPU_OP_STREAM_SYNCHRONIZE:
+        return 0;
+    case RGPU_OP_EVENT_RECORD:
+        return 8;
+    default:
+        return -1;
+    }
+}
+
 /* Whether a successful reply's first field is a new stream's handle. */
 static inline int rgpu_op_makes_stream(uint16_t op)
 {

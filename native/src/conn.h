@@ -54,6 +54,8 @@ struct rgpu_connection {
     char message[256]; /* last error message from the server */
     uint64_t spin_ns;
     struct conn_work work;
+    int held_sync;        /* a deferred synchronize of held_stream not yet queued (conn_held.c) */
+    uint64_t held_stream;
     /* Received bytes not yet consumed: a small reply arrives in one recv instead of one per field. */
     size_t in_pos, in_len;
     uint8_t in[16384];
@@ -90,6 +92,14 @@ int conn_write_output(const rgpu_header *h, size_t args_len, const uint8_t *bulk
 int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
 int conn_take_batch(struct out_frame *f); /* the queue as one frame to send first, or 0 frames */
 void conn_batch_sent(void);
+
+/* conn_held.c: a deferred stream synchronize held back until a request that may not pass it. conn_before: before
+ * request `op` is queued or sent, queue the held synchronize unless `op` may pass it. conn_hold_sync: hold one for
+ * `stream` (not the NULL stream: -1, queue it instead). conn_release_held: queue it now. Each 0, or -1 when the
+ * queue could not grow. */
+int conn_before(uint16_t op, const void *args, size_t args_len);
+int conn_hold_sync(uint64_t stream);
+int conn_release_held(void);
 
 /* conn_work.c: every request as it is sent, every successful reply as it arrives (under the lock). */
 void conn_note_sent(uint16_t op, const void *args, size_t args_len, uint32_t id);

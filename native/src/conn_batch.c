@@ -11,6 +11,8 @@
 
 int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len)
 {
+    if (conn_before(op, args, args_len))
+        return -1;
     size_t need = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len + bulk_len;
     if (rgpu_conn.batch_len + need > rgpu_conn.batch_cap) {
         size_t cap = rgpu_conn.batch_cap ? rgpu_conn.batch_cap : 64 * 1024;
@@ -54,6 +56,8 @@ void conn_batch_sent(void)
 static CUresult flush_locked(void)
 {
     struct out_frame f[1];
+    if (conn_release_held())
+        return CUDA_ERROR_OUT_OF_MEMORY;
     if (!conn_take_batch(f))
         return CUDA_SUCCESS;
     if (conn_send_frames(f, 1)) {
@@ -81,6 +85,10 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
         if (bulk_len > INLINE_BULK_LIMIT) {
             /* Big payload: send the queue, then this call as its own NO_REPLY frame (no copy into the batch). */
             struct out_frame f[2];
+            if (conn_before(op, args, args_len)) {
+                pthread_mutex_unlock(&rgpu_conn.lock);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
             int n = conn_take_batch(f);
             f[n] = (struct out_frame){{op, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, (uint32_t)bulk_len}, args,
                                       args_len, bulk};
@@ -99,6 +107,22 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
     }
     pthread_mutex_unlock(&rgpu_conn.lock);
     return r;
+}
+
+/* A stream synchronize sent without waiting (sync.c): held back while only operations that may pass it follow
+ * (conn_held.c), queued as any deferred call where it cannot be held. */
+CUresult rgpu_defer_sync(const void *args, size_t args_len)
+{
+    uint8_t routed[RGPU_ROUTE_BUF];
+    CUresult r = conn_select(RGPU_OP_STREAM_SYNCHRONIZE, &args, args_len, routed);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t stream = 0;
+    memcpy(&stream, args, args_len < 8 ? args_len : 8);
+    pthread_mutex_lock(&rgpu_conn.lock);
+    int held = rgpu_conn.state == 1 && rgpu_conn.batching && conn_hold_sync(stream) == 0;
+    pthread_mutex_unlock(&rgpu_conn.lock);
+    return held ? CUDA_SUCCESS : rgpu_defer(RGPU_OP_STREAM_SYNCHRONIZE, args, args_len, NULL, 0);
 }
 
 CUresult rgpu_flush(void)

@@ -57,6 +57,11 @@ static int send_request(uint16_t op, const void *args, size_t args_len, const vo
                         uint32_t *id)
 {
     struct out_frame f[2];
+    if (conn_before(op, args, args_len)) {
+        errno = ENOMEM;
+        conn_lost("queueing a held synchronize");
+        return -1;
+    }
     conn_sync_context(op);
     int n = conn_take_batch(f);
     *id = rgpu_conn.next_id++;

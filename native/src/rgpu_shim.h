@@ -35,6 +35,8 @@ CUresult rgpu_bad_reply(uint16_t op, const char *what);
 CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
 /* Send the queued deferred calls now, without waiting for anything. */
 CUresult rgpu_flush(void);
+/* A STREAM_SYNCHRONIZE request sent without waiting, held back while only operations that may pass it follow. */
+CUresult rgpu_defer_sync(const void *args, size_t args_len);
 /* Whether device work sent on the current connection may still be running (conn_work.c). */
 int rgpu_work_unfinished(void);
 int rgpu_stream_known(uint64_t stream); /* the NULL stream, or one the current server made and did not destroy */

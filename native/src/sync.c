@@ -14,7 +14,8 @@
  *   (shadow.c: it comes back after a synchronization that waited), or with RGPU_SYNC=exact: one round trip.
  *
  * llama.cpp synchronizes ~19 times per generated token, after its small input copies and with nothing queued;
- * the first way left 12 round trips per token, the second leaves the one that carries the logits. */
+ * the first way left 12 round trips per token, the second leaves the one that carries the logits, and holding
+ * the deferred ones (conn_held.c) leaves the server one synchronize to run per token instead of twelve. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -68,17 +69,6 @@ static int exact_only(void)
     return exact;
 }
 
-/* RGPU_SYNC=batched (an experiment): a deferred synchronize waits in the batch for the next flush */
-static int batched_only(void)
-{
-    static int batched = -1;
-    if (batched < 0) {
-        const char *v = getenv("RGPU_SYNC");
-        batched = v && strcmp(v, "batched") == 0;
-    }
-    return batched;
-}
-
 static int may_defer(uint64_t stream)
 {
     return rgpu_server_minor() >= 4 && !exact_only() && !rgpu_capture_active() && rgpu_stream_known(stream) &&
@@ -94,9 +84,9 @@ static CUresult stream_synchronize(CUstream s)
     rgpu_pack_stream_synchronize(a, &(struct rgpu_stream_synchronize_req){.stream = stream});
     CUresult r;
     if (rgpu_ready() == CUDA_SUCCESS && may_defer(stream)) {
-        r = rgpu_defer(RGPU_OP_STREAM_SYNCHRONIZE, a, sizeof a, NULL, 0);
-        if (r == CUDA_SUCCESS && !batched_only())
-            r = rgpu_flush(); /* the server can start on the queue while this thread goes on */
+        /* Not flushed: the queue goes with the next request that waits (measured on llama.cpp's token loop, one
+         * frame per synchronize cost the server more than starting early saved), or as soon as it is full. */
+        r = rgpu_defer_sync(a, sizeof a);
     } else {
         r = rgpu_call(RGPU_OP_STREAM_SYNCHRONIZE, a, sizeof a, NULL, 0, NULL, 0, NULL);
     }

@@ -20,6 +20,8 @@ from rgpu.backends.cuda_sparse import CudaSparse
 from rgpu.backends.cuda_common import check as _check
 from rgpu.backends.cuda_common import stream as _stream
 from rgpu.backends.cuda_fft import CudaFft
+from rgpu.backends.cuda_copyring import SLOT_BYTES as _RING_SLOT_BYTES
+from rgpu.backends.cuda_copyring import CopyRing
 from rgpu.backends.cuda_graphs import CudaGraphs
 from rgpu.backends.cuda_occupancy import CudaOccupancy
 from rgpu.backends.cuda_pools import CudaPools
@@ -97,6 +99,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         self._staging: dict[int, tuple[int, memoryview]] = {}
         self._staging_lock = threading.Lock()
         self._lt_handles: dict[int, object] = {}
+        self._copy_rings: dict[int, CopyRing] = {}  # per context, made on its first small asynchronous copy
 
     def init(self) -> None:
         global _driver
@@ -154,6 +157,10 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         with self._staging_lock:
             staging = self._staging.pop(int(ctx), None)
             lt_handle = self._lt_handles.pop(int(ctx), None)
+            ring = self._copy_rings.pop(int(ctx), None)
+        if ring is not None:
+            self._use(ctx)
+            ring.close()
         if lt_handle is not None:
             from rgpu.backends import cuda_blas
 
@@ -208,11 +215,23 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         self._use(ctx)
         if stream is None:
             _check(cu.cuMemcpyHtoD(dst, _address(data), len(data)))
+        elif len(data) <= _RING_SLOT_BYTES and int(stream):
+            self._copy_ring(ctx).copy(dst, data, int(stream))
         else:
-            # The source is a pageable receive buffer, so the copy is synchronous with respect to it; wait
-            # for it so the buffer can be reused at once.
+            # The source is a pageable receive buffer, which the driver may still be reading when the call
+            # returns; wait for it so the buffer can be reused at once.
             _check(cu.cuMemcpyHtoDAsync(dst, _address(data), len(data), stream))
             _check(cu.cuStreamSynchronize(stream))
+
+    def _copy_ring(self, ctx) -> CopyRing:
+        key = int(ctx)
+        with self._staging_lock:
+            ring = self._copy_rings.get(key)
+        if ring is None:
+            ring = CopyRing()
+            with self._staging_lock:
+                self._copy_rings[key] = ring
+        return ring
 
     def memcpy_dtoh(self, ctx, src, nbytes, stream=None) -> memoryview:
         self._use(ctx)

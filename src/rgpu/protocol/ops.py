@@ -744,6 +744,20 @@ _NULL_STREAM_WORK = frozenset(op.code for op in (MEMCPY_DTOD, MEMSET_D8, MEMSET_
 _COMPLETES_STREAM = frozenset(op.code for op in (STREAM_SYNCHRONIZE, MEMCPY_DTOH_ASYNC, MEMCPY_DTOH))
 
 
+# A deferred synchronize of a stream is held by the client (native/src/conn_held.c) and sent just before the next
+# request that is not one of these on the same stream: they are ordered on the stream after the synchronize and
+# take no time worth waiting for, so a synchronize sent after them still makes every later request see at least
+# what the program's call promised. llama.cpp's "copy an input, synchronize" six times per token so becomes one.
+_PASSES_HELD_SYNC = frozenset(op.code for op in (MEMCPY_HTOD_ASYNC, EVENT_RECORD, STREAM_SYNCHRONIZE))
+
+
+def passes_held_sync_field(op: Op) -> Field | None:
+    """The `stream` field of an operation that may pass a held synchronize of that stream; None for the rest."""
+    if op.code not in _PASSES_HELD_SYNC:
+        return None
+    return next(f for f in op.request_fields if f.name == "stream" and f.type == "u64")
+
+
 def work_stream_field(op: Op) -> Field | None | bool:
     """For device work: its `stream` field, or None for the NULL stream; False when the op is not work."""
     stream = next((f for f in op.request_fields if f.name == "stream" and f.type == "u64"), None)

@@ -1,0 +1,107 @@
+"""Small host-to-device copies through page-locked slots (the cuda backend's MEMCPY_HTOD_ASYNC).
+
+A copy's bytes arrive in the session's receive buffer, which is pageable and reused for the next frame at once.
+From pageable memory the driver may still be reading when cuMemcpyHtoDAsync returns ("might be synchronous",
+its API synchronization notes), so such a copy has to be followed by a stream synchronize -- which also waits
+for every kernel queued before it. Copied first into a page-locked slot, the copy is truly asynchronous; the
+slot's event says when the GPU has read it, and is waited for only when the ring comes round to that slot again.
+llama.cpp copies six small inputs per generated token; each cost the server a stream synchronize."""
+
+from __future__ import annotations
+
+import ctypes
+
+import cffi
+
+from rgpu.errors import CudaError, Status
+
+SLOT_BYTES = 64 << 10  # copies up to this size go through the ring; larger ones are not worth a second memcpy
+SLOTS = 32
+
+_ffi = cffi.FFI()
+_ffi.cdef("""
+    int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t n, uintptr_t stream);
+    int cuEventCreate(uintptr_t *event, unsigned flags);
+    int cuEventDestroy_v2(uintptr_t event);
+    int cuEventRecord(uintptr_t event, uintptr_t stream);
+    int cuEventSynchronize(uintptr_t event);
+    int cuStreamIsCapturing(uintptr_t stream, int *status);
+    int cuStreamSynchronize(uintptr_t stream);
+    int cuMemHostAlloc(void **p, size_t size, unsigned flags);
+    int cuMemFreeHost(void *p);
+""")
+_driver = None
+_EVENT_DISABLE_TIMING = 2
+_STREAM_CAPTURE_STATUS_NONE = 0
+
+
+def _lib():
+    global _driver
+    if _driver is None:
+        _driver = _ffi.dlopen("libcuda.so.1")
+    return _driver
+
+
+def _check(code: int, what: str) -> None:
+    if code:
+        raise CudaError(code, what)
+
+
+class CopyRing:
+    """SLOTS page-locked slots of SLOT_BYTES in one context, used in turn. Made and used with that context
+    current; one thread at a time (a session's calls run one by one)."""
+
+    def __init__(self) -> None:
+        lib = _lib()
+        p = _ffi.new("void **")
+        _check(lib.cuMemHostAlloc(p, SLOT_BYTES * SLOTS, 0), "cuMemHostAlloc (copy ring)")
+        self._base = int(_ffi.cast("uintptr_t", p[0]))
+        self._view = memoryview((ctypes.c_char * (SLOT_BYTES * SLOTS)).from_address(self._base)).cast("B")
+        self._events: list[int] = []
+        self._pending = [False] * SLOTS  # a copy from the slot was queued and not yet seen read
+        self._next = 0
+        event = _ffi.new("uintptr_t *")
+        try:
+            for _ in range(SLOTS):
+                _check(lib.cuEventCreate(event, _EVENT_DISABLE_TIMING), "cuEventCreate (copy ring)")
+                self._events.append(int(event[0]))
+        except CudaError:
+            self.close()
+            raise
+
+    def copy(self, dst: int, data, stream: int) -> None:
+        """cuMemcpyHtoDAsync(dst, data, stream) from a slot; len(data) <= SLOT_BYTES, stream not 0."""
+        lib = _lib()
+        capturing = _ffi.new("int *")
+        _check(lib.cuStreamIsCapturing(stream, capturing), "cuStreamIsCapturing")
+        if capturing[0] != _STREAM_CAPTURE_STATUS_NONE:
+            # A captured copy would read the slot whenever the graph replays: not the program's bytes.
+            raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED,
+                            "a host-to-device copy cannot be captured through rgpu")
+        i = self._next
+        self._next = (i + 1) % SLOTS
+        if self._pending[i]:
+            _check(lib.cuEventSynchronize(self._events[i]), "cuEventSynchronize (copy ring)")
+            self._pending[i] = False
+        n = len(data)
+        offset = i * SLOT_BYTES
+        self._view[offset:offset + n] = data
+        _check(lib.cuMemcpyHtoDAsync_v2(dst, _ffi.cast("void *", self._base + offset), n, stream),
+               "cuMemcpyHtoDAsync")
+        code = lib.cuEventRecord(self._events[i], stream)
+        if code:  # without its event the slot's reuse cannot be timed: wait for the copy here instead
+            lib.cuStreamSynchronize(stream)
+            raise CudaError(code, "cuEventRecord (copy ring)")
+        self._pending[i] = True
+
+    def close(self) -> None:
+        """Frees the slots once the GPU has read them (the context still current)."""
+        lib = _lib()
+        for event, pending in zip(self._events, self._pending):
+            if pending:
+                lib.cuEventSynchronize(event)
+            lib.cuEventDestroy_v2(event)
+        self._events = []
+        if self._base:
+            lib.cuMemFreeHost(_ffi.cast("void *", self._base))
+            self._base = 0
