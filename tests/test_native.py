@@ -363,6 +363,7 @@ _HELD_SCRIPT = textwrap.dedent("""
         int cuMemcpyHtoDAsync_v2(unsigned long long, const void *, size_t, void *);
         int cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
         int cuStreamCreate(void **, unsigned); int cuEventCreate(void **, unsigned); int cuEventRecord(void *, void *);
+        int cuCtxCreate_v2(void **, unsigned, int);
     ''')
     c = ffi.dlopen(sys.argv[1])
     dev, ctx, p = ffi.new("int *"), ffi.new("void **"), ffi.new("unsigned long long *")
@@ -380,6 +381,16 @@ _HELD_SCRIPT = textwrap.dedent("""
     back = ffi.new("unsigned char[4096]")
     assert c.cuMemcpyDtoH_v2(back, p[0], 4096) == 0                      # waits: s2's goes first
     assert bytes(back[0:96]) == b"".join(bytes([i + 1]) * 16 for i in range(6)) and bytes(back[512:528]) == b"\\x09" * 16
+    # The NULL stream's are held too, up to a change of the context they run in.
+    other, p2 = ffi.new("void **"), ffi.new("unsigned long long *")
+    assert c.cuCtxCreate_v2(other, 0, dev[0]) == 0 and c.cuMemAlloc_v2(p2, 64) == 0
+    assert c.cuCtxSetCurrent(ctx[0]) == 0
+    for i in range(3):
+        assert c.cuMemcpyHtoDAsync_v2(p[0] + 1024 + 16 * i, b"\\x05" * 16, 16, ffi.NULL) == 0
+        assert c.cuStreamSynchronize(ffi.NULL) == 0
+    assert c.cuCtxSetCurrent(other[0]) == 0
+    assert c.cuMemcpyHtoDAsync_v2(p2[0], b"\\x06" * 16, 16, ffi.NULL) == 0  # another context: the held one first
+    assert c.cuMemcpyDtoH_v2(back, p2[0], 16) == 0 and bytes(back[0:16]) == b"\\x06" * 16
 """)
 
 
@@ -401,9 +412,11 @@ def test_deferred_synchronizes_are_held_until_a_request_may_not_pass_them(shim_d
                 break
             time.sleep(0.1)
     (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
-    assert record["calls_by_op"]["STREAM_SYNCHRONIZE"] == 2 and "STREAM_SYNCHRONIZE" not in record["blocking_by_op"]
-    watched = ("MEMCPY_HTOD_ASYNC", "EVENT_RECORD", "STREAM_SYNCHRONIZE", "MEMCPY_DTOH")
+    assert record["calls_by_op"]["STREAM_SYNCHRONIZE"] == 3 and "STREAM_SYNCHRONIZE" not in record["blocking_by_op"]
+    watched = ("MEMCPY_HTOD_ASYNC", "EVENT_RECORD", "STREAM_SYNCHRONIZE", "MEMCPY_DTOH", "CTX_SET_CURRENT")
     order = [word for line in capfd.readouterr().err.splitlines() if " trace " in line
              for word in [line.split(" trace ", 1)[1].split()[0]] if word in watched]
+    order = order[order.index("MEMCPY_HTOD_ASYNC"):]  # (from the first copy on)
     assert order == ["MEMCPY_HTOD_ASYNC"] * 6 + ["EVENT_RECORD", "STREAM_SYNCHRONIZE", "MEMCPY_HTOD_ASYNC",
-                                                 "STREAM_SYNCHRONIZE", "MEMCPY_DTOH"]
+                                                 "STREAM_SYNCHRONIZE", "MEMCPY_DTOH", "CTX_SET_CURRENT"] + \
+        ["MEMCPY_HTOD_ASYNC"] * 3 + ["STREAM_SYNCHRONIZE", "CTX_SET_CURRENT", "MEMCPY_HTOD_ASYNC", "MEMCPY_DTOH"]

@@ -95,8 +95,7 @@ void conn_batch_sent(void);
 
 /* conn_held.c: a deferred stream synchronize held back until a request that may not pass it. conn_before: before
  * request `op` is queued or sent, queue the held synchronize unless `op` may pass it. conn_hold_sync: hold one for
- * `stream` (not the NULL stream: -1, queue it instead). conn_release_held: queue it now. Each 0, or -1 when the
- * queue could not grow. */
+ * `stream`. conn_release_held: queue it now. Each 0, or -1 when the queue could not grow. */
 int conn_before(uint16_t op, const void *args, size_t args_len);
 int conn_hold_sync(uint64_t stream);
 int conn_release_held(void);

@@ -57,12 +57,12 @@ static int send_request(uint16_t op, const void *args, size_t args_len, const vo
                         uint32_t *id)
 {
     struct out_frame f[2];
+    conn_sync_context(op); /* (first: a change of context sends a held synchronize of the NULL stream) */
     if (conn_before(op, args, args_len)) {
         errno = ENOMEM;
         conn_lost("queueing a held synchronize");
         return -1;
     }
-    conn_sync_context(op);
     int n = conn_take_batch(f);
     *id = rgpu_conn.next_id++;
     conn_note_sent(op, args, args_len, *id);

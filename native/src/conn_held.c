@@ -6,8 +6,8 @@
  * promised; it only waits for a little more. llama.cpp copies an input and synchronizes six times per generated
  * token: the server so runs one synchronize instead of twelve.
  *
- * Only streams the server made are held (the NULL stream's meaning follows the context current when it runs).
- * Called with the connection's lock held. */
+ * The NULL stream's meaning follows the context the server runs calls in: a held synchronize of it is queued
+ * before any change of that context. Called with the connection's lock held. */
 #include <string.h>
 
 #include "conn.h"
@@ -32,8 +32,10 @@ int conn_release_held(void)
 
 int conn_before(uint16_t op, const void *args, size_t args_len)
 {
-    if (!rgpu_conn.held_sync || op == RGPU_OP_CTX_SET_CURRENT) /* (the held stream names its own context) */
+    if (!rgpu_conn.held_sync)
         return 0;
+    if (op == RGPU_OP_CTX_SET_CURRENT) /* a stream the server made names its own context; the NULL stream not */
+        return rgpu_conn.held_stream || stream_in(args, args_len, 0) == rgpu_conn.server_ctx ? 0 : conn_release_held();
     int at = rgpu_op_passes_held_sync(op);
     if (at < 0 || stream_in(args, args_len, at) != rgpu_conn.held_stream)
         return conn_release_held();
@@ -44,10 +46,9 @@ int conn_before(uint16_t op, const void *args, size_t args_len)
 
 int conn_hold_sync(uint64_t stream)
 {
-    if (!stream)
-        return -1;
     uint8_t a[RGPU_STREAM_SYNCHRONIZE_REQ_SIZE];
     rgpu_pack_stream_synchronize(a, &(struct rgpu_stream_synchronize_req){.stream = stream});
+    conn_sync_context(RGPU_OP_STREAM_SYNCHRONIZE); /* the context it runs in, as if it were queued now */
     if (conn_before(RGPU_OP_STREAM_SYNCHRONIZE, a, sizeof a)) /* another stream's goes first */
         return -1;
     rgpu_conn.held_sync = 1;

@@ -211,12 +211,12 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         free, total = _check(cu.cuMemGetInfo())
         return int(free), int(total)
 
-    def memcpy_htod(self, ctx, dst, data, stream=None) -> None:
+    def memcpy_htod(self, ctx, dst, data, stream=None, asynchronous=False) -> None:
         self._use(ctx)
-        if stream is None:
+        if asynchronous and len(data) <= _RING_SLOT_BYTES:
+            self._copy_ring(ctx).copy(dst, data, int(_stream(stream)))
+        elif stream is None:
             _check(cu.cuMemcpyHtoD(dst, _address(data), len(data)))
-        elif len(data) <= _RING_SLOT_BYTES and int(stream):
-            self._copy_ring(ctx).copy(dst, data, int(stream))
         else:
             # The source is a pageable receive buffer, which the driver may still be reading when the call
             # returns; wait for it so the buffer can be reused at once.

@@ -70,7 +70,7 @@ class CopyRing:
             raise
 
     def copy(self, dst: int, data, stream: int) -> None:
-        """cuMemcpyHtoDAsync(dst, data, stream) from a slot; len(data) <= SLOT_BYTES, stream not 0."""
+        """cuMemcpyHtoDAsync(dst, data, stream) from a slot; len(data) <= SLOT_BYTES (stream 0: the NULL stream)."""
         lib = _lib()
         capturing = _ffi.new("int *")
         _check(lib.cuStreamIsCapturing(stream, capturing), "cuStreamIsCapturing")

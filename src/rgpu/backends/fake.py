@@ -310,7 +310,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
     def _stream_wait(self, ctx: FakeContext, stream: FakeStream | None) -> None:
         self.wait_until(stream.busy_until if stream is not None else ctx.busy_until)
 
-    def memcpy_htod(self, ctx, dst, data, stream=None) -> None:
+    def memcpy_htod(self, ctx, dst, data, stream=None, asynchronous=False) -> None:
         ctx.check()
         self._stream_wait(ctx, stream)
         self._checked_view(dst, len(data))[:] = np.frombuffer(data, dtype=np.uint8)

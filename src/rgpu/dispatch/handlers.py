@@ -209,7 +209,7 @@ def _memcpy_htod(s: Session, args, bulk):
 def _memcpy_htod_async(s: Session, args, bulk):
     ctx, strm = s.stream(args.stream)
     s.memory.check(args.dst, len(bulk))
-    s.backend.memcpy_htod(ctx.obj, args.dst, bulk, strm if args.stream else None)
+    s.backend.memcpy_htod(ctx.obj, args.dst, bulk, strm if args.stream else None, asynchronous=True)
 
 
 def _dtoh(s: Session, src: int, nbytes: int, stream: int | None):
