@@ -388,6 +388,7 @@ _HELD_SCRIPT = textwrap.dedent("""
     for i in range(3):
         assert c.cuMemcpyHtoDAsync_v2(p[0] + 1024 + 16 * i, b"\\x05" * 16, 16, ffi.NULL) == 0
         assert c.cuStreamSynchronize(ffi.NULL) == 0
+        assert c.cuStreamSynchronize(s2[0]) == 0  # nothing on s2 since its last: answered here, nothing sent
     assert c.cuCtxSetCurrent(other[0]) == 0
     assert c.cuMemcpyHtoDAsync_v2(p2[0], b"\\x06" * 16, 16, ffi.NULL) == 0  # another context: the held one first
     assert c.cuMemcpyDtoH_v2(back, p2[0], 16) == 0 and bytes(back[0:16]) == b"\\x06" * 16

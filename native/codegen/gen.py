@@ -301,6 +301,14 @@ def _c_work() -> list[str]:
         if field is not None:
             lines += [f"    case RGPU_OP_{op.name}:", f"        return {field.offset};"]
     lines += ["    default:", "        return -1;", "    }", "}", "",
+              "/* An operation that may put something on the stream it names (ops.touches_stream_field): the",
+              " * request offset of its stream field, or -1. */",
+              "static inline int rgpu_op_touches_stream(uint16_t op)", "{", "    switch (op) {"]
+    for op in every:
+        field = ops.touches_stream_field(op)
+        if field is not None:
+            lines += [f"    case RGPU_OP_{op.name}:", f"        return {field.offset};"]
+    lines += ["    default:", "        return -1;", "    }", "}", "",
               "/* Whether a successful reply's first field is a new stream's handle. */",
               "static inline int rgpu_op_makes_stream(uint16_t op)", "{",
               "    return " + " || ".join(f"op == RGPU_OP_{op.name}" for op in every if op.creates == "stream") + ";",

@@ -6607,6 +6607,106 @@ static inline int rgpu_op_passes_held_sync(uint16_t op)
     }
 }
 
+/* An operation that may put something on the stream it names (ops.touches_stream_field): the
+ * request offset of its stream field, or -1. */
+static inline int rgpu_op_touches_stream(uint16_t op)
+{
+    switch (op) {
+    case RGPU_OP_MEMCPY_HTOD_ASYNC:
+        return 8;
+    case RGPU_OP_MEMCPY_DTOH_ASYNC:
+        return 16;
+    case RGPU_OP_MEMCPY_DTOD_ASYNC:
+        return 24;
+    case RGPU_OP_MEMSET_D8_ASYNC:
+        return 20;
+    case RGPU_OP_MEMSET_D32_ASYNC:
+        return 20;
+    case RGPU_OP_LAUNCH_KERNEL:
+        return 36;
+    case RGPU_OP_LAUNCH_KERNEL_EX:
+        return 36;
+    case RGPU_OP_STREAM_DESTROY:
+        return 0;
+    case RGPU_OP_STREAM_WAIT_EVENT:
+        return 0;
+    case RGPU_OP_EVENT_RECORD:
+        return 8;
+    case RGPU_OP_MEMCPY_2D:
+        return 52;
+    case RGPU_OP_MEMCPY_2D_ASYNC:
+        return 52;
+    case RGPU_OP_MEMSET_2D:
+        return 40;
+    case RGPU_OP_MEMSET_2D_ASYNC:
+        return 40;
+    case RGPU_OP_BLAS_GEMM:
+        return 8;
+    case RGPU_OP_BLAS_GEMM_BATCHED:
+        return 8;
+    case RGPU_OP_LT_MATMUL:
+        return 0;
+    case RGPU_OP_DNN_EXECUTE:
+        return 16;
+    case RGPU_OP_DNN_BN_INFERENCE:
+        return 8;
+    case RGPU_OP_DNN_BN_TRAINING:
+        return 8;
+    case RGPU_OP_DNN_BN_BACKWARD:
+        return 8;
+    case RGPU_OP_MEM_ALLOC_ASYNC:
+        return 16;
+    case RGPU_OP_MEM_FREE_ASYNC:
+        return 8;
+    case RGPU_OP_STREAM_BEGIN_CAPTURE:
+        return 0;
+    case RGPU_OP_STREAM_END_CAPTURE:
+        return 0;
+    case RGPU_OP_GRAPH_LAUNCH:
+        return 8;
+    case RGPU_OP_GRAPH_UPLOAD:
+        return 8;
+    case RGPU_OP_STREAM_CAPTURE_DEPENDENCIES:
+        return 0;
+    case RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES:
+        return 0;
+    case RGPU_OP_MEMCPY_PEER_ASYNC:
+        return 40;
+    case RGPU_OP_FFT_EXEC:
+        return 8;
+    case RGPU_OP_RAND_GENERATE:
+        return 8;
+    case RGPU_OP_BLAS_LU_BATCHED:
+        return 8;
+    case RGPU_OP_BLAS_TRSM_BATCHED:
+        return 8;
+    case RGPU_OP_BLAS_LEVEL1:
+        return 8;
+    case RGPU_OP_BLAS_LEVEL1_RESULT:
+        return 8;
+    case RGPU_OP_SOLVER_BUFFER_SIZE:
+        return 8;
+    case RGPU_OP_SOLVER_RUN:
+        return 8;
+    case RGPU_OP_SPARSE_BUFFER_SIZE:
+        return 8;
+    case RGPU_OP_SPARSE_RUN:
+        return 8;
+    case RGPU_OP_SPARSE_SPGEMM:
+        return 8;
+    case RGPU_OP_BLAS_ROUTINE:
+        return 8;
+    case RGPU_OP_BLAS_GETRS_BATCHED:
+        return 8;
+    case RGPU_OP_DNN_BN_TRAINING_EX:
+        return 8;
+    case RGPU_OP_DNN_BN_BACKWARD_EX:
+        return 8;
+    default:
+        return -1;
+    }
+}
+
 /* Whether a successful reply's first field is a new stream's handle. */
 static inline int rgpu_op_makes_stream(uint16_t op)
 {

@@ -25,10 +25,16 @@ struct conn_work_entry {
     uint64_t stream;
     uint32_t id;
 };
+#define CONN_TOUCHED_STREAMS 16
 struct conn_work {
     struct conn_work_entry streams[CONN_WORK_STREAMS];
     unsigned n;
     uint32_t unknown; /* id of the latest work on a stream no longer tracked; 0: none */
+    /* Per stream, the id of the latest request that may have put something on it (ops.touches_stream_field);
+     * the oldest entries fold into touched_unknown. */
+    struct conn_work_entry touched[CONN_TOUCHED_STREAMS];
+    unsigned ntouched;
+    uint32_t touched_unknown;
     uint64_t *live;   /* the streams this server made that are not destroyed */
     size_t nlive, live_cap;
 };

@@ -20,28 +20,57 @@ static uint64_t stream_at(const void *args, size_t args_len, int offset)
     return s;
 }
 
+/* `entries` (n of cap, newest id last written) remember `stream` at `id`; a full table folds its oldest entry
+ * into *unknown (the latest id of a stream no longer tracked). */
+static void remember(struct conn_work_entry *entries, unsigned *n, unsigned cap, uint32_t *unknown, uint64_t stream,
+                     uint32_t id)
+{
+    for (unsigned i = 0; i < *n; i++)
+        if (entries[i].stream == stream) {
+            entries[i].id = id;
+            return;
+        }
+    if (*n == cap) {
+        unsigned oldest = 0;
+        for (unsigned i = 1; i < *n; i++)
+            if ((int32_t)(entries[i].id - entries[oldest].id) < 0)
+                oldest = i;
+        if (!*unknown || (int32_t)(entries[oldest].id - *unknown) > 0)
+            *unknown = entries[oldest].id;
+        entries[oldest] = entries[--*n];
+    }
+    entries[(*n)++] = (struct conn_work_entry){stream, id};
+}
+
 void conn_note_sent(uint16_t op, const void *args, size_t args_len, uint32_t id)
 {
+    struct conn_work *w = &rgpu_conn.work;
+    int touched = rgpu_op_touches_stream(op);
+    if (touched >= 0)
+        remember(w->touched, &w->ntouched, CONN_TOUCHED_STREAMS, &w->touched_unknown,
+                 stream_at(args, args_len, touched), id);
     int at = rgpu_op_work_stream(op);
     if (at == -1)
         return;
-    uint64_t stream = at == RGPU_NULL_STREAM_WORK ? 0 : stream_at(args, args_len, at);
-    struct conn_work *w = &rgpu_conn.work;
-    for (unsigned i = 0; i < w->n; i++)
-        if (w->streams[i].stream == stream) {
-            w->streams[i].id = id;
-            return;
-        }
-    if (w->n == CONN_WORK_STREAMS) { /* full: the oldest entry becomes work on an unknown stream */
-        unsigned oldest = 0;
-        for (unsigned i = 1; i < w->n; i++)
-            if ((int32_t)(w->streams[i].id - w->streams[oldest].id) < 0)
-                oldest = i;
-        if (!w->unknown || (int32_t)(w->streams[oldest].id - w->unknown) > 0)
-            w->unknown = w->streams[oldest].id;
-        w->streams[oldest] = w->streams[--w->n];
+    remember(w->streams, &w->n, CONN_WORK_STREAMS, &w->unknown,
+             at == RGPU_NULL_STREAM_WORK ? 0 : stream_at(args, args_len, at), id);
+}
+
+uint32_t rgpu_stream_seq(uint64_t stream)
+{
+    if (!stream) /* the NULL stream's synchronize waits for every blocking stream: any request counts */
+        return rgpu_request_seq();
+    uint32_t seq = 0; /* over every server (a handle names one; the others add what they add each time) */
+    for (int c = 0; c < rgpu_nservers; c++) {
+        pthread_mutex_lock(&rgpu_conns[c].lock);
+        const struct conn_work *w = &rgpu_conns[c].work;
+        seq += w->touched_unknown;
+        for (unsigned i = 0; i < w->ntouched; i++)
+            if (w->touched[i].stream == stream)
+                seq += w->touched[i].id;
+        pthread_mutex_unlock(&rgpu_conns[c].lock);
     }
-    w->streams[w->n++] = (struct conn_work_entry){stream, id};
+    return seq;
 }
 
 /* The streams the server made for us, so that only those (and the NULL stream) are synchronized without a

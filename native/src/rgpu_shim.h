@@ -46,6 +46,8 @@ CUresult rgpu_ready(void); /* CUDA_ERROR_NOT_INITIALIZED before a successful cuI
 /* The id the next request will take: every call or deferred call takes one, so an unchanged value means that
  * nothing at all was issued in between (sync.c answers stream synchronizations from it). */
 uint32_t rgpu_request_seq(void);
+/* Changes whenever a request that may put something on `stream` is issued (the NULL stream: any request). */
+uint32_t rgpu_stream_seq(uint64_t stream);
 uint32_t rgpu_max_chunk(void);
 uint16_t rgpu_server_minor(void); /* the server's protocol minor version (newer operations need >= 1) */
 

@@ -1,8 +1,9 @@
 /* cuStreamSynchronize, in three ways, cheapest first:
  *
- * - Nothing happened since the stream was last seen idle: every request the shim sends or queues takes the
- *   next request id, so an unchanged id counter means that no work, of any thread or stream, has been issued
- *   since. NVIDIA's driver would answer CUDA_SUCCESS at once, and so does this.
+ * - Nothing happened on the stream since it was last seen idle: no request that may put something on it (its
+ *   `stream` field, ops.touches_stream_field; for the NULL stream, which waits for every blocking stream, any
+ *   request at all) was sent or queued since (conn_work.c). NVIDIA's driver would answer CUDA_SUCCESS at once,
+ *   and so does this. llama.cpp synchronizes its compute stream between input copies to the per-thread stream.
  * - No device work unfinished (conn_work.c: no kernel, graph, library call, device copy or memset sent since
  *   the replies that said they were done): the synchronize is sent deferred, without waiting. The server runs
  *   it in order, waiting for the stream before the session's next request, so every later call of any thread
@@ -78,7 +79,7 @@ static int may_defer(uint64_t stream)
 static CUresult stream_synchronize(CUstream s)
 {
     uint64_t ctx = rgpu_thread_ctx(), stream = rgpu_stream_handle(s);
-    if (rgpu_ready() == CUDA_SUCCESS && still_idle(ctx, stream, rgpu_request_seq()))
+    if (rgpu_ready() == CUDA_SUCCESS && still_idle(ctx, stream, rgpu_stream_seq(stream)))
         return CUDA_SUCCESS;
     uint8_t a[RGPU_STREAM_SYNCHRONIZE_REQ_SIZE];
     rgpu_pack_stream_synchronize(a, &(struct rgpu_stream_synchronize_req){.stream = stream});
@@ -91,7 +92,7 @@ static CUresult stream_synchronize(CUstream s)
         r = rgpu_call(RGPU_OP_STREAM_SYNCHRONIZE, a, sizeof a, NULL, 0, NULL, 0, NULL);
     }
     if (r == CUDA_SUCCESS)
-        note_idle(ctx, stream, rgpu_request_seq());
+        note_idle(ctx, stream, rgpu_stream_seq(stream));
     return r;
 }
 

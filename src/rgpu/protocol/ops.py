@@ -751,6 +751,18 @@ _COMPLETES_STREAM = frozenset(op.code for op in (STREAM_SYNCHRONIZE, MEMCPY_DTOH
 _PASSES_HELD_SYNC = frozenset(op.code for op in (MEMCPY_HTOD_ASYNC, EVENT_RECORD, STREAM_SYNCHRONIZE))
 
 
+# Operations that name a stream without putting anything on it: they do not end its idleness (sync.c).
+_LEAVES_STREAM_IDLE = frozenset(op.code for op in (STREAM_SYNCHRONIZE, STREAM_QUERY))
+
+
+def touches_stream_field(op: Op) -> Field | None:
+    """The `stream` field of an operation that may put something on that stream (work, a copy, an event, a
+    wait, a capture); None for the rest. A stream no such operation named since its last synchronize is idle."""
+    if op.code in _LEAVES_STREAM_IDLE:
+        return None
+    return next((f for f in op.request_fields if f.name == "stream" and f.type == "u64"), None)
+
+
 def passes_held_sync_field(op: Op) -> Field | None:
     """The `stream` field of an operation that may pass a held synchronize of that stream; None for the rest."""
     if op.code not in _PASSES_HELD_SYNC:
