@@ -289,6 +289,14 @@ def test_default_compressed_fatbin_runs_on_the_fake_backend(shim_dir, tmp_path):
     assert res.returncode == 0 and "OK (0 wrong)" in res.stdout, res.stderr
 
 
+def _wait_for_record(stats):
+    """The server's worker writes its --stats-file record as the session ends, just after the client exits."""
+    for _ in range(100):
+        if stats.exists() and stats.read_text().strip():
+            return
+        time.sleep(0.1)
+
+
 _SYNCS_SCRIPT = textwrap.dedent("""
     import cffi, sys
     ffi = cffi.FFI()
@@ -342,10 +350,7 @@ def test_stream_synchronize_waits_only_when_work_may_be_running(shim_dir, tmp_pa
         res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=e,
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
-        for _ in range(100):
-            if stats.exists() and stats.read_text().strip():
-                break
-            time.sleep(0.1)
+        _wait_for_record(stats)
     results = eval(res.stdout)  # noqa: S307 (our own script's list of ints)
     assert results[:8] == [0] * 8 and results[8] != 0 and results[9] == 0 and all(results[10:12])
     assert results[12] == 0 and results[13] != 0
@@ -408,10 +413,7 @@ def test_deferred_synchronizes_are_held_until_a_request_may_not_pass_them(shim_d
         res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=e,
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
-        for _ in range(100):
-            if stats.exists() and stats.read_text().strip():
-                break
-            time.sleep(0.1)
+        _wait_for_record(stats)
     (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
     assert record["calls_by_op"]["STREAM_SYNCHRONIZE"] == 3 and "STREAM_SYNCHRONIZE" not in record["blocking_by_op"]
     watched = ("MEMCPY_HTOD_ASYNC", "EVENT_RECORD", "STREAM_SYNCHRONIZE", "MEMCPY_DTOH", "CTX_SET_CURRENT")

@@ -292,28 +292,28 @@ def _c_work() -> list[str]:
             value = ("RGPU_ALL_WORK" if what == "all" else
                      "RGPU_NULL_STREAM_WORK" if stream is None else str(stream.offset))
             lines += [f"    case RGPU_OP_{op.name}:", f"        return {value};"]
-    lines += ["    default:", "        return -1;", "    }", "}", "",
-              "/* An operation that may pass a held synchronize of its own stream (ops.passes_held_sync_field): the",
-              " * request offset of its stream field, or -1. */",
-              "static inline int rgpu_op_passes_held_sync(uint16_t op)", "{", "    switch (op) {"]
-    for op in every:
-        field = ops.passes_held_sync_field(op)
-        if field is not None:
-            lines += [f"    case RGPU_OP_{op.name}:", f"        return {field.offset};"]
-    lines += ["    default:", "        return -1;", "    }", "}", "",
-              "/* An operation that may put something on the stream it names (ops.touches_stream_field): the",
-              " * request offset of its stream field, or -1. */",
-              "static inline int rgpu_op_touches_stream(uint16_t op)", "{", "    switch (op) {"]
-    for op in every:
-        field = ops.touches_stream_field(op)
-        if field is not None:
-            lines += [f"    case RGPU_OP_{op.name}:", f"        return {field.offset};"]
-    lines += ["    default:", "        return -1;", "    }", "}", "",
-              "/* Whether a successful reply's first field is a new stream's handle. */",
+    lines += ["    default:", "        return -1;", "    }", "}", ""]
+    lines += _c_stream_offsets("rgpu_op_passes_held_sync", ops.passes_held_sync_field,
+                               "An operation that may pass a held synchronize of its own stream "
+                               "(ops.passes_held_sync_field)")
+    lines += _c_stream_offsets("rgpu_op_touches_stream", ops.touches_stream_field,
+                               "An operation that may put something on the stream it names (ops.touches_stream_field)")
+    lines += ["/* Whether a successful reply's first field is a new stream's handle. */",
               "static inline int rgpu_op_makes_stream(uint16_t op)", "{",
               "    return " + " || ".join(f"op == RGPU_OP_{op.name}" for op in every if op.creates == "stream") + ";",
               "}", ""]
     return lines
+
+
+def _c_stream_offsets(name: str, field_of, what: str) -> list[str]:
+    """A switch over opcodes giving the request offset of `field_of(op)`'s stream field, or -1 where it is None."""
+    lines = [f"/* {what}:", " * the request offset of its stream field, or -1. */",
+             f"static inline int {name}(uint16_t op)", "{", "    switch (op) {"]
+    for op in sorted(ops.OPS.values(), key=lambda o: o.code):
+        field = field_of(op)
+        if field is not None:
+            lines += [f"    case RGPU_OP_{op.name}:", f"        return {field.offset};"]
+    return lines + ["    default:", "        return -1;", "    }", "}", ""]
 
 
 # Request fields that hold a device address, in the order a multi-server client routes by them.

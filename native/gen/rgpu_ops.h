@@ -6591,8 +6591,8 @@ static inline int rgpu_op_completes(uint16_t op)
     }
 }
 
-/* An operation that may pass a held synchronize of its own stream (ops.passes_held_sync_field): the
- * request offset of its stream field, or -1. */
+/* An operation that may pass a held synchronize of its own stream (ops.passes_held_sync_field):
+ * the request offset of its stream field, or -1. */
 static inline int rgpu_op_passes_held_sync(uint16_t op)
 {
     switch (op) {
@@ -6607,8 +6607,8 @@ static inline int rgpu_op_passes_held_sync(uint16_t op)
     }
 }
 
-/* An operation that may put something on the stream it names (ops.touches_stream_field): the
- * request offset of its stream field, or -1. */
+/* An operation that may put something on the stream it names (ops.touches_stream_field):
+ * the request offset of its stream field, or -1. */
 static inline int rgpu_op_touches_stream(uint16_t op)
 {
     switch (op) {

@@ -41,3 +41,16 @@ def access_descriptors(descriptors) -> list:
 
 def stream(s):
     return cu.CUstream(0) if s is None else s
+
+
+_drivers: dict[int, object] = {}
+
+
+def driver(ffi):
+    """libcuda.so.1 (the copy cuda-bindings loaded) opened through `ffi`, once per FFI: each module calls
+    the few driver functions of its hot path through its own cdefs, where cuda-bindings' argument conversion
+    would cost more than the call."""
+    lib = _drivers.get(id(ffi))
+    if lib is None:
+        lib = _drivers[id(ffi)] = ffi.dlopen("libcuda.so.1")
+    return lib

@@ -13,6 +13,7 @@ import ctypes
 
 import cffi
 
+from rgpu.backends.cuda_common import driver
 from rgpu.errors import CudaError, Status
 
 SLOT_BYTES = 64 << 10  # copies up to this size go through the ring; larger ones are not worth a second memcpy
@@ -30,16 +31,12 @@ _ffi.cdef("""
     int cuMemHostAlloc(void **p, size_t size, unsigned flags);
     int cuMemFreeHost(void *p);
 """)
-_driver = None
 _EVENT_DISABLE_TIMING = 2
 _STREAM_CAPTURE_STATUS_NONE = 0
 
 
 def _lib():
-    global _driver
-    if _driver is None:
-        _driver = _ffi.dlopen("libcuda.so.1")
-    return _driver
+    return driver(_ffi)
 
 
 def _check(code: int, what: str) -> None:

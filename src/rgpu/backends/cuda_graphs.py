@@ -60,15 +60,13 @@ _ffi.cdef("""
     int cuStreamUpdateCaptureDependencies_v2(uintptr_t stream, uintptr_t *deps, const void *edges, size_t count,
                                              unsigned flags);
 """)
-_driver = None
 _ATTRIBUTE_SIZE = 72
 
 
 def _lib():
-    global _driver
-    if _driver is None:
-        _driver = _ffi.dlopen("libcuda.so.1")
-    return _driver
+    from rgpu.backends.cuda_common import driver
+
+    return driver(_ffi)
 
 
 def _check(result):
