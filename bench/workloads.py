@@ -4,8 +4,9 @@ from the server's per-session counters -- blocking round trips, bytes each way a
     python3 bench/workloads.py [--rtt-us 0,100,500,2000] [--only resnet18_b32,...] [--json OUT.json]
 
 Needs a GPU host with PyTorch (and torchvision for ResNet-18). Each workload runs in its own process: natively,
-then under `rgpu run` against a local rgpu-server (cuda backend, loopback). Per-step server counters come from two
-runs with different step counts (the difference divided by the extra steps), so set-up costs cancel out.
+then under `rgpu run` against a local rgpu-server (cuda backend, loopback). The child waits at the start and the
+end of its timed steps while the harness reads its session's counters from the server (`rgpu status`), so every
+per-step figure is a difference within one session: set-up costs are outside it.
 """
 
 from __future__ import annotations
@@ -95,36 +96,48 @@ def run_child(name: str, steps: int, warmup: int) -> None:
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
+    _mark("start")
     t0 = time.perf_counter()
     for _ in range(steps):
         out = step()
     torch.cuda.synchronize()
     ms = (time.perf_counter() - t0) * 1e3 / steps
+    _mark("end")
     # A value every step produced, so native and rgpu can be compared for sameness too.
     check = float(out.float().sum().item()) if hasattr(out, "float") else float(out)
     print("RESULT " + json.dumps({"ms": ms, "steps": steps, "check": check}))
 
 
+def _mark(where: str) -> None:
+    """With --marks, tell the harness where the timed steps begin and end, and wait until it has read the
+    server's counters: the per-step figures are then exact differences within this one session."""
+    if MARKS:
+        print(f"MARK {where}", flush=True)
+        sys.stdin.readline()
+
+
+MARKS = False
+
+
 # -- the harness --------------------------------------------------------------------------------------------------
-def _child_cmd(name, steps, warmup):
-    return [sys.executable, __file__, "--child", name, "--steps", str(steps), "--warmup", str(warmup)]
+def _child_cmd(name, steps, warmup, marks=False):
+    return [sys.executable, __file__, "--child", name, "--steps", str(steps), "--warmup", str(warmup)] + \
+        (["--marks"] if marks else [])
 
 
-def _result(proc: subprocess.CompletedProcess) -> dict | None:
-    m = re.search(r"^RESULT (.*)$", proc.stdout, re.M)
+def _result(stdout: str) -> dict | None:
+    m = re.search(r"^RESULT (.*)$", stdout, re.M)
     return json.loads(m.group(1)) if m else None
 
 
 class Server:
-    """A local rgpu-server whose per-session counters the harness reads from --stats-file."""
+    """A local rgpu-server whose live session's counters the harness reads with `rgpu status` (SERVER_STATUS)."""
 
-    def __init__(self, rtt_us: int):
+    def __init__(self, rtt_us: int, backend: str = "cuda"):
         self.dir = tempfile.mkdtemp(prefix="rgpu-bench-")
-        self.stats = pathlib.Path(self.dir) / "stats.jsonl"
-        self.seen = 0  # session records already read
         port_file = pathlib.Path(self.dir) / "port"
         args = [sys.executable, "-m", "rgpu.cli", "server", "--port", "0", "--port-file", str(port_file),
-                "--backend", "cuda", "--stats-file", str(self.stats)]
+                "--backend", backend]
         if rtt_us:
             args += ["--inject-rtt-us", str(rtt_us)]
         self.log = open(pathlib.Path(self.dir) / "server.log", "w")
@@ -135,13 +148,15 @@ class Server:
             time.sleep(0.1)
         self.address = f"127.0.0.1:{port_file.read_text().strip()}"
 
-    def last_session(self) -> dict:
-        for _ in range(50):  # the worker reports just after the client goes
-            lines = self.stats.read_text().splitlines() if self.stats.exists() else []
-            if len(lines) > self.seen:
-                self.seen = len(lines)
-                return json.loads(lines[-1])
-            time.sleep(0.1)
+    def live_counters(self) -> dict:
+        """The counters of the one session running now (`rgpu status`'s "counters"), read while it runs."""
+        from rgpu.client import server_status
+
+        for _ in range(20):  # a figure caught mid-change comes back as usage_error: ask again
+            sessions = server_status(self.address).get("sessions", [])
+            if len(sessions) == 1 and "counters" in sessions[0]:
+                return sessions[0]["counters"]
+            time.sleep(0.05)
         return {}
 
     def close(self):
@@ -150,43 +165,50 @@ class Server:
         self.log.close()
 
 
+def _run_marked(cmd: list[str], env: dict, server: Server) -> tuple[str, list[dict]]:
+    """Run a child with --marks: the server's counters at each of its marks, and its output."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    out, marks = [], []
+    for line in proc.stdout:
+        out.append(line)
+        if line.startswith("MARK "):
+            marks.append(server.live_counters())
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+    err = proc.stderr.read()
+    proc.wait(900)
+    return "".join(out) + err, marks
+
+
+def _per_step(a: dict, b: dict, key: str, steps: int, scale: float = 1.0) -> dict:
+    """b[key] - a[key] per step, by operation name, largest first."""
+    by_a, by_b = a.get(key, {}), b.get(key, {})
+    per_op = {op: (by_b.get(op, 0) - by_a.get(op, 0)) / steps * scale for op in set(by_a) | set(by_b)}
+    return {op: round(n, 2) for op, n in sorted(per_op.items(), key=lambda kv: -kv[1]) if abs(n) >= 0.01}
+
+
 def measure(name: str, server: Server | None, steps: int, warmup: int, shims: str) -> dict:
+    """One run of the workload; through rgpu, the server's counters read at the start and the end of the timed
+    steps (the child waits at each mark), so every per-step figure is a difference within one session."""
     env = dict(os.environ)
-    prefix = []
-    if server:
-        prefix = [sys.executable, "-m", "rgpu.cli", "run", "--server", server.address, "--shims", shims, "--"]
-    runs = []
-    if server:
-        # One short run first: the server keeps module images across sessions, so without it the first
-        # measured run alone would upload them, and its bytes would not cancel out.
-        subprocess.run(prefix + _child_cmd(name, 1, 1), capture_output=True, text=True, env=env, timeout=900)
-        server.last_session()
-    for n in (steps, 2 * steps):
-        proc = subprocess.run(prefix + _child_cmd(name, n, warmup), capture_output=True, text=True, env=env,
-                              timeout=900)
-        res = _result(proc)
-        if res is None:
-            return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-3:]}
-        res["session"] = server.last_session() if server else {}
-        runs.append(res)
-    out = {"ms": runs[1]["ms"], "check": runs[1]["check"]}
-    if server:
-        a, b = runs[0]["session"], runs[1]["session"]
-        for key in ("blocking", "deferred", "bytes_in", "bytes_out", "cpu_s"):
-            if key in a and key in b:
-                out[f"{key}_per_step"] = (b[key] - a[key]) / steps
-        by_a, by_b = a.get("blocking_by_op", {}), b.get("blocking_by_op", {})
-        per_op = {op: (by_b.get(op, 0) - by_a.get(op, 0)) / steps for op in set(by_a) | set(by_b)}
-        out["blocking_by_op_per_step"] = {op: n for op, n in sorted(per_op.items(), key=lambda kv: -kv[1]) if n}
-        by_a, by_b = a.get("calls_by_op", {}), b.get("calls_by_op", {})
-        per_op = {op: (by_b.get(op, 0) - by_a.get(op, 0)) / steps for op in set(by_a) | set(by_b)}
-        out["calls_by_op_per_step"] = {op: n for op, n in sorted(per_op.items(), key=lambda kv: -kv[1]) if n}
-        by_a, by_b = a.get("seconds_by_op", {}), b.get("seconds_by_op", {})
-        per_op = {op: (by_b.get(op, 0) - by_a.get(op, 0)) / steps * 1e6 for op in set(by_a) | set(by_b)}
-        out["worker_us_by_op_per_step"] = {op: round(n, 1) for op, n in sorted(per_op.items(), key=lambda kv: -kv[1])
-                                           if abs(n) >= 0.1}
-        if "wall_s" in a and "wall_s" in b:
-            out["worker_wait_us_per_step"] = (b["wait_s"] - a["wait_s"]) / steps * 1e6
+    if not server:
+        proc = subprocess.run(_child_cmd(name, steps, warmup), capture_output=True, text=True, env=env, timeout=900)
+        res = _result(proc.stdout)
+        return res if res else {"error": (proc.stderr or proc.stdout).strip().splitlines()[-3:]}
+    prefix = [sys.executable, "-m", "rgpu.cli", "run", "--server", server.address, "--shims", shims, "--"]
+    output, marks = _run_marked(prefix + _child_cmd(name, steps, warmup, marks=True), env, server)
+    res = _result(output)
+    if res is None or len(marks) != 2:
+        return {"error": output.strip().splitlines()[-3:]}
+    a, b = marks
+    out = {"ms": res["ms"], "check": res["check"]}
+    for key in ("blocking", "deferred", "bytes_in", "bytes_out", "cpu_s", "wait_s"):
+        if key in a and key in b:
+            out[f"{key}_per_step"] = (b[key] - a[key]) / steps
+    out["blocking_by_op_per_step"] = _per_step(a, b, "blocking_by_op", steps)
+    out["calls_by_op_per_step"] = _per_step(a, b, "calls_by_op", steps)
+    out["worker_us_by_op_per_step"] = _per_step(a, b, "seconds_by_op", steps, 1e6)
     return out
 
 
@@ -199,8 +221,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rtt-us", default="0")
     ap.add_argument("--shims", default="/tmp/rgpu-shims")
     ap.add_argument("--json")
+    ap.add_argument("--marks", action="store_true", help=argparse.SUPPRESS)  # (the child: wait at the marks)
     args = ap.parse_args(argv)
     if args.child:
+        global MARKS
+        MARKS = args.marks
         run_child(args.child, args.steps, args.warmup)
         return 0
     if not pathlib.Path(args.shims, "libcuda.so.1").exists():
@@ -235,7 +260,7 @@ def main(argv=None) -> int:
                 top = list(remote.get("worker_us_by_op_per_step", {}).items())[:8]
                 if top:
                     print(f"{'':<22} worker us per step: " + ", ".join(f"{op} {n:.0f}" for op, n in top)
-                          + f"; waiting for the client {remote.get('worker_wait_us_per_step', float('nan')):.0f}",
+                          + f"; waiting for the client {remote.get('wait_s_per_step', float('nan')) * 1e6:.0f}",
                           flush=True)
         finally:
             server.close()

@@ -1,6 +1,8 @@
 """Benchmark aids of rgpu-server: per-session counters in --stats-file, and --inject-rtt-us holding replies."""
 
 import json
+import pathlib
+import sys
 import time
 
 import trio
@@ -36,3 +38,49 @@ async def test_injected_round_trip_time_holds_every_reply():
             await c.nop()
         assert time.perf_counter() - start >= 5 * 0.020  # a lower bound only: never flaky on a slow machine
         await c.aclose()
+
+
+_MARKED_CHILD = """
+import ctypes, sys
+cu = ctypes.CDLL(sys.argv[1])
+dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+assert cu.cuMemAlloc_v2(ctypes.byref(ptr), 4096) == 0
+def mark(where):
+    print("MARK " + where, flush=True)
+    sys.stdin.readline()
+mark("start")
+for _ in range(7):
+    assert cu.cuMemsetD8Async(ptr, 1, 4096, None) == 0
+assert cu.cuCtxSynchronize() == 0
+mark("end")
+print('RESULT {"ms": 1.0, "check": 0.0}')
+"""
+
+
+def test_workloads_harness_reads_the_counters_of_the_running_session_at_the_childs_marks(shim_dir, tmp_path):
+    # bench/workloads.py's per-step figures: the server's counters read at the start and the end of the timed steps,
+    # inside one session, so set-up costs are outside the difference.
+    import importlib.util
+
+    from rgpu import shims
+
+    spec = importlib.util.spec_from_file_location("workloads", pathlib.Path(__file__).parents[1] / "bench/workloads.py")
+    workloads = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(workloads)
+    child = tmp_path / "child.py"
+    child.write_text(_MARKED_CHILD)
+    server = workloads.Server(0, backend="fake")
+    try:
+        env = shims.environment(shim_dir)
+        env["RGPU_SERVER"] = server.address
+        output, marks = workloads._run_marked([sys.executable, str(child), str(shim_dir / "libcuda.so.1")], env,
+                                              server)
+    finally:
+        server.close()
+    assert "RESULT" in output and len(marks) == 2, output
+    a, b = marks
+    assert workloads._per_step(a, b, "calls_by_op", 7) == {"MEMSET_D8_ASYNC": 1.0, "CTX_SYNCHRONIZE": round(1 / 7, 2)}
+    assert b["blocking"] - a["blocking"] == 1 and b["deferred"] - a["deferred"] == 7
+    assert b["bytes_in"] > a["bytes_in"] and b["seconds_by_op"]["MEMSET_D8_ASYNC"] > 0

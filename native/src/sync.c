@@ -79,7 +79,8 @@ static int may_defer(uint64_t stream)
 static CUresult stream_synchronize(CUstream s)
 {
     uint64_t ctx = rgpu_thread_ctx(), stream = rgpu_stream_handle(s);
-    if (rgpu_ready() == CUDA_SUCCESS && still_idle(ctx, stream, rgpu_stream_seq(stream)))
+    /* (not while any stream captures: a synchronize may then be illegal, and the driver's refusal must come back) */
+    if (rgpu_ready() == CUDA_SUCCESS && !rgpu_capture_active() && still_idle(ctx, stream, rgpu_stream_seq(stream)))
         return CUDA_SUCCESS;
     uint8_t a[RGPU_STREAM_SYNCHRONIZE_REQ_SIZE];
     rgpu_pack_stream_synchronize(a, &(struct rgpu_stream_synchronize_req){.stream = stream});

@@ -128,6 +128,18 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
             return action.close
 
 
+def session_counters(session: Session, io: SocketFrameStream) -> dict:
+    """What a benchmark reads of a session (the --stats-file record as it ends, `rgpu status --json` while it
+    runs): its operations and the round trips among them, by operation too, the worker's seconds in each,
+    bytes each way, the worker process's CPU seconds, and the time it waited for the client."""
+    return {"frames": session.frames_received, "calls": session.calls,
+            "graph_launches": graphs.graph_launches(session), "blocking": session.replies_sent,
+            "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
+            "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(), "wait_s": io.wait_ns / 1e9,
+            "blocking_by_op": _by_name(dict(session.replies_by_op)), "calls_by_op": _by_name(dict(session.calls_by_op)),
+            "seconds_by_op": {name: ns / 1e9 for name, ns in _by_name(dict(session.ns_by_op)).items()}}
+
+
 def _by_name(counts: dict[int, int]) -> dict[str, int]:
     return {ops.OPS[code].name if code in ops.OPS else hex(code): n for code, n in sorted(counts.items())}
 
@@ -174,13 +186,16 @@ def report_released(control: socket.socket) -> None:
         control.settimeout(None)
 
 
-def answer_status_queries(sock: socket.socket, session: Session) -> None:
+def answer_status_queries(sock: socket.socket, session: Session, counters=None) -> None:
     """`rgpu status` asks the supervisor, which asks each worker on a socket of its own: this thread answers
-    with the session's figures, so the session's loop never looks at that socket. Ends with the socket."""
+    with the session's figures (and `counters()`, session_counters, as "counters"), so the session's loop never
+    looks at that socket. Ends with the socket."""
     try:
         while sock.recv(64):
             try:
                 usage = session.usage()
+                if counters is not None:
+                    usage["counters"] = counters()
             except Exception as e:  # a figure mid-change: no figures this time, the session carries on
                 usage = {"usage_error": f"{type(e).__name__}: {e}"}
             sock.sendall(json.dumps(usage).encode() + b"\n")
@@ -195,8 +210,6 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
                       module_cache=cache)
     if control is not None:
         session.on_released = lambda: report_released(control)
-    if status is not None:
-        threading.Thread(target=answer_status_queries, args=(status, session), name="status", daemon=True).start()
     conn = Connection(handoff.max_frame, reuse_receive_buffers=True)
     if handoff.keys is not None:
         keys = handoff.keys
@@ -205,6 +218,9 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     client.setblocking(True)
     client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     io = SocketFrameStream(client, conn, spin_us=handoff.spin_us, frame_timeout=handoff.frame_timeout or None)
+    if status is not None:
+        threading.Thread(target=answer_status_queries, args=(status, session, lambda: session_counters(session, io)),
+                         name="status", daemon=True).start()
     output = KernelOutput.capture(max_chunk=OUTPUT_CHUNK, session_log=session.log) if handoff.output else None
     reason = "?"
     started = time.perf_counter()
@@ -226,14 +242,8 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
         if output is not None:
             output.close()
     session.log.info("%s", reason)
-    stats = {"reason": reason, "frames": session.frames_received, "calls": session.calls,
-             "graph_launches": graphs.graph_launches(session), "blocking": session.replies_sent,
-             "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
-             "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(),
-             "printf_bytes": output.forwarded if output else 0, "printf_dropped": output.dropped_total if output else 0,
-             "blocking_by_op": _by_name(session.replies_by_op), "calls_by_op": _by_name(session.calls_by_op),
-             "seconds_by_op": {name: ns / 1e9 for name, ns in _by_name(session.ns_by_op).items()},
-             "wall_s": time.perf_counter() - started, "wait_s": io.wait_ns / 1e9}
+    stats = {"reason": reason, **session_counters(session, io), "wall_s": time.perf_counter() - started,
+             "printf_bytes": output.forwarded if output else 0, "printf_dropped": output.dropped_total if output else 0}
     if hasattr(backend, "used"):
         stats["backend_bytes_in_use"] = backend.used  # fake backend accounting: 0 after a clean teardown
         stats["contexts_alive"] = backend.contexts_alive
