@@ -134,12 +134,6 @@ RT_API cudaError_t cudaDeviceUnregisterAsyncNotification(int device, cudaAsyncCa
     return rt_unsupported(&logged, "cudaDeviceUnregisterAsyncNotification");
 }
 
-RT_API cudaError_t cudaEventElapsedTime_v2(float *ms, cudaEvent_t start, cudaEvent_t end)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaEventElapsedTime_v2");
-}
-
 RT_API cudaError_t cudaExternalMemoryGetMappedBuffer(void **devPtr, cudaExternalMemory_t extMem, const struct cudaExternalMemoryBufferDesc *bufferDesc)
 {
     static int logged;
@@ -1133,42 +1127,6 @@ RT_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream,
 RT_API cudaError_t cudaStreamUpdateCaptureDependencies_v2_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
 {
     return cudaStreamUpdateCaptureDependencies_v2(stream, dependencies, dependencyData, numDependencies, flags);
-}
-
-RT_API cudaError_t cudaThreadExit(void)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaThreadExit");
-}
-
-RT_API cudaError_t cudaThreadGetCacheConfig(enum cudaFuncCache *pCacheConfig)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaThreadGetCacheConfig");
-}
-
-RT_API cudaError_t cudaThreadGetLimit(size_t *pValue, enum cudaLimit limit)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaThreadGetLimit");
-}
-
-RT_API cudaError_t cudaThreadSetCacheConfig(enum cudaFuncCache cacheConfig)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaThreadSetCacheConfig");
-}
-
-RT_API cudaError_t cudaThreadSetLimit(enum cudaLimit limit, size_t value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaThreadSetLimit");
-}
-
-RT_API cudaError_t cudaThreadSynchronize(void)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaThreadSynchronize");
 }
 
 RT_API cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy, unsigned int initialRefcount, unsigned int flags)

@@ -93,6 +93,21 @@ int main(int argc, char **argv)
     if (coop == cudaErrorNotSupported && (cudaGetLastError() != cudaErrorNotSupported || cudaGetLastError() != cudaSuccess))
         return 10;
     CHECK(cudaDeviceSynchronize());
+#if CUDART_VERSION < 13000 /* CUDA 12's older names: the thread-named calls, the _v2 elapsed time */
+    CHECK(cudaThreadSynchronize());
+    size_t stack = 0;
+    CHECK(cudaThreadGetLimit(&stack, cudaLimitStackSize));
+    cudaEvent_t e0, e1;
+    float ms = -1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    CHECK(cudaEventRecord(e0, stream));
+    CHECK(cudaEventRecord(e1, stream));
+    CHECK(cudaEventSynchronize(e1));
+    CHECK(cudaEventElapsedTime_v2(&ms, e0, e1));
+    if (!stack || ms < 0)
+        return 11;
+#endif
     if (cudaLaunchKernel((const void *)main, grid, block, args, 0, NULL) != cudaErrorInvalidDeviceFunction)
         return 5; /* not a registered kernel */
     void *managed = NULL;

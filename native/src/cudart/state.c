@@ -224,6 +224,17 @@ RT_API cudaError_t cudaDeviceSynchronize(void)
     return e != cudaSuccess ? rt_record(e) : rt_fail(cuCtxSynchronize());
 }
 
+#if CUDART_VERSION < 13000
+/* The thread-named forms CUDA 12 still declares (deprecated, gone in 13): the device-named calls under their old
+ * names, as NVIDIA's runtime defines them. */
+RT_API cudaError_t cudaThreadSynchronize(void) { return cudaDeviceSynchronize(); }
+RT_API cudaError_t cudaThreadExit(void) { return cudaDeviceReset(); }
+RT_API cudaError_t cudaThreadGetLimit(size_t *value, enum cudaLimit limit) { return cudaDeviceGetLimit(value, limit); }
+RT_API cudaError_t cudaThreadSetLimit(enum cudaLimit limit, size_t value) { return cudaDeviceSetLimit(limit, value); }
+RT_API cudaError_t cudaThreadGetCacheConfig(enum cudaFuncCache *c) { return cudaDeviceGetCacheConfig(c); }
+RT_API cudaError_t cudaThreadSetCacheConfig(enum cudaFuncCache c) { return cudaDeviceSetCacheConfig(c); }
+#endif
+
 RT_API cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev)
 {
     cudaError_t e = initialised();

@@ -153,3 +153,9 @@ RT_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_
 {
     WITH_CONTEXT(cuEventElapsedTime(ms, (CUevent)start, (CUevent)end));
 }
+
+/* CUDA 12.8's name for the same call (13 keeps only cudaEventElapsedTime, with this meaning). */
+RT_API cudaError_t cudaEventElapsedTime_v2(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    return cudaEventElapsedTime(ms, start, end);
+}
