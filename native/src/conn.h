@@ -19,13 +19,15 @@
 #define COPY_CHUNK (4u << 20)
 #define MIN_MAX_FRAME (64u << 10) /* a copy chunk plus headers; a server announcing less cannot be used */
 
-/* Device work sent and not known finished (conn_work.c): per stream, the id of its latest request. */
-#define CONN_WORK_STREAMS 8
+/* Device work sent and not known finished (conn_work.c): per stream, the id of its latest request. Room for
+ * PyTorch's pool of 32 streams per priority and XLA's handful: past it, "work on an unknown stream" makes every
+ * later synchronize wait until a context synchronize. A linear scan of 64 entries costs tens of nanoseconds. */
+#define CONN_WORK_STREAMS 64
 struct conn_work_entry {
     uint64_t stream;
     uint32_t id;
 };
-#define CONN_TOUCHED_STREAMS 16
+#define CONN_TOUCHED_STREAMS 64
 struct conn_work {
     struct conn_work_entry streams[CONN_WORK_STREAMS];
     unsigned n;
