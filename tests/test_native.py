@@ -409,12 +409,15 @@ def test_deferred_synchronizes_are_held_until_a_request_may_not_pass_them(shim_d
     monkeypatch.setenv("RGPU_TRACE_OPS", "1")
     with local_server("fake", ["--log-level", "info", "--stats-file", str(stats)]) as address:
         e = shims.environment(shim_dir)
-        e.update(RGPU_SERVER=address)
+        e.update(RGPU_SERVER=address, RGPU_CLIENT_STATS="1")
         res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=e,
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         _wait_for_record(stats)
     (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
+    # The client's side, at exit: as many round trips as the server answered (the handshake's aside).
+    waited = re.search(r"rgpu client stats: requests \d+, waited for (\d+), [\d.]+ s waiting", res.stderr)
+    assert waited and int(waited.group(1)) >= record["blocking"], res.stderr
     assert record["calls_by_op"]["STREAM_SYNCHRONIZE"] == 3 and "STREAM_SYNCHRONIZE" not in record["blocking_by_op"]
     watched = ("MEMCPY_HTOD_ASYNC", "EVENT_RECORD", "STREAM_SYNCHRONIZE", "MEMCPY_DTOH", "CTX_SET_CURRENT")
     order = [word for line in capfd.readouterr().err.splitlines() if " trace " in line

@@ -107,13 +107,16 @@ for s in ${*:-build native rgpu bench}; do
     trips)  # blocking round trips per generated token: two greedy runs of different lengths, the difference
       shims; RGPU_SERVER_ARGS="--stats-file $W/stats.jsonl" start_server trips; through_rgpu; rm -f $W/stats.jsonl
       for n in 4 16 80; do  # the first fills the server's module cache, so that the two measured ones load alike
-        timeout 150 $RUN $BIN/llama-completion -m $MODELS/tiny-q4_0.gguf -p "$PROMPT" -n $n --temp 0 -fa on -no-cnv \
+        RGPU_CLIENT_STATS=1 timeout 150 $RUN $BIN/llama-completion -m $MODELS/tiny-q4_0.gguf -p "$PROMPT" -n $n --temp 0 -fa on -no-cnv \
           -ngl 99 --no-warmup --ignore-eos > /dev/null 2>>"$OUT/llama_stderr_trips.log" </dev/null; echo "n=$n rc=$?"
         sleep 1
       done
       stop_server
-      python3 - "$W/stats.jsonl" <<'PY' | tee "$OUT/trips.txt"
-import json, sys
+      python3 - "$W/stats.jsonl" "$OUT/llama_stderr_trips.log" <<'PY' | tee "$OUT/trips.txt"
+import json, re, sys
+client = [float(x) for x in re.findall(r"rgpu client stats: .*?, ([\d.]+) s waiting", open(sys.argv[2]).read())]
+if len(client) >= 2:
+    print(f"client us per token waiting for replies: {(client[-1] - client[-2]) / 64 * 1e6:.1f}")
 rows = [json.loads(l) for l in open(sys.argv[1])]
 a, b = sorted(rows[-2:], key=lambda r: r["calls"])  # the shorter run made fewer calls
 per = {k: (b[k] - a[k]) / 64 for k in ("blocking", "deferred", "graph_launches", "bytes_in", "bytes_out", "cpu_s")}

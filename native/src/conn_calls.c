@@ -23,7 +23,10 @@ static int take_reply(uint16_t op, uint32_t id, void *reply, size_t reply_len, s
 {
     rgpu_header h;
     rgpu_conn.message[0] = 0;
-    if (conn_recv_reply(&h, reply, reply_len, sink)) {
+    uint64_t since = rgpu_stats_now_ns();
+    int failed = conn_recv_reply(&h, reply, reply_len, sink);
+    rgpu_stats_waited(since);
+    if (failed) {
         conn_lost("receive");
         *result = rgpu_conn.failure;
         return -1;

@@ -126,6 +126,10 @@ void conn_lost(const char *what)
 int conn_send_frames(struct out_frame *f, int n)
 {
     uint8_t heads[4][RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE];
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + f[i].args_len + f[i].h.bulk_len;
+    rgpu_stats_sent((uint64_t)n, total);
     if (!rgpu_conn.protect) {
         struct iovec iov[12];
         int k = 0;
