@@ -64,3 +64,34 @@ def test_frames_no_session_may_send_are_protocol_errors(session, frame):
         next_action(session, frame, MAX_RECORD)
     last = protocol_error_frame(info.value)
     assert last.opcode == ops.PROTOCOL_ERROR.code and last.status == info.value.status
+
+
+def _batched_failures(records: list[Frame]) -> tuple[list[str], int]:
+    """Run `records` as one BATCH in a fresh session: the deferred failures it logged, and the calls counted."""
+    s = Session(1, FakeBackend())
+    try:
+        next_action(s, Frame(ops.CTX_CREATE.code, 1, args=ops.CTX_CREATE.pack_request(0, 0)), MAX_RECORD).run()
+        failures = []
+        s.defer_error = lambda code, what, request_id, message="": failures.append(
+            f"{what} (request {request_id}) failed: {code} ({message})")
+        bulk = b"".join(frame_bytes(r) for r in records)
+        next_action(s, Frame(ops.BATCH.code, 2, bulk=bulk), MAX_RECORD).run()
+        return failures, s.calls
+    finally:
+        s.release_all()
+
+
+def test_deferred_records_fail_in_a_batch_as_they_would_alone():
+    # A batch's deferred calls run straight from their bytes; the ones that cannot -- an unknown opcode, one that
+    # may not be deferred, arguments of the wrong size -- fail as the general path makes them fail, in order.
+    memset = ops.MEMSET_D8_ASYNC
+    records = [
+        Frame(memset.code, 10, FLAG_NO_REPLY, args=memset.pack_request(0x1234, 7, 16, 0)),  # not the session's
+        Frame(0x7FFF, 11, FLAG_NO_REPLY),                                                     # unknown opcode
+        Frame(ops.MEM_ALLOC.code, 12, FLAG_NO_REPLY, args=ops.MEM_ALLOC.pack_request(64)),    # not deferrable
+        Frame(memset.code, 13, FLAG_NO_REPLY, args=memset.pack_request(0x1234, 7, 16, 0)[:-1]),  # short arguments
+    ]
+    failures, calls = _batched_failures(records)
+    assert [f.split(" failed")[0] for f in failures] == ["MEMSET_D8_ASYNC (request 10)", "0x7fff (request 11)",
+                                                        "MEM_ALLOC (request 12)", "MEMSET_D8_ASYNC (request 13)"]
+    assert "cannot be deferred" in failures[2] and calls == 1 + 4

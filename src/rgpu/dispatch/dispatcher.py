@@ -12,7 +12,7 @@ from time import perf_counter_ns
 from rgpu.dispatch.handlers import HANDLERS, Handler, Reply, launch_kernel
 from rgpu.errors import CudaError, ProtocolError, Status, status_name
 from rgpu.protocol import ops
-from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, parse_frame
+from rgpu.protocol.frames import FLAG_NO_REPLY, HEADER_SIZE, Frame, check_header, parse_frame
 from rgpu.session.state import Session
 
 log = logging.getLogger("rgpu.dispatch")
@@ -152,11 +152,29 @@ def _launch_record(session: Session, record) -> bool:
     return True
 
 
+def _deferred_record(session: Session, record) -> None:
+    """A deferred call of a BATCH run straight from its bytes (no Frame, no bytes copy of its arguments): what
+    call() and _reply() do for a NO_REPLY frame, for the common case of a known, deferrable operation with
+    arguments of the right size; anything else takes the general path, which gives it its error."""
+    view = memoryview(record)
+    opcode, flags, request_id, _status, _deferred, bulk_len = check_header(view)
+    if not flags & _NO_REPLY:
+        raise ProtocolError("every frame inside a BATCH must carry NO_REPLY")
+    handler = HANDLERS.get(opcode)
+    args_end = len(view) - bulk_len
+    if handler is None or not handler.op.deferrable or _TRACE or args_end - HEADER_SIZE != handler.op.request.size:
+        frame = parse_frame(view)
+        _reply(session, frame, call(session, frame))
+        return
+    op = handler.op
+    status, message, _ = _run(session, opcode, handler.fn, op.Request._make(op.request.unpack_from(view, HEADER_SIZE)),
+                              view[args_end:] if bulk_len else b"")
+    if status:
+        session.defer_error(status, op.name, request_id, message)
+
+
 def execute_batch_sync(session: Session, records: list) -> None:
     """The records of a BATCH (see requests.classify), in order, as if they had arrived one by one."""
     for record in records:
         if not _launch_record(session, record):
-            frame = parse_frame(record)
-            if not frame.flags & _NO_REPLY:
-                raise ProtocolError("every frame inside a BATCH must carry NO_REPLY")
-            _reply(session, frame, call(session, frame))
+            _deferred_record(session, record)
