@@ -4,7 +4,7 @@
  * which replaces it). Those are ordered on the stream after the synchronize and take no time worth waiting for,
  * so the synchronize, sent after them, still makes every later request see at least what the program's call
  * promised; it only waits for a little more. llama.cpp copies an input and synchronizes six times per generated
- * token: the server so runs one synchronize instead of twelve.
+ * token: held, those synchronizes become one.
  *
  * The NULL stream's meaning follows the context the server runs calls in: a held synchronize of it is queued
  * before any change of that context. Called with the connection's lock held. */

@@ -15,8 +15,8 @@
  *   (shadow.c: it comes back after a synchronization that waited), or with RGPU_SYNC=exact: one round trip.
  *
  * llama.cpp synchronizes ~19 times per generated token, after its small input copies and with nothing queued;
- * the first way left 12 round trips per token, the second leaves the one that carries the logits, and holding
- * the deferred ones (conn_held.c) leaves the server one synchronize to run per token instead of twelve. */
+ * the first way left 12 round trips per token, the second leaves the one that carries the logits. The deferred
+ * ones are held (conn_held.c), so that the copies between them pass them and few reach the server. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
