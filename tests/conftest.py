@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 
 import attrs
 import pytest
@@ -67,6 +68,13 @@ async def client(srv):
     with trio.CancelScope(shield=True):
         with contextlib.suppress(Exception):
             await c.aclose()
+
+
+def wait_for_stats_record(stats, timeout: float) -> None:
+    """A server's worker writes its --stats-file record as the session ends, just after the client exits."""
+    deadline = time.monotonic() + timeout
+    while not (stats.exists() and stats.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 async def wait_for(predicate, timeout: float = 5.0) -> None:

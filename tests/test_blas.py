@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import struct
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from rgpu.cli import local_server
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
 
+from .conftest import wait_for_stats_record
 from .test_runtime import PROGRAMS, run
 
 
@@ -32,10 +32,7 @@ def test_gemms_and_lt_matmul_match_a_cpu_reference(shim_dir, blas_check, tmp_pat
     stats = tmp_path / "stats.jsonl"
     with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats)]) as address:
         proc = run(shim_dir, blas_check, env={"RGPU_SERVER": address})
-        for _ in range(100):  # the worker writes its record as the session ends
-            if stats.exists() and stats.read_text().strip():
-                break
-            time.sleep(0.05)
+        wait_for_stats_record(stats, timeout=5)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # Three heuristic questions, two of them the same: the repeat is answered by the client from memory.
     record = json.loads(stats.read_text().splitlines()[-1])

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import cffi
 import pytest
@@ -24,6 +23,8 @@ from rgpu.cli import local_server
 from rgpu.protocol import ops
 from rgpu.protocol.frames import Frame, frame_bytes, parse_frame
 from rgpu.protocol.handshake import Hello
+
+from .conftest import wait_for_stats_record
 
 REPO = pathlib.Path(__file__).parents[1]
 VECTORS = REPO / "tests" / "vectors"
@@ -289,14 +290,6 @@ def test_default_compressed_fatbin_runs_on_the_fake_backend(shim_dir, tmp_path):
     assert res.returncode == 0 and "OK (0 wrong)" in res.stdout, res.stderr
 
 
-def _wait_for_record(stats):
-    """The server's worker writes its --stats-file record as the session ends, just after the client exits."""
-    for _ in range(100):
-        if stats.exists() and stats.read_text().strip():
-            return
-        time.sleep(0.1)
-
-
 _SYNCS_SCRIPT = textwrap.dedent("""
     import cffi, sys
     ffi = cffi.FFI()
@@ -350,7 +343,7 @@ def test_stream_synchronize_waits_only_when_work_may_be_running(shim_dir, tmp_pa
         res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=e,
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
-        _wait_for_record(stats)
+        wait_for_stats_record(stats, timeout=10)
     results = eval(res.stdout)  # noqa: S307 (our own script's list of ints)
     assert results[:8] == [0] * 8 and results[8] != 0 and results[9] == 0 and all(results[10:12])
     assert results[12] == 0 and results[13] != 0
@@ -413,7 +406,7 @@ def test_deferred_synchronizes_are_held_until_a_request_may_not_pass_them(shim_d
         res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=e,
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
-        _wait_for_record(stats)
+        wait_for_stats_record(stats, timeout=10)
     (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
     # The client's side, at exit: as many round trips as the server answered (the handshake's aside).
     waited = re.search(r"rgpu client stats: requests \d+, waited for (\d+), [\d.]+ s waiting", res.stderr)

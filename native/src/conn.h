@@ -108,6 +108,8 @@ int conn_before(uint16_t op, const void *args, size_t args_len);
 int conn_hold_sync(uint64_t stream);
 int conn_release_held(void);
 
+/* conn_work.c: the u64 at `offset` of a request's (or reply's) fields, 0 when they are shorter (a stream, a context) */
+uint64_t conn_u64_at(const void *args, size_t args_len, int offset);
 /* conn_work.c: every request as it is sent, every successful reply as it arrives (under the lock). */
 void conn_note_sent(uint16_t op, const void *args, size_t args_len, uint32_t id);
 void conn_note_reply(uint16_t op, const void *args, size_t args_len, const void *reply, size_t reply_len,

@@ -117,10 +117,8 @@ CUresult rgpu_defer_sync(const void *args, size_t args_len)
     CUresult r = conn_select(RGPU_OP_STREAM_SYNCHRONIZE, &args, args_len, routed);
     if (r != CUDA_SUCCESS)
         return r;
-    uint64_t stream = 0;
-    memcpy(&stream, args, args_len < 8 ? args_len : 8);
     pthread_mutex_lock(&rgpu_conn.lock);
-    int held = rgpu_conn.state == 1 && rgpu_conn.batching && conn_hold_sync(stream) == 0;
+    int held = rgpu_conn.state == 1 && rgpu_conn.batching && conn_hold_sync(conn_u64_at(args, args_len, 0)) == 0;
     pthread_mutex_unlock(&rgpu_conn.lock);
     return held ? CUDA_SUCCESS : rgpu_defer(RGPU_OP_STREAM_SYNCHRONIZE, args, args_len, NULL, 0);
 }

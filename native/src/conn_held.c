@@ -8,17 +8,7 @@
  *
  * The NULL stream's meaning follows the context the server runs calls in: a held synchronize of it is queued
  * before any change of that context. Called with the connection's lock held. */
-#include <string.h>
-
 #include "conn.h"
-
-static uint64_t stream_in(const void *args, size_t args_len, int offset)
-{
-    uint64_t s = 0;
-    if (offset >= 0 && (size_t)offset + 8 <= args_len)
-        memcpy(&s, (const uint8_t *)args + offset, 8);
-    return s;
-}
 
 int conn_release_held(void)
 {
@@ -35,9 +25,9 @@ int conn_before(uint16_t op, const void *args, size_t args_len)
     if (!rgpu_conn.held_sync)
         return 0;
     if (op == RGPU_OP_CTX_SET_CURRENT) /* a stream the server made names its own context; the NULL stream not */
-        return rgpu_conn.held_stream || stream_in(args, args_len, 0) == rgpu_conn.server_ctx ? 0 : conn_release_held();
+        return rgpu_conn.held_stream || conn_u64_at(args, args_len, 0) == rgpu_conn.server_ctx ? 0 : conn_release_held();
     int at = rgpu_op_passes_held_sync(op);
-    if (at < 0 || stream_in(args, args_len, at) != rgpu_conn.held_stream)
+    if (at < 0 || conn_u64_at(args, args_len, at) != rgpu_conn.held_stream)
         return conn_release_held();
     if (op == RGPU_OP_STREAM_SYNCHRONIZE) /* a later one of the same stream covers it, waited for or not */
         rgpu_conn.held_sync = 0;

@@ -12,7 +12,7 @@
 
 #include "conn.h"
 
-static uint64_t stream_at(const void *args, size_t args_len, int offset)
+uint64_t conn_u64_at(const void *args, size_t args_len, int offset)
 {
     uint64_t s = 0;
     if (offset >= 0 && (size_t)offset + 8 <= args_len)
@@ -48,12 +48,12 @@ void conn_note_sent(uint16_t op, const void *args, size_t args_len, uint32_t id)
     int touched = rgpu_op_touches_stream(op);
     if (touched >= 0)
         remember(w->touched, &w->ntouched, CONN_TOUCHED_STREAMS, &w->touched_unknown,
-                 stream_at(args, args_len, touched), id);
+                 conn_u64_at(args, args_len, touched), id);
     int at = rgpu_op_work_stream(op);
     if (at == -1)
         return;
     remember(w->streams, &w->n, CONN_WORK_STREAMS, &w->unknown,
-             at == RGPU_NULL_STREAM_WORK ? 0 : stream_at(args, args_len, at), id);
+             at == RGPU_NULL_STREAM_WORK ? 0 : conn_u64_at(args, args_len, at), id);
 }
 
 uint32_t rgpu_stream_seq(uint64_t stream)
@@ -115,11 +115,11 @@ void conn_note_reply(uint16_t op, const void *args, size_t args_len, const void 
     struct conn_work *w = &rgpu_conn.work;
     int what = rgpu_op_completes(op);
     if (what != -1)
-        finished(w, what, what == RGPU_NULL_STREAM_WORK ? 0 : stream_at(args, args_len, what), id);
+        finished(w, what, what == RGPU_NULL_STREAM_WORK ? 0 : conn_u64_at(args, args_len, what), id);
     if (rgpu_op_makes_stream(op) && reply_len >= 8)
-        streams_add(w, stream_at(reply, reply_len, 0));
+        streams_add(w, conn_u64_at(reply, reply_len, 0));
     else if (op == RGPU_OP_STREAM_DESTROY)
-        streams_remove(w, stream_at(args, args_len, 0));
+        streams_remove(w, conn_u64_at(args, args_len, 0));
 }
 
 int rgpu_stream_known(uint64_t stream)

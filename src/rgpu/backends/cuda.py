@@ -224,14 +224,18 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
             _check(cu.cuStreamSynchronize(stream))
 
     def _copy_ring(self, ctx) -> CopyRing:
+        return self._per_context(self._copy_rings, ctx, CopyRing)
+
+    def _per_context(self, table: dict, ctx, make):
+        """table's object for `ctx`, made by make() on first use (the context current); ctx_destroy frees it."""
         key = int(ctx)
         with self._staging_lock:
-            ring = self._copy_rings.get(key)
-        if ring is None:
-            ring = CopyRing()
+            obj = table.get(key)
+        if obj is None:
+            obj = make()
             with self._staging_lock:
-                self._copy_rings[key] = ring
-        return ring
+                table[key] = obj
+        return obj
 
     def memcpy_dtoh(self, ctx, src, nbytes, stream=None) -> memoryview:
         self._use(ctx)
@@ -458,14 +462,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         """One cuBLASLt handle per context, made on first use and destroyed with the context."""
         from rgpu.backends import cuda_blas
 
-        key = int(ctx)
-        with self._staging_lock:
-            handle = self._lt_handles.get(key)
-        if handle is None:
-            handle = cuda_blas.create("cublasLt")
-            with self._staging_lock:
-                self._lt_handles[key] = handle
-        return handle
+        return self._per_context(self._lt_handles, ctx, lambda: cuda_blas.create("cublasLt"))
 
     def lt_heuristic(self, ctx, op, requested: int) -> list[bytes]:
         from rgpu.backends import cuda_blas

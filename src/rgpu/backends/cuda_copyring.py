@@ -57,6 +57,7 @@ class CopyRing:
         self._events: list[int] = []
         self._pending = [False] * SLOTS  # a copy from the slot was queued and not yet seen read
         self._next = 0
+        self._capturing = _ffi.new("int *")  # cuStreamIsCapturing's answer, made once: copy() is a hot path
         event = _ffi.new("uintptr_t *")
         try:
             for _ in range(SLOTS):
@@ -69,9 +70,8 @@ class CopyRing:
     def copy(self, dst: int, data, stream: int) -> None:
         """cuMemcpyHtoDAsync(dst, data, stream) from a slot; len(data) <= SLOT_BYTES (stream 0: the NULL stream)."""
         lib = _lib()
-        capturing = _ffi.new("int *")
-        _check(lib.cuStreamIsCapturing(stream, capturing), "cuStreamIsCapturing")
-        if capturing[0] != _STREAM_CAPTURE_STATUS_NONE:
+        _check(lib.cuStreamIsCapturing(stream, self._capturing), "cuStreamIsCapturing")
+        if self._capturing[0] != _STREAM_CAPTURE_STATUS_NONE:
             # A captured copy would read the slot whenever the graph replays: not the program's bytes.
             raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED,
                             "a host-to-device copy cannot be captured through rgpu")
