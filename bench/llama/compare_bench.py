@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import statistics
 import sys
 
 
@@ -35,19 +36,37 @@ def rtt_table(d: pathlib.Path) -> None:
         print(f"{path.stem.removeprefix('rtt_'):>15} {ts:>10.1f} {ts / base:>8.1%}")
 
 
-def main(out_dir: str) -> int:
-    d = pathlib.Path(out_dir)
-    rtt_table(d)
-    print(f"{'model':<12} {'test':<6} {'fa':>2} {'native t/s':>12} {'rgpu t/s':>12} {'rgpu/native':>11}")
+def ratio_table(d: pathlib.Path) -> dict:
+    """rgpu/native per (model, test, fa) from one directory's bench_native_*.json and bench_rgpu_*.json."""
+    out = {}
     for native in sorted(d.glob("bench_native_*.json")):
         model = native.stem.removeprefix("bench_native_")
         a, b = load(native), load(d / f"bench_rgpu_{model}.json")
         for key in sorted(a):
-            n = a[key][0]
-            r = b.get(key, (float("nan"),))[0]
-            print(f"{model:<12} {key[0]:<6} {key[1]:>2} {n:>12.1f} {r:>12.1f} {r / n:>10.1%}")
+            out[(model, *key)] = (a[key][0], b.get(key, (float("nan"),))[0])
+    return out
+
+
+def main(out_dirs: list[str]) -> int:
+    """One table per directory (a round of the `bench` section); with several, the median ratio of each test."""
+    rounds = []
+    for out_dir in out_dirs:
+        d = pathlib.Path(out_dir)
+        rtt_table(d)
+        if len(out_dirs) > 1:
+            print(f"\n{d.name}:")
+        print(f"{'model':<12} {'test':<6} {'fa':>2} {'native t/s':>12} {'rgpu t/s':>12} {'rgpu/native':>11}")
+        table = ratio_table(d)
+        for (model, test, fa), (n, r) in table.items():
+            print(f"{model:<12} {test:<6} {fa:>2} {n:>12.1f} {r:>12.1f} {r / n:>10.1%}")
+        rounds.append(table)
+    if len(rounds) > 1:
+        print(f"\nmedian over {len(rounds)} rounds (min - max of rgpu/native):")
+        for key in rounds[0]:
+            ratios = sorted(t[key][1] / t[key][0] for t in rounds if key in t)
+            print(f"{key[0]:<12} {key[1]:<6} {key[2]:>2} {statistics.median(ratios):>10.1%}  ({ratios[0]:.1%} - {ratios[-1]:.1%})")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
+    sys.exit(main(sys.argv[1:] or ["."]))

@@ -85,16 +85,20 @@ for s in ${*:-build native rgpu bench}; do
         done
         grep -iE "not supported|error|unsupported" "$OUT/rgpu_server_llama.log" "$OUT/llama_stderr_rgpu.log" | sort | uniq -c | sort -rn | head -30
       fi ;;
-    bench)
-      for mode in native rgpu; do
-        RUN=""; [ $mode = rgpu ] && { shims; start_server bench; through_rgpu; }
-        for m in tiny-q4_0 small-q8_0; do
-          timeout 240 $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r 3 -o json ${LLAMA_BENCH_ARGS:-} > "$OUT/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
-          echo "$mode $m rc=$?"
+    bench)  # LLAMA_BENCH_ROUNDS rounds, native and rgpu alternating, so that drift of the box hits both alike
+      rounds=${LLAMA_BENCH_ROUNDS:-1}; dirs=""
+      for round in $(seq $rounds); do
+        D=$OUT; [ $rounds -gt 1 ] && D=$OUT/round$round && mkdir -p $D; dirs="$dirs $D"
+        for mode in native rgpu; do
+          RUN=""; [ $mode = rgpu ] && { shims; start_server bench; through_rgpu; }
+          for m in tiny-q4_0 small-q8_0; do
+            timeout 240 $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r 3 -o json ${LLAMA_BENCH_ARGS:-} > "$D/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
+            echo "round $round $mode $m rc=$?"
+          done
+          [ $mode = rgpu ] && { grep -E "ended:" "$OUT/rgpu_server_bench.log" | tail -4; stop_server; }
         done
-        [ $mode = rgpu ] && { grep -E "ended:" "$OUT/rgpu_server_bench.log" | tail -4; stop_server; }
       done
-      python3 bench/llama/compare_bench.py "$OUT" | tee "$OUT/bench_summary.txt" ;;
+      python3 bench/llama/compare_bench.py $dirs | tee "$OUT/bench_summary.txt" ;;
     rtt)  # token generation through rgpu as the network gets slower: the server delays every blocking reply
       shims
       for us in ${LLAMA_RTT_US:-0 100 500 2000}; do
