@@ -1,8 +1,9 @@
 """The server's cost per deferred call of a BATCH, without sockets or a GPU: records of one operation run through
 the dispatcher against the fake backend, and the backend's own cost for the same work alone, so the difference is
-the dispatcher's. The GPU box's worker pays the same Python per record on top of the driver's time.
+the dispatcher's. With --backend cuda (on the GPU box) the same against the real driver, plus the driver call by
+itself through cffi: the floor a worker without Python per record would reach.
 
-    python3 bench/dispatch_bench.py [--records 20000] [--repeat 7]
+    python3 bench/dispatch_bench.py [--records 20000] [--repeat 7] [--backend fake|cuda]
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from rgpu.backends.fake import FakeBackend
+from rgpu.backends.factory import make_backend
 from rgpu.dispatch.dispatcher import execute_batch_sync
 from rgpu.protocol import ops
 from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, frame_bytes
@@ -39,8 +40,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--backend", default="fake", choices=("fake", "cuda"))
     args = ap.parse_args()
-    s = Session(1, FakeBackend())
+    s = Session(1, make_backend(args.backend))
     ctx = _call(s, ops.PRIMARY_CTX_RETAIN, 0)
     next_action(s, Frame(ops.CTX_SET_CURRENT.code, 2, args=ops.CTX_SET_CURRENT.pack_request(ctx)), MAX).run()
     stream = _call(s, ops.STREAM_CREATE, 1)
@@ -55,7 +57,8 @@ def main() -> None:
                                                             asynchronous=True)),
     }
     n = args.records
-    print(f"{'operation':<20} {'dispatched us':>14} {'backend alone us':>17} {'dispatcher us':>14}")
+    floors = _driver_floors(s, stream, ptr) if args.backend == "cuda" else {}
+    print(f"{'operation':<20} {'dispatched us':>14} {'backend alone us':>17} {'dispatcher us':>14} {'driver us':>10}")
     for name, (request, bulk, alone) in cases.items():
         op = ops.BY_NAME[name]
         records = b"".join(frame_bytes(Frame(op.code, 10 + i, FLAG_NO_REPLY, args=request, bulk=bulk))
@@ -63,8 +66,27 @@ def main() -> None:
         _, batch = classify(Frame(ops.BATCH.code, 3, bulk=records), MAX)
         dispatched = _best(lambda: execute_batch_sync(s, batch), args.repeat) / n * 1e6
         backend = _best(lambda: [alone() for _ in range(n)], args.repeat) / n * 1e6
-        print(f"{name:<20} {dispatched:>14.2f} {backend:>17.2f} {dispatched - backend:>14.2f}")
+        floor = _best(lambda: [floors[name]() for _ in range(n)], args.repeat) / n * 1e6 if name in floors else 0
+        print(f"{name:<20} {dispatched:>14.2f} {backend:>17.2f} {dispatched - backend:>14.2f} {floor:>10.2f}")
     s.release_all()
+
+
+def _driver_floors(s: Session, stream: int, ptr: int) -> dict:
+    """Each case's driver call alone, through cffi (the HtoD copy from a page-locked buffer, as the copy ring does)."""
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef("""int cuStreamSynchronize(uintptr_t s); int cuMemsetD8Async(unsigned long long d, unsigned char v,
+                size_t n, uintptr_t s); int cuMemcpyHtoDAsync_v2(unsigned long long d, uintptr_t src, size_t n,
+                uintptr_t s); int cuMemHostAlloc(void **p, size_t n, unsigned flags);""")
+    lib = ffi.dlopen("libcuda.so.1")
+    strm = int(s.stream(stream)[1])
+    pinned = ffi.new("void **")
+    lib.cuMemHostAlloc(pinned, 4096, 0)
+    src = int(ffi.cast("uintptr_t", pinned[0]))
+    return {"STREAM_SYNCHRONIZE": lambda: lib.cuStreamSynchronize(strm),
+            "MEMSET_D8_ASYNC": lambda: lib.cuMemsetD8Async(ptr, 1, 256, strm),
+            "MEMCPY_HTOD_ASYNC": lambda: lib.cuMemcpyHtoDAsync_v2(ptr, src, 16, strm)}
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ from rgpu.backends.cuda_blas import CudaBlasBatched
 from rgpu.backends.cuda_solver import CudaSolver
 from rgpu.backends.cuda_sparse import CudaSparse
 from rgpu.backends.cuda_common import check as _check
+from rgpu.backends.cuda_common import check_code as _check_code
+from rgpu.backends.cuda_common import handle as _handle
+from rgpu.backends.cuda_common import hot as _hot
 from rgpu.backends.cuda_common import stream as _stream
 from rgpu.backends.cuda_fft import CudaFft
 from rgpu.backends.cuda_copyring import SLOT_BYTES as _RING_SLOT_BYTES
@@ -151,7 +154,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         return ctx
 
     def _use(self, ctx) -> None:
-        _check(cu.cuCtxSetCurrent(ctx))
+        _check_code(_hot().cuCtxSetCurrent(int(ctx)))
 
     def ctx_destroy(self, ctx) -> None:
         with self._staging_lock:
@@ -171,8 +174,9 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
             cu.cuMemFreeHost(staging[0])
         _check(cu.cuCtxDestroy(ctx))
 
-    def _staging_buffer(self, ctx, nbytes: int) -> memoryview:
-        """Pinned host memory for a reply's bulk; valid until the next device->host copy in this context."""
+    def _staging_buffer(self, ctx, nbytes: int) -> tuple[int, memoryview]:
+        """Pinned host memory for a reply's bulk, (address, view); valid until the next device->host copy in
+        this context."""
         key = int(ctx)
         with self._staging_lock:
             ptr, view = self._staging.get(key, (0, memoryview(b"")))
@@ -183,7 +187,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
                 ptr = int(_check(cu.cuMemHostAlloc(size, 0)))
                 view = memoryview((ctypes.c_char * size).from_address(ptr)).cast("B")
                 self._staging[key] = (ptr, view)
-        return view[:nbytes]
+        return int(ptr), view[:nbytes]
 
     def ctx_synchronize(self, ctx) -> None:
         self._use(ctx)
@@ -239,18 +243,19 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
 
     def memcpy_dtoh(self, ctx, src, nbytes, stream=None) -> memoryview:
         self._use(ctx)
-        out = self._staging_buffer(ctx, nbytes)
+        address, out = self._staging_buffer(ctx, nbytes)
+        lib = _hot()
         if stream is None:
-            _check(cu.cuMemcpyDtoH(_address(out), src, nbytes))
+            _check_code(lib.cuMemcpyDtoH_v2(address, int(src), nbytes))
         else:
-            _check(cu.cuMemcpyDtoHAsync(_address(out), src, nbytes, stream))
-            _check(cu.cuStreamSynchronize(stream))
+            strm = int(stream)
+            _check_code(lib.cuMemcpyDtoHAsync_v2(address, int(src), nbytes, strm) or lib.cuStreamSynchronize(strm))
         return out
 
     def memcpy_dtod(self, ctx, dst, src, nbytes, stream=None, asynchronous=False) -> None:
         self._use(ctx)
         if asynchronous:
-            _check(cu.cuMemcpyDtoDAsync(dst, src, nbytes, _stream(stream)))
+            _check_code(_hot().cuMemcpyDtoDAsync_v2(int(dst), int(src), nbytes, _handle(stream)))
         else:
             _check(cu.cuMemcpyDtoD(dst, src, nbytes))
 
@@ -277,8 +282,9 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
     def memset(self, ctx, dst, value, count, width, stream=None, asynchronous=False) -> None:
         self._use(ctx)
         if asynchronous:
-            fn = cu.cuMemsetD8Async if width == 1 else cu.cuMemsetD32Async
-            _check(fn(dst, value, count, _stream(stream)))
+            lib = _hot()
+            fn = lib.cuMemsetD8Async if width == 1 else lib.cuMemsetD32Async
+            _check_code(fn(int(dst), value, count, _handle(stream)))
         else:
             fn = cu.cuMemsetD8 if width == 1 else cu.cuMemsetD32
             _check(fn(dst, value, count))
@@ -299,8 +305,8 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
     def memcpy_2d(self, ctx, kind, dst, dpitch, src, spitch, width, height, rows, stream=None,
                   asynchronous=False):
         self._use(ctx)
-        out = self._staging_buffer(ctx, width * height) if kind == 2 else None
-        host = _address(rows) if kind == 1 else (_address(out) if kind == 2 else 0)
+        address, out = self._staging_buffer(ctx, width * height) if kind == 2 else (0, None)
+        host = _address(rows) if kind == 1 else address
         params = self._copy_2d(kind, dst, dpitch, src, spitch, width, height, host)
         if asynchronous and kind == 3:
             _check(cu.cuMemcpy2DAsync(params, _stream(stream)))
@@ -559,7 +565,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
 
     def stream_synchronize(self, ctx, stream) -> None:
         self._use(ctx)
-        _check(cu.cuStreamSynchronize(_stream(stream)))
+        _check_code(_hot().cuStreamSynchronize(_handle(stream)))
 
     def stream_query(self, ctx, stream) -> bool:
         self._use(ctx)
@@ -571,7 +577,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
 
     def stream_wait_event(self, ctx, stream, event, flags: int) -> None:
         self._use(ctx)
-        _check(cu.cuStreamWaitEvent(_stream(stream), event, flags))
+        _check_code(_hot().cuStreamWaitEvent(_handle(stream), int(event), flags))
 
     def event_create(self, ctx, flags: int):
         self._use(ctx)
@@ -583,7 +589,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
 
     def event_record(self, ctx, event, stream) -> None:
         self._use(ctx)
-        _check(cu.cuEventRecord(event, _stream(stream)))
+        _check_code(_hot().cuEventRecord(int(event), _handle(stream)))
 
     def event_synchronize(self, ctx, event) -> None:
         self._use(ctx)

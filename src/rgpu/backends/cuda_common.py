@@ -4,6 +4,8 @@ this module sits below all of them."""
 
 from __future__ import annotations
 
+import cffi
+
 from rgpu.backends.base import BackendUnavailable
 from rgpu.errors import CudaError
 
@@ -54,3 +56,38 @@ def driver(ffi):
     if lib is None:
         lib = _drivers[id(ffi)] = ffi.dlopen("libcuda.so.1")
     return lib
+
+
+# The calls on a session's per-operation path (synchronizes, small copies, records, graph launches), through cffi:
+# cuda-bindings builds a result tuple and converts every argument, which costs more than these calls themselves.
+# Handles travel as uintptr_t, which the x86-64 and AArch64 ABIs pass exactly like pointers.
+_hot_ffi = cffi.FFI()
+_hot_ffi.cdef("""
+    int cuCtxSetCurrent(uintptr_t ctx);
+    int cuStreamSynchronize(uintptr_t stream);
+    int cuEventRecord(uintptr_t event, uintptr_t stream);
+    int cuStreamWaitEvent(uintptr_t stream, uintptr_t event, unsigned flags);
+    int cuGraphLaunch(uintptr_t exec, uintptr_t stream);
+    int cuMemcpyDtoHAsync_v2(uintptr_t dst, unsigned long long src, size_t n, uintptr_t stream);
+    int cuMemcpyDtoH_v2(uintptr_t dst, unsigned long long src, size_t n);
+    int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t n, uintptr_t stream);
+    int cuMemsetD8Async(unsigned long long dst, unsigned char value, size_t n, uintptr_t stream);
+    int cuMemsetD32Async(unsigned long long dst, unsigned int value, size_t n, uintptr_t stream);
+""")
+
+
+def hot():
+    """The driver's per-operation calls (see _hot_ffi); each returns the CUresult as an int."""
+    return driver(_hot_ffi)
+
+
+def check_code(code: int) -> None:
+    """Raise CudaError, named as check() names it, for a nonzero CUresult from hot()."""
+    if code:
+        check((cu.CUresult(code),))
+
+
+def handle(obj) -> int:
+    """A cuda-bindings handle (stream, event, context, graph exec, device pointer) as the integer the driver
+    takes; None is the NULL stream."""
+    return 0 if obj is None else int(obj)

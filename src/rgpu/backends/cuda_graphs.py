@@ -177,8 +177,10 @@ class CudaGraphs:
         return _check(cu.cuGraphInstantiate(graph, flags))  # cuda-bindings' name for WithFlags
 
     def graph_launch(self, ctx, exe, stream) -> None:
+        from rgpu.backends.cuda_common import handle, hot
+
         self._use(ctx)
-        _check(cu.cuGraphLaunch(exe, _stream(stream)))
+        _fail(hot().cuGraphLaunch(int(exe), handle(stream)))
 
     def graph_upload(self, ctx, exe, stream) -> None:
         self._use(ctx)
