@@ -1,7 +1,8 @@
 """Write small llama-architecture GGUF models with random weights (fixed seed) and a valid SentencePiece-style
 vocabulary, for comparing llama.cpp natively and through rgpu. Only numpy is needed (no gguf package).
 
-    python3 bench/llama/make_gguf.py OUT_DIR     # writes tiny-f16.gguf, tiny-q8_0.gguf, tiny-q4_0.gguf, small-q8_0.gguf
+    python3 bench/llama/make_gguf.py OUT_DIR [mid]   # writes tiny-f16.gguf, tiny-q8_0.gguf, tiny-q4_0.gguf,
+                                                     # small-q8_0.gguf; with `mid` also mid-q4_0.gguf (0.5B)
 
 The weights are meaningless, so the text is too; what matters is that greedy decoding is deterministic, so the
 same program must print the same tokens natively and through rgpu.
@@ -23,6 +24,9 @@ GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0 = 0, 1, 2, 8
 SIZES = {
     "tiny": dict(n_embd=256, n_layer=4, n_head=4, n_head_kv=2, n_ff=768),
     "small": dict(n_embd=1024, n_layer=8, n_head=16, n_head_kv=8, n_ff=2816),
+    # Qwen2.5-0.5B's shape (its vocabulary size too, which sets the output layer's cost): the size of model the
+    # peers quote llama.cpp decode speed for, where a token takes milliseconds, not a launch-bound 0.2 ms.
+    "mid": dict(n_embd=896, n_layer=24, n_head=14, n_head_kv=2, n_ff=4864, n_vocab=151936),
 }
 WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "was", "on", "with", "as", "be", "at", "by",
          "this", "hello", "world", "model", "remote", "graphics", "card", "once", "upon", "time", "there", "were"]
@@ -99,8 +103,9 @@ def quantize(w: np.ndarray, kind: int) -> bytes:
     raise ValueError(kind)
 
 
-def write_model(path: pathlib.Path, size: str, wtype: int, *, n_vocab: int = 1024, seed: int = 1234) -> None:
+def write_model(path: pathlib.Path, size: str, wtype: int, *, seed: int = 1234) -> None:
     cfg = SIZES[size]
+    n_vocab = cfg.get("n_vocab", 1024)
     e, L, H, HKV, F = cfg["n_embd"], cfg["n_layer"], cfg["n_head"], cfg["n_head_kv"], cfg["n_ff"]
     hd = e // H
     rng = np.random.default_rng(seed)
@@ -165,8 +170,11 @@ def write_model(path: pathlib.Path, size: str, wtype: int, *, n_vocab: int = 102
 def main(argv: list[str]) -> int:
     out = pathlib.Path(argv[1] if len(argv) > 1 else ".")
     out.mkdir(parents=True, exist_ok=True)
-    for name, size, t in (("tiny-f16", "tiny", GGML_F16), ("tiny-q8_0", "tiny", GGML_Q8_0),
-                          ("tiny-q4_0", "tiny", GGML_Q4_0), ("small-q8_0", "small", GGML_Q8_0)):
+    models = [("tiny-f16", "tiny", GGML_F16), ("tiny-q8_0", "tiny", GGML_Q8_0), ("tiny-q4_0", "tiny", GGML_Q4_0),
+              ("small-q8_0", "small", GGML_Q8_0)]
+    if "mid" in argv[2:]:
+        models.append(("mid-q4_0", "mid", GGML_Q4_0))
+    for name, size, t in models:
         write_model(out / f"{name}.gguf", size, t)
         print(f"wrote {out / name}.gguf ({(out / f'{name}.gguf').stat().st_size} bytes)")
     return 0

@@ -63,7 +63,7 @@ for s in ${*:-build native rgpu bench}; do
         time cmake --build $W/build -j16 --target llama-completion llama-simple llama-bench llama-server \
           > "$OUT/llama_build.log" 2>&1 || { tail -40 "$OUT/llama_build.log"; exit 1; }
       fi
-      python3 bench/llama/make_gguf.py $MODELS ;;
+      python3 bench/llama/make_gguf.py $MODELS mid ;;
     pack)  # the build, compressed in pieces small enough to come back from $OUT and travel again
       (cd $W && tar -cf - build/bin) | python3 -c "import sys,zstandard; zstandard.ZstdCompressor(level=19, threads=16).copy_stream(sys.stdin.buffer, sys.stdout.buffer)" \
         | split -b 15m -d - "$OUT/build-" && for f in "$OUT"/build-*; do mv "$f" "$f.part"; done; ls -la "$OUT" ;;
@@ -91,7 +91,7 @@ for s in ${*:-build native rgpu bench}; do
         D=$OUT; [ $rounds -gt 1 ] && D=$OUT/round$round && mkdir -p $D; dirs="$dirs $D"
         for mode in native rgpu; do
           RUN=""; [ $mode = rgpu ] && { shims; start_server bench; through_rgpu; }
-          for m in tiny-q4_0 small-q8_0; do
+          for m in ${LLAMA_BENCH_MODELS:-tiny-q4_0 small-q8_0 mid-q4_0}; do
             timeout 240 $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r 3 -o json ${LLAMA_BENCH_ARGS:-} > "$D/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
             echo "round $round $mode $m rc=$?"
           done
