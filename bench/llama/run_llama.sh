@@ -70,7 +70,7 @@ for s in ${*:-build native rgpu bench}; do
     native|rgpu)
       TAG=$s; RUN=""
       if [ $s = rgpu ]; then shims; start_server llama; through_rgpu; fi
-      for m in tiny-f16 tiny-q8_0 tiny-q4_0 small-q8_0; do
+      for m in tiny-f16 tiny-q8_0 tiny-q4_0 small-q8_0 mid-q4_0; do
         for fa in on off; do
           complete $m $fa > "$OUT/completion_${s}_${m}_fa${fa}.txt"; crc=$?
           echo "$m fa=$fa rc=$crc $(wc -c < "$OUT/completion_${s}_${m}_fa${fa}.txt") bytes"
