@@ -47,14 +47,14 @@ def main() -> None:
     next_action(s, Frame(ops.CTX_SET_CURRENT.code, 2, args=ops.CTX_SET_CURRENT.pack_request(ctx)), MAX).run()
     stream = _call(s, ops.STREAM_CREATE, 1)
     ptr = _call(s, ops.MEM_ALLOC, 4096)
+    copier = s.backend.async_copier(s.context().obj, s.stream(stream)[1])
     cases = {
         "STREAM_SYNCHRONIZE": (ops.STREAM_SYNCHRONIZE.pack_request(stream), b"",
                                lambda: s.backend.stream_synchronize(s.context().obj, s.stream(stream)[1])),
         "MEMSET_D8_ASYNC": (ops.MEMSET_D8_ASYNC.pack_request(ptr, 1, 256, stream), b"",
                             lambda: s.backend.memset(s.context().obj, ptr, 1, 256, 1, s.stream(stream)[1], True)),
         "MEMCPY_HTOD_ASYNC": (ops.MEMCPY_HTOD_ASYNC.pack_request(ptr, stream), b"x" * 16,
-                              lambda: s.backend.memcpy_htod(s.context().obj, ptr, b"x" * 16, s.stream(stream)[1],
-                                                            asynchronous=True)),
+                              lambda: copier(ptr, b"x" * 16)),
     }
     n = args.records
     floors = _driver_floors(s, stream, ptr) if args.backend == "cuda" else {}

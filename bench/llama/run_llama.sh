@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp (vendored in the llama-cpp-python sdist) natively and through rgpu, in one run on the GPU box.
-#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt trips profile server
+#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt spin trips profile server
 # Inputs: .llama/llama-src.tar.zst (the sdist's vendor/llama.cpp, trimmed) or .llama/build-*.part (a build made
 # by `pack` in an earlier run); .whl/ (rgpu's Python deps, see tests/gpu/run_on_gpu.sh). Results land in $OUT.
 # The build is llama.cpp's default CUDA configuration for sm_90 (VMM, CUDA graphs, PDL, flash attention on).
@@ -108,6 +108,15 @@ for s in ${*:-build native rgpu bench}; do
         echo "injected RTT $us us: rc=$?"; stop_server
       done
       python3 bench/llama/compare_bench.py "$OUT" | tee "$OUT/rtt_summary.txt" ;;
+    spin)  # token generation as both ends poll longer before sleeping in recv (client RGPU_SPIN_US, server --spin-us)
+      shims
+      for us in ${LLAMA_SPIN_US:-50 200 1000}; do
+        RGPU_SERVER_ARGS="--spin-us $us" start_server spin$us; through_rgpu
+        RGPU_SPIN_US=$us timeout 120 $RUN $BIN/llama-bench -m $MODELS/tiny-q4_0.gguf -p 0 -n 32 -fa 1 -r 3 -o json \
+          > "$OUT/spin_$us.json" 2>>"$OUT/bench_stderr_spin.log"
+        echo "spin $us us: rc=$? $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))[0]['avg_ts'], 1), 'tokens/s')" "$OUT/spin_$us.json" 2>&1)"
+        stop_server
+      done ;;
     trips)  # blocking round trips per generated token: two greedy runs of different lengths, the difference
       shims; RGPU_SERVER_ARGS="--stats-file $W/stats.jsonl" start_server trips; through_rgpu; rm -f $W/stats.jsonl
       for n in 4 16 80; do  # the first fills the server's module cache, so that the two measured ones load alike
@@ -129,12 +138,13 @@ ops = {k: (b["blocking_by_op"].get(k, 0) - a["blocking_by_op"].get(k, 0)) / 64 f
 print("blocking round trips per token by operation:", {k: round(v, 2) for k, v in sorted(ops.items(), key=lambda x: -x[1]) if v})
 calls = {k: (b.get("calls_by_op", {}).get(k, 0) - a.get("calls_by_op", {}).get(k, 0)) / 64 for k in b.get("calls_by_op", {})}
 print("operations per token:", {k: round(v, 2) for k, v in sorted(calls.items(), key=lambda x: -x[1]) if v})
-us = {k: (b.get("seconds_by_op", {}).get(k, 0) - a.get("seconds_by_op", {}).get(k, 0)) / 64 * 1e6 for k in b.get("seconds_by_op", {})}
+# Only the operations a token makes: start-up ones (module loads, context creation) run once in each session but
+# take times that vary by milliseconds between sessions, which would swamp a per-token figure.
+us = {k: (b.get("seconds_by_op", {}).get(k, 0) - a.get("seconds_by_op", {}).get(k, 0)) / 64 * 1e6
+      for k in b.get("seconds_by_op", {}) if calls.get(k, 0) >= 0.5}
 print("worker us per token in each operation:", {k: round(v, 1) for k, v in sorted(us.items(), key=lambda x: -x[1]) if v})
 if "wall_s" in b:
-    wall, wait = (b["wall_s"] - a["wall_s"]) / 64 * 1e6, (b["wait_s"] - a["wait_s"]) / 64 * 1e6
-    print(f"worker us per token: {wall:.1f} in all, {wait:.1f} waiting for the client, {sum(us.values()):.1f} in operations, "
-          f"{wall - wait - sum(us.values()):.1f} in the rest (frames, replies); frames per token {(b['frames'] - a['frames']) / 64:.2f}")
+    print(f"worker us per token in those operations: {sum(us.values()):.1f}; frames per token {(b['frames'] - a['frames']) / 64:.2f}")
 PY
       ;;
     profile)  # where the server worker's time goes during generation: cProfile of one 80-token session

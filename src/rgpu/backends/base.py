@@ -114,6 +114,15 @@ class Backend(abc.ABC):
 
         return launch
 
+    def async_copier(self, ctx, stream):
+        """`memcpy_htod(..., asynchronous=True)` with its context and stream bound once: a callable (dst, data).
+        Sessions cache it per stream; backends override it to do per-copy work once, here."""
+
+        def copy(dst, data):
+            self.memcpy_htod(ctx, dst, data, stream, asynchronous=True)
+
+        return copy
+
     @abc.abstractmethod
     def tensor_map_encode_tiled(self, ctx, data_type: int, address: int, dims: tuple[int, ...],
                                 strides: tuple[int, ...], box: tuple[int, ...], element_strides: tuple[int, ...],

@@ -103,6 +103,9 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         self._staging_lock = threading.Lock()
         self._lt_handles: dict[int, object] = {}
         self._copy_rings: dict[int, CopyRing] = {}  # per context, made on its first small asynchronous copy
+        # Stream captures begun and not yet ended in this process: while none is, no stream can be capturing
+        # (a stream joins a capture only through one), and the ring's copies skip asking the driver.
+        self._captures_begun = 0
 
     def init(self) -> None:
         global _driver
@@ -218,7 +221,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
     def memcpy_htod(self, ctx, dst, data, stream=None, asynchronous=False) -> None:
         self._use(ctx)
         if asynchronous and len(data) <= _RING_SLOT_BYTES:
-            self._copy_ring(ctx).copy(dst, data, int(_stream(stream)))
+            self._copy_ring(ctx).copy(dst, data, _handle(stream), self._captures_begun > 0)
         elif stream is None:
             _check(cu.cuMemcpyHtoD(dst, _address(data), len(data)))
         else:
@@ -226,6 +229,21 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
             # returns; wait for it so the buffer can be reused at once.
             _check(cu.cuMemcpyHtoDAsync(dst, _address(data), len(data), stream))
             _check(cu.cuStreamSynchronize(stream))
+
+    def async_copier(self, ctx, stream):
+        # Small copies (most of them: a decoding step's inputs) go straight to the ring with everything bound.
+        self._use(ctx)
+        ring, ctx_ptr, stream_ptr, set_current = self._copy_ring(ctx), int(ctx), _handle(stream), \
+            _hot().cuCtxSetCurrent
+
+        def copy(dst, data):
+            if len(data) > _RING_SLOT_BYTES:
+                self.memcpy_htod(ctx, dst, data, stream, asynchronous=True)
+                return
+            _check_code(set_current(ctx_ptr))
+            ring.copy(dst, data, stream_ptr, self._captures_begun > 0)
+
+        return copy
 
     def _copy_ring(self, ctx) -> CopyRing:
         return self._per_context(self._copy_rings, ctx, CopyRing)

@@ -9,8 +9,6 @@ llama.cpp copies six small inputs per generated token; each cost the server a st
 
 from __future__ import annotations
 
-import ctypes
-
 import cffi
 
 from rgpu.backends.cuda_common import driver
@@ -52,8 +50,9 @@ class CopyRing:
         lib = _lib()
         p = _ffi.new("void **")
         _check(lib.cuMemHostAlloc(p, SLOT_BYTES * SLOTS, 0), "cuMemHostAlloc (copy ring)")
+        self._lib = lib
         self._base = int(_ffi.cast("uintptr_t", p[0]))
-        self._view = memoryview((ctypes.c_char * (SLOT_BYTES * SLOTS)).from_address(self._base)).cast("B")
+        self._slots = [_ffi.cast("char *", self._base + i * SLOT_BYTES) for i in range(SLOTS)]
         self._events: list[int] = []
         self._pending = [False] * SLOTS  # a copy from the slot was queued and not yet seen read
         self._next = 0
@@ -67,25 +66,27 @@ class CopyRing:
             self.close()
             raise
 
-    def copy(self, dst: int, data, stream: int) -> None:
-        """cuMemcpyHtoDAsync(dst, data, stream) from a slot; len(data) <= SLOT_BYTES (stream 0: the NULL stream)."""
-        lib = _lib()
-        _check(lib.cuStreamIsCapturing(stream, self._capturing), "cuStreamIsCapturing")
-        if self._capturing[0] != _STREAM_CAPTURE_STATUS_NONE:
-            # A captured copy would read the slot whenever the graph replays: not the program's bytes.
-            raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED,
-                            "a host-to-device copy cannot be captured through rgpu")
+    def copy(self, dst: int, data, stream: int, capture_possible: bool = True) -> None:
+        """cuMemcpyHtoDAsync(dst, data, stream) from a slot; len(data) <= SLOT_BYTES (stream 0: the NULL stream).
+        `capture_possible` False (no capture begun in this process) skips asking whether the stream captures."""
+        lib = self._lib
+        if capture_possible:
+            _check(lib.cuStreamIsCapturing(stream, self._capturing), "cuStreamIsCapturing")
+            if self._capturing[0] != _STREAM_CAPTURE_STATUS_NONE:
+                # A captured copy would read the slot whenever the graph replays: not the program's bytes.
+                raise CudaError(Status.STREAM_CAPTURE_UNSUPPORTED,
+                                "a host-to-device copy cannot be captured through rgpu")
         i = self._next
         self._next = (i + 1) % SLOTS
+        event = self._events[i]
         if self._pending[i]:
-            _check(lib.cuEventSynchronize(self._events[i]), "cuEventSynchronize (copy ring)")
+            _check(lib.cuEventSynchronize(event), "cuEventSynchronize (copy ring)")
             self._pending[i] = False
         n = len(data)
-        offset = i * SLOT_BYTES
-        self._view[offset:offset + n] = data
-        _check(lib.cuMemcpyHtoDAsync_v2(dst, _ffi.cast("void *", self._base + offset), n, stream),
-               "cuMemcpyHtoDAsync")
-        code = lib.cuEventRecord(self._events[i], stream)
+        slot = self._slots[i]
+        _ffi.memmove(slot, data, n)
+        _check(lib.cuMemcpyHtoDAsync_v2(dst, slot, n, stream), "cuMemcpyHtoDAsync")
+        code = lib.cuEventRecord(event, stream)
         if code:  # without its event the slot's reuse cannot be timed: wait for the copy here instead
             lib.cuStreamSynchronize(stream)
             raise CudaError(code, "cuEventRecord (copy ring)")

@@ -9,6 +9,8 @@ driver's own rule (no synchronisation of a capturing stream) fails them and inva
 
 from __future__ import annotations
 
+import functools
+
 import cffi
 
 from rgpu.backends.base import MAX_PARAM_BYTES
@@ -73,6 +75,14 @@ def _check(result):
     from rgpu.backends.cuda_common import check
 
     return check(result)
+
+
+@functools.cache
+def _graph_launch():
+    """cuGraphLaunch through cffi (cuda_common.hot): a decoding step's one call per token."""
+    from rgpu.backends.cuda_common import hot
+
+    return hot().cuGraphLaunch
 
 
 def _fail(err: int) -> None:
@@ -147,10 +157,14 @@ class CudaGraphs:
         del mode
         self._use(ctx)
         _check(cu.cuStreamBeginCapture(_stream(stream), cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+        self._captures_begun += 1
 
     def stream_end_capture(self, ctx, stream):
         self._use(ctx)
-        return _check(cu.cuStreamEndCapture(_stream(stream)))
+        try:
+            return _check(cu.cuStreamEndCapture(_stream(stream)))
+        finally:  # the driver ends a capture even when ending it fails (invalidated)
+            self._captures_begun = max(0, self._captures_begun - 1)
 
     def capture_dependencies(self, ctx, stream) -> list:
         from rgpu.backends.graph_types import NodeInfo
@@ -177,10 +191,8 @@ class CudaGraphs:
         return _check(cu.cuGraphInstantiate(graph, flags))  # cuda-bindings' name for WithFlags
 
     def graph_launch(self, ctx, exe, stream) -> None:
-        from rgpu.backends.cuda_common import handle, hot
-
         self._use(ctx)
-        _fail(hot().cuGraphLaunch(int(exe), handle(stream)))
+        _fail(_graph_launch()(int(exe), 0 if stream is None else int(stream)))
 
     def graph_upload(self, ctx, exe, stream) -> None:
         self._use(ctx)

@@ -207,9 +207,9 @@ def _memcpy_htod(s: Session, args, bulk):
 
 @handles(ops.MEMCPY_HTOD_ASYNC, blocking=True)
 def _memcpy_htod_async(s: Session, args, bulk):
-    ctx, strm = s.stream(args.stream)
+    copy = s.async_copier(args.stream)
     s.memory.check(args.dst, len(bulk))
-    s.backend.memcpy_htod(ctx.obj, args.dst, bulk, strm if args.stream else None, asynchronous=True)
+    copy(args.dst, bulk)
 
 
 def _dtoh(s: Session, src: int, nbytes: int, stream: int | None):

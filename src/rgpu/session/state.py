@@ -95,6 +95,7 @@ class Session:
         self.ns_by_op: dict[int, int] = {}  # the time they took, by opcode
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
         self._launch_targets_at = 0  # handles.removals when the cache was last known good
+        self._copiers: dict[tuple[int, int], Any] = {}  # (stream, context for the NULL stream) -> async_copier
         # Per-feature state made on first use (rgpu.dispatch.vmm, pools): name -> object whose
         # release_context(session, ctx_handle) frees what it holds in a context before the context goes.
         self.extensions: dict[str, Any] = {}
@@ -144,9 +145,7 @@ class Session:
     def launch_target(self, func_handle: int, stream_handle: int) -> LaunchTarget:
         """The checked backend objects for launching `func_handle` on `stream_handle` (0: the NULL stream of
         the function's own context, whatever context is current)."""
-        if self._launch_targets_at != self.handles.removals:
-            self._launch_targets.clear()
-            self._launch_targets_at = self.handles.removals
+        self._forget_bound_calls_if_stale()
         key = (func_handle, stream_handle)
         target = self._launch_targets.get(key)
         if target is None:
@@ -163,6 +162,24 @@ class Session:
             target = LaunchTarget(self.backend.launcher(ctx.obj, func.obj, stream), param_bytes)
             self._launch_targets[key] = target
         return target
+
+    def async_copier(self, stream_handle: int):
+        """The backend's bound asynchronous host-to-device copy (dst, data) for `stream_handle` (0: the current
+        context's NULL stream)."""
+        self._forget_bound_calls_if_stale()
+        key = (stream_handle, 0 if stream_handle else self.current_ctx)
+        copier = self._copiers.get(key)
+        if copier is None:
+            ctx, stream = self.stream(stream_handle)
+            copier = self._copiers[key] = self.backend.async_copier(ctx.obj, stream)
+        return copier
+
+    def _forget_bound_calls_if_stale(self) -> None:
+        """Launchers and copiers hold backend objects: once any handle has gone, they may be stale."""
+        if self._launch_targets_at != self.handles.removals:
+            self._launch_targets.clear()
+            self._copiers.clear()
+            self._launch_targets_at = self.handles.removals
 
     # -- deferred errors ---------------------------------------------------------------------------
     def defer_error(self, code: int, what: str, request_id: int, message: str = "") -> None:
