@@ -141,7 +141,7 @@ def execute(handle, plan, attributes, stream: int, by_value: dict[int, bytes]) -
     if by_value:
         _execute_with_values(handle, plan, attributes, by_value)
         return
-    key = tuple((a.name, a.type, a.count, bytes(a.raw)) for a in attributes)
+    key = tuple(attributes)  # frozen Attributes: equal, and hashed, by value
     pack = _packs.of(_key(handle)).get(key, lambda: _variant_pack(attributes))
     check(library().cudnnBackendExecute(handle, plan, pack), "cudnnBackendExecute")
 
@@ -179,7 +179,7 @@ def _tensor_descriptor(t):
 def _described(handle, tensors) -> list:
     """Real legacy tensor descriptors for `tensors`, kept per handle by shape."""
     cache = _tensors.of(_key(handle))
-    return [cache.get((t.type, tuple(t.dims), tuple(t.strides)), lambda t=t: _tensor_descriptor(t)) for t in tensors]
+    return [cache.get(t, lambda t=t: _tensor_descriptor(t)) for t in tensors]  # frozen Tensors: keyed by value
 
 
 # Per cuDNN handle: variant packs by content, tensor descriptors by shape, and the stream last set.

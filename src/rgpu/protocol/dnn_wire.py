@@ -4,6 +4,7 @@ references resolved to this session's own objects and every device pointer check
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import attrs
@@ -30,6 +31,11 @@ def element_size(attr_type: int) -> int:
     return 1 if attr_type in _ONE_BYTE else 8 if attr_type in _EIGHT_BYTES else 16 if attr_type in _SIXTEEN else 4
 
 
+# A network's layers send the same few shapes and attribute lists with every call, and parsing them again cost
+# more than cuDNN's own work for a small batch: parses are kept by their bytes (failures are not kept).
+_PARSED_KEPT = 1024
+
+
 @attrs.frozen(slots=True)
 class Attribute:
     name: int
@@ -38,10 +44,16 @@ class Attribute:
     raw: bytes  # elements as sent; descriptors and handles are u64 session handles
 
     def ids(self) -> list[int]:
-        return list(struct.unpack(f"<{self.count}Q", self.raw))
+        return list(_u64s(self.raw, self.count))
 
 
-def parse_attributes(bulk: bytes) -> list[Attribute]:
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def _u64s(raw: bytes, count: int) -> tuple[int, ...]:
+    return struct.unpack(f"<{count}Q", raw)
+
+
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def parse_attributes(bulk: bytes) -> tuple[Attribute, ...]:
     view, pos = memoryview(bulk), 0
     if len(view) < 2:
         raise CudaError(Status.INVALID_VALUE, "truncated cuDNN attribute list")
@@ -60,12 +72,14 @@ def parse_attributes(bulk: bytes) -> list[Attribute]:
         pos += size
     if pos != len(view):
         raise CudaError(Status.INVALID_VALUE, "trailing bytes after the cuDNN attributes")
-    return out
+    return tuple(out)
 
 
-def split_by_value(attributes: list[Attribute]) -> tuple[list[Attribute], dict[int, bytes]]:
-    """A variant pack's attributes without rgpu's by-value attribute, and its values by DATA_POINTERS index."""
-    rest = [a for a in attributes if a.name != VARIANT_PACK_BY_VALUE]
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def split_by_value(attributes: tuple[Attribute, ...]) -> tuple[tuple[Attribute, ...], dict[int, bytes]]:
+    """A variant pack's attributes without rgpu's by-value attribute, and its values by DATA_POINTERS index
+    (kept with the parse: read them, do not change them)."""
+    rest = tuple(a for a in attributes if a.name != VARIANT_PACK_BY_VALUE)
     mine = [a for a in attributes if a.name == VARIANT_PACK_BY_VALUE]
     if not mine:
         return rest, {}
@@ -94,12 +108,17 @@ class Tensor:
     strides: tuple
 
     def nbytes(self) -> int:
-        size = DATA_TYPE_SIZES.get(self.type)
-        if size is None:
-            raise CudaError(Status.NOT_SUPPORTED, f"cuDNN data type {self.type}")
-        if any(d <= 0 for d in self.dims) or any(s <= 0 for s in self.strides):
-            raise CudaError(Status.INVALID_VALUE, "tensor with a non-positive dimension or stride")
-        return (sum((d - 1) * s for d, s in zip(self.dims, self.strides)) + 1) * size
+        return _tensor_nbytes(self)
+
+
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def _tensor_nbytes(t: Tensor) -> int:
+    size = DATA_TYPE_SIZES.get(t.type)
+    if size is None:
+        raise CudaError(Status.NOT_SUPPORTED, f"cuDNN data type {t.type}")
+    if any(d <= 0 for d in t.dims) or any(s <= 0 for s in t.strides):
+        raise CudaError(Status.INVALID_VALUE, "tensor with a non-positive dimension or stride")
+    return (sum((d - 1) * s for d, s in zip(t.dims, t.strides)) + 1) * size
 
 
 
@@ -114,7 +133,8 @@ class Activation:
 
 ACTIVATION_RELU = 1
 
-def parse_tensors(bulk: bytes, count: int) -> list[Tensor]:
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def parse_tensors(bulk: bytes, count: int) -> tuple[Tensor, ...]:
     if len(bulk) != 72 * count:
         raise CudaError(Status.INVALID_VALUE, f"{len(bulk)} bytes for {count} tensor descriptors")
     out = []
@@ -123,4 +143,4 @@ def parse_tensors(bulk: bytes, count: int) -> list[Tensor]:
         if not 1 <= n <= 8:
             raise CudaError(Status.INVALID_VALUE, f"tensor of {n} dimensions")
         out.append(Tensor(dtype, tuple(rest[:n]), tuple(rest[8 : 8 + n])))
-    return out
+    return tuple(out)
