@@ -49,6 +49,7 @@ _ffi.cdef("""
         size_t width, height;
     } rgpu_memset_params;  /* CUDA_MEMSET_NODE_PARAMS */
     int cuGraphGetNodes(uintptr_t graph, uintptr_t *nodes, size_t *count);
+    int cuGraphAddEmptyNode(uintptr_t *node, uintptr_t graph, const uintptr_t *deps, size_t count);
     int cuGraphNodeGetType(uintptr_t node, int *type);
     int cuGraphNodeGetDependencies_v2(uintptr_t node, uintptr_t *deps, void *edges, size_t *count);
     int cuGraphKernelNodeGetParams_v2(uintptr_t node, rgpu_kernel_node_params *params);
@@ -166,6 +167,21 @@ class CudaGraphs:
             out.append(NodeInfo(node, cu.CUgraphNode(node), kind[0], ()))
         return out
 
+    def capture_empty_node(self, ctx, stream):
+        """An empty node at the stream's place in its capture, then the stream's only dependency."""
+        lib = _lib()
+        self._use(ctx)
+        status, ident, graph = _ffi.new("int *"), _ffi.new("uint64_t *"), _ffi.new("uintptr_t *")
+        deps, edges, count = _ffi.new("const uintptr_t **"), _ffi.new("const void **"), _ffi.new("size_t *")
+        _fail(lib.cuStreamGetCaptureInfo_v3(int(stream), status, ident, graph, deps, edges, count))
+        if status[0] != int(cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE):
+            raise CudaError(Status.STREAM_CAPTURE_INVALIDATED if status[0] else Status.ILLEGAL_STATE,
+                            "the stream is not capturing (or its capture was invalidated)")
+        node = _ffi.new("uintptr_t *")
+        _fail(lib.cuGraphAddEmptyNode(node, graph[0], deps[0] if count[0] else _ffi.NULL, count[0]))
+        self.update_capture_dependencies(ctx, stream, [node[0]], 1)  # CU_STREAM_SET_CAPTURE_DEPENDENCIES
+        return cu.CUgraphNode(node[0])
+
     def update_capture_dependencies(self, ctx, stream, nodes: list, flags: int) -> None:
         self._use(ctx)
         array = _ffi.new("uintptr_t[]", [int(n) for n in nodes] or [0])
@@ -175,6 +191,30 @@ class CudaGraphs:
     def graph_instantiate(self, ctx, graph, flags: int):
         self._use(ctx)
         return _check(cu.cuGraphInstantiate(graph, flags))  # cuda-bindings' name for WithFlags
+
+    def graph_instantiate_part(self, ctx, graph, nodes: list, flags: int):
+        """The subgraph of `nodes` and the edges among them: a clone without the other nodes, instantiated."""
+        self._use(ctx)
+        keep = {int(n) for n in nodes}
+        clone = _check(cu.cuGraphClone(graph))
+        try:
+            for node in self._all_nodes(graph):
+                if node not in keep:
+                    found = _check(cu.cuGraphNodeFindInClone(cu.CUgraphNode(node), clone))
+                    _check(cu.cuGraphDestroyNode(found))
+            return _check(cu.cuGraphInstantiate(clone, flags))
+        finally:
+            _check(cu.cuGraphDestroy(clone))
+
+    def _all_nodes(self, graph) -> list:
+        """Every node of a graph, as the driver's integer handles."""
+        lib = _lib()
+        count = _ffi.new("size_t *")
+        _fail(lib.cuGraphGetNodes(int(graph), _ffi.NULL, count))
+        raw = _ffi.new("uintptr_t[]", max(count[0], 1))
+        if count[0]:
+            _fail(lib.cuGraphGetNodes(int(graph), raw, count))
+        return list(raw[0:count[0]])
 
     def graph_launch(self, ctx, exe, stream) -> None:
         self._use(ctx)
@@ -322,12 +362,7 @@ class CudaGraphs:
 
         lib = _lib()
         self._use(ctx)
-        count = _ffi.new("size_t *")
-        _fail(lib.cuGraphGetNodes(int(graph), _ffi.NULL, count))
-        raw = _ffi.new("uintptr_t[]", max(count[0], 1))
-        if count[0]:
-            _fail(lib.cuGraphGetNodes(int(graph), raw, count))
-        nodes, deps, kind = list(raw[0:count[0]]), {}, _ffi.new("int *")
+        nodes, deps, kind = self._all_nodes(graph), {}, _ffi.new("int *")
         for node in nodes:
             n = _ffi.new("size_t *")
             _fail(lib.cuGraphNodeGetDependencies_v2(node, _ffi.NULL, _ffi.NULL, n))

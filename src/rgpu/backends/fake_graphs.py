@@ -266,11 +266,28 @@ class FakeGraphs:
         tails = [] if flags == 1 else list(capture.tails.get(id(stream), ()))  # 1: CU_STREAM_SET_CAPTURE_DEPENDENCIES
         capture.tails[id(stream)] = tails + [n for n in nodes if n not in tails]
 
+    def capture_empty_node(self, ctx, stream) -> FakeNode:
+        """An empty node at the stream's place in its capture, then the stream's only dependency."""
+        capture = _capture_of(stream)
+        if capture is None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+        if capture.invalidated:
+            raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the stream's capture was invalidated")
+        node = FakeNode(EMPTY, None, list(capture.tails.get(id(stream), ())), capture.graph)
+        capture.graph.nodes.append(node)
+        capture.tails[id(stream)] = [node]
+        return node
+
     # -- executable graphs --------------------------------------------------------------------------
     def graph_instantiate(self, ctx, graph: FakeGraph, flags: int) -> FakeExec:
         ctx.check()
         nodes, mapping = _copies(graph.nodes)
         return FakeExec(ctx, nodes, mapping)
+
+    def graph_instantiate_part(self, ctx, graph: FakeGraph, nodes: list, flags: int) -> FakeExec:
+        """The subgraph of `nodes` and the edges among them (_copies drops edges from other nodes)."""
+        keep = set(nodes)
+        return self.graph_instantiate(ctx, FakeGraph([n for n in graph.nodes if n in keep]), flags)
 
     def graph_launch(self, ctx, exe: FakeExec, stream) -> None:
         ctx.check()

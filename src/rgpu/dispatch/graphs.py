@@ -494,3 +494,37 @@ def _graph_node_info(s: Session, args, bulk):
             size = ops.GRAPH_NODE_INFO.reply.size
             return Reply(ops.GRAPH_NODE_INFO.decode_reply(record[:size]), record[size:])
     raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is no longer in its graph")
+
+
+# -- host nodes: the client runs them; the server keeps their place (native/src/graph_host.c) -----------
+@handles(ops.GRAPH_INSTANTIATE_PART)
+def _instantiate_part(s: Session, args, bulk):
+    """One stage of a graph with host nodes: the named nodes and the edges among them, instantiated."""
+    if args.flags & ~_INSTANTIATE_FLAGS:
+        raise CudaError(Status.INVALID_VALUE, f"instantiate flags 0x{args.flags:x}")
+    if args.count == 0 or len(bulk) != 8 * args.count:
+        raise CudaError(Status.INVALID_VALUE, f"GRAPH_INSTANTIATE_PART: {args.count} nodes in {len(bulk)} bytes")
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.exec in s.handles or args.exec >> 56 != 0x80 | Kind.GRAPH_EXEC:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.exec:x} is not a fresh client exec handle")
+    nodes = _node_handles(s, bulk, args.count, args.graph)
+    if len({s.backend.object_key(n) for n in nodes}) != len(nodes):
+        raise CudaError(Status.INVALID_VALUE, "a node named twice")
+    exe = s.backend.graph_instantiate_part(ctx.obj, graph.obj, nodes, args.flags)
+    try:
+        s.handles.add_client(args.exec, Kind.GRAPH_EXEC, exe, ctx=graph.ctx)
+    except CudaError:
+        s.backend.graph_exec_destroy(ctx.obj, exe)
+        raise
+
+
+@handles(ops.STREAM_CAPTURE_EMPTY_NODE)
+def _capture_empty_node(s: Session, args, bulk):
+    ctx, stream = _capture_stream(s, args.stream)
+    if args.graph not in state(s).capturing.values():
+        raise CudaError(Status.ILLEGAL_STATE, f"no capture into graph 0x{args.graph:x}")
+    if args.node in s.handles or args.node >> 56 != 0x80 | Kind.GRAPH_NODE:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is not a fresh client node handle")
+    node = s.backend.capture_empty_node(ctx.obj, stream)
+    s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=ctx_handle(s, args.stream), parent=args.graph,
+                         info=EMPTY)

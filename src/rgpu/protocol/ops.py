@@ -717,6 +717,21 @@ DNN_BN_BACKWARD_EX = _op(0x02D2, "DNN_BN_BACKWARD_EX",
                          doc="DNN_BN_BACKWARD with bnOps BN_ACTIVATION / BN_ADD_ACTIVATION: the forward's y and "
                              "bias, dz (the addend's gradient) 0 unless ops adds")
 
+# Host nodes and host functions in graphs (0x02E0-0x02EF). A host function runs on the client (the GPU cannot call
+# back across the wire): its node is an empty node on the server, and an executable graph with host nodes is
+# instantiated as stages (each a subgraph between host nodes) that the client launches one after another, running
+# the host functions in between (native/src/graph_host.c).
+GRAPH_INSTANTIATE_PART = _op(0x02E0, "GRAPH_INSTANTIATE_PART", "graph:u64 exec:u64 flags:u64 count:u32",
+                             deferrable=True, request_bulk="count x u64 node handles of `graph`",
+                             names="graph:graph",
+                             doc="cuGraphInstantiateWithFlags of the subgraph of `graph` made of the `count` named "
+                                 "nodes and the edges among them -> client-minted `exec`")
+STREAM_CAPTURE_EMPTY_NODE = _op(0x02E1, "STREAM_CAPTURE_EMPTY_NODE", "stream:u64 graph:u64 node:u64",
+                                deferrable=True, names="stream:stream",
+                                doc="an empty node at the capturing stream's position (after its dependencies, "
+                                    "then its only dependency): client-minted `node` of the capture's `graph`, where "
+                                    "the client keeps a host function (cuLaunchHostFunc during capture)")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 # Kernel output (0x0140-0x014F).
 OUTPUT = _op(0x0140, "OUTPUT", context=False, reply_bulk="bytes the session's kernels printed (device printf)",
