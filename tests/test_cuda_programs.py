@@ -26,6 +26,7 @@ LINKS = {
     "tensor_map": ["-lcuda"],
     "pinned_uva": ["-lcuda"],
     "graph_generic": ["-lcuda"],
+    "graph_host": ["-lcuda"],
 }
 
 

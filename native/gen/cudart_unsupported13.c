@@ -246,12 +246,6 @@ RT_API cudaError_t cudaGraphAddExternalSemaphoresWaitNode(cudaGraphNode_t *pGrap
     return rt_unsupported(&logged, "cudaGraphAddExternalSemaphoresWaitNode");
 }
 
-RT_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaHostNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddHostNode");
-}
-
 RT_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, struct cudaMemAllocNodeParams *nodeParams)
 {
     static int logged;
@@ -342,12 +336,6 @@ RT_API cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t graphExec, unsigned lon
     return rt_unsupported(&logged, "cudaGraphExecGetFlags");
 }
 
-RT_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecHostNodeSetParams");
-}
-
 RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams)
 {
     static int logged;
@@ -388,18 +376,6 @@ RT_API cudaError_t cudaGraphExternalSemaphoresWaitNodeSetParams(cudaGraphNode_t 
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphExternalSemaphoresWaitNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphHostNodeGetParams");
-}
-
-RT_API cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphHostNodeSetParams");
 }
 
 RT_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams)

@@ -14,6 +14,7 @@
 
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v3) == sizeof(CUDA_KERNEL_NODE_PARAMS),
                "the generic kernel parameters are the _v2 function's");
+_Static_assert(sizeof(CUDA_HOST_NODE_PARAMS_v2) == sizeof(CUDA_HOST_NODE_PARAMS), "host node parameters differ");
 
 static CUresult unsupported_type(CUgraphNodeType type)
 {
@@ -60,6 +61,8 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, c
     }
     case CU_GRAPH_NODE_TYPE_EMPTY:
         return cuGraphAddEmptyNode(out, g, deps, n);
+    case CU_GRAPH_NODE_TYPE_HOST:
+        return cuGraphAddHostNode(out, g, deps, n, (const CUDA_HOST_NODE_PARAMS *)&p->host);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         return cuGraphAddEventRecordNode(out, g, deps, n, p->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
@@ -103,6 +106,10 @@ static CUresult set_params(CUgraphExec exec, CUgraphNode h, const CUgraphNodePar
     case CU_GRAPH_NODE_TYPE_MEMSET: {
         CUDA_MEMSET_NODE_PARAMS m = memset_v1(&p->memset);
         return exec ? cuGraphExecMemsetNodeSetParams(exec, h, &m, p->memset.ctx) : cuGraphMemsetNodeSetParams(h, &m);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        const CUDA_HOST_NODE_PARAMS *host = (const CUDA_HOST_NODE_PARAMS *)&p->host;
+        return exec ? cuGraphExecHostNodeSetParams(exec, h, host) : cuGraphHostNodeSetParams(h, host);
     }
     default:
         return unsupported_type(p->type);

@@ -5,8 +5,11 @@
  *
  * A graph that came from stream capture is mirrored on first use, from one GRAPH_GET_NODES round trip.
  *
- * Limits: host nodes cannot run on the server (cuGraphAddHostNode is not supported); memcpy nodes copy device
- * memory only; edge data other than the default is not supported. */
+ * Host nodes are mirror nodes the client runs (graph_host.c): the server has an empty node in their place.
+ *
+ * Memcpy nodes with host memory are run by the client too (graph_host.c).
+ *
+ * Limits: a child graph with host nodes or copies of host memory is not supported. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,7 @@ void rgpu_graph_forget(uint64_t graph)
         }
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    rgpu_host_forget(graph);
 }
 
 /* One node record of GRAPH_GET_NODES at in[*off..len) -> a mirror node of graph g (NULL: malformed). */
@@ -91,6 +95,7 @@ static struct gnode *node_from_record(uint64_t g, const uint8_t *in, size_t len,
     n->memcpy.dstDevice = rec.dst, n->memcpy.dstPitch = rec.dst_pitch;
     n->memcpy.WidthInBytes = rec.width, n->memcpy.Height = rec.height, n->memcpy.Depth = 1;
     n->object = rec.object;
+    rgpu_host_claim(n);
     return n;
 }
 
@@ -156,6 +161,20 @@ static CUresult mirrored_graph(CUgraph g) /* INVALID_VALUE for no graph */
     int known = mirror_slot(H(g)) >= 0;
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     return known ? CUDA_SUCCESS : fetch_mirror(H(g));
+}
+
+CUresult rgpu_graph_mirrored(CUgraph g) { return mirrored_graph(g); }
+
+size_t rgpu_graph_members(uint64_t g, struct gnode **out, size_t cap) /* under the lock */
+{
+    size_t total = 0;
+    for (struct gnode *n = nodes; n; n = n->next)
+        total += n->graph == g;
+    size_t i = total;
+    for (struct gnode *n = nodes; out && n; n = n->next) /* the list is newest first */
+        if (n->graph == g && --i < cap)
+            out[i] = n;
+    return total;
 }
 
 API CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
@@ -258,45 +277,63 @@ struct gnode *rgpu_node_typed(CUgraphNode h, CUgraphNodeType type) /* under the 
     return n && n->type == type ? n : NULL;
 }
 
-/* -- empty, event and child-graph nodes ---------------------------------------------------------------------- */
-static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
-                          uint64_t object)
+/* -- empty, host, event and child-graph nodes ------------------------------------------------------------- */
+static CUresult send_other(const struct gnode *node, CUgraphNodeType type, uint64_t object)
 {
+    uint8_t a[RGPU_GRAPH_OTHER_NODE_REQ_SIZE], *bulk = malloc(8 * node->n_deps + 1);
+    if (!bulk)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t len = rgpu_node_deps_bulk(bulk, node);
+    rgpu_pack_graph_other_node(a, &(struct rgpu_graph_other_node_req){node->graph, node->handle,
+                                                                      (uint32_t)node->n_deps, (uint32_t)type, object});
+    CUresult r = rgpu_defer(RGPU_OP_GRAPH_OTHER_NODE, a, sizeof a, bulk, len);
+    free(bulk);
+    return r;
+}
+
+CUresult rgpu_send_placeholder(const struct gnode *node) { return send_other(node, CU_GRAPH_NODE_TYPE_EMPTY, 0); }
+
+/* host: the parameters of a host node, which the server keeps as an empty node */
+static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
+                          uint64_t object, const CUDA_HOST_NODE_PARAMS *host)
+{
+    static int logged;
     CUresult r;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
     if (type == CU_GRAPH_NODE_TYPE_GRAPH && (object == H(g) || !rgpu_graph_is_live(object, KIND_GRAPH)))
         return CUDA_ERROR_INVALID_VALUE;
-    struct gnode *node = rgpu_node_new(g, deps, n, type, &r);
+    if (type == CU_GRAPH_NODE_TYPE_GRAPH && rgpu_graph_has_host_nodes((CUgraph)(uintptr_t)object, &r))
+        return r != CUDA_SUCCESS ? r : rgpu_unsupported(&logged, "a child graph with host nodes");
+    struct gnode *node = rgpu_node_new(g, deps, n, host ? CU_GRAPH_NODE_TYPE_HOST : type, &r);
     if (!node)
         return r;
     node->object = object;
-    uint8_t a[RGPU_GRAPH_OTHER_NODE_REQ_SIZE], *bulk = malloc(8 * n + 1);
-    if (!bulk)
-        return rgpu_node_added(node, CUDA_ERROR_OUT_OF_MEMORY, out);
-    size_t len = rgpu_node_deps_bulk(bulk, node);
-    rgpu_pack_graph_other_node(a, &(struct rgpu_graph_other_node_req){H(g), node->handle, (uint32_t)n,
-                                                                      (uint32_t)type, object});
-    r = rgpu_defer(RGPU_OP_GRAPH_OTHER_NODE, a, sizeof a, bulk, len);
-    free(bulk);
-    return rgpu_node_added(node, r, out);
+    if (host)
+        node->host = *host;
+    return rgpu_node_added(node, send_other(node, type, object), out);
 }
 
 API CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n)
 {
-    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0);
+    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0, NULL);
+}
+API CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+                                const CUDA_HOST_NODE_PARAMS *p)
+{
+    return p && p->fn ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0, p) : CUDA_ERROR_INVALID_VALUE;
 }
 API CUresult cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e)
 {
-    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD, H(e)) : CUDA_ERROR_INVALID_VALUE;
+    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD, H(e), NULL) : CUDA_ERROR_INVALID_VALUE;
 }
 API CUresult cuGraphAddEventWaitNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e)
 {
-    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_WAIT_EVENT, H(e)) : CUDA_ERROR_INVALID_VALUE;
+    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_WAIT_EVENT, H(e), NULL) : CUDA_ERROR_INVALID_VALUE;
 }
 API CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraph child)
 {
-    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_GRAPH, H(child));
+    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_GRAPH, H(child), NULL);
 }
 
 static CUresult node_event(CUgraphNode h, CUgraphNodeType type, CUevent *out)

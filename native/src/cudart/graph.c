@@ -558,6 +558,34 @@ static struct cudaKernelNodeParams kernel_v1(const struct cudaKernelNodeParamsV2
                                          .extra = k->extra};
 }
 
+/* -- host nodes: the driver shim runs them on this side (native/src/graph_host.c) ------------------------------- */
+_Static_assert(sizeof(struct cudaHostNodeParams) == sizeof(CUDA_HOST_NODE_PARAMS) &&
+                   sizeof(struct cudaHostNodeParamsV2) == sizeof(CUDA_HOST_NODE_PARAMS),
+               "runtime and driver host node parameters differ");
+
+RT_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                        size_t n, const struct cudaHostNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphAddHostNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                    (const CUDA_HOST_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphHostNodeGetParams((CUgraphNode)node, (CUDA_HOST_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphHostNodeSetParams((CUgraphNode)node, (const CUDA_HOST_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                  const struct cudaHostNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphExecHostNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, (const CUDA_HOST_NODE_PARAMS *)p));
+}
+
 static struct cudaMemsetParams memset_v1(const struct cudaMemsetParamsV2 *m)
 {
     return (struct cudaMemsetParams){.dst = m->dst, .pitch = m->pitch, .value = m->value,
@@ -600,9 +628,11 @@ static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cuda
         return cudaGraphAddEventRecordNode(node, graph, deps, n, p->eventRecord.event);
     case cudaGraphNodeTypeWaitEvent:
         return cudaGraphAddEventWaitNode(node, graph, deps, n, p->eventWait.event);
+    case cudaGraphNodeTypeHost:
+        return cudaGraphAddHostNode(node, graph, deps, n, (const struct cudaHostNodeParams *)&p->host);
     default:
-        return rt_unsupported(&logged, "cudaGraphAddNode of a node type other than kernel, memcpy, memset, empty "
-                                       "and event record/wait");
+        return rt_unsupported(&logged, "cudaGraphAddNode of a node type other than kernel, memcpy, memset, empty, "
+                                       "host and event record/wait");
     }
 }
 
@@ -639,7 +669,11 @@ static cudaError_t set_node(cudaGraphExec_t exec, cudaGraphNode_t node, const st
         struct cudaMemsetParams m = memset_v1(&p->memset);
         return exec ? cudaGraphExecMemsetNodeSetParams(exec, node, &m) : cudaGraphMemsetNodeSetParams(node, &m);
     }
-    return rt_unsupported(&logged, "cudaGraph(Exec)NodeSetParams of a node type other than kernel and memset");
+    if (p->type == cudaGraphNodeTypeHost) {
+        const struct cudaHostNodeParams *h = (const struct cudaHostNodeParams *)&p->host;
+        return exec ? cudaGraphExecHostNodeSetParams(exec, node, h) : cudaGraphHostNodeSetParams(node, h);
+    }
+    return rt_unsupported(&logged, "cudaGraph(Exec)NodeSetParams of a node type other than kernel, memset and host");
 }
 
 RT_API cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams *p)

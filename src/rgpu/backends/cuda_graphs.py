@@ -9,6 +9,8 @@ driver's own rule (no synchronisation of a capturing stream) fails them and inva
 
 from __future__ import annotations
 
+import functools
+
 import cffi
 
 from rgpu.backends.base import MAX_PARAM_BYTES
@@ -193,18 +195,32 @@ class CudaGraphs:
         return _check(cu.cuGraphInstantiate(graph, flags))  # cuda-bindings' name for WithFlags
 
     def graph_instantiate_part(self, ctx, graph, nodes: list, flags: int):
-        """The subgraph of `nodes` and the edges among them: a clone without the other nodes, instantiated."""
+        """The subgraph of `nodes` and the edges among them: a clone without the other nodes, instantiated.
+
+        The clone lives as long as the exec: exec set-params name the graph's nodes, the driver wants the
+        clone's (_part_nodes maps them)."""
         self._use(ctx)
         keep = {int(n) for n in nodes}
         clone = _check(cu.cuGraphClone(graph))
         try:
+            mapping = {}
             for node in self._all_nodes(graph):
-                if node not in keep:
-                    found = _check(cu.cuGraphNodeFindInClone(cu.CUgraphNode(node), clone))
+                found = _check(cu.cuGraphNodeFindInClone(cu.CUgraphNode(node), clone))
+                if node in keep:
+                    mapping[node] = found
+                else:
                     _check(cu.cuGraphDestroyNode(found))
-            return _check(cu.cuGraphInstantiate(clone, flags))
-        finally:
+            exe = _check(cu.cuGraphInstantiate(clone, flags))
+        except BaseException:
             _check(cu.cuGraphDestroy(clone))
+            raise
+        self._part_nodes[int(exe)] = (clone, mapping)
+        return exe
+
+    @functools.cached_property
+    def _part_nodes(self) -> dict:
+        """int(exec) -> (the clone it was instantiated from, {int(graph node): the clone's node})."""
+        return {}
 
     def _all_nodes(self, graph) -> list:
         """Every node of a graph, as the driver's integer handles."""
@@ -239,6 +255,9 @@ class CudaGraphs:
     def graph_exec_destroy(self, ctx, exe) -> None:
         self._use(ctx)
         _check(cu.cuGraphExecDestroy(exe))
+        part = self._part_nodes.pop(int(exe), None)
+        if part is not None:
+            _check(cu.cuGraphDestroy(part[0]))
 
     # -- the explicit graph API --------------------------------------------------------------------
     def graph_create(self, ctx):
@@ -306,6 +325,10 @@ class CudaGraphs:
 
     def graph_node_set_params(self, ctx, node, node_type: int, params, exe) -> None:
         self._use(ctx)
+        if exe is not None and int(exe) in self._part_nodes:  # a stage of a graph with host nodes
+            node = self._part_nodes[int(exe)][1].get(int(node))
+            if node is None:
+                raise CudaError(Status.INVALID_VALUE, "the node is not in that stage of the executable graph")
         if node_type == _KERNEL:
             raw, keep = self._kernel_params(ctx, params)
             if exe is None:
