@@ -7,10 +7,12 @@
  * record however many nodes it has. Ending a capture is a round trip, so the program gets the driver's own
  * verdict on it (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED after an illegal call, which the server saw).
  *
- * Limits (documented in docs/protocol.md, "Graphs"): host<->device copies of the program's memory on a
+ * Limits (docs/protocol.md, "Graphs, host nodes"): host<->device copies of the program's memory on a
  * capturing stream fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture (the server's
  * staging buffer is not the program's memory). cuStreamGetCaptureInfo answers locally unless the caller asks
- * for the dependency set, which is the server's (the captured nodes live there): then it is one round trip. */
+ * for the dependency set, which is the server's (the captured nodes live there): then it is one round trip.
+ * cuLaunchHostFunc on a capturing stream becomes a host node, and graphs with host nodes are instantiated and
+ * launched in stages (graph_host.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

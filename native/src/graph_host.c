@@ -11,12 +11,12 @@
  * the calling thread, launches stage 2, and so on. A graph without host nodes is untouched: one deferred
  * GRAPH_LAUNCH, as ever.
  *
- * Limits (docs/limits.md, "Graphs"): the launch of a graph with host nodes blocks the calling thread until its
- * last host function has run (natively it returns at once and a driver thread runs them); nodes parallel to a
- * host node are serialized around it (a stage ends where any host node begins); cuGraphExecUpdate of such a
- * graph fails with CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED (instantiate it again); a child graph with host
- * nodes, a memcpy node changed between host and device memory, and a stage of more than 4096 nodes are not
- * supported. */
+ * Limits (docs/protocol.md, "Graphs, host nodes"): the launch of a graph with host nodes blocks the calling
+ * thread until its last host function has run (natively it returns at once and a driver thread runs them), and
+ * costs a round trip per stage; nodes parallel to a host node are serialized around it (a stage ends where any
+ * host node begins); cuGraphExecUpdate of such a graph fails with CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED
+ * (instantiate it again); a child graph with host nodes, a memcpy node changed between host and device memory,
+ * and a stage of more than 4096 nodes are not supported. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
