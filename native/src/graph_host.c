@@ -31,6 +31,9 @@
 #define MAX_STAGE_NODES 4096 /* the server's limit on the nodes of one GRAPH_INSTANTIATE_PART */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int ever; /* a node the client runs was ever made: until then no graph needs looking at (llama.cpp's) */
+
+void rgpu_client_node_made(void) { __atomic_store_n(&ever, 1, __ATOMIC_RELEASE); }
 
 /* -- host functions captured from a stream: their nodes until the graph's mirror is fetched ------------------ */
 static struct {
@@ -47,6 +50,7 @@ CUresult rgpu_capture_host_func(CUstream s, CUhostFn fn, void *data, int *was_ca
         return state ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
     uint64_t node = rgpu_graph_mint(KIND_GRAPH_NODE);
     int slot = -1;
+    rgpu_client_node_made();
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_CAPTURED_HOST && slot < 0; i++)
         if (!captured[i].node)
@@ -93,6 +97,8 @@ int rgpu_graph_has_host_nodes(CUgraph g, CUresult *r)
 {
     int pending = 0;
     *r = CUDA_SUCCESS;
+    if (!__atomic_load_n(&ever, __ATOMIC_ACQUIRE))
+        return 0;
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_CAPTURED_HOST && !pending; i++)
         pending = captured[i].node && captured[i].graph == H(g);

@@ -52,6 +52,7 @@ CUresult rgpu_send_placeholder(const struct gnode *node);
 static inline int rgpu_node_on_client(const struct gnode *n) { return n->type == CU_GRAPH_NODE_TYPE_HOST || n->client; }
 /* graph_host.c: a memcpy node's copy of host memory: whether it is one (0: device only), and running it */
 int rgpu_copy_on_client(const CUDA_MEMCPY3D *m);
+void rgpu_client_node_made(void); /* before a node the client runs joins a mirror */
 CUresult rgpu_client_copy(const CUDA_MEMCPY3D *m, CUstream s);
 CUresult rgpu_exec_set_copy(uint64_t exe, uint64_t node, const CUDA_MEMCPY3D *m); /* a staged exec's copy step */
 /* cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2: edge data (programmatic edges) included. */

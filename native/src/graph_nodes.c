@@ -309,8 +309,10 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
     if (!node)
         return r;
     node->object = object;
-    if (host)
+    if (host) {
         node->host = *host;
+        rgpu_client_node_made();
+    }
     return rgpu_node_added(node, send_other(node, type, object), out);
 }
 

@@ -282,6 +282,8 @@ API CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode
     node->memcpy = *p;
     node->ctx = ctx;
     node->client = client;
+    if (client)
+        rgpu_client_node_made();
     return rgpu_node_added(node, client ? rgpu_send_placeholder(node) : send_memcpy(node, H(g), 0), out);
 }
 
