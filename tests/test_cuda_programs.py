@@ -27,6 +27,7 @@ LINKS = {
     "pinned_uva": ["-lcuda"],
     "graph_generic": ["-lcuda"],
     "graph_host": ["-lcuda"],
+    "graph_memory": [],
 }
 
 

@@ -1,6 +1,7 @@
 """The server's side of host nodes (native/src/graph_host.c runs them on the client): a stage of an executable
-graph (GRAPH_INSTANTIATE_PART) and a host function's place in a capture (STREAM_CAPTURE_EMPTY_NODE), on the fake
-backend; RGPU_TEST_BACKEND=cuda runs them on NVIDIA's graphs (tests/gpu/run_on_gpu.sh)."""
+graph (GRAPH_INSTANTIATE_PART) and a host function's place in a capture (STREAM_CAPTURE_EMPTY_NODE); and memory
+nodes (GRAPH_MEM_ALLOC_NODE) in the session's quota. On the fake backend; RGPU_TEST_BACKEND=cuda runs the ones
+with a `client` fixture on NVIDIA's graphs (tests/gpu/run_on_gpu.sh)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
 from rgpu.session.handles import Kind
 
+from .conftest import running_server
 from .test_graphs import call, defer, get, kernel_node, launch_ex, mint, parse_nodes, put, setup_vadd
 
 
@@ -137,3 +139,59 @@ async def test_a_host_functions_place_in_a_capture_is_an_empty_node(client):
     await defer(client, ops.GRAPH_LAUNCH, second, stream)
     await client.stream_synchronize(stream)
     assert np.all(await get(client, a, n) == 0)
+
+
+# -- memory nodes -----------------------------------------------------------------------------------------
+async def mem_alloc_node(client, graph, node, size, deps=(), device=0):
+    dptr = await call(client, ops.GRAPH_MEM_ALLOC_NODE, graph, node, len(deps), device, size,
+                      bulk=struct.pack(f"<{len(deps)}Q", *deps))
+    return dptr
+
+
+async def test_graph_memory_counts_while_a_graph_or_exec_holds_it():
+    async with running_server(session_mem_limit=1 << 20, isolation="thread") as s:
+        c = await s.connect()
+        await c.ctx_set_current(await c.primary_ctx_retain(0))
+        session = s.server.sessions[c.session_id]
+        graph = mint(Kind.GRAPH)
+        await defer(c, ops.GRAPH_CREATE, graph, 0)
+        with pytest.raises(CudaError) as e:  # over the session's limit
+            await mem_alloc_node(c, graph, mint(Kind.GRAPH_NODE), 2 << 20)
+        assert e.value.code == Status.OUT_OF_MEMORY
+        for bad in ((graph, mint(Kind.GRAPH_NODE), 0, 0), (graph, mint(Kind.GRAPH_NODE), 4096, 7),
+                    (graph, 1234, 4096, 0)):  # no bytes, another device, not a client node handle
+            with pytest.raises(CudaError) as e:
+                await mem_alloc_node(c, *bad[:3], device=bad[3])
+            assert e.value.code == Status.INVALID_VALUE
+        alloc = mint(Kind.GRAPH_NODE)
+        dptr = await mem_alloc_node(c, graph, alloc, 600 << 10)
+        assert session.memory.charged["graph memory"] == 600 << 10
+        with pytest.raises(CudaError):
+            await c.mem_alloc(600 << 10)  # the graph's bytes are taken
+        await defer(c, ops.GRAPH_MEMSET_NODE, graph, set_ := mint(Kind.GRAPH_NODE), 0, 1, dptr, 4096, 7, 1, 4096, 1,
+                    bulk=struct.pack("<Q", alloc))  # graph memory is device memory for the range checks
+        await defer(c, ops.GRAPH_OTHER_NODE, graph, free := mint(Kind.GRAPH_NODE), 1, 11, dptr,
+                    bulk=struct.pack("<Q", set_))
+        await c.synchronize()
+        with pytest.raises(CudaError) as e:  # freed twice
+            await call(c, ops.GRAPH_OTHER_NODE, graph, mint(Kind.GRAPH_NODE), 1, 11, dptr, bulk=struct.pack("<Q", free))
+        assert e.value.code == Status.INVALID_VALUE
+        with pytest.raises(CudaError) as e:  # not graph memory
+            await call(c, ops.GRAPH_OTHER_NODE, graph, mint(Kind.GRAPH_NODE), 0, 11, dptr + 4096)
+        assert e.value.code == Status.INVALID_VALUE
+        with pytest.raises(CudaError) as e:
+            await call(c, ops.GRAPH_CLONE, graph, mint(Kind.GRAPH), 0)
+        assert e.value.code == Status.NOT_SUPPORTED
+        exe = mint(Kind.GRAPH_EXEC)
+        await defer(c, ops.GRAPH_INSTANTIATE, graph, exe, 0)
+        await defer(c, ops.GRAPH_LAUNCH, exe, 0)
+        await defer(c, ops.GRAPH_DESTROY, graph)
+        await c.synchronize()
+        assert session.memory.charged["graph memory"] == 600 << 10  # the exec holds it
+        await defer(c, ops.GRAPH_EXEC_DESTROY, exe)
+        await c.synchronize()
+        assert session.memory.charged["graph memory"] == 0
+        with pytest.raises(CudaError):  # no longer the session's memory
+            await call(c, ops.MEMSET_D8, dptr, 0, 16)
+        await c.mem_free(await c.mem_alloc(600 << 10))  # its bytes are back
+        await c.aclose()

@@ -119,4 +119,6 @@ HAND_WRITTEN = {
     "cuGraphAddNode_v2", "cuGraphAddNode", "cuGraphNodeSetParams", "cuGraphExecNodeSetParams",
     # host nodes, run on the client; executable graphs with them run in stages (native/src/graph_host.c)
     "cuGraphAddHostNode", "cuGraphHostNodeGetParams", "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams",
+    # memory nodes (native/src/graph_nodes.c): the address from the server, the memory in the session's quota
+    "cuGraphAddMemAllocNode", "cuGraphMemAllocNodeGetParams", "cuGraphAddMemFreeNode", "cuGraphMemFreeNodeGetParams",
 }

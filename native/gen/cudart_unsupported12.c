@@ -234,18 +234,6 @@ RT_API cudaError_t cudaGraphAddExternalSemaphoresWaitNode(cudaGraphNode_t *pGrap
     return rt_unsupported(&logged, "cudaGraphAddExternalSemaphoresWaitNode");
 }
 
-RT_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, struct cudaMemAllocNodeParams *nodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemAllocNode");
-}
-
-RT_API cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, void *dptr)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemFreeNode");
-}
-
 RT_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies, size_t numDependencies, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     static int logged;
@@ -380,18 +368,6 @@ RT_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hSrc, cudaG
 RT_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
     return cudaGraphLaunch(graphExec, stream);
-}
-
-RT_API cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams *params_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemAllocNodeGetParams");
-}
-
-RT_API cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void *dptr_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemFreeNodeGetParams");
 }
 
 RT_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *pNodeParams)

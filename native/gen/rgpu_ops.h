@@ -6104,6 +6104,47 @@ static inline int rgpu_unpack_stream_capture_empty_node_req(const uint8_t *in, s
     return 0;
 }
 
+/* GRAPH_MEM_ALLOC_NODE: cuGraphAddMemAllocNode: client-minted `node` of `graph` allocating `size` bytes on `device` (the graph's context's) -> the address it will have; counts against the session's memory limit until the graph and every exec made from it are destroyed. Free nodes are GRAPH_OTHER_NODE of type 11 (CU_GRAPH_NODE_TYPE_MEM_FREE), object the address [context] */
+#define RGPU_OP_GRAPH_MEM_ALLOC_NODE 0x02E2
+#define RGPU_GRAPH_MEM_ALLOC_NODE_REQ_SIZE 32
+#define RGPU_GRAPH_MEM_ALLOC_NODE_REP_SIZE 8
+struct rgpu_graph_mem_alloc_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint32_t deps;
+    uint32_t device;
+    uint64_t size;
+};
+static inline void rgpu_pack_graph_mem_alloc_node(uint8_t out[RGPU_GRAPH_MEM_ALLOC_NODE_REQ_SIZE], const struct rgpu_graph_mem_alloc_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u32(out + 16, m->deps);
+    rgpu_put_u32(out + 20, m->device);
+    rgpu_put_u64(out + 24, m->size);
+}
+static inline int rgpu_unpack_graph_mem_alloc_node_req(const uint8_t *in, size_t len, struct rgpu_graph_mem_alloc_node_req *m)
+{
+    if (len != RGPU_GRAPH_MEM_ALLOC_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->deps = (uint32_t)rgpu_get_u32(in + 16);
+    m->device = (uint32_t)rgpu_get_u32(in + 20);
+    m->size = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+struct rgpu_graph_mem_alloc_node_rep {
+    uint64_t dptr;
+};
+static inline int rgpu_unpack_graph_mem_alloc_node(const uint8_t *in, size_t len, struct rgpu_graph_mem_alloc_node_rep *m)
+{
+    if (len != RGPU_GRAPH_MEM_ALLOC_NODE_REP_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -6245,6 +6286,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_DNN_BN_BACKWARD_EX:
     case RGPU_OP_GRAPH_INSTANTIATE_PART:
     case RGPU_OP_STREAM_CAPTURE_EMPTY_NODE:
+    case RGPU_OP_GRAPH_MEM_ALLOC_NODE:
         return 1;
     default:
         return 0;
@@ -6542,6 +6584,8 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_GRAPH_INSTANTIATE_PART:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_STREAM_CAPTURE_EMPTY_NODE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_MEM_ALLOC_NODE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};

@@ -404,18 +404,6 @@ CUresult cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *phGraphNode, CUgraph 
     return rgpu_unsupported(&logged, "cuGraphAddExternalSemaphoresWaitNode");
 }
 
-CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddMemAllocNode");
-}
-
-CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddMemFreeNode");
-}
-
 CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
 {
     static int logged;
@@ -528,18 +516,6 @@ CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphKernelNodeCopyAttributes");
-}
-
-CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemAllocNodeGetParams");
-}
-
-CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemFreeNodeGetParams");
 }
 
 CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)

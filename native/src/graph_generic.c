@@ -15,6 +15,8 @@
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v3) == sizeof(CUDA_KERNEL_NODE_PARAMS),
                "the generic kernel parameters are the _v2 function's");
 _Static_assert(sizeof(CUDA_HOST_NODE_PARAMS_v2) == sizeof(CUDA_HOST_NODE_PARAMS), "host node parameters differ");
+_Static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v2) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS),
+               "memory allocation node parameters differ");
 
 static CUresult unsupported_type(CUgraphNodeType type)
 {
@@ -63,6 +65,10 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, c
         return cuGraphAddEmptyNode(out, g, deps, n);
     case CU_GRAPH_NODE_TYPE_HOST:
         return cuGraphAddHostNode(out, g, deps, n, (const CUDA_HOST_NODE_PARAMS *)&p->host);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        return cuGraphAddMemAllocNode(out, g, deps, n, (CUDA_MEM_ALLOC_NODE_PARAMS *)&p->alloc);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return cuGraphAddMemFreeNode(out, g, deps, n, p->free.dptr);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         return cuGraphAddEventRecordNode(out, g, deps, n, p->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:

@@ -32,6 +32,7 @@ struct gnode {
     CUcontext ctx;
     uint64_t object; /* event or child graph */
     CUDA_HOST_NODE_PARAMS host; /* host nodes: what the client runs (graph_host.c); an empty node on the server */
+    CUDA_MEM_ALLOC_NODE_PARAMS alloc; /* mem-alloc nodes (accessDescs not kept); the address is `object` */
     int client; /* a memcpy node with host memory: the client copies (graph_host.c); an empty node on the server */
     struct gnode *next;
 };

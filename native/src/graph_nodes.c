@@ -9,7 +9,11 @@
  *
  * Memcpy nodes with host memory are run by the client too (graph_host.c).
  *
- * Limits: a child graph with host nodes or copies of host memory is not supported. */
+ * Memory allocation nodes get their address from the server (one round trip); the memory counts against the
+ * session's quota while the graph or an exec made from it lives (docs/protocol.md, "Graph memory").
+ *
+ * Limits: a child graph with host nodes, copies of host memory or memory nodes is not supported; nor are cloning
+ * a graph with memory nodes and destroying a memory node. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +56,8 @@ void rgpu_graph_forget(uint64_t graph)
         struct gnode *n = *p;
         if (n->graph == graph) {
             *p = n->next;
+            if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) /* no more device memory here, for copies' routing */
+                rgpu_ranges_drop_device_within(n->object, 1);
             rgpu_node_free(n);
         } else {
             p = &n->next;
@@ -164,6 +170,14 @@ static CUresult mirrored_graph(CUgraph g) /* INVALID_VALUE for no graph */
 }
 
 CUresult rgpu_graph_mirrored(CUgraph g) { return mirrored_graph(g); }
+
+static int has_memory_nodes(uint64_t g) /* under the lock; the server refuses to clone or nest such a graph */
+{
+    for (struct gnode *n = nodes; n; n = n->next)
+        if (n->graph == g && (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE))
+            return 1;
+    return 0;
+}
 
 size_t rgpu_graph_members(uint64_t g, struct gnode **out, size_t cap) /* under the lock */
 {
@@ -305,6 +319,13 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         return CUDA_ERROR_INVALID_VALUE;
     if (type == CU_GRAPH_NODE_TYPE_GRAPH && rgpu_graph_has_host_nodes((CUgraph)(uintptr_t)object, &r))
         return r != CUDA_SUCCESS ? r : rgpu_unsupported(&logged, "a child graph with host nodes");
+    if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
+        pthread_mutex_lock(&rgpu_graph_nodes_lock);
+        int memory = has_memory_nodes(object);
+        pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+        if (memory) /* as CUDA's */
+            return CUDA_ERROR_NOT_SUPPORTED;
+    }
     struct gnode *node = rgpu_node_new(g, deps, n, host ? CU_GRAPH_NODE_TYPE_HOST : type, &r);
     if (!node)
         return r;
@@ -325,6 +346,80 @@ API CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *
 {
     return p && p->fn ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0, p) : CUDA_ERROR_INVALID_VALUE;
 }
+/* -- memory nodes: the address comes from the server (one round trip); the memory counts in the session's quota
+ * while the graph or an exec made from it lives ------------------------------------------------------------ */
+API CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+                                    CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    static int logged;
+    CUresult r;
+    if (!out || !p || !p->bytesize || p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE || (p->accessDescCount && !p->accessDescs))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < p->accessDescCount; i++) /* the owning device reads and writes; no peers */
+        if (p->accessDescs[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+            p->accessDescs[i].location.id != p->poolProps.location.id)
+            return rgpu_unsupported(&logged, "graph memory allocation nodes with peer access");
+    if (p->poolProps.handleTypes)
+        return rgpu_unsupported(&logged, "graph memory allocation nodes with shareable handles");
+    struct gnode *node = rgpu_node_new(g, deps, n, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &r);
+    if (!node)
+        return r;
+    uint8_t a[RGPU_GRAPH_MEM_ALLOC_NODE_REQ_SIZE], rep[RGPU_GRAPH_MEM_ALLOC_NODE_REP_SIZE], *bulk = malloc(8 * n + 1);
+    struct rgpu_graph_mem_alloc_node_rep got;
+    if (!bulk)
+        return rgpu_node_added(node, CUDA_ERROR_OUT_OF_MEMORY, out);
+    size_t len = rgpu_node_deps_bulk(bulk, node);
+    rgpu_pack_graph_mem_alloc_node(a, &(struct rgpu_graph_mem_alloc_node_req){H(g), node->handle, (uint32_t)n,
+                                                                              (uint32_t)p->poolProps.location.id,
+                                                                              p->bytesize});
+    r = rgpu_call(RGPU_OP_GRAPH_MEM_ALLOC_NODE, a, sizeof a, bulk, len, rep, sizeof rep, NULL);
+    free(bulk);
+    if (r == CUDA_SUCCESS && rgpu_unpack_graph_mem_alloc_node(rep, sizeof rep, &got) < 0)
+        r = rgpu_bad_reply(RGPU_OP_GRAPH_MEM_ALLOC_NODE, "reply of the wrong size");
+    if (r == CUDA_SUCCESS) {
+        node->alloc = *p;
+        node->alloc.accessDescs = NULL, node->alloc.accessDescCount = 0;
+        node->object = node->alloc.dptr = p->dptr = got.dptr;
+        rgpu_ranges_note_device(got.dptr, p->bytesize, rgpu_thread_ctx());
+    }
+    return rgpu_node_added(node, r, out);
+}
+
+API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_typed(h, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+    if (n)
+        *p = n->alloc;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUdeviceptr dptr)
+{
+    int known = 0; /* the address an allocation node was given (the server checks the rest) */
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    for (struct gnode *m = nodes; m && !known; m = m->next)
+        known = m->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && m->object == dptr;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return known ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr, NULL) : CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
+{
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_typed(h, CU_GRAPH_NODE_TYPE_MEM_FREE);
+    if (n)
+        *dptr = n->object;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 API CUresult cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e)
 {
     return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD, H(e), NULL) : CUDA_ERROR_INVALID_VALUE;
@@ -587,6 +682,12 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
     CUresult r = mirrored_graph(g);
     if (r != CUDA_SUCCESS)
         return r;
+    static int logged;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int memory = has_memory_nodes(H(g));
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (memory)
+        return rgpu_unsupported(&logged, "cloning a graph with memory allocation or free nodes");
     uint64_t clone = rgpu_graph_mint(KIND_GRAPH);
     size_t count = 0, i = 0;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
@@ -690,6 +791,10 @@ API CUresult cuGraphDestroyNode(CUgraphNode h)
     while (*p && (*p)->handle != H(h))
         p = &(*p)->next;
     struct gnode *n = *p;
+    if (n && (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE)) {
+        pthread_mutex_unlock(&rgpu_graph_nodes_lock); /* the server keeps memory nodes until their graph goes */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (n) {
         *p = n->next;
         for (struct gnode *m = nodes; m; m = m->next) /* and every edge into it */

@@ -586,6 +586,35 @@ RT_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGrap
     WITH_CONTEXT(cuGraphExecHostNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, (const CUDA_HOST_NODE_PARAMS *)p));
 }
 
+/* -- memory nodes ------------------------------------------------------------------------------------------------ */
+_Static_assert(sizeof(struct cudaMemAllocNodeParams) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) &&
+                   sizeof(struct cudaMemAllocNodeParamsV2) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS),
+               "runtime and driver memory allocation node parameters differ");
+
+RT_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                            size_t n, struct cudaMemAllocNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphAddMemAllocNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                        (CUDA_MEM_ALLOC_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphMemAllocNodeGetParams((CUgraphNode)node, (CUDA_MEM_ALLOC_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                           size_t n, void *dptr)
+{
+    WITH_CONTEXT(cuGraphAddMemFreeNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                       (CUdeviceptr)(uintptr_t)dptr));
+}
+
+RT_API cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void *dptr_out)
+{
+    WITH_CONTEXT(cuGraphMemFreeNodeGetParams((CUgraphNode)node, (CUdeviceptr *)dptr_out));
+}
+
 static struct cudaMemsetParams memset_v1(const struct cudaMemsetParamsV2 *m)
 {
     return (struct cudaMemsetParams){.dst = m->dst, .pitch = m->pitch, .value = m->value,
@@ -630,9 +659,13 @@ static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cuda
         return cudaGraphAddEventWaitNode(node, graph, deps, n, p->eventWait.event);
     case cudaGraphNodeTypeHost:
         return cudaGraphAddHostNode(node, graph, deps, n, (const struct cudaHostNodeParams *)&p->host);
+    case cudaGraphNodeTypeMemAlloc:
+        return cudaGraphAddMemAllocNode(node, graph, deps, n, (struct cudaMemAllocNodeParams *)&p->alloc);
+    case cudaGraphNodeTypeMemFree:
+        return cudaGraphAddMemFreeNode(node, graph, deps, n, p->free.dptr);
     default:
         return rt_unsupported(&logged, "cudaGraphAddNode of a node type other than kernel, memcpy, memset, empty, "
-                                       "host and event record/wait");
+                                       "host, memory and event record/wait");
     }
 }
 

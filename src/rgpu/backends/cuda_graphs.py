@@ -94,6 +94,7 @@ def _attribute_records(attributes) -> bytes:
 
 # CUgraphNodeType (rgpu.dispatch.graphs)
 _KERNEL, _MEMCPY, _MEMSET, _CHILD, _EMPTY, _WAIT_EVENT, _EVENT_RECORD = 0, 1, 2, 4, 5, 6, 7
+_MEM_FREE = 11
 
 
 def _stream(stream):
@@ -321,7 +322,25 @@ class CudaGraphs:
             return _check(cu.cuGraphAddEventWaitNode(graph, deps, n, params))
         if node_type == _CHILD:
             return _check(cu.cuGraphAddChildGraphNode(graph, deps, n, params))
+        if node_type == _MEM_FREE:
+            return _check(cu.cuGraphAddMemFreeNode(graph, deps, n, cu.CUdeviceptr(params)))
         raise CudaError(Status.NOT_SUPPORTED, f"graph node type {node_type}")
+
+    def graph_add_mem_alloc(self, ctx, graph, deps: list, size: int) -> tuple:
+        """A memory allocation node on the context's device -> (node, the address the driver gave it)."""
+        self._use(ctx)
+        p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
+        p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        p.poolProps.location.id = int(_check(cu.cuCtxGetDevice()))
+        p.bytesize = size
+        node = _check(cu.cuGraphAddMemAllocNode(graph, deps, len(deps), p))
+        return node, int(p.dptr)
+
+    def graph_mem_release(self, ctx, ptr: int) -> None:
+        """No graph or exec holds the memory now: the driver's cache of graph memory goes back to the device."""
+        self._use(ctx)
+        _check(cu.cuDeviceGraphMemTrim(_check(cu.cuCtxGetDevice())))
 
     def graph_node_set_params(self, ctx, node, node_type: int, params, exe) -> None:
         self._use(ctx)

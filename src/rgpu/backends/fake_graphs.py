@@ -18,6 +18,7 @@ from rgpu.errors import CudaError, Status
 
 # CUgraphNodeType
 KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
+MEM_ALLOC, MEM_FREE = 10, 11
 NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
 # CUgraphExecUpdateResult
 UPDATE_SUCCESS, UPDATE_ERROR, UPDATE_TOPOLOGY_CHANGED, UPDATE_NODE_TYPE_CHANGED = 0, 1, 2, 3
@@ -355,7 +356,7 @@ class FakeGraphs:
         if node_type == CHILD:  # CUDA copies the child graph into the node when it is added
             nodes, _ = _copies(params.nodes)
             return (cls.graph_launch.__wrapped__, dict(ctx=ctx, exe=FakeExec(ctx, nodes), stream=None))
-        if node_type == EMPTY:
+        if node_type in (EMPTY, MEM_FREE):  # graph memory stays allocated while its graph or an exec holds it
             return None
         raise CudaError(Status.NOT_SUPPORTED, f"graph node type {node_type}")
 
@@ -364,6 +365,17 @@ class FakeGraphs:
         node = FakeNode(node_type, self._node_call(ctx, node_type, params), list(deps), graph)
         graph.nodes.append(node)
         return node
+
+    def graph_add_mem_alloc(self, ctx, graph: FakeGraph, deps: list, size: int) -> tuple:
+        """A memory allocation node: the memory is allocated now, at the address every launch will use."""
+        ctx.check()
+        ptr = self.mem_alloc(ctx, size)
+        node = FakeNode(MEM_ALLOC, None, list(deps), graph)
+        graph.nodes.append(node)
+        return node, ptr
+
+    def graph_mem_release(self, ctx, ptr: int) -> None:
+        self.mem_free(ctx, ptr)
 
     def graph_node_set_params(self, ctx, node: FakeNode, node_type: int, params, exe: FakeExec | None) -> None:
         ctx.check()

@@ -731,6 +731,13 @@ STREAM_CAPTURE_EMPTY_NODE = _op(0x02E1, "STREAM_CAPTURE_EMPTY_NODE", "stream:u64
                                 doc="an empty node at the capturing stream's position (after its dependencies, "
                                     "then its only dependency): client-minted `node` of the capture's `graph`, where "
                                     "the client keeps a host function (cuLaunchHostFunc during capture)")
+GRAPH_MEM_ALLOC_NODE = _op(0x02E2, "GRAPH_MEM_ALLOC_NODE", "graph:u64 node:u64 deps:u32 device:u32 size:u64",
+                           "dptr:u64", request_bulk="deps x u64 node handles", names="graph:graph",
+                           doc="cuGraphAddMemAllocNode: client-minted `node` of `graph` allocating `size` bytes on "
+                               "`device` (the graph's context's) -> the address it will have; counts against the "
+                               "session's memory limit until the graph and every exec made from it are destroyed. "
+                               "Free nodes are GRAPH_OTHER_NODE of type 11 (CU_GRAPH_NODE_TYPE_MEM_FREE), object "
+                               "the address")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 # Kernel output (0x0140-0x014F).
