@@ -14,9 +14,6 @@
 
 _Static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS_v3) == sizeof(CUDA_KERNEL_NODE_PARAMS),
                "the generic kernel parameters are the _v2 function's");
-_Static_assert(sizeof(CUDA_HOST_NODE_PARAMS_v2) == sizeof(CUDA_HOST_NODE_PARAMS), "host node parameters differ");
-_Static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v2) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS),
-               "memory allocation node parameters differ");
 
 static CUresult unsupported_type(CUgraphNodeType type)
 {
@@ -32,8 +29,13 @@ static CUDA_MEMSET_NODE_PARAMS memset_v1(const CUDA_MEMSET_NODE_PARAMS_v2 *p)
                                      .elementSize = p->elementSize, .width = p->width, .height = p->height};
 }
 
+static CUDA_HOST_NODE_PARAMS host_v1(const CUDA_HOST_NODE_PARAMS_v2 *p) /* newer headers may grow _v2 */
+{
+    return (CUDA_HOST_NODE_PARAMS){.fn = p->fn, .userData = p->userData};
+}
+
 static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data,
-                         size_t n, const CUgraphNodeParams *p)
+                         size_t n, CUgraphNodeParams *p) /* p: the allocation's address comes back in it */
 {
     if (!p || !out)
         return CUDA_ERROR_INVALID_VALUE;
@@ -63,10 +65,17 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, c
     }
     case CU_GRAPH_NODE_TYPE_EMPTY:
         return cuGraphAddEmptyNode(out, g, deps, n);
-    case CU_GRAPH_NODE_TYPE_HOST:
-        return cuGraphAddHostNode(out, g, deps, n, (const CUDA_HOST_NODE_PARAMS *)&p->host);
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-        return cuGraphAddMemAllocNode(out, g, deps, n, (CUDA_MEM_ALLOC_NODE_PARAMS *)&p->alloc);
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        CUDA_HOST_NODE_PARAMS h = host_v1(&p->host);
+        return cuGraphAddHostNode(out, g, deps, n, &h);
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: { /* newer headers may grow the _v2 record: field by field */
+        CUDA_MEM_ALLOC_NODE_PARAMS a = {.poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
+                                        .accessDescCount = p->alloc.accessDescCount, .bytesize = p->alloc.bytesize};
+        CUresult r = cuGraphAddMemAllocNode(out, g, deps, n, &a);
+        p->alloc.dptr = a.dptr;
+        return r;
+    }
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         return cuGraphAddMemFreeNode(out, g, deps, n, p->free.dptr);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
@@ -114,8 +123,8 @@ static CUresult set_params(CUgraphExec exec, CUgraphNode h, const CUgraphNodePar
         return exec ? cuGraphExecMemsetNodeSetParams(exec, h, &m, p->memset.ctx) : cuGraphMemsetNodeSetParams(h, &m);
     }
     case CU_GRAPH_NODE_TYPE_HOST: {
-        const CUDA_HOST_NODE_PARAMS *host = (const CUDA_HOST_NODE_PARAMS *)&p->host;
-        return exec ? cuGraphExecHostNodeSetParams(exec, h, host) : cuGraphHostNodeSetParams(h, host);
+        CUDA_HOST_NODE_PARAMS host = host_v1(&p->host);
+        return exec ? cuGraphExecHostNodeSetParams(exec, h, &host) : cuGraphHostNodeSetParams(h, &host);
     }
     default:
         return unsupported_type(p->type);

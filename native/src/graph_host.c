@@ -18,6 +18,7 @@
  * (instantiate it again); a child graph with host nodes, a memcpy node changed between host and device memory,
  * and a stage of more than 4096 nodes are not supported. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,14 +125,7 @@ int rgpu_graph_has_host_nodes(CUgraph g, CUresult *r)
 /* -- host node parameters -------------------------------------------------------------------------------------- */
 API CUresult cuGraphHostNodeGetParams(CUgraphNode h, CUDA_HOST_NODE_PARAMS *p)
 {
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&rgpu_graph_nodes_lock);
-    struct gnode *n = rgpu_node_typed(h, CU_GRAPH_NODE_TYPE_HOST);
-    if (n)
-        *p = n->host;
-    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return rgpu_node_field(h, CU_GRAPH_NODE_TYPE_HOST, offsetof(struct gnode, host), p, sizeof *p);
 }
 
 API CUresult cuGraphHostNodeSetParams(CUgraphNode h, const CUDA_HOST_NODE_PARAMS *p)

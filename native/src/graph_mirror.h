@@ -40,6 +40,8 @@ struct gnode {
 extern pthread_mutex_t rgpu_graph_nodes_lock; /* the mirror: every node of every mirrored graph */
 struct gnode *rgpu_node_find(uint64_t h);     /* under the lock */
 struct gnode *rgpu_node_typed(CUgraphNode h, CUgraphNodeType type); /* under the lock; NULL: not of that type */
+/* The get-params functions: `size` bytes of node h's field at `offset` into out, if h is of `type`. */
+CUresult rgpu_node_field(CUgraphNode h, CUgraphNodeType type, size_t offset, void *out, size_t size);
 /* A new node of graph g after deps (all of g), not yet linked in; NULL with *r set on failure. */
 struct gnode *rgpu_node_new(CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type, CUresult *r);
 void rgpu_node_link(struct gnode *node, CUgraphNode *out);

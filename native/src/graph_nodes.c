@@ -15,6 +15,7 @@
  * Limits: a child graph with host nodes, copies of host memory or memory nodes is not supported; nor are cloning
  * a graph with memory nodes and destroying a memory node. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -291,6 +292,18 @@ struct gnode *rgpu_node_typed(CUgraphNode h, CUgraphNodeType type) /* under the 
     return n && n->type == type ? n : NULL;
 }
 
+CUresult rgpu_node_field(CUgraphNode h, CUgraphNodeType type, size_t offset, void *out, size_t size)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_typed(h, type);
+    if (n)
+        memcpy(out, (const uint8_t *)n + offset, size);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* -- empty, host, event and child-graph nodes ------------------------------------------------------------- */
 static CUresult send_other(const struct gnode *node, CUgraphNodeType type, uint64_t object)
 {
@@ -388,14 +401,7 @@ API CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph g, const CUgraphNo
 
 API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&rgpu_graph_nodes_lock);
-    struct gnode *n = rgpu_node_typed(h, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
-    if (n)
-        *p = n->alloc;
-    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return rgpu_node_field(h, CU_GRAPH_NODE_TYPE_MEM_ALLOC, offsetof(struct gnode, alloc), p, sizeof *p);
 }
 
 API CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUdeviceptr dptr)
@@ -410,14 +416,8 @@ API CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph g, const CUgraphNod
 
 API CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
 {
-    if (!dptr)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&rgpu_graph_nodes_lock);
-    struct gnode *n = rgpu_node_typed(h, CU_GRAPH_NODE_TYPE_MEM_FREE);
-    if (n)
-        *dptr = n->object;
-    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    _Static_assert(sizeof(CUdeviceptr) == sizeof(uint64_t), "the address is the node's object");
+    return rgpu_node_field(h, CU_GRAPH_NODE_TYPE_MEM_FREE, offsetof(struct gnode, object), dptr, sizeof *dptr);
 }
 
 API CUresult cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e)

@@ -559,8 +559,7 @@ static struct cudaKernelNodeParams kernel_v1(const struct cudaKernelNodeParamsV2
 }
 
 /* -- host nodes: the driver shim runs them on this side (native/src/graph_host.c) ------------------------------- */
-_Static_assert(sizeof(struct cudaHostNodeParams) == sizeof(CUDA_HOST_NODE_PARAMS) &&
-                   sizeof(struct cudaHostNodeParamsV2) == sizeof(CUDA_HOST_NODE_PARAMS),
+_Static_assert(sizeof(struct cudaHostNodeParams) == sizeof(CUDA_HOST_NODE_PARAMS),
                "runtime and driver host node parameters differ");
 
 RT_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
@@ -587,8 +586,7 @@ RT_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGrap
 }
 
 /* -- memory nodes ------------------------------------------------------------------------------------------------ */
-_Static_assert(sizeof(struct cudaMemAllocNodeParams) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) &&
-                   sizeof(struct cudaMemAllocNodeParamsV2) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS),
+_Static_assert(sizeof(struct cudaMemAllocNodeParams) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS),
                "runtime and driver memory allocation node parameters differ");
 
 RT_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
@@ -622,7 +620,7 @@ static struct cudaMemsetParams memset_v1(const struct cudaMemsetParamsV2 *m)
 }
 
 static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
-                            const cudaGraphEdgeData *data, size_t n, const struct cudaGraphNodeParams *p)
+                            const cudaGraphEdgeData *data, size_t n, struct cudaGraphNodeParams *p)
 {
     static int logged;
     if (!p || !node)
@@ -657,10 +655,18 @@ static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cuda
         return cudaGraphAddEventRecordNode(node, graph, deps, n, p->eventRecord.event);
     case cudaGraphNodeTypeWaitEvent:
         return cudaGraphAddEventWaitNode(node, graph, deps, n, p->eventWait.event);
-    case cudaGraphNodeTypeHost:
-        return cudaGraphAddHostNode(node, graph, deps, n, (const struct cudaHostNodeParams *)&p->host);
-    case cudaGraphNodeTypeMemAlloc:
-        return cudaGraphAddMemAllocNode(node, graph, deps, n, (struct cudaMemAllocNodeParams *)&p->alloc);
+    case cudaGraphNodeTypeHost: {
+        struct cudaHostNodeParams h = {p->host.fn, p->host.userData}; /* newer headers may grow the V2 record */
+        return cudaGraphAddHostNode(node, graph, deps, n, &h);
+    }
+    case cudaGraphNodeTypeMemAlloc: {
+        struct cudaMemAllocNodeParams a = {.poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
+                                           .accessDescCount = p->alloc.accessDescCount,
+                                           .bytesize = p->alloc.bytesize};
+        cudaError_t e = cudaGraphAddMemAllocNode(node, graph, deps, n, &a);
+        p->alloc.dptr = a.dptr; /* the allocation's address comes back in p */
+        return e;
+    }
     case cudaGraphNodeTypeMemFree:
         return cudaGraphAddMemFreeNode(node, graph, deps, n, p->free.dptr);
     default:
@@ -703,8 +709,8 @@ static cudaError_t set_node(cudaGraphExec_t exec, cudaGraphNode_t node, const st
         return exec ? cudaGraphExecMemsetNodeSetParams(exec, node, &m) : cudaGraphMemsetNodeSetParams(node, &m);
     }
     if (p->type == cudaGraphNodeTypeHost) {
-        const struct cudaHostNodeParams *h = (const struct cudaHostNodeParams *)&p->host;
-        return exec ? cudaGraphExecHostNodeSetParams(exec, node, h) : cudaGraphHostNodeSetParams(node, h);
+        struct cudaHostNodeParams h = {p->host.fn, p->host.userData};
+        return exec ? cudaGraphExecHostNodeSetParams(exec, node, &h) : cudaGraphHostNodeSetParams(node, &h);
     }
     return rt_unsupported(&logged, "cudaGraph(Exec)NodeSetParams of a node type other than kernel, memset and host");
 }

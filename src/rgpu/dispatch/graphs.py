@@ -203,7 +203,11 @@ def _instantiate(s: Session, args, bulk):
     ctx, graph = s.object(args.graph, Kind.GRAPH)
     if args.exec in s.handles:
         raise CudaError(Status.INVALID_VALUE, f"0x{args.exec:x} is in use")
-    exe = s.backend.graph_instantiate(ctx.obj, graph.obj, args.flags)
+    _register_exec(s, args, ctx, graph, s.backend.graph_instantiate(ctx.obj, graph.obj, args.flags))
+
+
+def _register_exec(s: Session, args, ctx, graph, exe) -> None:
+    """A new exec of `args.graph` under the client's `args.exec` (destroyed again if that fails)."""
     try:
         s.handles.add_client(args.exec, Kind.GRAPH_EXEC, exe, ctx=graph.ctx)
     except CudaError:
@@ -528,13 +532,7 @@ def _instantiate_part(s: Session, args, bulk):
     nodes = _node_handles(s, bulk, args.count, args.graph)
     if len({s.backend.object_key(n) for n in nodes}) != len(nodes):
         raise CudaError(Status.INVALID_VALUE, "a node named twice")
-    exe = s.backend.graph_instantiate_part(ctx.obj, graph.obj, nodes, args.flags)
-    try:
-        s.handles.add_client(args.exec, Kind.GRAPH_EXEC, exe, ctx=graph.ctx)
-    except CudaError:
-        s.backend.graph_exec_destroy(ctx.obj, exe)
-        raise
-    _hold_memory(s, args.graph, args.exec)
+    _register_exec(s, args, ctx, graph, s.backend.graph_instantiate_part(ctx.obj, graph.obj, nodes, args.flags))
 
 
 @handles(ops.STREAM_CAPTURE_EMPTY_NODE)
