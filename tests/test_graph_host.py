@@ -17,6 +17,7 @@ from rgpu.session.handles import Kind
 
 from .conftest import running_server
 from .test_graphs import call, defer, get, kernel_node, launch_ex, mint, parse_nodes, put, setup_vadd
+from .test_graphs import srv  # noqa: F401 -- the fixture: NVIDIA's graphs under RGPU_TEST_BACKEND=cuda
 
 
 def part(graph, exe, *nodes, flags=0):
