@@ -18,8 +18,6 @@ void rgpu_graph_forget(uint64_t graph);     /* graph_nodes.c: drop the mirror of
 
 /* graph.c: the capture a stream is in (1, *graph set), none (0), or an invalidated one (-1) */
 int rgpu_capture_graph(CUstream s, uint64_t *graph);
-/* graph.c: refuse a call on a capturing stream, invalidating its capture (CUDA_SUCCESS: not capturing) */
-CUresult rgpu_capture_refuse(CUstream s, const char *what);
 
 /* graph_host.c: nodes the client runs (host nodes, memcpy nodes with host memory), and executable graphs run in
  * stages around them. A graph without such nodes is none of its business (each says "not mine" at once). */

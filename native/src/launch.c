@@ -407,7 +407,12 @@ static CUresult stream_callback(CUstream s, CUstreamCallback cb, void *data, uns
 {
     if (!cb || flags)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = cuStreamSynchronize(s);
+    /* CUDA does not capture stream callbacks (cuLaunchHostFunc is the capturable kind): refused, and the capture
+     * is invalidated, as natively. */
+    CUresult r = rgpu_capture_active() ? rgpu_capture_refuse(s, "cuStreamAddCallback") : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cuStreamSynchronize(s);
     cb(s, r, data);
     return CUDA_SUCCESS;
 }

@@ -41,6 +41,8 @@ static void CUDART_CB record(void *data)
         s->out[i] = (float)(s->base + k + i);
 }
 
+static void CUDART_CB callback(cudaStream_t, cudaError_t, void *data) { record(data); }
+
 static void expect_device(const float *d, int first, int step)
 {
     static float h[n];
@@ -187,6 +189,14 @@ static void captured(float *a, cudaStream_t s)
     CHECK(cudaGraphDestroy(copy));
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(g));
+
+    // A stream callback is not a host function: CUDA does not capture it, and the capture is lost.
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    EXPECT(cudaStreamAddCallback(s, callback, &one, 0) != cudaSuccess);
+    cudaGetLastError();
+    EXPECT(cudaStreamEndCapture(s, &g) != cudaSuccess);
+    cudaGetLastError();
+    EXPECT(counter == before + 6);
 }
 
 // The generic node API: a host node through cudaGraphAddNode, its parameters through cudaGraphNodeSetParams.
