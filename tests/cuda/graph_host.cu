@@ -199,6 +199,41 @@ static void captured(float *a, cudaStream_t s)
     EXPECT(counter == before + 6);
 }
 
+// A host function on a stream that joined the capture (fork and join through events): it runs after the work it
+// waited for and before the work that waits for it.
+static void forked(float *a, cudaStream_t s)
+{
+    seen side = {"forked", nullptr, nullptr, 0};
+    cudaStream_t s2;
+    cudaEvent_t fork, join;
+    CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    CHECK(cudaMemset(a, 0, n * sizeof(float)));
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    saxpy<<<n / 256, 256, 0, s>>>(1.0f, ones, a, n);
+    CHECK(cudaEventRecord(fork, s));
+    CHECK(cudaStreamWaitEvent(s2, fork, 0));
+    CHECK(cudaLaunchHostFunc(s2, record, &side));
+    CHECK(cudaEventRecord(join, s2));
+    CHECK(cudaStreamWaitEvent(s, join, 0));
+    saxpy<<<n / 256, 256, 0, s>>>(2.0f, ones, a, n);
+    CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    int before = counter;
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    EXPECT(counter == before + 1);
+    expect_device(a, 3, 0);
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaEventDestroy(fork));
+    CHECK(cudaEventDestroy(join));
+    CHECK(cudaStreamDestroy(s2));
+}
+
 // The generic node API: a host node through cudaGraphAddNode, its parameters through cudaGraphNodeSetParams.
 static void generic(cudaStream_t s)
 {
@@ -240,6 +275,7 @@ int main()
     CHECK(cudaMemcpy(ones, back, n * sizeof(float), cudaMemcpyHostToDevice));
     explicit_graph(a, b, back, ahead, s);
     captured(a, s);
+    forked(a, s);
     generic(s);
     // The stream works as before: a host function outside capture runs in stream order.
     seen last = {"outside", nullptr, nullptr, 0};
