@@ -19,8 +19,9 @@ void rgpu_graph_forget(uint64_t graph);     /* graph_nodes.c: drop the mirror of
 /* graph.c: the capture a stream is in (1, *graph set), none (0), or an invalidated one (-1) */
 int rgpu_capture_graph(CUstream s, uint64_t *graph);
 
-/* graph_host.c: nodes the client runs (host nodes, memcpy nodes with host memory), and executable graphs run in
- * stages around them. A graph without such nodes is none of its business (each says "not mine" at once). */
+/* graph_host.c and graph_stages.c: nodes the client runs (host nodes, memcpy nodes with host memory), and
+ * executable graphs run in stages around them. A graph without such nodes is none of their business (each says
+ * "not mine" at once). */
 int rgpu_graph_has_host_nodes(CUgraph g, CUresult *r); /* fetches a captured graph's mirror if it has host nodes */
 CUresult rgpu_staged_instantiate(CUgraph g, unsigned long long flags, uint64_t exe); /* exe: minted and live */
 int rgpu_staged_run(uint16_t op, uint64_t exe, CUstream s, CUresult *r); /* 1: exe is staged, *r its result */

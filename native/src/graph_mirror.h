@@ -57,7 +57,7 @@ static inline int rgpu_node_on_client(const struct gnode *n) { return n->type ==
 int rgpu_copy_on_client(const CUDA_MEMCPY3D *m);
 void rgpu_client_node_made(void); /* before a node the client runs joins a mirror */
 CUresult rgpu_client_copy(const CUDA_MEMCPY3D *m, CUstream s);
-CUresult rgpu_exec_set_copy(uint64_t exe, uint64_t node, const CUDA_MEMCPY3D *m); /* a staged exec's copy step */
+CUresult rgpu_exec_set_copy(uint64_t exe, uint64_t node, const CUDA_MEMCPY3D *m); /* graph_stages.c: a copy step */
 /* cuGraphAddDependencies_v2 / cuGraphRemoveDependencies_v2: edge data (programmatic edges) included. */
 CUresult rgpu_graph_edges(CUgraph g, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *data,
                           size_t n, int remove);

@@ -720,7 +720,7 @@ DNN_BN_BACKWARD_EX = _op(0x02D2, "DNN_BN_BACKWARD_EX",
 # Host nodes and host functions in graphs (0x02E0-0x02EF). A host function runs on the client (the GPU cannot call
 # back across the wire): its node is an empty node on the server, and an executable graph with host nodes is
 # instantiated as stages (each a subgraph between host nodes) that the client launches one after another, running
-# the host functions in between (native/src/graph_host.c).
+# the host functions in between (native/src/graph_stages.c).
 GRAPH_INSTANTIATE_PART = _op(0x02E0, "GRAPH_INSTANTIATE_PART", "graph:u64 exec:u64 flags:u64 count:u32",
                              deferrable=True, request_bulk="count x u64 node handles of `graph`",
                              names="graph:graph",
