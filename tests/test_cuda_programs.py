@@ -26,6 +26,8 @@ LINKS = {
     "tensor_map": ["-lcuda"],
     "pinned_uva": ["-lcuda"],
     "graph_generic": ["-lcuda"],
+    "graph_host": ["-lcuda"],
+    "graph_memory": [],
 }
 
 

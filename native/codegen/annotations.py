@@ -117,4 +117,8 @@ HAND_WRITTEN = {
     "cuGraphMemcpyNodeSetParams", "cuGraphExecMemcpyNodeSetParams", "cuGraphNodeGetDependentNodes_v2",
     # the generic node API, to the functions above by node type (native/src/graph_generic.c)
     "cuGraphAddNode_v2", "cuGraphAddNode", "cuGraphNodeSetParams", "cuGraphExecNodeSetParams",
+    # host nodes, run on the client; executable graphs with them run in stages (native/src/graph_host.c, graph_stages.c)
+    "cuGraphAddHostNode", "cuGraphHostNodeGetParams", "cuGraphHostNodeSetParams", "cuGraphExecHostNodeSetParams",
+    # memory nodes (native/src/graph_nodes.c): the address from the server, the memory in the session's quota
+    "cuGraphAddMemAllocNode", "cuGraphMemAllocNodeGetParams", "cuGraphAddMemFreeNode", "cuGraphMemFreeNodeGetParams",
 }

@@ -234,24 +234,6 @@ RT_API cudaError_t cudaGraphAddExternalSemaphoresWaitNode(cudaGraphNode_t *pGrap
     return rt_unsupported(&logged, "cudaGraphAddExternalSemaphoresWaitNode");
 }
 
-RT_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaHostNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddHostNode");
-}
-
-RT_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, struct cudaMemAllocNodeParams *nodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemAllocNode");
-}
-
-RT_API cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, void *dptr)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemFreeNode");
-}
-
 RT_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies, size_t numDependencies, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     static int logged;
@@ -330,12 +312,6 @@ RT_API cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t graphExec, unsigned lon
     return rt_unsupported(&logged, "cudaGraphExecGetFlags");
 }
 
-RT_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecHostNodeSetParams");
-}
-
 RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams)
 {
     static int logged;
@@ -378,18 +354,6 @@ RT_API cudaError_t cudaGraphExternalSemaphoresWaitNodeSetParams(cudaGraphNode_t 
     return rt_unsupported(&logged, "cudaGraphExternalSemaphoresWaitNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphHostNodeGetParams");
-}
-
-RT_API cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphHostNodeSetParams");
-}
-
 RT_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams)
 {
     return cudaGraphInstantiateWithParams(pGraphExec, graph, instantiateParams);
@@ -404,18 +368,6 @@ RT_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hSrc, cudaG
 RT_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
     return cudaGraphLaunch(graphExec, stream);
-}
-
-RT_API cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams *params_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemAllocNodeGetParams");
-}
-
-RT_API cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void *dptr_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemFreeNodeGetParams");
 }
 
 RT_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *pNodeParams)

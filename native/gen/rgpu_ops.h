@@ -6051,6 +6051,100 @@ static inline int rgpu_unpack_dnn_bn_backward_ex_req(const uint8_t *in, size_t l
     return 0;
 }
 
+/* GRAPH_INSTANTIATE_PART: cuGraphInstantiateWithFlags of the subgraph of `graph` made of the `count` named nodes and the edges among them -> client-minted `exec` [deferrable, context] */
+#define RGPU_OP_GRAPH_INSTANTIATE_PART 0x02E0
+#define RGPU_GRAPH_INSTANTIATE_PART_REQ_SIZE 28
+#define RGPU_GRAPH_INSTANTIATE_PART_REP_SIZE 0
+struct rgpu_graph_instantiate_part_req {
+    uint64_t graph;
+    uint64_t exec;
+    uint64_t flags;
+    uint32_t count;
+};
+static inline void rgpu_pack_graph_instantiate_part(uint8_t out[RGPU_GRAPH_INSTANTIATE_PART_REQ_SIZE], const struct rgpu_graph_instantiate_part_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->exec);
+    rgpu_put_u64(out + 16, m->flags);
+    rgpu_put_u32(out + 24, m->count);
+}
+static inline int rgpu_unpack_graph_instantiate_part_req(const uint8_t *in, size_t len, struct rgpu_graph_instantiate_part_req *m)
+{
+    if (len != RGPU_GRAPH_INSTANTIATE_PART_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->exec = (uint64_t)rgpu_get_u64(in + 8);
+    m->flags = (uint64_t)rgpu_get_u64(in + 16);
+    m->count = (uint32_t)rgpu_get_u32(in + 24);
+    return 0;
+}
+
+/* STREAM_CAPTURE_EMPTY_NODE: an empty node at the capturing stream's position (after its dependencies, then its only dependency): client-minted `node` of the capture's `graph`, where the client keeps a host function (cuLaunchHostFunc during capture) [deferrable, context] */
+#define RGPU_OP_STREAM_CAPTURE_EMPTY_NODE 0x02E1
+#define RGPU_STREAM_CAPTURE_EMPTY_NODE_REQ_SIZE 24
+#define RGPU_STREAM_CAPTURE_EMPTY_NODE_REP_SIZE 0
+struct rgpu_stream_capture_empty_node_req {
+    uint64_t stream;
+    uint64_t graph;
+    uint64_t node;
+};
+static inline void rgpu_pack_stream_capture_empty_node(uint8_t out[RGPU_STREAM_CAPTURE_EMPTY_NODE_REQ_SIZE], const struct rgpu_stream_capture_empty_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u64(out + 8, m->graph);
+    rgpu_put_u64(out + 16, m->node);
+}
+static inline int rgpu_unpack_stream_capture_empty_node_req(const uint8_t *in, size_t len, struct rgpu_stream_capture_empty_node_req *m)
+{
+    if (len != RGPU_STREAM_CAPTURE_EMPTY_NODE_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->graph = (uint64_t)rgpu_get_u64(in + 8);
+    m->node = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
+/* GRAPH_MEM_ALLOC_NODE: cuGraphAddMemAllocNode: client-minted `node` of `graph` allocating `size` bytes on `device` (the graph's context's) -> the address it will have; counts against the session's memory limit until the graph and every exec made from it are destroyed. Free nodes are GRAPH_OTHER_NODE of type 11 (CU_GRAPH_NODE_TYPE_MEM_FREE), object the address [context] */
+#define RGPU_OP_GRAPH_MEM_ALLOC_NODE 0x02E2
+#define RGPU_GRAPH_MEM_ALLOC_NODE_REQ_SIZE 32
+#define RGPU_GRAPH_MEM_ALLOC_NODE_REP_SIZE 8
+struct rgpu_graph_mem_alloc_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint32_t deps;
+    uint32_t device;
+    uint64_t size;
+};
+static inline void rgpu_pack_graph_mem_alloc_node(uint8_t out[RGPU_GRAPH_MEM_ALLOC_NODE_REQ_SIZE], const struct rgpu_graph_mem_alloc_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u32(out + 16, m->deps);
+    rgpu_put_u32(out + 20, m->device);
+    rgpu_put_u64(out + 24, m->size);
+}
+static inline int rgpu_unpack_graph_mem_alloc_node_req(const uint8_t *in, size_t len, struct rgpu_graph_mem_alloc_node_req *m)
+{
+    if (len != RGPU_GRAPH_MEM_ALLOC_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->deps = (uint32_t)rgpu_get_u32(in + 16);
+    m->device = (uint32_t)rgpu_get_u32(in + 20);
+    m->size = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+struct rgpu_graph_mem_alloc_node_rep {
+    uint64_t dptr;
+};
+static inline int rgpu_unpack_graph_mem_alloc_node(const uint8_t *in, size_t len, struct rgpu_graph_mem_alloc_node_rep *m)
+{
+    if (len != RGPU_GRAPH_MEM_ALLOC_NODE_REP_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -6190,6 +6284,9 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_DNN_BN_SIZES_EX:
     case RGPU_OP_DNN_BN_TRAINING_EX:
     case RGPU_OP_DNN_BN_BACKWARD_EX:
+    case RGPU_OP_GRAPH_INSTANTIATE_PART:
+    case RGPU_OP_STREAM_CAPTURE_EMPTY_NODE:
+    case RGPU_OP_GRAPH_MEM_ALLOC_NODE:
         return 1;
     default:
         return 0;
@@ -6484,6 +6581,12 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_DNN_BN_BACKWARD_EX:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_INSTANTIATE_PART:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_CAPTURE_EMPTY_NODE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_MEM_ALLOC_NODE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};
     }
@@ -6568,6 +6671,8 @@ static inline int rgpu_op_work_stream(uint16_t op)
         return 8;
     case RGPU_OP_DNN_BN_BACKWARD_EX:
         return 8;
+    case RGPU_OP_STREAM_CAPTURE_EMPTY_NODE:
+        return 0;
     default:
         return -1;
     }
@@ -6702,6 +6807,8 @@ static inline int rgpu_op_touches_stream(uint16_t op)
         return 8;
     case RGPU_OP_DNN_BN_BACKWARD_EX:
         return 8;
+    case RGPU_OP_STREAM_CAPTURE_EMPTY_NODE:
+        return 0;
     default:
         return -1;
     }

@@ -404,24 +404,6 @@ CUresult cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *phGraphNode, CUgraph 
     return rgpu_unsupported(&logged, "cuGraphAddExternalSemaphoresWaitNode");
 }
 
-CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddHostNode");
-}
-
-CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddMemAllocNode");
-}
-
-CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphAddMemFreeNode");
-}
-
 CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
 {
     static int logged;
@@ -506,12 +488,6 @@ CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
     return rgpu_unsupported(&logged, "cuGraphExecGetFlags");
 }
 
-CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecHostNodeSetParams");
-}
-
 CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *params_out)
 {
     static int logged;
@@ -536,34 +512,10 @@ CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUD
     return rgpu_unsupported(&logged, "cuGraphExternalSemaphoresWaitNodeSetParams");
 }
 
-CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphHostNodeGetParams");
-}
-
-CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphHostNodeSetParams");
-}
-
 CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphKernelNodeCopyAttributes");
-}
-
-CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemAllocNodeGetParams");
-}
-
-CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphMemFreeNodeGetParams");
 }
 
 CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)

@@ -7,10 +7,12 @@
  * record however many nodes it has. Ending a capture is a round trip, so the program gets the driver's own
  * verdict on it (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED after an illegal call, which the server saw).
  *
- * Limits (documented in docs/protocol.md, "Graphs"): host<->device copies of the program's memory on a
+ * Limits (docs/protocol.md, "Graphs, host nodes"): host<->device copies of the program's memory on a
  * capturing stream fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture (the server's
  * staging buffer is not the program's memory). cuStreamGetCaptureInfo answers locally unless the caller asks
- * for the dependency set, which is the server's (the captured nodes live there): then it is one round trip. */
+ * for the dependency set, which is the server's (the captured nodes live there): then it is one round trip.
+ * cuLaunchHostFunc on a capturing stream becomes a host node, and graphs with host nodes are instantiated and
+ * launched in stages (graph_host.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +144,15 @@ static void leave_all(struct capture *c) /* under lock: the capture is over for 
     free(c);
 }
 
+static void destroy_live(uint64_t h) /* a handle minted for nothing (a call that failed) */
+{
+    pthread_mutex_lock(&lock);
+    int i = live_find(h);
+    if (i >= 0)
+        live[i] = 0;
+    pthread_mutex_unlock(&lock);
+}
+
 static CUresult need_graphs(void);
 CUresult rgpu_graph_need(void) { return need_graphs(); }
 
@@ -156,8 +167,7 @@ static CUresult need_graphs(void)
 
 int rgpu_capture_active(void) { return __atomic_load_n(&active, __ATOMIC_ACQUIRE) != 0; }
 
-/* Memory.c asks before moving host memory through a stream: not while it is capturing. */
-CUresult rgpu_capture_host_copy(CUstream s)
+CUresult rgpu_capture_refuse(CUstream s, const char *what)
 {
     if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE))
         return CUDA_SUCCESS;
@@ -168,9 +178,26 @@ CUresult rgpu_capture_host_copy(CUstream s)
         c->invalidated = 1;
     pthread_mutex_unlock(&lock);
     if (c)
-        rgpu_log(RGPU_LOG_INFO, "a host<->device copy on a capturing stream cannot be captured through rgpu; "
-                                "the capture is invalidated (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+        rgpu_log(RGPU_LOG_INFO, "%s on a capturing stream cannot be captured through rgpu; "
+                                "the capture is invalidated (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)", what);
     return c ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/* Memory.c asks before moving host memory through a stream: not while it is capturing. */
+CUresult rgpu_capture_host_copy(CUstream s) { return rgpu_capture_refuse(s, "a host<->device copy"); }
+
+int rgpu_capture_graph(CUstream s, uint64_t *graph)
+{
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE))
+        return 0;
+    uint64_t h = rgpu_stream_handle(s);
+    pthread_mutex_lock(&lock);
+    struct capture *c = h ? capture_of(h) : NULL;
+    int state = !c ? 0 : c->invalidated ? -1 : 1;
+    if (c)
+        *graph = c->graph;
+    pthread_mutex_unlock(&lock);
+    return state;
 }
 
 /* -- capture ----------------------------------------------------------------------------------------------- */
@@ -478,11 +505,17 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     pthread_mutex_unlock(&lock);
     if (!ok)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    uint8_t a[RGPU_GRAPH_INSTANTIATE_REQ_SIZE];
-    rgpu_pack_graph_instantiate(a, &(struct rgpu_graph_instantiate_req){g, exe, flags});
-    r = rgpu_defer(RGPU_OP_GRAPH_INSTANTIATE, a, sizeof a, NULL, 0);
+    if (rgpu_graph_has_host_nodes(graph, &r)) {
+        r = rgpu_staged_instantiate(graph, flags, exe);
+    } else if (r == CUDA_SUCCESS) {
+        uint8_t a[RGPU_GRAPH_INSTANTIATE_REQ_SIZE];
+        rgpu_pack_graph_instantiate(a, &(struct rgpu_graph_instantiate_req){g, exe, flags});
+        r = rgpu_defer(RGPU_OP_GRAPH_INSTANTIATE, a, sizeof a, NULL, 0);
+    }
     if (r == CUDA_SUCCESS)
         *out = (CUgraphExec)(uintptr_t)exe;
+    else
+        destroy_live(exe);
     return r;
 }
 
@@ -520,6 +553,9 @@ static CUresult exec_on_stream(uint16_t op, CUgraphExec exe, CUstream s)
     uint64_t e = (uint64_t)(uintptr_t)exe;
     if (!is_live(e, KIND_GRAPH_EXEC))
         return CUDA_ERROR_INVALID_VALUE; /* never made, or destroyed: refused here, not at the next sync */
+    CUresult r;
+    if (rgpu_staged_run(op, e, s, &r))
+        return r;
     uint8_t a[RGPU_GRAPH_LAUNCH_REQ_SIZE];
     _Static_assert(RGPU_GRAPH_LAUNCH_REQ_SIZE == RGPU_GRAPH_UPLOAD_REQ_SIZE, "launch and upload share a layout");
     rgpu_pack_graph_launch(a, &(struct rgpu_graph_launch_req){e, rgpu_stream_handle(s)});
@@ -538,9 +574,21 @@ API CUresult cuGraphExecUpdate_v2(CUgraphExec exe, CUgraph graph, CUgraphExecUpd
         return CUDA_ERROR_INVALID_VALUE;
     if (!is_live(e, KIND_GRAPH_EXEC) || !is_live(g, KIND_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    if (rgpu_is_staged(e) || rgpu_graph_has_host_nodes(graph, &r) || r != CUDA_SUCCESS) {
+        /* Stages are cut at instantiation: a program that is refused an update instantiates anew (as llama.cpp
+         * and PyTorch do), which cuts them again. */
+        static int logged;
+        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+            rgpu_log(RGPU_LOG_INFO, "cuGraphExecUpdate of a graph with host nodes: not supported through rgpu "
+                                    "(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED); instantiate it instead");
+        info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
+        info->errorNode = info->errorFromNode = NULL;
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
     uint8_t a[RGPU_GRAPH_EXEC_UPDATE_REQ_SIZE], rep[RGPU_GRAPH_EXEC_UPDATE_REP_SIZE];
     rgpu_pack_graph_exec_update(a, &(struct rgpu_graph_exec_update_req){e, g});
-    CUresult r = rgpu_call(RGPU_OP_GRAPH_EXEC_UPDATE, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
+    r = rgpu_call(RGPU_OP_GRAPH_EXEC_UPDATE, a, sizeof a, NULL, 0, rep, sizeof rep, NULL);
     struct rgpu_graph_exec_update_rep out;
     if (r != CUDA_SUCCESS)
         return r;
@@ -561,6 +609,8 @@ static CUresult destroy(uint16_t op, uint64_t h, int kind)
     pthread_mutex_unlock(&lock);
     if (i < 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (kind == KIND_GRAPH_EXEC && rgpu_staged_destroy(h))
+        return CUDA_SUCCESS; /* its stages went; the server never knew this handle */
     uint8_t a[8];
     _Static_assert(RGPU_GRAPH_DESTROY_REQ_SIZE == 8 && RGPU_GRAPH_EXEC_DESTROY_REQ_SIZE == 8, "one handle each");
     rgpu_pack_graph_destroy(a, &(struct rgpu_graph_destroy_req){h});

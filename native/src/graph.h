@@ -16,6 +16,20 @@ CUresult rgpu_graph_need(void);             /* a connected server that speaks pr
 int rgpu_default_edges(const CUgraphEdgeData *data, size_t n); /* no edge data, or only the default kind */
 void rgpu_graph_forget(uint64_t graph);     /* graph_nodes.c: drop the mirror of a destroyed graph */
 
+/* graph.c: the capture a stream is in (1, *graph set), none (0), or an invalidated one (-1) */
+int rgpu_capture_graph(CUstream s, uint64_t *graph);
+
+/* graph_host.c and graph_stages.c: nodes the client runs (host nodes, memcpy nodes with host memory), and
+ * executable graphs run in stages around them. A graph without such nodes is none of their business (each says
+ * "not mine" at once). */
+int rgpu_graph_has_host_nodes(CUgraph g, CUresult *r); /* fetches a captured graph's mirror if it has host nodes */
+CUresult rgpu_staged_instantiate(CUgraph g, unsigned long long flags, uint64_t exe); /* exe: minted and live */
+int rgpu_staged_run(uint16_t op, uint64_t exe, CUstream s, CUresult *r); /* 1: exe is staged, *r its result */
+int rgpu_staged_destroy(uint64_t exe);            /* 1: it was staged, and its stages are destroyed */
+int rgpu_is_staged(uint64_t exe);
+uint64_t rgpu_exec_target(uint64_t exe, uint64_t node); /* the stage of exe with node (exe itself: not staged) */
+void rgpu_host_forget(uint64_t graph);            /* captured host functions of a destroyed graph */
+
 /* launch.c: the server handle of a function, and back (NULL: one this process never looked up) */
 uint64_t rgpu_function_handle(CUfunction f);
 CUfunction rgpu_function_by_handle(uint64_t handle);

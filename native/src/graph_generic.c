@@ -29,8 +29,13 @@ static CUDA_MEMSET_NODE_PARAMS memset_v1(const CUDA_MEMSET_NODE_PARAMS_v2 *p)
                                      .elementSize = p->elementSize, .width = p->width, .height = p->height};
 }
 
+static CUDA_HOST_NODE_PARAMS host_v1(const CUDA_HOST_NODE_PARAMS_v2 *p) /* newer headers may grow _v2 */
+{
+    return (CUDA_HOST_NODE_PARAMS){.fn = p->fn, .userData = p->userData};
+}
+
 static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data,
-                         size_t n, const CUgraphNodeParams *p)
+                         size_t n, CUgraphNodeParams *p) /* p: the allocation's address comes back in it */
 {
     if (!p || !out)
         return CUDA_ERROR_INVALID_VALUE;
@@ -60,6 +65,19 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, c
     }
     case CU_GRAPH_NODE_TYPE_EMPTY:
         return cuGraphAddEmptyNode(out, g, deps, n);
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        CUDA_HOST_NODE_PARAMS h = host_v1(&p->host);
+        return cuGraphAddHostNode(out, g, deps, n, &h);
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: { /* newer headers may grow the _v2 record: field by field */
+        CUDA_MEM_ALLOC_NODE_PARAMS a = {.poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
+                                        .accessDescCount = p->alloc.accessDescCount, .bytesize = p->alloc.bytesize};
+        CUresult r = cuGraphAddMemAllocNode(out, g, deps, n, &a);
+        p->alloc.dptr = a.dptr;
+        return r;
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return cuGraphAddMemFreeNode(out, g, deps, n, p->free.dptr);
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         return cuGraphAddEventRecordNode(out, g, deps, n, p->eventRecord.event);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
@@ -103,6 +121,10 @@ static CUresult set_params(CUgraphExec exec, CUgraphNode h, const CUgraphNodePar
     case CU_GRAPH_NODE_TYPE_MEMSET: {
         CUDA_MEMSET_NODE_PARAMS m = memset_v1(&p->memset);
         return exec ? cuGraphExecMemsetNodeSetParams(exec, h, &m, p->memset.ctx) : cuGraphMemsetNodeSetParams(h, &m);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST: {
+        CUDA_HOST_NODE_PARAMS host = host_v1(&p->host);
+        return exec ? cuGraphExecHostNodeSetParams(exec, h, &host) : cuGraphHostNodeSetParams(h, &host);
     }
     default:
         return unsupported_type(p->type);

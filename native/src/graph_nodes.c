@@ -5,9 +5,17 @@
  *
  * A graph that came from stream capture is mirrored on first use, from one GRAPH_GET_NODES round trip.
  *
- * Limits: host nodes cannot run on the server (cuGraphAddHostNode is not supported); memcpy nodes copy device
- * memory only; edge data other than the default is not supported. */
+ * Host nodes are mirror nodes the client runs (graph_host.c): the server has an empty node in their place.
+ *
+ * Memcpy nodes with host memory are run by the client too (graph_host.c).
+ *
+ * Memory allocation nodes get their address from the server (one round trip); the memory counts against the
+ * session's quota while the graph or an exec made from it lives (docs/protocol.md, "Graph memory").
+ *
+ * Limits: a child graph with host nodes, copies of host memory or memory nodes is not supported; nor are cloning
+ * a graph with memory nodes and destroying a memory node. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,12 +57,15 @@ void rgpu_graph_forget(uint64_t graph)
         struct gnode *n = *p;
         if (n->graph == graph) {
             *p = n->next;
+            if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) /* no more device memory here, for copies' routing */
+                rgpu_ranges_drop_device_within(n->object, 1);
             rgpu_node_free(n);
         } else {
             p = &n->next;
         }
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    rgpu_host_forget(graph);
 }
 
 /* One node record of GRAPH_GET_NODES at in[*off..len) -> a mirror node of graph g (NULL: malformed). */
@@ -91,6 +102,7 @@ static struct gnode *node_from_record(uint64_t g, const uint8_t *in, size_t len,
     n->memcpy.dstDevice = rec.dst, n->memcpy.dstPitch = rec.dst_pitch;
     n->memcpy.WidthInBytes = rec.width, n->memcpy.Height = rec.height, n->memcpy.Depth = 1;
     n->object = rec.object;
+    rgpu_host_claim(n);
     return n;
 }
 
@@ -156,6 +168,28 @@ static CUresult mirrored_graph(CUgraph g) /* INVALID_VALUE for no graph */
     int known = mirror_slot(H(g)) >= 0;
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     return known ? CUDA_SUCCESS : fetch_mirror(H(g));
+}
+
+CUresult rgpu_graph_mirrored(CUgraph g) { return mirrored_graph(g); }
+
+static int has_memory_nodes(uint64_t g) /* under the lock; the server refuses to clone or nest such a graph */
+{
+    for (struct gnode *n = nodes; n; n = n->next)
+        if (n->graph == g && (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE))
+            return 1;
+    return 0;
+}
+
+size_t rgpu_graph_members(uint64_t g, struct gnode **out, size_t cap) /* under the lock */
+{
+    size_t total = 0;
+    for (struct gnode *n = nodes; n; n = n->next)
+        total += n->graph == g;
+    size_t i = total;
+    for (struct gnode *n = nodes; out && n; n = n->next) /* the list is newest first */
+        if (n->graph == g && --i < cap)
+            out[i] = n;
+    return total;
 }
 
 API CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
@@ -258,45 +292,145 @@ struct gnode *rgpu_node_typed(CUgraphNode h, CUgraphNodeType type) /* under the 
     return n && n->type == type ? n : NULL;
 }
 
-/* -- empty, event and child-graph nodes ---------------------------------------------------------------------- */
-static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
-                          uint64_t object)
+CUresult rgpu_node_field(CUgraphNode h, CUgraphNodeType type, size_t offset, void *out, size_t size)
 {
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_typed(h, type);
+    if (n)
+        memcpy(out, (const uint8_t *)n + offset, size);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* -- empty, host, event and child-graph nodes ------------------------------------------------------------- */
+static CUresult send_other(const struct gnode *node, CUgraphNodeType type, uint64_t object)
+{
+    uint8_t a[RGPU_GRAPH_OTHER_NODE_REQ_SIZE], *bulk = malloc(8 * node->n_deps + 1);
+    if (!bulk)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t len = rgpu_node_deps_bulk(bulk, node);
+    rgpu_pack_graph_other_node(a, &(struct rgpu_graph_other_node_req){node->graph, node->handle,
+                                                                      (uint32_t)node->n_deps, (uint32_t)type, object});
+    CUresult r = rgpu_defer(RGPU_OP_GRAPH_OTHER_NODE, a, sizeof a, bulk, len);
+    free(bulk);
+    return r;
+}
+
+CUresult rgpu_send_placeholder(const struct gnode *node) { return send_other(node, CU_GRAPH_NODE_TYPE_EMPTY, 0); }
+
+/* host: the parameters of a host node, which the server keeps as an empty node */
+static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
+                          uint64_t object, const CUDA_HOST_NODE_PARAMS *host)
+{
+    static int logged;
     CUresult r;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
     if (type == CU_GRAPH_NODE_TYPE_GRAPH && (object == H(g) || !rgpu_graph_is_live(object, KIND_GRAPH)))
         return CUDA_ERROR_INVALID_VALUE;
-    struct gnode *node = rgpu_node_new(g, deps, n, type, &r);
+    if (type == CU_GRAPH_NODE_TYPE_GRAPH && rgpu_graph_has_host_nodes((CUgraph)(uintptr_t)object, &r))
+        return r != CUDA_SUCCESS ? r : rgpu_unsupported(&logged, "a child graph with host nodes");
+    if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
+        pthread_mutex_lock(&rgpu_graph_nodes_lock);
+        int memory = has_memory_nodes(object);
+        pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+        if (memory) /* as CUDA's */
+            return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    struct gnode *node = rgpu_node_new(g, deps, n, host ? CU_GRAPH_NODE_TYPE_HOST : type, &r);
     if (!node)
         return r;
     node->object = object;
-    uint8_t a[RGPU_GRAPH_OTHER_NODE_REQ_SIZE], *bulk = malloc(8 * n + 1);
-    if (!bulk)
-        return rgpu_node_added(node, CUDA_ERROR_OUT_OF_MEMORY, out);
-    size_t len = rgpu_node_deps_bulk(bulk, node);
-    rgpu_pack_graph_other_node(a, &(struct rgpu_graph_other_node_req){H(g), node->handle, (uint32_t)n,
-                                                                      (uint32_t)type, object});
-    r = rgpu_defer(RGPU_OP_GRAPH_OTHER_NODE, a, sizeof a, bulk, len);
-    free(bulk);
-    return rgpu_node_added(node, r, out);
+    if (host) {
+        node->host = *host;
+        rgpu_client_node_made();
+    }
+    return rgpu_node_added(node, send_other(node, type, object), out);
 }
 
 API CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n)
 {
-    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0);
+    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0, NULL);
 }
+API CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+                                const CUDA_HOST_NODE_PARAMS *p)
+{
+    return p && p->fn ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0, p) : CUDA_ERROR_INVALID_VALUE;
+}
+/* -- memory nodes: the address comes from the server (one round trip); the memory counts in the session's quota
+ * while the graph or an exec made from it lives ------------------------------------------------------------ */
+API CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+                                    CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    static int logged;
+    CUresult r;
+    if (!out || !p || !p->bytesize || p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE || (p->accessDescCount && !p->accessDescs))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < p->accessDescCount; i++) /* the owning device reads and writes; no peers */
+        if (p->accessDescs[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+            p->accessDescs[i].location.id != p->poolProps.location.id)
+            return rgpu_unsupported(&logged, "graph memory allocation nodes with peer access");
+    if (p->poolProps.handleTypes)
+        return rgpu_unsupported(&logged, "graph memory allocation nodes with shareable handles");
+    struct gnode *node = rgpu_node_new(g, deps, n, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &r);
+    if (!node)
+        return r;
+    uint8_t a[RGPU_GRAPH_MEM_ALLOC_NODE_REQ_SIZE], rep[RGPU_GRAPH_MEM_ALLOC_NODE_REP_SIZE], *bulk = malloc(8 * n + 1);
+    struct rgpu_graph_mem_alloc_node_rep got;
+    if (!bulk)
+        return rgpu_node_added(node, CUDA_ERROR_OUT_OF_MEMORY, out);
+    size_t len = rgpu_node_deps_bulk(bulk, node);
+    rgpu_pack_graph_mem_alloc_node(a, &(struct rgpu_graph_mem_alloc_node_req){H(g), node->handle, (uint32_t)n,
+                                                                              (uint32_t)p->poolProps.location.id,
+                                                                              p->bytesize});
+    r = rgpu_call(RGPU_OP_GRAPH_MEM_ALLOC_NODE, a, sizeof a, bulk, len, rep, sizeof rep, NULL);
+    free(bulk);
+    if (r == CUDA_SUCCESS && rgpu_unpack_graph_mem_alloc_node(rep, sizeof rep, &got) < 0)
+        r = rgpu_bad_reply(RGPU_OP_GRAPH_MEM_ALLOC_NODE, "reply of the wrong size");
+    if (r == CUDA_SUCCESS) {
+        node->alloc = *p;
+        node->alloc.accessDescs = NULL, node->alloc.accessDescCount = 0;
+        node->object = node->alloc.dptr = p->dptr = got.dptr;
+        rgpu_ranges_note_device(got.dptr, p->bytesize, rgpu_thread_ctx());
+    }
+    return rgpu_node_added(node, r, out);
+}
+
+API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+    return rgpu_node_field(h, CU_GRAPH_NODE_TYPE_MEM_ALLOC, offsetof(struct gnode, alloc), p, sizeof *p);
+}
+
+API CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUdeviceptr dptr)
+{
+    int known = 0; /* the address an allocation node was given (the server checks the rest) */
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    for (struct gnode *m = nodes; m && !known; m = m->next)
+        known = m->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && m->object == dptr;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return known ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEM_FREE, dptr, NULL) : CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGraphMemFreeNodeGetParams(CUgraphNode h, CUdeviceptr *dptr)
+{
+    _Static_assert(sizeof(CUdeviceptr) == sizeof(uint64_t), "the address is the node's object");
+    return rgpu_node_field(h, CU_GRAPH_NODE_TYPE_MEM_FREE, offsetof(struct gnode, object), dptr, sizeof *dptr);
+}
+
 API CUresult cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e)
 {
-    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD, H(e)) : CUDA_ERROR_INVALID_VALUE;
+    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD, H(e), NULL) : CUDA_ERROR_INVALID_VALUE;
 }
 API CUresult cuGraphAddEventWaitNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUevent e)
 {
-    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_WAIT_EVENT, H(e)) : CUDA_ERROR_INVALID_VALUE;
+    return e ? add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_WAIT_EVENT, H(e), NULL) : CUDA_ERROR_INVALID_VALUE;
 }
 API CUresult cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraph child)
 {
-    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_GRAPH, H(child));
+    return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_GRAPH, H(child), NULL);
 }
 
 static CUresult node_event(CUgraphNode h, CUgraphNodeType type, CUevent *out)
@@ -548,6 +682,12 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
     CUresult r = mirrored_graph(g);
     if (r != CUDA_SUCCESS)
         return r;
+    static int logged;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int memory = has_memory_nodes(H(g));
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (memory)
+        return rgpu_unsupported(&logged, "cloning a graph with memory allocation or free nodes");
     uint64_t clone = rgpu_graph_mint(KIND_GRAPH);
     size_t count = 0, i = 0;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
@@ -651,6 +791,10 @@ API CUresult cuGraphDestroyNode(CUgraphNode h)
     while (*p && (*p)->handle != H(h))
         p = &(*p)->next;
     struct gnode *n = *p;
+    if (n && (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE)) {
+        pthread_mutex_unlock(&rgpu_graph_nodes_lock); /* the server keeps memory nodes until their graph goes */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (n) {
         *p = n->next;
         for (struct gnode *m = nodes; m; m = m->next) /* and every edge into it */

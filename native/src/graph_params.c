@@ -145,9 +145,8 @@ API CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode h, const CUDA_KERNEL_NODE
 
 API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
 {
-    if (!rgpu_graph_is_live(H(e), KIND_GRAPH_EXEC))
-        return CUDA_ERROR_INVALID_VALUE;
-    return kernel_set(h, p, H(e));
+    uint64_t stage = rgpu_graph_is_live(H(e), KIND_GRAPH_EXEC) ? rgpu_exec_target(H(e), H(h)) : 0;
+    return stage ? kernel_set(h, p, stage) : CUDA_ERROR_INVALID_VALUE;
 }
 
 API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id, CUkernelNodeAttrValue *v)
@@ -274,12 +273,18 @@ API CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode
     CUresult r;
     if (!out || !p)
         return CUDA_ERROR_INVALID_VALUE;
+    int client = rgpu_copy_on_client(p);
+    if (client < 0)
+        return CUDA_ERROR_NOT_SUPPORTED; /* logged there */
     struct gnode *node = rgpu_node_new(g, deps, n, CU_GRAPH_NODE_TYPE_MEMCPY, &r);
     if (!node)
         return r;
     node->memcpy = *p;
     node->ctx = ctx;
-    return rgpu_node_added(node, send_memcpy(node, H(g), 0), out);
+    node->client = client;
+    if (client)
+        rgpu_client_node_made();
+    return rgpu_node_added(node, client ? rgpu_send_placeholder(node) : send_memcpy(node, H(g), 0), out);
 }
 
 API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
@@ -298,6 +303,7 @@ API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
 static CUresult copy_or_set_params(CUgraphNode h, CUgraphNodeType type, const void *p, uint64_t exec)
 {
     struct gnode tmp;
+    static int logged;
     if (!p || (exec && !rgpu_graph_is_live(exec, KIND_GRAPH_EXEC)))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
@@ -306,6 +312,22 @@ static CUresult copy_or_set_params(CUgraphNode h, CUgraphNodeType type, const vo
         tmp = *n;
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    int client = type == CU_GRAPH_NODE_TYPE_MEMCPY ? rgpu_copy_on_client(p) : 0;
+    if (client < 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (client != tmp.client) /* the server has an empty node, or a copy, in its place: not the other */
+        return rgpu_unsupported(&logged, "changing a graph memcpy node between device memory and host memory");
+    if (client && exec)
+        return rgpu_exec_set_copy(exec, H(h), p);
+    if (client) {
+        pthread_mutex_lock(&rgpu_graph_nodes_lock);
+        if ((n = rgpu_node_typed(h, type)))
+            n->memcpy = *(const CUDA_MEMCPY3D *)p;
+        pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+        return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
+    if (exec && !(exec = rgpu_exec_target(exec, H(h)))) /* a graph with host nodes: the stage with the node */
         return CUDA_ERROR_INVALID_VALUE;
     if (type == CU_GRAPH_NODE_TYPE_MEMSET)
         tmp.memset = *(const CUDA_MEMSET_NODE_PARAMS *)p;

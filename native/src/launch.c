@@ -388,9 +388,13 @@ static CUresult host_func(CUstream s, CUhostFn fn, void *data)
 {
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
+    int captured = 0;
+    CUresult r = rgpu_capture_active() ? rgpu_capture_host_func(s, fn, data, &captured) : CUDA_SUCCESS;
+    if (captured) /* a host node of the capture's graph, run when the graph is launched */
+        return r;
     /* The host function must run after the stream's earlier work and before its later work; the GPU cannot
      * call back across the wire, so the calling thread waits for the stream and runs it. */
-    CUresult r = cuStreamSynchronize(s);
+    r = cuStreamSynchronize(s);
     if (r == CUDA_SUCCESS)
         fn(data);
     return r;
@@ -403,7 +407,12 @@ static CUresult stream_callback(CUstream s, CUstreamCallback cb, void *data, uns
 {
     if (!cb || flags)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = cuStreamSynchronize(s);
+    /* CUDA does not capture stream callbacks (cuLaunchHostFunc is the capturable kind): refused, and the capture
+     * is invalidated, as natively. */
+    CUresult r = rgpu_capture_active() ? rgpu_capture_refuse(s, "cuStreamAddCallback") : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cuStreamSynchronize(s);
     cb(s, r, data);
     return CUDA_SUCCESS;
 }

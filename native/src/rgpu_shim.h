@@ -105,6 +105,11 @@ uint64_t rgpu_function_handle(CUfunction f); /* the server's handle of a functio
 /* graph.c: a host<->device copy on stream s, or a capture-unsafe call (allocation, synchronous copy), during
  * stream capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and the capture is invalidated), else CUDA_SUCCESS. */
 CUresult rgpu_capture_host_copy(CUstream s);
+/* graph.c: a call CUDA does not capture, on a capturing stream: the capture is invalidated and the call gets
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (CUDA_SUCCESS: the stream is not capturing) */
+CUresult rgpu_capture_refuse(CUstream s, const char *what);
+/* graph_host.c: cuLaunchHostFunc on a capturing stream becomes a host node (*was_captured 1 then) */
+CUresult rgpu_capture_host_func(CUstream s, CUhostFn fn, void *data, int *was_captured);
 CUresult rgpu_capture_unsafe_call(void);
 int rgpu_capture_active(void); /* whether any stream of this process is capturing */
 CUresult rgpu_unsupported(int *logged, const char *name);

@@ -42,7 +42,7 @@ for s in $sections; do
     runtime)
       bash tests/cuda/run_on_gpu.sh 2>&1 | tee "$OUT/runtime.log"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-      RGPU_TEST_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests/test_runtime.py tests/test_cuda_programs.py tests/test_graphs.py 2>&1 | tail -3
+      RGPU_TEST_BACKEND=cuda python3 -m pytest -q -p no:cacheprovider tests/test_runtime.py tests/test_cuda_programs.py tests/test_graphs.py tests/test_graph_host.py 2>&1 | tail -3
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     printf)  # kernel printf reaches the program: its stdout (a file: C's stdout fully buffered) native vs rgpu
       shims=/tmp/rgpu-shims

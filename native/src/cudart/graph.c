@@ -558,6 +558,61 @@ static struct cudaKernelNodeParams kernel_v1(const struct cudaKernelNodeParamsV2
                                          .extra = k->extra};
 }
 
+/* -- host nodes: the driver shim runs them on this side (native/src/graph_host.c) ------------------------------- */
+_Static_assert(sizeof(struct cudaHostNodeParams) == sizeof(CUDA_HOST_NODE_PARAMS),
+               "runtime and driver host node parameters differ");
+
+RT_API cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                        size_t n, const struct cudaHostNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphAddHostNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                    (const CUDA_HOST_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphHostNodeGetParams((CUgraphNode)node, (CUDA_HOST_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphHostNodeSetParams((CUgraphNode)node, (const CUDA_HOST_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                  const struct cudaHostNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphExecHostNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, (const CUDA_HOST_NODE_PARAMS *)p));
+}
+
+/* -- memory nodes ------------------------------------------------------------------------------------------------ */
+_Static_assert(sizeof(struct cudaMemAllocNodeParams) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS),
+               "runtime and driver memory allocation node parameters differ");
+
+RT_API cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                            size_t n, struct cudaMemAllocNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphAddMemAllocNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                        (CUDA_MEM_ALLOC_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams *p)
+{
+    WITH_CONTEXT(cuGraphMemAllocNodeGetParams((CUgraphNode)node, (CUDA_MEM_ALLOC_NODE_PARAMS *)p));
+}
+
+RT_API cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                           size_t n, void *dptr)
+{
+    WITH_CONTEXT(cuGraphAddMemFreeNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                       (CUdeviceptr)(uintptr_t)dptr));
+}
+
+RT_API cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void *dptr_out)
+{
+    WITH_CONTEXT(cuGraphMemFreeNodeGetParams((CUgraphNode)node, (CUdeviceptr *)dptr_out));
+}
+
 static struct cudaMemsetParams memset_v1(const struct cudaMemsetParamsV2 *m)
 {
     return (struct cudaMemsetParams){.dst = m->dst, .pitch = m->pitch, .value = m->value,
@@ -565,7 +620,7 @@ static struct cudaMemsetParams memset_v1(const struct cudaMemsetParamsV2 *m)
 }
 
 static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
-                            const cudaGraphEdgeData *data, size_t n, const struct cudaGraphNodeParams *p)
+                            const cudaGraphEdgeData *data, size_t n, struct cudaGraphNodeParams *p)
 {
     static int logged;
     if (!p || !node)
@@ -600,9 +655,23 @@ static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cuda
         return cudaGraphAddEventRecordNode(node, graph, deps, n, p->eventRecord.event);
     case cudaGraphNodeTypeWaitEvent:
         return cudaGraphAddEventWaitNode(node, graph, deps, n, p->eventWait.event);
+    case cudaGraphNodeTypeHost: {
+        struct cudaHostNodeParams h = {p->host.fn, p->host.userData}; /* newer headers may grow the V2 record */
+        return cudaGraphAddHostNode(node, graph, deps, n, &h);
+    }
+    case cudaGraphNodeTypeMemAlloc: {
+        struct cudaMemAllocNodeParams a = {.poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
+                                           .accessDescCount = p->alloc.accessDescCount,
+                                           .bytesize = p->alloc.bytesize};
+        cudaError_t e = cudaGraphAddMemAllocNode(node, graph, deps, n, &a);
+        p->alloc.dptr = a.dptr; /* the allocation's address comes back in p */
+        return e;
+    }
+    case cudaGraphNodeTypeMemFree:
+        return cudaGraphAddMemFreeNode(node, graph, deps, n, p->free.dptr);
     default:
-        return rt_unsupported(&logged, "cudaGraphAddNode of a node type other than kernel, memcpy, memset, empty "
-                                       "and event record/wait");
+        return rt_unsupported(&logged, "cudaGraphAddNode of a node type other than kernel, memcpy, memset, empty, "
+                                       "host, memory and event record/wait");
     }
 }
 
@@ -639,7 +708,11 @@ static cudaError_t set_node(cudaGraphExec_t exec, cudaGraphNode_t node, const st
         struct cudaMemsetParams m = memset_v1(&p->memset);
         return exec ? cudaGraphExecMemsetNodeSetParams(exec, node, &m) : cudaGraphMemsetNodeSetParams(node, &m);
     }
-    return rt_unsupported(&logged, "cudaGraph(Exec)NodeSetParams of a node type other than kernel and memset");
+    if (p->type == cudaGraphNodeTypeHost) {
+        struct cudaHostNodeParams h = {p->host.fn, p->host.userData};
+        return exec ? cudaGraphExecHostNodeSetParams(exec, node, &h) : cudaGraphHostNodeSetParams(node, &h);
+    }
+    return rt_unsupported(&logged, "cudaGraph(Exec)NodeSetParams of a node type other than kernel, memset and host");
 }
 
 RT_API cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams *p)

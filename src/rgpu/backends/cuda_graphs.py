@@ -51,6 +51,7 @@ _ffi.cdef("""
         size_t width, height;
     } rgpu_memset_params;  /* CUDA_MEMSET_NODE_PARAMS */
     int cuGraphGetNodes(uintptr_t graph, uintptr_t *nodes, size_t *count);
+    int cuGraphAddEmptyNode(uintptr_t *node, uintptr_t graph, const uintptr_t *deps, size_t count);
     int cuGraphNodeGetType(uintptr_t node, int *type);
     int cuGraphNodeGetDependencies_v2(uintptr_t node, uintptr_t *deps, void *edges, size_t *count);
     int cuGraphKernelNodeGetParams_v2(uintptr_t node, rgpu_kernel_node_params *params);
@@ -101,6 +102,7 @@ def _attribute_records(attributes) -> bytes:
 
 # CUgraphNodeType (rgpu.dispatch.graphs)
 _KERNEL, _MEMCPY, _MEMSET, _CHILD, _EMPTY, _WAIT_EVENT, _EVENT_RECORD = 0, 1, 2, 4, 5, 6, 7
+_MEM_FREE = 11
 
 
 def _stream(stream):
@@ -180,6 +182,21 @@ class CudaGraphs:
             out.append(NodeInfo(node, cu.CUgraphNode(node), kind[0], ()))
         return out
 
+    def capture_empty_node(self, ctx, stream):
+        """An empty node at the stream's place in its capture, then the stream's only dependency."""
+        lib = _lib()
+        self._use(ctx)
+        status, ident, graph = _ffi.new("int *"), _ffi.new("uint64_t *"), _ffi.new("uintptr_t *")
+        deps, edges, count = _ffi.new("const uintptr_t **"), _ffi.new("const void **"), _ffi.new("size_t *")
+        _fail(lib.cuStreamGetCaptureInfo_v3(int(stream), status, ident, graph, deps, edges, count))
+        if status[0] != int(cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE):
+            raise CudaError(Status.STREAM_CAPTURE_INVALIDATED if status[0] else Status.ILLEGAL_STATE,
+                            "the stream is not capturing (or its capture was invalidated)")
+        node = _ffi.new("uintptr_t *")
+        _fail(lib.cuGraphAddEmptyNode(node, graph[0], deps[0] if count[0] else _ffi.NULL, count[0]))
+        self.update_capture_dependencies(ctx, stream, [node[0]], 1)  # CU_STREAM_SET_CAPTURE_DEPENDENCIES
+        return cu.CUgraphNode(node[0])
+
     def update_capture_dependencies(self, ctx, stream, nodes: list, flags: int) -> None:
         self._use(ctx)
         array = _ffi.new("uintptr_t[]", [int(n) for n in nodes] or [0])
@@ -189,6 +206,44 @@ class CudaGraphs:
     def graph_instantiate(self, ctx, graph, flags: int):
         self._use(ctx)
         return _check(cu.cuGraphInstantiate(graph, flags))  # cuda-bindings' name for WithFlags
+
+    def graph_instantiate_part(self, ctx, graph, nodes: list, flags: int):
+        """The subgraph of `nodes` and the edges among them: a clone without the other nodes, instantiated.
+
+        The clone lives as long as the exec: exec set-params name the graph's nodes, the driver wants the
+        clone's (_part_nodes maps them)."""
+        self._use(ctx)
+        keep = {int(n) for n in nodes}
+        clone = _check(cu.cuGraphClone(graph))
+        try:
+            mapping = {}
+            for node in self._all_nodes(graph):
+                found = _check(cu.cuGraphNodeFindInClone(cu.CUgraphNode(node), clone))
+                if node in keep:
+                    mapping[node] = found
+                else:
+                    _check(cu.cuGraphDestroyNode(found))
+            exe = _check(cu.cuGraphInstantiate(clone, flags))
+        except BaseException:
+            _check(cu.cuGraphDestroy(clone))
+            raise
+        self._part_nodes[int(exe)] = (clone, mapping)
+        return exe
+
+    @functools.cached_property
+    def _part_nodes(self) -> dict:
+        """int(exec) -> (the clone it was instantiated from, {int(graph node): the clone's node})."""
+        return {}
+
+    def _all_nodes(self, graph) -> list:
+        """Every node of a graph, as the driver's integer handles."""
+        lib = _lib()
+        count = _ffi.new("size_t *")
+        _fail(lib.cuGraphGetNodes(int(graph), _ffi.NULL, count))
+        raw = _ffi.new("uintptr_t[]", max(count[0], 1))
+        if count[0]:
+            _fail(lib.cuGraphGetNodes(int(graph), raw, count))
+        return list(raw[0:count[0]])
 
     def graph_launch(self, ctx, exe, stream) -> None:
         self._use(ctx)
@@ -213,6 +268,9 @@ class CudaGraphs:
     def graph_exec_destroy(self, ctx, exe) -> None:
         self._use(ctx)
         _check(cu.cuGraphExecDestroy(exe))
+        part = self._part_nodes.pop(int(exe), None)
+        if part is not None:
+            _check(cu.cuGraphDestroy(part[0]))
 
     # -- the explicit graph API --------------------------------------------------------------------
     def graph_create(self, ctx):
@@ -276,10 +334,32 @@ class CudaGraphs:
             return _check(cu.cuGraphAddEventWaitNode(graph, deps, n, params))
         if node_type == _CHILD:
             return _check(cu.cuGraphAddChildGraphNode(graph, deps, n, params))
+        if node_type == _MEM_FREE:
+            return _check(cu.cuGraphAddMemFreeNode(graph, deps, n, cu.CUdeviceptr(params)))
         raise CudaError(Status.NOT_SUPPORTED, f"graph node type {node_type}")
+
+    def graph_add_mem_alloc(self, ctx, graph, deps: list, size: int) -> tuple:
+        """A memory allocation node on the context's device -> (node, the address the driver gave it)."""
+        self._use(ctx)
+        p = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
+        p.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        p.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        p.poolProps.location.id = int(_check(cu.cuCtxGetDevice()))
+        p.bytesize = size
+        node = _check(cu.cuGraphAddMemAllocNode(graph, deps, len(deps), p))
+        return node, int(p.dptr)
+
+    def graph_mem_release(self, ctx, ptr: int) -> None:
+        """No graph or exec holds the memory now: the driver's cache of graph memory goes back to the device."""
+        self._use(ctx)
+        _check(cu.cuDeviceGraphMemTrim(_check(cu.cuCtxGetDevice())))
 
     def graph_node_set_params(self, ctx, node, node_type: int, params, exe) -> None:
         self._use(ctx)
+        if exe is not None and int(exe) in self._part_nodes:  # a stage of a graph with host nodes
+            node = self._part_nodes[int(exe)][1].get(int(node))
+            if node is None:
+                raise CudaError(Status.INVALID_VALUE, "the node is not in that stage of the executable graph")
         if node_type == _KERNEL:
             raw, keep = self._kernel_params(ctx, params)
             if exe is None:
@@ -336,12 +416,7 @@ class CudaGraphs:
 
         lib = _lib()
         self._use(ctx)
-        count = _ffi.new("size_t *")
-        _fail(lib.cuGraphGetNodes(int(graph), _ffi.NULL, count))
-        raw = _ffi.new("uintptr_t[]", max(count[0], 1))
-        if count[0]:
-            _fail(lib.cuGraphGetNodes(int(graph), raw, count))
-        nodes, deps, kind = list(raw[0:count[0]]), {}, _ffi.new("int *")
+        nodes, deps, kind = self._all_nodes(graph), {}, _ffi.new("int *")
         for node in nodes:
             n = _ffi.new("size_t *")
             _fail(lib.cuGraphNodeGetDependencies_v2(node, _ffi.NULL, _ffi.NULL, n))

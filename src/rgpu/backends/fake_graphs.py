@@ -18,6 +18,7 @@ from rgpu.errors import CudaError, Status
 
 # CUgraphNodeType
 KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
+MEM_ALLOC, MEM_FREE = 10, 11
 NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
 # CUgraphExecUpdateResult
 UPDATE_SUCCESS, UPDATE_ERROR, UPDATE_TOPOLOGY_CHANGED, UPDATE_NODE_TYPE_CHANGED = 0, 1, 2, 3
@@ -266,11 +267,28 @@ class FakeGraphs:
         tails = [] if flags == 1 else list(capture.tails.get(id(stream), ()))  # 1: CU_STREAM_SET_CAPTURE_DEPENDENCIES
         capture.tails[id(stream)] = tails + [n for n in nodes if n not in tails]
 
+    def capture_empty_node(self, ctx, stream) -> FakeNode:
+        """An empty node at the stream's place in its capture, then the stream's only dependency."""
+        capture = _capture_of(stream)
+        if capture is None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
+        if capture.invalidated:
+            raise CudaError(Status.STREAM_CAPTURE_INVALIDATED, "the stream's capture was invalidated")
+        node = FakeNode(EMPTY, None, list(capture.tails.get(id(stream), ())), capture.graph)
+        capture.graph.nodes.append(node)
+        capture.tails[id(stream)] = [node]
+        return node
+
     # -- executable graphs --------------------------------------------------------------------------
     def graph_instantiate(self, ctx, graph: FakeGraph, flags: int) -> FakeExec:
         ctx.check()
         nodes, mapping = _copies(graph.nodes)
         return FakeExec(ctx, nodes, mapping)
+
+    def graph_instantiate_part(self, ctx, graph: FakeGraph, nodes: list, flags: int) -> FakeExec:
+        """The subgraph of `nodes` and the edges among them (_copies drops edges from other nodes)."""
+        keep = set(nodes)
+        return self.graph_instantiate(ctx, FakeGraph([n for n in graph.nodes if n in keep]), flags)
 
     def graph_launch(self, ctx, exe: FakeExec, stream) -> None:
         ctx.check()
@@ -338,7 +356,7 @@ class FakeGraphs:
         if node_type == CHILD:  # CUDA copies the child graph into the node when it is added
             nodes, _ = _copies(params.nodes)
             return (cls.graph_launch.__wrapped__, dict(ctx=ctx, exe=FakeExec(ctx, nodes), stream=None))
-        if node_type == EMPTY:
+        if node_type in (EMPTY, MEM_FREE):  # graph memory stays allocated while its graph or an exec holds it
             return None
         raise CudaError(Status.NOT_SUPPORTED, f"graph node type {node_type}")
 
@@ -347,6 +365,17 @@ class FakeGraphs:
         node = FakeNode(node_type, self._node_call(ctx, node_type, params), list(deps), graph)
         graph.nodes.append(node)
         return node
+
+    def graph_add_mem_alloc(self, ctx, graph: FakeGraph, deps: list, size: int) -> tuple:
+        """A memory allocation node: the memory is allocated now, at the address every launch will use."""
+        ctx.check()
+        ptr = self.mem_alloc(ctx, size)
+        node = FakeNode(MEM_ALLOC, None, list(deps), graph)
+        graph.nodes.append(node)
+        return node, ptr
+
+    def graph_mem_release(self, ctx, ptr: int) -> None:
+        self.mem_free(ctx, ptr)
 
     def graph_node_set_params(self, ctx, node: FakeNode, node_type: int, params, exe: FakeExec | None) -> None:
         ctx.check()

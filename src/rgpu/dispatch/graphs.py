@@ -14,10 +14,11 @@ import weakref
 import attrs
 
 from rgpu.backends.graph_types import KernelNodeParams, MemcpyNodeParams, MemsetNodeParams, NodeInfo  # noqa: F401
+from rgpu.dispatch import quota
 from rgpu.dispatch.registry import Reply, handles
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
-from rgpu.session.handles import Kind
+from rgpu.session.handles import Kind, Region
 from rgpu.session.state import Session
 
 # -- launch attributes ------------------------------------------------------------------------------
@@ -202,12 +203,17 @@ def _instantiate(s: Session, args, bulk):
     ctx, graph = s.object(args.graph, Kind.GRAPH)
     if args.exec in s.handles:
         raise CudaError(Status.INVALID_VALUE, f"0x{args.exec:x} is in use")
-    exe = s.backend.graph_instantiate(ctx.obj, graph.obj, args.flags)
+    _register_exec(s, args, ctx, graph, s.backend.graph_instantiate(ctx.obj, graph.obj, args.flags))
+
+
+def _register_exec(s: Session, args, ctx, graph, exe) -> None:
+    """A new exec of `args.graph` under the client's `args.exec` (destroyed again if that fails)."""
     try:
         s.handles.add_client(args.exec, Kind.GRAPH_EXEC, exe, ctx=graph.ctx)
     except CudaError:
         s.backend.graph_exec_destroy(ctx.obj, exe)
         raise
+    _hold_memory(s, args.graph, args.exec)
 
 
 def _exec_on(s: Session, exec_handle: int, stream_handle: int):
@@ -244,6 +250,7 @@ def _graph_exec_destroy(s: Session, args, bulk):
     ctx, exe = s.object(args.exec, Kind.GRAPH_EXEC)
     s.handles.pop(args.exec, Kind.GRAPH_EXEC)
     s.backend.graph_exec_destroy(ctx.obj, exe.obj)
+    _let_go_memory(s, args.exec)
 
 
 @handles(ops.GRAPH_DESTROY)
@@ -253,11 +260,13 @@ def _graph_destroy(s: Session, args, bulk):
         s.handles.pop(h, Kind.GRAPH_NODE)
     s.handles.pop(args.graph, Kind.GRAPH)
     s.backend.graph_destroy(ctx.obj, graph.obj)
+    _let_go_memory(s, args.graph)
 
 
 # -- the explicit graph API -------------------------------------------------------------------------
 # CUgraphNodeType
 KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
+MEM_ALLOC, MEM_FREE = 10, 11
 MAX_NODE_DEPENDENCIES = 4096
 
 
@@ -364,12 +373,21 @@ def _other_node(s: Session, args, bulk):
     elif args.type == CHILD:
         if args.object == args.graph:
             raise CudaError(Status.INVALID_VALUE, "a graph cannot be its own child")
+        if _memory_of(s, args.object):  # as CUDA: a child graph may not allocate or free
+            raise CudaError(Status.NOT_SUPPORTED, "a child graph with memory nodes")
         obj = s.object(args.object, Kind.GRAPH)[1].obj
+    elif args.type == MEM_FREE:
+        memory = _memory(s).get(args.object)
+        if memory is None or memory.freed_by:
+            raise CudaError(Status.INVALID_VALUE, f"0x{args.object:x} is not graph memory left to free")
+        obj = args.object
     else:
         raise CudaError(Status.NOT_SUPPORTED, f"graph node type {args.type} through GRAPH_OTHER_NODE")
     if not args.graph:
         raise CudaError(Status.INVALID_VALUE, "GRAPH_OTHER_NODE adds nodes only")
     _add_or_set(s, args, bulk, args.type, obj)
+    if args.type == MEM_FREE:
+        _memory(s)[args.object].freed_by = args.graph
 
 
 @handles(ops.GRAPH_EDGES)
@@ -406,6 +424,8 @@ def _graph_clone(s: Session, args, bulk):
     ctx, graph = s.object(args.graph, Kind.GRAPH)
     if args.clone in s.handles:
         raise CudaError(Status.INVALID_VALUE, f"0x{args.clone:x} is in use")
+    if _memory_of(s, args.graph):
+        raise CudaError(Status.NOT_SUPPORTED, "cloning a graph with memory nodes")
     if args.count > MAX_NODE_DEPENDENCIES or len(bulk) != 16 * args.count:
         raise CudaError(Status.INVALID_VALUE, f"{args.count} node pairs in {len(bulk)} bytes")
     pairs = list(struct.iter_unpack("<QQ", bytes(bulk)))
@@ -423,6 +443,8 @@ def _graph_clone(s: Session, args, bulk):
 @handles(ops.GRAPH_DESTROY_NODE)
 def _graph_destroy_node(s: Session, args, bulk):
     ctx, node = s.object(args.node, Kind.GRAPH_NODE)
+    if node.info in (MEM_ALLOC, MEM_FREE):
+        raise CudaError(Status.NOT_SUPPORTED, "destroying a memory node (destroy its graph)")
     s.handles.pop(args.node, Kind.GRAPH_NODE)
     s.backend.graph_destroy_node(ctx.obj, node.obj)
 
@@ -494,3 +516,111 @@ def _graph_node_info(s: Session, args, bulk):
             size = ops.GRAPH_NODE_INFO.reply.size
             return Reply(ops.GRAPH_NODE_INFO.decode_reply(record[:size]), record[size:])
     raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is no longer in its graph")
+
+
+# -- host nodes: the client runs them; the server keeps their place (native/src/graph_host.c) -----------
+@handles(ops.GRAPH_INSTANTIATE_PART)
+def _instantiate_part(s: Session, args, bulk):
+    """One stage of a graph with host nodes: the named nodes and the edges among them, instantiated."""
+    if args.flags & ~_INSTANTIATE_FLAGS:
+        raise CudaError(Status.INVALID_VALUE, f"instantiate flags 0x{args.flags:x}")
+    if args.count == 0 or len(bulk) != 8 * args.count:
+        raise CudaError(Status.INVALID_VALUE, f"GRAPH_INSTANTIATE_PART: {args.count} nodes in {len(bulk)} bytes")
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.exec in s.handles or args.exec >> 56 != 0x80 | Kind.GRAPH_EXEC:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.exec:x} is not a fresh client exec handle")
+    nodes = _node_handles(s, bulk, args.count, args.graph)
+    if len({s.backend.object_key(n) for n in nodes}) != len(nodes):
+        raise CudaError(Status.INVALID_VALUE, "a node named twice")
+    _register_exec(s, args, ctx, graph, s.backend.graph_instantiate_part(ctx.obj, graph.obj, nodes, args.flags))
+
+
+@handles(ops.STREAM_CAPTURE_EMPTY_NODE)
+def _capture_empty_node(s: Session, args, bulk):
+    ctx, stream = _capture_stream(s, args.stream)
+    if args.graph not in state(s).capturing.values():
+        raise CudaError(Status.ILLEGAL_STATE, f"no capture into graph 0x{args.graph:x}")
+    if args.node in s.handles or args.node >> 56 != 0x80 | Kind.GRAPH_NODE:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is not a fresh client node handle")
+    node = s.backend.capture_empty_node(ctx.obj, stream)
+    s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=ctx_handle(s, args.stream), parent=args.graph,
+                         info=EMPTY)
+
+
+# -- memory nodes: graph memory counts against the session's limit while a graph or exec holds it ----------
+@attrs.define(slots=True)
+class _GraphMemory:
+    size: int
+    ctx: int
+    graph: int  # the graph of the allocating node
+    holders: set  # that graph and the execs made from it
+    freed_by: int = 0  # the free node's graph, once there is one
+
+
+class _MemoryState:
+    """A session extension (Session.extensions): graph memory by address, released with its context."""
+
+    def __init__(self) -> None:
+        self.graph_memory: dict[int, _GraphMemory] = {}
+
+    def release_context(self, s: Session, ctx: int) -> None:
+        # The context's graphs and execs go with it (Session.destroy_context), and its regions.
+        for ptr, m in list(self.graph_memory.items()):
+            if m.ctx == ctx:
+                del self.graph_memory[ptr]
+                quota.uncharge(s, m.size, quota.GRAPHS)
+
+
+def _memory(s: Session) -> dict:
+    ext = s.extensions.get("graph_memory")
+    if ext is None:
+        ext = s.extensions["graph_memory"] = _MemoryState()
+    return ext.graph_memory
+
+
+def _memory_of(s: Session, holder: int) -> list:
+    ext = s.extensions.get("graph_memory")
+    return [ptr for ptr, m in ext.graph_memory.items() if holder in m.holders] if ext else []
+
+
+def _hold_memory(s: Session, graph: int, holder: int) -> None:
+    for ptr in _memory_of(s, graph):
+        _memory(s)[ptr].holders.add(holder)
+
+
+def _let_go_memory(s: Session, holder: int) -> None:
+    """`holder` (a graph or exec) is gone: memory nothing holds any more leaves the quota and the range checks."""
+    memory = _memory(s)
+    for m in memory.values():
+        if m.freed_by == holder:
+            m.freed_by = 0
+    for ptr in _memory_of(s, holder):
+        m = memory[ptr]
+        m.holders.discard(holder)
+        if not m.holders:
+            del memory[ptr]
+            s.memory.remove(ptr)
+            quota.uncharge(s, m.size, quota.GRAPHS)
+            s.backend.graph_mem_release(s.context(m.ctx).obj, ptr)
+
+
+@handles(ops.GRAPH_MEM_ALLOC_NODE)
+def _mem_alloc_node(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.size == 0:
+        raise CudaError(Status.INVALID_VALUE, "a memory allocation node of 0 bytes")
+    if args.device != ctx.info:
+        raise CudaError(Status.INVALID_VALUE, f"device {args.device} is not the graph's context's ({ctx.info})")
+    if args.node in s.handles or args.node >> 56 != 0x80 | Kind.GRAPH_NODE:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is not a fresh client node handle")
+    deps = _node_handles(s, bulk, args.deps, args.graph)
+    quota.charge(s, args.size, quota.GRAPHS)
+    try:
+        node, ptr = s.backend.graph_add_mem_alloc(ctx.obj, graph.obj, deps, args.size)
+    except BaseException:
+        quota.uncharge(s, args.size, quota.GRAPHS)
+        raise
+    s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=graph.ctx, parent=args.graph, info=MEM_ALLOC)
+    _memory(s)[ptr] = _GraphMemory(args.size, graph.ctx, args.graph, {args.graph})
+    s.memory.add(Region(ptr, args.size, graph.ctx, "graph memory"))
+    return (ptr,)

@@ -7,6 +7,7 @@ from rgpu.session.state import Session
 
 VMM = "virtual memory"
 POOLS = "pool memory"
+GRAPHS = "graph memory"
 
 
 def charge(s: Session, size: int, what: str) -> None:

@@ -717,6 +717,28 @@ DNN_BN_BACKWARD_EX = _op(0x02D2, "DNN_BN_BACKWARD_EX",
                          doc="DNN_BN_BACKWARD with bnOps BN_ACTIVATION / BN_ADD_ACTIVATION: the forward's y and "
                              "bias, dz (the addend's gradient) 0 unless ops adds")
 
+# Host nodes and host functions in graphs (0x02E0-0x02EF). A host function runs on the client (the GPU cannot call
+# back across the wire): its node is an empty node on the server, and an executable graph with host nodes is
+# instantiated as stages (each a subgraph between host nodes) that the client launches one after another, running
+# the host functions in between (native/src/graph_stages.c).
+GRAPH_INSTANTIATE_PART = _op(0x02E0, "GRAPH_INSTANTIATE_PART", "graph:u64 exec:u64 flags:u64 count:u32",
+                             deferrable=True, request_bulk="count x u64 node handles of `graph`",
+                             names="graph:graph",
+                             doc="cuGraphInstantiateWithFlags of the subgraph of `graph` made of the `count` named "
+                                 "nodes and the edges among them -> client-minted `exec`")
+STREAM_CAPTURE_EMPTY_NODE = _op(0x02E1, "STREAM_CAPTURE_EMPTY_NODE", "stream:u64 graph:u64 node:u64",
+                                deferrable=True, names="stream:stream",
+                                doc="an empty node at the capturing stream's position (after its dependencies, "
+                                    "then its only dependency): client-minted `node` of the capture's `graph`, where "
+                                    "the client keeps a host function (cuLaunchHostFunc during capture)")
+GRAPH_MEM_ALLOC_NODE = _op(0x02E2, "GRAPH_MEM_ALLOC_NODE", "graph:u64 node:u64 deps:u32 device:u32 size:u64",
+                           "dptr:u64", request_bulk="deps x u64 node handles", names="graph:graph",
+                           doc="cuGraphAddMemAllocNode: client-minted `node` of `graph` allocating `size` bytes on "
+                               "`device` (the graph's context's) -> the address it will have; counts against the "
+                               "session's memory limit until the graph and every exec made from it are destroyed. "
+                               "Free nodes are GRAPH_OTHER_NODE of type 11 (CU_GRAPH_NODE_TYPE_MEM_FREE), object "
+                               "the address")
+
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 # Kernel output (0x0140-0x014F).
 OUTPUT = _op(0x0140, "OUTPUT", context=False, reply_bulk="bytes the session's kernels printed (device printf)",
