@@ -38,6 +38,8 @@ CUresult rgpu_capture_host_func(CUstream s, CUhostFn fn, void *data, int *was_ca
     *was_captured = state != 0;
     if (state <= 0)
         return state ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+    if (rgpu_server_minor() < 5)
+        return rgpu_capture_refuse(s, "host functions during capture with a server older than protocol 1.5");
     uint64_t node = rgpu_graph_mint(KIND_GRAPH_NODE);
     int slot = -1;
     rgpu_client_node_made();

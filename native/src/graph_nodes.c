@@ -364,8 +364,12 @@ API CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *
 API CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
                                     CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
-    static int logged;
-    CUresult r;
+    static int logged, old_logged;
+    CUresult r = rgpu_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (rgpu_server_minor() < 5)
+        return rgpu_unsupported(&old_logged, "graph memory allocation nodes with a server older than protocol 1.5");
     if (!out || !p || !p->bytesize || p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
         p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE || (p->accessDescCount && !p->accessDescs))
         return CUDA_ERROR_INVALID_VALUE;

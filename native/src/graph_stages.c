@@ -187,7 +187,10 @@ static void destroy_stages(const struct staged *x, size_t upto) /* the first `up
 /* Each stage to the server: the handles of its nodes. */
 static CUresult send_stages(const struct staged *x, uint64_t g, unsigned long long flags, size_t *sent)
 {
-    static int logged;
+    static int logged, old_logged;
+    *sent = 0;
+    if (rgpu_server_minor() < 5)
+        return rgpu_unsupported(&old_logged, "graphs with host nodes with a server older than protocol 1.5");
     uint8_t *bulk = malloc(8 * x->n_members + 1);
     CUresult r = bulk ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     for (*sent = 0; *sent < x->n_steps && r == CUDA_SUCCESS; ++*sent) {
