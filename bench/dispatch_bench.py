@@ -9,9 +9,11 @@ itself through cffi: the floor a worker without Python per record would reach.
 from __future__ import annotations
 
 import argparse
+import struct
 import time
 
 from rgpu.backends.factory import make_backend
+from rgpu.kernels import load
 from rgpu.dispatch.dispatcher import execute_batch_sync
 from rgpu.protocol import ops
 from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, frame_bytes
@@ -48,7 +50,16 @@ def main() -> None:
     stream = _call(s, ops.STREAM_CREATE, 1)
     ptr = _call(s, ops.MEM_ALLOC, 4096)
     copier = s.backend.async_copier(s.context().obj, s.stream(stream)[1])
+    module = next_action(s, Frame(ops.MODULE_LOAD_DATA.code, 4, bulk=load("demo.ptx")), MAX).run()
+    module = ops.MODULE_LOAD_DATA.decode_reply(module.args)[0]
+    fill = next_action(s, Frame(ops.MODULE_GET_FUNCTION.code, 5, args=ops.MODULE_GET_FUNCTION.pack_request(module),
+                                bulk=b"fill"), MAX).run()
+    fill = ops.MODULE_GET_FUNCTION.decode_reply(fill.args)[0]
+    fill_params = struct.pack("<QfI", ptr, 1.0, 64)
+    launch = s.launch_target(fill, stream).launch
     cases = {
+        "LAUNCH_KERNEL": (ops.LAUNCH_KERNEL.pack_request(fill, 1, 1, 1, 64, 1, 1, 0, stream), fill_params,
+                          lambda: launch(1, 1, 1, 64, 1, 1, 0, fill_params)),
         "STREAM_SYNCHRONIZE": (ops.STREAM_SYNCHRONIZE.pack_request(stream), b"",
                                lambda: s.backend.stream_synchronize(s.context().obj, s.stream(stream)[1])),
         "MEMSET_D8_ASYNC": (ops.MEMSET_D8_ASYNC.pack_request(ptr, 1, 256, stream), b"",
