@@ -176,6 +176,14 @@ int main(void)
     CHECK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 2, again, &found_again));
     if (found_again < 1 || found_again > 2)
         printf("FAIL heuristic for 2 gave %d\n", found_again), failures++;
+    /* More distinct questions than a step of a big model asks (here: 200 workspace limits), each asked twice: rgpu asks the
+     * server once per distinct question (tests/test_blas.py counts 2 + 200 round trips). */
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 200; i++) {
+            uint64_t limit = workspace + 256 * (uint64_t)(i + 1);
+            CHECK(cublasLtMatmulPreferenceSetAttribute(pref, PREF_MAX_WORKSPACE, &limit, sizeof limit));
+            CHECK(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 4, again, &found_again));
+        }
 
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(lc);

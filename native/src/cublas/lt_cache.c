@@ -9,16 +9,21 @@
 
 #include "blas.h"
 
-#define SLOTS 512 /* direct-mapped by hash: a collision replaces the older answer */
+/* Set-associative, least recently used out: a training step asks a few dozen distinct questions (shapes times
+ * alignments), which a direct-mapped table of this size let collide often enough that a pair of them evicted
+ * each other every step, each time a round trip. */
+#define SETS 128
+#define WAYS 8
 
 struct answer {
-    uint64_t hash;
+    uint64_t hash, used;
     int requested, count;
     size_t key_len;
     uint8_t *key, *results;
 };
 
-static struct answer slots[SLOTS];
+static struct answer slots[SETS][WAYS];
+static uint64_t clock_now; /* under the lock: the order of uses */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t hash_of(const uint8_t *key, size_t len, int requested)
@@ -29,15 +34,26 @@ static uint64_t hash_of(const uint8_t *key, size_t len, int requested)
     return h;
 }
 
+static struct answer *find(uint64_t h, const uint8_t *key, size_t len, int requested) /* under the lock */
+{
+    for (int w = 0; w < WAYS; w++) {
+        struct answer *a = &slots[h % SETS][w];
+        if (a->key && a->hash == h && a->requested == requested && a->key_len == len && !memcmp(a->key, key, len))
+            return a;
+    }
+    return NULL;
+}
+
 int rgpu_lt_cache_get(const uint8_t *key, size_t len, int requested, void *results, size_t item_size)
 {
     uint64_t h = hash_of(key, len, requested);
     int count = -1;
     pthread_mutex_lock(&lock);
-    struct answer *a = &slots[h % SLOTS];
-    if (a->key && a->hash == h && a->requested == requested && a->key_len == len && !memcmp(a->key, key, len)) {
+    struct answer *a = find(h, key, len, requested);
+    if (a) {
         memcpy(results, a->results, (size_t)a->count * item_size);
         count = a->count;
+        a->used = ++clock_now;
     }
     pthread_mutex_unlock(&lock);
     return count;
@@ -55,8 +71,20 @@ void rgpu_lt_cache_put(const uint8_t *key, size_t len, int requested, const void
     memcpy(r, results, (size_t)count * item_size);
     uint64_t h = hash_of(key, len, requested);
     pthread_mutex_lock(&lock);
-    struct answer *a = &slots[h % SLOTS];
+    struct answer *a = find(h, key, len, requested); /* another thread asked the same meanwhile */
+    if (!a) { /* an empty way, else the least recently used */
+        struct answer *set = slots[h % SETS];
+        a = &set[0];
+        for (int w = 0; w < WAYS; w++) {
+            if (!set[w].key) {
+                a = &set[w];
+                break;
+            }
+            if (set[w].used < a->used)
+                a = &set[w];
+        }
+    }
     free(a->key), free(a->results);
-    *a = (struct answer){h, requested, count, len, k, r};
+    *a = (struct answer){h, ++clock_now, requested, count, len, k, r};
     pthread_mutex_unlock(&lock);
 }
