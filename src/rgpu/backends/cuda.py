@@ -299,6 +299,8 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
 
     def memset(self, ctx, dst, value, count, width, stream=None, asynchronous=False) -> None:
         self._use(ctx)
+        if width == 1:  # the driver takes an unsigned char: keep what C's conversion keeps of a wider value
+            value &= 0xFF
         if asynchronous:
             lib = _hot()
             fn = lib.cuMemsetD8Async if width == 1 else lib.cuMemsetD32Async
