@@ -9,7 +9,8 @@ import os
 import struct
 from time import perf_counter_ns
 
-from rgpu.dispatch.handlers import HANDLERS, Handler, Reply, launch_kernel
+from rgpu.dispatch.handlers import HANDLERS, Handler, Reply
+from rgpu.dispatch.registry import FIELD_HANDLERS
 from rgpu.errors import CudaError, ProtocolError, Status, status_name
 from rgpu.protocol import ops
 from rgpu.protocol.frames import FLAG_NO_REPLY, HEADER_SIZE, Frame, check_header, parse_frame
@@ -124,31 +125,39 @@ def may_block(frame: Frame) -> bool:
     return handler is not None and handler.blocking
 
 
-# A launch record read in one go: header, then LAUNCH_KERNEL's arguments; its bulk is the parameter buffer.
-_LAUNCH = ops.LAUNCH_KERNEL
-_LAUNCH_RECORD = struct.Struct("<HHIIII" + _LAUNCH.request.format.lstrip("<"))
-_LAUNCH_BULK = _LAUNCH_RECORD.size
-assert HANDLERS[_LAUNCH.code].op is _LAUNCH and len(_LAUNCH.request_fields) == 9
+# Records of the hottest deferred operations (those registered with handles_fields) read in one go: header,
+# then the request's fields, straight into the handler; the rest of the record is the bulk.
+_HEADER_FORMAT = "<HHIIII"
+_FAST = {code: (struct.Struct(_HEADER_FORMAT + HANDLERS[code].op.request.format.lstrip("<")), fn, HANDLERS[code].op)
+         for code, fn in FIELD_HANDLERS.items() if HANDLERS[code].op.deferrable}
+assert struct.calcsize(_HEADER_FORMAT) == HEADER_SIZE
+_OPCODE = struct.Struct("<H")
 
 
-def _launch_record(session: Session, record) -> bool:
-    """Run a plain LAUNCH_KERNEL record straight from its bytes (no Frame, no generic decode, no named tuple)
-    and say so; False for anything else, which then takes the general path."""
-    if len(record) < _LAUNCH_BULK:
+def _fast_record(session: Session, record) -> bool:
+    """Run a deferred record of a handles_fields operation straight from its bytes (no Frame, no generic decode,
+    no named tuple) and say so; False for anything else, which then takes the general path."""
+    if len(record) < HEADER_SIZE:
         return False
-    v = _LAUNCH_RECORD.unpack_from(record)
-    if v[0] != _LAUNCH.code or v[1] != _NO_REPLY or len(record) != _LAUNCH_BULK + v[5]:
+    fast = _FAST.get(_OPCODE.unpack_from(record)[0])
+    if fast is None:
         return False
+    layout, fn, op = fast
+    if len(record) < layout.size:
+        return False
+    v = layout.unpack_from(record)
+    if v[1] != _NO_REPLY or len(record) != layout.size + v[5]:
+        return False
+    bulk = memoryview(record)[layout.size:] if v[5] else b""
     if _TRACE:
-        _trace(session, _LAUNCH.name, _LAUNCH.Request._make(v[6:15]), record[_LAUNCH_BULK:])
+        _trace(session, op.name, op.Request._make(v[6:]), bulk)
     started = perf_counter_ns()
     try:
-        # v[6:15] are the request's fields in spec order, which launch_kernel's parameters are checked to be.
-        launch_kernel(session, record[_LAUNCH_BULK:], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14])
+        fn(session, bulk, *v[6:])  # v[6:] are the request's fields in spec order, as handles_fields checked
     except Exception as e:
-        status, message, _ = _failure(session, _LAUNCH.code, e)
-        session.defer_error(status, _LAUNCH.name, v[2], message)
-    _count(session, _LAUNCH.code, started)
+        status, message, _ = _failure(session, op.code, e)
+        session.defer_error(status, op.name, v[2], message)
+    _count(session, op.code, started)
     return True
 
 
@@ -176,5 +185,5 @@ def _deferred_record(session: Session, record) -> None:
 def execute_batch_sync(session: Session, records: list) -> None:
     """The records of a BATCH (see requests.classify), in order, as if they had arrived one by one."""
     for record in records:
-        if not _launch_record(session, record):
+        if not _fast_record(session, record):
             _deferred_record(session, record)

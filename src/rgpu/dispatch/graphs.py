@@ -15,7 +15,7 @@ import attrs
 
 from rgpu.backends.graph_types import KernelNodeParams, MemcpyNodeParams, MemsetNodeParams, NodeInfo  # noqa: F401
 from rgpu.dispatch import quota
-from rgpu.dispatch.registry import Reply, handles
+from rgpu.dispatch.registry import Reply, handles, handles_fields
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
 from rgpu.session.handles import Kind, Region
@@ -224,10 +224,10 @@ def _exec_on(s: Session, exec_handle: int, stream_handle: int):
     return ctx, exe, stream
 
 
-@handles(ops.GRAPH_LAUNCH)
-def _graph_launch(s: Session, args, bulk):
-    ctx, exe, stream = _exec_on(s, args.exec, args.stream)
-    s.backend.graph_launch(ctx.obj, exe.obj, stream)
+@handles_fields(ops.GRAPH_LAUNCH)
+def _graph_launch(s: Session, bulk, exec, stream):  # noqa: A002 (the spec's field name)
+    ctx, exe, strm = _exec_on(s, exec, stream)
+    s.backend.graph_launch(ctx.obj, exe.obj, strm)
     state(s).graph_launches += 1
 
 

@@ -205,11 +205,11 @@ def _memcpy_htod(s: Session, args, bulk):
     s.backend.memcpy_htod(s.context().obj, args.dst, bulk)
 
 
-@handles(ops.MEMCPY_HTOD_ASYNC, blocking=True)
-def _memcpy_htod_async(s: Session, args, bulk):
-    copy = s.async_copier(args.stream)
-    s.memory.check(args.dst, len(bulk))
-    copy(args.dst, bulk)
+@handles_fields(ops.MEMCPY_HTOD_ASYNC, blocking=True)
+def _memcpy_htod_async(s: Session, bulk, dst, stream):
+    copy = s.async_copier(stream)
+    s.memory.check(dst, len(bulk))
+    copy(dst, bulk)
 
 
 def _dtoh(s: Session, src: int, nbytes: int, stream: int | None):
@@ -243,10 +243,10 @@ def _memcpy_dtod_async(s: Session, args, bulk):
     s.backend.memcpy_dtod(ctx.obj, args.dst, args.src, args.size, strm, asynchronous=True)
 
 
-def _memset(s: Session, args, width: int, stream: int | None = None):
+def _memset(s: Session, args, width: int):
     s.memory.check(args.dst, args.count * width)
-    ctx, strm = s.stream(stream or 0)
-    s.backend.memset(ctx.obj, args.dst, args.value, args.count, width, strm, asynchronous=stream is not None)
+    ctx, strm = s.stream(0)
+    s.backend.memset(ctx.obj, args.dst, args.value, args.count, width, strm)
 
 
 @handles(ops.MEMSET_D8, blocking=True)
@@ -259,14 +259,20 @@ def _memset_d32(s, args, bulk):
     _memset(s, args, 4)
 
 
-@handles(ops.MEMSET_D8_ASYNC)
-def _memset_d8_async(s, args, bulk):
-    _memset(s, args, 1, args.stream)
+@handles_fields(ops.MEMSET_D8_ASYNC)
+def _memset_d8_async(s, bulk, dst, value, count, stream):
+    _memset_async(s, dst, value, count, 1, stream)
 
 
-@handles(ops.MEMSET_D32_ASYNC)
-def _memset_d32_async(s, args, bulk):
-    _memset(s, args, 4, args.stream)
+@handles_fields(ops.MEMSET_D32_ASYNC)
+def _memset_d32_async(s, bulk, dst, value, count, stream):
+    _memset_async(s, dst, value, count, 4, stream)
+
+
+def _memset_async(s: Session, dst: int, value: int, count: int, width: int, stream: int):
+    s.memory.check(dst, count * width)
+    ctx, strm = s.stream(stream)
+    s.backend.memset(ctx.obj, dst, value, count, width, strm, asynchronous=True)
 
 
 # -- modules and launches --------------------------------------------------------------------------
@@ -486,10 +492,10 @@ def _event_destroy(s: Session, args, bulk):
     _destroy(s, args.event, Kind.EVENT, s.backend.event_destroy)
 
 
-@handles(ops.EVENT_RECORD)
-def _event_record(s: Session, args, bulk):
-    ctx, ev = s.object(args.event, Kind.EVENT)
-    _, strm = s.stream(args.stream)
+@handles_fields(ops.EVENT_RECORD)
+def _event_record(s: Session, bulk, event, stream):
+    ctx, ev = s.object(event, Kind.EVENT)
+    _, strm = s.stream(stream)
     s.backend.event_record(ctx.obj, ev.obj, strm)
 
 

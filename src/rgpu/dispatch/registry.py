@@ -27,6 +27,9 @@ class Handler:
 
 
 HANDLERS: dict[int, Handler] = {}
+# The handlers registered with handles_fields, by opcode: fn(session, bulk, *fields). The dispatcher runs deferred
+# records of these straight from their bytes.
+FIELD_HANDLERS: dict[int, Callable] = {}
 
 
 def handles(op: ops.Op, *, blocking: bool = False):
@@ -50,6 +53,7 @@ def handles_fields(op: ops.Op, *, blocking: bool = False):
         if params != fields:
             raise TypeError(f"{fn.__name__} takes {params}; {op.name}'s fields are {fields}")
         HANDLERS[op.code] = Handler(op, lambda s, args, bulk: fn(s, bulk, *args), blocking)
+        FIELD_HANDLERS[op.code] = fn
         return fn
 
     return register
