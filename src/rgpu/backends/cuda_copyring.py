@@ -94,7 +94,7 @@ class CopyRing:
 
     def close(self) -> None:
         """Frees the slots once the GPU has read them (the context still current)."""
-        lib = _lib()
+        lib = self._lib
         for event, pending in zip(self._events, self._pending):
             if pending:
                 lib.cuEventSynchronize(event)

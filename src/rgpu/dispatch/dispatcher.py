@@ -128,8 +128,8 @@ def may_block(frame: Frame) -> bool:
 # Records of the hottest deferred operations (those registered with handles_fields) read in one go: header,
 # then the request's fields, straight into the handler; the rest of the record is the bulk.
 _HEADER_FORMAT = "<HHIIII"
-_FAST = {code: (struct.Struct(_HEADER_FORMAT + HANDLERS[code].op.request.format.lstrip("<")), fn, HANDLERS[code].op)
-         for code, fn in FIELD_HANDLERS.items() if HANDLERS[code].op.deferrable}
+_FAST = {code: (struct.Struct(_HEADER_FORMAT + HANDLERS[code].op.request.format.lstrip("<")), HANDLERS[code])
+         for code in FIELD_HANDLERS if HANDLERS[code].op.deferrable}
 assert struct.calcsize(_HEADER_FORMAT) == HEADER_SIZE
 _OPCODE = struct.Struct("<H")
 
@@ -142,7 +142,7 @@ def _fast_record(session: Session, record) -> bool:
     fast = _FAST.get(_OPCODE.unpack_from(record)[0])
     if fast is None:
         return False
-    layout, fn, op = fast
+    layout, handler = fast
     if len(record) < layout.size:
         return False
     v = layout.unpack_from(record)
@@ -150,14 +150,9 @@ def _fast_record(session: Session, record) -> bool:
         return False
     bulk = memoryview(record)[layout.size:] if v[5] else b""
     if _TRACE:
-        _trace(session, op.name, op.Request._make(v[6:]), bulk)
-    started = perf_counter_ns()
-    try:
-        fn(session, bulk, *v[6:])  # v[6:] are the request's fields in spec order, as handles_fields checked
-    except Exception as e:
-        status, message, _ = _failure(session, op.code, e)
-        session.defer_error(status, op.name, v[2], message)
-    _count(session, op.code, started)
+        _trace(session, handler.op.name, handler.op.Request._make(v[6:]), bulk)
+    # v[6:] are the request's fields in spec order: what a handles_fields handler takes, as a plain tuple.
+    _run_deferred(session, handler, v[6:], bulk, v[2])
     return True
 
 
@@ -176,10 +171,15 @@ def _deferred_record(session: Session, record) -> None:
         _reply(session, frame, call(session, frame))
         return
     op = handler.op
-    status, message, _ = _run(session, opcode, handler.fn, op.Request._make(op.request.unpack_from(view, HEADER_SIZE)),
-                              view[args_end:] if bulk_len else b"")
+    _run_deferred(session, handler, op.Request._make(op.request.unpack_from(view, HEADER_SIZE)),
+                  view[args_end:] if bulk_len else b"", request_id)
+
+
+def _run_deferred(session: Session, handler: Handler, args: tuple, bulk, request_id: int) -> None:
+    """Run a NO_REPLY call; a failure becomes the session's deferred error."""
+    status, message, _ = _run(session, handler.op.code, handler.fn, args, bulk)
     if status:
-        session.defer_error(status, op.name, request_id, message)
+        session.defer_error(status, handler.op.name, request_id, message)
 
 
 def execute_batch_sync(session: Session, records: list) -> None:

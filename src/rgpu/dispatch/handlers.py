@@ -243,36 +243,31 @@ def _memcpy_dtod_async(s: Session, args, bulk):
     s.backend.memcpy_dtod(ctx.obj, args.dst, args.src, args.size, strm, asynchronous=True)
 
 
-def _memset(s: Session, args, width: int):
-    s.memory.check(args.dst, args.count * width)
-    ctx, strm = s.stream(0)
-    s.backend.memset(ctx.obj, args.dst, args.value, args.count, width, strm)
+def _memset(s: Session, dst: int, value: int, count: int, width: int, stream: int | None = None):
+    """stream None: the synchronous memset (on the current context's NULL stream)."""
+    s.memory.check(dst, count * width)
+    ctx, strm = s.stream(stream or 0)
+    s.backend.memset(ctx.obj, dst, value, count, width, strm, asynchronous=stream is not None)
 
 
 @handles(ops.MEMSET_D8, blocking=True)
 def _memset_d8(s, args, bulk):
-    _memset(s, args, 1)
+    _memset(s, args.dst, args.value, args.count, 1)
 
 
 @handles(ops.MEMSET_D32, blocking=True)
 def _memset_d32(s, args, bulk):
-    _memset(s, args, 4)
+    _memset(s, args.dst, args.value, args.count, 4)
 
 
 @handles_fields(ops.MEMSET_D8_ASYNC)
 def _memset_d8_async(s, bulk, dst, value, count, stream):
-    _memset_async(s, dst, value, count, 1, stream)
+    _memset(s, dst, value, count, 1, stream)
 
 
 @handles_fields(ops.MEMSET_D32_ASYNC)
 def _memset_d32_async(s, bulk, dst, value, count, stream):
-    _memset_async(s, dst, value, count, 4, stream)
-
-
-def _memset_async(s: Session, dst: int, value: int, count: int, width: int, stream: int):
-    s.memory.check(dst, count * width)
-    ctx, strm = s.stream(stream)
-    s.backend.memset(ctx.obj, dst, value, count, width, strm, asynchronous=True)
+    _memset(s, dst, value, count, 4, stream)
 
 
 # -- modules and launches --------------------------------------------------------------------------

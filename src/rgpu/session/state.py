@@ -94,7 +94,7 @@ class Session:
         self.calls_by_op: dict[int, int] = {}  # every operation executed, by opcode (benchmarks: where the work goes)
         self.ns_by_op: dict[int, int] = {}  # the time they took, by opcode
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
-        self._launch_targets_at = 0  # handles.removals when the cache was last known good
+        self._bound_calls_at = 0  # handles.removals when the launch and copy caches were last known good
         self._copiers: dict[tuple[int, int], Any] = {}  # (stream, context for the NULL stream) -> async_copier
         # Per-feature state made on first use (rgpu.dispatch.vmm, pools): name -> object whose
         # release_context(session, ctx_handle) frees what it holds in a context before the context goes.
@@ -176,10 +176,10 @@ class Session:
 
     def _forget_bound_calls_if_stale(self) -> None:
         """Launchers and copiers hold backend objects: once any handle has gone, they may be stale."""
-        if self._launch_targets_at != self.handles.removals:
+        if self._bound_calls_at != self.handles.removals:
             self._launch_targets.clear()
             self._copiers.clear()
-            self._launch_targets_at = self.handles.removals
+            self._bound_calls_at = self.handles.removals
 
     # -- deferred errors ---------------------------------------------------------------------------
     def defer_error(self, code: int, what: str, request_id: int, message: str = "") -> None:
