@@ -95,3 +95,35 @@ def test_deferred_records_fail_in_a_batch_as_they_would_alone():
     assert [f.split(" failed")[0] for f in failures] == ["MEMSET_D8_ASYNC (request 10)", "0x7fff (request 11)",
                                                         "MEM_ALLOC (request 12)", "MEMSET_D8_ASYNC (request 13)"]
     assert "cannot be deferred" in failures[2] and calls == 1 + 4
+
+
+def _batch_of(payloads: list[bytes]) -> Frame:
+    """A BATCH whose records are these payloads as they are (length-prefixed, nothing checked)."""
+    return Frame(ops.BATCH.code, 2, bulk=b"".join(len(p).to_bytes(4, "little") + p for p in payloads))
+
+
+def _payload(frame: Frame) -> bytes:
+    return frame_bytes(frame)[4:]  # without its length prefix
+
+
+@pytest.mark.parametrize("mangle", ["reply expected", "bulk longer than the record", "unknown flag"])
+def test_records_the_fast_path_takes_are_checked_like_any_other(mangle):
+    # Copies, memsets, launches, records and graph launches run straight from their bytes; a record of one of them
+    # that is not a well-formed NO_REPLY call is a protocol error of the batch, as on the general path.
+    copy = ops.MEMCPY_HTOD_ASYNC
+    good = _payload(Frame(copy.code, 10, FLAG_NO_REPLY, args=copy.pack_request(0x1234, 0), bulk=b"x" * 8))
+    header = bytearray(good[:20])
+    if mangle == "reply expected":
+        header[2:4] = (0).to_bytes(2, "little")
+    elif mangle == "bulk longer than the record":
+        header[16:20] = (100).to_bytes(4, "little")
+    else:
+        header[2:4] = (FLAG_NO_REPLY | 0x4000).to_bytes(2, "little")
+    s = Session(1, FakeBackend())
+    try:
+        next_action(s, Frame(ops.CTX_CREATE.code, 1, args=ops.CTX_CREATE.pack_request(0, 0)), MAX_RECORD).run()
+        with pytest.raises(ProtocolError):
+            next_action(s, _batch_of([bytes(header) + good[20:]]), MAX_RECORD).run()
+        assert s.calls == 1  # the copy never ran
+    finally:
+        s.release_all()
