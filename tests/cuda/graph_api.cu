@@ -3,22 +3,7 @@
 // in the graph and in an instantiated exec, a clone, and a node destroyed.
 #include "check.cuh"
 
-__global__ void saxpy(float a, const float *x, float *y, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        y[i] = a * x[i] + y[i];
-}
-
-static const int n = 4096;
-
-static void expect_all(const float *d, float want)
-{
-    static float h[n];
-    CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
-    for (int i = 0; i < n; i++)
-        EXPECT(h[i] == want);
-}
+#include "graph_saxpy.cuh"
 
 // y = 1, then y = 4 * 2 + y through cudaGraphAddNode; then the exec's kernel node set to a = 6.
 static void generic_nodes(float *x, float *y, cudaStream_t s)

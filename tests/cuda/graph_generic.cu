@@ -8,22 +8,7 @@
 
 #define CU(call) EXPECT((call) == CUDA_SUCCESS)
 
-__global__ void saxpy(float a, const float *x, float *y, int n)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n)
-        y[i] = a * x[i] + y[i];
-}
-
-static const int n = 4096;
-
-static void expect_all(const float *d, float want)
-{
-    static float h[n];
-    CHECK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
-    for (int i = 0; i < n; i++)
-        EXPECT(h[i] == want);
-}
+#include "graph_saxpy.cuh"
 
 static CUgraphNodeParams memset_params(float *dst, unsigned bits)
 {
