@@ -50,7 +50,7 @@ def build_stand_ins(dest: pathlib.Path) -> None:
         shims.build(out, progress=True)
         examples = shims.build_examples(out, progress=True)
         dest.mkdir(parents=True)
-        for path in [out / lib.soname for lib in shims.libraries()] + examples:
+        for path in [out / lib.soname for lib in shims.libraries()] + [out / shims.LANE] + examples:
             shutil.copy2(path, dest / path.name)
 
 

@@ -12,6 +12,8 @@ import argparse
 import struct
 import time
 
+from rgpu import shims
+from rgpu.backends import lane
 from rgpu.backends.factory import make_backend
 from rgpu.kernels import load
 from rgpu.dispatch.dispatcher import execute_batch_sync
@@ -44,6 +46,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--backend", default="fake", choices=("fake", "cuda"))
     args = ap.parse_args()
+    # The fast lane, as rgpu-server's workers load it; RGPU_LANE=0 measures the Python path alone.
+    lane.load(shims.lane_library(), shims.lane_header())
+    print(f"fast lane: {'on' if lane.wanted() else 'off (RGPU_LANE=0)'}")
     s = Session(1, make_backend(args.backend))
     ctx = _call(s, ops.PRIMARY_CTX_RETAIN, 0)
     next_action(s, Frame(ops.CTX_SET_CURRENT.code, 2, args=ops.CTX_SET_CURRENT.pack_request(ctx)), MAX).run()
@@ -74,8 +79,8 @@ def main() -> None:
         op = ops.BY_NAME[name]
         records = b"".join(frame_bytes(Frame(op.code, 10 + i, FLAG_NO_REPLY, args=request, bulk=bulk))
                            for i in range(n))
-        _, batch = classify(Frame(ops.BATCH.code, 3, bulk=records), MAX)
-        dispatched = _best(lambda: execute_batch_sync(s, batch), args.repeat) / n * 1e6
+        _, batch = classify(Frame(ops.BATCH.code, 3, bulk=records))
+        dispatched = _best(lambda: execute_batch_sync(s, batch, MAX), args.repeat) / n * 1e6
         backend = _best(lambda: [alone() for _ in range(n)], args.repeat) / n * 1e6
         floor = _best(lambda: [floors[name]() for _ in range(n)], args.repeat) / n * 1e6 if name in floors else 0
         print(f"{name:<20} {dispatched:>14.2f} {backend:>17.2f} {dispatched - backend:>14.2f} {floor:>10.2f}")

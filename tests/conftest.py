@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 
 import attrs
@@ -10,9 +11,16 @@ import pytest
 import trio
 
 import rgpu
+from rgpu import shims
+from rgpu.backends import lane
 from rgpu.backends.fake import FakeBackend
 from rgpu.kernels import load
 from rgpu.serving.server import Server, ServerConfig
+
+# Fake sessions run launches and memsets through the C fast lane (rgpu.backends.fake_lane), as GPU sessions
+# do: in this process, and in the worker processes, which inherit the environment (as rgpu-server's do).
+os.environ[lane.LIBRARY_ENV], os.environ[lane.HEADER_ENV] = str(shims.build_lane()), str(shims.lane_header())
+lane.load_from_environment()
 
 TEST_PSK = bytes(range(32))  # obviously-not-a-secret key for tests only
 DEMO_PTX = load("demo.ptx")

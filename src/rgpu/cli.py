@@ -175,6 +175,21 @@ def _leaves(exc: BaseException):
         yield exc
 
 
+def _prepare_lane() -> None:
+    """Find (a wheel's) or build (a checkout's) the workers' fast lane and name it in the environment they
+    inherit (rgpu.backends.lane); without it they run every call in Python, which is said here once."""
+    from rgpu import shims
+    from rgpu.backends import lane
+
+    try:
+        os.environ[lane.LIBRARY_ENV], os.environ[lane.HEADER_ENV] = str(shims.lane_library()), str(shims.lane_header())
+    except shims.ShimError as e:
+        logging.getLogger("rgpu.server").warning(
+            "fast lane unavailable, launches, small copies and memsets run in Python: %s", str(e).splitlines()[0])
+        return
+    lane.load_from_environment()  # thread isolation serves from this process
+
+
 def server_main(argv=None) -> int:
     args = server_parser().parse_args(argv)
     os.environ["RGPU_LOG_FORMAT"] = args.log_format  # the workers log the same way
@@ -199,6 +214,8 @@ def server_main(argv=None) -> int:
             return 2
     _setup_logging(args.log_level)
     _allow_readable_psk(args)
+    if args.backend != "fake":
+        _prepare_lane()
     try:
         psk = None
         if args.psk_file:

@@ -332,11 +332,54 @@ def _library_steps(lib: Library, nat: pathlib.Path, out: pathlib.Path, cc: str) 
     return compiles, link
 
 
+# The server worker's fast lane (native/src/lane, rgpu.backends.cuda_lane): not a stand-in, but built, shipped
+# and found beside them. It needs no CUDA headers; the driver's calls reach it as function pointers.
+LANE = "librgpu_lane.so"
+
+
+def lane_sources(nat: pathlib.Path) -> list[pathlib.Path]:
+    """The fast lane's C files: its folder (files added there are picked up) and the wire codec."""
+    return [nat / "src" / "wire.c", *sorted((nat / "src" / "lane").glob("*.c"))]
+
+
+def _lane_step(nat: pathlib.Path, out: pathlib.Path, cc: str) -> Step:
+    sources = lane_sources(nat)
+    target = out / LANE
+    return Step(target, (cc, *FLAGS, "-shared", f"-I{nat / 'src'}", f"-I{nat / 'gen'}", f"-I{nat / 'src' / 'lane'}",
+                         "-o", str(target), *map(str, sources)),
+                (*sources, nat / "src" / "lane" / "lane.h", nat / "src" / "rgpu_wire.h", nat / "gen" / "rgpu_ops.h"),
+                label=f"CC+LINK {LANE}")
+
+
+def build_lane(out: pathlib.Path | None = None, cc: str = "gcc") -> pathlib.Path:
+    """Compile (if stale) the worker's fast lane into `out`; returns its path."""
+    nat = native_dir()
+    out = out or default_out_dir()
+    step = _lane_step(nat, out, _compiler(cc))
+    with _locked(out):
+        _execute([[step]], False, False, 1, f"building the fast lane in {out}")
+    return step.target
+
+
+def lane_header() -> pathlib.Path:
+    """lane.h: the fast lane's whole interface, which its loader declares to cffi as it is."""
+    return native_dir() / "src" / "lane" / "lane.h"
+
+
+def lane_library() -> pathlib.Path:
+    """The fast lane a server worker loads: a platform wheel's prebuilt one, else built (what is stale) in the
+    default directory. Raises ShimError when it is neither there nor buildable."""
+    prebuilt = prebuilt_dir()
+    if prebuilt is not None and (prebuilt / LANE).exists():
+        return prebuilt / LANE
+    return build_lane()
+
+
 def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = False, *, progress: bool = False,
           jobs: int | None = None) -> pathlib.Path:
     """Compile (what is stale of) libcuda.so.1 and, for CUDA 13 and 12, libcudart, libcublasLt, libcublas and
-    libcufft, and libcudnn.so.9 and libcurand.so.10 into `out`; returns libcuda's path. `progress`: a line per step
-    on stderr."""
+    libcufft, libcudnn.so.9, libcurand.so.10 and the server's fast lane into `out`; returns libcuda's path.
+    `progress`: a line per step on stderr."""
     nat = native_dir()
     out = out or default_out_dir()
     cc = _compiler(cc)
@@ -346,7 +389,8 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
             c, link = _library_steps(lib, nat, out, cc)
             compiles += c
             links.append([link])  # in order: each links against those before it
-        _execute([compiles, *links], progress or verbose, verbose, jobs, f"building the CUDA stand-ins in {out}")
+        _execute([compiles + [_lane_step(nat, out, cc)], *links], progress or verbose, verbose, jobs,
+                 f"building the CUDA stand-ins in {out}")
         _symlink(out / "libcuda.so", "libcuda.so.1")
         _symlink(out / "libcudart.so", "libcudart.so.13")
     return out / "libcuda.so.1"

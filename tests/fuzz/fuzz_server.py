@@ -110,9 +110,9 @@ class Harness:
             decoder.feed(data)
             while (record := decoder.next_record()) is not None:
                 frame = parse_frame(record)
-                step, frames = classify(frame, MAX_RECORD)
+                step, work = classify(frame)
                 if step is Step.BATCH:
-                    execute_batch_sync(self.session, frames)
+                    execute_batch_sync(self.session, work, MAX_RECORD)
                 elif step is Step.CALL:
                     execute_sync(self.session, frame)
         except ProtocolError:

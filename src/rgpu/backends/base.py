@@ -114,6 +114,11 @@ class Backend(abc.ABC):
 
         return launch
 
+    def make_lane(self):
+        """A session's fast lane (rgpu.backends.lane.Lane) for this backend's driver, or None: the dispatcher
+        then runs every record in Python."""
+        return None
+
     def async_copier(self, ctx, stream):
         """`memcpy_htod(..., asynchronous=True)` with its context and stream bound once: a callable (dst, data).
         Sessions cache it per stream; backends override it to do per-copy work once, here."""

@@ -13,6 +13,7 @@ import threading
 import cffi
 import numpy as np
 
+from rgpu.backends import lane
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, BackendUnavailable
 from rgpu.backends.cuda_blas import CudaBlasBatched
 from rgpu.backends.cuda_solver import CudaSolver
@@ -25,6 +26,7 @@ from rgpu.backends.cuda_common import stream as _stream
 from rgpu.backends.cuda_fft import CudaFft
 from rgpu.backends.cuda_copyring import SLOT_BYTES as _RING_SLOT_BYTES
 from rgpu.backends.cuda_copyring import CopyRing
+from rgpu.backends.cuda_copyring import available as _rings_available
 from rgpu.backends.cuda_graphs import CudaGraphs
 from rgpu.backends.cuda_occupancy import CudaOccupancy
 from rgpu.backends.cuda_pools import CudaPools
@@ -220,7 +222,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
 
     def memcpy_htod(self, ctx, dst, data, stream=None, asynchronous=False) -> None:
         self._use(ctx)
-        if asynchronous and len(data) <= _RING_SLOT_BYTES:
+        if asynchronous and len(data) <= _RING_SLOT_BYTES and _rings_available():
             self._copy_ring(ctx).copy(dst, data, _handle(stream), self._captures_begun > 0)
         elif stream is None:
             _check(cu.cuMemcpyHtoD(dst, _address(data), len(data)))
@@ -232,6 +234,8 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
 
     def async_copier(self, ctx, stream):
         # Small copies (most of them: a decoding step's inputs) go straight to the ring with everything bound.
+        if not _rings_available():
+            return super().async_copier(ctx, stream)
         self._use(ctx)
         ring, ctx_ptr, stream_ptr, set_current = self._copy_ring(ctx), int(ctx), _handle(stream), \
             _hot().cuCtxSetCurrent
@@ -247,6 +251,21 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
 
     def _copy_ring(self, ctx) -> CopyRing:
         return self._per_context(self._copy_rings, ctx, CopyRing)
+
+    def make_lane(self):
+        lib = lane.library()
+        if lib is None or not lane.wanted():
+            return None
+        return lane.Lane(lib, lane.libcuda_driver(), MAX_PARAM_BYTES, self._lane_ring,
+                         lambda: self._captures_begun > 0)
+
+    def _lane_ring(self, ctx):
+        # A stream bound for the lane's memsets may never have copied: its context's ring is made here.
+        try:
+            self._use(ctx)
+            return self._copy_ring(ctx).ring
+        except CudaError:
+            return lane.ffi().NULL  # the lane leaves this context's copies to Python, which reports why
 
     def _per_context(self, table: dict, ctx, make):
         """table's object for `ctx`, made by make() on first use (the context current); ctx_destroy frees it."""

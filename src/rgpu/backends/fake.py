@@ -16,11 +16,11 @@ import time
 import attrs
 import numpy as np
 
-from rgpu.backends import fake_blas, fake_dnn, ptx
+from rgpu.backends import fake_blas, fake_dnn, fake_lane, ptx
 from rgpu.backends.fake_blas_routines import FakeBlasRoutines
 from rgpu.backends.fake_solver import FakeSolver
 from rgpu.backends.fake_sparse import FakeSparse
-from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, Backend
+from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend
 from rgpu.backends.fake_fft import FakeFft
 from rgpu.backends.fake_graphs import FakeGraphs
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
@@ -450,6 +450,9 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
         if not self.param_info:
             raise CudaError(Status.NOT_SUPPORTED, "emulating a driver without cuFuncGetParamInfo")
         return list(func.layout)
+
+    def make_lane(self):
+        return fake_lane.make_lane(self, MAX_PARAM_BYTES)
 
     def launch(self, ctx: FakeContext, func: FakeFunction, grid, block, shared_mem, stream, params) -> None:
         ctx.check()

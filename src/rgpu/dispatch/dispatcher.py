@@ -13,7 +13,8 @@ from rgpu.dispatch.handlers import HANDLERS, Handler, Reply
 from rgpu.dispatch.registry import FIELD_HANDLERS
 from rgpu.errors import CudaError, ProtocolError, Status, status_name
 from rgpu.protocol import ops
-from rgpu.protocol.frames import FLAG_NO_REPLY, HEADER_SIZE, Frame, check_header, parse_frame
+from rgpu.protocol.frames import FLAG_NO_REPLY, HEADER_SIZE, LENGTH as _LENGTH, PREFIX_SIZE, Frame, batch_records, \
+    check_header, parse_frame
 from rgpu.session.state import Session
 
 log = logging.getLogger("rgpu.dispatch")
@@ -182,8 +183,38 @@ def _run_deferred(session: Session, handler: Handler, args: tuple, bulk, request
         session.defer_error(status, handler.op.name, request_id, message)
 
 
-def execute_batch_sync(session: Session, records: list) -> None:
-    """The records of a BATCH (see requests.classify), in order, as if they had arrived one by one."""
-    for record in records:
-        if not _fast_record(session, record):
-            _deferred_record(session, record)
+def execute_batch_sync(session: Session, batch, max_record: int) -> None:
+    """The records of a BATCH frame's bulk, in order, as if they had arrived one by one; a batch that does not
+    tile into records of at most `max_record` bytes is a ProtocolError before any of them runs. The session's
+    fast lane, if it has one, runs what it can; the rest takes the paths above."""
+    lane = session.lane
+    if lane is None or _TRACE:
+        for record in batch_records(batch, max_record):
+            _python_record(session, record)
+        return
+    view, end = lane.view(batch), len(batch)
+    if not lane.check_batch(view, end, max_record):
+        batch_records(batch, max_record)  # raises, saying what is wrong
+        raise ProtocolError("malformed batch")
+    pos = 0
+    try:
+        while pos < end:
+            stop = session.lane_ready().run(view, end, pos, session.current_ctx)
+            pos = stop.pos
+            if stop.status:
+                session.defer_error(stop.status, ops.OPS[stop.opcode].name, stop.request_id, stop.what)
+            elif pos < end:  # the lane leaves this record to Python
+                (length,) = _LENGTH.unpack_from(batch, pos)
+                pos += PREFIX_SIZE
+                _python_record(session, batch[pos : pos + length])
+                pos += length
+    finally:
+        for opcode, calls, ns in lane.take_counts():
+            session.calls += calls
+            session.calls_by_op[opcode] = session.calls_by_op.get(opcode, 0) + calls
+            session.ns_by_op[opcode] = session.ns_by_op.get(opcode, 0) + ns
+
+
+def _python_record(session: Session, record) -> None:
+    if not _fast_record(session, record):
+        _deferred_record(session, record)

@@ -210,6 +210,7 @@ def _memcpy_htod_async(s: Session, bulk, dst, stream):
     copy = s.async_copier(stream)
     s.memory.check(dst, len(bulk))
     copy(dst, bulk)
+    s.bind_lane_stream(stream)
 
 
 def _dtoh(s: Session, src: int, nbytes: int, stream: int | None):
@@ -248,6 +249,8 @@ def _memset(s: Session, dst: int, value: int, count: int, width: int, stream: in
     s.memory.check(dst, count * width)
     ctx, strm = s.stream(stream or 0)
     s.backend.memset(ctx.obj, dst, value, count, width, strm, asynchronous=stream is not None)
+    if stream is not None:
+        s.bind_lane_stream(stream)
 
 
 @handles(ops.MEMSET_D8, blocking=True)

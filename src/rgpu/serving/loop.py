@@ -50,13 +50,13 @@ def next_action(session: Session, frame: Frame | None, max_record: int) -> Actio
     if frame is None:
         return _CLIENT_CLOSED
     session.frames_received += 1
-    step, frames = classify(frame, max_record)
+    step, work = classify(frame)
     if step is Step.CALL:
         return Action(functools.partial(execute_sync, session, frame), may_block(frame))
     if step is Step.BATCH:
         # One hop off an event loop for the lot: a launch can block when the GPU's queue is full, and one hop
         # per batch is cheap next to one per call.
-        return Action(functools.partial(execute_batch_sync, session, frames), True)
+        return Action(functools.partial(execute_batch_sync, session, work, max_record), True)
     return Action(functools.partial(_goodbye, session, frame), True, "closed by GOODBYE")
 
 

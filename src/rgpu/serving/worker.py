@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 
+from rgpu.backends import lane
 from rgpu.backends.base import BackendUnavailable
 from rgpu.backends.factory import make_backend
 from rgpu.dispatch import graphs
@@ -253,6 +254,7 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
 def _start_backend(kind: str):
     """(backend, why it is the fake one when `kind` is auto and no GPU answered). The supervisor tells the
     user about the fallback once; every worker saying so would repeat it for each session."""
+    lane.load_from_environment()  # before the backend: its copy rings live in the lane's library
     if kind != "auto":
         return make_backend(kind), None
     try:

@@ -139,6 +139,7 @@ class AllocationMap:
         self.charged: dict[str, int] = {}
         self._starts: list[int] = []
         self._regions: dict[int, Region] = {}
+        self.changes = 0  # bumped by every add and remove: a copy of the ranges (the fast lane's) is stale
 
     def reserve(self, size: int) -> None:
         """Check the quota before asking the backend for memory."""
@@ -164,12 +165,14 @@ class AllocationMap:
     def add(self, region: Region) -> None:
         bisect.insort(self._starts, region.start)
         self._regions[region.start] = region
+        self.changes += 1
         if region.owner == "alloc":
             self.charge(region.size, "alloc")
 
     def remove(self, start: int) -> Region:
         region = self._regions.pop(start)
         del self._starts[bisect.bisect_left(self._starts, start)]
+        self.changes += 1
         if region.owner == "alloc":
             self.release(region.size, "alloc")
         return region
@@ -189,6 +192,10 @@ class AllocationMap:
                 return region
         raise CudaError(Status.INVALID_VALUE,
                         f"device range 0x{ptr:x}+{size} is not inside memory owned by this session")
+
+    def spans(self) -> list[tuple[int, int]]:
+        """(start, size) of every region, by start: what check() searches."""
+        return [(start, self._regions[start].size) for start in self._starts]
 
     def allocation_count(self) -> int:
         """cuMemAlloc allocations held; safe from another thread."""

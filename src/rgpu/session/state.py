@@ -96,6 +96,12 @@ class Session:
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
         self._bound_calls_at = 0  # handles.removals when the launch and copy caches were last known good
         self._copiers: dict[tuple[int, int], Any] = {}  # (stream, context for the NULL stream) -> async_copier
+        # The backend's fast lane (rgpu.backends.lane), or None. It runs what this session has bound in it: the
+        # launch targets above, and the streams in _lane_streams (same keys as _copiers); both go when the
+        # caches do. Its copy of the memory regions is as of memory.changes == _lane_regions_at.
+        self.lane = backend.make_lane()
+        self._lane_streams: set[tuple[int, int]] = set()
+        self._lane_regions_at = -1
         # Per-feature state made on first use (rgpu.dispatch.vmm, pools): name -> object whose
         # release_context(session, ctx_handle) frees what it holds in a context before the context goes.
         self.extensions: dict[str, Any] = {}
@@ -161,6 +167,8 @@ class Session:
                 param_bytes = func.info[-1][0] + func.info[-1][1] if func.info else 0
             target = LaunchTarget(self.backend.launcher(ctx.obj, func.obj, stream), param_bytes)
             self._launch_targets[key] = target
+            if self.lane is not None:
+                self.lane.bind_launch(func_handle, stream_handle, ctx.obj, func.obj, stream, param_bytes)
         return target
 
     def async_copier(self, stream_handle: int):
@@ -174,11 +182,33 @@ class Session:
             copier = self._copiers[key] = self.backend.async_copier(ctx.obj, stream)
         return copier
 
+    def bind_lane_stream(self, stream_handle: int) -> None:
+        """Let the fast lane run copies and memsets on `stream_handle` (0: the current context's NULL stream),
+        once Python has run one there."""
+        if self.lane is None:
+            return
+        key = (stream_handle, 0 if stream_handle else self.current_ctx)
+        if key not in self._lane_streams:
+            ctx, stream = self.stream(stream_handle)
+            self.lane.bind_stream(stream_handle, key[1], ctx.obj, stream)
+            self._lane_streams.add(key)
+
+    def lane_ready(self):
+        """The fast lane, its bindings and regions brought up to date (before each of its runs)."""
+        self._forget_bound_calls_if_stale()
+        if self._lane_regions_at != self.memory.changes:
+            self.lane.set_regions(self.memory.spans())
+            self._lane_regions_at = self.memory.changes
+        return self.lane
+
     def _forget_bound_calls_if_stale(self) -> None:
         """Launchers and copiers hold backend objects: once any handle has gone, they may be stale."""
         if self._bound_calls_at != self.handles.removals:
             self._launch_targets.clear()
             self._copiers.clear()
+            if self.lane is not None:
+                self.lane.forget()
+                self._lane_streams.clear()
             self._bound_calls_at = self.handles.removals
 
     # -- deferred errors ---------------------------------------------------------------------------
@@ -284,6 +314,9 @@ class Session:
             except Exception:
                 self.log.exception("teardown of context 0x%x failed", handle)
         self.primary.clear()
+        if self.lane is not None:
+            self.lane.close()
+            self.lane = None
         if contexts:
             self.log.info("released %d context(s) and everything in them", len(contexts))
         self.deferred_failures.flush(self.log)

@@ -1,0 +1,312 @@
+/* The worker's fast lane: what lane.h promises. Every number here came off the network: each record is
+ * bounds-checked on its own (rgpu_lane_check_batch is the caller's promise, not relied on for memory safety),
+ * arguments are read only through the generated unpack helpers, and every device range is checked against
+ * the session's regions before the driver sees it. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lane.h"
+#include "rgpu_ops.h"
+#include "rgpu_wire.h"
+
+#define BINDINGS 1024 /* a power of two; open addressing, never more than half full */
+#define MAX_BOUND (BINDINGS / 2)
+
+enum binding_kind { EMPTY = 0, LAUNCH = 1, STREAM = 2 };
+
+struct binding {
+    int kind;
+    uint64_t a, b; /* the client's handles: (function, stream) or (stream, context key) */
+    uintptr_t ctx, obj, stream;
+    long long param_bytes;
+    rgpu_lane_ring *ring;
+};
+
+enum { COUNT_LAUNCH, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNTS };
+static const unsigned count_opcode[COUNTS] = {RGPU_OP_LAUNCH_KERNEL, RGPU_OP_MEMCPY_HTOD_ASYNC,
+                                              RGPU_OP_MEMSET_D8_ASYNC, RGPU_OP_MEMSET_D32_ASYNC};
+
+struct rgpu_lane {
+    rgpu_lane_driver d;
+    size_t max_param_bytes;
+    struct binding table[BINDINGS];
+    size_t bound;
+    const uint64_t *starts, *sizes;
+    size_t regions;
+    unsigned long long calls[COUNTS], ns[COUNTS];
+    size_t param_size; /* what `extra` hands the driver */
+    void *extra[5];
+    _Alignas(16) unsigned char params[]; /* max_param_bytes of them */
+};
+
+rgpu_lane *rgpu_lane_new(const rgpu_lane_driver *driver, size_t max_param_bytes)
+{
+    rgpu_lane *lane = calloc(1, sizeof *lane + max_param_bytes + 1);
+    if (!lane)
+        return NULL;
+    lane->d = *driver;
+    lane->max_param_bytes = max_param_bytes;
+    /* CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END */
+    lane->extra[0] = (void *)(uintptr_t)1;
+    lane->extra[1] = lane->params;
+    lane->extra[2] = (void *)(uintptr_t)2;
+    lane->extra[3] = &lane->param_size;
+    lane->extra[4] = NULL;
+    return lane;
+}
+
+void rgpu_lane_free(rgpu_lane *lane) { free(lane); }
+
+static size_t slot_of(int kind, uint64_t a, uint64_t b)
+{
+    uint64_t h = (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^ (uint64_t)kind;
+    return (size_t)(h ^ (h >> 29)) & (BINDINGS - 1);
+}
+
+static struct binding *find(rgpu_lane *lane, int kind, uint64_t a, uint64_t b)
+{
+    for (size_t i = slot_of(kind, a, b);; i = (i + 1) & (BINDINGS - 1)) {
+        struct binding *e = &lane->table[i];
+        if (e->kind == EMPTY)
+            return NULL;
+        if (e->kind == kind && e->a == a && e->b == b)
+            return e;
+    }
+}
+
+static struct binding *place(rgpu_lane *lane, int kind, uint64_t a, uint64_t b)
+{
+    size_t i = slot_of(kind, a, b);
+    for (;; i = (i + 1) & (BINDINGS - 1)) {
+        struct binding *e = &lane->table[i];
+        if (e->kind == kind && e->a == a && e->b == b)
+            return e; /* bound again: the newer answer wins */
+        if (e->kind == EMPTY)
+            break;
+    }
+    if (lane->bound >= MAX_BOUND)
+        return NULL;
+    lane->bound++;
+    struct binding *e = &lane->table[i];
+    e->kind = kind, e->a = a, e->b = b;
+    return e;
+}
+
+int rgpu_lane_bind_launch(rgpu_lane *lane, uint64_t function, uint64_t stream, uintptr_t ctx_obj,
+                          uintptr_t function_obj, uintptr_t stream_obj, long long param_bytes)
+{
+    struct binding *e = place(lane, LAUNCH, function, stream);
+    if (!e)
+        return -1;
+    e->ctx = ctx_obj, e->obj = function_obj, e->stream = stream_obj, e->param_bytes = param_bytes;
+    e->ring = NULL;
+    return 0;
+}
+
+int rgpu_lane_bind_stream(rgpu_lane *lane, uint64_t stream, uint64_t ctx_key, uintptr_t ctx_obj,
+                          uintptr_t stream_obj, rgpu_lane_ring *ring)
+{
+    struct binding *e = place(lane, STREAM, stream, ctx_key);
+    if (!e)
+        return -1;
+    e->ctx = ctx_obj, e->obj = 0, e->stream = stream_obj, e->param_bytes = 0, e->ring = ring;
+    return 0;
+}
+
+void rgpu_lane_forget(rgpu_lane *lane)
+{
+    memset(lane->table, 0, sizeof lane->table);
+    lane->bound = 0;
+}
+
+void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64_t *sizes, size_t count)
+{
+    lane->starts = starts, lane->sizes = sizes, lane->regions = count;
+}
+
+/* Whether [ptr, ptr + n) lies inside one region of the session (AllocationMap.check). */
+static int owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n)
+{
+    size_t lo = 0, hi = lane->regions; /* the first region starting after ptr */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (lane->starts[mid] <= ptr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return 0;
+    uint64_t start = lane->starts[lo - 1], size = lane->sizes[lo - 1], offset = ptr - start;
+    return offset <= size && n <= size - offset;
+}
+
+int rgpu_lane_check_batch(const uint8_t *batch, size_t len, size_t max_record)
+{
+    size_t pos = 0;
+    while (pos < len) {
+        if (len - pos < RGPU_PREFIX_SIZE)
+            return -1;
+        size_t n = rgpu_get_u32(batch + pos);
+        pos += RGPU_PREFIX_SIZE;
+        if (n > max_record || len - pos < n)
+            return -1;
+        pos += n;
+    }
+    return 0;
+}
+
+static unsigned long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+}
+
+/* One record's work. Returns -1 when the record is Python's (nothing was done), else the CUresult. */
+static int launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
+                  const char **what)
+{
+    struct rgpu_launch_kernel_req m;
+    if (rgpu_unpack_launch_kernel_req(args, args_len, &m))
+        return -1;
+    struct binding *e = find(lane, LAUNCH, m.function, m.stream);
+    if (!e || bulk_len > lane->max_param_bytes)
+        return -1;
+    if (e->param_bytes >= 0 ? (long long)bulk_len != e->param_bytes : 0)
+        return -1; /* Python says which size the kernel's layout needs */
+    memcpy(lane->params, bulk, bulk_len);
+    lane->param_size = bulk_len;
+    int code = lane->d.ctx_set_current(e->ctx);
+    if (code) {
+        *what = "cuCtxSetCurrent";
+        return code;
+    }
+    *what = "cuLaunchKernel";
+    return lane->d.launch_kernel(e->obj, m.grid_x, m.grid_y, m.grid_z, m.block_x, m.block_y, m.block_z,
+                                 m.shared_mem, e->stream, NULL, lane->extra);
+}
+
+static struct binding *stream_binding(rgpu_lane *lane, uint64_t stream, uint64_t current_ctx)
+{
+    if (!stream && !current_ctx)
+        return NULL; /* the NULL stream of no context: Python's INVALID_CONTEXT */
+    return find(lane, STREAM, stream, stream ? 0 : current_ctx);
+}
+
+static int htod(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
+                uint64_t current_ctx, int capture_possible, const char **what)
+{
+    struct rgpu_memcpy_htod_async_req m;
+    if (capture_possible || rgpu_unpack_memcpy_htod_async_req(args, args_len, &m))
+        return -1;
+    struct binding *e = stream_binding(lane, m.stream, current_ctx);
+    if (!e || !e->ring || bulk_len > e->ring->slot_bytes || !owned(lane, m.dst, bulk_len))
+        return -1;
+    int code = lane->d.ctx_set_current(e->ctx);
+    if (code) {
+        *what = "cuCtxSetCurrent";
+        return code;
+    }
+    return rgpu_lane_ring_copy(&lane->d, e->ring, m.dst, bulk, bulk_len, e->stream, what);
+}
+
+static int memset_async(rgpu_lane *lane, int width, const uint8_t *args, size_t args_len, uint64_t current_ctx,
+                        const char **what)
+{
+    struct rgpu_memset_d8_async_req m8;
+    struct rgpu_memset_d32_async_req m32;
+    uint64_t dst, count, stream;
+    uint32_t value;
+    if (width == 1) {
+        if (rgpu_unpack_memset_d8_async_req(args, args_len, &m8))
+            return -1;
+        dst = m8.dst, value = m8.value & 0xFF, count = m8.count, stream = m8.stream;
+    } else {
+        if (rgpu_unpack_memset_d32_async_req(args, args_len, &m32))
+            return -1;
+        dst = m32.dst, value = m32.value, count = m32.count, stream = m32.stream;
+    }
+    if (count > UINT64_MAX / 4 || !owned(lane, dst, count * (uint64_t)width))
+        return -1;
+    struct binding *e = stream_binding(lane, stream, current_ctx);
+    if (!e)
+        return -1;
+    int code = lane->d.ctx_set_current(e->ctx);
+    if (code) {
+        *what = "cuCtxSetCurrent";
+        return code;
+    }
+    if (width == 1) {
+        *what = "cuMemsetD8Async";
+        return lane->d.memset_d8_async(dst, (unsigned char)value, count, e->stream);
+    }
+    *what = "cuMemsetD32Async";
+    return lane->d.memset_d32_async(dst, value, count, e->stream);
+}
+
+void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos, uint64_t current_ctx,
+                   int capture_possible, rgpu_lane_stop *stop)
+{
+    stop->status = 0, stop->opcode = 0, stop->request_id = 0, stop->what = "";
+    while (pos < len) {
+        if (len - pos < RGPU_PREFIX_SIZE)
+            break;
+        size_t n = rgpu_get_u32(batch + pos);
+        if (len - pos - RGPU_PREFIX_SIZE < n)
+            break;
+        const uint8_t *body = batch + pos + RGPU_PREFIX_SIZE;
+        rgpu_header h;
+        size_t args_len;
+        if (rgpu_parse_header(body, n, &h, &args_len) || h.flags != RGPU_FLAG_NO_REPLY)
+            break;
+        const uint8_t *args = body + RGPU_HEADER_SIZE, *bulk = args + args_len;
+        const char *what = "";
+        unsigned long long started = now_ns();
+        int code, counter;
+        switch (h.opcode) {
+        case RGPU_OP_LAUNCH_KERNEL:
+            counter = COUNT_LAUNCH;
+            code = launch(lane, args, args_len, bulk, h.bulk_len, &what);
+            break;
+        case RGPU_OP_MEMCPY_HTOD_ASYNC:
+            counter = COUNT_HTOD;
+            code = htod(lane, args, args_len, bulk, h.bulk_len, current_ctx, capture_possible, &what);
+            break;
+        case RGPU_OP_MEMSET_D8_ASYNC:
+            counter = COUNT_MEMSET_D8;
+            code = memset_async(lane, 1, args, args_len, current_ctx, &what);
+            break;
+        case RGPU_OP_MEMSET_D32_ASYNC:
+            counter = COUNT_MEMSET_D32;
+            code = memset_async(lane, 4, args, args_len, current_ctx, &what);
+            break;
+        default:
+            code = -1, counter = 0;
+        }
+        if (code < 0)
+            break;
+        lane->calls[counter]++;
+        lane->ns[counter] += now_ns() - started;
+        pos += RGPU_PREFIX_SIZE + n;
+        if (code) {
+            stop->status = code, stop->opcode = h.opcode, stop->request_id = h.request_id, stop->what = what;
+            break;
+        }
+    }
+    stop->pos = pos;
+}
+
+size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap)
+{
+    size_t k = 0;
+    for (int i = 0; i < COUNTS && k < cap; i++) {
+        if (!lane->calls[i])
+            continue;
+        out[k].opcode = count_opcode[i], out[k].calls = lane->calls[i], out[k].ns = lane->ns[i];
+        lane->calls[i] = lane->ns[i] = 0;
+        k++;
+    }
+    return k;
+}

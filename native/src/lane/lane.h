@@ -1,0 +1,100 @@
+/* The worker's fast lane (librgpu_lane.so): runs the records of a BATCH frame that are the hottest deferred
+ * calls -- kernel launches, small host-to-device copies, stream-ordered memsets -- in C, so the Python worker
+ * is off their per-call path.
+ *
+ * Python stays the authority. It resolves and checks handles on its own path, then *binds* what it resolved
+ * here (raw driver objects per handle pair); it pushes the session's device regions after every change and
+ * forgets every binding once any handle is gone. The lane runs a record only when everything it needs is
+ * bound and every check passes; at anything else it stops *before* touching it, and Python runs that record
+ * (and gives any error its message). A driver call that fails stops the lane after the record, with the
+ * status, for Python to defer as usual.
+ *
+ * This header is the whole interface: rgpu/backends/cuda_lane.py hands it to cffi as it is (lines starting
+ * with '#' removed), so it holds declarations only. */
+#ifndef RGPU_LANE_H
+#define RGPU_LANE_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* The driver calls the lane makes: libcuda's own, or a test's stand-ins. Handles travel as uintptr_t. */
+typedef struct rgpu_lane_driver {
+    int (*ctx_set_current)(uintptr_t ctx);
+    int (*launch_kernel)(uintptr_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                         unsigned bz, unsigned shmem, uintptr_t stream, void **params, void **extra);
+    int (*memcpy_htod_async)(unsigned long long dst, const void *src, size_t n, uintptr_t stream);
+    int (*memset_d8_async)(unsigned long long dst, unsigned char value, size_t n, uintptr_t stream);
+    int (*memset_d32_async)(unsigned long long dst, unsigned int value, size_t n, uintptr_t stream);
+    int (*event_record)(uintptr_t event, uintptr_t stream);
+    int (*event_synchronize)(uintptr_t event);
+    int (*stream_synchronize)(uintptr_t stream);
+} rgpu_lane_driver;
+
+/* A context's page-locked slots for small host-to-device copies, used in turn; a slot's event says when the
+ * GPU has read it (see rgpu/backends/cuda_copyring.py for why). Filled in by Python; `next` and `pending`
+ * change only in rgpu_lane_ring_copy. */
+typedef struct rgpu_lane_ring {
+    char *base;
+    size_t slot_bytes;
+    int slots; /* at most 64 */
+    int next;
+    uintptr_t events[64];
+    unsigned char pending[64];
+} rgpu_lane_ring;
+
+/* cuMemcpyHtoDAsync of n <= slot_bytes bytes through the ring's next slot; the CUresult (0: queued). The
+ * failing call's name lands in *what (a static string). */
+int rgpu_lane_ring_copy(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, const void *src,
+                        size_t n, uintptr_t stream, const char **what);
+
+typedef struct rgpu_lane rgpu_lane;
+
+/* Where a run stopped: at `pos` of the batch; `status` nonzero when the record just before `pos` ran and its
+ * driver call failed (`opcode`, `request_id` and `what` name it); `status` 0 and pos < end: the record at
+ * pos is Python's to run. */
+typedef struct rgpu_lane_stop {
+    size_t pos;
+    int status;
+    unsigned opcode;
+    unsigned request_id;
+    const char *what;
+} rgpu_lane_stop;
+
+/* Per operation the lane ran: how many, and the nanoseconds they took (taken by rgpu_lane_take_counts). */
+typedef struct rgpu_lane_count {
+    unsigned opcode;
+    unsigned long long calls;
+    unsigned long long ns;
+} rgpu_lane_count;
+
+rgpu_lane *rgpu_lane_new(const rgpu_lane_driver *driver, size_t max_param_bytes);
+void rgpu_lane_free(rgpu_lane *lane);
+
+/* Bindings, by the client's handles. A launch: (function, stream); stream 0 is the NULL stream of the
+ * function's context. A stream for copies and memsets: (stream, context key), the key being the session's
+ * current context for stream 0 and 0 otherwise; `ring` may be NULL (copies then stay Python's).
+ * param_bytes < 0: the kernel's layout is unknown (any size up to max_param_bytes goes to the driver).
+ * Returns 0, or -1 when the table had no room (the call then stays Python's). */
+int rgpu_lane_bind_launch(rgpu_lane *lane, uint64_t function, uint64_t stream, uintptr_t ctx_obj,
+                          uintptr_t function_obj, uintptr_t stream_obj, long long param_bytes);
+int rgpu_lane_bind_stream(rgpu_lane *lane, uint64_t stream, uint64_t ctx_key, uintptr_t ctx_obj,
+                          uintptr_t stream_obj, rgpu_lane_ring *ring);
+void rgpu_lane_forget(rgpu_lane *lane);
+
+/* The session's device regions, sorted by start, not overlapping: [starts[i], starts[i] + sizes[i]). The
+ * arrays are the caller's and must outlive the next set_regions (or the lane). */
+void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64_t *sizes, size_t count);
+
+/* 0 when the batch body [0, len) tiles exactly into length-prefixed records of at most max_record bytes. */
+int rgpu_lane_check_batch(const uint8_t *batch, size_t len, size_t max_record);
+
+/* Runs records of a checked batch from `pos` until one it may not run, a failed driver call, or the end.
+ * `current_ctx`: the session's current context handle; `capture_possible`: a stream capture may be under
+ * way in this process (copies through the ring then stay Python's: a captured copy would read the slot at
+ * every replay). */
+void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos, uint64_t current_ctx,
+                   int capture_possible, rgpu_lane_stop *stop);
+
+/* Copies out and zeroes the counts (at most `cap`); returns how many. */
+size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
+
+#endif

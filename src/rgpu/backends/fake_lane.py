@@ -1,0 +1,108 @@
+"""The fake backend's fast lane: the real C lane (rgpu.backends.lane), its driver calls made cffi callbacks into
+the fake backend. Every fake session that has the library loaded runs its launches and memsets through the C
+code that serves GPU sessions, so CI exercises its parsing, bindings and checks on every program it runs.
+
+Host-to-device copies stay on the Python path here (no ring is bound): the ring itself is tested on its own
+(tests/test_lane.py)."""
+
+from __future__ import annotations
+
+import logging
+
+from rgpu.backends import lane
+from rgpu.errors import CudaError
+
+log = logging.getLogger("rgpu.fake")
+
+
+class FakeLaneDriver:
+    """An rgpu_lane_driver whose calls land in `backend` (a FakeBackend). Backend objects travel through C as
+    their id(); `address` registers them, and every object bound stays alive here until `forget`."""
+
+    def __init__(self, backend) -> None:
+        self.backend = backend
+        self._objects: dict[int, object] = {}
+        self._current = None
+        ffi = lane.ffi()
+        self.table = ffi.new("rgpu_lane_driver *")
+        self._callbacks = {
+            "ctx_set_current": ffi.callback("int(uintptr_t)", self._set_current, onerror=self._failed),
+            "launch_kernel": ffi.callback(
+                "int(uintptr_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, uintptr_t, "
+                "void **, void **)", self._launch, onerror=self._failed),
+            "memcpy_htod_async": ffi.callback("int(unsigned long long, void *, size_t, uintptr_t)", self._htod,
+                                              onerror=self._failed),
+            "memset_d8_async": ffi.callback("int(unsigned long long, unsigned char, size_t, uintptr_t)",
+                                            self._memset_d8, onerror=self._failed),
+            "memset_d32_async": ffi.callback("int(unsigned long long, unsigned int, size_t, uintptr_t)",
+                                             self._memset_d32, onerror=self._failed),
+            "event_record": ffi.callback("int(uintptr_t, uintptr_t)", lambda event, stream: 0),
+            "event_synchronize": ffi.callback("int(uintptr_t)", lambda event: 0),
+            "stream_synchronize": ffi.callback("int(uintptr_t)", lambda stream: 0),
+        }
+        for field, callback in self._callbacks.items():
+            setattr(self.table, field, callback)
+
+    def address(self, obj) -> int:
+        if obj is None:
+            return 0
+        self._objects[id(obj)] = obj
+        return id(obj)
+
+    def forget(self) -> None:
+        self._objects.clear()
+
+    def _object(self, address: int):
+        return self._objects[address] if address else None
+
+    @staticmethod
+    def _failed(exc_type, exc, tb) -> int:
+        if isinstance(exc, CudaError):
+            return int(exc.code)
+        log.error("fake lane callback failed", exc_info=(exc_type, exc, tb))
+        return 999  # CUDA_ERROR_UNKNOWN
+
+    def _set_current(self, ctx: int) -> int:
+        self._current = self._object(ctx)
+        return 0
+
+    def _launch(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra) -> int:
+        ffi = lane.ffi()
+        size = ffi.cast("size_t *", extra[3])[0]
+        data = bytes(ffi.buffer(ffi.cast("char *", extra[1]), size))
+        self.backend.launch(self._current, self._object(f), (gx, gy, gz), (bx, by, bz), shmem, self._object(stream),
+                            data)
+        return 0
+
+    def _htod(self, dst, src, n, stream) -> int:
+        data = bytes(lane.ffi().buffer(lane.ffi().cast("char *", src), n))
+        self.backend.memcpy_htod(self._current, dst, data, self._object(stream), asynchronous=True)
+        return 0
+
+    def _memset_d8(self, dst, value, n, stream) -> int:
+        self.backend.memset(self._current, dst, value, n, 1, self._object(stream), asynchronous=True)
+        return 0
+
+    def _memset_d32(self, dst, value, n, stream) -> int:
+        self.backend.memset(self._current, dst, value, n, 4, self._object(stream), asynchronous=True)
+        return 0
+
+
+def make_lane(backend, max_param_bytes: int):
+    """A Lane for a fake session, or None while the library is not loaded."""
+    lib = lane.library()
+    if lib is None or not lane.wanted():
+        return None
+    driver = FakeLaneDriver(backend)
+    return _FakeLane(driver, lib, max_param_bytes)
+
+
+class _FakeLane(lane.Lane):
+    def __init__(self, driver: FakeLaneDriver, lib, max_param_bytes: int):
+        super().__init__(lib, driver.table, max_param_bytes, lambda ctx: lane.ffi().NULL, lambda: False,
+                         address=driver.address)
+        self.fake_driver = driver  # keeps the callbacks alive as long as the lane
+
+    def forget(self) -> None:
+        super().forget()
+        self.fake_driver.forget()

@@ -1,0 +1,170 @@
+"""The worker's fast lane (native/src/lane/lane.h says what it does and what it promises): the C library that
+runs a batch's launches, small copies and memsets, loaded through cffi. This module knows the library and the
+driver table it calls; which records it may run is the session's business (its bindings and regions), and
+when it runs is the dispatcher's.
+
+The server finds or builds the library (rgpu.shims.lane_library) and loads it here once per worker, before
+the backend starts; without it (no compiler, or never loaded) every record takes the Python path."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import pathlib
+from collections.abc import Callable, Iterable
+
+import attrs
+import cffi
+
+log = logging.getLogger("rgpu.lane")
+
+# Where the server put the library and its header (rgpu-server sets them; its workers inherit them).
+LIBRARY_ENV = "RGPU_LANE_LIBRARY"
+HEADER_ENV = "RGPU_LANE_HEADER"
+
+_ffi = cffi.FFI()
+_lib = None
+_declared = False
+
+
+def _declarations(header: str) -> str:
+    return "\n".join(line for line in header.splitlines() if not line.lstrip().startswith("#"))
+
+
+def load(library_path: pathlib.Path, header_path: pathlib.Path) -> None:
+    """Load the fast lane (its header is its cffi declaration); raises OSError or cffi.CDefError."""
+    global _lib, _declared
+    if _lib is None:
+        if not _declared:
+            _ffi.cdef(_declarations(pathlib.Path(header_path).read_text()))
+            _declared = True
+        _lib = _ffi.dlopen(str(library_path))
+
+
+def load_from_environment() -> None:
+    """Load the library the server named (LIBRARY_ENV), if it named one; a failure is logged, not raised:
+    the Python path still serves every call."""
+    path, header = os.environ.get(LIBRARY_ENV), os.environ.get(HEADER_ENV)
+    if not path or not header or _lib is not None:
+        return
+    try:
+        load(pathlib.Path(path), pathlib.Path(header))
+    except (OSError, cffi.CDefError) as e:
+        log.warning("fast lane %s not loaded (%s): launches, small copies and memsets run in Python", path, e)
+
+
+def library():
+    """The loaded fast lane (cffi lib), or None."""
+    return _lib
+
+
+def wanted() -> bool:
+    """False under RGPU_LANE=0, a benchmarking aid: sessions then run every record in Python (the copy rings,
+    which live in the same library, stay)."""
+    return os.environ.get("RGPU_LANE") != "0"
+
+
+def ffi() -> cffi.FFI:
+    return _ffi
+
+
+# The driver functions the lane calls, by rgpu_lane_driver's field: libcuda's exported names.
+_LIBCUDA_NAMES = {
+    "ctx_set_current": "cuCtxSetCurrent", "launch_kernel": "cuLaunchKernel",
+    "memcpy_htod_async": "cuMemcpyHtoDAsync_v2", "memset_d8_async": "cuMemsetD8Async",
+    "memset_d32_async": "cuMemsetD32Async", "event_record": "cuEventRecord",
+    "event_synchronize": "cuEventSynchronize", "stream_synchronize": "cuStreamSynchronize",
+}
+
+
+def libcuda_driver():
+    """An rgpu_lane_driver of libcuda.so.1's own functions (the copy the process already loaded)."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    table = _ffi.new("rgpu_lane_driver *")
+    for field, name in _LIBCUDA_NAMES.items():
+        address = ctypes.cast(getattr(cuda, name), ctypes.c_void_p).value
+        setattr(table, field, _ffi.cast(_ffi.typeof(getattr(table, field)), address))
+    return table
+
+
+@attrs.frozen(slots=True)
+class Stop:
+    """Where a run stopped (rgpu_lane_stop): `status` nonzero names the failed driver call of the record just
+    before `pos`; otherwise the record at `pos`, if any, is Python's."""
+
+    pos: int
+    status: int
+    opcode: int
+    request_id: int
+    what: str
+
+
+class Lane:
+    """One session's lane: its bindings, its view of the session's regions, its counts. Single-threaded, like
+    the session. `ring_for(ctx_obj)` gives the rgpu_lane_ring * of a context (or NULL); `capturing()` says
+    whether a stream capture may be under way."""
+
+    def __init__(self, lib, driver, max_param_bytes: int, ring_for: Callable[[object], object],
+                 capturing: Callable[[], bool], address: Callable[[object], int] | None = None):
+        self._lib = lib
+        self._address = address or _address  # backend object -> the integer the driver takes
+        self._driver = driver  # kept alive: the lane holds a copy of the table, callbacks included
+        self._lane = lib.rgpu_lane_new(driver, max_param_bytes)
+        if self._lane == _ffi.NULL:
+            raise MemoryError("rgpu_lane_new")
+        self._ring_for = ring_for
+        self._capturing = capturing
+        self._regions = ()  # the arrays the lane reads, kept alive here
+        self._stop = _ffi.new("rgpu_lane_stop *")
+        self._counts = _ffi.new("rgpu_lane_count[8]")
+
+    def bind_launch(self, function: int, stream: int, ctx_obj, function_obj, stream_obj,
+                    param_bytes: int | None) -> None:
+        a = self._address
+        self._lib.rgpu_lane_bind_launch(self._lane, function, stream, a(ctx_obj), a(function_obj), a(stream_obj),
+                                        -1 if param_bytes is None else param_bytes)
+
+    def bind_stream(self, stream: int, ctx_key: int, ctx_obj, stream_obj) -> None:
+        a = self._address
+        self._lib.rgpu_lane_bind_stream(self._lane, stream, ctx_key, a(ctx_obj), a(stream_obj), self._ring_for(ctx_obj))
+
+    def forget(self) -> None:
+        self._lib.rgpu_lane_forget(self._lane)
+
+    def set_regions(self, regions: Iterable[tuple[int, int]]) -> None:
+        """(start, size) of every device region the session may name, sorted by start."""
+        pairs = list(regions)
+        starts = _ffi.new("uint64_t[]", [p[0] for p in pairs] or [0])
+        sizes = _ffi.new("uint64_t[]", [p[1] for p in pairs] or [0])
+        self._lib.rgpu_lane_set_regions(self._lane, starts, sizes, len(pairs))
+        self._regions = (starts, sizes)
+
+    def view(self, batch):
+        """The batch's bytes as the lane reads them (no copy); valid while `batch` is."""
+        return _ffi.from_buffer("uint8_t[]", batch)
+
+    def check_batch(self, view, length: int, max_record: int) -> bool:
+        return self._lib.rgpu_lane_check_batch(view, length, max_record) == 0
+
+    def run(self, view, length: int, pos: int, current_ctx: int) -> Stop:
+        stop = self._stop
+        self._lib.rgpu_lane_run(self._lane, view, length, pos, current_ctx, self._capturing(), stop)
+        what = _ffi.string(stop.what).decode() if stop.status else ""
+        return Stop(stop.pos, stop.status, stop.opcode, stop.request_id, what)
+
+    def take_counts(self) -> list[tuple[int, int, int]]:
+        """(opcode, calls, ns) of what ran since the last time asked."""
+        n = self._lib.rgpu_lane_take_counts(self._lane, self._counts, len(self._counts))
+        return [(c.opcode, c.calls, c.ns) for c in self._counts[0:n]]
+
+    def close(self) -> None:
+        if self._lane is not None:
+            self._lib.rgpu_lane_free(self._lane)
+            self._lane = None
+
+
+def _address(obj) -> int:
+    """A backend object (cuda-bindings handle, int, None) as the integer the driver takes."""
+    return 0 if obj is None else int(obj)
+
