@@ -54,6 +54,7 @@ struct rgpu_connection {
     uint8_t *batch;
     size_t batch_len, batch_cap;
     unsigned batch_calls;
+    unsigned batch_limit; /* calls queued before the batch goes out on its own (conn_batch.c); 0: the first */
     int protect;
     struct rgpu_aead tx, rx;
     uint64_t server_ctx; /* the context the server currently runs our calls in */
@@ -100,6 +101,7 @@ int conn_write_output(const rgpu_header *h, size_t args_len, const uint8_t *bulk
 int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);
 int conn_take_batch(struct out_frame *f); /* the queue as one frame to send first, or 0 frames */
 void conn_batch_sent(void);
+void conn_batch_restart(void); /* the program waited for a reply: the next batch goes out early again */
 
 /* conn_held.c: a deferred stream synchronize held back until a request that may not pass it. conn_before: before
  * request `op` is queued or sent, queue the held synchronize unless `op` may pass it. conn_hold_sync: hold one for

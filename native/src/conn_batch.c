@@ -1,10 +1,17 @@
 /* Deferred calls: queued as NO_REPLY frames and sent as one BATCH before the next synchronous call, or when
- * the queue is full; large payloads go as their own frame. With RGPU_BATCH=0 each is a plain call. */
+ * the queue is full; large payloads go as their own frame. With RGPU_BATCH=0 each is a plain call.
+ *
+ * "Full" starts small and doubles: after the program waited for a reply (the GPU is likely idle), the first
+ * BATCH_FIRST_CALLS calls go out at once, then twice as many, up to BATCH_MAX_CALLS. Natively the GPU starts
+ * on the first launch while the program still enqueues the rest; a batch sent only when full (or at the next
+ * synchronize) made the GPU wait for the whole enqueue first -- about 1 ms of llama.cpp's prompt processing
+ * (some 300 launches per batch of 128 tokens, measured on the H200). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "conn.h"
 
+#define BATCH_FIRST_CALLS 8
 #define BATCH_MAX_CALLS 256
 #define BATCH_MAX_BYTES (1u << 20)
 #define INLINE_BULK_LIMIT (64u << 10) /* larger deferred payloads go as their own frame, not copied */
@@ -51,6 +58,18 @@ void conn_batch_sent(void)
 {
     rgpu_conn.batch_len = 0;
     rgpu_conn.batch_calls = 0;
+}
+
+void conn_batch_restart(void) { rgpu_conn.batch_limit = BATCH_FIRST_CALLS; }
+
+/* Whether the queue should go out now, and the next queue's limit if so. */
+static int batch_full(void)
+{
+    unsigned limit = rgpu_conn.batch_limit ? rgpu_conn.batch_limit : BATCH_FIRST_CALLS;
+    if (rgpu_conn.batch_calls < limit && rgpu_conn.batch_len < BATCH_MAX_BYTES)
+        return 0;
+    rgpu_conn.batch_limit = limit * 2 < BATCH_MAX_CALLS ? limit * 2 : BATCH_MAX_CALLS;
+    return 1;
 }
 
 static CUresult flush_locked(void)
@@ -101,7 +120,7 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
             }
         } else if (conn_batch_append(op, args, args_len, bulk, bulk_len)) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else if (rgpu_conn.batch_calls >= BATCH_MAX_CALLS || rgpu_conn.batch_len >= BATCH_MAX_BYTES) {
+        } else if (batch_full()) {
             r = flush_locked();
         }
     }

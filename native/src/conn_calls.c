@@ -75,6 +75,7 @@ static int send_request(uint16_t op, const void *args, size_t args_len, const vo
         return -1;
     }
     conn_batch_sent();
+    conn_batch_restart();
     return 0;
 }
 
