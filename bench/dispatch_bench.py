@@ -15,12 +15,14 @@ import time
 from rgpu import shims
 from rgpu.backends import lane
 from rgpu.backends.factory import make_backend
+from rgpu.dispatch.graphs import LaunchAttribute
 from rgpu.kernels import load
 from rgpu.dispatch.dispatcher import execute_batch_sync
 from rgpu.protocol import ops
 from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, frame_bytes
 from rgpu.serving.loop import next_action
 from rgpu.serving.requests import classify
+from rgpu.session.handles import Kind
 from rgpu.session.state import Session
 
 MAX = 1 << 30
@@ -62,9 +64,16 @@ def main() -> None:
     fill = ops.MODULE_GET_FUNCTION.decode_reply(fill.args)[0]
     fill_params = struct.pack("<QfI", ptr, 1.0, 64)
     launch = s.launch_target(fill, stream).launch
+    # llama.cpp's launches: one PROGRAMMATIC_STREAM_SERIALIZATION attribute (PDL) each
+    pdl = LaunchAttribute(6, (1).to_bytes(4, "little").ljust(64, b"\0"))
+    pdl_record = struct.pack("<I4x", pdl.id) + pdl.value
+    fill_func, fill_stream = s.object(fill, Kind.FUNCTION)[1].obj, s.stream(stream)[1]
+    launch_ex = s.backend.launcher_ex(s.context().obj, fill_func, fill_stream)
     cases = {
         "LAUNCH_KERNEL": (ops.LAUNCH_KERNEL.pack_request(fill, 1, 1, 1, 64, 1, 1, 0, stream), fill_params,
                           lambda: launch(1, 1, 1, 64, 1, 1, 0, fill_params)),
+        "LAUNCH_KERNEL_EX": (ops.LAUNCH_KERNEL_EX.pack_request(fill, 1, 1, 1, 64, 1, 1, 0, stream, 1),
+                             pdl_record + fill_params, lambda: launch_ex(1, 1, 1, 64, 1, 1, 0, [pdl], fill_params)),
         "STREAM_SYNCHRONIZE": (ops.STREAM_SYNCHRONIZE.pack_request(stream), b"",
                                lambda: s.backend.stream_synchronize(s.context().obj, s.stream(stream)[1])),
         "MEMSET_D8_ASYNC": (ops.MEMSET_D8_ASYNC.pack_request(ptr, 1, 256, stream), b"",

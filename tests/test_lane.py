@@ -42,6 +42,8 @@ class Recorder:
             "event_record": "int(uintptr_t, uintptr_t)",
             "event_synchronize": "int(uintptr_t)",
             "stream_synchronize": "int(uintptr_t)",
+            "launch_kernel_ex": "int(rgpu_lane_launch_config *, uintptr_t, void **, void **)",
+            "graph_launch": "int(uintptr_t, uintptr_t)",
         }
         for name, sig in sigs.items():
             callback = ffi.callback(sig, self._recorder(name))
@@ -55,6 +57,12 @@ class Recorder:
                 size = ffi.cast("size_t *", extra[3])[0]
                 tags = [int(ffi.cast("uintptr_t", extra[i])) for i in (0, 2, 4)]
                 args = (*args[:9], args[9] == ffi.NULL, tags, bytes(ffi.buffer(ffi.cast("char *", extra[1]), size)))
+            elif name == "launch_kernel_ex":
+                config, f, params, extra = args
+                size = ffi.cast("size_t *", extra[3])[0]
+                attrs = bytes(ffi.buffer(ffi.cast("char *", config.attrs), 72 * config.count))
+                shape = (config.gx, config.gy, config.gz, config.bx, config.by, config.bz, config.shmem, config.stream)
+                args = (f, *shape, params == ffi.NULL, attrs, bytes(ffi.buffer(ffi.cast("char *", extra[1]), size)))
             elif name == "memcpy_htod_async":
                 args = (args[0], bytes(ffi.buffer(ffi.cast("char *", args[1]), args[2])), args[2], args[3])
             self.calls.append((name, *args))
@@ -120,6 +128,55 @@ def test_what_is_not_bound_or_does_not_check_out_is_left_untouched_for_python(fa
         stop = run(fast, batch)
         assert (stop.pos, stop.status) == (len(launch(1)), 0)
     assert len(driver.named("launch_kernel")) == len(cases)  # only each batch's first launch ran
+
+
+def attribute(ident: int, value: bytes, pad: bytes = bytes(4)) -> bytes:
+    return struct.pack("<I", ident) + pad + value.ljust(64, b"\0")
+
+
+def launch_ex(attributes: list[bytes], params=b"abcd", request_id=1, count=None):
+    return record(ops.LAUNCH_KERNEL_EX, request_id, FUNC, 4, 1, 1, 32, 1, 1, 16, STREAM,
+                  len(attributes) if count is None else count, bulk=b"".join(attributes) + params)
+
+
+def test_launches_with_plain_attributes_pass_them_on_as_sent(fast, driver):
+    fast.bind_launch(FUNC, STREAM, 0x10, 0x20, 0x30, 4)
+    pdl = attribute(6, b"\1", pad=b"\xff" * 4)  # PROGRAMMATIC_STREAM_SERIALIZATION; padding the driver ignores
+    cluster = attribute(4, struct.pack("<3I", 2, 1, 1))
+    batch = launch_ex([pdl, cluster]) + launch_ex([])
+    assert run(fast, batch).pos == len(batch)
+    (first, second) = driver.named("launch_kernel_ex")
+    assert first == (0x20, 4, 1, 1, 32, 1, 1, 16, 0x30, True, attribute(6, b"\1") + cluster, b"abcd")
+    assert second[-2:] == (b"", b"abcd")
+    assert fast.take_counts()[0][:2] == (ops.LAUNCH_KERNEL_EX.code, 2)
+
+
+@pytest.mark.parametrize("bad", [
+    launch_ex([attribute(7, struct.pack("<Q", 0x8500_0000_0000_0001))]),  # an event: Python translates it
+    launch_ex([attribute(13, b"")]),  # writes a node handle back: Python refuses it
+    launch_ex([attribute(99, b"")]),  # unknown
+    launch_ex([attribute(6, b"\1")] * 17),  # more than the driver takes
+    launch_ex([attribute(6, b"\1")], count=2),  # claims more attributes than it carries
+    launch_ex([attribute(6, b"\1")], params=b"abc"),  # the wrong parameter size
+])
+def test_launches_with_other_attributes_are_pythons(fast, driver, bad):
+    fast.bind_launch(FUNC, STREAM, 0x10, 0x20, 0x30, 4)
+    assert run(fast, bad).pos == 0 and not driver.calls
+
+
+def test_synchronizes_and_graph_launches_of_bound_streams_and_graphs(fast, driver):
+    fast.bind_stream(STREAM, 0, 0x10, 0x30)
+    fast.bind_graph(0x9700_0000_0000_0001, STREAM, 0x10, 0x77, 0x30)
+    batch = (record(ops.GRAPH_LAUNCH, 1, 0x9700_0000_0000_0001, STREAM) + record(ops.STREAM_SYNCHRONIZE, 2, STREAM))
+    assert run(fast, batch).pos == len(batch)
+    assert driver.named("graph_launch") == [(0x77, 0x30)] and driver.named("stream_synchronize") == [(0x30,)]
+    for bad in (record(ops.GRAPH_LAUNCH, 3, 0x9700_0000_0000_0001, 0),  # not bound on that stream
+                record(ops.STREAM_SYNCHRONIZE, 4, 0)):  # the NULL stream, no context
+        assert run(fast, bad).pos == 0
+    driver.fail["stream_synchronize"] = 700
+    stop = run(fast, record(ops.STREAM_SYNCHRONIZE, 5, STREAM))
+    assert (stop.status, stop.opcode, stop.request_id, stop.what) == \
+        (700, ops.STREAM_SYNCHRONIZE.code, 5, "cuStreamSynchronize")
 
 
 def test_unknown_layout_takes_any_size_up_to_the_limit(fast, driver):

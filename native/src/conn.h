@@ -55,6 +55,7 @@ struct rgpu_connection {
     size_t batch_len, batch_cap;
     unsigned batch_calls;
     unsigned batch_limit; /* calls queued before the batch goes out on its own (conn_batch.c); 0: the first */
+    unsigned batch_first; /* the first such limit after a reply; 0: BATCH_FIRST_CALLS ($RGPU_BATCH_FIRST) */
     int protect;
     struct rgpu_aead tx, rx;
     uint64_t server_ctx; /* the context the server currently runs our calls in */

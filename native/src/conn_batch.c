@@ -5,7 +5,8 @@
  * BATCH_FIRST_CALLS calls go out at once, then twice as many, up to BATCH_MAX_CALLS. Natively the GPU starts
  * on the first launch while the program still enqueues the rest; a batch sent only when full (or at the next
  * synchronize) made the GPU wait for the whole enqueue first -- about 1 ms of llama.cpp's prompt processing
- * (some 300 launches per batch of 128 tokens, measured on the H200). */
+ * (some 300 launches per batch of 128 tokens, measured on the H200). RGPU_BATCH_FIRST=N (benchmarks) starts
+ * from N instead; 256 is the old rule. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,12 +61,18 @@ void conn_batch_sent(void)
     rgpu_conn.batch_calls = 0;
 }
 
-void conn_batch_restart(void) { rgpu_conn.batch_limit = BATCH_FIRST_CALLS; }
+static unsigned first_limit(void)
+{
+    unsigned first = rgpu_conn.batch_first ? rgpu_conn.batch_first : BATCH_FIRST_CALLS;
+    return first < BATCH_MAX_CALLS ? first : BATCH_MAX_CALLS;
+}
+
+void conn_batch_restart(void) { rgpu_conn.batch_limit = first_limit(); }
 
 /* Whether the queue should go out now, and the next queue's limit if so. */
 static int batch_full(void)
 {
-    unsigned limit = rgpu_conn.batch_limit ? rgpu_conn.batch_limit : BATCH_FIRST_CALLS;
+    unsigned limit = rgpu_conn.batch_limit ? rgpu_conn.batch_limit : first_limit();
     if (rgpu_conn.batch_calls < limit && rgpu_conn.batch_len < BATCH_MAX_BYTES)
         return 0;
     rgpu_conn.batch_limit = limit * 2 < BATCH_MAX_CALLS ? limit * 2 : BATCH_MAX_CALLS;

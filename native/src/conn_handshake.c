@@ -92,6 +92,8 @@ static CUresult connect_one(const char *server, const char *psk_file)
 {
     const char *batch = getenv("RGPU_BATCH");
     rgpu_conn.batching = !(batch && !strcmp(batch, "0"));
+    const char *first = getenv("RGPU_BATCH_FIRST"); /* benchmarks: how early the first batch goes (conn_batch.c) */
+    rgpu_conn.batch_first = first && *first ? (unsigned)strtoul(first, NULL, 10) : 0;
     const char *spin = getenv("RGPU_SPIN_US");
     rgpu_conn.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
     errno = 0;

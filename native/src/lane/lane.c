@@ -13,7 +13,9 @@
 #define BINDINGS 1024 /* a power of two; open addressing, never more than half full */
 #define MAX_BOUND (BINDINGS / 2)
 
-enum binding_kind { EMPTY = 0, LAUNCH = 1, STREAM = 2 };
+enum binding_kind { EMPTY = 0, LAUNCH = 1, STREAM = 2, GRAPH = 3 };
+#define MAX_ATTRIBUTES 16 /* ops.MAX_LAUNCH_ATTRIBUTES */
+#define ATTRIBUTE_SIZE 72 /* CUlaunchAttribute, as on the wire (ops.LAUNCH_ATTRIBUTE_SIZE) */
 
 struct binding {
     int kind;
@@ -23,9 +25,22 @@ struct binding {
     rgpu_lane_ring *ring;
 };
 
-enum { COUNT_LAUNCH, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNTS };
-static const unsigned count_opcode[COUNTS] = {RGPU_OP_LAUNCH_KERNEL, RGPU_OP_MEMCPY_HTOD_ASYNC,
-                                              RGPU_OP_MEMSET_D8_ASYNC, RGPU_OP_MEMSET_D32_ASYNC};
+enum { COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNTS };
+static const unsigned count_opcode[COUNTS] = {
+    RGPU_OP_LAUNCH_KERNEL,   RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
+    RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH};
+
+/* The launch attributes whose value is plain data (dispatch/graphs.py PLAIN_ATTRIBUTES): passed on as they
+ * are. Any other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
+static int plain_attribute(uint32_t id)
+{
+    switch (id) {
+    case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 8: case 9: case 10: case 11: case 14: case 16:
+        return 1;
+    default:
+        return 0;
+    }
+}
 
 struct rgpu_lane {
     rgpu_lane_driver d;
@@ -37,6 +52,8 @@ struct rgpu_lane {
     unsigned long long calls[COUNTS], ns[COUNTS];
     size_t param_size; /* what `extra` hands the driver */
     void *extra[5];
+    rgpu_lane_launch_config config;
+    _Alignas(16) unsigned char attributes[MAX_ATTRIBUTES * ATTRIBUTE_SIZE];
     _Alignas(16) unsigned char params[]; /* max_param_bytes of them */
 };
 
@@ -114,6 +131,16 @@ int rgpu_lane_bind_stream(rgpu_lane *lane, uint64_t stream, uint64_t ctx_key, ui
     return 0;
 }
 
+int rgpu_lane_bind_graph(rgpu_lane *lane, uint64_t exec, uint64_t stream, uintptr_t ctx_obj, uintptr_t exec_obj,
+                         uintptr_t stream_obj)
+{
+    struct binding *e = place(lane, GRAPH, exec, stream);
+    if (!e)
+        return -1;
+    e->ctx = ctx_obj, e->obj = exec_obj, e->stream = stream_obj, e->param_bytes = 0, e->ring = NULL;
+    return 0;
+}
+
 void rgpu_lane_forget(rgpu_lane *lane)
 {
     memset(lane->table, 0, sizeof lane->table);
@@ -164,6 +191,27 @@ static unsigned long long now_ns(void)
     return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
 }
 
+static int set_current(rgpu_lane *lane, uintptr_t ctx, const char **what)
+{
+    int code = lane->d.ctx_set_current(ctx);
+    if (code)
+        *what = "cuCtxSetCurrent";
+    return code;
+}
+
+/* The bound launch of (function, stream) with its parameters staged, or NULL when Python must run it: an
+ * unbound pair, or parameters of a size the kernel's layout does not take (Python says which it needs). */
+static struct binding *stage_launch(rgpu_lane *lane, uint64_t function, uint64_t stream, const uint8_t *params,
+                                    size_t n)
+{
+    struct binding *e = find(lane, LAUNCH, function, stream);
+    if (!e || n > lane->max_param_bytes || (e->param_bytes >= 0 && (long long)n != e->param_bytes))
+        return NULL;
+    memcpy(lane->params, params, n);
+    lane->param_size = n;
+    return e;
+}
+
 /* One record's work. Returns -1 when the record is Python's (nothing was done), else the CUresult. */
 static int launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
                   const char **what)
@@ -171,21 +219,48 @@ static int launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, const u
     struct rgpu_launch_kernel_req m;
     if (rgpu_unpack_launch_kernel_req(args, args_len, &m))
         return -1;
-    struct binding *e = find(lane, LAUNCH, m.function, m.stream);
-    if (!e || bulk_len > lane->max_param_bytes)
+    struct binding *e = stage_launch(lane, m.function, m.stream, bulk, bulk_len);
+    if (!e)
         return -1;
-    if (e->param_bytes >= 0 ? (long long)bulk_len != e->param_bytes : 0)
-        return -1; /* Python says which size the kernel's layout needs */
-    memcpy(lane->params, bulk, bulk_len);
-    lane->param_size = bulk_len;
-    int code = lane->d.ctx_set_current(e->ctx);
-    if (code) {
-        *what = "cuCtxSetCurrent";
+    int code = set_current(lane, e->ctx, what);
+    if (code)
         return code;
-    }
     *what = "cuLaunchKernel";
     return lane->d.launch_kernel(e->obj, m.grid_x, m.grid_y, m.grid_z, m.block_x, m.block_y, m.block_z,
                                  m.shared_mem, e->stream, NULL, lane->extra);
+}
+
+/* The bulk is the attributes, then the parameters. */
+static int launch_ex(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
+                     const char **what)
+{
+    struct rgpu_launch_kernel_ex_req m;
+    if (rgpu_unpack_launch_kernel_ex_req(args, args_len, &m) || m.count > MAX_ATTRIBUTES)
+        return -1;
+    size_t attr_bytes = (size_t)m.count * ATTRIBUTE_SIZE;
+    if (bulk_len < attr_bytes)
+        return -1;
+    for (uint32_t i = 0; i < m.count; i++)
+        if (!plain_attribute(rgpu_get_u32(bulk + i * ATTRIBUTE_SIZE)))
+            return -1;
+    struct binding *e = stage_launch(lane, m.function, m.stream, bulk + attr_bytes, bulk_len - attr_bytes);
+    if (!e)
+        return -1;
+    for (uint32_t i = 0; i < m.count; i++) { /* the id as the host reads it, the padding zeroed, the value as sent */
+        unsigned char *a = lane->attributes + i * ATTRIBUTE_SIZE;
+        uint32_t id = rgpu_get_u32(bulk + i * ATTRIBUTE_SIZE);
+        memcpy(a, &id, 4);
+        memset(a + 4, 0, 4);
+        memcpy(a + 8, bulk + i * ATTRIBUTE_SIZE + 8, ATTRIBUTE_SIZE - 8);
+    }
+    rgpu_lane_launch_config *c = &lane->config;
+    c->gx = m.grid_x, c->gy = m.grid_y, c->gz = m.grid_z, c->bx = m.block_x, c->by = m.block_y, c->bz = m.block_z;
+    c->shmem = m.shared_mem, c->stream = e->stream, c->attrs = lane->attributes, c->count = m.count;
+    int code = set_current(lane, e->ctx, what);
+    if (code)
+        return code;
+    *what = "cuLaunchKernelEx";
+    return lane->d.launch_kernel_ex(c, e->obj, NULL, lane->extra);
 }
 
 static struct binding *stream_binding(rgpu_lane *lane, uint64_t stream, uint64_t current_ctx)
@@ -204,11 +279,9 @@ static int htod(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uin
     struct binding *e = stream_binding(lane, m.stream, current_ctx);
     if (!e || !e->ring || bulk_len > e->ring->slot_bytes || !owned(lane, m.dst, bulk_len))
         return -1;
-    int code = lane->d.ctx_set_current(e->ctx);
-    if (code) {
-        *what = "cuCtxSetCurrent";
+    int code = set_current(lane, e->ctx, what);
+    if (code)
         return code;
-    }
     return rgpu_lane_ring_copy(&lane->d, e->ring, m.dst, bulk, bulk_len, e->stream, what);
 }
 
@@ -233,17 +306,45 @@ static int memset_async(rgpu_lane *lane, int width, const uint8_t *args, size_t 
     struct binding *e = stream_binding(lane, stream, current_ctx);
     if (!e)
         return -1;
-    int code = lane->d.ctx_set_current(e->ctx);
-    if (code) {
-        *what = "cuCtxSetCurrent";
+    int code = set_current(lane, e->ctx, what);
+    if (code)
         return code;
-    }
     if (width == 1) {
         *what = "cuMemsetD8Async";
         return lane->d.memset_d8_async(dst, (unsigned char)value, count, e->stream);
     }
     *what = "cuMemsetD32Async";
     return lane->d.memset_d32_async(dst, value, count, e->stream);
+}
+
+static int synchronize(rgpu_lane *lane, const uint8_t *args, size_t args_len, uint64_t current_ctx, const char **what)
+{
+    struct rgpu_stream_synchronize_req m;
+    if (rgpu_unpack_stream_synchronize_req(args, args_len, &m))
+        return -1;
+    struct binding *e = stream_binding(lane, m.stream, current_ctx);
+    if (!e)
+        return -1;
+    int code = set_current(lane, e->ctx, what);
+    if (code)
+        return code;
+    *what = "cuStreamSynchronize";
+    return lane->d.stream_synchronize(e->stream);
+}
+
+static int graph_launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, const char **what)
+{
+    struct rgpu_graph_launch_req m;
+    if (rgpu_unpack_graph_launch_req(args, args_len, &m))
+        return -1;
+    struct binding *e = find(lane, GRAPH, m.exec, m.stream);
+    if (!e)
+        return -1;
+    int code = set_current(lane, e->ctx, what);
+    if (code)
+        return code;
+    *what = "cuGraphLaunch";
+    return lane->d.graph_launch(e->obj, e->stream);
 }
 
 void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos, uint64_t current_ctx,
@@ -269,6 +370,18 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
         case RGPU_OP_LAUNCH_KERNEL:
             counter = COUNT_LAUNCH;
             code = launch(lane, args, args_len, bulk, h.bulk_len, &what);
+            break;
+        case RGPU_OP_LAUNCH_KERNEL_EX:
+            counter = COUNT_LAUNCH_EX;
+            code = launch_ex(lane, args, args_len, bulk, h.bulk_len, &what);
+            break;
+        case RGPU_OP_STREAM_SYNCHRONIZE:
+            counter = COUNT_SYNC;
+            code = synchronize(lane, args, args_len, current_ctx, &what);
+            break;
+        case RGPU_OP_GRAPH_LAUNCH:
+            counter = COUNT_GRAPH;
+            code = graph_launch(lane, args, args_len, &what);
             break;
         case RGPU_OP_MEMCPY_HTOD_ASYNC:
             counter = COUNT_HTOD;

@@ -1,6 +1,6 @@
 /* The worker's fast lane (librgpu_lane.so): runs the records of a BATCH frame that are the hottest deferred
- * calls -- kernel launches, small host-to-device copies, stream-ordered memsets -- in C, so the Python worker
- * is off their per-call path.
+ * calls -- kernel launches (with plain launch attributes too), small host-to-device copies, stream-ordered
+ * memsets, stream synchronizes, graph launches -- in C, so the Python worker is off their per-call path.
  *
  * Python stays the authority. It resolves and checks handles on its own path, then *binds* what it resolved
  * here (raw driver objects per handle pair); it pushes the session's device regions after every change and
@@ -16,6 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* CUlaunchConfig, field for field. */
+typedef struct rgpu_lane_launch_config {
+    unsigned gx, gy, gz, bx, by, bz, shmem;
+    uintptr_t stream;
+    void *attrs; /* CUlaunchAttribute[count]: a 4-byte id, 4 bytes of padding, a 64-byte value */
+    unsigned count;
+} rgpu_lane_launch_config;
+
 /* The driver calls the lane makes: libcuda's own, or a test's stand-ins. Handles travel as uintptr_t. */
 typedef struct rgpu_lane_driver {
     int (*ctx_set_current)(uintptr_t ctx);
@@ -27,6 +35,8 @@ typedef struct rgpu_lane_driver {
     int (*event_record)(uintptr_t event, uintptr_t stream);
     int (*event_synchronize)(uintptr_t event);
     int (*stream_synchronize)(uintptr_t stream);
+    int (*launch_kernel_ex)(const rgpu_lane_launch_config *config, uintptr_t f, void **params, void **extra);
+    int (*graph_launch)(uintptr_t exec, uintptr_t stream);
 } rgpu_lane_driver;
 
 /* A context's page-locked slots for small host-to-device copies, used in turn; a slot's event says when the
@@ -69,15 +79,18 @@ typedef struct rgpu_lane_count {
 rgpu_lane *rgpu_lane_new(const rgpu_lane_driver *driver, size_t max_param_bytes);
 void rgpu_lane_free(rgpu_lane *lane);
 
-/* Bindings, by the client's handles. A launch: (function, stream); stream 0 is the NULL stream of the
- * function's context. A stream for copies and memsets: (stream, context key), the key being the session's
- * current context for stream 0 and 0 otherwise; `ring` may be NULL (copies then stay Python's).
+/* Bindings, by the client's handles. A launch, with or without attributes: (function, stream); stream 0 is
+ * the NULL stream of the function's context. A stream for copies, memsets and synchronizes: (stream, context
+ * key), the key being the session's current context for stream 0 and 0 otherwise; `ring` may be NULL (copies
+ * then stay Python's). A graph launch: (executable graph, stream).
  * param_bytes < 0: the kernel's layout is unknown (any size up to max_param_bytes goes to the driver).
  * Returns 0, or -1 when the table had no room (the call then stays Python's). */
 int rgpu_lane_bind_launch(rgpu_lane *lane, uint64_t function, uint64_t stream, uintptr_t ctx_obj,
                           uintptr_t function_obj, uintptr_t stream_obj, long long param_bytes);
 int rgpu_lane_bind_stream(rgpu_lane *lane, uint64_t stream, uint64_t ctx_key, uintptr_t ctx_obj,
                           uintptr_t stream_obj, rgpu_lane_ring *ring);
+int rgpu_lane_bind_graph(rgpu_lane *lane, uint64_t exec, uint64_t stream, uintptr_t ctx_obj, uintptr_t exec_obj,
+                         uintptr_t stream_obj);
 void rgpu_lane_forget(rgpu_lane *lane);
 
 /* The session's device regions, sorted by start, not overlapping: [starts[i], starts[i] + sizes[i]). The

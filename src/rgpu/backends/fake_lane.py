@@ -1,6 +1,6 @@
 """The fake backend's fast lane: the real C lane (rgpu.backends.lane), its driver calls made cffi callbacks into
-the fake backend. Every fake session that has the library loaded runs its launches and memsets through the C
-code that serves GPU sessions, so CI exercises its parsing, bindings and checks on every program it runs.
+the fake backend. Every fake session that has the library loaded runs its launches, memsets, synchronizes and
+graph launches through the C code that serves GPU sessions, so CI exercises its parsing, bindings and checks on every program it runs.
 
 Host-to-device copies stay on the Python path here (no ring is bound): the ring itself is tested on its own
 (tests/test_lane.py)."""
@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import logging
 
+import attrs
+
 from rgpu.backends import lane
 from rgpu.errors import CudaError
 
 log = logging.getLogger("rgpu.fake")
+_ATTRIBUTE_SIZE = 72  # CUlaunchAttribute: id, padding, 64-byte value
+
+
+@attrs.frozen(slots=True)
+class _Attribute:
+    """A plain launch attribute as FakeBackend.launch_ex reads one (the lane passes no event attributes)."""
+
+    id: int
+    value: bytes
+    event: object = None
 
 
 class FakeLaneDriver:
@@ -38,7 +50,10 @@ class FakeLaneDriver:
                                              self._memset_d32, onerror=self._failed),
             "event_record": ffi.callback("int(uintptr_t, uintptr_t)", lambda event, stream: 0),
             "event_synchronize": ffi.callback("int(uintptr_t)", lambda event: 0),
-            "stream_synchronize": ffi.callback("int(uintptr_t)", lambda stream: 0),
+            "stream_synchronize": ffi.callback("int(uintptr_t)", self._synchronize, onerror=self._failed),
+            "launch_kernel_ex": ffi.callback("int(rgpu_lane_launch_config *, uintptr_t, void **, void **)",
+                                             self._launch_ex, onerror=self._failed),
+            "graph_launch": ffi.callback("int(uintptr_t, uintptr_t)", self._graph_launch, onerror=self._failed),
         }
         for field, callback in self._callbacks.items():
             setattr(self.table, field, callback)
@@ -72,6 +87,26 @@ class FakeLaneDriver:
         data = bytes(ffi.buffer(ffi.cast("char *", extra[1]), size))
         self.backend.launch(self._current, self._object(f), (gx, gy, gz), (bx, by, bz), shmem, self._object(stream),
                             data)
+        return 0
+
+    def _launch_ex(self, config, f, params, extra) -> int:
+        ffi = lane.ffi()
+        size = ffi.cast("size_t *", extra[3])[0]
+        data = bytes(ffi.buffer(ffi.cast("char *", extra[1]), size))
+        raw = bytes(ffi.buffer(ffi.cast("char *", config.attrs), config.count * _ATTRIBUTE_SIZE))
+        attributes = [_Attribute(int.from_bytes(raw[i:i + 4], "little"), raw[i + 8:i + _ATTRIBUTE_SIZE])
+                      for i in range(0, len(raw), _ATTRIBUTE_SIZE)]
+        self.backend.launch_ex(self._current, self._object(f), (config.gx, config.gy, config.gz),
+                               (config.bx, config.by, config.bz), config.shmem, self._object(config.stream), data,
+                               attributes)
+        return 0
+
+    def _synchronize(self, stream) -> int:
+        self.backend.stream_synchronize(self._current, self._object(stream))
+        return 0
+
+    def _graph_launch(self, exe, stream) -> int:
+        self.backend.graph_launch(self._current, self._object(exe), self._object(stream))
         return 0
 
     def _htod(self, dst, src, n, stream) -> int:

@@ -1,5 +1,5 @@
 """The worker's fast lane (native/src/lane/lane.h says what it does and what it promises): the C library that
-runs a batch's launches, small copies and memsets, loaded through cffi. This module knows the library and the
+runs a batch's launches, small copies, memsets, synchronizes and graph launches, loaded through cffi. This module knows the library and the
 driver table it calls; which records it may run is the session's business (its bindings and regions), and
 when it runs is the dispatcher's.
 
@@ -75,6 +75,7 @@ _LIBCUDA_NAMES = {
     "memcpy_htod_async": "cuMemcpyHtoDAsync_v2", "memset_d8_async": "cuMemsetD8Async",
     "memset_d32_async": "cuMemsetD32Async", "event_record": "cuEventRecord",
     "event_synchronize": "cuEventSynchronize", "stream_synchronize": "cuStreamSynchronize",
+    "launch_kernel_ex": "cuLaunchKernelEx", "graph_launch": "cuGraphLaunch",
 }
 
 
@@ -128,6 +129,10 @@ class Lane:
     def bind_stream(self, stream: int, ctx_key: int, ctx_obj, stream_obj) -> None:
         a = self._address
         self._lib.rgpu_lane_bind_stream(self._lane, stream, ctx_key, a(ctx_obj), a(stream_obj), self._ring_for(ctx_obj))
+
+    def bind_graph(self, exec_handle: int, stream: int, ctx_obj, exec_obj, stream_obj) -> None:
+        a = self._address
+        self._lib.rgpu_lane_bind_graph(self._lane, exec_handle, stream, a(ctx_obj), a(exec_obj), a(stream_obj))
 
     def forget(self) -> None:
         self._lib.rgpu_lane_forget(self._lane)

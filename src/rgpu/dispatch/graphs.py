@@ -70,7 +70,6 @@ class _GraphState:
     capturing: dict = attrs.Factory(dict)  # stream handle -> the graph handle its capture will have
     ex_launchers: dict = attrs.Factory(dict)  # (function, stream) -> Backend.launcher_ex(...)
     ex_launchers_at: int = -1  # handles.removals when ex_launchers was last known good
-    graph_launches: int = 0
     # Attribute records -> parsed attributes, for records without event handles: a program launches with the
     # same few attribute sets again and again (llama.cpp: PDL on every launch).
     attribute_sets: dict = attrs.Factory(dict)
@@ -87,9 +86,9 @@ def state(s: Session) -> _GraphState:
 
 
 def graph_launches(s: Session) -> int:
-    """How many GRAPH_LAUNCH calls the session made (one wire record each, however many nodes)."""
-    st = _STATES.get(s)
-    return st.graph_launches if st is not None else 0
+    """How many GRAPH_LAUNCH calls the session made (one wire record each, however many nodes), in Python or in
+    the fast lane."""
+    return s.calls_by_op.get(ops.GRAPH_LAUNCH.code, 0)
 
 
 # -- launches with attributes -----------------------------------------------------------------------
@@ -228,7 +227,7 @@ def _exec_on(s: Session, exec_handle: int, stream_handle: int):
 def _graph_launch(s: Session, bulk, exec, stream):  # noqa: A002 (the spec's field name)
     ctx, exe, strm = _exec_on(s, exec, stream)
     s.backend.graph_launch(ctx.obj, exe.obj, strm)
-    state(s).graph_launches += 1
+    s.bind_lane_graph(exec, stream, ctx.obj, exe.obj, strm)
 
 
 @handles(ops.GRAPH_UPLOAD)

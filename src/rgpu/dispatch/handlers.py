@@ -459,6 +459,7 @@ def _stream_destroy(s: Session, args, bulk):
 def _stream_synchronize(s: Session, args, bulk):
     ctx, strm = s.stream(args.stream)
     s.backend.stream_synchronize(ctx.obj, strm)
+    s.bind_lane_stream(args.stream)
 
 
 def _ready_or_not(ready: bool):

@@ -193,6 +193,11 @@ class Session:
             self.lane.bind_stream(stream_handle, key[1], ctx.obj, stream)
             self._lane_streams.add(key)
 
+    def bind_lane_graph(self, exec_handle: int, stream_handle: int, ctx_obj, exec_obj, stream_obj) -> None:
+        """Let the fast lane launch `exec_handle` on `stream_handle`, once Python has done so."""
+        if self.lane is not None:
+            self.lane.bind_graph(exec_handle, stream_handle, ctx_obj, exec_obj, stream_obj)
+
     def lane_ready(self):
         """The fast lane, its bindings and regions brought up to date (before each of its runs)."""
         self._forget_bound_calls_if_stale()
