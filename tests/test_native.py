@@ -419,3 +419,49 @@ def test_deferred_synchronizes_are_held_until_a_request_may_not_pass_them(shim_d
     assert order == ["MEMCPY_HTOD_ASYNC"] * 6 + ["EVENT_RECORD", "STREAM_SYNCHRONIZE", "MEMCPY_HTOD_ASYNC",
                                                  "STREAM_SYNCHRONIZE", "MEMCPY_DTOH", "CTX_SET_CURRENT"] + \
         ["MEMCPY_HTOD_ASYNC"] * 3 + ["STREAM_SYNCHRONIZE", "CTX_SET_CURRENT", "MEMCPY_HTOD_ASYNC", "MEMCPY_DTOH"]
+
+
+def test_a_batch_goes_out_early_after_a_reply_and_grows(shim_dir, tmp_path):
+    """After a reply the program waited for, the C client sends its queue at 8 calls, then 16, 32, ... (so the
+    GPU starts while the program still enqueues); RGPU_BATCH_FIRST=256 is the old rule, one batch at 256."""
+    script = tmp_path / "launches.py"
+    script.write_text(textwrap.dedent("""
+        import cffi, sys
+        ffi = cffi.FFI()
+        ffi.cdef('''
+            int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
+            int cuCtxSetCurrent(void *); int cuModuleLoadData(void **, const void *);
+            int cuModuleGetFunction(void **, void *, const char *); int cuMemAlloc_v2(unsigned long long *, size_t);
+            int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               void *, void **, void **);
+            int cuCtxSynchronize(void);
+        ''')
+        c = ffi.dlopen(sys.argv[1])
+        dev, ctx, mod, fn = ffi.new("int *"), ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
+        assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0
+        assert c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0 and c.cuCtxSetCurrent(ctx[0]) == 0
+        assert c.cuModuleLoadData(mod, open(sys.argv[2], "rb").read() + b"\\0") == 0
+        assert c.cuModuleGetFunction(fn, mod[0], b"fill") == 0
+        p = ffi.new("unsigned long long *")
+        assert c.cuMemAlloc_v2(p, 1024) == 0  # a reply waited for: the ramp starts again
+        args = [ffi.new("unsigned long long *", p[0]), ffi.new("float *", 1.0), ffi.new("int *", 4)]
+        params = ffi.new("void *[3]", [ffi.cast("void *", a) for a in args])
+        for _ in range(300):
+            assert c.cuLaunchKernel(fn[0], 1, 1, 1, 4, 1, 1, 0, ffi.NULL, params, ffi.NULL) == 0
+        assert c.cuCtxSynchronize() == 0
+    """))
+    frames = {}
+    for first in ("8", "256"):
+        stats = tmp_path / f"stats-{first}.jsonl"
+        with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats)]) as address:
+            e = shims.environment(shim_dir)
+            e.update(RGPU_SERVER=address, RGPU_BATCH_FIRST=first)
+            res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1"), str(PTX)], env=e,
+                                 capture_output=True, text=True, timeout=60)
+            assert res.returncode == 0, res.stderr
+            wait_for_stats_record(stats, timeout=10)
+        record = json.loads(stats.read_text().splitlines()[-1])
+        assert record["calls_by_op"]["LAUNCH_KERNEL"] == 300
+        frames[first] = record["frames"]
+    # 300 launches: batches of 8, 16, 32, 64 and 128, the last 52 with the synchronize; against 256 and then 44
+    assert frames["8"] - frames["256"] == 4, frames
