@@ -2,8 +2,8 @@
 the fake backend. Every fake session that has the library loaded runs its launches, memsets, synchronizes and
 graph launches through the C code that serves GPU sessions, so CI exercises its parsing, bindings and checks on every program it runs.
 
-Host-to-device copies stay on the Python path here (no ring is bound): the ring itself is tested on its own
-(tests/test_lane.py)."""
+Small host-to-device copies go through a ring of ordinary memory per context, as through the cuda backend's
+page-locked one; its events are no-ops (the fake copies at once)."""
 
 from __future__ import annotations
 
@@ -132,11 +132,25 @@ def make_lane(backend, max_param_bytes: int):
     return _FakeLane(driver, lib, max_param_bytes)
 
 
+RING_SLOTS, RING_SLOT_BYTES = 4, 64 << 10  # the cuda backend's slot size (cuda_copyring.SLOT_BYTES)
+
+
 class _FakeLane(lane.Lane):
     def __init__(self, driver: FakeLaneDriver, lib, max_param_bytes: int):
-        super().__init__(lib, driver.table, max_param_bytes, lambda ctx: lane.ffi().NULL, lambda: False,
-                         address=driver.address)
+        super().__init__(lib, driver.table, max_param_bytes, self._ring_for,
+                         lambda: driver.backend._live_captures > 0, address=driver.address)
         self.fake_driver = driver  # keeps the callbacks alive as long as the lane
+        self._rings: dict[int, tuple] = {}  # id(context) -> (ring, its slots), alive as long as the lane
+
+    def _ring_for(self, ctx):
+        ffi = lane.ffi()
+        kept = self._rings.get(id(ctx))
+        if kept is None:
+            slots = ffi.new("char[]", RING_SLOTS * RING_SLOT_BYTES)
+            ring = ffi.new("rgpu_lane_ring *")
+            ring.base, ring.slot_bytes, ring.slots = slots, RING_SLOT_BYTES, RING_SLOTS
+            kept = self._rings[id(ctx)] = (ring, slots, ctx)
+        return kept[0]
 
     def forget(self) -> None:
         super().forget()
