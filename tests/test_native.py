@@ -227,30 +227,35 @@ def test_version_mismatch_and_silent_or_garbage_servers_fail_cleanly(shim_dir):
     assert res.returncode == 2 and "NOT_INITIALIZED" in res.stderr
 
 
+# A driver-API program in Python over the stand-in (argv: libcuda.so.1, demo PTX): it loads `fill`, allocates 1 KiB
+# and has `params` ready to fill 4 floats; the tests add what they exercise.
+DRIVE_PRELUDE = textwrap.dedent("""
+    import cffi, sys
+    ffi = cffi.FFI()
+    ffi.cdef('''
+        int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
+        int cuCtxSetCurrent(void *); int cuModuleLoadData(void **, const void *);
+        int cuModuleGetFunction(void **, void *, const char *);
+        int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           void *, void **, void **);
+        int cuCtxSynchronize(void); int cuMemAlloc_v2(unsigned long long *, size_t);
+        int cuMemAllocManaged(unsigned long long *, size_t, unsigned);
+    ''')
+    c = ffi.dlopen(sys.argv[1])
+    dev, ctx, mod, fn = ffi.new("int *"), ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
+    assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0
+    assert c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0 and c.cuCtxSetCurrent(ctx[0]) == 0
+    assert c.cuModuleLoadData(mod, open(sys.argv[2], "rb").read() + b"\\0") == 0
+    assert c.cuModuleGetFunction(fn, mod[0], b"fill") == 0
+    p = ffi.new("unsigned long long *")
+    assert c.cuMemAlloc_v2(p, 1024) == 0
+    args = [ffi.new("unsigned long long *", p[0]), ffi.new("float *", 1.0), ffi.new("int *", 4)]
+    params = ffi.new("void *[3]", [ffi.cast("void *", a) for a in args])
+""")
+
 def test_deferred_launch_error_surfaces_at_the_next_sync_and_unsupported_calls_log_once(shim_dir, tmp_path):
     script = tmp_path / "drive.py"
-    script.write_text(textwrap.dedent("""
-        import cffi, sys
-        ffi = cffi.FFI()
-        ffi.cdef('''
-            int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
-            int cuCtxSetCurrent(void *); int cuModuleLoadData(void **, const void *);
-            int cuModuleGetFunction(void **, void *, const char *);
-            int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                               void *, void **, void **);
-            int cuCtxSynchronize(void); int cuMemAlloc_v2(unsigned long long *, size_t);
-            int cuMemAllocManaged(unsigned long long *, size_t, unsigned);
-        ''')
-        c = ffi.dlopen(sys.argv[1])
-        dev, ctx, mod, fn = ffi.new("int *"), ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
-        assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0
-        assert c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0 and c.cuCtxSetCurrent(ctx[0]) == 0
-        assert c.cuModuleLoadData(mod, open(sys.argv[2], "rb").read() + b"\\0") == 0
-        assert c.cuModuleGetFunction(fn, mod[0], b"fill") == 0
-        p = ffi.new("unsigned long long *")
-        assert c.cuMemAlloc_v2(p, 1024) == 0
-        args = [ffi.new("unsigned long long *", p[0]), ffi.new("float *", 1.0), ffi.new("int *", 4)]
-        params = ffi.new("void *[3]", [ffi.cast("void *", a) for a in args])
+    script.write_text(DRIVE_PRELUDE + textwrap.dedent("""
         bogus_stream = ffi.cast("void *", 0x0400000000000099)
         launch = c.cuLaunchKernel(fn[0], 1, 1, 1, 4, 1, 1, 0, bogus_stream, params, ffi.NULL)
         sync = c.cuCtxSynchronize()
@@ -425,28 +430,8 @@ def test_a_batch_goes_out_early_after_a_reply_and_grows(shim_dir, tmp_path):
     """After a reply the program waited for, the C client sends its queue at 8 calls, then 16, 32, ... (so the
     GPU starts while the program still enqueues); RGPU_BATCH_FIRST=256 is the old rule, one batch at 256."""
     script = tmp_path / "launches.py"
-    script.write_text(textwrap.dedent("""
-        import cffi, sys
-        ffi = cffi.FFI()
-        ffi.cdef('''
-            int cuInit(unsigned); int cuDeviceGet(int *, int); int cuDevicePrimaryCtxRetain(void **, int);
-            int cuCtxSetCurrent(void *); int cuModuleLoadData(void **, const void *);
-            int cuModuleGetFunction(void **, void *, const char *); int cuMemAlloc_v2(unsigned long long *, size_t);
-            int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                               void *, void **, void **);
-            int cuCtxSynchronize(void);
-        ''')
-        c = ffi.dlopen(sys.argv[1])
-        dev, ctx, mod, fn = ffi.new("int *"), ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
-        assert c.cuInit(0) == 0 and c.cuDeviceGet(dev, 0) == 0
-        assert c.cuDevicePrimaryCtxRetain(ctx, dev[0]) == 0 and c.cuCtxSetCurrent(ctx[0]) == 0
-        assert c.cuModuleLoadData(mod, open(sys.argv[2], "rb").read() + b"\\0") == 0
-        assert c.cuModuleGetFunction(fn, mod[0], b"fill") == 0
-        p = ffi.new("unsigned long long *")
-        assert c.cuMemAlloc_v2(p, 1024) == 0  # a reply waited for: the ramp starts again
-        args = [ffi.new("unsigned long long *", p[0]), ffi.new("float *", 1.0), ffi.new("int *", 4)]
-        params = ffi.new("void *[3]", [ffi.cast("void *", a) for a in args])
-        for _ in range(300):
+    script.write_text(DRIVE_PRELUDE + textwrap.dedent("""
+        for _ in range(300):  # (after cuMemAlloc, a reply waited for: the ramp starts again)
             assert c.cuLaunchKernel(fn[0], 1, 1, 1, 4, 1, 1, 0, ffi.NULL, params, ffi.NULL) == 0
         assert c.cuCtxSynchronize() == 0
     """))
