@@ -4,8 +4,8 @@
  * "Full" starts small and doubles: after the program waited for a reply (the GPU is likely idle), the first
  * BATCH_FIRST_CALLS calls go out at once, then twice as many, up to BATCH_MAX_CALLS. Natively the GPU starts
  * on the first launch while the program still enqueues the rest; a batch sent only when full (or at the next
- * synchronize) made the GPU wait for the whole enqueue first -- about 1 ms of llama.cpp's prompt processing
- * (some 300 launches per batch of 128 tokens, measured on the H200). RGPU_BATCH_FIRST=N (benchmarks) starts
+ * synchronize) makes the GPU wait for up to 256 launches' worth of enqueueing first (a program launching
+ * kernels one by one: PyTorch eager, llama.cpp without CUDA graphs). RGPU_BATCH_FIRST=N (benchmarks) starts
  * from N instead; 256 is the old rule. */
 #include <stdlib.h>
 #include <string.h>
