@@ -350,6 +350,13 @@ def _c_routes() -> list[str]:
     return lines
 
 
+
+def _bits(ids, width: int) -> int:
+    """A set of small numbers as a bit mask (bit n for n); every number must fit in `width` bits."""
+    if any(not 0 <= i < width for i in ids):
+        raise SystemExit(f"{sorted(ids)} do not all fit a {width}-bit mask")
+    return sum(1 << i for i in ids)
+
 def consts_header() -> str:
     from rgpu.errors import Status
     from rgpu.protocol import dnn_wire, frames, handshake
@@ -369,7 +376,9 @@ def consts_header() -> str:
               "/* The driver's limit on one launch's kernel parameters: larger is INVALID_VALUE on both sides. */",
               f"#define RGPU_MAX_PARAM_BYTES {ops.MAX_PARAM_BYTES}",
               f"#define RGPU_LAUNCH_ATTRIBUTE_SIZE {ops.LAUNCH_ATTRIBUTE_SIZE}",
-              f"#define RGPU_MAX_LAUNCH_ATTRIBUTES {ops.MAX_LAUNCH_ATTRIBUTES}", "",
+              f"#define RGPU_MAX_LAUNCH_ATTRIBUTES {ops.MAX_LAUNCH_ATTRIBUTES}",
+              "/* Bit n set: CUlaunchAttributeID n is plain data, forwarded as it is (ops.PLAIN_LAUNCH_ATTRIBUTES). */",
+              f"#define RGPU_PLAIN_LAUNCH_ATTRIBUTES 0x{_bits(ops.PLAIN_LAUNCH_ATTRIBUTES, 32):X}u", "",
               "/* rgpu's variant-pack attribute carrying pass-by-value tensors' bytes (protocol/dnn_wire.py). */",
               f"#define RGPU_DNN_BY_VALUE_ATTRIBUTE 0x{dnn_wire.VARIANT_PACK_BY_VALUE:X}u",
               f"#define RGPU_DNN_MAX_BY_VALUE_BYTES {dnn_wire.MAX_BY_VALUE_BYTES}", "",

@@ -29,6 +29,8 @@
 #define RGPU_MAX_PARAM_BYTES 32764
 #define RGPU_LAUNCH_ATTRIBUTE_SIZE 72
 #define RGPU_MAX_LAUNCH_ATTRIBUTES 16
+/* Bit n set: CUlaunchAttributeID n is plain data, forwarded as it is (ops.PLAIN_LAUNCH_ATTRIBUTES). */
+#define RGPU_PLAIN_LAUNCH_ATTRIBUTES 0x14F7Fu
 
 /* rgpu's variant-pack attribute carrying pass-by-value tensors' bytes (protocol/dnn_wire.py). */
 #define RGPU_DNN_BY_VALUE_ATTRIBUTE 0x52470001u

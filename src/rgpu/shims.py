@@ -241,8 +241,9 @@ _STAND_IN_PREFIXES = ("cudart_", "cublas", "cudnn_", "cufft_", "curand_", "cusol
 
 @attrs.frozen(slots=True)
 class Library:
-    """One stand-in. `sources`: (path under native/, CUDA major of its headers); `links`: the stand-ins it
-    is linked against; `exports`: the symbols it exports (None: src/libcuda.map decides)."""
+    """One stand-in (or the server's fast lane). `sources`: (path under native/, CUDA major of its headers, 0 for
+    none); `links`: the stand-ins it is linked against; `exports`: the symbols it exports (None: src/libcuda.map
+    decides)."""
 
     soname: str
     sources: tuple[tuple[str, int], ...]
@@ -312,7 +313,8 @@ def _library_steps(lib: Library, nat: pathlib.Path, out: pathlib.Path, cc: str) 
     for source, major in lib.sources:
         obj = objdir / (source.replace("/", "_").removesuffix(".c") + ".o")
         dep = obj.with_suffix(".d")
-        compiles.append(Step(obj, (cc, *FLAGS, *compat_cflags, *includes, f"-I{cuda_include(major)}", *after,
+        cuda = [f"-I{cuda_include(major)}"] if major else []  # (0: sources that need no CUDA header)
+        compiles.append(Step(obj, (cc, *FLAGS, *compat_cflags, *includes, *cuda, *after,
                                    "-MMD", "-MF", str(dep), "-c", str(nat / source), "-o", str(obj)),
                              (nat / source,), dep, f"CC {lib.soname}: {source}"))
     if lib.exports is None:
@@ -332,33 +334,26 @@ def _library_steps(lib: Library, nat: pathlib.Path, out: pathlib.Path, cc: str) 
     return compiles, link
 
 
-# The server worker's fast lane (native/src/lane, rgpu.backends.cuda_lane): not a stand-in, but built, shipped
-# and found beside them. It needs no CUDA headers; the driver's calls reach it as function pointers.
+# The server worker's fast lane (native/src/lane, rgpu.backends.lane): not a stand-in, but built, shipped and
+# found beside them. It needs no CUDA headers (major 0 below); the driver's calls reach it as function pointers.
 LANE = "librgpu_lane.so"
 
 
-def lane_sources(nat: pathlib.Path) -> list[pathlib.Path]:
-    """The fast lane's C files: its folder (files added there are picked up) and the wire codec."""
-    return [nat / "src" / "wire.c", *sorted((nat / "src" / "lane").glob("*.c"))]
-
-
-def _lane_step(nat: pathlib.Path, out: pathlib.Path, cc: str) -> Step:
-    sources = lane_sources(nat)
-    target = out / LANE
-    return Step(target, (cc, *FLAGS, "-shared", f"-I{nat / 'src'}", f"-I{nat / 'gen'}", f"-I{nat / 'src' / 'lane'}",
-                         "-o", str(target), *map(str, sources)),
-                (*sources, nat / "src" / "lane" / "lane.h", nat / "src" / "rgpu_wire.h", nat / "gen" / "rgpu_ops.h"),
-                label=f"CC+LINK {LANE}")
+def lane(nat: pathlib.Path | None = None) -> Library:
+    """The fast lane as a library to build: its folder (files added there are picked up) and the wire codec."""
+    nat = nat or native_dir()
+    files = ["src/wire.c", *sorted(p.relative_to(nat).as_posix() for p in (nat / "src" / "lane").glob("*.c"))]
+    return Library(LANE, tuple((f, 0) for f in files), includes=("src/lane",), exports="rgpu_lane_*")
 
 
 def build_lane(out: pathlib.Path | None = None, cc: str = "gcc") -> pathlib.Path:
     """Compile (if stale) the worker's fast lane into `out`; returns its path."""
     nat = native_dir()
     out = out or default_out_dir()
-    step = _lane_step(nat, out, _compiler(cc))
+    compiles, link = _library_steps(lane(nat), nat, out, _compiler(cc))
     with _locked(out):
-        _execute([[step]], False, False, 1, f"building the fast lane in {out}")
-    return step.target
+        _execute([compiles, [link]], False, False, None, f"building the fast lane in {out}")
+    return link.target
 
 
 def lane_header() -> pathlib.Path:
@@ -385,12 +380,11 @@ def build(out: pathlib.Path | None = None, cc: str = "gcc", verbose: bool = Fals
     cc = _compiler(cc)
     with _locked(out):
         compiles, links = [], []
-        for lib in libraries(nat):
+        for lib in [*libraries(nat), lane(nat)]:
             c, link = _library_steps(lib, nat, out, cc)
             compiles += c
             links.append([link])  # in order: each links against those before it
-        _execute([compiles + [_lane_step(nat, out, cc)], *links], progress or verbose, verbose, jobs,
-                 f"building the CUDA stand-ins in {out}")
+        _execute([compiles, *links], progress or verbose, verbose, jobs, f"building the CUDA stand-ins in {out}")
         _symlink(out / "libcuda.so", "libcuda.so.1")
         _symlink(out / "libcudart.so", "libcudart.so.13")
     return out / "libcuda.so.1"

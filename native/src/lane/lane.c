@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "lane.h"
+#include "rgpu_consts.h"
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
 
@@ -14,8 +15,8 @@
 #define MAX_BOUND (BINDINGS / 2)
 
 enum binding_kind { EMPTY = 0, LAUNCH = 1, STREAM = 2, GRAPH = 3 };
-#define MAX_ATTRIBUTES 16 /* ops.MAX_LAUNCH_ATTRIBUTES */
-#define ATTRIBUTE_SIZE 72 /* CUlaunchAttribute, as on the wire (ops.LAUNCH_ATTRIBUTE_SIZE) */
+#define MAX_ATTRIBUTES RGPU_MAX_LAUNCH_ATTRIBUTES
+#define ATTRIBUTE_SIZE RGPU_LAUNCH_ATTRIBUTE_SIZE /* CUlaunchAttribute, as on the wire */
 
 struct binding {
     int kind;
@@ -30,17 +31,9 @@ static const unsigned count_opcode[COUNTS] = {
     RGPU_OP_LAUNCH_KERNEL,   RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
     RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH};
 
-/* The launch attributes whose value is plain data (dispatch/graphs.py PLAIN_ATTRIBUTES): passed on as they
- * are. Any other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
-static int plain_attribute(uint32_t id)
-{
-    switch (id) {
-    case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 8: case 9: case 10: case 11: case 14: case 16:
-        return 1;
-    default:
-        return 0;
-    }
-}
+/* The launch attributes whose value is plain data (ops.PLAIN_LAUNCH_ATTRIBUTES): passed on as they are. Any
+ * other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
+static int plain_attribute(uint32_t id) { return id < 32 && (RGPU_PLAIN_LAUNCH_ATTRIBUTES >> id & 1u); }
 
 struct rgpu_lane {
     rgpu_lane_driver d;

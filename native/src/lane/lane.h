@@ -9,7 +9,7 @@
  * (and gives any error its message). A driver call that fails stops the lane after the record, with the
  * status, for Python to defer as usual.
  *
- * This header is the whole interface: rgpu/backends/cuda_lane.py hands it to cffi as it is (lines starting
+ * This header is the whole interface: rgpu/backends/lane.py hands it to cffi as it is (lines starting
  * with '#' removed), so it holds declarations only. */
 #ifndef RGPU_LANE_H
 #define RGPU_LANE_H

@@ -13,9 +13,10 @@ import attrs
 
 from rgpu.backends import lane
 from rgpu.errors import CudaError
+from rgpu.protocol import ops
 
 log = logging.getLogger("rgpu.fake")
-_ATTRIBUTE_SIZE = 72  # CUlaunchAttribute: id, padding, 64-byte value
+_ATTRIBUTE_SIZE = ops.LAUNCH_ATTRIBUTE_SIZE  # CUlaunchAttribute: id, padding, 64-byte value
 
 
 @attrs.frozen(slots=True)

@@ -1,6 +1,6 @@
 """The worker's fast lane (native/src/lane/lane.h says what it does and what it promises): the C library that
-runs a batch's launches, small copies, memsets, synchronizes and graph launches, loaded through cffi. This module knows the library and the
-driver table it calls; which records it may run is the session's business (its bindings and regions), and
+runs a batch's launches, small copies, memsets, synchronizes and graph launches, loaded through cffi. This
+module knows the library and the driver table it calls; which records it may run is the session's business (its bindings and regions), and
 when it runs is the dispatcher's.
 
 The server finds or builds the library (rgpu.shims.lane_library) and loads it here once per worker, before
@@ -9,6 +9,7 @@ the backend starts; without it (no compiler, or never loaded) every record takes
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import pathlib
@@ -79,8 +80,10 @@ _LIBCUDA_NAMES = {
 }
 
 
+@functools.cache
 def libcuda_driver():
-    """An rgpu_lane_driver of libcuda.so.1's own functions (the copy the process already loaded)."""
+    """The rgpu_lane_driver of libcuda.so.1's own functions (the copy the process already loaded), made once:
+    every lane and ring of the process reads the same table."""
     cuda = ctypes.CDLL("libcuda.so.1")
     table = _ffi.new("rgpu_lane_driver *")
     for field, name in _LIBCUDA_NAMES.items():

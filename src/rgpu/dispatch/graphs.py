@@ -22,13 +22,6 @@ from rgpu.session.handles import Kind, Region
 from rgpu.session.state import Session
 
 # -- launch attributes ------------------------------------------------------------------------------
-# CUlaunchAttributeID values whose 64-byte value is plain data: forwarded untouched, the driver decides.
-PLAIN_ATTRIBUTES = {
-    0: "IGNORE", 1: "ACCESS_POLICY_WINDOW", 2: "COOPERATIVE", 3: "SYNCHRONIZATION_POLICY", 4: "CLUSTER_DIMENSION",
-    5: "CLUSTER_SCHEDULING_POLICY_PREFERENCE", 6: "PROGRAMMATIC_STREAM_SERIALIZATION", 8: "PRIORITY",
-    9: "MEM_SYNC_DOMAIN_MAP", 10: "MEM_SYNC_DOMAIN", 11: "PREFERRED_CLUSTER_DIMENSION",
-    14: "PREFERRED_SHARED_MEMORY_CARVEOUT", 16: "NVLINK_UTIL_CENTRIC_SCHEDULING",
-}
 # Values that start with a CUevent: the client sends its session handle, the server hands the driver its own.
 EVENT_ATTRIBUTES = {7: "PROGRAMMATIC_EVENT", 12: "LAUNCH_COMPLETION_EVENT"}
 # DEVICE_UPDATABLE_KERNEL_NODE (13) makes the driver write a device-node handle back into the caller's
@@ -58,7 +51,7 @@ def parse_attributes(s: Session, raw, count: int) -> list[LaunchAttribute]:
         elif ident in _WRITE_BACK_ATTRIBUTES:
             raise CudaError(Status.NOT_SUPPORTED, f"launch attribute {ident} ({_WRITE_BACK_ATTRIBUTES[ident]}) "
                                                   "writes a device-node handle back to the caller: not forwarded")
-        elif ident not in PLAIN_ATTRIBUTES:
+        elif ident not in ops.PLAIN_LAUNCH_ATTRIBUTES:
             raise CudaError(Status.INVALID_VALUE, f"unknown launch attribute {ident}")
         out.append(LaunchAttribute(ident, bytes(value), event))
     return out

@@ -38,6 +38,14 @@ MAX_PARAM_BYTES = 32764
 # Launch attributes travel as (u32 id, 4 pad, 64-byte value) records, CUlaunchAttribute's own layout.
 LAUNCH_ATTRIBUTE_SIZE = 72
 MAX_LAUNCH_ATTRIBUTES = 16
+# CUlaunchAttributeID values whose 64-byte value is plain data: forwarded untouched, the driver decides (the
+# server's Python path and its fast lane both go by this set; the others need the server's translation).
+PLAIN_LAUNCH_ATTRIBUTES = {
+    0: "IGNORE", 1: "ACCESS_POLICY_WINDOW", 2: "COOPERATIVE", 3: "SYNCHRONIZATION_POLICY", 4: "CLUSTER_DIMENSION",
+    5: "CLUSTER_SCHEDULING_POLICY_PREFERENCE", 6: "PROGRAMMATIC_STREAM_SERIALIZATION", 8: "PRIORITY",
+    9: "MEM_SYNC_DOMAIN_MAP", 10: "MEM_SYNC_DOMAIN", 11: "PREFERRED_CLUSTER_DIMENSION",
+    14: "PREFERRED_SHARED_MEMORY_CARVEOUT", 16: "NVLINK_UTIL_CENTRIC_SCHEDULING",
+}
 
 
 @attrs.frozen(slots=True)
