@@ -84,3 +84,5 @@ def test_workloads_harness_reads_the_counters_of_the_running_session_at_the_chil
     assert workloads._per_step(a, b, "calls_by_op", 7) == {"MEMSET_D8_ASYNC": 1.0, "CTX_SYNCHRONIZE": round(1 / 7, 2)}
     assert b["blocking"] - a["blocking"] == 1 and b["deferred"] - a["deferred"] == 7
     assert b["bytes_in"] > a["bytes_in"] and b["seconds_by_op"]["MEMSET_D8_ASYNC"] > 0
+    # the loop's turns between the marks: waiting for the child and running its calls both took time
+    assert all(b["loop_s"][k] > a["loop_s"][k] for k in ("receive", "run", "reply")), (a["loop_s"], b["loop_s"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 import pytest
@@ -13,6 +14,7 @@ from rgpu.protocol import ops
 from rgpu.protocol.frames import (
     HEADER_SIZE, Flags, Frame, RecordDecoder, encode_frame, frame_bytes, parse_frame, split_batch,
 )
+from rgpu.protocol.handshake import POOLED_RECORD, SEAL_PIECE, Cipher, RecordProtector
 
 frames = st.builds(
     Frame,
@@ -148,7 +150,7 @@ def test_registered_sink_receives_large_bulk_without_a_copy():
     conn = Connection()
     bulk = bytes(range(256)) * 2048  # 512 KiB
     target = memoryview(bytearray(len(bulk)))
-    assert conn.expect_bulk(9, target)
+    conn.expect_bulk(9, target)
     small = frame_bytes(Frame(ops.NOP.code, 8, Flags.REPLY))
     data = small + frame_bytes(Frame(ops.MEMCPY_DTOH.code, 9, Flags.REPLY, bulk=bulk)) + small
     pos = 0
@@ -219,6 +221,48 @@ def test_big_sealed_replies_reach_a_client_intact():
     _deliver(client, server.writes(replies))
     got = [client.next_frame() for _ in range(3)]
     assert [bytes(f.bulk) for f in got] == [bulk[i:] for i in range(3)]  # a client's frames stay valid
+
+
+@pytest.mark.parametrize("cipher", [Cipher.AES_256_GCM, Cipher.CHACHA20_POLY1305])
+@pytest.mark.parametrize("bulk_len", [POOLED_RECORD - 40, POOLED_RECORD, 3 * SEAL_PIECE - 40, 3 * SEAL_PIECE - 30,
+                                      3 * SEAL_PIECE + 5])
+def test_sealing_in_pieces_gives_the_bytes_of_sealing_whole(cipher, bulk_len):
+    """Lengths around the piece size: the tag alone in the last write, split from the ciphertext, or sharing it."""
+    frame = Frame(ops.MEMCPY_DTOH.code, 7, Flags.REPLY, args=b"abc", bulk=os.urandom(bulk_len))
+    whole, pieces = (RecordProtector(cipher, b"k" * 32, b"r" * 32) for _ in range(2))
+    for _ in range(2):  # the second record: the counter moves on alike
+        expected = b"".join(bytes(p) for p in whole.seal(encode_frame(frame)))
+        got = b"".join(bytes(p) for write in pieces.seal_pieces(encode_frame(frame)) for p in write)
+        assert got == expected
+
+
+def test_sealed_reply_is_opened_into_its_waiting_buffer():
+    client, server = _protected_pair()
+    bulk = os.urandom(600_000)
+    sinks = [memoryview(bytearray(len(bulk))) for _ in range(3)]
+    for rid, sink in enumerate(sinks):
+        client.expect_bulk(rid, sink[: len(bulk) - 1] if rid == 2 else sink)  # the third does not fit: copied
+    replies = [Frame(ops.MEMCPY_DTOH.code, rid, Flags.REPLY, args=b"xy", bulk=bulk) for rid in range(3)]
+    replies.insert(1, Frame(ops.MEMCPY_DTOH.code, 9, Flags.REPLY, bulk=bulk[::-1]))  # nothing waits for it
+    _deliver(client, server.writes(replies))
+    got = [client.next_frame() for _ in range(4)]
+    assert [f.request_id for f in got] == [0, 9, 1, 2]
+    assert got[0].bulk is sinks[0] and got[2].bulk is sinks[1] and bytes(got[0].args) == b"xy"
+    assert got[1].bulk == bulk[::-1] and got[3].bulk == bulk and bytes(sinks[2]) == bytes(len(bulk))
+    assert bytes(sinks[0]) == bytes(sinks[1]) == bulk
+
+
+def test_tampered_sealed_reply_leaves_nothing_in_its_waiting_buffer():
+    client, server = _protected_pair()
+    sink = memoryview(bytearray(500_000))
+    client.expect_bulk(5, sink)
+    data = bytearray(b"".join(bytes(p) for w in server.writes([Frame(ops.MEMCPY_DTOH.code, 5, Flags.REPLY,
+                                                                         bulk=b"z" * len(sink))]) for p in w))
+    data[300_000] ^= 1
+    client.receive_data(bytes(data))
+    with pytest.raises(ProtocolError, match="authentication"):
+        client.next_frame()
+    assert bytes(sink) == bytes(len(sink))
 
 
 def test_tampered_big_record_fails_authentication():

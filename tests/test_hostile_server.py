@@ -388,6 +388,51 @@ def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path)
                 assert proc.returncode == 0 and expected in proc.stdout, (program, psk, proc.stdout + proc.stderr)
 
 
+class RecordBitFlipper(CorruptingProxy):
+    """Sealed records cannot be parsed on the way: flips one bit in the middle of the first server record of at
+    least `min_len` bytes, by its length prefix alone."""
+
+    def __init__(self, upstream: str, min_len: int):
+        super().__init__(upstream, -1, None)
+        self.min_len = min_len
+
+    def _down(self, upstream, client):
+        try:
+            while True:
+                prefix = self._exactly(upstream, 4)
+                body = bytearray(self._exactly(upstream, int.from_bytes(prefix, "little")))
+                if len(body) >= self.min_len and not self.corrupted.is_set():
+                    self.corrupted.set()
+                    body[len(body) // 2] ^= 0x10
+                client.sendall(prefix + body)
+        except OSError:
+            pass
+        finally:
+            client.close()
+
+
+def test_tampered_big_sealed_reply_reaches_no_memory(stand_ins, programs, tmp_path):
+    """A sealed reply is decrypted where it is going as it arrives (conn_io.c): when its tag then fails, the copy
+    is an error, the connection is closed, and none of the unauthenticated bytes stay in the program's buffer."""
+    key = tmp_path / "key"
+    key.write_text(bytes(range(32)).hex())
+    key.chmod(0o600)
+    with local_server("fake", ["--log-level", "warning", "--psk-file", str(key)]) as address:
+        env = {"RGPU_PSK_FILE": str(key)}
+        clean = _run(stand_ins, programs["reply_checks"], PTX, "vadd", "copyback", server=address, env=env)
+        _no_sanitizer_report(clean)
+        assert "copy back -> 0, pattern bytes received: 3145728" in clean.stdout, clean.stdout + clean.stderr
+        proxy = RecordBitFlipper(address, 1 << 20)
+        try:
+            proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", "copyback", server=proxy.address, env=env)
+        finally:
+            proxy.close()
+    assert proxy.corrupted.is_set()
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 3 and "pattern bytes received: 0" in proc.stdout, proc.stdout + proc.stderr
+    assert "copy back -> 46" in proc.stdout and "connection to rgpu-server lost" in proc.stderr, proc.stderr
+
+
 def test_reply_decoders_under_random_input(stand_ins):
     """native/tests/fuzz_replies.c without libFuzzer: the reply-array decoders and the layout check either
     refuse or stay within the capacity they are given (under the sanitizers where available)."""

@@ -171,6 +171,7 @@ print("  per repetition: frames %.1f, calls %.1f, blocking %.1f, worker wait for
 print("  blocking by op:", {k: round(v, 1) for k, v in sorted(d("blocking_by_op").items(), key=lambda x: -x[1]) if v >= 0.1})
 print("  calls by op:", {k: round(v, 1) for k, v in sorted(d("calls_by_op").items(), key=lambda x: -x[1]) if v >= 0.5})
 print("  worker us by op:", {k: round(v * 1e6) for k, v in sorted(d("seconds_by_op").items(), key=lambda x: -x[1]) if v * 1e6 >= 5})
+print("  worker loop us (receive incl. waiting, run, reply):", {k: round(v * 1e6) for k, v in d("loop_s").items()})
 PY
       done
       stop_server ;;

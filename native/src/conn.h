@@ -61,6 +61,9 @@ struct rgpu_connection {
     uint64_t server_ctx; /* the context the server currently runs our calls in */
     uint8_t *scratch;
     size_t scratch_cap;
+    uint8_t *sealed; /* with a PSK: records being sealed, on their way out (conn_io.c) */
+    size_t sealed_len;
+    size_t rec_left; /* bytes of the record being received not yet read (conn_io.c) */
     char message[256]; /* last error message from the server */
     uint64_t spin_ns;
     struct conn_work work;
@@ -92,11 +95,14 @@ int conn_send_frames(struct out_frame *f, int n);
 /* Read one reply: its args land in `reply` (exactly reply_len bytes when status is 0), its bulk in `sink`. */
 int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_sink *sink);
 int conn_read_all(void *p, size_t n); /* exactly n bytes from the server, through the receive buffer */
+/* The last n bytes of the record being received, into p, then its end (with a PSK, its tag) checked: 0, or -1
+ * and nothing in p may be used. */
+int conn_finish_record(void *p, size_t n);
 void conn_hang_up(void);          /* close; every later call fails with rgpu_conn.failure */
 void conn_lost(const char *what); /* conn_hang_up with a log line naming what failed */
 
-/* conn_output.c: an OUTPUT frame's bulk (still on the socket when `bulk` is NULL) to this program's stdout. */
-int conn_write_output(const rgpu_header *h, size_t args_len, const uint8_t *bulk);
+/* conn_output.c: an OUTPUT frame's bulk (the rest of the record being received) to this program's stdout. */
+int conn_write_output(const rgpu_header *h, size_t args_len);
 
 /* conn_batch.c: deferred calls queued into one BATCH frame. */
 int conn_batch_append(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len);

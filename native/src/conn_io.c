@@ -2,6 +2,7 @@
  * at a time taken apart into its args and the caller's sink. */
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -123,6 +124,65 @@ void conn_lost(const char *what)
     conn_hang_up();
 }
 
+/* Sealed records go out through one buffer of SEAL_PIECE bytes: small records share a write, and a big one is
+ * encrypted a piece at a time, each piece on its way while the next is encrypted, instead of being copied whole
+ * into a buffer, sealed whole, then sent. */
+#define SEAL_PIECE (256u << 10)
+
+static int seal_flush(void)
+{
+    struct iovec v = {rgpu_conn.sealed, rgpu_conn.sealed_len};
+    rgpu_conn.sealed_len = 0;
+    return v.iov_len ? write_iov(&v, 1) : 0;
+}
+
+/* Room for n more bytes in the buffer (n <= SEAL_PIECE), flushing it first when it lacks them. */
+static uint8_t *seal_room(size_t n)
+{
+    if (SEAL_PIECE - rgpu_conn.sealed_len < n && seal_flush())
+        return NULL;
+    return rgpu_conn.sealed + rgpu_conn.sealed_len;
+}
+
+static int seal_bytes(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n) {
+        uint8_t *out = seal_room(1);
+        size_t k = SEAL_PIECE - rgpu_conn.sealed_len;
+        k = n < k ? n : k;
+        if (!out || rgpu_aead_update(&rgpu_conn.tx, b, k, out))
+            return -1;
+        rgpu_conn.sealed_len += k;
+        b += k;
+        n -= k;
+    }
+    return 0;
+}
+
+static int send_sealed(struct out_frame *f, int n)
+{
+    if (!rgpu_conn.sealed && !(rgpu_conn.sealed = malloc(SEAL_PIECE)))
+        return -1;
+    rgpu_conn.sealed_len = 0;
+    for (int i = 0; i < n; i++) {
+        uint8_t head[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE], *out;
+        size_t body = RGPU_HEADER_SIZE + f[i].args_len + f[i].h.bulk_len;
+        rgpu_pack_prefix_header(head, &f[i].h, f[i].args_len);
+        rgpu_put_u32(head, body + 16);
+        if (!(out = seal_room(RGPU_PREFIX_SIZE)))
+            return -1;
+        memcpy(out, head, RGPU_PREFIX_SIZE); /* the length prefix travels in the clear, as the cipher's aad */
+        rgpu_conn.sealed_len += RGPU_PREFIX_SIZE;
+        if (rgpu_aead_begin(&rgpu_conn.tx, 1, head) || seal_bytes(head + RGPU_PREFIX_SIZE, RGPU_HEADER_SIZE) ||
+            seal_bytes(f[i].args, f[i].args_len) || seal_bytes(f[i].bulk, f[i].h.bulk_len) || !(out = seal_room(16)) ||
+            rgpu_aead_seal_end(&rgpu_conn.tx, out))
+            return -1;
+        rgpu_conn.sealed_len += 16;
+    }
+    return seal_flush();
+}
+
 int conn_send_frames(struct out_frame *f, int n)
 {
     uint8_t heads[4][RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE];
@@ -130,78 +190,115 @@ int conn_send_frames(struct out_frame *f, int n)
     for (int i = 0; i < n; i++)
         total += RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + f[i].args_len + f[i].h.bulk_len;
     rgpu_stats_sent((uint64_t)n, total);
-    if (!rgpu_conn.protect) {
-        struct iovec iov[12];
-        int k = 0;
-        for (int i = 0; i < n; i++) {
-            rgpu_pack_prefix_header(heads[i], &f[i].h, f[i].args_len);
-            iov[k++] = (struct iovec){heads[i], sizeof heads[i]};
-            if (f[i].args_len)
-                iov[k++] = (struct iovec){(void *)f[i].args, f[i].args_len};
-            if (f[i].h.bulk_len)
-                iov[k++] = (struct iovec){(void *)f[i].bulk, f[i].h.bulk_len};
-        }
-        return write_iov(iov, k);
-    }
+    if (rgpu_conn.protect)
+        return send_sealed(f, n);
+    struct iovec iov[12];
+    int k = 0;
     for (int i = 0; i < n; i++) {
-        size_t body = RGPU_HEADER_SIZE + f[i].args_len + f[i].h.bulk_len;
-        uint8_t *buf = scratch(2 * body + 2 * RGPU_PREFIX_SIZE + 16);
-        if (!buf)
-            return -1;
-        uint8_t *plain = buf, *rec = buf + body + RGPU_PREFIX_SIZE;
-        rgpu_pack_prefix_header(heads[0], &f[i].h, f[i].args_len);
-        memcpy(plain, heads[0] + RGPU_PREFIX_SIZE, RGPU_HEADER_SIZE);
-        if (f[i].args_len) /* args may be NULL when empty, and memcpy's pointers may not */
-            memcpy(plain + RGPU_HEADER_SIZE, f[i].args, f[i].args_len);
+        rgpu_pack_prefix_header(heads[i], &f[i].h, f[i].args_len);
+        iov[k++] = (struct iovec){heads[i], sizeof heads[i]};
+        if (f[i].args_len)
+            iov[k++] = (struct iovec){(void *)f[i].args, f[i].args_len};
         if (f[i].h.bulk_len)
-            memcpy(plain + RGPU_HEADER_SIZE + f[i].args_len, f[i].bulk, f[i].h.bulk_len);
-        rgpu_put_u32(rec, body + 16);
-        if (rgpu_aead_seal(&rgpu_conn.tx, rec, plain, body, rec + RGPU_PREFIX_SIZE))
-            return -1;
-        struct iovec iov = {rec, RGPU_PREFIX_SIZE + body + 16};
-        if (write_iov(&iov, 1))
-            return -1;
+            iov[k++] = (struct iovec){(void *)f[i].bulk, f[i].h.bulk_len};
     }
-    return 0;
+    return write_iov(iov, k);
 }
 
-/* Read one frame's header and args; protected, the whole record is opened and *bulk points at its bulk, plain
- * the bulk is still on the socket (*bulk is NULL). */
-static int recv_head(rgpu_header *h, size_t *args_len, const uint8_t **args, const uint8_t **bulk)
+/* One received record at a time, plain or sealed alike: rec_begin reads its length prefix (with a PSK, and starts
+ * opening it), rec_read takes its next bytes (with a PSK decrypted where they land, a piece at a time while the
+ * piece is in cache), rec_end checks that all of it was taken and, with a PSK, its tag. Until rec_end succeeds,
+ * what rec_read wrote is unauthenticated: it may only decide where the record's next bytes go, and what was
+ * handed on is wiped when rec_end fails. */
+#define OPEN_PIECE (256u << 10)
+
+static int rec_begin(size_t *body_len)
 {
     uint8_t prefix[RGPU_PREFIX_SIZE];
     if (conn_read_all(prefix, sizeof prefix))
         return -1;
-    size_t len = rgpu_get_u32(prefix);
-    if (len > (size_t)rgpu_conn.max_frame + 4096 + 16 || len < RGPU_HEADER_SIZE) {
+    size_t len = rgpu_get_u32(prefix), tag = rgpu_conn.protect ? 16 : 0;
+    if (len > (size_t)rgpu_conn.max_frame + 4096 + 16 || len < RGPU_HEADER_SIZE + tag) {
         errno = EPROTO;
         return -1;
     }
-    *bulk = NULL;
-    if (rgpu_conn.protect) {
-        uint8_t *buf = scratch(2 * len);
-        if (!buf || conn_read_all(buf, len) || rgpu_aead_open(&rgpu_conn.rx, prefix, buf, len, buf + len)) {
+    if (tag && rgpu_aead_begin(&rgpu_conn.rx, 0, prefix)) {
+        errno = EBADMSG;
+        return -1;
+    }
+    rgpu_conn.rec_left = *body_len = len - tag;
+    return 0;
+}
+
+static int rec_read(void *p, size_t n)
+{
+    uint8_t *b = p;
+    if (n > rgpu_conn.rec_left) {
+        errno = EPROTO;
+        return -1;
+    }
+    rgpu_conn.rec_left -= n;
+    while (n) {
+        size_t k = rgpu_conn.protect && n > OPEN_PIECE ? OPEN_PIECE : n;
+        if (conn_read_all(b, k))
+            return -1;
+        if (rgpu_conn.protect && rgpu_aead_update(&rgpu_conn.rx, b, k, b)) {
             errno = EBADMSG;
             return -1;
         }
-        if (rgpu_parse_header(buf + len, len - 16, h, args_len)) {
-            errno = EPROTO;
-            return -1;
-        }
-        *args = buf + len + RGPU_HEADER_SIZE;
-        *bulk = *args + *args_len;
-        return 0;
+        b += k;
+        n -= k;
     }
+    return 0;
+}
+
+static int rec_skip(size_t n)
+{
+    uint8_t buf[4096];
+    while (n) {
+        size_t k = n < sizeof buf ? n : sizeof buf;
+        if (rec_read(buf, k))
+            return -1;
+        n -= k;
+    }
+    return 0;
+}
+
+static int rec_end(void)
+{
+    uint8_t tag[16];
+    if (rgpu_conn.rec_left) {
+        errno = EPROTO;
+        return -1;
+    }
+    if (rgpu_conn.protect && (conn_read_all(tag, sizeof tag) || rgpu_aead_open_end(&rgpu_conn.rx, tag))) {
+        errno = EBADMSG;
+        return -1;
+    }
+    return 0;
+}
+
+/* Read one frame's header and args (into scratch); its bulk is next in the record. */
+static int recv_head(rgpu_header *h, size_t *args_len, const uint8_t **args)
+{
+    size_t len;
     uint8_t head[RGPU_HEADER_SIZE];
-    if (conn_read_all(head, sizeof head) || rgpu_parse_header(head, len, h, args_len)) {
+    if (rec_begin(&len) || rec_read(head, sizeof head))
+        return -1;
+    if (rgpu_parse_header(head, len, h, args_len)) {
         errno = EPROTO;
         return -1;
     }
     uint8_t *buf = scratch(*args_len + 1);
-    if (!buf || conn_read_all(buf, *args_len))
+    if (!buf || rec_read(buf, *args_len))
         return -1;
     *args = buf;
     return 0;
+}
+
+int conn_finish_record(void *p, size_t n)
+{
+    return rec_read(p, n) || rec_end() ? -1 : 0;
 }
 
 /* Read one reply. Its args land in `reply` (exactly reply_len bytes when status is 0), its bulk in `sink`.
@@ -209,50 +306,41 @@ static int recv_head(rgpu_header *h, size_t *args_len, const uint8_t **args, con
 int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_sink *sink)
 {
     size_t args_len;
-    const uint8_t *args, *bulk;
+    const uint8_t *args;
     do {
-        if (recv_head(h, &args_len, &args, &bulk))
+        if (recv_head(h, &args_len, &args))
             return -1;
-    } while (h->opcode == RGPU_OP_OUTPUT && !conn_write_output(h, args_len, bulk));
+    } while (h->opcode == RGPU_OP_OUTPUT && !conn_write_output(h, args_len));
     if (h->opcode == RGPU_OP_OUTPUT)
         return -1;
     if (h->status == 0 && args_len != reply_len) {
         errno = EPROTO;
         return -1;
     }
-    if (h->status == 0 && reply_len)
-        memcpy(reply, args, reply_len);
-    size_t n = h->bulk_len, to_sink = 0;
+    size_t n = h->bulk_len, to_sink = 0, m = 0;
     if (sink && h->status == 0) {
         to_sink = n < sink->cap ? n : sink->cap;
         sink->len = n;
     }
-    if (rgpu_conn.protect) {
-        if (to_sink)
-            memcpy(sink->buf, bulk, to_sink);
-        bulk += to_sink;
-    } else if (to_sink && conn_read_all(sink->buf, to_sink)) { /* plain: bulk lands straight in the caller's memory */
+    if (to_sink && rec_read(sink->buf, to_sink)) /* bulk lands straight in the caller's memory */
         return -1;
-    }
     size_t rest = n - to_sink;
     if (h->status && rest) { /* keep the server's message for the log */
-        size_t m = rest < sizeof rgpu_conn.message - 1 ? rest : sizeof rgpu_conn.message - 1;
-        if (rgpu_conn.protect)
-            memcpy(rgpu_conn.message, bulk, m);
-        else if (conn_read_all(rgpu_conn.message, m))
+        m = rest < sizeof rgpu_conn.message - 1 ? rest : sizeof rgpu_conn.message - 1;
+        if (rec_read(rgpu_conn.message, m)) {
+            rgpu_conn.message[0] = 0;
             return -1;
-        rgpu_conn.message[m] = 0;
-        rest -= m;
-        bulk += m;
-    }
-    if (!rgpu_conn.protect) {
-        uint8_t sink_buf[4096];
-        while (rest) {
-            size_t k = rest < sizeof sink_buf ? rest : sizeof sink_buf;
-            if (conn_read_all(sink_buf, k))
-                return -1;
-            rest -= k;
         }
+        rest -= m;
     }
+    if (rec_skip(rest) || rec_end()) {
+        if (to_sink) /* what a record that failed authentication held must not reach the program */
+            memset(sink->buf, 0, to_sink);
+        rgpu_conn.message[0] = 0;
+        return -1;
+    }
+    rgpu_conn.message[m] = 0;
+    if (h->status == 0 && reply_len)
+        memcpy(reply, args, reply_len);
     return 0;
 }

@@ -4,12 +4,13 @@
  * printf output. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "conn.h"
 
-/* The frame's bulk follows on the socket when `bulk` is NULL (plain), else it is in memory (opened record).
- * Returns 0, or -1 with errno set for a frame the server had no business sending. */
-int conn_write_output(const rgpu_header *h, size_t args_len, const uint8_t *bulk)
+/* The frame's bulk is the rest of the record being received: read whole and, with a PSK, authenticated before
+ * any of it is written. Returns 0, or -1 with errno set for a frame the server had no business sending. */
+int conn_write_output(const rgpu_header *h, size_t args_len)
 {
     if (!(rgpu_conn.features & RGPU_FEATURE_OUTPUT) || args_len || h->status || h->request_id ||
         !(h->flags & RGPU_FLAG_REPLY)) {
@@ -19,17 +20,12 @@ int conn_write_output(const rgpu_header *h, size_t args_len, const uint8_t *bulk
         errno = EPROTO;
         return -1;
     }
-    if (bulk) {
-        fwrite(bulk, 1, h->bulk_len, stdout);
-        return 0;
+    uint8_t *text = malloc(h->bulk_len ? h->bulk_len : 1);
+    if (!text || conn_finish_record(text, h->bulk_len)) {
+        free(text);
+        return -1;
     }
-    uint8_t buf[4096];
-    for (size_t rest = h->bulk_len; rest;) {
-        size_t k = rest < sizeof buf ? rest : sizeof buf;
-        if (conn_read_all(buf, k))
-            return -1;
-        fwrite(buf, 1, k, stdout);
-        rest -= k;
-    }
+    fwrite(text, 1, h->bulk_len, stdout);
+    free(text);
     return 0;
 }

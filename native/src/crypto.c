@@ -137,39 +137,72 @@ void rgpu_aead_free(struct rgpu_aead *a)
     a->ctx = NULL;
 }
 
-int rgpu_aead_seal(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out)
+int rgpu_aead_begin(struct rgpu_aead *a, int encrypt, const uint8_t aad[4])
 {
     uint8_t nonce[12];
     int n = 0;
-    if (rgpu_crypto_load() || len > 0x7fffffff)
+    if (rgpu_crypto_load())
         return -1;
-    EVP_CIPHER_CTX *ctx = keyed(a, 1);
+    EVP_CIPHER_CTX *ctx = keyed(a, encrypt);
     if (!ctx)
         return -1;
     nonce_for(a->counter++, nonce);
-    return C.enc_init(ctx, NULL, NULL, NULL, nonce) == 1 && C.enc_update(ctx, NULL, &n, aad, 4) == 1 &&
-                   C.enc_update(ctx, out, &n, in, (int)len) == 1 && C.enc_final(ctx, out + n, &n) == 1 &&
-                   C.ctx_ctrl(ctx, CTRL_AEAD_GET_TAG, 16, out + len) == 1
+    if (encrypt)
+        return C.enc_init(ctx, NULL, NULL, NULL, nonce) == 1 && C.enc_update(ctx, NULL, &n, aad, 4) == 1 ? 0 : -1;
+    return C.dec_init(ctx, NULL, NULL, NULL, nonce) == 1 && C.dec_update(ctx, NULL, &n, aad, 4) == 1 ? 0 : -1;
+}
+
+int rgpu_aead_update(struct rgpu_aead *a, const uint8_t *in, size_t len, uint8_t *out)
+{
+    int (*update)(EVP_CIPHER_CTX *, unsigned char *, int *, const unsigned char *, int) =
+        a->encrypt ? C.enc_update : C.dec_update;
+    while (len) { /* OpenSSL counts in int; both ciphers are stream ciphers, so every byte in is one out */
+        int k = len > (1u << 30) ? 1 << 30 : (int)len, n = 0;
+        if (!a->ctx || update(a->ctx, out, &n, in, k) != 1 || n != k)
+            return -1;
+        in += k;
+        out += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+int rgpu_aead_seal_end(struct rgpu_aead *a, uint8_t tag[16])
+{
+    uint8_t none[16];
+    int n = 0;
+    return a->ctx && a->encrypt && C.enc_final(a->ctx, none, &n) == 1 && n == 0 &&
+                   C.ctx_ctrl(a->ctx, CTRL_AEAD_GET_TAG, 16, tag) == 1
                ? 0
                : -1;
 }
 
-int rgpu_aead_open(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out)
+int rgpu_aead_open_end(struct rgpu_aead *a, const uint8_t tag[16])
 {
-    uint8_t nonce[12], tag[16];
+    uint8_t none[16], copy[16];
     int n = 0;
-    if (rgpu_crypto_load() || len < 16 || len > 0x7fffffff)
-        return -1;
-    EVP_CIPHER_CTX *ctx = keyed(a, 0);
-    if (!ctx)
-        return -1;
-    nonce_for(a->counter++, nonce);
-    memcpy(tag, in + len - 16, 16);
-    return C.dec_init(ctx, NULL, NULL, NULL, nonce) == 1 && C.dec_update(ctx, NULL, &n, aad, 4) == 1 &&
-                   C.dec_update(ctx, out, &n, in, (int)(len - 16)) == 1 &&
-                   C.ctx_ctrl(ctx, CTRL_AEAD_SET_TAG, 16, tag) == 1 && C.dec_final(ctx, out + n, &n) == 1
+    memcpy(copy, tag, 16); /* OpenSSL's SET_TAG takes a non-const pointer */
+    return a->ctx && !a->encrypt && C.ctx_ctrl(a->ctx, CTRL_AEAD_SET_TAG, 16, copy) == 1 &&
+                   C.dec_final(a->ctx, none, &n) == 1 && n == 0
                ? 0
                : -1;
+}
+
+int rgpu_aead_seal(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out)
+{
+    return rgpu_aead_begin(a, 1, aad) || rgpu_aead_update(a, in, len, out) || rgpu_aead_seal_end(a, out + len)
+               ? -1
+               : 0;
+}
+
+int rgpu_aead_open(struct rgpu_aead *a, const uint8_t aad[4], const uint8_t *in, size_t len, uint8_t *out)
+{
+    if (len < 16)
+        return -1;
+    return rgpu_aead_begin(a, 0, aad) || rgpu_aead_update(a, in, len - 16, out) ||
+                   rgpu_aead_open_end(a, in + len - 16)
+               ? -1
+               : 0;
 }
 
 /* Test hooks: the handshake derivations and record sealing, compared with tests/vectors/handshake.json. */

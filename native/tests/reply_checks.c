@@ -6,6 +6,8 @@
  *   limit:   KERNEL takes (u64 out, 32756-byte struct): a launch with every parameter byte up to the driver's
  *            limit, read back (when the server reports the layout); then packed buffers of 32764 and 32765 bytes
  *            (refused when there is no layout to go by); prints each outcome.
+ *   copyback: 3 MiB of a pattern to the device and back into a buffer filled with 0xAB; with a tampered reply
+ *            the copy must fail and leave no byte of the pattern behind ("pattern bytes received: N").
  * Exit status: 0 all calls succeeded, 3 a call failed cleanly (its CUresult printed). */
 #include <cuda.h>
 #include <stdio.h>
@@ -103,6 +105,25 @@ static int limit(CUfunction fn)
     return 0;
 }
 
+static int copyback(void)
+{
+    size_t n = 3u << 20, seen = 0;
+    unsigned char *host = malloc(n);
+    CUdeviceptr d;
+    if (!host)
+        return 2;
+    memset(host, 0x5A, n);
+    TRY(cuMemAlloc(&d, n));
+    TRY(cuMemcpyHtoD(d, host, n));
+    memset(host, 0xAB, n);
+    CUresult r = cuMemcpyDtoH(host, d, n);
+    for (size_t i = 0; i < n; i++)
+        seen += host[i] == 0x5A;
+    printf("reply_checks: copy back -> %d, pattern bytes received: %zu\n", (int)r, seen);
+    free(host);
+    return r == CUDA_SUCCESS ? 0 : 3;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -123,7 +144,8 @@ int main(int argc, char **argv)
     TRY(cuModuleLoadData(&mod, ptx));
     TRY(cuModuleGetFunction(&fn, mod, argv[2]));
     TRY(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn));
-    int rc = argc > 3 && !strcmp(argv[3], "limit") ? limit(fn) : vadd(fn);
+    int rc = argc > 3 && !strcmp(argv[3], "limit") ? limit(fn) : argc > 3 && !strcmp(argv[3], "copyback") ? copyback()
+                                                                                                : vadd(fn);
     if (rc)
         return rc;
     TRY(cuCtxSynchronize());

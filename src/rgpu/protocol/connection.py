@@ -38,6 +38,7 @@ class Connection:
         self.decoder = RecordDecoder(max_record, scratch_size, reuse_big=reuse_receive_buffers)
         self.protector: RecordProtector | None = None
         self._reuse = reuse_receive_buffers
+        self._sealed_sinks: dict[int, memoryview] = {}  # request id -> where its sealed reply's bulk goes
 
     @classmethod
     def for_handshake(cls) -> "Connection":
@@ -63,6 +64,8 @@ class Connection:
         self.protector = protector
         protector.reuse_opened = self._reuse
         self.decoder.max_record += TAG_SIZE
+        # A sealed record is opened into other memory as it is taken, so its own may be reused at once.
+        self.decoder.reuse_big_records()
 
     # input
     def get_buffer(self) -> memoryview:
@@ -74,13 +77,13 @@ class Connection:
     def receive_data(self, data: bytes) -> None:
         self.decoder.feed(data)
 
-    def expect_bulk(self, request_id: int, target: memoryview) -> bool:
-        """Ask for the reply's bulk to land in `target` (plain connections; sealed records must be opened
-        whole). True if registered: then a frame whose bulk `is` target needs no copy."""
+    def expect_bulk(self, request_id: int, target: memoryview) -> None:
+        """Ask for the reply's bulk to land in `target` if it comes with status 0 and exactly len(target) bytes of
+        bulk (plain: received there; sealed: decrypted there). A frame whose bulk `is` target needs no copy."""
         if self.protector is not None:
-            return False
-        self.decoder.expect_bulk(request_id, target)
-        return True
+            self._sealed_sinks[request_id] = target
+        else:
+            self.decoder.expect_bulk(request_id, target)
 
     def next_frame(self) -> Frame | None:
         record = self.decoder.next_record()
@@ -89,33 +92,36 @@ class Connection:
         if isinstance(record, SplitRecord):
             return parse_split(record)
         if self.protector is not None:
+            split = self.protector.open_to_sink(record, self._take_sealed_sink) if self._sealed_sinks else None
+            if split is not None:
+                return parse_split(split)
             record = self.protector.open(record)
         frame = parse_frame(record)
         self.decoder.forget_bulk(frame.request_id)
+        self._sealed_sinks.pop(frame.request_id, None)
         return frame
+
+    def _take_sealed_sink(self, request_id: int) -> memoryview | None:
+        return self._sealed_sinks.pop(request_id, None)
 
     @property
     def has_partial_frame(self) -> bool:
         return self.decoder.has_partial_record
 
     # output
-    def encode(self, frame: Frame) -> list:
-        parts = encode_frame(frame)
-        return self.protector.seal(parts) if self.protector is not None else parts
-
     def writes(self, frames: list[Frame]):
         """The frames as writes: lists of buffers, each to be written whole before the next is asked for (a big
         sealed record lives in memory the next big seal reuses). Small buffers are joined into one write."""
         group: list = []
         for frame in frames:
-            parts = self.encode(frame)
+            parts = encode_frame(frame)
             if self.protector is not None and sum(len(p) for p in parts) >= POOLED_RECORD:
                 if group:
                     yield _coalesce(group)
                     group = []
-                yield parts
+                yield from self.protector.seal_pieces(parts)
             else:
-                group += parts
+                group += self.protector.seal(parts) if self.protector is not None else parts
         if group:
             yield _coalesce(group)
 

@@ -182,6 +182,12 @@ class RecordDecoder:
         len(target) bulk bytes; otherwise that reply decodes as usual."""
         self._sinks[request_id] = target
 
+    def reuse_big_records(self) -> None:
+        """From now on a large record lands in reused memory (as reuse_big), for an owner that copies every
+        record out as it takes it."""
+        if self._big_pool is None:
+            self._big_pool = BufferPool()
+
     def forget_bulk(self, request_id: int) -> None:
         self._sinks.pop(request_id, None)
 

@@ -15,12 +15,14 @@ import struct
 import attrs
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers import Cipher as _BlockCipher
+from cryptography.hazmat.primitives.ciphers import algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from rgpu.errors import AuthenticationError, CudaError, ProtocolError, Status
 from rgpu.protocol import ops
-from rgpu.protocol.frames import LENGTH, BufferPool, Frame
+from rgpu.protocol.frames import HEADER, HEADER_SIZE, LENGTH, BufferPool, Frame, SplitRecord
 
 MAGIC = b"RGPUWIRE"
 PROTOCOL_MAJOR = 1
@@ -131,6 +133,7 @@ _COUNTER_LIMIT = 2**63
 # Records at least this big are sealed and opened in memory reused from one record to the next: a fresh
 # multi-megabyte buffer per record costs more in page faults than AES-GCM costs to run over it.
 POOLED_RECORD = 256 * 1024
+SEAL_PIECE = 256 * 1024  # what seal_pieces encrypts per write: big enough for few syscalls, small enough for L2
 
 
 class RecordProtector:
@@ -143,6 +146,10 @@ class RecordProtector:
     def __init__(self, cipher: int, send_key: bytes, recv_key: bytes):
         aead = AESGCM if cipher == Cipher.AES_256_GCM else ChaCha20Poly1305
         self._send, self._recv = aead(send_key), aead(recv_key)
+        # AES-GCM can also be sealed a piece at a time (seal_pieces); cryptography has no such interface for
+        # ChaCha20-Poly1305, whose big records are sealed whole.
+        self._send_aes = algorithms.AES(send_key) if cipher == Cipher.AES_256_GCM else None
+        self._recv_aes = algorithms.AES(recv_key) if cipher == Cipher.AES_256_GCM else None
         self._send_counter = 0
         self._recv_counter = 0
         self._pool = BufferPool()
@@ -169,6 +176,76 @@ class RecordProtector:
         sealed = self._pool.get("seal-out", size + TAG_SIZE)
         self._send.encrypt_into(nonce, plaintext, aad, sealed)
         return [aad, sealed]
+
+    def seal_pieces(self, parts: list):
+        """seal() for a big record, as writes (lists of buffers) to make one after another: each piece is
+        encrypted while the one before it is on its way, and no copy of the whole record is made first. Each
+        write must be made before the next is asked for (they share memory). The same bytes as seal()."""
+        size = sum(len(p) for p in parts) - LENGTH.size
+        if self._send_aes is None or size < POOLED_RECORD:
+            yield self.seal(parts)
+            return
+        counter = self._send_counter
+        if counter >= _COUNTER_LIMIT:
+            raise ProtocolError("record counter exhausted; reconnect")
+        self._send_counter = counter + 1
+        aad = LENGTH.pack(size + TAG_SIZE)
+        sealer = _BlockCipher(self._send_aes, modes.GCM(_NONCE.pack(counter))).encryptor()
+        sealer.authenticate_additional_data(aad)
+        # update_into wants room for a block beyond its input, though GCM writes exactly what it is given.
+        out = self._pool.get("seal-piece", SEAL_PIECE + 16)
+        out[: LENGTH.size] = aad
+        used = LENGTH.size
+        for i, part in enumerate(parts):
+            view = memoryview(part).cast("B")[LENGTH.size if i == 0 else 0 :]
+            while view:
+                if used == SEAL_PIECE:
+                    yield [out[:used]]
+                    used = 0
+                take = min(len(view), SEAL_PIECE - used)
+                used += sealer.update_into(view[:take], out[used:])
+                view = view[take:]
+        sealer.finalize()
+        if used + TAG_SIZE > SEAL_PIECE:
+            yield [out[:used]]
+            used = 0
+        out[used : used + TAG_SIZE] = sealer.tag
+        yield [out[: used + TAG_SIZE]]
+
+    def open_to_sink(self, record: bytes | memoryview, sink_for) -> SplitRecord | None:
+        """open() for a reply whose bulk has a place waiting (`sink_for(request_id)`, as RecordDecoder.expect_bulk):
+        the bulk is decrypted straight into it, with no opened copy of the record in between. None, with nothing
+        consumed, when the record is not such a reply (or the cipher cannot be opened in pieces): open() it then.
+        The header is read before the tag is checked, only to find the place; when the tag then fails, the place
+        is wiped and ProtocolError raised."""
+        body = len(record) - TAG_SIZE
+        if self._recv_aes is None or body < HEADER_SIZE or self._recv_counter >= _COUNTER_LIMIT:
+            return None
+        record = memoryview(record).cast("B")
+        opener = _BlockCipher(self._recv_aes, modes.GCM(_NONCE.pack(self._recv_counter), bytes(record[body:]))).decryptor()
+        opener.authenticate_additional_data(LENGTH.pack(len(record)))
+        # update_into wants room for a block (15 bytes) beyond its input, though GCM writes exactly its input.
+        head = bytearray(HEADER_SIZE + 15)
+        opener.update_into(record[:HEADER_SIZE], head)
+        _op, _flags, request_id, status, _deferred, bulk_len = HEADER.unpack_from(head)
+        sink = sink_for(request_id)
+        if sink is None or status != 0 or bulk_len != len(sink) or bulk_len > body - HEADER_SIZE:
+            return None
+        self._recv_counter += 1
+        args_len = body - HEADER_SIZE - bulk_len
+        args = bytearray(args_len + 15)
+        opener.update_into(record[HEADER_SIZE : HEADER_SIZE + args_len], args)
+        bulk = record[HEADER_SIZE + args_len : body]
+        most = max(bulk_len - 16, 0)  # the sink has room for 15 bytes past this much
+        opener.update_into(bulk[:most], sink)
+        tail = bytearray(16 + 15)
+        sink[most:] = tail[: opener.update_into(bulk[most:], tail)]
+        try:
+            opener.finalize()
+        except InvalidTag:
+            sink[:] = bytes(len(sink))  # unauthenticated bytes must not reach the caller
+            raise ProtocolError("frame failed authentication (tampered, replayed or wrong key)") from None
+        return SplitRecord(head[:HEADER_SIZE] + args[:args_len], sink)
 
     def open(self, record: bytes | memoryview) -> bytes | memoryview:
         counter = self._recv_counter

@@ -112,19 +112,29 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
     (benchmarks) holds each reply that long, as a slower network would. `output`: what the session's kernels
     printed goes to the client just ahead of each reply."""
     delay_ns = int(inject_rtt_us * 1000)
+    clock = time.perf_counter_ns
+    loop_ns = session.loop_ns
     while True:
+        started = clock()
         try:
             frame = io.receive_frame()
         except ConnectionError:
             frame = None
+        received = clock()
         action = next_action(session, frame, io.conn.max_record)
         reply = action.run()  # the only thread serving: blocking on the GPU blocks no one else
+        ran = clock()
         if reply is not None:
             session.replies_sent += 1
             session.replies_by_op[reply.opcode] = session.replies_by_op.get(reply.opcode, 0) + 1
             if delay_ns:
                 _hold(delay_ns)
             io.send_frames([*output.frames(), reply] if output is not None else [reply])
+        # Where each turn of the loop went (benchmarks): receiving (waiting for the client and reading and
+        # opening its frame), running the request, replying (kernel output, encoding, sealing, sending).
+        loop_ns[0] += received - started
+        loop_ns[1] += ran - received
+        loop_ns[2] += clock() - ran
         if action.close:
             return action.close
 
@@ -138,7 +148,8 @@ def session_counters(session: Session, io: SocketFrameStream) -> dict:
             "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
             "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(), "wait_s": io.wait_ns / 1e9,
             "blocking_by_op": _by_name(dict(session.replies_by_op)), "calls_by_op": _by_name(dict(session.calls_by_op)),
-            "seconds_by_op": {name: ns / 1e9 for name, ns in _by_name(dict(session.ns_by_op)).items()}}
+            "seconds_by_op": {name: ns / 1e9 for name, ns in _by_name(dict(session.ns_by_op)).items()},
+            "loop_s": dict(zip(("receive", "run", "reply"), (ns / 1e9 for ns in session.loop_ns)))}
 
 
 def _by_name(counts: dict[int, int]) -> dict[str, int]:
