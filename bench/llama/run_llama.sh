@@ -108,11 +108,12 @@ for s in ${*:-build native rgpu bench}; do
         echo "injected RTT $us us: rc=$?"; stop_server
       done
       python3 bench/llama/compare_bench.py "$OUT" | tee "$OUT/rtt_summary.txt" ;;
-    spin)  # token generation as both ends poll longer before sleeping in recv (client RGPU_SPIN_US, server --spin-us)
+    spin)  # token generation as both ends poll longer before sleeping in recv (client RGPU_SPIN_US, server --spin-us);
+      # LLAMA_SPIN_US: the values, LLAMA_SPIN_MODEL: the model (tiny-q4_0)
       shims
       for us in ${LLAMA_SPIN_US:-50 200 1000}; do
         RGPU_SERVER_ARGS="--spin-us $us" start_server spin$us; through_rgpu
-        RGPU_SPIN_US=$us timeout 120 $RUN $BIN/llama-bench -m $MODELS/tiny-q4_0.gguf -p 0 -n 32 -fa 1 -r 3 -o json \
+        RGPU_SPIN_US=$us timeout 120 $RUN $BIN/llama-bench -m $MODELS/${LLAMA_SPIN_MODEL:-tiny-q4_0}.gguf -p 0 -n 32 -fa 1 -r 3 -o json \
           > "$OUT/spin_$us.json" 2>>"$OUT/bench_stderr_spin.log"
         echo "spin $us us: rc=$? $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))[0]['avg_ts'], 1), 'tokens/s')" "$OUT/spin_$us.json" 2>&1)"
         stop_server

@@ -1,0 +1,73 @@
+// A decode-shaped loop, the pattern llama.cpp runs per generated token with CUDA graphs, without a model: six
+// 4 KiB host-to-device input copies, one graph launch (16 tiny kernels captured once), the 4 KiB "logits"
+// copied back, a stream synchronize. The same binary natively and through rgpu (bench/token_loop.sh) shows what
+// a token's round trip costs beyond the GPU's own work. Prints tokens, microseconds per token and a checksum
+// of the last logits (identical natively and through rgpu).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+// saxpy by name and signature, so that rgpu's fake backend runs it too (its kernels are known by name).
+extern "C" __global__ void saxpy(float a, const float *x, float *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = a * x[i] + y[i];
+}
+
+#define CK(call)                                                                                                  \
+    do {                                                                                                          \
+        cudaError_t e_ = (call);                                                                                  \
+        if (e_ != cudaSuccess) {                                                                                  \
+            std::printf("%s failed: %s\n", #call, cudaGetErrorName(e_));                                         \
+            return 1;                                                                                             \
+        }                                                                                                         \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    enum { n = 1024, layers = 16 };
+    int tokens = argc > 1 ? std::atoi(argv[1]) : 500;
+    static float logits[n], host_in[6][n];
+    float *x, *inputs[6];
+    cudaStream_t s;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CK(cudaMalloc(&x, n * sizeof(float)));
+    CK(cudaMemsetAsync(x, 0, n * sizeof(float), s));
+    for (int k = 0; k < 6; k++)
+        CK(cudaMalloc(&inputs[k], sizeof host_in[k]));
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < layers; l++)
+        saxpy<<<(n + 255) / 256, 256, 0, s>>>(l % 2 ? 0.5f : -0.25f, inputs[l % 6], x, n);
+    CK(cudaStreamEndCapture(s, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    // Every call checked: a failed copy or launch would otherwise only show as a later, faster token.
+    auto run = [&](int t) -> cudaError_t {
+        cudaError_t e = cudaSuccess;
+        for (int k = 0; k < 6; k++) {
+            for (int j = 0; j < n; j++)
+                host_in[k][j] = (float)((t * 31 + k * 7 + j) % 101) / 64.0f;
+            if (e == cudaSuccess)
+                e = cudaMemcpyAsync(inputs[k], host_in[k], sizeof host_in[k], cudaMemcpyHostToDevice, s);
+        }
+        if (e == cudaSuccess)
+            e = cudaGraphLaunch(exec, s);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(logits, x, sizeof logits, cudaMemcpyDeviceToHost, s);
+        cudaError_t sync = cudaStreamSynchronize(s);
+        return e != cudaSuccess ? e : sync;
+    };
+    for (int t = 0; t < 20; t++) // warm-up
+        CK(run(t));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int t = 20; t < 20 + tokens; t++)
+        CK(run(t));
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += logits[i] * (double)(i % 13 + 1);
+    std::printf("tokens=%d us_per_token=%.2f checksum=%.6f\n", tokens, us / tokens, sum);
+    return 0;
+}

@@ -1,0 +1,134 @@
+"""What one decode-shaped token costs through rgpu (bench/token_loop.cu: six small input copies, a graph launch,
+the logits back, a synchronize -- llama.cpp's per-token pattern without a model), natively and through rgpu in
+the same run, and where the server's time per token goes.
+
+    python3 bench/token_loop.py --backend cuda      # on the GPU box (nvcc, the CUDA runtime)
+    python3 bench/token_loop.py --backend fake      # anywhere with nvcc: through rgpu only
+
+Per round, the program runs natively and through rgpu (each once per token count); it prints microseconds per
+token and a checksum of the last logits, which must be the same natively and through rgpu. The server's
+figures per token are differences between the sessions of two token counts, over the tokens between them, so
+each session's own start and end cancel: frames, calls and blocking round trips; the worker loop's time
+receiving (waiting for the client included), running requests and replying; and the worker's time by operation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from rgpu import shims  # noqa: E402
+from rgpu.cli import local_server  # noqa: E402
+
+_LINE = re.compile(r"tokens=(\d+) us_per_token=([\d.]+) checksum=(\S+)")
+
+
+def native_runtime_dir() -> str | None:
+    lib = pathlib.Path("/usr/local/cuda/lib64/libcudart.so.13")
+    return str(lib.resolve().parent) if lib.exists() else None
+
+
+def run(exe: pathlib.Path, tokens: int, env: dict) -> tuple[float, str]:
+    res = subprocess.run([str(exe), str(tokens)], env=env, capture_output=True, text=True, timeout=600)
+    m = _LINE.search(res.stdout)
+    if res.returncode or not m:
+        raise SystemExit(f"token_loop {tokens} failed (rc {res.returncode}): {res.stdout[-1000:]}{res.stderr[-2000:]}")
+    return float(m.group(2)), m.group(3)
+
+
+def per_token(a: dict, b: dict, tokens: int) -> dict:
+    """The server's figures per token between two session records (stats-file lines)."""
+    def diff(key):
+        return {k: (b[key].get(k, 0) - a[key].get(k, 0)) / tokens for k in b[key]}
+
+    return {"frames": (b["frames"] - a["frames"]) / tokens, "calls": (b["calls"] - a["calls"]) / tokens,
+            "blocking": (b["blocking"] - a["blocking"]) / tokens,
+            "loop_us": {k: v * 1e6 for k, v in diff("loop_s").items()},
+            "op_us": {k: v * 1e6 for k, v in sorted(diff("seconds_by_op").items(), key=lambda kv: -kv[1])
+                      if v * 1e6 >= 0.5}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="fake", choices=("fake", "cuda"))
+    ap.add_argument("--tokens", default="200,1000", help="the two token counts per session (short,long)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--psk", action="store_true", help="through rgpu with a PSK (record protection)")
+    ap.add_argument("--spin-us", type=float, help="polling before sleeping in recv, for the server (--spin-us) and "
+                                                  "the program (RGPU_SPIN_US); default: each one's own default")
+    ap.add_argument("--server-args", default="", help="more rgpu-server options")
+    ap.add_argument("--shims", help="built stand-ins to use (default: build them into a temporary folder)")
+    ap.add_argument("--json", help="also write the figures here")
+    args = ap.parse_args()
+    short, long = (int(x) for x in args.tokens.split(","))
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        shim_dir = pathlib.Path(args.shims) if args.shims else tmp / "shims"
+        shims.build(shim_dir)
+        exe = tmp / "token_loop"
+        subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(REPO / "bench" / "token_loop.cu")], check=True)
+        native_env = None
+        if args.backend == "cuda":
+            native_env = dict(os.environ)
+            if native_runtime_dir():
+                native_env["LD_LIBRARY_PATH"] = native_runtime_dir()
+        rgpu_env = shims.environment(shim_dir)
+        server_args = ["--log-level", "warning", "--stats-file", str(tmp / "stats.jsonl"), *args.server_args.split()]
+        if args.spin_us is not None:
+            server_args += ["--spin-us", f"{args.spin_us:g}"]
+            rgpu_env["RGPU_SPIN_US"] = f"{args.spin_us:.0f}"
+        if args.psk:
+            key = tmp / "key"
+            key.write_text(os.urandom(32).hex())
+            key.chmod(0o600)
+            server_args += ["--psk-file", str(key)]
+            rgpu_env["RGPU_PSK_FILE"] = str(key)
+        native_us, rgpu_us, figures, same = [], [], [], True
+        with local_server(args.backend, server_args) as address:
+            rgpu_env["RGPU_SERVER"] = address
+            for _ in range(args.rounds):
+                if native_env is not None:
+                    us, native_sum = run(exe, long, native_env)
+                    native_us.append(us)
+                run(exe, short, rgpu_env)
+                us, rgpu_sum = run(exe, long, rgpu_env)
+                rgpu_us.append(us)
+                if native_env is not None:
+                    same = same and native_sum == rgpu_sum
+                time.sleep(0.5)  # the session's record reaches the stats file as its worker exits
+                records = [json.loads(line) for line in open(tmp / "stats.jsonl")]
+                figures.append(per_token(records[-2], records[-1], long - short))
+    rgpu_med = statistics.median(rgpu_us)
+    print(f"token_loop, {args.rounds} rounds, {long} tokens per session{' with a PSK' if args.psk else ''}"
+          f"{f', spin {args.spin_us:g} us' if args.spin_us is not None else ''} "
+          f"(medians; every round: rgpu {', '.join(f'{x:.1f}' for x in rgpu_us)} us)")
+    if native_us:
+        native_med = statistics.median(native_us)
+        print(f"  us per token: native {native_med:.1f}, rgpu {rgpu_med:.1f}, rgpu/native {rgpu_med / native_med:.2f}x,"
+              f" rgpu - native {rgpu_med - native_med:.1f} us; logits checksum identical: {'yes' if same else 'NO'}")
+    else:
+        print(f"  us per token through rgpu ({args.backend} backend): {rgpu_med:.1f}")
+    mid = figures[len(figures) // 2]
+    loop = {k: round(statistics.median(f["loop_us"][k] for f in figures), 1) for k in mid["loop_us"]}
+    print(f"  server per token: frames {mid['frames']:.2f}, calls {mid['calls']:.2f}, blocking {mid['blocking']:.2f};"
+          f" worker loop us (median of rounds): {loop}")
+    print(f"  worker us by operation (middle round): { {k: round(v, 1) for k, v in mid['op_us'].items()} }")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"native_us": native_us, "rgpu_us": rgpu_us, "same": same,
+                                                        "server_per_token": figures}, indent=1))
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
