@@ -2,10 +2,13 @@
 // 4 KiB host-to-device input copies, one graph launch (16 tiny kernels captured once), the 4 KiB "logits"
 // copied back, a stream synchronize. The same binary natively and through rgpu (bench/token_loop.sh) shows what
 // a token's round trip costs beyond the GPU's own work. Prints tokens, microseconds per token and a checksum
-// of the last logits (identical natively and through rgpu).
+// of the last logits (identical natively and through rgpu). `token_loop N marks`: prints "MARK start" and
+// "MARK end" around the timed tokens and waits for a line on stdin at each, so that a harness can read the
+// server's counters there (bench/token_loop.py).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 // saxpy by name and signature, so that rgpu's fake backend runs it too (its kernels are known by name).
 extern "C" __global__ void saxpy(float a, const float *x, float *y, int n)
@@ -28,6 +31,16 @@ int main(int argc, char **argv)
 {
     enum { n = 1024, layers = 16 };
     int tokens = argc > 1 ? std::atoi(argv[1]) : 500;
+    bool marks = argc > 2 && std::strcmp(argv[2], "marks") == 0;
+    auto mark = [&](const char *what) {
+        if (!marks)
+            return;
+        char line[16];
+        std::printf("MARK %s\n", what);
+        std::fflush(stdout);
+        if (!std::fgets(line, sizeof line, stdin))
+            std::exit(3);
+    };
     static float logits[n], host_in[6][n];
     float *x, *inputs[6];
     cudaStream_t s;
@@ -61,10 +74,12 @@ int main(int argc, char **argv)
     };
     for (int t = 0; t < 20; t++) // warm-up
         CK(run(t));
+    mark("start");
     auto t0 = std::chrono::steady_clock::now();
     for (int t = 20; t < 20 + tokens; t++)
         CK(run(t));
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    mark("end");
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += logits[i] * (double)(i % 13 + 1);

@@ -5,11 +5,11 @@ the same run, and where the server's time per token goes.
     python3 bench/token_loop.py --backend cuda      # on the GPU box (nvcc, the CUDA runtime)
     python3 bench/token_loop.py --backend fake      # anywhere with nvcc: through rgpu only
 
-Per round, the program runs natively and through rgpu (each once per token count); it prints microseconds per
-token and a checksum of the last logits, which must be the same natively and through rgpu. The server's
-figures per token are differences between the sessions of two token counts, over the tokens between them, so
-each session's own start and end cancel: frames, calls and blocking round trips; the worker loop's time
-receiving (waiting for the client included), running requests and replying; and the worker's time by operation.
+Per round, the program runs natively and through rgpu; it prints microseconds per token and a checksum of the
+last logits, which must be the same natively and through rgpu. Through rgpu it stops at a mark before and after
+its timed tokens while the server's counters of its session are read (`rgpu status`), so the server's figures
+per token cover those tokens only: frames, calls and blocking round trips; the worker loop's time receiving
+(waiting for the client included), running requests and replying; and the worker's time by operation.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from rgpu import shims  # noqa: E402
 from rgpu.cli import local_server  # noqa: E402
+from rgpu.client import server_status  # noqa: E402
 
 _LINE = re.compile(r"tokens=(\d+) us_per_token=([\d.]+) checksum=(\S+)")
 
@@ -41,14 +42,47 @@ def native_runtime_dir() -> str | None:
 
 def run(exe: pathlib.Path, tokens: int, env: dict) -> tuple[float, str]:
     res = subprocess.run([str(exe), str(tokens)], env=env, capture_output=True, text=True, timeout=600)
-    m = _LINE.search(res.stdout)
-    if res.returncode or not m:
-        raise SystemExit(f"token_loop {tokens} failed (rc {res.returncode}): {res.stdout[-1000:]}{res.stderr[-2000:]}")
+    return _result(res.returncode, res.stdout, res.stderr)
+
+
+def _result(code: int, out: str, err: str) -> tuple[float, str]:
+    m = _LINE.search(out)
+    if code or not m:
+        raise SystemExit(f"token_loop failed (rc {code}): {out[-1000:]}{err[-2000:]}")
     return float(m.group(2)), m.group(3)
 
 
+def run_marked(exe: pathlib.Path, tokens: int, env: dict, address: str, psk_file: str | None):
+    """Through rgpu, with the session's counters read at the program's two marks: (us per token, checksum,
+    counters at the start, counters at the end)."""
+    proc = subprocess.Popen([str(exe), str(tokens), "marks"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    out, marks = [], []
+    for line in proc.stdout:
+        out.append(line)
+        if line.startswith("MARK "):
+            marks.append(live_counters(address, psk_file))
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+    err = proc.stderr.read()
+    us, checksum = _result(proc.wait(600), "".join(out), err)
+    if len(marks) != 2 or not all(marks):
+        raise SystemExit(f"token_loop: the session's counters were not read at both marks: {marks}")
+    return us, checksum, marks[0], marks[1]
+
+
+def live_counters(address: str, psk_file: str | None) -> dict:
+    """The counters of the one session running now (`rgpu status`)."""
+    for _ in range(20):  # a figure caught mid-change comes back as usage_error: ask again
+        sessions = server_status(address, psk_file=psk_file).get("sessions", [])
+        if len(sessions) == 1 and "counters" in sessions[0]:
+            return sessions[0]["counters"]
+        time.sleep(0.05)
+    return {}
+
+
 def per_token(a: dict, b: dict, tokens: int) -> dict:
-    """The server's figures per token between two session records (stats-file lines)."""
+    """The server's figures per token between two readings of one session's counters."""
     def diff(key):
         return {k: (b[key].get(k, 0) - a[key].get(k, 0)) / tokens for k in b[key]}
 
@@ -62,29 +96,32 @@ def per_token(a: dict, b: dict, tokens: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="fake", choices=("fake", "cuda"))
-    ap.add_argument("--tokens", default="200,1000", help="the two token counts per session (short,long)")
+    ap.add_argument("--tokens", type=int, default=1000, help="timed tokens per run")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--psk", action="store_true", help="through rgpu with a PSK (record protection)")
     ap.add_argument("--spin-us", type=float, help="polling before sleeping in recv, for the server (--spin-us) and "
                                                   "the program (RGPU_SPIN_US); default: each one's own default")
     ap.add_argument("--server-args", default="", help="more rgpu-server options")
     ap.add_argument("--shims", help="built stand-ins to use (default: build them into a temporary folder)")
+    ap.add_argument("--exe", help="token_loop built already (default: build it with nvcc)")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
-    short, long = (int(x) for x in args.tokens.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         shim_dir = pathlib.Path(args.shims) if args.shims else tmp / "shims"
         shims.build(shim_dir)
-        exe = tmp / "token_loop"
-        subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(REPO / "bench" / "token_loop.cu")], check=True)
+        exe = pathlib.Path(args.exe) if args.exe else tmp / "token_loop"
+        if not args.exe:
+            subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(REPO / "bench" / "token_loop.cu")],
+                           check=True)
         native_env = None
         if args.backend == "cuda":
             native_env = dict(os.environ)
             if native_runtime_dir():
                 native_env["LD_LIBRARY_PATH"] = native_runtime_dir()
         rgpu_env = shims.environment(shim_dir)
-        server_args = ["--log-level", "warning", "--stats-file", str(tmp / "stats.jsonl"), *args.server_args.split()]
+        server_args = ["--log-level", "warning", *args.server_args.split()]
+        psk_file = None
         if args.spin_us is not None:
             server_args += ["--spin-us", f"{args.spin_us:g}"]
             rgpu_env["RGPU_SPIN_US"] = f"{args.spin_us:.0f}"
@@ -92,25 +129,23 @@ def main() -> int:
             key = tmp / "key"
             key.write_text(os.urandom(32).hex())
             key.chmod(0o600)
-            server_args += ["--psk-file", str(key)]
-            rgpu_env["RGPU_PSK_FILE"] = str(key)
+            psk_file = str(key)
+            server_args += ["--psk-file", psk_file]
+            rgpu_env["RGPU_PSK_FILE"] = psk_file
         native_us, rgpu_us, figures, same = [], [], [], True
         with local_server(args.backend, server_args) as address:
             rgpu_env["RGPU_SERVER"] = address
             for _ in range(args.rounds):
                 if native_env is not None:
-                    us, native_sum = run(exe, long, native_env)
+                    us, native_sum = run(exe, args.tokens, native_env)
                     native_us.append(us)
-                run(exe, short, rgpu_env)
-                us, rgpu_sum = run(exe, long, rgpu_env)
+                us, rgpu_sum, start, end = run_marked(exe, args.tokens, rgpu_env, address, psk_file)
                 rgpu_us.append(us)
+                figures.append(per_token(start, end, args.tokens))
                 if native_env is not None:
                     same = same and native_sum == rgpu_sum
-                time.sleep(0.5)  # the session's record reaches the stats file as its worker exits
-                records = [json.loads(line) for line in open(tmp / "stats.jsonl")]
-                figures.append(per_token(records[-2], records[-1], long - short))
     rgpu_med = statistics.median(rgpu_us)
-    print(f"token_loop, {args.rounds} rounds, {long} tokens per session{' with a PSK' if args.psk else ''}"
+    print(f"token_loop, {args.rounds} rounds, {args.tokens} tokens per run{' with a PSK' if args.psk else ''}"
           f"{f', spin {args.spin_us:g} us' if args.spin_us is not None else ''} "
           f"(medians; every round: rgpu {', '.join(f'{x:.1f}' for x in rgpu_us)} us)")
     if native_us:

@@ -96,6 +96,8 @@ static CUresult connect_one(const char *server, const char *psk_file)
     rgpu_conn.batch_first = first && *first ? (unsigned)strtoul(first, NULL, 10) : 0;
     const char *spin = getenv("RGPU_SPIN_US");
     rgpu_conn.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
+    const char *yield = getenv("RGPU_SPIN_YIELD");
+    rgpu_conn.spin_yield = yield && !strcmp(yield, "1");
     errno = 0;
     rgpu_conn.fd = conn_dial(server);
     if (rgpu_conn.fd < 0) {

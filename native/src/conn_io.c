@@ -2,6 +2,7 @@
  * at a time taken apart into its args and the caller's sink. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -52,6 +53,8 @@ static ssize_t recv_waiting(void *b, size_t n)
             ssize_t r = recv(rgpu_conn.fd, b, n, MSG_DONTWAIT);
             if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
                 return r;
+            if (rgpu_conn.spin_yield) /* (RGPU_SPIN_YIELD=1: poll without keeping a thread that shares the CPU off it) */
+                sched_yield();
             uint64_t now = now_ns();
             if (!deadline)
                 deadline = now + rgpu_conn.spin_ns;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from typing import TYPE_CHECKING
@@ -14,6 +15,10 @@ if TYPE_CHECKING:
     import trio
 
 DEFAULT_PORT = 9713
+
+# RGPU_SPIN_YIELD=1 (benchmarks, as the C stand-ins): give the CPU away between polls, so that polling never keeps
+# a thread that shares the CPU from running.
+_SPIN_YIELD = os.environ.get("RGPU_SPIN_YIELD") == "1"
 
 def _trio_now() -> float:
     import trio
@@ -132,6 +137,8 @@ class SocketFrameStream:
                 except BlockingIOError:
                     if time.perf_counter_ns() >= spin_until:
                         break
+                    if _SPIN_YIELD:
+                        os.sched_yield()
         if deadline is None:
             return self.sock.recv_into(buffer)
         # Only in the middle of a frame: a timeout costs a poll per receive, which the common case is spared.

@@ -115,12 +115,14 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
     clock = time.perf_counter_ns
     loop_ns = session.loop_ns
     while True:
-        started = clock()
+        session.receiving_since = started = clock()
         try:
             frame = io.receive_frame()
         except ConnectionError:
             frame = None
         received = clock()
+        loop_ns[0] += received - started
+        session.receiving_since = 0
         action = next_action(session, frame, io.conn.max_record)
         reply = action.run()  # the only thread serving: blocking on the GPU blocks no one else
         ran = clock()
@@ -132,7 +134,6 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
             io.send_frames([*output.frames(), reply] if output is not None else [reply])
         # Where each turn of the loop went (benchmarks): receiving (waiting for the client and reading and
         # opening its frame), running the request, replying (kernel output, encoding, sealing, sending).
-        loop_ns[0] += received - started
         loop_ns[1] += ran - received
         loop_ns[2] += clock() - ran
         if action.close:
@@ -149,7 +150,17 @@ def session_counters(session: Session, io: SocketFrameStream) -> dict:
             "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(), "wait_s": io.wait_ns / 1e9,
             "blocking_by_op": _by_name(dict(session.replies_by_op)), "calls_by_op": _by_name(dict(session.calls_by_op)),
             "seconds_by_op": {name: ns / 1e9 for name, ns in _by_name(dict(session.ns_by_op)).items()},
-            "loop_s": dict(zip(("receive", "run", "reply"), (ns / 1e9 for ns in session.loop_ns)))}
+            "loop_s": _loop_seconds(session)}
+
+
+def _loop_seconds(session: Session) -> dict:
+    """session.loop_ns, with the wait in progress counted up to now: read between two calls of a program that
+    waits at a mark, the figures then cover exactly the time between the two readings."""
+    receive, run, reply = session.loop_ns
+    since = session.receiving_since
+    if since:
+        receive += max(time.perf_counter_ns() - since, 0)
+    return {"receive": receive / 1e9, "run": run / 1e9, "reply": reply / 1e9}
 
 
 def _by_name(counts: dict[int, int]) -> dict[str, int]:
