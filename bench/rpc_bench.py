@@ -309,7 +309,7 @@ def main():
     ap.add_argument("--plot", help="also write a PNG of every ratio here (needs matplotlib)")
     ap.add_argument("--isolation", default="process", help="comma list of process,thread")
     ap.add_argument("--json", help="also write the rows here")
-    ap.add_argument("--spin-us", type=float, default=50.0,
+    ap.add_argument("--spin-us", type=float, default=300.0,
                     help="polling before sleeping, for the server (--spin-us), the client and the C floor")
     ap.add_argument("--with-shim", action="store_true",
                     help="then the C shim against the native driver (bench/shim_bench.py), in the same command")

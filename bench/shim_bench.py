@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--psk", action="store_true")
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--launches", type=int, default=50000)
-    ap.add_argument("--spin-us", type=float, default=50.0, help="polling before sleeping, server and shim")
+    ap.add_argument("--spin-us", type=float, default=300.0, help="polling before sleeping, server and shim")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         shim_dir = pathlib.Path(args.shims) if args.shims else pathlib.Path(tmp)

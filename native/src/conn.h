@@ -5,7 +5,7 @@
  * Configuration (environment): RGPU_SERVER=host:port (default 127.0.0.1:9713; several: comma-separated, one
  * connection each, see conn_route.c), RGPU_PSK_FILE=path (or one per server, comma-separated),
  * RGPU_BATCH=0 (send asynchronous calls one by one and wait for each), RGPU_SPIN_US=n (how long to poll for a
- * reply before sleeping in recv; default 50, 0 = never poll), RGPU_SPIN_YIELD=1 (sched_yield between polls),
+ * reply before sleeping in recv; default 300, 0 = never poll), RGPU_SPIN_YIELD=0 (no sched_yield between polls),
  * RGPU_LOG=level. */
 #ifndef RGPU_CONN_H
 #define RGPU_CONN_H
@@ -67,7 +67,7 @@ struct rgpu_connection {
     size_t rec_left; /* bytes of the record being received not yet read (conn_io.c) */
     char message[256]; /* last error message from the server */
     uint64_t spin_ns;
-    int spin_yield; /* RGPU_SPIN_YIELD=1: give the CPU away between polls (conn_io.c) */
+    int spin_yield; /* give the CPU away between polls (conn_io.c); RGPU_SPIN_YIELD=0: do not */
     struct conn_work work;
     int held_sync;        /* a deferred synchronize of held_stream not yet queued (conn_held.c) */
     uint64_t held_stream;

@@ -9,7 +9,7 @@
 
 #include "conn.h"
 
-#define DEFAULT_SPIN_US 50
+#define DEFAULT_SPIN_US 300
 
 /* HELLO, then (with a key) AUTH. */
 static CUresult hello(const uint8_t *psk, size_t psk_len)
@@ -97,7 +97,7 @@ static CUresult connect_one(const char *server, const char *psk_file)
     const char *spin = getenv("RGPU_SPIN_US");
     rgpu_conn.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
     const char *yield = getenv("RGPU_SPIN_YIELD");
-    rgpu_conn.spin_yield = yield && !strcmp(yield, "1");
+    rgpu_conn.spin_yield = !(yield && !strcmp(yield, "0"));
     errno = 0;
     rgpu_conn.fd = conn_dial(server);
     if (rgpu_conn.fd < 0) {

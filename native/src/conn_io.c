@@ -43,8 +43,11 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Poll briefly before sleeping: a reply usually comes within tens of microseconds, and waking a thread that
- * sleeps in recv costs a good part of that again (an idle CPU's wake-up, in a VM an interrupt to the host). */
+/* Poll before sleeping: a reply usually comes within tens of microseconds (or, for a synchronize, as soon as the
+ * GPU is done), and waking a thread that sleeps in recv costs a good part of that again, on both sides: in a VM
+ * the sender's send waits on an interrupt through the host. Measured on the H200 box (bench/results
+ * gpu-2026-12-03-sealed, runs 9-10): polling 300 us, yielding between polls, left llama.cpp's decode at 86-98% of
+ * native where 50 us without yielding left it at 76-93%; 300 us without yielding was no better than 50. */
 static ssize_t recv_waiting(void *b, size_t n)
 {
     if (rgpu_conn.spin_ns) {
@@ -53,7 +56,7 @@ static ssize_t recv_waiting(void *b, size_t n)
             ssize_t r = recv(rgpu_conn.fd, b, n, MSG_DONTWAIT);
             if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
                 return r;
-            if (rgpu_conn.spin_yield) /* (RGPU_SPIN_YIELD=1: poll without keeping a thread that shares the CPU off it) */
+            if (rgpu_conn.spin_yield) /* never keep a thread that shares this CPU from running (RGPU_SPIN_YIELD=0: do) */
                 sched_yield();
             uint64_t now = now_ns();
             if (!deadline)

@@ -110,9 +110,10 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--module-cache", metavar="DIR|off",
                    help="where module images are cached by content across sessions (default: a private "
                         "temporary directory removed at exit; off: no cache)")
-    p.add_argument("--spin-us", type=float, default=50.0, metavar="MICROSECONDS",
-                   help="how long a session's worker polls for the next request before sleeping (default 50; "
-                        "0: never poll). Polling saves the wake-up of a sleeping process on every call")
+    p.add_argument("--spin-us", type=float, default=300.0, metavar="MICROSECONDS",
+                   help="how long a session's worker polls for the next request before sleeping (default 300; "
+                        "0: never poll). Polling saves the wake-up of a sleeping process on every call; between "
+                        "polls the CPU goes to any other thread that wants it (RGPU_SPIN_YIELD=0: it does not)")
     p.add_argument("--inject-rtt-us", type=float, default=0.0, metavar="MICROSECONDS",
                    help="benchmarks: delay every reply by this long, as a slower network would (default 0)")
     p.add_argument("--stats-file", metavar="PATH",

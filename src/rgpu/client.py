@@ -594,7 +594,7 @@ def _open_blocking(address: str | None, hs: ClientHandshake, timeout: float) -> 
 
 
 def connect(address: str | None = None, psk: bytes | None = None, *, psk_file: str | None = None,
-            timeout: float = 10.0, context: bool = True, batching: bool = True, spin_us: float = 50,
+            timeout: float = 10.0, context: bool = True, batching: bool = True, spin_us: float = 300,
             output: Callable[[bytes], None] | None = None) -> Client:
     """Open a session. `address` defaults to $RGPU_SERVER, then 127.0.0.1:9713; without `psk` or `psk_file`
     the key comes from $RGPU_PSK_FILE, if set -- as for the `rgpu` commands and the native stand-ins. With

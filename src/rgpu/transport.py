@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 9713
 
-# RGPU_SPIN_YIELD=1 (benchmarks, as the C stand-ins): give the CPU away between polls, so that polling never keeps
-# a thread that shares the CPU from running.
-_SPIN_YIELD = os.environ.get("RGPU_SPIN_YIELD") == "1"
+# Between polls the CPU goes to any other thread that wants it, as in the C stand-ins (conn_io.c says what it
+# measured); RGPU_SPIN_YIELD=0 turns that off, for comparisons.
+_SPIN_YIELD = os.environ.get("RGPU_SPIN_YIELD") != "0"
 
 def _trio_now() -> float:
     import trio

@@ -53,7 +53,7 @@ class ServerConfig:
     module_cache: str | None = None
     module_cache_bytes: int = 2 << 30
     # A worker polls this long for the next request before sleeping in recv (see SocketFrameStream).
-    spin_us: float = 50.0
+    spin_us: float = 300.0
     # Benchmarks only: hold every reply this long, as a network of that round-trip time would (the GPU box has
     # no tc/netem). Deferred calls are not delayed: they wait for no reply.
     inject_rtt_us: float = 0.0
