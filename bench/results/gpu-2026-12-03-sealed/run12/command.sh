@@ -1,0 +1,2 @@
+# run 12 (same warm machine right after run 11): the micro benchmarks at the new polling defaults
+R=$OUT; mkdir -p $R/o; export OUT=$R/o; export PYTHONPATH=/tmp/site:$PWD/src RGPU_CUDA12_INCLUDE=/tmp/cu12/include; RGPU_BENCH_SIZES=1M,256M timeout 150 bash tests/gpu/run_on_gpu.sh bench > $OUT/micro.txt 2>&1; grep -E "null call p50|vs same-size C|native driver|rgpu batched|RGPU_BATCH" $OUT/micro.txt | head -24; cd $R && tar czf run12.tgz o && rm -rf o
