@@ -115,14 +115,15 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
     clock = time.perf_counter_ns
     loop_ns = session.loop_ns
     while True:
-        session.receiving_since = started = clock()
+        started = clock()
+        session.receiving = (started, loop_ns[0])  # one tuple: `rgpu status` reads both or neither
         try:
             frame = io.receive_frame()
         except ConnectionError:
             frame = None
         received = clock()
         loop_ns[0] += received - started
-        session.receiving_since = 0
+        session.receiving = (0, loop_ns[0])
         action = next_action(session, frame, io.conn.max_record)
         reply = action.run()  # the only thread serving: blocking on the GPU blocks no one else
         ran = clock()
@@ -156,8 +157,8 @@ def session_counters(session: Session, io: SocketFrameStream) -> dict:
 def _loop_seconds(session: Session) -> dict:
     """session.loop_ns, with the wait in progress counted up to now: read between two calls of a program that
     waits at a mark, the figures then cover exactly the time between the two readings."""
-    receive, run, reply = session.loop_ns
-    since = session.receiving_since
+    since, receive = session.receiving
+    _, run, reply = session.loop_ns
     if since:
         receive += max(time.perf_counter_ns() - since, 0)
     return {"receive": receive / 1e9, "run": run / 1e9, "reply": reply / 1e9}

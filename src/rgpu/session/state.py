@@ -94,7 +94,8 @@ class Session:
         self.calls_by_op: dict[int, int] = {}  # every operation executed, by opcode (benchmarks: where the work goes)
         self.ns_by_op: dict[int, int] = {}  # the time they took, by opcode
         self.loop_ns = [0, 0, 0]  # the worker loop's time receiving, running and replying (serving/worker.py)
-        self.receiving_since = 0  # perf_counter_ns when the loop began waiting for the frame it waits for now
+        # (perf_counter_ns when the loop began waiting for the frame it waits for now, or 0; loop_ns[0] then)
+        self.receiving = (0, 0)
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
         self._bound_calls_at = 0  # handles.removals when the launch and copy caches were last known good
         self._copiers: dict[tuple[int, int], Any] = {}  # (stream, context for the NULL stream) -> async_copier
