@@ -390,11 +390,11 @@ def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path)
 
 class RecordBitFlipper(CorruptingProxy):
     """Sealed records cannot be parsed on the way: flips one bit in the middle of the first server record of at
-    least `min_len` bytes, by its length prefix alone."""
+    least `min_len` bytes, by its length prefix alone -- or, with `cut`, passes on its first half and hangs up."""
 
-    def __init__(self, upstream: str, min_len: int):
+    def __init__(self, upstream: str, min_len: int, cut: bool = False):
         super().__init__(upstream, -1, None)
-        self.min_len = min_len
+        self.min_len, self.cut = min_len, cut
 
     def _down(self, upstream, client):
         try:
@@ -403,6 +403,10 @@ class RecordBitFlipper(CorruptingProxy):
                 body = bytearray(self._exactly(upstream, int.from_bytes(prefix, "little")))
                 if len(body) >= self.min_len and not self.corrupted.is_set():
                     self.corrupted.set()
+                    if self.cut:  # (shutdown: a close alone waits for the other thread's recv on it)
+                        client.sendall(prefix + body[: len(body) // 2])
+                        client.shutdown(socket.SHUT_RDWR)
+                        return
                     body[len(body) // 2] ^= 0x10
                 client.sendall(prefix + body)
         except OSError:
@@ -411,9 +415,11 @@ class RecordBitFlipper(CorruptingProxy):
             client.close()
 
 
-def test_tampered_big_sealed_reply_reaches_no_memory(stand_ins, programs, tmp_path):
-    """A sealed reply is decrypted where it is going as it arrives (conn_io.c): when its tag then fails, the copy
-    is an error, the connection is closed, and none of the unauthenticated bytes stay in the program's buffer."""
+@pytest.mark.parametrize("cut", [False, True], ids=["tampered", "cut short"])
+def test_tampered_big_sealed_reply_reaches_no_memory(stand_ins, programs, tmp_path, cut):
+    """A sealed reply is decrypted where it is going as it arrives (conn_io.c): when its tag then fails, or the
+    record never ends, the copy is an error, the connection is closed, and none of the unauthenticated bytes
+    stay in the program's buffer."""
     key = tmp_path / "key"
     key.write_text(bytes(range(32)).hex())
     key.chmod(0o600)
@@ -422,7 +428,7 @@ def test_tampered_big_sealed_reply_reaches_no_memory(stand_ins, programs, tmp_pa
         clean = _run(stand_ins, programs["reply_checks"], PTX, "vadd", "copyback", server=address, env=env)
         _no_sanitizer_report(clean)
         assert "copy back -> 0, pattern bytes received: 3145728" in clean.stdout, clean.stdout + clean.stderr
-        proxy = RecordBitFlipper(address, 1 << 20)
+        proxy = RecordBitFlipper(address, 1 << 20, cut)
         try:
             proc = _run(stand_ins, programs["reply_checks"], PTX, "vadd", "copyback", server=proxy.address, env=env)
         finally:

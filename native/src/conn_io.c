@@ -328,8 +328,11 @@ int conn_recv_reply(rgpu_header *h, void *reply, size_t reply_len, struct rgpu_s
         to_sink = n < sink->cap ? n : sink->cap;
         sink->len = n;
     }
-    if (to_sink && rec_read(sink->buf, to_sink)) /* bulk lands straight in the caller's memory */
+    if (to_sink && rec_read(sink->buf, to_sink)) { /* bulk lands straight in the caller's memory */
+        if (rgpu_conn.protect) /* a record cut short never authenticated: what arrived of it must go too */
+            memset(sink->buf, 0, to_sink);
         return -1;
+    }
     size_t rest = n - to_sink;
     if (h->status && rest) { /* keep the server's message for the log */
         m = rest < sizeof rgpu_conn.message - 1 ? rest : sizeof rgpu_conn.message - 1;
