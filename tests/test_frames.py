@@ -273,3 +273,25 @@ def test_tampered_big_record_fails_authentication():
     with pytest.raises(ProtocolError, match="authentication"):
         server.receive_data(bytes(data))
         server.next_frame()
+
+
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=6), st.integers(0, 40))
+def test_take_raw_gives_back_the_bytes_as_they_came_and_empties_the_decoder(payloads, cut):
+    """What the C request loop is handed: every buffered byte, complete records and a partial one's head, so
+    that reading on from there sees the stream unchanged."""
+    stream = b"".join(struct.pack("<I", len(p)) + p for p in payloads)
+    cut = min(cut, len(stream))
+    dec = RecordDecoder()
+    dec.feed(stream[: len(stream) - cut])
+    assert dec.take_raw(1 << 20) == stream[: len(stream) - cut]
+    assert not dec.has_buffered_data
+    assert dec.take_raw(1 << 20) == b""
+
+
+def test_take_raw_takes_nothing_while_a_large_record_lands_or_beyond_its_limit():
+    dec = RecordDecoder(scratch_size=4096)
+    dec.feed(struct.pack("<I", 10_000) + bytes(100))  # too big for scratch: it lands in memory of its own
+    assert dec.take_raw(1 << 20) is None and dec.has_partial_record
+    small = RecordDecoder()
+    small.feed(struct.pack("<I", 50) + bytes(50))
+    assert small.take_raw(20) is None and small.next_record() == bytes(50)

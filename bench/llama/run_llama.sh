@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp (vendored in the llama-cpp-python sdist) natively and through rgpu, in one run on the GPU box.
-#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt spin trips perrep profile server
+#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt spin trips perrep profile clientprof server
 # Inputs: .llama/llama-src.tar.zst (the sdist's vendor/llama.cpp, trimmed) or .llama/build-*.part (a build made
 # by `pack` in an earlier run); .whl/ (rgpu's Python deps, see tests/gpu/run_on_gpu.sh). Results land in $OUT.
 # The build is llama.cpp's default CUDA configuration for sm_90 (VMM, CUDA graphs, PDL, flash attention on).
@@ -184,6 +184,20 @@ PY
       sleep 1; stop_server
       for f in $W/prof/*.prof; do cp "$f" "$OUT/"; python3 -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('tottime').print_stats(30); s.sort_stats('cumulative').print_stats(40)" "$f"; done \
         > "$OUT/profile.txt" 2>&1; head -80 "$OUT/profile.txt" ;;
+    clientprof)  # where the program's own CPU time goes through rgpu (RGPU_CLIENT_PROFILE, native/src/client_profile.c):
+      # llama-bench small-q8_0, LLAMA_PROFILE_REPS repetitions per test; the stand-ins' share against llama.cpp's,
+      # beside the client's wait for replies (RGPU_CLIENT_STATS). The kernel samples CPU time at its tick (4 ms at
+      # HZ=250), so a test needs some hundreds of repetitions of pp128 for a few hundred samples.
+      shims; start_server clientprof; through_rgpu
+      for t in "-p 128 -n 0 -fa 0" "-p 128 -n 0 -fa 1" "-p 0 -n 32 -fa 1"; do
+        name=$(echo "$t" | tr -d ' -'); rm -f "$OUT/clientprof_$name.txt"
+        RGPU_CLIENT_PROFILE="$OUT/clientprof_$name.txt" RGPU_CLIENT_STATS=1 timeout 150 $RUN $BIN/llama-bench \
+          -m $MODELS/small-q8_0.gguf $t -r ${LLAMA_PROFILE_REPS:-300} -o json > "$OUT/clientprof_$name.json" \
+          2>"$OUT/clientprof_stderr_$name.log"; echo "$t: rc=$?"
+        grep -h "rgpu client stats" "$OUT/clientprof_stderr_$name.log"
+        head -45 "$OUT/clientprof_$name.txt"
+      done
+      stop_server ;;
     server)
       for mode in native rgpu; do
         RUN=""; [ $mode = rgpu ] && { shims; start_server http; through_rgpu; }

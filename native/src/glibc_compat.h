@@ -14,6 +14,11 @@
 #ifdef RGPU_GLIBC_BASE
 __asm__(".symver dlopen, dlopen@" RGPU_GLIBC_BASE);
 __asm__(".symver dlsym, dlsym@" RGPU_GLIBC_BASE);
+#if defined(__x86_64__) /* dladdr1 came after x86-64's first glibc; aarch64's first already had it */
+__asm__(".symver dladdr1, dladdr1@GLIBC_2.3.3");
+#else
+__asm__(".symver dladdr1, dladdr1@" RGPU_GLIBC_BASE);
+#endif
 __asm__(".symver dlerror, dlerror@" RGPU_GLIBC_BASE);
 __asm__(".symver pthread_once, pthread_once@" RGPU_GLIBC_BASE);
 

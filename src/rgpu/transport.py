@@ -18,7 +18,7 @@ DEFAULT_PORT = 9713
 
 # Between polls the CPU goes to any other thread that wants it, as in the C stand-ins (conn_io.c says what it
 # measured); RGPU_SPIN_YIELD=0 turns that off, for comparisons.
-_SPIN_YIELD = os.environ.get("RGPU_SPIN_YIELD") != "0"
+SPIN_YIELD = os.environ.get("RGPU_SPIN_YIELD") != "0"
 
 def _trio_now() -> float:
     import trio
@@ -137,7 +137,7 @@ class SocketFrameStream:
                 except BlockingIOError:
                     if time.perf_counter_ns() >= spin_until:
                         break
-                    if _SPIN_YIELD:
+                    if SPIN_YIELD:
                         os.sched_yield()
         if deadline is None:
             return self.sock.recv_into(buffer)

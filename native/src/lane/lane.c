@@ -4,9 +4,9 @@
  * the session's regions before the driver sees it. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lane.h"
+#include "lane_private.h"
 #include "rgpu_consts.h"
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
@@ -26,10 +26,13 @@ struct binding {
     rgpu_lane_ring *ring;
 };
 
-enum { COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNTS };
+enum {
+    COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNT_NOP,
+    COUNTS
+};
 static const unsigned count_opcode[COUNTS] = {
-    RGPU_OP_LAUNCH_KERNEL,   RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
-    RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH};
+    RGPU_OP_LAUNCH_KERNEL,    RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
+    RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP};
 
 /* The launch attributes whose value is plain data (ops.PLAIN_LAUNCH_ATTRIBUTES): passed on as they are. Any
  * other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
@@ -175,13 +178,6 @@ int rgpu_lane_check_batch(const uint8_t *batch, size_t len, size_t max_record)
         pos += n;
     }
     return 0;
-}
-
-static unsigned long long now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
 }
 
 static int set_current(rgpu_lane *lane, uintptr_t ctx, const char **what)
@@ -357,7 +353,7 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
             break;
         const uint8_t *args = body + RGPU_HEADER_SIZE, *bulk = args + args_len;
         const char *what = "";
-        unsigned long long started = now_ns();
+        unsigned long long started = lane_now_ns();
         int code, counter;
         switch (h.opcode) {
         case RGPU_OP_LAUNCH_KERNEL:
@@ -394,7 +390,7 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
         if (code < 0)
             break;
         lane->calls[counter]++;
-        lane->ns[counter] += now_ns() - started;
+        lane->ns[counter] += lane_now_ns() - started;
         pos += RGPU_PREFIX_SIZE + n;
         if (code) {
             stop->status = code, stop->opcode = h.opcode, stop->request_id = h.request_id, stop->what = what;
@@ -402,6 +398,16 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
         }
     }
     stop->pos = pos;
+}
+
+void lane_count_call(rgpu_lane *lane, unsigned opcode, unsigned long long ns)
+{
+    for (int i = 0; i < COUNTS; i++)
+        if (count_opcode[i] == opcode) {
+            lane->calls[i]++;
+            lane->ns[i] += ns;
+            return;
+        }
 }
 
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap)

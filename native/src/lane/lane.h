@@ -110,4 +110,45 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
 /* Copies out and zeroes the counts (at most `cap`); returns how many. */
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 
+/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs. The caller has no deferred error
+ * to report, gives it the bytes of the stream it had received but not taken (`have` of them, at buf), and has
+ * brought the lane up to date (bindings, regions). */
+typedef struct rgpu_lane_serve_io {
+    int fd;             /* the client's socket (a blocking one; received from with MSG_DONTWAIT) */
+    uint8_t *buf;       /* receive memory, the caller's */
+    size_t cap;
+    size_t have;        /* bytes of the stream already in buf (the caller had received them) */
+    size_t max_record;  /* the session's limit on a record */
+    uint64_t current_ctx;
+    int capture_possible;
+    long long spin_ns;  /* how long to poll for bytes before handing back (RGPU_SERVE_IDLE) */
+    int spin_yield;     /* sched_yield between polls */
+    int output_fd;      /* the kernel-output pipe (non-blocking), or -1 */
+    const int *output_held; /* nonzero while kernel output waits in the caller, or NULL */
+    unsigned max_frames;    /* hand back after this many frames (the caller's signals and counters) */
+} rgpu_lane_serve_io;
+
+/* Why rgpu_lane_serve handed back. In every case buf[rest_at, rest_end) are received bytes nothing was done with,
+ * for the caller's decoder. IDLE: no whole frame within the spin. PYTHON: the next frame is the caller's (or the
+ * socket reported the end, an error or a signal, for the caller's own receive to see). BATCH_STOPPED: the BATCH
+ * at buf[frame_at, +frame_len) stopped at `stop` (lane.h's rgpu_lane_stop, positions within its bulk).
+ * REPLY: the NOP at frame_at ran; kernel output waits, so its reply is the caller's to send after it.
+ * LIMIT: max_frames served. FAILED: a reply could not be sent (`error` is errno). */
+enum { RGPU_SERVE_IDLE = 0, RGPU_SERVE_PYTHON = 1, RGPU_SERVE_BATCH_STOPPED = 2, RGPU_SERVE_REPLY = 3,
+       RGPU_SERVE_LIMIT = 4, RGPU_SERVE_FAILED = 5 };
+
+typedef struct rgpu_lane_served {
+    int outcome;
+    size_t rest_at, rest_end;
+    size_t frame_at, frame_len;
+    rgpu_lane_stop stop;
+    unsigned reply_opcode, reply_request_id;
+    int error;
+    /* What was done: frames served (a stopped batch counts), replies sent, NOP replies among them, bytes each
+     * way, time polling for bytes; the loop's time receiving (waiting included), running and replying. */
+    unsigned long long frames, replies, nop_replies, bytes_in, bytes_out, wait_ns, receive_ns, run_ns, reply_ns;
+} rgpu_lane_served;
+
+void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out);
+
 #endif

@@ -92,6 +92,10 @@ def libcuda_driver():
     return table
 
 
+# rgpu_lane_serve's outcomes (lane.h).
+SERVE_IDLE, SERVE_PYTHON, SERVE_BATCH_STOPPED, SERVE_REPLY, SERVE_LIMIT, SERVE_FAILED = range(6)
+
+
 @attrs.frozen(slots=True)
 class Stop:
     """Where a run stopped (rgpu_lane_stop): `status` nonzero names the failed driver call of the record just
@@ -102,6 +106,12 @@ class Stop:
     opcode: int
     request_id: int
     what: str
+
+
+def stop_from(stop) -> Stop:
+    """An rgpu_lane_stop as a Stop."""
+    what = _ffi.string(stop.what).decode() if stop.status else ""
+    return Stop(stop.pos, stop.status, stop.opcode, stop.request_id, what)
 
 
 class Lane:
@@ -158,8 +168,14 @@ class Lane:
     def run(self, view, length: int, pos: int, current_ctx: int) -> Stop:
         stop = self._stop
         self._lib.rgpu_lane_run(self._lane, view, length, pos, current_ctx, self._capturing(), stop)
-        what = _ffi.string(stop.what).decode() if stop.status else ""
-        return Stop(stop.pos, stop.status, stop.opcode, stop.request_id, what)
+        return stop_from(stop)
+
+    def capture_possible(self) -> bool:
+        return bool(self._capturing())
+
+    def serve(self, io_args, served) -> None:
+        """rgpu_lane_serve: `io_args` an rgpu_lane_serve_io *, `served` the rgpu_lane_served * it fills."""
+        self._lib.rgpu_lane_serve(self._lane, io_args, served)
 
     def take_counts(self) -> list[tuple[int, int, int]]:
         """(opcode, calls, ns) of what ran since the last time asked."""

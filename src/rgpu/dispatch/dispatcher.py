@@ -9,6 +9,7 @@ import os
 import struct
 from time import perf_counter_ns
 
+from rgpu.backends.lane import Stop
 from rgpu.dispatch.handlers import HANDLERS, Handler, Reply
 from rgpu.dispatch.registry import FIELD_HANDLERS
 from rgpu.errors import CudaError, ProtocolError, Status, status_name
@@ -28,6 +29,11 @@ _unknown_logged: set[int] = set()
 # parameter bytes. Costs a log line per call; never on by default.
 _TRACE = os.environ.get("RGPU_TRACE_OPS") == "1"
 _TRACE_PARAM_BYTES = 64
+
+
+def tracing() -> bool:
+    """Whether RGPU_TRACE_OPS asks for every request in the log (every request then takes Python's path)."""
+    return _TRACE
 
 
 def _trace(session: Session, name: str, args, bulk) -> None:
@@ -103,16 +109,19 @@ def _reply(session: Session, frame: Frame, outcome) -> Frame | None:
             session.log.debug("request %d opcode 0x%04x failed: %s %s", frame.request_id, frame.opcode,
                               status_name(status), message)
         return frame.reply(status=status, bulk=message.encode(), deferred_status=deferred)
+    # A handler returns None, its reply's values, or a Reply (values and bulk).
     if result is None:
-        result = Reply()
-    elif not isinstance(result, Reply):
-        result = Reply(result)
+        values, bulk = (), b""
+    elif isinstance(result, Reply):
+        values, bulk = result.values, result.bulk
+    else:
+        values, bulk = result, b""
     try:
-        args = HANDLERS[frame.opcode].op.reply.pack(*result.values)
+        args = HANDLERS[frame.opcode].op.reply.pack(*values)
     except Exception:
         session.log.exception("reply of opcode 0x%04x could not be encoded", frame.opcode)
         return frame.reply(status=Status.UNKNOWN, bulk=b"internal server error", deferred_status=deferred)
-    return frame.reply(args=args, bulk=result.bulk, deferred_status=deferred)
+    return frame.reply(args=args, bulk=bulk, deferred_status=deferred)
 
 
 def execute_sync(session: Session, frame: Frame) -> Frame | None:
@@ -196,23 +205,48 @@ def execute_batch_sync(session: Session, batch, max_record: int) -> None:
     if not lane.check_batch(view, end, max_record):
         batch_records(batch, max_record)  # raises, saying what is wrong
         raise ProtocolError("malformed batch")
-    pos = 0
     try:
-        while pos < end:
-            stop = session.lane_ready().run(view, end, pos, session.current_ctx)
-            pos = stop.pos
-            if stop.status:
-                session.defer_error(stop.status, ops.OPS[stop.opcode].name, stop.request_id, stop.what)
-            elif pos < end:  # the lane leaves this record to Python
-                (length,) = _LENGTH.unpack_from(batch, pos)
-                pos += PREFIX_SIZE
-                _python_record(session, batch[pos : pos + length])
-                pos += length
+        _run_batch_from(session, lane, batch, view, None)
     finally:
-        for opcode, calls, ns in lane.take_counts():
-            session.calls += calls
-            session.calls_by_op[opcode] = session.calls_by_op.get(opcode, 0) + calls
-            session.ns_by_op[opcode] = session.ns_by_op.get(opcode, 0) + ns
+        take_lane_counts(session)
+
+
+def resume_batch(session: Session, batch, stop: Stop) -> None:
+    """The rest of a checked BATCH (its bulk) that the lane ran up to `stop` on its own (the C request loop,
+    serving/native_loop.py): from there on, what execute_batch_sync does."""
+    lane = session.lane
+    try:
+        _run_batch_from(session, lane, batch, lane.view(batch), stop)
+    finally:
+        take_lane_counts(session)
+
+
+def _run_batch_from(session: Session, lane, batch, view, stop: Stop | None) -> None:
+    """Alternately the lane and Python over the records of a checked batch, starting with `stop`'s outcome (a
+    run already made) or, with None, a run of the lane from the start."""
+    end = len(batch)
+    if stop is None:
+        stop = session.lane_ready().run(view, end, 0, session.current_ctx)
+    while True:
+        pos = stop.pos
+        if stop.status:
+            session.defer_error(stop.status, ops.OPS[stop.opcode].name, stop.request_id, stop.what)
+        elif pos < end:  # the lane leaves this record to Python
+            (length,) = _LENGTH.unpack_from(batch, pos)
+            pos += PREFIX_SIZE
+            _python_record(session, batch[pos : pos + length])
+            pos += length
+        if pos >= end:
+            return
+        stop = session.lane_ready().run(view, end, pos, session.current_ctx)
+
+
+def take_lane_counts(session: Session) -> None:
+    """What the session's lane ran since last asked, into the session's counts by operation."""
+    for opcode, calls, ns in session.lane.take_counts():
+        session.calls += calls
+        session.calls_by_op[opcode] = session.calls_by_op.get(opcode, 0) + calls
+        session.ns_by_op[opcode] = session.ns_by_op.get(opcode, 0) + ns
 
 
 def _python_record(session: Session, record) -> None:

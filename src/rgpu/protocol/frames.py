@@ -245,6 +245,24 @@ class RecordDecoder:
         """Anything received but not yet taken: complete records or part of one."""
         return bool(self._ready) or self.has_partial_record
 
+    def take_raw(self, limit: int) -> bytes | None:
+        """Everything buffered, as the bytes that came in (the complete records re-prefixed, then the head of a
+        partial one), leaving the decoder empty -- for another reader of the same stream (the C request loop).
+        None, taking nothing, when a large record is landing in memory of its own or it comes to over `limit`."""
+        if self._big is not None or self._sink is not None:
+            return None
+        parts = []
+        for record in self._ready:
+            if not isinstance(record, bytes):  # a large record, in memory of its own
+                return None
+            parts += (LENGTH.pack(len(record)), record)
+        parts.append(bytes(self._buf[self._start : self._end]))
+        if sum(map(len, parts)) > limit:
+            return None
+        self._ready.clear()
+        self._start = self._end = 0
+        return b"".join(parts)
+
     def next_record(self) -> bytes | memoryview | None:
         """The next complete record's payload, owned by the caller; None when more bytes are needed."""
         if not self._ready:

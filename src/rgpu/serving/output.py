@@ -13,6 +13,7 @@ in the server's log and a marker in the output where the bytes went missing.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import logging
 import os
@@ -51,6 +52,11 @@ class KernelOutput:
     def __init__(self, read_fd: int, saved_stdout: int, *, max_pending: int = MAX_PENDING, max_chunk: int,
                  session_log: logging.Logger | logging.LoggerAdapter = log, target_fd: int = 1):
         self._fd = read_fd
+        self.read_fd = read_fd  # (the C request loop polls it: output there must go before a reply)
+        # Nonzero while output may be in here rather than in the pipe: set before the reader empties the pipe,
+        # cleared when everything was taken, both under the lock; the C request loop (native_loop.py) reads it
+        # to leave a reply to Python while output waits.
+        self.held = array.array("i", [0])
         self._saved = saved_stdout
         self._target = target_fd
         self.max_pending = max_pending
@@ -90,6 +96,7 @@ class KernelOutput:
         while True:
             self._wait.poll()
             with self._lock:
+                self.held[0] = 1
                 self._read_locked()
                 if self._eof:
                     return
@@ -122,6 +129,7 @@ class KernelOutput:
         with self._lock:
             if self._poll.poll(0):
                 self._read_locked()
+            self.held[0] = 0
             if not self._pending and not self._dropped:
                 return b""
             data = bytes(self._pending)

@@ -36,6 +36,7 @@ from rgpu.protocol.connection import Connection
 from rgpu.protocol.handshake import RecordProtector
 from rgpu.serving.handoff import Handoff
 from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
+from rgpu.serving.native_loop import NativeLoop
 from rgpu.serving.output import KernelOutput
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
@@ -114,7 +115,11 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
     delay_ns = int(inject_rtt_us * 1000)
     clock = time.perf_counter_ns
     loop_ns = session.loop_ns
+    native = NativeLoop.make(session, io, output, inject_rtt_us)
     while True:
+        # The C loop serves what it can whole (batches, NOPs); the frame it leaves is served below.
+        if native is not None and native.serve():
+            continue
         started = clock()
         session.receiving = (started, loop_ns[0])  # one tuple: `rgpu status` reads both or neither
         try:

@@ -1,0 +1,145 @@
+"""The session's request loop in C for what the fast lane serves whole (native/src/lane/serve.c): BATCH frames
+whose records the lane runs, and NOPs. The worker's blocking loop (worker.py) hands it the socket between frames
+whenever Python holds no received bytes and no deferred error; what it hands back -- the bytes it did not serve,
+a batch the lane stopped in, a reply that must follow kernel output -- lands here in the same state Python's own
+loop would have left, and its counts in the session's counters.
+
+Only for plain sessions: with record protection, injected round-trip time or RGPU_TRACE_OPS every frame takes
+Python's path, as does everything under RGPU_NATIVE_LOOP=0 (a benchmarking aid, like RGPU_LANE=0)."""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+
+from rgpu.backends import lane as lanes
+from rgpu.dispatch import dispatcher
+from rgpu.protocol import ops
+from rgpu.protocol.frames import FLAG_DEFERRED_ERROR, FLAG_REPLY, HEADER, PREFIX_SIZE, Frame
+from rgpu.serving.output import KernelOutput
+from rgpu.session.state import Session
+from rgpu.transport import SPIN_YIELD, SocketFrameStream
+
+# Frames larger than this are Python's (they are bulk copies: receiving dominates them, not the loop).
+BUFFER_BYTES = 256 << 10
+# Back to Python after this many frames at most, so that it sees a signal and `rgpu status` fresh counts.
+MAX_FRAMES = 64
+
+_NOP = ops.NOP.code
+
+
+def wanted() -> bool:
+    return os.environ.get("RGPU_NATIVE_LOOP") != "0"
+
+
+class NativeLoop:
+    def __init__(self, session: Session, io: SocketFrameStream, output: KernelOutput | None):
+        ffi = lanes.ffi()
+        self._session = session
+        self._io = io
+        self._output = output
+        self._buf = bytearray(BUFFER_BYTES)
+        self._args = ffi.new("rgpu_lane_serve_io *")
+        a = self._args
+        self._buf_c = ffi.from_buffer("uint8_t[]", self._buf)
+        self._held = ffi.from_buffer("int[]", output.held) if output is not None else ffi.NULL
+        a.fd = io.sock.fileno()
+        a.buf, a.cap = self._buf_c, len(self._buf)
+        a.max_record = io.conn.max_record
+        a.spin_ns, a.spin_yield = io.spin_ns, int(SPIN_YIELD)
+        a.output_fd = output.read_fd if output is not None else -1
+        a.output_held = self._held
+        a.max_frames = MAX_FRAMES
+        self._out = ffi.new("rgpu_lane_served *")
+        self._poll = select.poll()
+        self._poll.register(io.sock, select.POLLIN)
+
+    @classmethod
+    def make(cls, session: Session, io: SocketFrameStream, output: KernelOutput | None,
+             inject_rtt_us: float) -> NativeLoop | None:
+        """The C loop for this session, or None where every frame must take Python's path."""
+        if (session.lane is None or not wanted() or io.conn.protector is not None or inject_rtt_us
+                or dispatcher.tracing()):
+            return None
+        return cls(session, io, output)
+
+    def serve(self) -> bool:
+        """Serve frames in C until one is Python's. True: go on (call again); False: the next frame is for
+        Python's own receive (in its decoder, or still in the socket). A deferred error waiting for the next
+        reply, or a large record on its way into Python's decoder, keeps the C loop out (False at once)."""
+        session, io, out = self._session, self._io, self._out
+        if session.deferred_error:
+            return False
+        held = io.conn.decoder.take_raw(len(self._buf))  # what Python's last receive brought beyond its frame
+        if held is None:
+            return False
+        self._buf[: len(held)] = held
+        self._args.have = len(held)
+        lane = session.lane_ready()
+        self._args.current_ctx = session.current_ctx
+        self._args.capture_possible = lane.capture_possible()
+        loop_ns = session.loop_ns
+        session.receiving = (time.perf_counter_ns(), loop_ns[0])
+        try:
+            lane.serve(self._args, out)
+        finally:
+            session.receiving = (0, loop_ns[0])
+            self._count(out)
+        outcome = out.outcome
+        rest = memoryview(self._buf)[out.rest_at : out.rest_end]
+        if rest:
+            io.conn.receive_data(rest)  # (copied: the buffer is the C loop's again next time)
+        if outcome == lanes.SERVE_IDLE:
+            if not rest:
+                self._wait_readable()
+            return not rest
+        if outcome == lanes.SERVE_PYTHON:
+            return False
+        if outcome == lanes.SERVE_FAILED:
+            raise OSError(out.error, f"sending a reply: {os.strerror(out.error)}")
+        started = time.perf_counter_ns()
+        if outcome == lanes.SERVE_BATCH_STOPPED:
+            frame = memoryview(self._buf)[out.frame_at : out.frame_at + out.frame_len]
+            _op, _flags, _rid, _st, _def, bulk_len = HEADER.unpack_from(frame, PREFIX_SIZE)
+            stop = lanes.stop_from(out.stop)
+            dispatcher.resume_batch(session, frame[len(frame) - bulk_len :], stop)
+            loop_ns[1] += time.perf_counter_ns() - started
+        elif outcome == lanes.SERVE_REPLY:  # a NOP ran; kernel output goes first
+            deferred = session.take_deferred_error()
+            flags = FLAG_REPLY | FLAG_DEFERRED_ERROR if deferred else FLAG_REPLY
+            reply = Frame(out.reply_opcode, out.reply_request_id, flags, 0, deferred)
+            session.replies_sent += 1
+            session.replies_by_op[reply.opcode] = session.replies_by_op.get(reply.opcode, 0) + 1
+            io.send_frames([*self._output.frames(), reply] if self._output is not None else [reply])
+            loop_ns[2] += time.perf_counter_ns() - started
+        return True
+
+    def _count(self, out) -> None:
+        session, io = self._session, self._io
+        session.frames_received += out.frames
+        session.replies_sent += out.replies
+        if out.nop_replies:
+            session.replies_by_op[_NOP] = session.replies_by_op.get(_NOP, 0) + out.nop_replies
+        io.bytes_received += out.bytes_in
+        io.bytes_sent += out.bytes_out
+        io.wait_ns += out.wait_ns
+        loop_ns = session.loop_ns
+        loop_ns[0] += out.receive_ns
+        loop_ns[1] += out.run_ns
+        loop_ns[2] += out.reply_ns
+        dispatcher.take_lane_counts(session)
+
+    def _wait_readable(self) -> None:
+        """Sleep until the client sends (the C loop polled long enough): a signal interrupts this as it would
+        Python's own receive."""
+        session, loop_ns = self._session, self._session.loop_ns
+        started = time.perf_counter_ns()
+        session.receiving = (started, loop_ns[0])
+        try:
+            self._poll.poll()
+        finally:
+            waited = time.perf_counter_ns() - started
+            loop_ns[0] += waited
+            self._io.wait_ns += waited
+            session.receiving = (0, loop_ns[0])

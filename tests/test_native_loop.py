@@ -1,0 +1,187 @@
+"""The C request loop (native/src/lane/serve.c, rgpu/serving/native_loop.py) against Python's own loop: two fake
+sessions behind real sockets, one served with the C loop and one with RGPU_NATIVE_LOOP=0, get the same random
+stream of frames -- batches of good and hostile records (tests/test_lane_differential.py's), NOPs right and
+wrong, blocking synchronizes and copies, a frame too big for the C loop's buffer, a malformed batch -- written in
+random pieces with pauses longer than the loop polls, so that frames arrive whole, split and several at once.
+Both must send the same bytes back, close the same way, and leave the same counts, failures and memory."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rgpu.errors import ProtocolError
+from rgpu.protocol import ops
+from rgpu.protocol.connection import Connection
+from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, frame_bytes
+from rgpu.serving import native_loop, worker
+from rgpu.serving.output import KernelOutput
+from rgpu.transport import SocketFrameStream
+
+from .test_lane_differential import MAX_RECORD, Side, encode, records
+
+BIG = native_loop.BUFFER_BYTES + 4096
+
+frames = st.one_of(
+    st.tuples(st.just("batch"), st.lists(records, min_size=1, max_size=8)),
+    st.tuples(st.just("nop")),
+    st.tuples(st.just("nop"), st.sampled_from(["no_reply", "args", "bulk"])),
+    st.tuples(st.just("sync"), st.sampled_from([0, 1, 2])),
+    st.tuples(st.just("dtoh"), st.integers(0, 2), st.sampled_from([4, 64, 256, 300])),
+    st.tuples(st.just("big_nop")),
+)
+
+
+def frame_for(side: Side, item, request_id: int) -> bytes:
+    kind, *a = item
+    if kind == "batch":
+        bulk = b"".join(encode(side, r, request_id * 100 + i) for i, r in enumerate(a[0]))
+        return frame_bytes(Frame(ops.BATCH.code, request_id, FLAG_NO_REPLY, bulk=bulk))
+    if kind == "nop":
+        how = a[0] if a else ""
+        return frame_bytes(Frame(ops.NOP.code, request_id, FLAG_NO_REPLY if how == "no_reply" else 0,
+                                 args=b"x" if how == "args" else b"", bulk=b"y" if how == "bulk" else b""))
+    if kind == "sync":
+        return frame_bytes(Frame(ops.STREAM_SYNCHRONIZE.code, request_id, args=ops.STREAM_SYNCHRONIZE.pack_request(
+            side.stream(a[0]))))
+    if kind == "dtoh":
+        return frame_bytes(Frame(ops.MEMCPY_DTOH.code, request_id,
+                                 args=ops.MEMCPY_DTOH.pack_request(side.pointer(a[0], 0), a[1])))
+    return frame_bytes(Frame(ops.NOP.code, request_id, bulk=bytes(BIG)))  # beyond the C loop's buffer
+
+
+def serve(side: Side, stream: bytes, cuts: list[int], pauses: list[bool], native: bool, monkeypatch,
+          output: KernelOutput | None = None, before_each=None) -> tuple[bytes, str]:
+    """Serve `stream` (written in pieces at `cuts`, pausing where `pauses` says) through serve_blocking; returns
+    (every byte the client got back, why the loop ended)."""
+    monkeypatch.setenv("RGPU_NATIVE_LOOP", "1" if native else "0")
+    server, client = socket.socketpair()
+    io = SocketFrameStream(server, Connection(MAX_RECORD, reuse_receive_buffers=True), spin_us=100)
+    ended: list[str] = []
+
+    def run():
+        try:
+            ended.append(worker.serve_blocking(side.s, io, 0, output))
+        except ProtocolError as e:
+            ended.append(f"protocol error: {e}")
+            io.send_quietly(worker.protocol_error_frame(e))
+        finally:
+            server.shutdown(socket.SHUT_RDWR)  # (a writer still sending after a protocol error gets an error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    got = bytearray()
+    reader = threading.Thread(target=lambda: _read_all(client, got))
+    reader.start()
+    try:
+        start = 0
+        for cut, pause in zip([*cuts, len(stream)], [*pauses, False]):
+            if cut > start:
+                if before_each is not None:
+                    before_each()
+                client.sendall(stream[start:cut])
+                start = cut
+            if pause:
+                time.sleep(0.0005)  # longer than the loop polls: it goes idle with whatever part it holds
+    except OSError:
+        pass  # the server ended the session (a protocol error) while we wrote
+    thread.join(20)
+    client.shutdown(socket.SHUT_WR)
+    reader.join(20)
+    assert not thread.is_alive() and not reader.is_alive()
+    client.close()
+    server.close()
+    return bytes(got), ended[0]
+
+
+def _read_all(sock: socket.socket, into: bytearray) -> None:
+    while chunk := sock.recv(1 << 16):
+        into += chunk
+
+
+def state(side: Side) -> tuple:
+    """(Memory is gone with the GOODBYE: the plan's device-to-host copies compare it, in the replies.)"""
+    s = side.s
+    return (s.frames_received, s.calls, dict(s.calls_by_op), s.replies_sent, dict(s.replies_by_op), side.failures)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(frames, min_size=1, max_size=12), st.booleans(), st.data())
+def test_the_c_loop_and_python_agree_byte_for_byte(monkeypatch, plan, malformed_last, data):
+    sides = [Side(True), Side(True)]
+    results = []
+    try:
+        streams = []
+        for side in sides:
+            stream = b"".join(frame_for(side, item, i + 10) for i, item in enumerate(plan))
+            if malformed_last:  # a batch whose last record runs past its end: a protocol error, the session ends
+                stream += frame_bytes(Frame(ops.BATCH.code, 99, FLAG_NO_REPLY, bulk=struct.pack("<I", 64) + bytes(8)))
+            stream += frame_bytes(Frame(ops.GOODBYE.code, 98))
+            streams.append(stream)
+        assert len(streams[0]) == len(streams[1])
+        cuts = sorted(data.draw(st.lists(st.integers(1, len(streams[0]) - 1), max_size=6, unique=True)))
+        pauses = data.draw(st.lists(st.booleans(), min_size=len(cuts), max_size=len(cuts)))
+        for side, stream, native in zip(sides, streams, (True, False)):
+            results.append(serve(side, stream, cuts, pauses, native, monkeypatch))
+        assert results[0] == results[1]
+        assert state(sides[0]) == state(sides[1])
+    finally:
+        for side in sides:
+            side.s.release_all()
+
+
+def test_the_c_loop_serves_batches_and_nops_itself(monkeypatch):
+    """The comparison above means something only if the C loop really served: NOPs and a batch of bound records
+    go through it, with nothing for Python's dispatcher to run."""
+    side = Side(True)
+    record = ("memset8", 0, 0, 16, 1, 7)
+    frames_in = [("batch", [record]), ("sync", 1)]  # (binds the stream for the lane; Python runs these)
+    frames_in += [("batch", [record, record]), ("nop",), ("nop",), ("batch", [record]), ("dtoh", 0, 16)]
+    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(frames_in))
+    calls, before = [], side.s.frames_received
+    real_next_action = worker.next_action
+    monkeypatch.setattr(worker, "next_action", lambda s, f, m: calls.append(f and f.opcode) or real_next_action(s, f, m))
+    got, why = serve(side, stream + frame_bytes(Frame(ops.GOODBYE.code, 99)), [], [], True, monkeypatch)
+    assert why == "closed by GOODBYE"
+    # Python's loop saw the synchronize, the copy and the goodbye; the C loop the rest (the first batch it handed
+    # back at its first record, on a stream not yet bound for the lane: Python ran it on, outside that loop).
+    assert calls == [ops.STREAM_SYNCHRONIZE.code, ops.MEMCPY_DTOH.code, ops.GOODBYE.code], calls
+    assert b"\7" * 16 in got
+    assert side.s.replies_by_op[ops.NOP.code] == 2 and side.s.frames_received == before + len(frames_in) + 1
+    side.s.release_all()
+
+
+def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, tmp_path):
+    """Output printed before a NOP reaches the client before the NOP's reply, whether it still sat in the pipe
+    or Python's reader had taken it already."""
+    side = Side(True)
+    target_r, target_w = os.pipe()
+    output = KernelOutput.capture(max_chunk=1024, target_fd=target_w)
+    printed = iter([b"first\n", b"second\n", b"third\n"])
+
+    def print_something():
+        os.write(target_w, next(printed, b""))
+        time.sleep(0.002)  # (the reader thread takes it meanwhile, or not)
+
+    stream = b"".join(frame_for(side, ("nop",), i + 1) for i in range(3)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
+    cuts = [24, 48, 72]
+    try:
+        got, why = serve(side, stream, cuts, [True, True, True], True, monkeypatch, output, print_something)
+    finally:
+        output.close()
+        os.close(target_r)
+    assert why == "closed by GOODBYE"
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    seen = []
+    while (f := conn.next_frame()) is not None:
+        seen.append((f.opcode, bytes(f.bulk)) if f.opcode == ops.OUTPUT.code else (f.opcode, f.request_id))
+    assert seen == [(ops.OUTPUT.code, b"first\n"), (ops.NOP.code, 1), (ops.OUTPUT.code, b"second\n"),
+                    (ops.NOP.code, 2), (ops.OUTPUT.code, b"third\n"), (ops.NOP.code, 3), (ops.GOODBYE.code, 9)], seen
