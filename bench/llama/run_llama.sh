@@ -2,7 +2,7 @@
 # llama.cpp (vendored in the llama-cpp-python sdist) natively and through rgpu, in one run on the GPU box.
 #   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt spin trips perrep profile clientprof server
 # Inputs: .llama/llama-src.tar.zst (the sdist's vendor/llama.cpp, trimmed) or .llama/build-*.part (a build made
-# by `pack` in an earlier run); .whl/ (rgpu's Python deps, see tests/gpu/run_on_gpu.sh). Results land in $OUT.
+# by `pack` in an earlier run); .whl/ (rgpu's Python deps); `bash tools/gpu_carry.sh` makes both. Results land in $OUT.
 # The build is llama.cpp's default CUDA configuration for sm_90 (VMM, CUDA graphs, PDL, flash attention on).
 set -uo pipefail
 cd "$(dirname "$0")/../.."

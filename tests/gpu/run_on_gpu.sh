@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one command on the GPU box (device tool), with the missing Python
-# packages carried as wheels in .whl/ (see /work/.library/device/README.md). Logs land in $OUT.
+# packages carried as wheels in .whl/ (`bash tools/gpu_carry.sh` makes it, with .hdr/ and .llama/). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
 #   sections: info tests suite demo bench bridge shim runtime printf math torch jax torchgraphs expandable llama
 #             multigpu multigpu2 fft rand linalg sdpa jaxauto

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One GPU run (under 10 minutes on the H200 box) that checks the worker's C request loop end to end and measures
+# it against Python's loop in the same run, beside the PyTorch workloads and llama.cpp; every output lands in
+# $OUT/check-<sections>.tgz (the device tool returns few files: one archive). Carry .whl .hdr .llama
+# (tools/gpu_carry.sh). All of it takes more than one call may (10 minutes): two calls on the same warm machine,
+#   bash bench/gpu_check.sh programs loop        (llama.cpp builds meanwhile, for the second call)
+#   bash bench/gpu_check.sh workloads llama
+set -uo pipefail
+cd "$(dirname "$0")/.."
+FINAL=${OUT:-/tmp/rgpu-out}
+sections=${*:-programs loop workloads llama}
+name=check-$(echo $sections | tr ' ' '-')
+export OUT=$FINAL/$name
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
+mkdir -p /tmp/cu12 && python3 -c "import sys,zstandard; zstandard.ZstdDecompressor().copy_stream(sys.stdin.buffer, sys.stdout.buffer)" \
+  < .hdr/cu12-include.tar.zst | tar -C /tmp/cu12 -xf - && export RGPU_CUDA12_INCLUDE=/tmp/cu12/include
+git log --oneline -1 > "$OUT/commit.txt" 2>/dev/null
+build=
+if [[ " $sections " == *" programs "* ]]; then
+  # llama.cpp builds (16 cores, ~270 s) while the CUDA programs run through rgpu; a later call finds it built.
+  (timeout 280 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1; echo "rc=$?" >> "$OUT/llama_build.log") &
+  build=$!
+  (timeout 200 bash tests/cuda/run_on_gpu.sh > "$OUT/cuda_programs.txt" 2>&1; echo "rc=$?" >> "$OUT/cuda_programs.txt")
+  grep -E "identical on all|launch rate|^rc=" "$OUT/cuda_programs.txt" | tail -3
+fi
+if [[ " $sections " == *" loop "* ]]; then  # the C loop against Python's, alternating
+  [ -e /tmp/rgpu-shims/libcuda.so.1 ] || python3 -m rgpu.cli build-shims --out /tmp/rgpu-shims > /dev/null
+  nvcc -cudart shared -o /tmp/token_loop bench/token_loop.cu
+  for round in 1 2; do
+    for nl in 1 0; do
+      RGPU_NATIVE_LOOP=$nl timeout 90 python3 bench/rpc_bench.py --backend cuda --calls 5000 --launches 20000 \
+        --sizes 4K,1M > "$OUT/rpc_nl${nl}_r$round.txt" 2>&1
+      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend cuda --shims /tmp/rgpu-shims \
+        --exe /tmp/token_loop --rounds 1 > "$OUT/token_nl${nl}_r$round.txt" 2>&1
+    done
+  done
+  grep -H "null call p50 vs C" "$OUT"/rpc_nl*; grep -H "us per token" "$OUT"/token_nl*
+fi
+[ -n "$build" ] && { wait $build; tail -2 "$OUT/llama_build.log"; }
+if [[ " $sections " == *" workloads "* ]]; then
+  timeout 150 python3 bench/workloads.py --only resnet18_b1,resnet18_b32,gpt_small_train --steps 20 --rtt-us 0 \
+    > "$OUT/workloads.txt" 2>&1; tail -8 "$OUT/workloads.txt"
+fi
+if [[ " $sections " == *" llama "* ]]; then
+  [ -x /tmp/llama/build/bin/llama-bench ] || timeout 280 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1
+  LLAMA_BENCH_ROUNDS=1 LLAMA_BENCH_MODELS="small-q8_0" timeout 150 bash bench/llama/run_llama.sh native rgpu bench \
+    > "$OUT/llama.txt" 2>&1
+  grep -E "IDENTICAL|DIFFERENT" "$OUT/llama.txt" | awk '{print $1}' | sort | uniq -c; grep -A6 "^median" "$OUT/llama.txt" | head -6
+  LLAMA_PROFILE_REPS=200 timeout 100 bash bench/llama/run_llama.sh clientprof > "$OUT/clientprof.txt" 2>&1
+  grep -E "rgpu client (stats|profile)" "$OUT/clientprof.txt" | head -6
+fi
+cd "$FINAL" && tar czf "$name.tgz" "$name" && rm -rf "$name"
