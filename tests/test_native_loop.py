@@ -35,6 +35,7 @@ frames = st.one_of(
     st.tuples(st.just("nop"), st.sampled_from(["no_reply", "args", "bulk"])),
     st.tuples(st.just("sync"), st.sampled_from([0, 1, 2])),
     st.tuples(st.just("dtoh"), st.integers(0, 2), st.sampled_from([4, 64, 256, 300])),
+    st.tuples(st.just("dtoh_async"), st.integers(0, 5), st.sampled_from([0, 4, 64, 256, 300]), st.sampled_from([0, 1, 2])),
     st.tuples(st.just("big_nop")),
 )
 
@@ -54,6 +55,10 @@ def frame_for(side: Side, item, request_id: int) -> bytes:
     if kind == "dtoh":
         return frame_bytes(Frame(ops.MEMCPY_DTOH.code, request_id,
                                  args=ops.MEMCPY_DTOH.pack_request(side.pointer(a[0], 0), a[1])))
+    if kind == "dtoh_async":
+        buf, size, stream = a
+        return frame_bytes(Frame(ops.MEMCPY_DTOH_ASYNC.code, request_id, args=ops.MEMCPY_DTOH_ASYNC.pack_request(
+            side.pointer(buf, 0), size, side.stream(stream))))
     return frame_bytes(Frame(ops.NOP.code, request_id, bulk=bytes(BIG)))  # beyond the C loop's buffer
 
 
@@ -137,24 +142,28 @@ def test_the_c_loop_and_python_agree_byte_for_byte(monkeypatch, plan, malformed_
             side.s.release_all()
 
 
-def test_the_c_loop_serves_batches_and_nops_itself(monkeypatch):
-    """The comparison above means something only if the C loop really served: NOPs and a batch of bound records
-    go through it, with nothing for Python's dispatcher to run."""
+def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
+    """The comparison above means something only if the C loop really served: NOPs, batches of bound records,
+    synchronizes and copies back on a bound stream go through it, with nothing for Python's dispatcher to run."""
     side = Side(True)
     record = ("memset8", 0, 0, 16, 1, 7)
-    frames_in = [("batch", [record]), ("sync", 1)]  # (binds the stream for the lane; Python runs these)
-    frames_in += [("batch", [record, record]), ("nop",), ("nop",), ("batch", [record]), ("dtoh", 0, 16)]
+    frames_in = [("batch", [record])]  # (binds the stream for the lane: Python runs the memset)
+    frames_in += [("sync", 1), ("batch", [record, record]), ("nop",), ("nop",), ("batch", [record]),
+                  ("dtoh_async", 0, 16, 1), ("dtoh", 0, 16)]
     stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(frames_in))
     calls, before = [], side.s.frames_received
     real_next_action = worker.next_action
     monkeypatch.setattr(worker, "next_action", lambda s, f, m: calls.append(f and f.opcode) or real_next_action(s, f, m))
     got, why = serve(side, stream + frame_bytes(Frame(ops.GOODBYE.code, 99)), [], [], True, monkeypatch)
     assert why == "closed by GOODBYE"
-    # Python's loop saw the synchronize, the copy and the goodbye; the C loop the rest (the first batch it handed
-    # back at its first record, on a stream not yet bound for the lane: Python ran it on, outside that loop).
-    assert calls == [ops.STREAM_SYNCHRONIZE.code, ops.MEMCPY_DTOH.code, ops.GOODBYE.code], calls
-    assert b"\7" * 16 in got
-    assert side.s.replies_by_op[ops.NOP.code] == 2 and side.s.frames_received == before + len(frames_in) + 1
+    # Python's loop saw the synchronous copy (no stream: Python's) and the goodbye; the C loop the rest (the first
+    # batch it handed back at its first record, on a stream not yet bound for the lane: Python ran it on, outside
+    # that loop).
+    assert calls == [ops.MEMCPY_DTOH.code, ops.GOODBYE.code], calls
+    assert got.count(b"\7" * 16) == 2
+    by_op = side.s.replies_by_op
+    assert by_op[ops.NOP.code] == 2 and by_op[ops.STREAM_SYNCHRONIZE.code] == 1 and by_op[ops.MEMCPY_DTOH_ASYNC.code] == 1
+    assert side.s.frames_received == before + len(frames_in) + 1
     side.s.release_all()
 
 
@@ -185,3 +194,25 @@ def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, 
         seen.append((f.opcode, bytes(f.bulk)) if f.opcode == ops.OUTPUT.code else (f.opcode, f.request_id))
     assert seen == [(ops.OUTPUT.code, b"first\n"), (ops.NOP.code, 1), (ops.OUTPUT.code, b"second\n"),
                     (ops.NOP.code, 2), (ops.OUTPUT.code, b"third\n"), (ops.NOP.code, 3), (ops.GOODBYE.code, 9)], seen
+
+
+def test_a_blocking_call_that_fails_in_the_c_loop_is_answered_as_python_answers_it(monkeypatch):
+    """A kernel fault leaves the context broken: the next synchronize and copy back on a stream bound for the
+    lane fail in the C loop, which leaves them to Python (it runs them again): the same error replies."""
+    record = ("memset8", 0, 0, 16, 1, 7)
+    fault = ("launch", True, 1, 0, 10 * BIG, 8, 0, True)  # a pointer far outside: the fake kernel faults
+    plan = [("batch", [record]), ("sync", 1), ("batch", [fault]), ("sync", 1), ("dtoh_async", 0, 16, 1), ("nop",)]
+    sides, results = [Side(True), Side(True)], []
+    try:
+        for side, native in zip(sides, (True, False)):
+            stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan))
+            results.append(serve(side, stream + frame_bytes(Frame(ops.GOODBYE.code, 99)), [], [], native, monkeypatch))
+        assert results[0] == results[1]
+        assert state(sides[0]) == state(sides[1])
+        conn = Connection(MAX_RECORD)
+        conn.receive_data(results[0][0])
+        statuses = [(f.opcode, f.status) for f in iter(conn.next_frame, None)]
+        assert statuses[0] == (ops.STREAM_SYNCHRONIZE.code, 0) and statuses[1][1] and statuses[2][1], statuses
+    finally:
+        for side in sides:
+            side.s.release_all()

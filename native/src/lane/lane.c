@@ -28,11 +28,12 @@ struct binding {
 
 enum {
     COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNT_NOP,
-    COUNTS
+    COUNT_DTOH, COUNTS
 };
 static const unsigned count_opcode[COUNTS] = {
     RGPU_OP_LAUNCH_KERNEL,    RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
-    RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP};
+    RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP,
+    RGPU_OP_MEMCPY_DTOH_ASYNC};
 
 /* The launch attributes whose value is plain data (ops.PLAIN_LAUNCH_ATTRIBUTES): passed on as they are. Any
  * other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
@@ -47,6 +48,7 @@ struct rgpu_lane {
     size_t regions;
     unsigned long long calls[COUNTS], ns[COUNTS];
     size_t param_size; /* what `extra` hands the driver */
+    _Alignas(16) uint8_t reply[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK]; /* serve.c's replies */
     void *extra[5];
     rgpu_lane_launch_config config;
     _Alignas(16) unsigned char attributes[MAX_ATTRIBUTES * ATTRIBUTE_SIZE];
@@ -398,6 +400,42 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
         }
     }
     stop->pos = pos;
+}
+
+uint8_t *lane_reply(rgpu_lane *lane) { return lane->reply; }
+
+static int dtoh(rgpu_lane *lane, const uint8_t *args, size_t args_len, uint64_t current_ctx, size_t *bulk_len,
+                const char **what)
+{
+    struct rgpu_memcpy_dtoh_async_req m;
+    if (!lane->d.memcpy_dtoh_async || rgpu_unpack_memcpy_dtoh_async_req(args, args_len, &m) || !m.size ||
+        m.size > LANE_REPLY_BULK || !owned(lane, m.src, m.size))
+        return -1;
+    struct binding *e = stream_binding(lane, m.stream, current_ctx);
+    if (!e)
+        return -1;
+    int code = set_current(lane, e->ctx, what);
+    if (code)
+        return code;
+    *what = "cuMemcpyDtoHAsync";
+    code = lane->d.memcpy_dtoh_async(lane->reply + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, m.src, m.size, e->stream);
+    if (code)
+        return code;
+    *what = "cuStreamSynchronize";
+    code = lane->d.stream_synchronize(e->stream);
+    *bulk_len = code ? 0 : m.size;
+    return code;
+}
+
+int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, size_t args_len, uint64_t current_ctx,
+                       size_t *bulk_len, const char **what)
+{
+    *bulk_len = 0;
+    if (opcode == RGPU_OP_STREAM_SYNCHRONIZE)
+        return synchronize(lane, args, args_len, current_ctx, what);
+    if (opcode == RGPU_OP_MEMCPY_DTOH_ASYNC)
+        return dtoh(lane, args, args_len, current_ctx, bulk_len, what);
+    return -1;
 }
 
 void lane_count_call(rgpu_lane *lane, unsigned opcode, unsigned long long ns)

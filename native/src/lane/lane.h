@@ -37,6 +37,7 @@ typedef struct rgpu_lane_driver {
     int (*stream_synchronize)(uintptr_t stream);
     int (*launch_kernel_ex)(const rgpu_lane_launch_config *config, uintptr_t f, void **params, void **extra);
     int (*graph_launch)(uintptr_t exec, uintptr_t stream);
+    int (*memcpy_dtoh_async)(void *dst, unsigned long long src, size_t n, uintptr_t stream);
 } rgpu_lane_driver;
 
 /* A context's page-locked slots for small host-to-device copies, used in turn; a slot's event says when the
@@ -110,7 +111,9 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
 /* Copies out and zeroes the counts (at most `cap`); returns how many. */
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 
-/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs. The caller has no deferred error
+/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, and these blocking calls on
+ * streams bound for the lane while no capture may be under way: stream synchronizes, device-to-host copies of up
+ * to 64 KiB on a stream (run again by the caller if they fail, or if kernel output waits: both only read). The caller has no deferred error
  * to report, gives it the bytes of the stream it had received but not taken (`have` of them, at buf), and has
  * brought the lane up to date (bindings, regions). */
 typedef struct rgpu_lane_serve_io {
@@ -144,9 +147,10 @@ typedef struct rgpu_lane_served {
     rgpu_lane_stop stop;
     unsigned reply_opcode, reply_request_id;
     int error;
-    /* What was done: frames served (a stopped batch counts), replies sent, NOP replies among them, bytes each
+    /* What was done: frames served (a stopped batch counts), replies sent, by operation among them, bytes each
      * way, time polling for bytes; the loop's time receiving (waiting included), running and replying. */
-    unsigned long long frames, replies, nop_replies, bytes_in, bytes_out, wait_ns, receive_ns, run_ns, reply_ns;
+    unsigned long long frames, replies, nop_replies, sync_replies, dtoh_replies;
+    unsigned long long bytes_in, bytes_out, wait_ns, receive_ns, run_ns, reply_ns;
 } rgpu_lane_served;
 
 void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out);

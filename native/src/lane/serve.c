@@ -1,5 +1,5 @@
 /* The worker's request loop in C for the frames the lane serves whole: BATCH frames whose every record the lane
- * runs, and NOPs. Python's loop (rgpu/serving/worker.py) hands the socket here whenever it has no deferred error
+ * runs, NOPs, and blocking stream synchronizes and small device-to-host copies on streams bound for the lane. Python's loop (rgpu/serving/worker.py) hands the socket here whenever it has no deferred error
  * to report, with the bytes it had received but not taken; this loop receives into Python's buffer, serves what
  * it may, and returns as soon as a frame is not its own, with the bytes it holds for Python's decoder to take. So
  * Python sees every other frame exactly as it would have, and a batch the lane stops in comes back to Python at
@@ -43,6 +43,24 @@ static int send_all(int fd, const uint8_t *p, size_t n)
         }
         p += k, n -= (size_t)k;
     }
+    return 0;
+}
+
+/* The reply to `h`, status 0, no arguments, `bulk_len` bytes of bulk already at lane_reply's bulk. 0, or -1 with
+ * errno in out->error. */
+static int send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
+                      size_t bulk_len)
+{
+    rgpu_header r = {h->opcode, RGPU_FLAG_REPLY, h->request_id, 0, 0, (uint32_t)bulk_len};
+    uint8_t *reply = lane_reply(lane);
+    rgpu_pack_prefix_header(reply, &r, 0);
+    size_t n = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + bulk_len;
+    if (send_all(io->fd, reply, n)) {
+        out->error = errno;
+        return -1;
+    }
+    out->replies++;
+    out->bytes_out += n;
     return 0;
 }
 
@@ -126,16 +144,33 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                         out->reply_opcode = h.opcode, out->reply_request_id = h.request_id;
                         HAND_BACK(RGPU_SERVE_REPLY, start, end);
                     }
-                    rgpu_header r = {h.opcode, RGPU_FLAG_REPLY, h.request_id, 0, 0, 0};
-                    uint8_t reply[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE];
-                    rgpu_pack_prefix_header(reply, &r, 0);
-                    if (send_all(io->fd, reply, sizeof reply)) {
-                        out->error = errno;
+                    if (send_reply(lane, io, out, &h, 0))
                         HAND_BACK(RGPU_SERVE_FAILED, start, end);
-                    }
-                    out->replies++;
                     out->nop_replies++;
-                    out->bytes_out += sizeof reply;
+                    mark = lane_now_ns();
+                    out->reply_ns += mark - ran;
+                } else if ((h.opcode == RGPU_OP_STREAM_SYNCHRONIZE || h.opcode == RGPU_OP_MEMCPY_DTOH_ASYNC) &&
+                           h.flags == 0 && h.bulk_len == 0 && !io->capture_possible) {
+                    /* Both only read: when one fails, or kernel output must go first, Python runs it again
+                     * and answers as it always has (the same status: an error of a synchronize or a copy
+                     * is the context's, sticky, or the arguments', the same again). */
+                    size_t bulk_len;
+                    const char *what = "";
+                    int code = lane_blocking_call(lane, h.opcode, body + RGPU_HEADER_SIZE, args_len, io->current_ctx,
+                                                  &bulk_len, &what);
+                    if (code || output_waiting(io))
+                        HAND_BACK(RGPU_SERVE_PYTHON, start, end);
+                    out->frames++;
+                    unsigned long long ran = lane_now_ns();
+                    lane_count_call(lane, h.opcode, ran - received);
+                    out->run_ns += ran - received;
+                    start += RGPU_PREFIX_SIZE + len;
+                    if (send_reply(lane, io, out, &h, bulk_len))
+                        HAND_BACK(RGPU_SERVE_FAILED, start, end);
+                    if (h.opcode == RGPU_OP_STREAM_SYNCHRONIZE)
+                        out->sync_replies++;
+                    else
+                        out->dtoh_replies++;
                     mark = lane_now_ns();
                     out->reply_ns += mark - ran;
                 } else {

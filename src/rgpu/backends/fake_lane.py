@@ -55,6 +55,8 @@ class FakeLaneDriver:
             "launch_kernel_ex": ffi.callback("int(rgpu_lane_launch_config *, uintptr_t, void **, void **)",
                                              self._launch_ex, onerror=self._failed),
             "graph_launch": ffi.callback("int(uintptr_t, uintptr_t)", self._graph_launch, onerror=self._failed),
+            "memcpy_dtoh_async": ffi.callback("int(void *, unsigned long long, size_t, uintptr_t)", self._dtoh,
+                                              onerror=self._failed),
         }
         for field, callback in self._callbacks.items():
             setattr(self.table, field, callback)
@@ -113,6 +115,11 @@ class FakeLaneDriver:
     def _htod(self, dst, src, n, stream) -> int:
         data = bytes(lane.ffi().buffer(lane.ffi().cast("char *", src), n))
         self.backend.memcpy_htod(self._current, dst, data, self._object(stream), asynchronous=True)
+        return 0
+
+    def _dtoh(self, dst, src, n, stream) -> int:
+        data = self.backend.memcpy_dtoh(self._current, src, n, self._object(stream))
+        lane.ffi().buffer(lane.ffi().cast("char *", dst), n)[:] = data
         return 0
 
     def _memset_d8(self, dst, value, n, stream) -> int:

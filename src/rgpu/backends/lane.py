@@ -77,6 +77,7 @@ _LIBCUDA_NAMES = {
     "memset_d32_async": "cuMemsetD32Async", "event_record": "cuEventRecord",
     "event_synchronize": "cuEventSynchronize", "stream_synchronize": "cuStreamSynchronize",
     "launch_kernel_ex": "cuLaunchKernelEx", "graph_launch": "cuGraphLaunch",
+    "memcpy_dtoh_async": "cuMemcpyDtoHAsync_v2",
 }
 
 

@@ -1,5 +1,5 @@
 """The session's request loop in C for what the fast lane serves whole (native/src/lane/serve.c): BATCH frames
-whose records the lane runs, and NOPs. The worker's blocking loop (worker.py) hands it the socket between frames
+whose records the lane runs, NOPs, blocking stream synchronizes and small device-to-host copies. The worker's blocking loop (worker.py) hands it the socket between frames
 whenever Python holds no received bytes and no deferred error; what it hands back -- the bytes it did not serve,
 a batch the lane stopped in, a reply that must follow kernel output -- lands here in the same state Python's own
 loop would have left, and its counts in the session's counters.
@@ -26,7 +26,7 @@ BUFFER_BYTES = 256 << 10
 # Back to Python after this many frames at most, so that it sees a signal and `rgpu status` fresh counts.
 MAX_FRAMES = 64
 
-_NOP = ops.NOP.code
+_NOP, _SYNC, _DTOH = ops.NOP.code, ops.STREAM_SYNCHRONIZE.code, ops.MEMCPY_DTOH_ASYNC.code
 
 
 def wanted() -> bool:
@@ -119,8 +119,10 @@ class NativeLoop:
         session, io = self._session, self._io
         session.frames_received += out.frames
         session.replies_sent += out.replies
-        if out.nop_replies:
-            session.replies_by_op[_NOP] = session.replies_by_op.get(_NOP, 0) + out.nop_replies
+        by_op = session.replies_by_op
+        for opcode, n in ((_NOP, out.nop_replies), (_SYNC, out.sync_replies), (_DTOH, out.dtoh_replies)):
+            if n:
+                by_op[opcode] = by_op.get(opcode, 0) + n
         io.bytes_received += out.bytes_in
         io.bytes_sent += out.bytes_out
         io.wait_ns += out.wait_ns
