@@ -1,7 +1,7 @@
 # The 2-core CPU machine, fake backend, from the repository root (a checkout with the venv active).
 # Fake servers run no fast lane unless told where it is (rgpu-server builds it for GPU backends only).
 set -u
-R=bench/results/cpu-2026-12-04-native-loop
+R=${R:-bench/results/cpu-2026-12-04-native-loop}
 export RGPU_LANE_LIBRARY=$(python -c "from rgpu import shims; print(shims.build_lane())") RGPU_LANE_HEADER=$PWD/native/src/lane/lane.h
 python -m rgpu.cli build-shims --out /tmp/shims-nl >/dev/null
 for round in 1 2 3; do

@@ -308,16 +308,23 @@ static int memset_async(rgpu_lane *lane, int width, const uint8_t *args, size_t 
     return lane->d.memset_d32_async(dst, value, count, e->stream);
 }
 
+/* A bound stream's binding, its context made current; NULL when the stream is not bound (*code -1: Python's) or
+ * making its context current failed (*code the CUresult). */
+static struct binding *on_stream(rgpu_lane *lane, uint64_t stream, uint64_t current_ctx, int *code, const char **what)
+{
+    struct binding *e = stream_binding(lane, stream, current_ctx);
+    *code = e ? set_current(lane, e->ctx, what) : -1;
+    return *code ? NULL : e;
+}
+
 static int synchronize(rgpu_lane *lane, const uint8_t *args, size_t args_len, uint64_t current_ctx, const char **what)
 {
     struct rgpu_stream_synchronize_req m;
     if (rgpu_unpack_stream_synchronize_req(args, args_len, &m))
         return -1;
-    struct binding *e = stream_binding(lane, m.stream, current_ctx);
+    int code;
+    struct binding *e = on_stream(lane, m.stream, current_ctx, &code, what);
     if (!e)
-        return -1;
-    int code = set_current(lane, e->ctx, what);
-    if (code)
         return code;
     *what = "cuStreamSynchronize";
     return lane->d.stream_synchronize(e->stream);
@@ -411,11 +418,9 @@ static int dtoh(rgpu_lane *lane, const uint8_t *args, size_t args_len, uint64_t 
     if (!lane->d.memcpy_dtoh_async || rgpu_unpack_memcpy_dtoh_async_req(args, args_len, &m) || !m.size ||
         m.size > LANE_REPLY_BULK || !owned(lane, m.src, m.size))
         return -1;
-    struct binding *e = stream_binding(lane, m.stream, current_ctx);
+    int code;
+    struct binding *e = on_stream(lane, m.stream, current_ctx, &code, what);
     if (!e)
-        return -1;
-    int code = set_current(lane, e->ctx, what);
-    if (code)
         return code;
     *what = "cuMemcpyDtoHAsync";
     code = lane->d.memcpy_dtoh_async(lane->reply + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, m.src, m.size, e->stream);
