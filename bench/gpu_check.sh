@@ -9,10 +9,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
 sections=${*:-programs loop workloads llama}
+BACKEND=${RGPU_CHECK_BACKEND:-cuda}  # (fake: a dry run of the loop section on a machine without a GPU)
 name=check-$(echo $sections | tr ' ' '-')
 export OUT=$FINAL/$name
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+if [ "$BACKEND" != fake ]; then  # (a dry run uses the Python environment it is started in)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
 mkdir -p /tmp/cu12 && python3 -c "import sys,zstandard; zstandard.ZstdDecompressor().copy_stream(sys.stdin.buffer, sys.stdout.buffer)" \
   < .hdr/cu12-include.tar.zst | tar -C /tmp/cu12 -xf - && export RGPU_CUDA12_INCLUDE=/tmp/cu12/include
@@ -30,9 +33,9 @@ if [[ " $sections " == *" loop "* ]]; then  # the C loop against Python's, alter
   nvcc -cudart shared -o /tmp/token_loop bench/token_loop.cu
   for round in 1 2; do
     for nl in 1 0; do
-      RGPU_NATIVE_LOOP=$nl timeout 90 python3 bench/rpc_bench.py --backend cuda --calls 5000 --launches 20000 \
+      RGPU_NATIVE_LOOP=$nl timeout 90 python3 bench/rpc_bench.py --backend $BACKEND --calls 5000 --launches 20000 \
         --sizes 4K,1M > "$OUT/rpc_nl${nl}_r$round.txt" 2>&1
-      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend cuda --shims /tmp/rgpu-shims \
+      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
         --exe /tmp/token_loop --rounds 1 > "$OUT/token_nl${nl}_r$round.txt" 2>&1
     done
   done
