@@ -433,9 +433,13 @@ static int dtoh(rgpu_lane *lane, const uint8_t *args, size_t args_len, uint64_t 
 }
 
 int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, size_t args_len, uint64_t current_ctx,
-                       size_t *bulk_len, const char **what)
+                       int capture_possible, size_t *bulk_len, const char **what)
 {
     *bulk_len = 0;
+    if (opcode == RGPU_OP_NOP)
+        return args_len ? -1 : 0;
+    if (capture_possible) /* what a synchronize or copy does to a capture under way is Python's to report */
+        return -1;
     if (opcode == RGPU_OP_STREAM_SYNCHRONIZE)
         return synchronize(lane, args, args_len, current_ctx, what);
     if (opcode == RGPU_OP_MEMCPY_DTOH_ASYNC)

@@ -111,11 +111,12 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
 /* Copies out and zeroes the counts (at most `cap`); returns how many. */
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 
-/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, and these blocking calls on
- * streams bound for the lane while no capture may be under way: stream synchronizes, device-to-host copies of up
- * to 64 KiB on a stream (run again by the caller if they fail, or if kernel output waits: both only read). The caller has no deferred error
- * to report, gives it the bytes of the stream it had received but not taken (`have` of them, at buf), and has
- * brought the lane up to date (bindings, regions). */
+/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, and, on streams bound for the
+ * lane while no capture may be under way, stream synchronizes and device-to-host copies of up to 64 KiB. A NOP,
+ * synchronize or copy that fails, or that kernel output must precede, is left to the caller whole (it runs it
+ * again: none of them writes). The caller has no deferred error to report, gives it the bytes of the stream it
+ * had received but not taken (`have` of them, at buf), and has brought the lane up to date (bindings,
+ * regions). */
 typedef struct rgpu_lane_serve_io {
     int fd;             /* the client's socket (a blocking one; received from with MSG_DONTWAIT) */
     uint8_t *buf;       /* receive memory, the caller's */
@@ -135,17 +136,15 @@ typedef struct rgpu_lane_serve_io {
  * for the caller's decoder. IDLE: no whole frame within the spin. PYTHON: the next frame is the caller's (or the
  * socket reported the end, an error or a signal, for the caller's own receive to see). BATCH_STOPPED: the BATCH
  * at buf[frame_at, +frame_len) stopped at `stop` (lane.h's rgpu_lane_stop, positions within its bulk).
- * REPLY: the NOP at frame_at ran; kernel output waits, so its reply is the caller's to send after it.
  * LIMIT: max_frames served. FAILED: a reply could not be sent (`error` is errno). */
-enum { RGPU_SERVE_IDLE = 0, RGPU_SERVE_PYTHON = 1, RGPU_SERVE_BATCH_STOPPED = 2, RGPU_SERVE_REPLY = 3,
-       RGPU_SERVE_LIMIT = 4, RGPU_SERVE_FAILED = 5 };
+enum { RGPU_SERVE_IDLE = 0, RGPU_SERVE_PYTHON = 1, RGPU_SERVE_BATCH_STOPPED = 2, RGPU_SERVE_LIMIT = 3,
+       RGPU_SERVE_FAILED = 4 };
 
 typedef struct rgpu_lane_served {
     int outcome;
     size_t rest_at, rest_end;
     size_t frame_at, frame_len;
     rgpu_lane_stop stop;
-    unsigned reply_opcode, reply_request_id;
     int error;
     /* What was done: frames served (a stopped batch counts), replies sent, by operation among them, bytes each
      * way, time polling for bytes; the loop's time receiving (waiting included), running and replying. */

@@ -132,33 +132,17 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                         out->frame_len = RGPU_PREFIX_SIZE + len;
                         HAND_BACK(RGPU_SERVE_BATCH_STOPPED, start, end);
                     }
-                } else if (h.opcode == RGPU_OP_NOP && h.flags == 0 && args_len == 0 && h.bulk_len == 0) {
-                    out->frames++;
-                    unsigned long long ran = lane_now_ns();
-                    lane_count_call(lane, RGPU_OP_NOP, ran - received);
-                    out->run_ns += ran - received;
-                    start += RGPU_PREFIX_SIZE + len;
-                    if (output_waiting(io)) {
-                        out->frame_at = start - RGPU_PREFIX_SIZE - len;
-                        out->frame_len = RGPU_PREFIX_SIZE + len;
-                        out->reply_opcode = h.opcode, out->reply_request_id = h.request_id;
-                        HAND_BACK(RGPU_SERVE_REPLY, start, end);
-                    }
-                    if (send_reply(lane, io, out, &h, 0))
-                        HAND_BACK(RGPU_SERVE_FAILED, start, end);
-                    out->nop_replies++;
-                    mark = lane_now_ns();
-                    out->reply_ns += mark - ran;
-                } else if ((h.opcode == RGPU_OP_STREAM_SYNCHRONIZE || h.opcode == RGPU_OP_MEMCPY_DTOH_ASYNC) &&
-                           h.flags == 0 && h.bulk_len == 0 && !io->capture_possible) {
-                    /* Both only read: when one fails, or kernel output must go first, Python runs it again
-                     * and answers as it always has (the same status: an error of a synchronize or a copy
-                     * is the context's, sticky, or the arguments', the same again). */
+                } else {
+                    /* A blocking call the lane answers whole (a NOP, a synchronize, a copy back), or Python's.
+                     * None of them writes anything: when one fails, or kernel output must go first, Python runs
+                     * it again and answers as it always has (the same status: an error of a synchronize or a
+                     * copy is the context's, sticky, or the arguments', the same again). */
                     size_t bulk_len;
                     const char *what = "";
-                    int code = lane_blocking_call(lane, h.opcode, body + RGPU_HEADER_SIZE, args_len, io->current_ctx,
-                                                  &bulk_len, &what);
-                    if (code || output_waiting(io))
+                    if (h.flags || h.bulk_len ||
+                        lane_blocking_call(lane, h.opcode, body + RGPU_HEADER_SIZE, args_len, io->current_ctx,
+                                           io->capture_possible, &bulk_len, &what) ||
+                        output_waiting(io))
                         HAND_BACK(RGPU_SERVE_PYTHON, start, end);
                     out->frames++;
                     unsigned long long ran = lane_now_ns();
@@ -167,14 +151,14 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                     start += RGPU_PREFIX_SIZE + len;
                     if (send_reply(lane, io, out, &h, bulk_len))
                         HAND_BACK(RGPU_SERVE_FAILED, start, end);
-                    if (h.opcode == RGPU_OP_STREAM_SYNCHRONIZE)
+                    if (h.opcode == RGPU_OP_NOP)
+                        out->nop_replies++;
+                    else if (h.opcode == RGPU_OP_STREAM_SYNCHRONIZE)
                         out->sync_replies++;
                     else
                         out->dtoh_replies++;
                     mark = lane_now_ns();
                     out->reply_ns += mark - ran;
-                } else {
-                    HAND_BACK(RGPU_SERVE_PYTHON, start, end);
                 }
                 if (out->frames >= io->max_frames)
                     HAND_BACK(RGPU_SERVE_LIMIT, start, end);

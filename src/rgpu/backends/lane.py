@@ -94,7 +94,7 @@ def libcuda_driver():
 
 
 # rgpu_lane_serve's outcomes (lane.h).
-SERVE_IDLE, SERVE_PYTHON, SERVE_BATCH_STOPPED, SERVE_REPLY, SERVE_LIMIT, SERVE_FAILED = range(6)
+SERVE_IDLE, SERVE_PYTHON, SERVE_BATCH_STOPPED, SERVE_LIMIT, SERVE_FAILED = range(5)
 
 
 @attrs.frozen(slots=True)

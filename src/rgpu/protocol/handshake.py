@@ -155,13 +155,16 @@ class RecordProtector:
         self._pool = BufferPool()
         self.reuse_opened = False
 
-    def seal(self, parts: list) -> list:
-        """Turn an encoded frame (length prefix + body buffers) into one protected record."""
+    def _take_send_counter(self) -> int:
         counter = self._send_counter
         if counter >= _COUNTER_LIMIT:
             raise ProtocolError("record counter exhausted; reconnect")
         self._send_counter = counter + 1
-        nonce = _NONCE.pack(counter)
+        return counter
+
+    def seal(self, parts: list) -> list:
+        """Turn an encoded frame (length prefix + body buffers) into one protected record."""
+        nonce = _NONCE.pack(self._take_send_counter())
         size = sum(len(p) for p in parts) - LENGTH.size
         aad = LENGTH.pack(size + TAG_SIZE)
         if size < POOLED_RECORD:  # a frame without bulk is encoded as one buffer: no join
@@ -169,8 +172,7 @@ class RecordProtector:
             return [aad, self._send.encrypt(nonce, plaintext, aad)]
         plaintext = self._pool.get("seal-in", size)
         pos = 0
-        for i, part in enumerate(parts):
-            part = memoryview(part).cast("B")[LENGTH.size if i == 0 else 0 :]
+        for part in _bodies(parts):
             plaintext[pos : pos + len(part)] = part
             pos += len(part)
         sealed = self._pool.get("seal-out", size + TAG_SIZE)
@@ -185,19 +187,14 @@ class RecordProtector:
         if self._send_aes is None or size < POOLED_RECORD:
             yield self.seal(parts)
             return
-        counter = self._send_counter
-        if counter >= _COUNTER_LIMIT:
-            raise ProtocolError("record counter exhausted; reconnect")
-        self._send_counter = counter + 1
         aad = LENGTH.pack(size + TAG_SIZE)
-        sealer = _BlockCipher(self._send_aes, modes.GCM(_NONCE.pack(counter))).encryptor()
+        sealer = _BlockCipher(self._send_aes, modes.GCM(_NONCE.pack(self._take_send_counter()))).encryptor()
         sealer.authenticate_additional_data(aad)
         # update_into wants room for a block beyond its input, though GCM writes exactly what it is given.
         out = self._pool.get("seal-piece", SEAL_PIECE + 16)
         out[: LENGTH.size] = aad
         used = LENGTH.size
-        for i, part in enumerate(parts):
-            view = memoryview(part).cast("B")[LENGTH.size if i == 0 else 0 :]
+        for view in _bodies(parts):
             while view:
                 if used == SEAL_PIECE:
                     yield [out[:used]]
@@ -244,7 +241,7 @@ class RecordProtector:
             opener.finalize()
         except InvalidTag:
             sink[:] = bytes(len(sink))  # unauthenticated bytes must not reach the caller
-            raise ProtocolError("frame failed authentication (tampered, replayed or wrong key)") from None
+            raise _tampered() from None
         return SplitRecord(head[:HEADER_SIZE] + args[:args_len], sink)
 
     def open(self, record: bytes | memoryview) -> bytes | memoryview:
@@ -260,7 +257,17 @@ class RecordProtector:
                 return plaintext
             return self._recv.decrypt(nonce, record, aad)
         except InvalidTag:
-            raise ProtocolError("frame failed authentication (tampered, replayed or wrong key)") from None
+            raise _tampered() from None
+
+
+def _bodies(parts: list):
+    """An encoded frame's buffers without its length prefix (the first buffer's first bytes), as byte views."""
+    for i, part in enumerate(parts):
+        yield memoryview(part).cast("B")[LENGTH.size if i == 0 else 0 :]
+
+
+def _tampered() -> ProtocolError:
+    return ProtocolError("frame failed authentication (tampered, replayed or wrong key)")
 
 
 def check_psk(psk: bytes) -> bytes:

@@ -1,8 +1,8 @@
 """The session's request loop in C for what the fast lane serves whole (native/src/lane/serve.c): BATCH frames
-whose records the lane runs, NOPs, blocking stream synchronizes and small device-to-host copies. The worker's blocking loop (worker.py) hands it the socket between frames
-whenever Python holds no received bytes and no deferred error; what it hands back -- the bytes it did not serve,
-a batch the lane stopped in, a reply that must follow kernel output -- lands here in the same state Python's own
-loop would have left, and its counts in the session's counters.
+whose records the lane runs, NOPs, blocking stream synchronizes and small device-to-host copies. The worker's
+blocking loop (worker.py) hands it the socket, and the bytes its decoder holds, between frames whenever no
+deferred error waits for a reply; what it hands back -- the bytes it did not serve, a batch the lane stopped
+in -- lands here in the state Python's own loop would have left, and its counts in the session's counters.
 
 Only for plain sessions: with record protection, injected round-trip time or RGPU_TRACE_OPS every frame takes
 Python's path, as does everything under RGPU_NATIVE_LOOP=0 (a benchmarking aid, like RGPU_LANE=0)."""
@@ -16,7 +16,7 @@ import time
 from rgpu.backends import lane as lanes
 from rgpu.dispatch import dispatcher
 from rgpu.protocol import ops
-from rgpu.protocol.frames import FLAG_DEFERRED_ERROR, FLAG_REPLY, HEADER, PREFIX_SIZE, Frame
+from rgpu.protocol.frames import HEADER, PREFIX_SIZE
 from rgpu.serving.output import KernelOutput
 from rgpu.session.state import Session
 from rgpu.transport import SPIN_YIELD, SocketFrameStream
@@ -38,7 +38,6 @@ class NativeLoop:
         ffi = lanes.ffi()
         self._session = session
         self._io = io
-        self._output = output
         self._buf = bytearray(BUFFER_BYTES)
         self._args = ffi.new("rgpu_lane_serve_io *")
         a = self._args
@@ -98,21 +97,12 @@ class NativeLoop:
             return False
         if outcome == lanes.SERVE_FAILED:
             raise OSError(out.error, f"sending a reply: {os.strerror(out.error)}")
-        started = time.perf_counter_ns()
         if outcome == lanes.SERVE_BATCH_STOPPED:
+            started = time.perf_counter_ns()
             frame = memoryview(self._buf)[out.frame_at : out.frame_at + out.frame_len]
             _op, _flags, _rid, _st, _def, bulk_len = HEADER.unpack_from(frame, PREFIX_SIZE)
-            stop = lanes.stop_from(out.stop)
-            dispatcher.resume_batch(session, frame[len(frame) - bulk_len :], stop)
+            dispatcher.resume_batch(session, frame[len(frame) - bulk_len :], lanes.stop_from(out.stop))
             loop_ns[1] += time.perf_counter_ns() - started
-        elif outcome == lanes.SERVE_REPLY:  # a NOP ran; kernel output goes first
-            deferred = session.take_deferred_error()
-            flags = FLAG_REPLY | FLAG_DEFERRED_ERROR if deferred else FLAG_REPLY
-            reply = Frame(out.reply_opcode, out.reply_request_id, flags, 0, deferred)
-            session.replies_sent += 1
-            session.replies_by_op[reply.opcode] = session.replies_by_op.get(reply.opcode, 0) + 1
-            io.send_frames([*self._output.frames(), reply] if self._output is not None else [reply])
-            loop_ns[2] += time.perf_counter_ns() - started
         return True
 
     def _count(self, out) -> None:

@@ -51,8 +51,7 @@ class KernelOutput:
 
     def __init__(self, read_fd: int, saved_stdout: int, *, max_pending: int = MAX_PENDING, max_chunk: int,
                  session_log: logging.Logger | logging.LoggerAdapter = log, target_fd: int = 1):
-        self._fd = read_fd
-        self.read_fd = read_fd  # (the C request loop polls it: output there must go before a reply)
+        self.read_fd = read_fd  # (the C request loop polls it too: output there must go before a reply)
         # Nonzero while output may be in here rather than in the pipe: set before the reader empties the pipe,
         # cleared when everything was taken, both under the lock; the C request loop (native_loop.py) reads it
         # to leave a reply to Python while output waits.
@@ -104,7 +103,7 @@ class KernelOutput:
     def _read_locked(self) -> None:
         while not self._eof:
             try:
-                data = os.read(self._fd, _READ)
+                data = os.read(self.read_fd, _READ)
             except BlockingIOError:
                 return
             except OSError:  # closed under us: the session is over
@@ -154,7 +153,7 @@ class KernelOutput:
         self._thread.join(timeout=5)
         rest = self.take()
         with self._lock:
-            os.close(self._fd)
+            os.close(self.read_fd)
             self._eof = True
         try:
             while rest:
