@@ -4,7 +4,8 @@
 # $OUT/check-<sections>.tgz (the device tool returns few files: one archive). Carry .whl .hdr .llama
 # (tools/gpu_carry.sh). All of it takes more than one call may (10 minutes): two calls on the same warm machine,
 #   bash bench/gpu_check.sh programs loop        (llama.cpp builds meanwhile, for the second call)
-#   bash bench/gpu_check.sh workloads llama
+#   bash bench/gpu_check.sh llama workloads      (llama-bench, completions and what one repetition asks; clientprof:
+#                                                 where the program's own time goes, RGPU_CLIENT_PROFILE)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -22,26 +23,33 @@ mkdir -p /tmp/cu12 && python3 -c "import sys,zstandard; zstandard.ZstdDecompress
 git log --oneline -1 > "$OUT/commit.txt" 2>/dev/null
 build=
 if [[ " $sections " == *" programs "* ]]; then
-  # llama.cpp builds (16 cores, ~270 s) while the CUDA programs run through rgpu; a later call finds it built.
-  (timeout 280 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1; echo "rc=$?" >> "$OUT/llama_build.log") &
+  # llama.cpp builds (16 cores, ~270 s alone) while the CUDA programs run through rgpu; the loop section waits for
+  # it (a build beside it would swamp its timings), and a later call finds it built.
+  (timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1; echo "rc=$?" >> "$OUT/llama_build.log") &
   build=$!
   (timeout 200 bash tests/cuda/run_on_gpu.sh > "$OUT/cuda_programs.txt" 2>&1; echo "rc=$?" >> "$OUT/cuda_programs.txt")
   grep -E "identical on all|launch rate|^rc=" "$OUT/cuda_programs.txt" | tail -3
 fi
+[ -n "$build" ] && { wait $build; tail -2 "$OUT/llama_build.log"; }
 if [[ " $sections " == *" loop "* ]]; then  # the C loop against Python's, alternating
   [ -e /tmp/rgpu-shims/libcuda.so.1 ] || python3 -m rgpu.cli build-shims --out /tmp/rgpu-shims > /dev/null
   nvcc -cudart shared -o /tmp/token_loop bench/token_loop.cu
   for round in 1 2; do
     for nl in 1 0; do
-      RGPU_NATIVE_LOOP=$nl timeout 90 python3 bench/rpc_bench.py --backend $BACKEND --calls 5000 --launches 20000 \
-        --sizes 4K,1M > "$OUT/rpc_nl${nl}_r$round.txt" 2>&1
+      # the Python client's null call against the C echo floor, then the C stand-ins' (cuMemGetInfo) beside it
+      RGPU_NATIVE_LOOP=$nl timeout 120 python3 bench/rpc_bench.py --backend $BACKEND --calls 5000 --launches 20000 \
+        --sizes 4K,1M --with-shim > "$OUT/rpc_nl${nl}_r$round.txt" 2>&1
       RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
         --exe /tmp/token_loop --rounds 1 > "$OUT/token_nl${nl}_r$round.txt" 2>&1
+      # prompt-shaped (512 KiB of input per step, as llama.cpp's pp128 on the small model), and 64 MiB steps
+      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
+        --exe /tmp/token_loop --rounds 1 --tokens 300 --prompt-bytes 524288 > "$OUT/prompt_nl${nl}_r$round.txt" 2>&1
+      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
+        --exe /tmp/token_loop --rounds 1 --tokens 10 --prompt-bytes 67108864 > "$OUT/bulk_nl${nl}_r$round.txt" 2>&1
     done
   done
-  grep -H "null call p50 vs C" "$OUT"/rpc_nl*; grep -H "us per token" "$OUT"/token_nl*
+  grep -H "null call p50 vs C\|^rgpu batched " "$OUT"/rpc_nl*; grep -H "us per token" "$OUT"/token_nl* "$OUT"/prompt_nl* "$OUT"/bulk_nl*
 fi
-[ -n "$build" ] && { wait $build; tail -2 "$OUT/llama_build.log"; }
 if [[ " $sections " == *" workloads "* ]]; then
   timeout 150 python3 bench/workloads.py --only resnet18_b1,resnet18_b32,gpt_small_train --steps 20 --rtt-us 0 \
     > "$OUT/workloads.txt" 2>&1; tail -8 "$OUT/workloads.txt"
@@ -51,6 +59,9 @@ if [[ " $sections " == *" llama "* ]]; then
   LLAMA_BENCH_ROUNDS=1 LLAMA_BENCH_MODELS="small-q8_0" timeout 150 bash bench/llama/run_llama.sh native rgpu bench \
     > "$OUT/llama.txt" 2>&1
   grep -E "IDENTICAL|DIFFERENT" "$OUT/llama.txt" | awk '{print $1}' | sort | uniq -c; grep -A6 "^median" "$OUT/llama.txt" | head -6
+  timeout 200 bash bench/llama/run_llama.sh perrep > "$OUT/perrep_run.log" 2>&1; grep -E "^==|per repetition|us by op|loop us" "$OUT/perrep.txt"
+fi
+if [[ " $sections " == *" clientprof "* ]]; then
   LLAMA_PROFILE_REPS=200 timeout 100 bash bench/llama/run_llama.sh clientprof > "$OUT/clientprof.txt" 2>&1
   grep -E "rgpu client (stats|profile)" "$OUT/clientprof.txt" | head -6
 fi

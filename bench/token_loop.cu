@@ -4,7 +4,9 @@
 // a token's round trip costs beyond the GPU's own work. Prints tokens, microseconds per token and a checksum
 // of the last logits (identical natively and through rgpu). `token_loop N marks`: prints "MARK start" and
 // "MARK end" around the timed tokens and waits for a line on stdin at each, so that a harness can read the
-// server's counters there (bench/token_loop.py).
+// server's counters there (bench/token_loop.py). With TOKEN_LOOP_PROMPT_BYTES=B set, each step first copies B
+// bytes of fresh input (from pageable memory, as llama.cpp copies a prompt batch's embeddings: 512 KiB for 128
+// tokens of a 1024-wide model), which one more captured kernel reads the end of: a prompt-shaped step.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +43,13 @@ int main(int argc, char **argv)
         if (!std::fgets(line, sizeof line, stdin))
             std::exit(3);
     };
+    const char *prompt = std::getenv("TOKEN_LOOP_PROMPT_BYTES");
+    size_t big_elems = prompt ? std::strtoull(prompt, nullptr, 10) / sizeof(float) : 0;
+    if (big_elems && big_elems < n) {
+        std::printf("TOKEN_LOOP_PROMPT_BYTES must be at least %zu\n", n * sizeof(float));
+        return 2;
+    }
+    float *big_host = big_elems ? (float *)std::calloc(big_elems, sizeof(float)) : nullptr, *big = nullptr;
     static float logits[n], host_in[6][n];
     float *x, *inputs[6];
     cudaStream_t s;
@@ -51,7 +60,11 @@ int main(int argc, char **argv)
     CK(cudaMemsetAsync(x, 0, n * sizeof(float), s));
     for (int k = 0; k < 6; k++)
         CK(cudaMalloc(&inputs[k], sizeof host_in[k]));
+    if (big_elems)
+        CK(cudaMalloc(&big, big_elems * sizeof(float)));
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    if (big_elems)
+        saxpy<<<(n + 255) / 256, 256, 0, s>>>(0.125f, big + big_elems - n, x, n);
     for (int l = 0; l < layers; l++)
         saxpy<<<(n + 255) / 256, 256, 0, s>>>(l % 2 ? 0.5f : -0.25f, inputs[l % 6], x, n);
     CK(cudaStreamEndCapture(s, &graph));
@@ -59,6 +72,13 @@ int main(int argc, char **argv)
     // Every call checked: a failed copy or launch would otherwise only show as a later, faster token.
     auto run = [&](int t) -> cudaError_t {
         cudaError_t e = cudaSuccess;
+        if (big_elems) { // (a sparse change over the whole, the end read by the graph: stale bytes would show)
+            for (size_t j = 0; j < big_elems; j += 1021)
+                big_host[j] = (float)((t * 17 + j) % 97);
+            for (size_t j = big_elems - n; j < big_elems; j++)
+                big_host[j] = (float)((t * 13 + j) % 89) / 32.0f;
+            e = cudaMemcpyAsync(big, big_host, big_elems * sizeof(float), cudaMemcpyHostToDevice, s);
+        }
         for (int k = 0; k < 6; k++) {
             for (int j = 0; j < n; j++)
                 host_in[k][j] = (float)((t * 31 + k * 7 + j) % 101) / 64.0f;

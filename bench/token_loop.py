@@ -104,6 +104,8 @@ def main() -> int:
     ap.add_argument("--server-args", default="", help="more rgpu-server options")
     ap.add_argument("--shims", help="built stand-ins to use (default: build them into a temporary folder)")
     ap.add_argument("--exe", help="token_loop built already (default: build it with nvcc)")
+    ap.add_argument("--prompt-bytes", type=int, default=0,
+                    help="a prompt-shaped step: this many bytes of fresh input copied first (TOKEN_LOOP_PROMPT_BYTES)")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,6 +122,10 @@ def main() -> int:
             if native_runtime_dir():
                 native_env["LD_LIBRARY_PATH"] = native_runtime_dir()
         rgpu_env = shims.environment(shim_dir)
+        if args.prompt_bytes:
+            for env in (rgpu_env, native_env):
+                if env is not None:
+                    env["TOKEN_LOOP_PROMPT_BYTES"] = str(args.prompt_bytes)
         server_args = ["--log-level", "warning", *args.server_args.split()]
         psk_file = None
         if args.spin_us is not None:
@@ -146,6 +152,7 @@ def main() -> int:
                     same = same and native_sum == rgpu_sum
     rgpu_med = statistics.median(rgpu_us)
     print(f"token_loop, {args.rounds} rounds, {args.tokens} tokens per run{' with a PSK' if args.psk else ''}"
+          f"{f', {args.prompt_bytes} bytes of prompt input per step' if args.prompt_bytes else ''}"
           f"{f', spin {args.spin_us:g} us' if args.spin_us is not None else ''} "
           f"(medians; every round: rgpu {', '.join(f'{x:.1f}' for x in rgpu_us)} us)")
     if native_us:

@@ -288,10 +288,17 @@ def test_take_raw_gives_back_the_bytes_as_they_came_and_empties_the_decoder(payl
     assert dec.take_raw(1 << 20) == b""
 
 
-def test_take_raw_takes_nothing_while_a_large_record_lands_or_beyond_its_limit():
+def test_take_raw_gives_a_landing_large_record_s_head_and_takes_nothing_beyond_its_limit():
+    """A large record landing in memory of its own is handed over as far as it came (the C loop receives the
+    rest of a copy itself); a complete one, or more than `limit`, stays."""
     dec = RecordDecoder(scratch_size=4096)
-    dec.feed(struct.pack("<I", 10_000) + bytes(100))  # too big for scratch: it lands in memory of its own
-    assert dec.take_raw(1 << 20) is None and dec.has_partial_record
+    head = struct.pack("<I", 10_000) + bytes(range(100))
+    dec.feed(head)  # too big for scratch: it lands in memory of its own
+    assert dec.has_partial_record and dec.take_raw(50) is None and dec.has_partial_record
+    assert dec.take_raw(1 << 20) == head and not dec.has_buffered_data
+    dec.feed(head)
+    dec.feed(bytes(9_900))
+    assert dec.take_raw(1 << 20) is None and len(dec.next_record()) == 10_000
     small = RecordDecoder()
     small.feed(struct.pack("<I", 50) + bytes(50))
     assert small.take_raw(20) is None and small.next_record() == bytes(50)

@@ -28,6 +28,8 @@ from rgpu.transport import SocketFrameStream
 from .test_lane_differential import MAX_RECORD, Side, encode, records
 
 BIG = native_loop.BUFFER_BYTES + 4096
+BIG_ALLOC = 640 << 10  # the device buffer large host-to-device copies go to (allocated on first use)
+_copy_sizes = [1, 1000, 70 << 10, 200 << 10, native_loop.BUFFER_BYTES + 5000, 600 << 10]
 
 frames = st.one_of(
     st.tuples(st.just("batch"), st.lists(records, min_size=1, max_size=8)),
@@ -37,7 +39,23 @@ frames = st.one_of(
     st.tuples(st.just("dtoh"), st.integers(0, 2), st.sampled_from([4, 64, 256, 300])),
     st.tuples(st.just("dtoh_async"), st.integers(0, 5), st.sampled_from([0, 4, 64, 256, 300]), st.sampled_from([0, 1, 2])),
     st.tuples(st.just("big_nop")),
+    st.tuples(st.just("info"), st.sampled_from(["", "args"])),
+    # a host-to-device copy as a frame of its own (as the C stand-ins send those over 64 KiB): at the start, at
+    # the very end, or running past the end of the buffer; on the NULL, a good or a foreign stream
+    st.tuples(st.just("htod"), st.sampled_from(_copy_sizes), st.sampled_from(["start", "end", "past"]),
+              st.sampled_from([0, 1, 1, 2]), st.integers(0, 255)),
+    st.tuples(st.just("read_big")),
 )
+
+
+def big_buffer(side: Side) -> int:
+    if not hasattr(side, "big"):
+        side.big = side.call(ops.MEM_ALLOC, BIG_ALLOC).dptr
+    return side.big
+
+
+def pattern(size: int, seed: int) -> bytes:
+    return (bytes(range(seed, 256)) + bytes(range(seed))) * (size // 256 + 1)
 
 
 def frame_for(side: Side, item, request_id: int) -> bytes:
@@ -59,6 +77,17 @@ def frame_for(side: Side, item, request_id: int) -> bytes:
         buf, size, stream = a
         return frame_bytes(Frame(ops.MEMCPY_DTOH_ASYNC.code, request_id, args=ops.MEMCPY_DTOH_ASYNC.pack_request(
             side.pointer(buf, 0), size, side.stream(stream))))
+    if kind == "info":
+        return frame_bytes(Frame(ops.MEM_GET_INFO.code, request_id, args=b"x" if a[0] == "args" else b""))
+    if kind == "htod":
+        size, where, stream, seed = a
+        offset = {"start": 0, "end": BIG_ALLOC - size, "past": BIG_ALLOC - size + 8}[where]
+        return frame_bytes(Frame(ops.MEMCPY_HTOD_ASYNC.code, request_id, FLAG_NO_REPLY,
+                                 args=ops.MEMCPY_HTOD_ASYNC.pack_request(big_buffer(side) + offset, side.stream(stream)),
+                                 bulk=pattern(size, seed)[:size]))
+    if kind == "read_big":  # what the copies left in device memory, in a reply
+        return frame_bytes(Frame(ops.MEMCPY_DTOH.code, request_id,
+                                 args=ops.MEMCPY_DTOH.pack_request(big_buffer(side), BIG_ALLOC)))
     return frame_bytes(Frame(ops.NOP.code, request_id, bulk=bytes(BIG)))  # beyond the C loop's buffer
 
 
@@ -149,7 +178,7 @@ def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
     record = ("memset8", 0, 0, 16, 1, 7)
     frames_in = [("batch", [record])]  # (binds the stream for the lane: Python runs the memset)
     frames_in += [("sync", 1), ("batch", [record, record]), ("nop",), ("nop",), ("batch", [record]),
-                  ("dtoh_async", 0, 16, 1), ("dtoh", 0, 16)]
+                  ("dtoh_async", 0, 16, 1), ("dtoh", 0, 16), ("info", ""), ("info", "")]
     stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(frames_in))
     calls, before = [], side.s.frames_received
     real_next_action = worker.next_action
@@ -159,12 +188,74 @@ def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
     # Python's loop saw the synchronous copy (no stream: Python's) and the goodbye; the C loop the rest (the first
     # batch it handed back at its first record, on a stream not yet bound for the lane: Python ran it on, outside
     # that loop).
-    assert calls == [ops.MEMCPY_DTOH.code, ops.GOODBYE.code], calls
+    # The first cuMemGetInfo too, which binds the context's NULL stream for the lane; C answers the second.
+    assert calls == [ops.MEMCPY_DTOH.code, ops.MEM_GET_INFO.code, ops.GOODBYE.code], calls
     assert got.count(b"\7" * 16) == 2
     by_op = side.s.replies_by_op
     assert by_op[ops.NOP.code] == 2 and by_op[ops.STREAM_SYNCHRONIZE.code] == 1 and by_op[ops.MEMCPY_DTOH_ASYNC.code] == 1
+    assert by_op[ops.MEM_GET_INFO.code] == 2
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    infos = [ops.MEM_GET_INFO.decode_reply(f.args) for f in iter(conn.next_frame, None) if f.opcode == ops.MEM_GET_INFO.code]
+    assert len(infos) == 2 and infos[0] == infos[1] and infos[0].total > infos[0].free > 0, infos
     assert side.s.frames_received == before + len(frames_in) + 1
     side.s.release_all()
+
+
+def test_a_session_with_a_memory_quota_gets_its_quota_from_python(monkeypatch):
+    """cuMemGetInfo under a quota says what the session may still take, which only Python knows: the C loop
+    leaves it there, however often it comes."""
+    side = Side(True)
+    side.s.memory.limit = side.s.memory.allocated + 1000
+    plan = [("batch", [("memset8", 0, 0, 16, 0, 7)])] + [("info", "")] * 3  # (binds the NULL stream for the lane)
+    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
+    try:
+        got, why = serve(side, stream, [], [], True, monkeypatch)
+    finally:
+        side.s.release_all()
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    infos = [ops.MEM_GET_INFO.decode_reply(f.args) for f in iter(conn.next_frame, None) if f.opcode == ops.MEM_GET_INFO.code]
+    assert [(i.free, i.total) for i in infos] == [(1000, side.s.memory.limit)] * 3, infos
+
+
+def test_the_c_loop_receives_copies_straight_into_the_ring(monkeypatch):
+    """Host-to-device copies sent as frames of their own go from the socket into the stream's ring in C, however
+    they arrive; one the client pauses in for longer than the loop polls goes on in Python from where C left it
+    (a frame for the rest, of the same request), and the device holds every byte where it belongs."""
+    side = Side(True)
+    record = ("memset8", 0, 0, 16, 1, 7)
+    plan = [("batch", [record]),  # (Python runs it, binding the stream for the lane)
+            ("htod", 600 << 10, "start", 1, 3), ("htod", 200 << 10, "end", 1, 9), ("htod", 1000, "start", 1, 5),
+            ("htod", 70 << 10, "past", 1, 1), ("read_big",)]
+    pieces = [frame_for(side, f, i + 1) for i, f in enumerate(plan)]
+    stream = b"".join(pieces) + frame_bytes(Frame(ops.GOODBYE.code, 99))
+    middle_of_second = sum(map(len, pieces[:2])) + len(pieces[2]) // 2
+    seen = []
+    real_next_action = worker.next_action
+    monkeypatch.setattr(worker, "next_action", lambda s, f, m: seen.append(f and (f.opcode, f.request_id, len(f.bulk)))
+                        or real_next_action(s, f, m))
+    try:
+        got, why = serve(side, stream, [middle_of_second], [True], True, monkeypatch)
+    finally:
+        side.s.release_all()
+    assert why == "closed by GOODBYE"
+    # Python's loop saw the rest of the copy the client paused in (a part of it: C had queued what came before
+    # the pause), the copy outside the buffer (refused there, as ever), the read and the goodbye. (The batch
+    # stopped in C at its first record, on a stream not yet bound, and Python ran it on outside that loop.)
+    assert [op for op, *_ in seen] == [ops.MEMCPY_HTOD_ASYNC.code, ops.MEMCPY_HTOD_ASYNC.code, ops.MEMCPY_DTOH.code,
+                                       ops.GOODBYE.code], seen
+    assert seen[0][1] == 3 and 0 < seen[0][2] < 200 << 10, seen
+    assert seen[1][1:] == (5, 70 << 10), seen
+    assert side.failures == [(1, "MEMCPY_HTOD_ASYNC", 5)], side.failures  # INVALID_VALUE: outside the buffer
+    expected = bytearray(BIG_ALLOC)
+    expected[: 600 << 10] = pattern(600 << 10, 3)[: 600 << 10]
+    expected[BIG_ALLOC - (200 << 10):] = pattern(200 << 10, 9)[: 200 << 10]
+    expected[:1000] = pattern(1000, 5)[:1000]
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    replies = list(iter(conn.next_frame, None))
+    assert bytes(replies[0].bulk) == bytes(expected)
 
 
 def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, tmp_path):
@@ -198,10 +289,12 @@ def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, 
 
 def test_a_blocking_call_that_fails_in_the_c_loop_is_answered_as_python_answers_it(monkeypatch):
     """A kernel fault leaves the context broken: the next synchronize and copy back on a stream bound for the
-    lane fail in the C loop, which leaves them to Python (it runs them again): the same error replies."""
+    lane fail in the C loop, which leaves them to Python (it runs them again): the same error replies. A copy to
+    the device fails there too, and goes back to Python whole: the same error, reported at the next reply."""
     record = ("memset8", 0, 0, 16, 1, 7)
     fault = ("launch", True, 1, 0, 10 * BIG, 8, 0, True)  # a pointer far outside: the fake kernel faults
-    plan = [("batch", [record]), ("sync", 1), ("batch", [fault]), ("sync", 1), ("dtoh_async", 0, 16, 1), ("nop",)]
+    plan = [("batch", [record]), ("sync", 1), ("batch", [fault]), ("sync", 1), ("dtoh_async", 0, 16, 1),
+            ("htod", 200 << 10, "start", 1, 2), ("nop",)]
     sides, results = [Side(True), Side(True)], []
     try:
         for side, native in zip(sides, (True, False)):

@@ -148,30 +148,34 @@ if "wall_s" in b:
     print(f"worker us per token in those operations: {sum(us.values()):.1f}; frames per token {(b['frames'] - a['frames']) / 64:.2f}")
 PY
       ;;
-    perrep)  # what one llama-bench repetition asks of the server (small-q8_0): two sessions of 2 and 7 repetitions
-      # per test, the difference over 5; the server's counters by operation, and the client's wait for replies
+    perrep)  # what one llama-bench repetition asks of the server (small-q8_0): two sessions of 5 and 25 repetitions
+      # per test, the difference over 20 (start-up costs vary by milliseconds between sessions, so only operations
+      # a repetition makes count); the server's counters by operation, and the client's wait for replies
       shims; RGPU_SERVER_ARGS="--stats-file $W/perrep.jsonl" start_server perrep; through_rgpu; rm -f $W/perrep.jsonl
       for t in "-p 128 -n 0 -fa 0" "-p 128 -n 0 -fa 1" "-p 0 -n 32 -fa 1"; do
-        for r in 2 7; do
+        for r in 5 25; do
           RGPU_CLIENT_STATS=1 timeout 120 $RUN $BIN/llama-bench -m $MODELS/small-q8_0.gguf $t -r $r -o json \
             > "$OUT/perrep_$r.json" 2>"$OUT/perrep_stderr_$r.log"; echo "$t -r $r: rc=$?"
           grep -h "rgpu client stats" "$OUT/perrep_stderr_$r.log" >> $W/perrep_client.txt
           sleep 1
         done
-        python3 - "$W/perrep.jsonl" "$W/perrep_client.txt" "$OUT/perrep_7.json" "$t" <<'PY' | tee -a "$OUT/perrep.txt"
+        python3 - "$W/perrep.jsonl" "$W/perrep_client.txt" "$OUT/perrep_25.json" "$t" <<'PY' | tee -a "$OUT/perrep.txt"
 import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][-2:]
 a, b = sorted(rows, key=lambda r: r["calls"])
 waits = [float(x) for x in re.findall(r"([\d.]+) s waiting", open(sys.argv[2]).read())][-2:]
 bench = json.load(open(sys.argv[3]))[0]
-d = lambda key: {k: (b[key].get(k, 0) - a[key].get(k, 0)) / 5 for k in b[key]}
+R = 20
+d = lambda key: {k: (b[key].get(k, 0) - a[key].get(k, 0)) / R for k in b[key]}
+calls = d("calls_by_op")
 print(f"== {sys.argv[4]}: {bench['avg_ns'] / 1e3:.0f} us per repetition through rgpu (llama-bench avg)")
 print("  per repetition: frames %.1f, calls %.1f, blocking %.1f, worker wait for the client %.0f us, client wait for replies %.0f us"
-      % ((b["frames"] - a["frames"]) / 5, (b["calls"] - a["calls"]) / 5, (b["blocking"] - a["blocking"]) / 5,
-         (b["wait_s"] - a["wait_s"]) / 5 * 1e6, (waits[1] - waits[0]) / 5 * 1e6 if len(waits) == 2 else float("nan")))
+      % ((b["frames"] - a["frames"]) / R, (b["calls"] - a["calls"]) / R, (b["blocking"] - a["blocking"]) / R,
+         (b["wait_s"] - a["wait_s"]) / R * 1e6, (waits[1] - waits[0]) / R * 1e6 if len(waits) == 2 else float("nan")))
 print("  blocking by op:", {k: round(v, 1) for k, v in sorted(d("blocking_by_op").items(), key=lambda x: -x[1]) if v >= 0.1})
-print("  calls by op:", {k: round(v, 1) for k, v in sorted(d("calls_by_op").items(), key=lambda x: -x[1]) if v >= 0.5})
-print("  worker us by op:", {k: round(v * 1e6) for k, v in sorted(d("seconds_by_op").items(), key=lambda x: -x[1]) if v * 1e6 >= 5})
+print("  calls by op:", {k: round(v, 1) for k, v in sorted(calls.items(), key=lambda x: -x[1]) if v >= 0.5})
+print("  worker us by op:", {k: round(v * 1e6) for k, v in sorted(d("seconds_by_op").items(), key=lambda x: -x[1])
+                             if calls.get(k, 0) >= 0.5})
 print("  worker loop us (receive incl. waiting, run, reply):", {k: round(v * 1e6) for k, v in d("loop_s").items()})
 PY
       done

@@ -205,6 +205,22 @@ def _c_pack(op: ops.Op) -> list[str]:
     return lines + ["}"]
 
 
+# Replies C builds (the worker's request loop, native/src/lane): a pack function for their arguments too.
+_C_PACKED_REPLIES = ("MEM_GET_INFO",)
+
+
+def _c_pack_reply(op: ops.Op) -> list[str]:
+    low = op.name.lower()
+    lines = [f"static inline void rgpu_pack_{low}_rep(uint8_t out[RGPU_{op.name}_REP_SIZE], "
+             f"const struct rgpu_{low}_rep *m)", "{"]
+    for f in op.reply_fields:
+        if f.type.startswith("b"):
+            lines.append(f"    memcpy(out + {f.offset}, m->{f.name}, {f.size});")
+        else:
+            lines.append(f"    rgpu_put_{_C_PUT[f.type]}(out + {f.offset}, m->{f.name});")
+    return lines + ["}"]
+
+
 def _c_unpack(op: ops.Op, which: str) -> list[str]:
     """A bounds-checked decoder: -1 unless exactly the fixed size arrived."""
     low = op.name.lower()
@@ -258,6 +274,8 @@ def ops_header() -> str:
             lines += _c_pack(op) + _c_unpack(op, "req")
         if op.reply_fields:
             lines += _c_unpack(op, "rep")
+            if op.name in _C_PACKED_REPLIES:
+                lines += _c_pack_reply(op)
         if op.reply_items:
             lines += _c_items(op)
         lines.append("")

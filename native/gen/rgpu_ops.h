@@ -639,6 +639,11 @@ static inline int rgpu_unpack_mem_get_info(const uint8_t *in, size_t len, struct
     m->total = (uint64_t)rgpu_get_u64(in + 8);
     return 0;
 }
+static inline void rgpu_pack_mem_get_info_rep(uint8_t out[RGPU_MEM_GET_INFO_REP_SIZE], const struct rgpu_mem_get_info_rep *m)
+{
+    rgpu_put_u64(out + 0, m->free);
+    rgpu_put_u64(out + 8, m->total);
+}
 
 /* MEMCPY_HTOD: cuMemcpyHtoD(dst) [deferrable, context] */
 #define RGPU_OP_MEMCPY_HTOD 0x0043

@@ -28,12 +28,12 @@ struct binding {
 
 enum {
     COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNT_NOP,
-    COUNT_DTOH, COUNTS
+    COUNT_DTOH, COUNT_INFO, COUNTS
 };
 static const unsigned count_opcode[COUNTS] = {
     RGPU_OP_LAUNCH_KERNEL,    RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
     RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP,
-    RGPU_OP_MEMCPY_DTOH_ASYNC};
+    RGPU_OP_MEMCPY_DTOH_ASYNC, RGPU_OP_MEM_GET_INFO};
 
 /* The launch attributes whose value is plain data (ops.PLAIN_LAUNCH_ATTRIBUTES): passed on as they are. Any
  * other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
@@ -261,19 +261,36 @@ static struct binding *stream_binding(rgpu_lane *lane, uint64_t stream, uint64_t
     return find(lane, STREAM, stream, stream ? 0 : current_ctx);
 }
 
+rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, const uint8_t *args, size_t args_len, size_t n, int one_slot,
+                               uint64_t current_ctx, int capture_possible, unsigned long long *dst, uintptr_t *stream, int *code,
+                               const char **what)
+{
+    struct rgpu_memcpy_htod_async_req m;
+    *code = -1;
+    if (capture_possible || rgpu_unpack_memcpy_htod_async_req(args, args_len, &m))
+        return NULL;
+    struct binding *e = stream_binding(lane, m.stream, current_ctx);
+    if (!e || !e->ring || (one_slot && n > e->ring->slot_bytes) || !owned(lane, m.dst, n))
+        return NULL;
+    if ((*code = set_current(lane, e->ctx, what)))
+        return NULL;
+    *dst = m.dst, *stream = e->stream;
+    return e->ring;
+}
+
+const rgpu_lane_driver *lane_driver(const rgpu_lane *lane) { return &lane->d; }
+
 static int htod(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
                 uint64_t current_ctx, int capture_possible, const char **what)
 {
-    struct rgpu_memcpy_htod_async_req m;
-    if (capture_possible || rgpu_unpack_memcpy_htod_async_req(args, args_len, &m))
-        return -1;
-    struct binding *e = stream_binding(lane, m.stream, current_ctx);
-    if (!e || !e->ring || bulk_len > e->ring->slot_bytes || !owned(lane, m.dst, bulk_len))
-        return -1;
-    int code = set_current(lane, e->ctx, what);
-    if (code)
+    unsigned long long dst;
+    uintptr_t stream;
+    int code;
+    rgpu_lane_ring *ring = lane_htod_ring(lane, args, args_len, bulk_len, 1, current_ctx, capture_possible, &dst,
+                                          &stream, &code, what);
+    if (!ring)
         return code;
-    return rgpu_lane_ring_copy(&lane->d, e->ring, m.dst, bulk, bulk_len, e->stream, what);
+    return rgpu_lane_ring_copy(&lane->d, ring, dst, bulk, bulk_len, stream, what);
 }
 
 static int memset_async(rgpu_lane *lane, int width, const uint8_t *args, size_t args_len, uint64_t current_ctx,
@@ -432,12 +449,34 @@ static int dtoh(rgpu_lane *lane, const uint8_t *args, size_t args_len, uint64_t 
     return code;
 }
 
-int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, size_t args_len, uint64_t current_ctx,
-                       int capture_possible, size_t *bulk_len, const char **what)
+/* cuMemGetInfo in the current context, which Python has made current for its NULL stream before. */
+static int mem_get_info(rgpu_lane *lane, size_t args_len, uint64_t current_ctx, size_t *reply_args_len,
+                        const char **what)
 {
-    *bulk_len = 0;
+    int code;
+    if (args_len || !lane->d.mem_get_info)
+        return -1;
+    if (!on_stream(lane, 0, current_ctx, &code, what))
+        return code;
+    size_t free_bytes, total_bytes;
+    *what = "cuMemGetInfo";
+    if ((code = lane->d.mem_get_info(&free_bytes, &total_bytes)))
+        return code;
+    rgpu_pack_mem_get_info_rep(lane->reply + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE,
+                               &(struct rgpu_mem_get_info_rep){.free = free_bytes, .total = total_bytes});
+    *reply_args_len = RGPU_MEM_GET_INFO_REP_SIZE;
+    return 0;
+}
+
+int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, size_t args_len, uint64_t current_ctx,
+                       int capture_possible, int memory_limited, size_t *reply_args_len, size_t *bulk_len,
+                       const char **what)
+{
+    *reply_args_len = *bulk_len = 0;
     if (opcode == RGPU_OP_NOP)
         return args_len ? -1 : 0;
+    if (opcode == RGPU_OP_MEM_GET_INFO) /* (a session with a quota answers with what it may still take) */
+        return memory_limited ? -1 : mem_get_info(lane, args_len, current_ctx, reply_args_len, what);
     if (capture_possible) /* what a synchronize or copy does to a capture under way is Python's to report */
         return -1;
     if (opcode == RGPU_OP_STREAM_SYNCHRONIZE)

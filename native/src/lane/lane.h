@@ -38,6 +38,7 @@ typedef struct rgpu_lane_driver {
     int (*launch_kernel_ex)(const rgpu_lane_launch_config *config, uintptr_t f, void **params, void **extra);
     int (*graph_launch)(uintptr_t exec, uintptr_t stream);
     int (*memcpy_dtoh_async)(void *dst, unsigned long long src, size_t n, uintptr_t stream);
+    int (*mem_get_info)(size_t *free, size_t *total);
 } rgpu_lane_driver;
 
 /* A context's page-locked slots for small host-to-device copies, used in turn; a slot's event says when the
@@ -111,10 +112,11 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
 /* Copies out and zeroes the counts (at most `cap`); returns how many. */
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 
-/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, and, on streams bound for the
- * lane while no capture may be under way, stream synchronizes and device-to-host copies of up to 64 KiB. A NOP,
- * synchronize or copy that fails, or that kernel output must precede, is left to the caller whole (it runs it
- * again: none of them writes). The caller has no deferred error to report, gives it the bytes of the stream it
+/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, cuMemGetInfo in a context
+ * whose NULL stream is bound, host-to-device copies sent as frames of their own (streamed through the copy ring),
+ * and, on streams bound for the lane while no capture may be under way, stream synchronizes and device-to-host
+ * copies of up to 64 KiB. A blocking call that fails, or that kernel output must precede, is left to the caller
+ * whole (it runs it again: none of them writes); so is the rest of a copy C could not finish. The caller has no deferred error to report, gives it the bytes of the stream it
  * had received but not taken (`have` of them, at buf), and has brought the lane up to date (bindings,
  * regions). */
 typedef struct rgpu_lane_serve_io {
@@ -130,6 +132,7 @@ typedef struct rgpu_lane_serve_io {
     int output_fd;      /* the kernel-output pipe (non-blocking), or -1 */
     const int *output_held; /* nonzero while kernel output waits in the caller, or NULL */
     unsigned max_frames;    /* hand back after this many frames (the caller's signals and counters) */
+    int memory_limited;     /* the session has a memory quota (cuMemGetInfo's answer is then the caller's) */
 } rgpu_lane_serve_io;
 
 /* Why rgpu_lane_serve handed back. In every case buf[rest_at, rest_end) are received bytes nothing was done with,
@@ -148,7 +151,7 @@ typedef struct rgpu_lane_served {
     int error;
     /* What was done: frames served (a stopped batch counts), replies sent, by operation among them, bytes each
      * way, time polling for bytes; the loop's time receiving (waiting included), running and replying. */
-    unsigned long long frames, replies, nop_replies, sync_replies, dtoh_replies;
+    unsigned long long frames, replies, nop_replies, sync_replies, dtoh_replies, info_replies;
     unsigned long long bytes_in, bytes_out, wait_ns, receive_ns, run_ns, reply_ns;
 } rgpu_lane_served;
 

@@ -19,11 +19,28 @@ void lane_count_call(rgpu_lane *lane, unsigned opcode, unsigned long long ns);
 /* The most a device-to-host copy the lane serves may read. */
 #define LANE_REPLY_BULK (64u << 10)
 
-/* A blocking call serve.c may run (NOP; STREAM_SYNCHRONIZE and MEMCPY_DTOH_ASYNC while no capture may be under
- * way); its reply's bulk lands in lane_reply(lane) after room for a prefix and header, *bulk_len bytes. -1:
- * Python's (nothing was done); else the CUresult (a failure names its call in *what). */
+/* A blocking call serve.c may run (NOP; MEM_GET_INFO unless `memory_limited`; STREAM_SYNCHRONIZE and
+ * MEMCPY_DTOH_ASYNC while no capture may be under way); its reply's arguments (*args_len bytes), then its bulk
+ * (*bulk_len), land in lane_reply(lane) after room for a prefix and header. -1: Python's (nothing was done);
+ * else the CUresult (a failure names its call in *what). */
 int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, size_t args_len, uint64_t current_ctx,
-                       int capture_possible, size_t *bulk_len, const char **what);
+                       int capture_possible, int memory_limited, size_t *reply_args_len, size_t *bulk_len,
+                       const char **what);
 uint8_t *lane_reply(rgpu_lane *lane); /* RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK bytes */
+
+/* The ring a MEMCPY_HTOD_ASYNC of `n` bytes (its arguments `args`) may go through (in one slot, if `one_slot`),
+ * its stream's context made current: the destination and driver stream land in *dst and *stream. NULL with *code -1 when the copy is
+ * Python's (not a copy the lane may make: a capture may be under way, an unbound stream, a range outside the
+ * session's memory); NULL with *code the CUresult when making the context current failed. */
+rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, const uint8_t *args, size_t args_len, size_t n, int one_slot,
+                               uint64_t current_ctx, int capture_possible, unsigned long long *dst, uintptr_t *stream, int *code,
+                               const char **what);
+const rgpu_lane_driver *lane_driver(const rgpu_lane *lane);
+
+/* The ring's next slot (waiting until the GPU has read it), or NULL with the CUresult in *code; then
+ * lane_ring_send queues the copy of its first n bytes to dst and moves on to the next slot. */
+char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **what, int *code);
+int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
+                   uintptr_t stream, const char **what);
 
 #endif

@@ -1,27 +1,34 @@
-/* The copy ring's one copy (lane.h): the slot is reused only once the GPU has read it. */
+/* The copy ring (lane.h): a slot is reused only once the GPU has read it. */
 #include <string.h>
 
 #include "lane.h"
+#include "lane_private.h"
 
-int rgpu_lane_ring_copy(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, const void *src,
-                        size_t n, uintptr_t stream, const char **what)
+char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **what, int *code)
 {
-    int i = r->next, code;
-    if (n > r->slot_bytes || r->slots <= 0 || r->slots > 64) {
-        *what = "copy ring (slot size)";
-        return 1; /* CUDA_ERROR_INVALID_VALUE: a caller's mistake, never the program's */
+    int i = r->next;
+    if (r->slots <= 0 || r->slots > 64) {
+        *what = "copy ring (slot count)";
+        *code = 1; /* CUDA_ERROR_INVALID_VALUE: a caller's mistake, never the program's */
+        return NULL;
     }
-    r->next = (i + 1) % r->slots;
     if (r->pending[i]) {
-        if ((code = d->event_synchronize(r->events[i]))) {
+        if ((*code = d->event_synchronize(r->events[i]))) {
             *what = "cuEventSynchronize (copy ring)";
-            return code;
+            return NULL;
         }
         r->pending[i] = 0;
     }
-    char *slot = r->base + (size_t)i * r->slot_bytes;
-    memcpy(slot, src, n);
-    if ((code = d->memcpy_htod_async(dst, slot, n, stream))) {
+    *code = 0;
+    return r->base + (size_t)i * r->slot_bytes;
+}
+
+int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
+                   uintptr_t stream, const char **what)
+{
+    int i = r->next, code;
+    r->next = (i + 1) % r->slots;
+    if ((code = d->memcpy_htod_async(dst, r->base + (size_t)i * r->slot_bytes, n, stream))) {
         *what = "cuMemcpyHtoDAsync";
         return code;
     }
@@ -33,4 +40,19 @@ int rgpu_lane_ring_copy(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned l
     }
     r->pending[i] = 1;
     return 0;
+}
+
+int rgpu_lane_ring_copy(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, const void *src,
+                        size_t n, uintptr_t stream, const char **what)
+{
+    int code;
+    if (n > r->slot_bytes) {
+        *what = "copy ring (slot size)";
+        return 1;
+    }
+    char *slot = lane_ring_slot(d, r, what, &code);
+    if (!slot)
+        return code;
+    memcpy(slot, src, n);
+    return lane_ring_send(d, r, dst, n, stream, what);
 }

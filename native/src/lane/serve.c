@@ -1,5 +1,6 @@
 /* The worker's request loop in C for the frames the lane serves whole: BATCH frames whose every record the lane
- * runs, NOPs, and blocking stream synchronizes and small device-to-host copies on streams bound for the lane. Python's loop (rgpu/serving/worker.py) hands the socket here whenever it has no deferred error
+ * runs, NOPs, cuMemGetInfo, blocking stream synchronizes and small device-to-host copies on streams bound for
+ * the lane, and host-to-device copies sent as frames of their own, received straight into page-locked memory. Python's loop (rgpu/serving/worker.py) hands the socket here whenever it has no deferred error
  * to report, with the bytes it had received but not taken; this loop receives into Python's buffer, serves what
  * it may, and returns as soon as a frame is not its own, with the bytes it holds for Python's decoder to take. So
  * Python sees every other frame exactly as it would have, and a batch the lane stops in comes back to Python at
@@ -46,15 +47,15 @@ static int send_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* The reply to `h`, status 0, no arguments, `bulk_len` bytes of bulk already at lane_reply's bulk. 0, or -1 with
- * errno in out->error. */
+/* The reply to `h`, status 0, with `args_len` bytes of arguments then `bulk_len` of bulk already in lane_reply
+ * after its prefix and header. 0, or -1 with errno in out->error. */
 static int send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
-                      size_t bulk_len)
+                      size_t args_len, size_t bulk_len)
 {
     rgpu_header r = {h->opcode, RGPU_FLAG_REPLY, h->request_id, 0, 0, (uint32_t)bulk_len};
     uint8_t *reply = lane_reply(lane);
-    rgpu_pack_prefix_header(reply, &r, 0);
-    size_t n = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + bulk_len;
+    rgpu_pack_prefix_header(reply, &r, args_len);
+    size_t n = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len + bulk_len;
     if (send_all(io->fd, reply, n)) {
         out->error = errno;
         return -1;
@@ -64,20 +65,19 @@ static int send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
     return 0;
 }
 
-/* Bytes from the socket into buf[*end, cap), polling up to spin_ns before giving up. 1: some came; 0: none within
- * the spin; -1: the peer closed, the socket failed or a signal came (Python's receive or handler takes over). */
-static int receive_some(const rgpu_lane_serve_io *io, size_t *end, rgpu_lane_served *out)
+/* Bytes from the socket into p[0, n), polling up to spin_ns for them. >0: how many came; 0: none within the
+ * spin; -1: the peer closed, the socket failed or a signal came (Python's receive or handler takes over). */
+static long receive_into(const rgpu_lane_serve_io *io, uint8_t *p, size_t n, rgpu_lane_served *out)
 {
     unsigned long long started = lane_now_ns(), deadline = started + (unsigned long long)io->spin_ns;
     for (;;) {
-        ssize_t n = recv(io->fd, io->buf + *end, io->cap - *end, MSG_DONTWAIT);
-        if (n > 0) {
-            *end += (size_t)n;
-            out->bytes_in += (unsigned long long)n;
+        ssize_t k = recv(io->fd, p, n, MSG_DONTWAIT);
+        if (k > 0) {
+            out->bytes_in += (unsigned long long)k;
             out->wait_ns += lane_now_ns() - started;
-            return 1;
+            return k;
         }
-        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
             out->wait_ns += lane_now_ns() - started;
             return -1;
         }
@@ -89,6 +89,107 @@ static int receive_some(const rgpu_lane_serve_io *io, size_t *end, rgpu_lane_ser
         if (io->spin_yield)
             sched_yield();
     }
+}
+
+static int receive_some(const rgpu_lane_serve_io *io, size_t *end, rgpu_lane_served *out)
+{
+    long k = receive_into(io, io->buf + *end, io->cap - *end, out);
+    if (k > 0)
+        *end += (size_t)k;
+    return k > 0 ? 1 : (int)k;
+}
+
+/* The part of copy `m` (request `h`) from `done` on, as a frame of its own at the front of buf for Python's
+ * decoder: its header and arguments, then the `carried` bytes received after it (at `from`, which may lie in
+ * buf: the rest of the copy's that came, and any frames after it). */
+#define STREAM_HEAD (RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE)
+
+static void copy_rest_for_python(const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
+                                 struct rgpu_memcpy_htod_async_req m, size_t done, const uint8_t *from, size_t carried)
+{
+    memmove(io->buf + STREAM_HEAD, from, carried);
+    rgpu_header rest = {h->opcode, h->flags, h->request_id, 0, 0, h->bulk_len - (uint32_t)done};
+    rgpu_pack_prefix_header(io->buf, &rest, RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE);
+    m.dst += done;
+    rgpu_pack_memcpy_htod_async(io->buf + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, &m);
+    out->outcome = RGPU_SERVE_PYTHON, out->rest_at = 0, out->rest_end = STREAM_HEAD + carried;
+}
+
+/* A MEMCPY_HTOD_ASYNC frame of its own (the C stand-ins send copies of more than 64 KiB so) on a stream bound for
+ * the lane: its bytes go from the socket straight into the stream's page-locked copy ring, a slot at a time, each
+ * slot's device copy queued as soon as it is full, so receiving overlaps the device copies and nothing waits for
+ * the whole frame. Python's path received it whole into pageable memory, copied from there and then synchronized
+ * the stream (the driver may still be reading pageable memory when the copy returns), which also waited for
+ * every kernel queued before it.
+ *
+ * What it cannot finish -- the client pauses longer than the poll; the socket reports the end, an error or a
+ * signal; a driver call fails -- goes back to Python as a copy of its own: the same request for the bytes not
+ * yet queued, its destination advanced, with those of them received already. Python receives the rest and runs
+ * it, or fails it, as it would have run the whole.
+ *
+ * The frame's header and arguments are at buf[*start, ...). 1: handed back (out says how); 0: the frame was
+ * served, and buf[*start, *end) is what is still held. */
+static int stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
+                       size_t *start, size_t *end)
+{
+    const uint8_t *args = io->buf + *start + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE;
+    struct rgpu_memcpy_htod_async_req m;
+    unsigned long long dst;
+    uintptr_t stream;
+    int code;
+    const char *what = "";
+    size_t total = h->bulk_len;
+    rgpu_lane_ring *ring;
+    if (rgpu_unpack_memcpy_htod_async_req(args, RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE, &m) ||
+        !(ring = lane_htod_ring(lane, args, RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE, total, 0, io->current_ctx,
+                                io->capture_possible, &dst, &stream, &code, &what))) {
+        out->outcome = RGPU_SERVE_PYTHON, out->rest_at = *start, out->rest_end = *end;
+        return 1;
+    }
+    const rgpu_lane_driver *d = lane_driver(lane);
+    unsigned long long began = lane_now_ns();
+    const uint8_t *bulk = args + RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE;
+    size_t held = (size_t)(io->buf + *end - bulk), done = 0;
+    if (held > total)
+        held = total;
+    while (done < held) { /* what the buffer holds already */
+        size_t k = held - done < ring->slot_bytes ? held - done : ring->slot_bytes;
+        if (rgpu_lane_ring_copy(d, ring, dst + done, bulk + done, k, stream, &what)) {
+            copy_rest_for_python(io, out, h, m, done, bulk + done, (size_t)(io->buf + *end - (bulk + done)));
+            return 1;
+        }
+        done += k;
+    }
+    if (held == total) {
+        *start = (size_t)(bulk + total - io->buf);
+    } else {
+        *start = *end = 0; /* everything buf held was this frame's */
+        while (done < total) {
+            char *slot = lane_ring_slot(d, ring, &what, &code);
+            if (!slot) {
+                copy_rest_for_python(io, out, h, m, done, bulk, 0);
+                return 1;
+            }
+            size_t want = total - done < ring->slot_bytes ? total - done : ring->slot_bytes, got = 0;
+            long k;
+            while (got < want && (k = receive_into(io, (uint8_t *)slot + got, want - got, out)) > 0)
+                got += (size_t)k;
+            if (got && lane_ring_send(d, ring, dst + done, got, stream, &what)) {
+                copy_rest_for_python(io, out, h, m, done, (const uint8_t *)slot, got);
+                return 1;
+            }
+            done += got;
+            if (got < want) {
+                copy_rest_for_python(io, out, h, m, done, bulk, 0);
+                return 1;
+            }
+        }
+    }
+    unsigned long long ended = lane_now_ns();
+    lane_count_call(lane, h->opcode, ended - began);
+    out->run_ns += ended - began;
+    out->frames++;
+    return 0;
 }
 
 /* Back to Python, which takes buf[rest_at, rest_end) into its decoder (nothing of it was served). */
@@ -107,13 +208,28 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
         size_t have = end - start;
         if (have >= RGPU_PREFIX_SIZE) {
             size_t len = rgpu_get_u32(io->buf + start);
-            /* Too big for this buffer, or beyond the limit (Python answers that with its protocol error). */
-            if (len > io->max_record || len > io->cap - RGPU_PREFIX_SIZE)
+            rgpu_header h;
+            size_t args_len;
+            /* Beyond the limit: Python answers that with its protocol error. */
+            if (len > io->max_record)
+                HAND_BACK(RGPU_SERVE_PYTHON, start, end);
+            int opened = have >= STREAM_HEAD; /* enough to know a host-to-device copy */
+            if (opened && !rgpu_parse_header(io->buf + start + RGPU_PREFIX_SIZE, len, &h, &args_len) &&
+                h.opcode == RGPU_OP_MEMCPY_HTOD_ASYNC && h.flags == RGPU_FLAG_NO_REPLY && h.bulk_len &&
+                args_len == RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE) {
+                out->receive_ns += lane_now_ns() - mark;
+                if (stream_htod(lane, io, out, &h, &start, &end))
+                    return;
+                mark = lane_now_ns();
+                if (out->frames >= io->max_frames)
+                    HAND_BACK(RGPU_SERVE_LIMIT, start, end);
+                continue;
+            }
+            /* Too big for this buffer: Python's. */
+            if (opened && len > io->cap - RGPU_PREFIX_SIZE)
                 HAND_BACK(RGPU_SERVE_PYTHON, start, end);
             if (have >= RGPU_PREFIX_SIZE + len) {
                 const uint8_t *body = io->buf + start + RGPU_PREFIX_SIZE;
-                rgpu_header h;
-                size_t args_len;
                 if (rgpu_parse_header(body, len, &h, &args_len) || (h.flags & RGPU_FLAG_REPLY))
                     HAND_BACK(RGPU_SERVE_PYTHON, start, end);
                 const uint8_t *bulk = body + RGPU_HEADER_SIZE + args_len;
@@ -137,11 +253,12 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                      * None of them writes anything: when one fails, or kernel output must go first, Python runs
                      * it again and answers as it always has (the same status: an error of a synchronize or a
                      * copy is the context's, sticky, or the arguments', the same again). */
-                    size_t bulk_len;
+                    size_t reply_args_len, bulk_len;
                     const char *what = "";
                     if (h.flags || h.bulk_len ||
                         lane_blocking_call(lane, h.opcode, body + RGPU_HEADER_SIZE, args_len, io->current_ctx,
-                                           io->capture_possible, &bulk_len, &what) ||
+                                           io->capture_possible, io->memory_limited, &reply_args_len, &bulk_len,
+                                           &what) ||
                         output_waiting(io))
                         HAND_BACK(RGPU_SERVE_PYTHON, start, end);
                     out->frames++;
@@ -149,12 +266,14 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                     lane_count_call(lane, h.opcode, ran - received);
                     out->run_ns += ran - received;
                     start += RGPU_PREFIX_SIZE + len;
-                    if (send_reply(lane, io, out, &h, bulk_len))
+                    if (send_reply(lane, io, out, &h, reply_args_len, bulk_len))
                         HAND_BACK(RGPU_SERVE_FAILED, start, end);
                     if (h.opcode == RGPU_OP_NOP)
                         out->nop_replies++;
                     else if (h.opcode == RGPU_OP_STREAM_SYNCHRONIZE)
                         out->sync_replies++;
+                    else if (h.opcode == RGPU_OP_MEM_GET_INFO)
+                        out->info_replies++;
                     else
                         out->dtoh_replies++;
                     mark = lane_now_ns();

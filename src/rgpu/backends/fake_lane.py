@@ -57,6 +57,7 @@ class FakeLaneDriver:
             "graph_launch": ffi.callback("int(uintptr_t, uintptr_t)", self._graph_launch, onerror=self._failed),
             "memcpy_dtoh_async": ffi.callback("int(void *, unsigned long long, size_t, uintptr_t)", self._dtoh,
                                               onerror=self._failed),
+            "mem_get_info": ffi.callback("int(size_t *, size_t *)", self._mem_get_info, onerror=self._failed),
         }
         for field, callback in self._callbacks.items():
             setattr(self.table, field, callback)
@@ -122,6 +123,10 @@ class FakeLaneDriver:
         lane.ffi().buffer(lane.ffi().cast("char *", dst), n)[:] = data
         return 0
 
+    def _mem_get_info(self, free, total) -> int:
+        free[0], total[0] = self.backend.mem_get_info(self._current)
+        return 0
+
     def _memset_d8(self, dst, value, n, stream) -> int:
         self.backend.memset(self._current, dst, value, n, 1, self._object(stream), asynchronous=True)
         return 0
@@ -140,7 +145,9 @@ def make_lane(backend, max_param_bytes: int):
     return _FakeLane(driver, lib, max_param_bytes)
 
 
-RING_SLOTS, RING_SLOT_BYTES = 4, 64 << 10  # the cuda backend's slot size (cuda_copyring.SLOT_BYTES)
+# Smaller slots than the cuda backend's (cuda_copyring.SLOT_BYTES), and fewer: the tests' copies cross more of
+# them, and come round to a slot in use sooner.
+RING_SLOTS, RING_SLOT_BYTES = 4, 64 << 10
 
 
 class _FakeLane(lane.Lane):

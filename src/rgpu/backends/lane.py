@@ -77,7 +77,7 @@ _LIBCUDA_NAMES = {
     "memset_d32_async": "cuMemsetD32Async", "event_record": "cuEventRecord",
     "event_synchronize": "cuEventSynchronize", "stream_synchronize": "cuStreamSynchronize",
     "launch_kernel_ex": "cuLaunchKernelEx", "graph_launch": "cuGraphLaunch",
-    "memcpy_dtoh_async": "cuMemcpyDtoHAsync_v2",
+    "memcpy_dtoh_async": "cuMemcpyDtoHAsync_v2", "mem_get_info": "cuMemGetInfo_v2",
 }
 
 

@@ -196,6 +196,8 @@ def _mem_get_info(s: Session, args, bulk):
         # Report what this session may still take, as a container would.
         total = min(total, s.memory.limit)
         free = min(free, max(0, s.memory.limit - s.memory.allocated))
+    else:
+        s.bind_lane_stream(0)  # the C request loop answers the next one itself (it is the C stand-ins' null call)
     return (free, total)
 
 

@@ -247,20 +247,25 @@ class RecordDecoder:
 
     def take_raw(self, limit: int) -> bytes | None:
         """Everything buffered, as the bytes that came in (the complete records re-prefixed, then the head of a
-        partial one), leaving the decoder empty -- for another reader of the same stream (the C request loop).
-        None, taking nothing, when a large record is landing in memory of its own or it comes to over `limit`."""
-        if self._big is not None or self._sink is not None:
+        partial one, large or not), leaving the decoder empty -- for another reader of the same stream (the C
+        request loop, which receives the rest of a large host-to-device copy itself). None, taking nothing, when
+        a reply is landing in its sink, a complete large record waits, or it comes to over `limit`."""
+        if self._sink is not None:
             return None
         parts = []
         for record in self._ready:
             if not isinstance(record, bytes):  # a large record, in memory of its own
                 return None
             parts += (LENGTH.pack(len(record)), record)
-        parts.append(bytes(self._buf[self._start : self._end]))
+        if self._big is not None:
+            parts += (LENGTH.pack(len(self._big)), bytes(memoryview(self._big)[: self._big_filled]))
+        else:
+            parts.append(bytes(self._buf[self._start : self._end]))
         if sum(map(len, parts)) > limit:
             return None
         self._ready.clear()
         self._start = self._end = 0
+        self._big = None
         return b"".join(parts)
 
     def next_record(self) -> bytes | memoryview | None:

@@ -1,5 +1,6 @@
 """The session's request loop in C for what the fast lane serves whole (native/src/lane/serve.c): BATCH frames
-whose records the lane runs, NOPs, blocking stream synchronizes and small device-to-host copies. The worker's
+whose records the lane runs, NOPs, cuMemGetInfo, blocking stream synchronizes and small device-to-host copies,
+and host-to-device copies sent as frames of their own (received straight into the stream's copy ring). The worker's
 blocking loop (worker.py) hands it the socket, and the bytes its decoder holds, between frames whenever no
 deferred error waits for a reply; what it hands back -- the bytes it did not serve, a batch the lane stopped
 in -- lands here in the state Python's own loop would have left, and its counts in the session's counters.
@@ -26,7 +27,8 @@ BUFFER_BYTES = 256 << 10
 # Back to Python after this many frames at most, so that it sees a signal and `rgpu status` fresh counts.
 MAX_FRAMES = 64
 
-_NOP, _SYNC, _DTOH = ops.NOP.code, ops.STREAM_SYNCHRONIZE.code, ops.MEMCPY_DTOH_ASYNC.code
+_NOP, _SYNC, _DTOH, _INFO = (ops.NOP.code, ops.STREAM_SYNCHRONIZE.code, ops.MEMCPY_DTOH_ASYNC.code,
+                             ops.MEM_GET_INFO.code)
 
 
 def wanted() -> bool:
@@ -50,6 +52,7 @@ class NativeLoop:
         a.output_fd = output.read_fd if output is not None else -1
         a.output_held = self._held
         a.max_frames = MAX_FRAMES
+        a.memory_limited = session.memory.limit is not None
         self._out = ffi.new("rgpu_lane_served *")
         self._poll = select.poll()
         self._poll.register(io.sock, select.POLLIN)
@@ -110,7 +113,8 @@ class NativeLoop:
         session.frames_received += out.frames
         session.replies_sent += out.replies
         by_op = session.replies_by_op
-        for opcode, n in ((_NOP, out.nop_replies), (_SYNC, out.sync_replies), (_DTOH, out.dtoh_replies)):
+        for opcode, n in ((_NOP, out.nop_replies), (_SYNC, out.sync_replies), (_DTOH, out.dtoh_replies),
+                          (_INFO, out.info_replies)):
             if n:
                 by_op[opcode] = by_op.get(opcode, 0) + n
         io.bytes_received += out.bytes_in
