@@ -6,6 +6,8 @@
 #   bash bench/gpu_check.sh programs loop        (llama.cpp builds meanwhile, for the second call)
 #   bash bench/gpu_check.sh llama workloads      (llama-bench, completions and what one repetition asks; clientprof:
 #                                                 where the program's own time goes, RGPU_CLIENT_PROFILE)
+# or, without llama.cpp, RGPU_CHECK_NO_BUILD=1 bash bench/gpu_check.sh programs copies (the C loop's copies against
+# Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -25,8 +27,10 @@ build=
 if [[ " $sections " == *" programs "* ]]; then
   # llama.cpp builds (16 cores, ~270 s alone) while the CUDA programs run through rgpu; the loop section waits for
   # it (a build beside it would swamp its timings), and a later call finds it built.
-  (timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1; echo "rc=$?" >> "$OUT/llama_build.log") &
-  build=$!
+  if [ "${RGPU_CHECK_NO_BUILD:-0}" != 1 ]; then
+    (timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1; echo "rc=$?" >> "$OUT/llama_build.log") &
+    build=$!
+  fi
   (timeout 200 bash tests/cuda/run_on_gpu.sh > "$OUT/cuda_programs.txt" 2>&1; echo "rc=$?" >> "$OUT/cuda_programs.txt")
   grep -E "identical on all|launch rate|^rc=" "$OUT/cuda_programs.txt" | tail -3
 fi
@@ -49,6 +53,18 @@ if [[ " $sections " == *" loop "* ]]; then  # the C loop against Python's, alter
     done
   done
   grep -H "null call p50 vs C\|^rgpu batched " "$OUT"/rpc_nl*; grep -H "us per token" "$OUT"/token_nl* "$OUT"/prompt_nl* "$OUT"/bulk_nl*
+fi
+if [[ " $sections " == *" copies "* ]]; then  # copies through the C loop against Python's: one round each
+  [ -e /tmp/rgpu-shims/libcuda.so.1 ] || python3 -m rgpu.cli build-shims --out /tmp/rgpu-shims > /dev/null
+  [ -x /tmp/token_loop ] || nvcc -cudart shared -o /tmp/token_loop bench/token_loop.cu
+  for nl in 1 0 1 0; do
+    for shape in "decode --tokens 1000" "logits --logits-bytes 607744" "prompt --tokens 300 --prompt-bytes 524288"; do
+      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
+        --exe /tmp/token_loop --rounds 1 ${shape#* } > "$OUT/${shape%% *}_nl$nl.txt.$$" 2>&1
+      cat "$OUT/${shape%% *}_nl$nl.txt.$$" >> "$OUT/${shape%% *}_nl$nl.txt"; rm -f "$OUT/${shape%% *}_nl$nl.txt.$$"
+    done
+  done
+  grep -H "us per token" "$OUT"/decode_nl* "$OUT"/logits_nl* "$OUT"/prompt_nl*
 fi
 if [[ " $sections " == *" workloads "* ]]; then
   timeout 150 python3 bench/workloads.py --only resnet18_b1,resnet18_b32,gpt_small_train --steps 20 --rtt-us 0 \

@@ -6,7 +6,9 @@
 // "MARK end" around the timed tokens and waits for a line on stdin at each, so that a harness can read the
 // server's counters there (bench/token_loop.py). With TOKEN_LOOP_PROMPT_BYTES=B set, each step first copies B
 // bytes of fresh input (from pageable memory, as llama.cpp copies a prompt batch's embeddings: 512 KiB for 128
-// tokens of a 1024-wide model), which one more captured kernel reads the end of: a prompt-shaped step.
+// tokens of a 1024-wide model), which one more captured kernel reads the end of: a prompt-shaped step. With
+// TOKEN_LOOP_LOGITS_BYTES=L, the logits copied back are L bytes (a 151936-word vocabulary's: 607744), the
+// kernels' output at their end.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -50,14 +52,23 @@ int main(int argc, char **argv)
         return 2;
     }
     float *big_host = big_elems ? (float *)std::calloc(big_elems, sizeof(float)) : nullptr, *big = nullptr;
-    static float logits[n], host_in[6][n];
+    const char *wide = std::getenv("TOKEN_LOOP_LOGITS_BYTES");
+    size_t out_elems = wide ? std::strtoull(wide, nullptr, 10) / sizeof(float) : n;
+    if (out_elems < n) {
+        std::printf("TOKEN_LOOP_LOGITS_BYTES must be at least %zu\n", n * sizeof(float));
+        return 2;
+    }
+    float *out_host = (float *)std::calloc(out_elems, sizeof(float)), *out = nullptr;
+    float *logits = out_host + out_elems - n;
+    static float host_in[6][n];
     float *x, *inputs[6];
     cudaStream_t s;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    CK(cudaMalloc(&x, n * sizeof(float)));
-    CK(cudaMemsetAsync(x, 0, n * sizeof(float), s));
+    CK(cudaMalloc(&out, out_elems * sizeof(float)));
+    CK(cudaMemsetAsync(out, 0, out_elems * sizeof(float), s));
+    x = out + out_elems - n;
     for (int k = 0; k < 6; k++)
         CK(cudaMalloc(&inputs[k], sizeof host_in[k]));
     if (big_elems)
@@ -88,7 +99,7 @@ int main(int argc, char **argv)
         if (e == cudaSuccess)
             e = cudaGraphLaunch(exec, s);
         if (e == cudaSuccess)
-            e = cudaMemcpyAsync(logits, x, sizeof logits, cudaMemcpyDeviceToHost, s);
+            e = cudaMemcpyAsync(out_host, out, out_elems * sizeof(float), cudaMemcpyDeviceToHost, s);
         cudaError_t sync = cudaStreamSynchronize(s);
         return e != cudaSuccess ? e : sync;
     };

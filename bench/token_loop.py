@@ -106,6 +106,8 @@ def main() -> int:
     ap.add_argument("--exe", help="token_loop built already (default: build it with nvcc)")
     ap.add_argument("--prompt-bytes", type=int, default=0,
                     help="a prompt-shaped step: this many bytes of fresh input copied first (TOKEN_LOOP_PROMPT_BYTES)")
+    ap.add_argument("--logits-bytes", type=int, default=0,
+                    help="the logits copied back per step, in bytes (TOKEN_LOOP_LOGITS_BYTES; default 4096)")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,10 +124,11 @@ def main() -> int:
             if native_runtime_dir():
                 native_env["LD_LIBRARY_PATH"] = native_runtime_dir()
         rgpu_env = shims.environment(shim_dir)
-        if args.prompt_bytes:
-            for env in (rgpu_env, native_env):
-                if env is not None:
-                    env["TOKEN_LOOP_PROMPT_BYTES"] = str(args.prompt_bytes)
+        for env in (rgpu_env, native_env):
+            if env is not None and args.prompt_bytes:
+                env["TOKEN_LOOP_PROMPT_BYTES"] = str(args.prompt_bytes)
+            if env is not None and args.logits_bytes:
+                env["TOKEN_LOOP_LOGITS_BYTES"] = str(args.logits_bytes)
         server_args = ["--log-level", "warning", *args.server_args.split()]
         psk_file = None
         if args.spin_us is not None:
@@ -153,6 +156,7 @@ def main() -> int:
     rgpu_med = statistics.median(rgpu_us)
     print(f"token_loop, {args.rounds} rounds, {args.tokens} tokens per run{' with a PSK' if args.psk else ''}"
           f"{f', {args.prompt_bytes} bytes of prompt input per step' if args.prompt_bytes else ''}"
+          f"{f', {args.logits_bytes} bytes of logits' if args.logits_bytes else ''}"
           f"{f', spin {args.spin_us:g} us' if args.spin_us is not None else ''} "
           f"(medians; every round: rgpu {', '.join(f'{x:.1f}' for x in rgpu_us)} us)")
     if native_us:

@@ -8,6 +8,7 @@ Both must send the same bytes back, close the same way, and leave the same count
 from __future__ import annotations
 
 import os
+import random
 import socket
 import struct
 import threading
@@ -45,6 +46,9 @@ frames = st.one_of(
     st.tuples(st.just("htod"), st.sampled_from(_copy_sizes), st.sampled_from(["start", "end", "past"]),
               st.sampled_from([0, 1, 1, 2]), st.integers(0, 255)),
     st.tuples(st.just("read_big")),
+    # a copy back larger than the reply buffer (through the ring: the fake's holds 256 KiB) or than the ring
+    st.tuples(st.just("dtoh_big"), st.sampled_from([70 << 10, 200 << 10, 256 << 10, 300 << 10]),
+              st.sampled_from(["start", "end", "past"]), st.sampled_from([0, 1, 1, 2])),
 )
 
 
@@ -55,7 +59,8 @@ def big_buffer(side: Side) -> int:
 
 
 def pattern(size: int, seed: int) -> bytes:
-    return (bytes(range(seed, 256)) + bytes(range(seed))) * (size // 256 + 1)
+    """Bytes that never repeat at a slot's distance (a copy of the wrong piece shows)."""
+    return random.Random(seed).randbytes(size)
 
 
 def frame_for(side: Side, item, request_id: int) -> bytes:
@@ -84,7 +89,12 @@ def frame_for(side: Side, item, request_id: int) -> bytes:
         offset = {"start": 0, "end": BIG_ALLOC - size, "past": BIG_ALLOC - size + 8}[where]
         return frame_bytes(Frame(ops.MEMCPY_HTOD_ASYNC.code, request_id, FLAG_NO_REPLY,
                                  args=ops.MEMCPY_HTOD_ASYNC.pack_request(big_buffer(side) + offset, side.stream(stream)),
-                                 bulk=pattern(size, seed)[:size]))
+                                 bulk=pattern(size, seed)))
+    if kind == "dtoh_big":
+        size, where, stream = a
+        offset = {"start": 0, "end": BIG_ALLOC - size, "past": BIG_ALLOC - size + 8}[where]
+        return frame_bytes(Frame(ops.MEMCPY_DTOH_ASYNC.code, request_id, args=ops.MEMCPY_DTOH_ASYNC.pack_request(
+            big_buffer(side) + offset, size, side.stream(stream))))
     if kind == "read_big":  # what the copies left in device memory, in a reply
         return frame_bytes(Frame(ops.MEMCPY_DTOH.code, request_id,
                                  args=ops.MEMCPY_DTOH.pack_request(big_buffer(side), BIG_ALLOC)))
@@ -227,7 +237,8 @@ def test_the_c_loop_receives_copies_straight_into_the_ring(monkeypatch):
     record = ("memset8", 0, 0, 16, 1, 7)
     plan = [("batch", [record]),  # (Python runs it, binding the stream for the lane)
             ("htod", 600 << 10, "start", 1, 3), ("htod", 200 << 10, "end", 1, 9), ("htod", 1000, "start", 1, 5),
-            ("htod", 70 << 10, "past", 1, 1), ("read_big",)]
+            ("htod", 70 << 10, "past", 1, 1), ("read_big",), ("dtoh_big", 200 << 10, "end", 1),
+            ("dtoh_big", 300 << 10, "start", 1)]
     pieces = [frame_for(side, f, i + 1) for i, f in enumerate(plan)]
     stream = b"".join(pieces) + frame_bytes(Frame(ops.GOODBYE.code, 99))
     middle_of_second = sum(map(len, pieces[:2])) + len(pieces[2]) // 2
@@ -243,19 +254,22 @@ def test_the_c_loop_receives_copies_straight_into_the_ring(monkeypatch):
     # Python's loop saw the rest of the copy the client paused in (a part of it: C had queued what came before
     # the pause), the copy outside the buffer (refused there, as ever), the read and the goodbye. (The batch
     # stopped in C at its first record, on a stream not yet bound, and Python ran it on outside that loop.)
+    # A copy back through the ring (200 KiB) stays in C; one larger than the ring (300 KiB) is Python's.
     assert [op for op, *_ in seen] == [ops.MEMCPY_HTOD_ASYNC.code, ops.MEMCPY_HTOD_ASYNC.code, ops.MEMCPY_DTOH.code,
-                                       ops.GOODBYE.code], seen
+                                       ops.MEMCPY_DTOH_ASYNC.code, ops.GOODBYE.code], seen
+    assert seen[3][1] == 8, seen
     assert seen[0][1] == 3 and 0 < seen[0][2] < 200 << 10, seen
     assert seen[1][1:] == (5, 70 << 10), seen
     assert side.failures == [(1, "MEMCPY_HTOD_ASYNC", 5)], side.failures  # INVALID_VALUE: outside the buffer
     expected = bytearray(BIG_ALLOC)
-    expected[: 600 << 10] = pattern(600 << 10, 3)[: 600 << 10]
-    expected[BIG_ALLOC - (200 << 10):] = pattern(200 << 10, 9)[: 200 << 10]
-    expected[:1000] = pattern(1000, 5)[:1000]
+    expected[: 600 << 10] = pattern(600 << 10, 3)
+    expected[BIG_ALLOC - (200 << 10):] = pattern(200 << 10, 9)
+    expected[:1000] = pattern(1000, 5)
     conn = Connection(MAX_RECORD)
     conn.receive_data(got)
     replies = list(iter(conn.next_frame, None))
-    assert bytes(replies[0].bulk) == bytes(expected)
+    assert [bytes(r.bulk) for r in replies[:3]] == [bytes(expected), bytes(expected[-(200 << 10):]),
+                                                    bytes(expected[: 300 << 10])]
 
 
 def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, tmp_path):

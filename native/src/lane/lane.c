@@ -428,19 +428,53 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
 
 uint8_t *lane_reply(rgpu_lane *lane) { return lane->reply; }
 
+/* A copy back larger than the reply buffer lands in page-locked memory: consecutive slots of the stream's copy
+ * ring (from its first slot when they would wrap), each waited for until the GPU has read what a host-to-device
+ * copy left there. Python's path copied into pageable memory, which the driver stages and copies again. */
+static int dtoh_through_ring(rgpu_lane *lane, rgpu_lane_ring *r, unsigned long long src, size_t n, uintptr_t stream,
+                             const uint8_t **bulk_at, const char **what)
+{
+    size_t slots = (n + r->slot_bytes - 1) / r->slot_bytes;
+    int code;
+    if ((size_t)r->next + slots > (size_t)r->slots)
+        r->next = 0;
+    char *first = NULL;
+    for (size_t i = 0, off = 0; i < slots; i++, off += r->slot_bytes) {
+        char *slot = lane_ring_slot(&lane->d, r, what, &code);
+        if (!slot)
+            return code;
+        first = first ? first : slot;
+        r->next = (r->next + 1) % r->slots;
+        size_t k = n - off < r->slot_bytes ? n - off : r->slot_bytes;
+        *what = "cuMemcpyDtoHAsync";
+        if ((code = lane->d.memcpy_dtoh_async(slot, src + off, k, stream)))
+            return code;
+    }
+    *bulk_at = (const uint8_t *)first;
+    return 0;
+}
+
 static int dtoh(rgpu_lane *lane, const uint8_t *args, size_t args_len, uint64_t current_ctx, size_t *bulk_len,
-                const char **what)
+                const uint8_t **bulk_at, const char **what)
 {
     struct rgpu_memcpy_dtoh_async_req m;
     if (!lane->d.memcpy_dtoh_async || rgpu_unpack_memcpy_dtoh_async_req(args, args_len, &m) || !m.size ||
-        m.size > LANE_REPLY_BULK || !owned(lane, m.src, m.size))
+        !owned(lane, m.src, m.size))
         return -1;
-    int code;
-    struct binding *e = on_stream(lane, m.stream, current_ctx, &code, what);
-    if (!e)
+    struct binding *e = stream_binding(lane, m.stream, current_ctx);
+    int large = m.size > LANE_REPLY_BULK;
+    if (!e || (large && (!e->ring || e->ring->slots <= 0 || e->ring->slots > 64 ||
+                         m.size > (uint64_t)e->ring->slots * e->ring->slot_bytes)))
+        return -1;
+    int code = set_current(lane, e->ctx, what);
+    if (code)
         return code;
-    *what = "cuMemcpyDtoHAsync";
-    code = lane->d.memcpy_dtoh_async(lane->reply + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, m.src, m.size, e->stream);
+    if (large) {
+        code = dtoh_through_ring(lane, e->ring, m.src, m.size, e->stream, bulk_at, what);
+    } else {
+        *what = "cuMemcpyDtoHAsync";
+        code = lane->d.memcpy_dtoh_async(lane->reply + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, m.src, m.size, e->stream);
+    }
     if (code)
         return code;
     *what = "cuStreamSynchronize";
@@ -470,9 +504,10 @@ static int mem_get_info(rgpu_lane *lane, size_t args_len, uint64_t current_ctx, 
 
 int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, size_t args_len, uint64_t current_ctx,
                        int capture_possible, int memory_limited, size_t *reply_args_len, size_t *bulk_len,
-                       const char **what)
+                       const uint8_t **bulk_at, const char **what)
 {
     *reply_args_len = *bulk_len = 0;
+    *bulk_at = NULL;
     if (opcode == RGPU_OP_NOP)
         return args_len ? -1 : 0;
     if (opcode == RGPU_OP_MEM_GET_INFO) /* (a session with a quota answers with what it may still take) */
@@ -482,7 +517,7 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
     if (opcode == RGPU_OP_STREAM_SYNCHRONIZE)
         return synchronize(lane, args, args_len, current_ctx, what);
     if (opcode == RGPU_OP_MEMCPY_DTOH_ASYNC)
-        return dtoh(lane, args, args_len, current_ctx, bulk_len, what);
+        return dtoh(lane, args, args_len, current_ctx, bulk_len, bulk_at, what);
     return -1;
 }
 

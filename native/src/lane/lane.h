@@ -115,9 +115,10 @@ size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 /* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, cuMemGetInfo in a context
  * whose NULL stream is bound, host-to-device copies sent as frames of their own (streamed through the copy ring),
  * and, on streams bound for the lane while no capture may be under way, stream synchronizes and device-to-host
- * copies of up to 64 KiB. A blocking call that fails, or that kernel output must precede, is left to the caller
- * whole (it runs it again: none of them writes); so is the rest of a copy C could not finish. The caller has no deferred error to report, gives it the bytes of the stream it
- * had received but not taken (`have` of them, at buf), and has brought the lane up to date (bindings,
+ * copies (those over 64 KiB through the stream's copy ring, up to what it holds). A blocking call that fails, or
+ * that kernel output must precede, is left to the caller whole (it runs it again: none of them writes); so is the
+ * rest of a copy C could not finish. The caller has no deferred error to report, gives it the bytes of the stream
+ * it had received but not taken (`have` of them, at buf), and has brought the lane up to date (bindings,
  * regions). */
 typedef struct rgpu_lane_serve_io {
     int fd;             /* the client's socket (a blocking one; received from with MSG_DONTWAIT) */

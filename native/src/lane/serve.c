@@ -1,6 +1,6 @@
 /* The worker's request loop in C for the frames the lane serves whole: BATCH frames whose every record the lane
- * runs, NOPs, cuMemGetInfo, blocking stream synchronizes and small device-to-host copies on streams bound for
- * the lane, and host-to-device copies sent as frames of their own, received straight into page-locked memory. Python's loop (rgpu/serving/worker.py) hands the socket here whenever it has no deferred error
+ * runs, NOPs, cuMemGetInfo, blocking stream synchronizes and device-to-host copies on streams bound for the lane,
+ * and host-to-device copies sent as frames of their own, received straight into page-locked memory. Python's loop (rgpu/serving/worker.py) hands the socket here whenever it has no deferred error
  * to report, with the bytes it had received but not taken; this loop receives into Python's buffer, serves what
  * it may, and returns as soon as a frame is not its own, with the bytes it holds for Python's decoder to take. So
  * Python sees every other frame exactly as it would have, and a batch the lane stops in comes back to Python at
@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "lane.h"
 #include "lane_private.h"
@@ -33,35 +34,40 @@ static int output_waiting(const rgpu_lane_serve_io *io)
     return io->output_held && __atomic_load_n(io->output_held, __ATOMIC_ACQUIRE);
 }
 
-static int send_all(int fd, const uint8_t *p, size_t n)
+/* a[0, na) then b[0, nb), whole. */
+static int send_all(int fd, const uint8_t *a, size_t na, const uint8_t *b, size_t nb)
 {
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    while (na + nb) {
+        struct iovec v[2] = {{(void *)a, na}, {(void *)b, nb}};
+        struct msghdr msg = {.msg_iov = na ? v : v + 1, .msg_iovlen = na && nb ? 2 : 1};
+        ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
         if (k < 0) {
             if (errno == EINTR)
                 continue;
             return -1;
         }
-        p += k, n -= (size_t)k;
+        size_t done = (size_t)k, first = done < na ? done : na;
+        a += first, na -= first, done -= first;
+        b += done, nb -= done;
     }
     return 0;
 }
 
-/* The reply to `h`, status 0, with `args_len` bytes of arguments then `bulk_len` of bulk already in lane_reply
- * after its prefix and header. 0, or -1 with errno in out->error. */
+/* The reply to `h`, status 0, with `args_len` bytes of arguments in lane_reply after its prefix and header, then
+ * `bulk_len` of bulk: at `bulk_at`, or after the arguments when NULL. 0, or -1 with errno in out->error. */
 static int send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
-                      size_t args_len, size_t bulk_len)
+                      size_t args_len, size_t bulk_len, const uint8_t *bulk_at)
 {
     rgpu_header r = {h->opcode, RGPU_FLAG_REPLY, h->request_id, 0, 0, (uint32_t)bulk_len};
     uint8_t *reply = lane_reply(lane);
     rgpu_pack_prefix_header(reply, &r, args_len);
-    size_t n = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len + bulk_len;
-    if (send_all(io->fd, reply, n)) {
+    size_t head = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len;
+    if (bulk_at ? send_all(io->fd, reply, head, bulk_at, bulk_len) : send_all(io->fd, reply, head + bulk_len, NULL, 0)) {
         out->error = errno;
         return -1;
     }
     out->replies++;
-    out->bytes_out += n;
+    out->bytes_out += head + bulk_len;
     return 0;
 }
 
@@ -254,11 +260,12 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                      * it again and answers as it always has (the same status: an error of a synchronize or a
                      * copy is the context's, sticky, or the arguments', the same again). */
                     size_t reply_args_len, bulk_len;
+                    const uint8_t *bulk_at;
                     const char *what = "";
                     if (h.flags || h.bulk_len ||
                         lane_blocking_call(lane, h.opcode, body + RGPU_HEADER_SIZE, args_len, io->current_ctx,
                                            io->capture_possible, io->memory_limited, &reply_args_len, &bulk_len,
-                                           &what) ||
+                                           &bulk_at, &what) ||
                         output_waiting(io))
                         HAND_BACK(RGPU_SERVE_PYTHON, start, end);
                     out->frames++;
@@ -266,7 +273,7 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                     lane_count_call(lane, h.opcode, ran - received);
                     out->run_ns += ran - received;
                     start += RGPU_PREFIX_SIZE + len;
-                    if (send_reply(lane, io, out, &h, reply_args_len, bulk_len))
+                    if (send_reply(lane, io, out, &h, reply_args_len, bulk_len, bulk_at))
                         HAND_BACK(RGPU_SERVE_FAILED, start, end);
                     if (h.opcode == RGPU_OP_NOP)
                         out->nop_replies++;
