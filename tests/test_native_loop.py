@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rgpu.errors import ProtocolError
+from rgpu.backends.fake_lane import FakeLaneDriver
+from rgpu.errors import CudaError, ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, frame_bytes
@@ -270,6 +271,33 @@ def test_the_c_loop_receives_copies_straight_into_the_ring(monkeypatch):
     replies = list(iter(conn.next_frame, None))
     assert [bytes(r.bulk) for r in replies[:3]] == [bytes(expected), bytes(expected[-(200 << 10):]),
                                                     bytes(expected[: 300 << 10])]
+
+
+def test_a_copy_c_fails_partway_goes_on_in_python_with_the_bytes_c_had_received(monkeypatch):
+    """A driver call failing in the middle of a streamed copy (once: Python's own try succeeds) leaves Python the
+    rest of the copy, from the first byte not queued, including those C had received into the failed slot."""
+    failed = []
+    real_htod = FakeLaneDriver._htod
+
+    def htod_failing_once_beyond(self, dst, src, n, stream):
+        if not failed and dst - big_buffer(side) >= 400 << 10:  # (a piece from a slot: beyond the C buffer)
+            failed.append(n)
+            raise CudaError(Status.LAUNCH_FAILED, "injected")
+        return real_htod(self, dst, src, n, stream)
+
+    monkeypatch.setattr(FakeLaneDriver, "_htod", htod_failing_once_beyond)
+    side = Side(True)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 600 << 10, "start", 1, 4), ("read_big",)]
+    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
+    try:
+        got, why = serve(side, stream, [], [], True, monkeypatch)
+    finally:
+        side.s.release_all()
+    assert why == "closed by GOODBYE" and failed and not side.failures, (failed, side.failures)
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    read = [f for f in iter(conn.next_frame, None) if f.opcode == ops.MEMCPY_DTOH.code]
+    assert bytes(read[0].bulk)[: 600 << 10] == pattern(600 << 10, 4)
 
 
 def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, tmp_path):
