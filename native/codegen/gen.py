@@ -192,12 +192,15 @@ def _c_struct(tag: str, fields) -> list[str]:
     return [f"struct {tag} {{", *(f"    {_c_field(f)};" for f in fields), "};"]
 
 
-def _c_pack(op: ops.Op) -> list[str]:
+def _c_pack(op: ops.Op, which: str = "req") -> list[str]:
+    """The request's pack function (with its struct), or the reply's (its struct comes with its unpack)."""
     low = op.name.lower()
-    size = f"RGPU_{op.name}_REQ_SIZE"
-    lines = [*_c_struct(f"rgpu_{low}_req", op.request_fields),
-             f"static inline void rgpu_pack_{low}(uint8_t out[{size}], const struct rgpu_{low}_req *m)", "{"]
-    for f in op.request_fields:
+    fields = op.reply_fields if which == "rep" else op.request_fields
+    name = f"rgpu_pack_{low}_rep" if which == "rep" else f"rgpu_pack_{low}"
+    lines = [*(_c_struct(f"rgpu_{low}_req", fields) if which == "req" else []),
+             f"static inline void {name}(uint8_t out[RGPU_{op.name}_{which.upper()}_SIZE], "
+             f"const struct rgpu_{low}_{which} *m)", "{"]
+    for f in fields:
         if f.type.startswith("b"):
             lines.append(f"    memcpy(out + {f.offset}, m->{f.name}, {f.size});")
         else:
@@ -207,18 +210,6 @@ def _c_pack(op: ops.Op) -> list[str]:
 
 # Replies C builds (the worker's request loop, native/src/lane): a pack function for their arguments too.
 _C_PACKED_REPLIES = ("MEM_GET_INFO",)
-
-
-def _c_pack_reply(op: ops.Op) -> list[str]:
-    low = op.name.lower()
-    lines = [f"static inline void rgpu_pack_{low}_rep(uint8_t out[RGPU_{op.name}_REP_SIZE], "
-             f"const struct rgpu_{low}_rep *m)", "{"]
-    for f in op.reply_fields:
-        if f.type.startswith("b"):
-            lines.append(f"    memcpy(out + {f.offset}, m->{f.name}, {f.size});")
-        else:
-            lines.append(f"    rgpu_put_{_C_PUT[f.type]}(out + {f.offset}, m->{f.name});")
-    return lines + ["}"]
 
 
 def _c_unpack(op: ops.Op, which: str) -> list[str]:
@@ -275,7 +266,7 @@ def ops_header() -> str:
         if op.reply_fields:
             lines += _c_unpack(op, "rep")
             if op.name in _C_PACKED_REPLIES:
-                lines += _c_pack_reply(op)
+                lines += _c_pack(op, "rep")
         if op.reply_items:
             lines += _c_items(op)
         lines.append("")
