@@ -88,6 +88,7 @@ def per_token(a: dict, b: dict, tokens: int) -> dict:
 
     return {"frames": (b["frames"] - a["frames"]) / tokens, "calls": (b["calls"] - a["calls"]) / tokens,
             "blocking": (b["blocking"] - a["blocking"]) / tokens,
+            "wait_us": (b["wait_s"] - a["wait_s"]) / tokens * 1e6,
             "loop_us": {k: v * 1e6 for k, v in diff("loop_s").items()},
             "op_us": {k: v * 1e6 for k, v in sorted(diff("seconds_by_op").items(), key=lambda kv: -kv[1])
                       if v * 1e6 >= 0.5}}
@@ -168,7 +169,8 @@ def main() -> int:
     mid = figures[len(figures) // 2]
     loop = {k: round(statistics.median(f["loop_us"][k] for f in figures), 1) for k in mid["loop_us"]}
     print(f"  server per token: frames {mid['frames']:.2f}, calls {mid['calls']:.2f}, blocking {mid['blocking']:.2f};"
-          f" worker loop us (median of rounds): {loop}")
+          f" worker loop us (median of rounds): {loop}; of it, waiting for the client's bytes (a streamed copy's"
+          f" included) {statistics.median(f['wait_us'] for f in figures):.1f}")
     print(f"  worker us by operation (middle round): { {k: round(v, 1) for k, v in mid['op_us'].items()} }")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"native_us": native_us, "rgpu_us": rgpu_us, "same": same,

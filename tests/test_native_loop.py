@@ -7,6 +7,7 @@ Both must send the same bytes back, close the same way, and leave the same count
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import socket
@@ -45,11 +46,12 @@ frames = st.one_of(
     # a host-to-device copy as a frame of its own (as the C stand-ins send those over 64 KiB): at the start, at
     # the very end, or running past the end of the buffer; on the NULL, a good or a foreign stream
     st.tuples(st.just("htod"), st.sampled_from(_copy_sizes), st.sampled_from(["start", "end", "past"]),
-              st.sampled_from([0, 1, 1, 2]), st.integers(0, 255)),
+              st.sampled_from([0, 1, 1, 2]), st.integers(0, 255),
+              st.sampled_from(["async", "async", "async_reply", "sync", "sync_reply"])),
     st.tuples(st.just("read_big")),
     # a copy back larger than the reply buffer (through the ring: the fake's holds 256 KiB) or than the ring
     st.tuples(st.just("dtoh_big"), st.sampled_from([70 << 10, 200 << 10, 256 << 10, 300 << 10]),
-              st.sampled_from(["start", "end", "past"]), st.sampled_from([0, 1, 1, 2])),
+              st.sampled_from(["start", "end", "past"]), st.sampled_from([0, 1, 1, 2, "sync"])),
 )
 
 
@@ -85,17 +87,24 @@ def frame_for(side: Side, item, request_id: int) -> bytes:
             side.pointer(buf, 0), size, side.stream(stream))))
     if kind == "info":
         return frame_bytes(Frame(ops.MEM_GET_INFO.code, request_id, args=b"x" if a[0] == "args" else b""))
-    if kind == "htod":
-        size, where, stream, seed = a
-        offset = {"start": 0, "end": BIG_ALLOC - size, "past": BIG_ALLOC - size + 8}[where]
-        return frame_bytes(Frame(ops.MEMCPY_HTOD_ASYNC.code, request_id, FLAG_NO_REPLY,
-                                 args=ops.MEMCPY_HTOD_ASYNC.pack_request(big_buffer(side) + offset, side.stream(stream)),
+    if kind == "htod":  # as the C stand-ins send copies over 64 KiB ("async"), as the Python client sends ("sync_reply")
+        size, where, stream, seed, *how = a
+        how = how[0] if how else "async"
+        dst = big_buffer(side) + {"start": 0, "end": BIG_ALLOC - size, "past": BIG_ALLOC - size + 8}[where]
+        flags = 0 if how.endswith("reply") else FLAG_NO_REPLY
+        if how.startswith("sync"):
+            return frame_bytes(Frame(ops.MEMCPY_HTOD.code, request_id, flags, args=ops.MEMCPY_HTOD.pack_request(dst),
+                                     bulk=pattern(size, seed)))
+        return frame_bytes(Frame(ops.MEMCPY_HTOD_ASYNC.code, request_id, flags,
+                                 args=ops.MEMCPY_HTOD_ASYNC.pack_request(dst, side.stream(stream)),
                                  bulk=pattern(size, seed)))
     if kind == "dtoh_big":
         size, where, stream = a
-        offset = {"start": 0, "end": BIG_ALLOC - size, "past": BIG_ALLOC - size + 8}[where]
+        src = big_buffer(side) + {"start": 0, "end": BIG_ALLOC - size, "past": BIG_ALLOC - size + 8}[where]
+        if stream == "sync":
+            return frame_bytes(Frame(ops.MEMCPY_DTOH.code, request_id, args=ops.MEMCPY_DTOH.pack_request(src, size)))
         return frame_bytes(Frame(ops.MEMCPY_DTOH_ASYNC.code, request_id, args=ops.MEMCPY_DTOH_ASYNC.pack_request(
-            big_buffer(side) + offset, size, side.stream(stream))))
+            src, size, side.stream(stream))))
     if kind == "read_big":  # what the copies left in device memory, in a reply
         return frame_bytes(Frame(ops.MEMCPY_DTOH.code, request_id,
                                  args=ops.MEMCPY_DTOH.pack_request(big_buffer(side), BIG_ALLOC)))
@@ -196,11 +205,12 @@ def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
     monkeypatch.setattr(worker, "next_action", lambda s, f, m: calls.append(f and f.opcode) or real_next_action(s, f, m))
     got, why = serve(side, stream + frame_bytes(Frame(ops.GOODBYE.code, 99)), [], [], True, monkeypatch)
     assert why == "closed by GOODBYE"
-    # Python's loop saw the synchronous copy (no stream: Python's) and the goodbye; the C loop the rest (the first
+    # Python's loop saw the synchronous copy (the NULL stream not yet bound: Python's) and the goodbye; the C loop
+    # the rest (the first
     # batch it handed back at its first record, on a stream not yet bound for the lane: Python ran it on, outside
     # that loop).
-    # The first cuMemGetInfo too, which binds the context's NULL stream for the lane; C answers the second.
-    assert calls == [ops.MEMCPY_DTOH.code, ops.MEM_GET_INFO.code, ops.GOODBYE.code], calls
+    # That copy binds the context's NULL stream for the lane: C answers both cuMemGetInfo.
+    assert calls == [ops.MEMCPY_DTOH.code, ops.GOODBYE.code], calls
     assert got.count(b"\7" * 16) == 2
     by_op = side.s.replies_by_op
     assert by_op[ops.NOP.code] == 2 and by_op[ops.STREAM_SYNCHRONIZE.code] == 1 and by_op[ops.MEMCPY_DTOH_ASYNC.code] == 1
@@ -273,6 +283,74 @@ def test_the_c_loop_receives_copies_straight_into_the_ring(monkeypatch):
                                                     bytes(expected[: 300 << 10])]
 
 
+def test_the_python_client_s_synchronous_copies_stream_too(monkeypatch):
+    """Synchronous copies with a reply each (as the Python client sends them) on the NULL stream: after the first
+    (Python's, which binds that stream for the lane), C streams them and answers; a pause inside one leaves Python
+    the rest, which it answers; a synchronous copy back through the ring stays in C."""
+    side = Side(True)
+    plan = [("htod", 200 << 10, "start", 0, 1, "sync_reply"), ("htod", 600 << 10, "start", 0, 2, "sync_reply"),
+            ("htod", 100 << 10, "end", 0, 3, "sync_reply"), ("dtoh_big", 200 << 10, "start", "sync"), ("read_big",)]
+    pieces = [frame_for(side, f, i + 1) for i, f in enumerate(plan)]
+    stream = b"".join(pieces) + frame_bytes(Frame(ops.GOODBYE.code, 99))
+    in_second = len(pieces[0]) + len(pieces[1]) * 3 // 4
+    seen = []
+    real_next_action = worker.next_action
+    monkeypatch.setattr(worker, "next_action", lambda s, f, m: seen.append(f and (f.opcode, f.request_id, len(f.bulk)))
+                        or real_next_action(s, f, m))
+    try:
+        got, why = serve(side, stream, [in_second], [True], True, monkeypatch)
+    finally:
+        side.s.release_all()
+    assert why == "closed by GOODBYE"
+    assert [(op, rid) for op, rid, _ in seen] == [(ops.MEMCPY_HTOD.code, 1), (ops.MEMCPY_HTOD.code, 2),
+                                                  (ops.MEMCPY_DTOH.code, 5), (ops.GOODBYE.code, 99)], seen
+    assert 0 < seen[1][2] < (600 << 10) // 2, seen  # (the part after the pause only)
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    replies = list(iter(conn.next_frame, None))
+    assert [(f.opcode, f.request_id, f.status) for f in replies[:3]] == [
+        (ops.MEMCPY_HTOD.code, i, 0) for i in (1, 2, 3)], replies
+    expected = bytearray(BIG_ALLOC)
+    expected[: 600 << 10] = pattern(600 << 10, 2)
+    expected[BIG_ALLOC - (100 << 10):] = pattern(100 << 10, 3)
+    assert bytes(replies[3].bulk) == bytes(expected[: 200 << 10]) and bytes(replies[4].bulk) == bytes(expected)
+    assert side.s.replies_by_op[ops.MEMCPY_HTOD.code] == 3 and side.s.replies_by_op[ops.MEMCPY_DTOH.code] == 2
+
+
+def test_a_synchronous_copy_whose_synchronize_fails_in_c_ends_in_python(monkeypatch):
+    """When the synchronize that ends a streamed synchronous copy fails (once, injected), Python gets the copy's
+    last piece with its bytes, copies it again and answers: the device holds the whole copy."""
+    failed = []
+    real_synchronize = FakeLaneDriver._synchronize
+
+    def synchronize_failing_once(self, stream):
+        if not failed:
+            failed.append(stream)
+            raise CudaError(Status.LAUNCH_FAILED, "injected")
+        return real_synchronize(self, stream)
+
+    monkeypatch.setattr(FakeLaneDriver, "_synchronize", synchronize_failing_once)
+    side = Side(True)
+    plan = [("htod", 10, "end", 0, 9, "sync_reply"), ("htod", 600 << 10, "start", 0, 6, "sync_reply"), ("read_big",)]
+    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
+    seen = []
+    real_next_action = worker.next_action
+    monkeypatch.setattr(worker, "next_action", lambda s, f, m: seen.append(f and (f.opcode, f.request_id, len(f.bulk)))
+                        or real_next_action(s, f, m))
+    try:
+        got, why = serve(side, stream, [], [], True, monkeypatch)
+    finally:
+        side.s.release_all()
+    assert why == "closed by GOODBYE" and failed and not side.failures, (failed, side.failures)
+    # Python saw the rest of the copy: its last piece (at most a fake ring slot, 64 KiB)
+    assert [n for op, rid, n in seen if rid == 2] and 0 < [n for op, rid, n in seen if rid == 2][0] <= 64 << 10, seen
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    replies = list(iter(conn.next_frame, None))
+    assert [(f.request_id, f.status) for f in replies[:2]] == [(1, 0), (2, 0)], replies
+    assert bytes(replies[2].bulk)[: 600 << 10] == pattern(600 << 10, 6)
+
+
 def test_a_copy_c_fails_partway_goes_on_in_python_with_the_bytes_c_had_received(monkeypatch):
     """A driver call failing in the middle of a streamed copy (once: Python's own try succeeds) leaves Python the
     rest of the copy, from the first byte not queued, including those C had received into the failed slot."""
@@ -300,33 +378,44 @@ def test_a_copy_c_fails_partway_goes_on_in_python_with_the_bytes_c_had_received(
     assert bytes(read[0].bulk)[: 600 << 10] == pattern(600 << 10, 4)
 
 
-def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, tmp_path):
-    """Output printed before a NOP reaches the client before the NOP's reply, whether it still sat in the pipe
-    or Python's reader had taken it already."""
+@pytest.mark.parametrize("kind", ["nop", "copy"])
+def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, kind):
+    """Output printed before a NOP, or before a synchronous copy C streams, reaches the client before its reply,
+    whether it still sat in the pipe or Python's reader had taken it already (a copy's last piece then goes to
+    Python, which copies it again and answers)."""
     side = Side(True)
     target_r, target_w = os.pipe()
     output = KernelOutput.capture(max_chunk=1024, target_fd=target_w)
     printed = iter([b"first\n", b"second\n", b"third\n"])
+    opcode = ops.NOP.code if kind == "nop" else ops.MEMCPY_HTOD.code
+    items = [("nop",)] * 3 if kind == "nop" else [("htod", 300 << 10, "start", 0, i, "sync_reply") for i in range(3)]
+    frames = [frame_for(side, item, i + 1) for i, item in enumerate(items)]
+    if kind == "copy":  # one that Python answers first, binding the NULL stream for the lane (nothing printed)
+        frames.insert(0, frame_for(side, ("htod", 10, "end", 0, 9, "sync_reply"), 7))
+    pieces = itertools.count(1 if kind == "nop" else 0)
 
     def print_something():
-        os.write(target_w, next(printed, b""))
-        time.sleep(0.002)  # (the reader thread takes it meanwhile, or not)
+        if next(pieces):
+            os.write(target_w, next(printed, b""))
+            time.sleep(0.002)  # (the reader thread takes it meanwhile, or not)
 
-    stream = b"".join(frame_for(side, ("nop",), i + 1) for i in range(3)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
-    cuts = [24, 48, 72]
+    stream = b"".join(frames) + frame_bytes(Frame(ops.GOODBYE.code, 9))
+    cuts = list(itertools.accumulate(map(len, frames)))[:-1]
     try:
-        got, why = serve(side, stream, cuts, [True, True, True], True, monkeypatch, output, print_something)
+        got, why = serve(side, stream, cuts, [True] * len(cuts), True, monkeypatch, output, print_something)
     finally:
         output.close()
         os.close(target_r)
+        side.s.release_all()
     assert why == "closed by GOODBYE"
     conn = Connection(MAX_RECORD)
     conn.receive_data(got)
     seen = []
     while (f := conn.next_frame()) is not None:
         seen.append((f.opcode, bytes(f.bulk)) if f.opcode == ops.OUTPUT.code else (f.opcode, f.request_id))
-    assert seen == [(ops.OUTPUT.code, b"first\n"), (ops.NOP.code, 1), (ops.OUTPUT.code, b"second\n"),
-                    (ops.NOP.code, 2), (ops.OUTPUT.code, b"third\n"), (ops.NOP.code, 3), (ops.GOODBYE.code, 9)], seen
+    seen = [x for x in seen if x != (ops.MEMCPY_HTOD.code, 7)]
+    assert seen == [(ops.OUTPUT.code, b"first\n"), (opcode, 1), (ops.OUTPUT.code, b"second\n"),
+                    (opcode, 2), (ops.OUTPUT.code, b"third\n"), (opcode, 3), (ops.GOODBYE.code, 9)], seen
 
 
 def test_a_blocking_call_that_fails_in_the_c_loop_is_answered_as_python_answers_it(monkeypatch):

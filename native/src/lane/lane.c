@@ -28,12 +28,12 @@ struct binding {
 
 enum {
     COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNT_NOP,
-    COUNT_DTOH, COUNT_INFO, COUNTS
+    COUNT_DTOH, COUNT_INFO, COUNT_HTOD_SYNC, COUNT_DTOH_SYNC, COUNTS
 };
 static const unsigned count_opcode[COUNTS] = {
     RGPU_OP_LAUNCH_KERNEL,    RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
     RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP,
-    RGPU_OP_MEMCPY_DTOH_ASYNC, RGPU_OP_MEM_GET_INFO};
+    RGPU_OP_MEMCPY_DTOH_ASYNC, RGPU_OP_MEM_GET_INFO, RGPU_OP_MEMCPY_HTOD, RGPU_OP_MEMCPY_DTOH};
 
 /* The launch attributes whose value is plain data (ops.PLAIN_LAUNCH_ATTRIBUTES): passed on as they are. Any
  * other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
@@ -261,20 +261,19 @@ static struct binding *stream_binding(rgpu_lane *lane, uint64_t stream, uint64_t
     return find(lane, STREAM, stream, stream ? 0 : current_ctx);
 }
 
-rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, const uint8_t *args, size_t args_len, size_t n, int one_slot,
-                               uint64_t current_ctx, int capture_possible, unsigned long long *dst, uintptr_t *stream, int *code,
+rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, size_t n, int one_slot,
+                               uint64_t current_ctx, int capture_possible, uintptr_t *driver_stream, int *code,
                                const char **what)
 {
-    struct rgpu_memcpy_htod_async_req m;
     *code = -1;
-    if (capture_possible || rgpu_unpack_memcpy_htod_async_req(args, args_len, &m))
+    if (capture_possible)
         return NULL;
-    struct binding *e = stream_binding(lane, m.stream, current_ctx);
-    if (!e || !e->ring || (one_slot && n > e->ring->slot_bytes) || !owned(lane, m.dst, n))
+    struct binding *e = stream_binding(lane, stream, current_ctx);
+    if (!e || !e->ring || (one_slot && n > e->ring->slot_bytes) || !owned(lane, dst, n))
         return NULL;
     if ((*code = set_current(lane, e->ctx, what)))
         return NULL;
-    *dst = m.dst, *stream = e->stream;
+    *driver_stream = e->stream;
     return e->ring;
 }
 
@@ -283,14 +282,16 @@ const rgpu_lane_driver *lane_driver(const rgpu_lane *lane) { return &lane->d; }
 static int htod(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
                 uint64_t current_ctx, int capture_possible, const char **what)
 {
-    unsigned long long dst;
+    struct rgpu_memcpy_htod_async_req m;
     uintptr_t stream;
     int code;
-    rgpu_lane_ring *ring = lane_htod_ring(lane, args, args_len, bulk_len, 1, current_ctx, capture_possible, &dst,
-                                          &stream, &code, what);
+    if (rgpu_unpack_memcpy_htod_async_req(args, args_len, &m))
+        return -1;
+    rgpu_lane_ring *ring = lane_htod_ring(lane, m.dst, m.stream, bulk_len, 1, current_ctx, capture_possible, &stream,
+                                          &code, what);
     if (!ring)
         return code;
-    return rgpu_lane_ring_copy(&lane->d, ring, dst, bulk, bulk_len, stream, what);
+    return rgpu_lane_ring_copy(&lane->d, ring, m.dst, bulk, bulk_len, stream, what);
 }
 
 static int memset_async(rgpu_lane *lane, int width, const uint8_t *args, size_t args_len, uint64_t current_ctx,
@@ -454,12 +455,20 @@ static int dtoh_through_ring(rgpu_lane *lane, rgpu_lane_ring *r, unsigned long l
     return 0;
 }
 
-static int dtoh(rgpu_lane *lane, const uint8_t *args, size_t args_len, uint64_t current_ctx, size_t *bulk_len,
-                const uint8_t **bulk_at, const char **what)
+/* MEMCPY_DTOH_ASYNC, or MEMCPY_DTOH (`sync`): the same on the NULL stream, which waits as cuMemcpyDtoH does. */
+static int dtoh(rgpu_lane *lane, int sync, const uint8_t *args, size_t args_len, uint64_t current_ctx,
+                size_t *bulk_len, const uint8_t **bulk_at, const char **what)
 {
     struct rgpu_memcpy_dtoh_async_req m;
-    if (!lane->d.memcpy_dtoh_async || rgpu_unpack_memcpy_dtoh_async_req(args, args_len, &m) || !m.size ||
-        !owned(lane, m.src, m.size))
+    struct rgpu_memcpy_dtoh_req plain;
+    if (sync) {
+        if (rgpu_unpack_memcpy_dtoh_req(args, args_len, &plain))
+            return -1;
+        m = (struct rgpu_memcpy_dtoh_async_req){.src = plain.src, .size = plain.size, .stream = 0};
+    } else if (rgpu_unpack_memcpy_dtoh_async_req(args, args_len, &m)) {
+        return -1;
+    }
+    if (!lane->d.memcpy_dtoh_async || !m.size || !owned(lane, m.src, m.size))
         return -1;
     struct binding *e = stream_binding(lane, m.stream, current_ctx);
     int large = m.size > LANE_REPLY_BULK;
@@ -516,8 +525,8 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
         return -1;
     if (opcode == RGPU_OP_STREAM_SYNCHRONIZE)
         return synchronize(lane, args, args_len, current_ctx, what);
-    if (opcode == RGPU_OP_MEMCPY_DTOH_ASYNC)
-        return dtoh(lane, args, args_len, current_ctx, bulk_len, bulk_at, what);
+    if (opcode == RGPU_OP_MEMCPY_DTOH_ASYNC || opcode == RGPU_OP_MEMCPY_DTOH)
+        return dtoh(lane, opcode == RGPU_OP_MEMCPY_DTOH, args, args_len, current_ctx, bulk_len, bulk_at, what);
     return -1;
 }
 

@@ -113,13 +113,13 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 
 /* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, cuMemGetInfo in a context
- * whose NULL stream is bound, host-to-device copies sent as frames of their own (streamed through the copy ring),
- * and, on streams bound for the lane while no capture may be under way, stream synchronizes and device-to-host
- * copies (those over 64 KiB through the stream's copy ring, up to what it holds). A blocking call that fails, or
- * that kernel output must precede, is left to the caller whole (it runs it again: none of them writes); so is the
- * rest of a copy C could not finish. The caller has no deferred error to report, gives it the bytes of the stream
- * it had received but not taken (`have` of them, at buf), and has brought the lane up to date (bindings,
- * regions). */
+ * whose NULL stream is bound, host-to-device copies sent as frames of their own (streamed through the copy ring;
+ * synchronous ones on the NULL stream, waited for), and, on streams bound for the lane while no capture may be
+ * under way, stream synchronizes and device-to-host copies (those over 64 KiB through the stream's copy ring, up
+ * to what it holds). A blocking call that fails, or that kernel output must precede, is left to the caller whole
+ * (it runs it again: none of them writes); so is the rest of a copy C could not finish, or its last piece. The
+ * caller has no deferred error to report, gives it the bytes of the stream it had received but not taken (`have`
+ * of them, at buf), and has brought the lane up to date (bindings, regions). */
 typedef struct rgpu_lane_serve_io {
     int fd;             /* the client's socket (a blocking one; received from with MSG_DONTWAIT) */
     uint8_t *buf;       /* receive memory, the caller's */
@@ -152,7 +152,8 @@ typedef struct rgpu_lane_served {
     int error;
     /* What was done: frames served (a stopped batch counts), replies sent, by operation among them, bytes each
      * way, time polling for bytes; the loop's time receiving (waiting included), running and replying. */
-    unsigned long long frames, replies, nop_replies, sync_replies, dtoh_replies, info_replies;
+    unsigned long long frames, replies, nop_replies, sync_replies, dtoh_replies, info_replies, dtoh_sync_replies,
+        htod_replies, htod_async_replies;
     unsigned long long bytes_in, bytes_out, wait_ns, receive_ns, run_ns, reply_ns;
 } rgpu_lane_served;
 

@@ -19,8 +19,8 @@ void lane_count_call(rgpu_lane *lane, unsigned opcode, unsigned long long ns);
 /* The most a device-to-host copy may read into the reply buffer (larger ones go through the copy ring). */
 #define LANE_REPLY_BULK (64u << 10)
 
-/* A blocking call serve.c may run (NOP; MEM_GET_INFO unless `memory_limited`; STREAM_SYNCHRONIZE and
- * MEMCPY_DTOH_ASYNC while no capture may be under way); its reply's arguments (*args_len bytes), then its bulk
+/* A blocking call serve.c may run (NOP; MEM_GET_INFO unless `memory_limited`; STREAM_SYNCHRONIZE,
+ * MEMCPY_DTOH_ASYNC and MEMCPY_DTOH while no capture may be under way); its reply's arguments (*args_len bytes), then its bulk
  * (*bulk_len), land in lane_reply(lane) after room for a prefix and header -- or the bulk at *bulk_at, when not
  * NULL (a copy back larger than LANE_REPLY_BULK, in the stream's copy ring until the next call). -1: Python's
  * (nothing was done); else the CUresult (a failure names its call in *what). */
@@ -29,12 +29,13 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
                        const uint8_t **bulk_at, const char **what);
 uint8_t *lane_reply(rgpu_lane *lane); /* RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK bytes */
 
-/* The ring a MEMCPY_HTOD_ASYNC of `n` bytes (its arguments `args`) may go through (in one slot, if `one_slot`),
- * its stream's context made current: the destination and driver stream land in *dst and *stream. NULL with *code -1 when the copy is
- * Python's (not a copy the lane may make: a capture may be under way, an unbound stream, a range outside the
- * session's memory); NULL with *code the CUresult when making the context current failed. */
-rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, const uint8_t *args, size_t args_len, size_t n, int one_slot,
-                               uint64_t current_ctx, int capture_possible, unsigned long long *dst, uintptr_t *stream, int *code,
+/* The ring a host-to-device copy of `n` bytes to `dst` on the client's `stream` (0: the current context's NULL
+ * stream) may go through (in one slot, if `one_slot`), the stream's context made current; the driver's stream
+ * lands in *driver_stream. NULL with *code -1 when the copy is Python's (a capture may be under way, an unbound
+ * stream, a range outside the session's memory); NULL with *code the CUresult when making the context current
+ * failed. */
+rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, size_t n, int one_slot,
+                               uint64_t current_ctx, int capture_possible, uintptr_t *driver_stream, int *code,
                                const char **what);
 const rgpu_lane_driver *lane_driver(const rgpu_lane *lane);
 

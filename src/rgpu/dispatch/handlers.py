@@ -205,6 +205,7 @@ def _mem_get_info(s: Session, args, bulk):
 def _memcpy_htod(s: Session, args, bulk):
     s.memory.check(args.dst, len(bulk))
     s.backend.memcpy_htod(s.context().obj, args.dst, bulk)
+    s.bind_lane_stream(0)  # the C request loop streams the next ones on the NULL stream (native/src/lane/serve.c)
 
 
 @handles_fields(ops.MEMCPY_HTOD_ASYNC, blocking=True)
@@ -218,7 +219,9 @@ def _memcpy_htod_async(s: Session, bulk, dst, stream):
 def _dtoh(s: Session, src: int, nbytes: int, stream: int | None):
     s.memory.check(src, nbytes)
     ctx, strm = s.stream(stream or 0)
-    return Reply((), s.backend.memcpy_dtoh(ctx.obj, src, nbytes, strm))
+    data = s.backend.memcpy_dtoh(ctx.obj, src, nbytes, strm)
+    s.bind_lane_stream(stream or 0)  # the C request loop answers the next ones itself
+    return Reply((), data)
 
 
 @handles(ops.MEMCPY_DTOH, blocking=True)

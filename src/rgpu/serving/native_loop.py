@@ -1,6 +1,6 @@
 """The session's request loop in C for what the fast lane serves whole (native/src/lane/serve.c): BATCH frames
-whose records the lane runs, NOPs, cuMemGetInfo, blocking stream synchronizes and small device-to-host copies,
-and host-to-device copies sent as frames of their own (received straight into the stream's copy ring). The worker's
+whose records the lane runs, NOPs, cuMemGetInfo, blocking stream synchronizes and device-to-host copies, and
+host-to-device copies sent as frames of their own (received straight into the stream's copy ring). The worker's
 blocking loop (worker.py) hands it the socket, and the bytes its decoder holds, between frames whenever no
 deferred error waits for a reply; what it hands back -- the bytes it did not serve, a batch the lane stopped
 in -- lands here in the state Python's own loop would have left, and its counts in the session's counters.
@@ -29,6 +29,7 @@ MAX_FRAMES = 64
 
 _NOP, _SYNC, _DTOH, _INFO = (ops.NOP.code, ops.STREAM_SYNCHRONIZE.code, ops.MEMCPY_DTOH_ASYNC.code,
                              ops.MEM_GET_INFO.code)
+_DTOH_SYNC, _HTOD, _HTOD_ASYNC = ops.MEMCPY_DTOH.code, ops.MEMCPY_HTOD.code, ops.MEMCPY_HTOD_ASYNC.code
 
 
 def wanted() -> bool:
@@ -114,7 +115,8 @@ class NativeLoop:
         session.replies_sent += out.replies
         by_op = session.replies_by_op
         for opcode, n in ((_NOP, out.nop_replies), (_SYNC, out.sync_replies), (_DTOH, out.dtoh_replies),
-                          (_INFO, out.info_replies)):
+                          (_INFO, out.info_replies), (_DTOH_SYNC, out.dtoh_sync_replies), (_HTOD, out.htod_replies),
+                          (_HTOD_ASYNC, out.htod_async_replies)):
             if n:
                 by_op[opcode] = by_op.get(opcode, 0) + n
         io.bytes_received += out.bytes_in
