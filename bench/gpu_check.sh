@@ -7,7 +7,7 @@
 #   bash bench/gpu_check.sh llama workloads      (llama-bench, completions and what one repetition asks; clientprof:
 #                                                 where the program's own time goes, RGPU_CLIENT_PROFILE)
 # or, without llama.cpp, RGPU_CHECK_NO_BUILD=1 bash bench/gpu_check.sh programs copies (the C loop's copies against
-# Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs).
+# Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs, the Python client's 1 and 64 MiB copies).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -65,6 +65,11 @@ if [[ " $sections " == *" copies "* ]]; then  # copies through the C loop agains
     done
   done
   grep -H "us per token" "$OUT"/decode_nl* "$OUT"/logits_nl* "$OUT"/prompt_nl*
+  for nl in 1 0; do  # the Python client's copies (synchronous: streamed in C since 51402ca) against C TCP
+    RGPU_NATIVE_LOOP=$nl timeout 90 python3 bench/rpc_bench.py --backend $BACKEND --calls 2000 --launches 5000 \
+      --sizes 1M,64M > "$OUT/copies_rpc_nl$nl.txt" 2>&1
+  done
+  grep -H "vs same-size C copy" "$OUT"/copies_rpc_nl*
 fi
 if [[ " $sections " == *" workloads "* ]]; then
   timeout 150 python3 bench/workloads.py --only resnet18_b1,resnet18_b32,gpt_small_train --steps 20 --rtt-us 0 \
