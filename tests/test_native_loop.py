@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rgpu.backends.fake_lane import FakeLaneDriver
+from rgpu.backends.fake_lane import RING_SLOT_BYTES, FakeLaneDriver
 from rgpu.errors import CudaError, ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
@@ -349,6 +349,30 @@ def test_a_synchronous_copy_whose_synchronize_fails_in_c_ends_in_python(monkeypa
     replies = list(iter(conn.next_frame, None))
     assert [(f.request_id, f.status) for f in replies[:2]] == [(1, 0), (2, 0)], replies
     assert bytes(replies[2].bulk)[: 600 << 10] == pattern(600 << 10, 6)
+
+
+@pytest.mark.parametrize("room", [0, -1])
+def test_c_streams_a_copy_only_while_a_slot_and_a_frame_head_fit_its_buffer(monkeypatch, room):
+    """What C hands back of a copy is a frame head and up to a ring slot's bytes: with a buffer one byte too small
+    for that, the copy is Python's whole; with exactly enough, C streams it."""
+    monkeypatch.setattr(native_loop, "BUFFER_BYTES", RING_SLOT_BYTES + 40 + room)
+    side = Side(True)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 300 << 10, "start", 1, 5), ("read_big",)]
+    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
+    seen = []
+    real_next_action = worker.next_action
+    monkeypatch.setattr(worker, "next_action", lambda s, f, m: seen.append(f and (f.opcode, len(f.bulk)))
+                        or real_next_action(s, f, m))
+    try:
+        got, why = serve(side, stream, [], [], True, monkeypatch)
+    finally:
+        side.s.release_all()
+    assert why == "closed by GOODBYE"
+    copies = [n for op, n in seen if op == ops.MEMCPY_HTOD_ASYNC.code]
+    assert copies == ([300 << 10] if room < 0 else []), seen
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    assert bytes([f for f in iter(conn.next_frame, None)][0].bulk)[: 300 << 10] == pattern(300 << 10, 5)
 
 
 def test_a_copy_c_fails_partway_goes_on_in_python_with_the_bytes_c_had_received(monkeypatch):

@@ -105,6 +105,9 @@ static int receive_some(const rgpu_lane_serve_io *io, size_t *end, rgpu_lane_ser
     return k > 0 ? 1 : (int)k;
 }
 
+/* The most a streamed copy's frame head takes (MEMCPY_HTOD_ASYNC's; MEMCPY_HTOD's is 8 bytes shorter). */
+#define STREAM_HEAD (RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE)
+
 /* A host-to-device copy being streamed, as its frame asked: MEMCPY_HTOD_ASYNC on the client's `stream`, or
  * MEMCPY_HTOD (`sync`: on the NULL stream, finished before the frame counts as served), with or without a
  * reply. */
@@ -180,7 +183,8 @@ static int stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     size_t total = c->h->bulk_len;
     rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, total, 0, io->current_ctx, io->capture_possible,
                                           &stream, &code, &what);
-    if (!ring) {
+    /* (What goes back to Python -- a head, then up to a slot's bytes -- must fit in buf.) */
+    if (!ring || ring->slot_bytes > io->cap - STREAM_HEAD) {
         out->outcome = RGPU_SERVE_PYTHON, out->rest_at = *start, out->rest_end = *end;
         return 1;
     }
@@ -250,8 +254,6 @@ static int stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     }
     return 0;
 }
-
-#define STREAM_HEAD (RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE)
 
 /* Back to Python, which takes buf[rest_at, rest_end) into its decoder (nothing of it was served). */
 #define HAND_BACK(how, at, to)                                                                                    \

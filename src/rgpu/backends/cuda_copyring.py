@@ -18,10 +18,7 @@ from rgpu.backends import lane
 from rgpu.backends.cuda_common import driver
 from rgpu.errors import CudaError, Status
 
-# Copies up to this size go through the ring in one slot. The C request loop streams larger copies, sent as frames
-# of their own, from the socket through the slots in turn: a slot this size keeps its per-slot driver calls (a
-# copy and an event, some microseconds) small beside receiving it (40 us at 6.5 GB/s).
-SLOT_BYTES = 256 << 10
+SLOT_BYTES = lane.RING_SLOT_BYTES  # copies up to this size go through the ring in one slot
 SLOTS = 16
 
 _ffi = cffi.FFI()

@@ -22,8 +22,9 @@ from rgpu.serving.output import KernelOutput
 from rgpu.session.state import Session
 from rgpu.transport import SPIN_YIELD, SocketFrameStream
 
-# Frames larger than this are Python's (they are bulk copies: receiving dominates them, not the loop).
-BUFFER_BYTES = 256 << 10
+# Frames larger than this are Python's, but for host-to-device copies, which C streams through the copy ring; a
+# copy it cannot finish goes back with up to a ring slot of received bytes behind a frame head, which must fit.
+BUFFER_BYTES = lanes.RING_SLOT_BYTES + (4 << 10)
 # Back to Python after this many frames at most, so that it sees a signal and `rgpu status` fresh counts.
 MAX_FRAMES = 64
 
