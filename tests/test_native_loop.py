@@ -160,6 +160,41 @@ def _read_all(sock: socket.socket, into: bytearray) -> None:
         into += chunk
 
 
+def frames_python_runs(monkeypatch) -> list[tuple[int, int, int]]:
+    """(opcode, request id, bulk length) of each frame Python's loop runs from now on (the C loop's it never
+    sees)."""
+    seen: list[tuple[int, int, int]] = []
+    real_next_action = worker.next_action
+
+    def watched(s, frame, max_record):
+        if frame is not None:
+            seen.append((frame.opcode, frame.request_id, len(frame.bulk)))
+        return real_next_action(s, frame, max_record)
+
+    monkeypatch.setattr(worker, "next_action", watched)
+    return seen
+
+
+def serve_plan(side: Side, plan: list, monkeypatch, pause_in: tuple[int, float] | None = None):
+    """Serve `plan` (then a GOODBYE) through the C loop, pausing once inside frame `pause_in[0]` at that fraction
+    of it; the session is released after. Returns (the frames that came back, those Python's loop ran)."""
+    pieces = [frame_for(side, f, i + 1) for i, f in enumerate(plan)]
+    cuts = []
+    if pause_in is not None:
+        index, fraction = pause_in
+        cuts = [sum(map(len, pieces[:index])) + int(len(pieces[index]) * fraction)]
+    runs = frames_python_runs(monkeypatch)
+    try:
+        got, why = serve(side, b"".join(pieces) + frame_bytes(Frame(ops.GOODBYE.code, 99)), cuts, [True] * len(cuts),
+                         True, monkeypatch)
+    finally:
+        side.s.release_all()
+    assert why == "closed by GOODBYE"
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    return list(iter(conn.next_frame, None)), runs
+
+
 def state(side: Side) -> tuple:
     """(Memory is gone with the GOODBYE: the plan's device-to-host copies compare it, in the replies.)"""
     s = side.s
@@ -200,9 +235,7 @@ def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
     frames_in += [("sync", 1), ("batch", [record, record]), ("nop",), ("nop",), ("batch", [record]),
                   ("dtoh_async", 0, 16, 1), ("dtoh", 0, 16), ("info", ""), ("info", "")]
     stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(frames_in))
-    calls, before = [], side.s.frames_received
-    real_next_action = worker.next_action
-    monkeypatch.setattr(worker, "next_action", lambda s, f, m: calls.append(f and f.opcode) or real_next_action(s, f, m))
+    runs, before = frames_python_runs(monkeypatch), side.s.frames_received
     got, why = serve(side, stream + frame_bytes(Frame(ops.GOODBYE.code, 99)), [], [], True, monkeypatch)
     assert why == "closed by GOODBYE"
     # Python's loop saw the synchronous copy (the NULL stream not yet bound: Python's) and the goodbye; the C loop
@@ -210,7 +243,7 @@ def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
     # batch it handed back at its first record, on a stream not yet bound for the lane: Python ran it on, outside
     # that loop).
     # That copy binds the context's NULL stream for the lane: C answers both cuMemGetInfo.
-    assert calls == [ops.MEMCPY_DTOH.code, ops.GOODBYE.code], calls
+    assert [op for op, _, _ in runs] == [ops.MEMCPY_DTOH.code, ops.GOODBYE.code], runs
     assert got.count(b"\7" * 16) == 2
     by_op = side.s.replies_by_op
     assert by_op[ops.NOP.code] == 2 and by_op[ops.STREAM_SYNCHRONIZE.code] == 1 and by_op[ops.MEMCPY_DTOH_ASYNC.code] == 1
@@ -229,14 +262,8 @@ def test_a_session_with_a_memory_quota_gets_its_quota_from_python(monkeypatch):
     side = Side(True)
     side.s.memory.limit = side.s.memory.allocated + 1000
     plan = [("batch", [("memset8", 0, 0, 16, 0, 7)])] + [("info", "")] * 3  # (binds the NULL stream for the lane)
-    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
-    try:
-        got, why = serve(side, stream, [], [], True, monkeypatch)
-    finally:
-        side.s.release_all()
-    conn = Connection(MAX_RECORD)
-    conn.receive_data(got)
-    infos = [ops.MEM_GET_INFO.decode_reply(f.args) for f in iter(conn.next_frame, None) if f.opcode == ops.MEM_GET_INFO.code]
+    replies, _ = serve_plan(side, plan, monkeypatch)
+    infos = [ops.MEM_GET_INFO.decode_reply(f.args) for f in replies if f.opcode == ops.MEM_GET_INFO.code]
     assert [(i.free, i.total) for i in infos] == [(1000, side.s.memory.limit)] * 3, infos
 
 
@@ -250,18 +277,7 @@ def test_the_c_loop_receives_copies_straight_into_the_ring(monkeypatch):
             ("htod", 600 << 10, "start", 1, 3), ("htod", 200 << 10, "end", 1, 9), ("htod", 1000, "start", 1, 5),
             ("htod", 70 << 10, "past", 1, 1), ("read_big",), ("dtoh_big", 200 << 10, "end", 1),
             ("dtoh_big", 300 << 10, "start", 1)]
-    pieces = [frame_for(side, f, i + 1) for i, f in enumerate(plan)]
-    stream = b"".join(pieces) + frame_bytes(Frame(ops.GOODBYE.code, 99))
-    middle_of_second = sum(map(len, pieces[:2])) + len(pieces[2]) // 2
-    seen = []
-    real_next_action = worker.next_action
-    monkeypatch.setattr(worker, "next_action", lambda s, f, m: seen.append(f and (f.opcode, f.request_id, len(f.bulk)))
-                        or real_next_action(s, f, m))
-    try:
-        got, why = serve(side, stream, [middle_of_second], [True], True, monkeypatch)
-    finally:
-        side.s.release_all()
-    assert why == "closed by GOODBYE"
+    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(2, 0.5))
     # Python's loop saw the rest of the copy the client paused in (a part of it: C had queued what came before
     # the pause), the copy outside the buffer (refused there, as ever), the read and the goodbye. (The batch
     # stopped in C at its first record, on a stream not yet bound, and Python ran it on outside that loop.)
@@ -276,9 +292,6 @@ def test_the_c_loop_receives_copies_straight_into_the_ring(monkeypatch):
     expected[: 600 << 10] = pattern(600 << 10, 3)
     expected[BIG_ALLOC - (200 << 10):] = pattern(200 << 10, 9)
     expected[:1000] = pattern(1000, 5)
-    conn = Connection(MAX_RECORD)
-    conn.receive_data(got)
-    replies = list(iter(conn.next_frame, None))
     assert [bytes(r.bulk) for r in replies[:3]] == [bytes(expected), bytes(expected[-(200 << 10):]),
                                                     bytes(expected[: 300 << 10])]
 
@@ -290,24 +303,10 @@ def test_the_python_client_s_synchronous_copies_stream_too(monkeypatch):
     side = Side(True)
     plan = [("htod", 200 << 10, "start", 0, 1, "sync_reply"), ("htod", 600 << 10, "start", 0, 2, "sync_reply"),
             ("htod", 100 << 10, "end", 0, 3, "sync_reply"), ("dtoh_big", 200 << 10, "start", "sync"), ("read_big",)]
-    pieces = [frame_for(side, f, i + 1) for i, f in enumerate(plan)]
-    stream = b"".join(pieces) + frame_bytes(Frame(ops.GOODBYE.code, 99))
-    in_second = len(pieces[0]) + len(pieces[1]) * 3 // 4
-    seen = []
-    real_next_action = worker.next_action
-    monkeypatch.setattr(worker, "next_action", lambda s, f, m: seen.append(f and (f.opcode, f.request_id, len(f.bulk)))
-                        or real_next_action(s, f, m))
-    try:
-        got, why = serve(side, stream, [in_second], [True], True, monkeypatch)
-    finally:
-        side.s.release_all()
-    assert why == "closed by GOODBYE"
+    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(1, 0.75))
     assert [(op, rid) for op, rid, _ in seen] == [(ops.MEMCPY_HTOD.code, 1), (ops.MEMCPY_HTOD.code, 2),
                                                   (ops.MEMCPY_DTOH.code, 5), (ops.GOODBYE.code, 99)], seen
     assert 0 < seen[1][2] < (600 << 10) // 2, seen  # (the part after the pause only)
-    conn = Connection(MAX_RECORD)
-    conn.receive_data(got)
-    replies = list(iter(conn.next_frame, None))
     assert [(f.opcode, f.request_id, f.status) for f in replies[:3]] == [
         (ops.MEMCPY_HTOD.code, i, 0) for i in (1, 2, 3)], replies
     expected = bytearray(BIG_ALLOC)
@@ -332,21 +331,10 @@ def test_a_synchronous_copy_whose_synchronize_fails_in_c_ends_in_python(monkeypa
     monkeypatch.setattr(FakeLaneDriver, "_synchronize", synchronize_failing_once)
     side = Side(True)
     plan = [("htod", 10, "end", 0, 9, "sync_reply"), ("htod", 600 << 10, "start", 0, 6, "sync_reply"), ("read_big",)]
-    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
-    seen = []
-    real_next_action = worker.next_action
-    monkeypatch.setattr(worker, "next_action", lambda s, f, m: seen.append(f and (f.opcode, f.request_id, len(f.bulk)))
-                        or real_next_action(s, f, m))
-    try:
-        got, why = serve(side, stream, [], [], True, monkeypatch)
-    finally:
-        side.s.release_all()
-    assert why == "closed by GOODBYE" and failed and not side.failures, (failed, side.failures)
+    replies, seen = serve_plan(side, plan, monkeypatch)
+    assert failed and not side.failures, (failed, side.failures)
     # Python saw the rest of the copy: its last piece (at most a fake ring slot, 64 KiB)
     assert [n for op, rid, n in seen if rid == 2] and 0 < [n for op, rid, n in seen if rid == 2][0] <= 64 << 10, seen
-    conn = Connection(MAX_RECORD)
-    conn.receive_data(got)
-    replies = list(iter(conn.next_frame, None))
     assert [(f.request_id, f.status) for f in replies[:2]] == [(1, 0), (2, 0)], replies
     assert bytes(replies[2].bulk)[: 600 << 10] == pattern(600 << 10, 6)
 
@@ -358,21 +346,10 @@ def test_c_streams_a_copy_only_while_a_slot_and_a_frame_head_fit_its_buffer(monk
     monkeypatch.setattr(native_loop, "BUFFER_BYTES", RING_SLOT_BYTES + 40 + room)
     side = Side(True)
     plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 300 << 10, "start", 1, 5), ("read_big",)]
-    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
-    seen = []
-    real_next_action = worker.next_action
-    monkeypatch.setattr(worker, "next_action", lambda s, f, m: seen.append(f and (f.opcode, len(f.bulk)))
-                        or real_next_action(s, f, m))
-    try:
-        got, why = serve(side, stream, [], [], True, monkeypatch)
-    finally:
-        side.s.release_all()
-    assert why == "closed by GOODBYE"
-    copies = [n for op, n in seen if op == ops.MEMCPY_HTOD_ASYNC.code]
-    assert copies == ([300 << 10] if room < 0 else []), seen
-    conn = Connection(MAX_RECORD)
-    conn.receive_data(got)
-    assert bytes([f for f in iter(conn.next_frame, None)][0].bulk)[: 300 << 10] == pattern(300 << 10, 5)
+    replies, runs = serve_plan(side, plan, monkeypatch)
+    copies = [n for op, _, n in runs if op == ops.MEMCPY_HTOD_ASYNC.code]
+    assert copies == ([300 << 10] if room < 0 else []), runs
+    assert bytes(replies[0].bulk)[: 300 << 10] == pattern(300 << 10, 5)
 
 
 def test_a_copy_c_fails_partway_goes_on_in_python_with_the_bytes_c_had_received(monkeypatch):
@@ -390,15 +367,9 @@ def test_a_copy_c_fails_partway_goes_on_in_python_with_the_bytes_c_had_received(
     monkeypatch.setattr(FakeLaneDriver, "_htod", htod_failing_once_beyond)
     side = Side(True)
     plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 600 << 10, "start", 1, 4), ("read_big",)]
-    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan)) + frame_bytes(Frame(ops.GOODBYE.code, 9))
-    try:
-        got, why = serve(side, stream, [], [], True, monkeypatch)
-    finally:
-        side.s.release_all()
-    assert why == "closed by GOODBYE" and failed and not side.failures, (failed, side.failures)
-    conn = Connection(MAX_RECORD)
-    conn.receive_data(got)
-    read = [f for f in iter(conn.next_frame, None) if f.opcode == ops.MEMCPY_DTOH.code]
+    replies, _ = serve_plan(side, plan, monkeypatch)
+    assert failed and not side.failures, (failed, side.failures)
+    read = [f for f in replies if f.opcode == ops.MEMCPY_DTOH.code]
     assert bytes(read[0].bulk)[: 600 << 10] == pattern(600 << 10, 4)
 
 
