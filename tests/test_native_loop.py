@@ -43,6 +43,7 @@ frames = st.one_of(
     st.tuples(st.just("dtoh_async"), st.integers(0, 5), st.sampled_from([0, 4, 64, 256, 300]), st.sampled_from([0, 1, 2])),
     st.tuples(st.just("big_nop")),
     st.tuples(st.just("info"), st.sampled_from(["", "args"])),
+    st.tuples(st.just("ctx_sync"), st.sampled_from(["", "", "args"])),
     # a host-to-device copy as a frame of its own (as the C stand-ins send those over 64 KiB): at the start, at
     # the very end, or running past the end of the buffer; on the NULL, a good or a foreign stream
     st.tuples(st.just("htod"), st.sampled_from(_copy_sizes), st.sampled_from(["start", "end", "past"]),
@@ -85,8 +86,9 @@ def frame_for(side: Side, item, request_id: int) -> bytes:
         buf, size, stream = a
         return frame_bytes(Frame(ops.MEMCPY_DTOH_ASYNC.code, request_id, args=ops.MEMCPY_DTOH_ASYNC.pack_request(
             side.pointer(buf, 0), size, side.stream(stream))))
-    if kind == "info":
-        return frame_bytes(Frame(ops.MEM_GET_INFO.code, request_id, args=b"x" if a[0] == "args" else b""))
+    if kind in ("info", "ctx_sync"):
+        op = ops.MEM_GET_INFO if kind == "info" else ops.CTX_SYNCHRONIZE
+        return frame_bytes(Frame(op.code, request_id, args=b"x" if a[0] == "args" else b""))
     if kind == "htod":  # as the C stand-ins send copies over 64 KiB ("async"), as the Python client sends ("sync_reply")
         size, where, stream, seed, *how = a
         how = how[0] if how else "async"
@@ -233,7 +235,7 @@ def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
     record = ("memset8", 0, 0, 16, 1, 7)
     frames_in = [("batch", [record])]  # (binds the stream for the lane: Python runs the memset)
     frames_in += [("sync", 1), ("batch", [record, record]), ("nop",), ("nop",), ("batch", [record]),
-                  ("dtoh_async", 0, 16, 1), ("dtoh", 0, 16), ("info", ""), ("info", "")]
+                  ("dtoh_async", 0, 16, 1), ("dtoh", 0, 16), ("info", ""), ("info", ""), ("ctx_sync", "")]
     stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(frames_in))
     runs, before = frames_python_runs(monkeypatch), side.s.frames_received
     got, why = serve(side, stream + frame_bytes(Frame(ops.GOODBYE.code, 99)), [], [], True, monkeypatch)
@@ -242,12 +244,13 @@ def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
     # the rest (the first
     # batch it handed back at its first record, on a stream not yet bound for the lane: Python ran it on, outside
     # that loop).
-    # That copy binds the context's NULL stream for the lane: C answers both cuMemGetInfo.
+    # That copy binds the context's NULL stream for the lane: C answers both cuMemGetInfo and the context's
+    # synchronize.
     assert [op for op, _, _ in runs] == [ops.MEMCPY_DTOH.code, ops.GOODBYE.code], runs
     assert got.count(b"\7" * 16) == 2
     by_op = side.s.replies_by_op
     assert by_op[ops.NOP.code] == 2 and by_op[ops.STREAM_SYNCHRONIZE.code] == 1 and by_op[ops.MEMCPY_DTOH_ASYNC.code] == 1
-    assert by_op[ops.MEM_GET_INFO.code] == 2
+    assert by_op[ops.MEM_GET_INFO.code] == 2 and by_op[ops.CTX_SYNCHRONIZE.code] == 1
     conn = Connection(MAX_RECORD)
     conn.receive_data(got)
     infos = [ops.MEM_GET_INFO.decode_reply(f.args) for f in iter(conn.next_frame, None) if f.opcode == ops.MEM_GET_INFO.code]
@@ -414,13 +417,13 @@ def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, 
 
 
 def test_a_blocking_call_that_fails_in_the_c_loop_is_answered_as_python_answers_it(monkeypatch):
-    """A kernel fault leaves the context broken: the next synchronize and copy back on a stream bound for the
-    lane fail in the C loop, which leaves them to Python (it runs them again): the same error replies. A copy to
+    """A kernel fault leaves the context broken: the next synchronizes (of the stream and of the context) and copy
+    back fail in the C loop, which leaves them to Python (it runs them again): the same error replies. A copy to
     the device fails there too, and goes back to Python whole: the same error, reported at the next reply."""
     record = ("memset8", 0, 0, 16, 1, 7)
     fault = ("launch", True, 1, 0, 10 * BIG, 8, 0, True)  # a pointer far outside: the fake kernel faults
-    plan = [("batch", [record]), ("sync", 1), ("batch", [fault]), ("sync", 1), ("dtoh_async", 0, 16, 1),
-            ("htod", 200 << 10, "start", 1, 2), ("nop",)]
+    plan = [("batch", [record]), ("sync", 1), ("ctx_sync", ""), ("batch", [fault]), ("sync", 1),
+            ("dtoh_async", 0, 16, 1), ("htod", 200 << 10, "start", 1, 2), ("ctx_sync", ""), ("nop",)]
     sides, results = [Side(True), Side(True)], []
     try:
         for side, native in zip(sides, (True, False)):
@@ -431,7 +434,8 @@ def test_a_blocking_call_that_fails_in_the_c_loop_is_answered_as_python_answers_
         conn = Connection(MAX_RECORD)
         conn.receive_data(results[0][0])
         statuses = [(f.opcode, f.status) for f in iter(conn.next_frame, None)]
-        assert statuses[0] == (ops.STREAM_SYNCHRONIZE.code, 0) and statuses[1][1] and statuses[2][1], statuses
+        assert statuses[:2] == [(ops.STREAM_SYNCHRONIZE.code, 0), (ops.CTX_SYNCHRONIZE.code, 0)], statuses
+        assert statuses[2][1] and statuses[3][1] and statuses[4] == (ops.CTX_SYNCHRONIZE.code, statuses[2][1]), statuses
     finally:
         for side in sides:
             side.s.release_all()

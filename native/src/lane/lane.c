@@ -28,12 +28,13 @@ struct binding {
 
 enum {
     COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNT_NOP,
-    COUNT_DTOH, COUNT_INFO, COUNT_HTOD_SYNC, COUNT_DTOH_SYNC, COUNTS
+    COUNT_DTOH, COUNT_INFO, COUNT_HTOD_SYNC, COUNT_DTOH_SYNC, COUNT_CTX_SYNC, COUNTS
 };
 static const unsigned count_opcode[COUNTS] = {
     RGPU_OP_LAUNCH_KERNEL,    RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
     RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP,
-    RGPU_OP_MEMCPY_DTOH_ASYNC, RGPU_OP_MEM_GET_INFO, RGPU_OP_MEMCPY_HTOD, RGPU_OP_MEMCPY_DTOH};
+    RGPU_OP_MEMCPY_DTOH_ASYNC, RGPU_OP_MEM_GET_INFO, RGPU_OP_MEMCPY_HTOD, RGPU_OP_MEMCPY_DTOH,
+    RGPU_OP_CTX_SYNCHRONIZE};
 
 /* The launch attributes whose value is plain data (ops.PLAIN_LAUNCH_ATTRIBUTES): passed on as they are. Any
  * other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
@@ -523,6 +524,15 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
         return memory_limited ? -1 : mem_get_info(lane, args_len, current_ctx, reply_args_len, what);
     if (capture_possible) /* what a synchronize or copy does to a capture under way is Python's to report */
         return -1;
+    if (opcode == RGPU_OP_CTX_SYNCHRONIZE) { /* the current context, made current for its NULL stream */
+        int code;
+        if (args_len || !lane->d.ctx_synchronize)
+            return -1;
+        if (!on_stream(lane, 0, current_ctx, &code, what))
+            return code;
+        *what = "cuCtxSynchronize";
+        return lane->d.ctx_synchronize();
+    }
     if (opcode == RGPU_OP_STREAM_SYNCHRONIZE)
         return synchronize(lane, args, args_len, current_ctx, what);
     if (opcode == RGPU_OP_MEMCPY_DTOH_ASYNC || opcode == RGPU_OP_MEMCPY_DTOH)

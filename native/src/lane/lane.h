@@ -39,6 +39,7 @@ typedef struct rgpu_lane_driver {
     int (*graph_launch)(uintptr_t exec, uintptr_t stream);
     int (*memcpy_dtoh_async)(void *dst, unsigned long long src, size_t n, uintptr_t stream);
     int (*mem_get_info)(size_t *free, size_t *total);
+    int (*ctx_synchronize)(void);
 } rgpu_lane_driver;
 
 /* A context's page-locked slots for small host-to-device copies, used in turn; a slot's event says when the
@@ -112,8 +113,8 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
 /* Copies out and zeroes the counts (at most `cap`); returns how many. */
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 
-/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, cuMemGetInfo in a context
- * whose NULL stream is bound, host-to-device copies sent as frames of their own (streamed through the copy ring;
+/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, cuMemGetInfo and (while no
+ * capture may be under way) cuCtxSynchronize in a context whose NULL stream is bound, host-to-device copies sent as frames of their own (streamed through the copy ring;
  * synchronous ones on the NULL stream, waited for), and, on streams bound for the lane while no capture may be
  * under way, stream synchronizes and device-to-host copies (those over 64 KiB through the stream's copy ring, up
  * to what it holds). A blocking call that fails, or that kernel output must precede, is left to the caller whole
@@ -153,7 +154,7 @@ typedef struct rgpu_lane_served {
     /* What was done: frames served (a stopped batch counts), replies sent, by operation among them, bytes each
      * way, time polling for bytes; the loop's time receiving (waiting included), running and replying. */
     unsigned long long frames, replies, nop_replies, sync_replies, dtoh_replies, info_replies, dtoh_sync_replies,
-        htod_replies, htod_async_replies;
+        htod_replies, htod_async_replies, ctx_sync_replies;
     unsigned long long bytes_in, bytes_out, wait_ns, receive_ns, run_ns, reply_ns;
 } rgpu_lane_served;
 

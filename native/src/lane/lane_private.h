@@ -19,8 +19,8 @@ void lane_count_call(rgpu_lane *lane, unsigned opcode, unsigned long long ns);
 /* The most a device-to-host copy may read into the reply buffer (larger ones go through the copy ring). */
 #define LANE_REPLY_BULK (64u << 10)
 
-/* A blocking call serve.c may run (NOP; MEM_GET_INFO unless `memory_limited`; STREAM_SYNCHRONIZE,
- * MEMCPY_DTOH_ASYNC and MEMCPY_DTOH while no capture may be under way); its reply's arguments (*args_len bytes), then its bulk
+/* A blocking call serve.c may run (NOP; MEM_GET_INFO unless `memory_limited`; CTX_SYNCHRONIZE,
+ * STREAM_SYNCHRONIZE, MEMCPY_DTOH_ASYNC and MEMCPY_DTOH while no capture may be under way); its reply's arguments (*args_len bytes), then its bulk
  * (*bulk_len), land in lane_reply(lane) after room for a prefix and header -- or the bulk at *bulk_at, when not
  * NULL (a copy back larger than LANE_REPLY_BULK, in the stream's copy ring until the next call). -1: Python's
  * (nothing was done); else the CUresult (a failure names its call in *what). */

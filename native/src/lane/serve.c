@@ -341,6 +341,8 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                         out->info_replies++;
                     else if (h.opcode == RGPU_OP_MEMCPY_DTOH)
                         out->dtoh_sync_replies++;
+                    else if (h.opcode == RGPU_OP_CTX_SYNCHRONIZE)
+                        out->ctx_sync_replies++;
                     else
                         out->dtoh_replies++;
                     mark = lane_now_ns();

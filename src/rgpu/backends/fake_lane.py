@@ -58,6 +58,7 @@ class FakeLaneDriver:
             "memcpy_dtoh_async": ffi.callback("int(void *, unsigned long long, size_t, uintptr_t)", self._dtoh,
                                               onerror=self._failed),
             "mem_get_info": ffi.callback("int(size_t *, size_t *)", self._mem_get_info, onerror=self._failed),
+            "ctx_synchronize": ffi.callback("int(void)", self._ctx_synchronize, onerror=self._failed),
         }
         for field, callback in self._callbacks.items():
             setattr(self.table, field, callback)
@@ -121,6 +122,10 @@ class FakeLaneDriver:
     def _dtoh(self, dst, src, n, stream) -> int:
         data = self.backend.memcpy_dtoh(self._current, src, n, self._object(stream))
         lane.ffi().buffer(lane.ffi().cast("char *", dst), n)[:] = data
+        return 0
+
+    def _ctx_synchronize(self) -> int:
+        self.backend.ctx_synchronize(self._current)
         return 0
 
     def _mem_get_info(self, free, total) -> int:

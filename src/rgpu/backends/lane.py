@@ -78,6 +78,7 @@ _LIBCUDA_NAMES = {
     "event_synchronize": "cuEventSynchronize", "stream_synchronize": "cuStreamSynchronize",
     "launch_kernel_ex": "cuLaunchKernelEx", "graph_launch": "cuGraphLaunch",
     "memcpy_dtoh_async": "cuMemcpyDtoHAsync_v2", "mem_get_info": "cuMemGetInfo_v2",
+    "ctx_synchronize": "cuCtxSynchronize",
 }
 
 

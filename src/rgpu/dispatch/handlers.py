@@ -146,6 +146,7 @@ def _ctx_get_current(s: Session, args, bulk):
 @handles(ops.CTX_SYNCHRONIZE, blocking=True)
 def _ctx_synchronize(s: Session, args, bulk):
     s.backend.ctx_synchronize(s.context().obj)
+    s.bind_lane_stream(0)  # the C request loop answers the next ones itself
 
 
 # cuCtxSetLimit can resize per-thread stacks or the heap of a busy context: it may block.

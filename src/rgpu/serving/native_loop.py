@@ -1,5 +1,5 @@
 """The session's request loop in C for what the fast lane serves whole (native/src/lane/serve.c): BATCH frames
-whose records the lane runs, NOPs, cuMemGetInfo, blocking stream synchronizes and device-to-host copies, and
+whose records the lane runs, NOPs, cuMemGetInfo, context and stream synchronizes, device-to-host copies, and
 host-to-device copies sent as frames of their own (received straight into the stream's copy ring). The worker's
 blocking loop (worker.py) hands it the socket, and the bytes its decoder holds, between frames whenever no
 deferred error waits for a reply; what it hands back -- the bytes it did not serve, a batch the lane stopped
@@ -31,6 +31,7 @@ MAX_FRAMES = 64
 _NOP, _SYNC, _DTOH, _INFO = (ops.NOP.code, ops.STREAM_SYNCHRONIZE.code, ops.MEMCPY_DTOH_ASYNC.code,
                              ops.MEM_GET_INFO.code)
 _DTOH_SYNC, _HTOD, _HTOD_ASYNC = ops.MEMCPY_DTOH.code, ops.MEMCPY_HTOD.code, ops.MEMCPY_HTOD_ASYNC.code
+_CTX_SYNC = ops.CTX_SYNCHRONIZE.code
 
 
 def wanted() -> bool:
@@ -84,12 +85,13 @@ class NativeLoop:
         self._args.current_ctx = session.current_ctx
         self._args.capture_possible = lane.capture_possible()
         loop_ns = session.loop_ns
-        session.receiving = (time.perf_counter_ns(), loop_ns[0])
-        try:
-            lane.serve(self._args, out)
-        finally:
-            session.receiving = (0, loop_ns[0])
-            self._count(out)
+        with session.counting:
+            session.receiving = (time.perf_counter_ns(), loop_ns[0])
+            try:
+                lane.serve(self._args, out)
+            finally:
+                session.receiving = (0, loop_ns[0])
+                self._count(out)
         outcome = out.outcome
         rest = memoryview(self._buf)[out.rest_at : out.rest_end]
         if rest:
@@ -117,7 +119,7 @@ class NativeLoop:
         by_op = session.replies_by_op
         for opcode, n in ((_NOP, out.nop_replies), (_SYNC, out.sync_replies), (_DTOH, out.dtoh_replies),
                           (_INFO, out.info_replies), (_DTOH_SYNC, out.dtoh_sync_replies), (_HTOD, out.htod_replies),
-                          (_HTOD_ASYNC, out.htod_async_replies)):
+                          (_HTOD_ASYNC, out.htod_async_replies), (_CTX_SYNC, out.ctx_sync_replies)):
             if n:
                 by_op[opcode] = by_op.get(opcode, 0) + n
         io.bytes_received += out.bytes_in

@@ -149,7 +149,21 @@ def serve_blocking(session: Session, io: SocketFrameStream, inject_rtt_us: float
 def session_counters(session: Session, io: SocketFrameStream) -> dict:
     """What a benchmark reads of a session (the --stats-file record as it ends, `rgpu status --json` while it
     runs): its operations and the round trips among them, by operation too, the worker's seconds in each,
-    bytes each way, the worker process's CPU seconds, and the time it waited for the client."""
+    bytes each way, the worker process's CPU seconds, and the time it waited for the client. Taken between two
+    turns of the C request loop, which counts its frames as it returns (it returns within its poll, or after 64
+    frames; a figure taken while it waits on the GPU longer than COUNTING_WAIT_S may miss its latest frames)."""
+    held = session.counting.acquire(timeout=COUNTING_WAIT_S)
+    try:
+        return _counters(session, io)
+    finally:
+        if held:
+            session.counting.release()
+
+
+COUNTING_WAIT_S = 0.5
+
+
+def _counters(session: Session, io: SocketFrameStream) -> dict:
     return {"frames": session.frames_received, "calls": session.calls,
             "graph_launches": graphs.graph_launches(session), "blocking": session.replies_sent,
             "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,

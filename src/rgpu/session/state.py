@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from typing import Any, Callable
 
@@ -96,6 +97,10 @@ class Session:
         self.loop_ns = [0, 0, 0]  # the worker loop's time receiving, running and replying (serving/worker.py)
         # (perf_counter_ns when the loop began waiting for the frame it waits for now, or 0; loop_ns[0] then)
         self.receiving = (0, 0)
+        # Held while the worker's C request loop serves and its counts land here (serving/native_loop.py): a
+        # reading of the counters (`rgpu status`, from another thread) never falls between a frame the client
+        # already has an answer to and that frame's counts.
+        self.counting = threading.Lock()
         self._launch_targets: dict[tuple[int, int], LaunchTarget] = {}
         self._bound_calls_at = 0  # handles.removals when the launch and copy caches were last known good
         self._copiers: dict[tuple[int, int], Any] = {}  # (stream, context for the NULL stream) -> async_copier
