@@ -89,7 +89,7 @@ def frame_for(side: Side, item, request_id: int) -> bytes:
     if kind in ("info", "ctx_sync"):
         op = ops.MEM_GET_INFO if kind == "info" else ops.CTX_SYNCHRONIZE
         return frame_bytes(Frame(op.code, request_id, args=b"x" if a[0] == "args" else b""))
-    if kind == "htod":  # as the C stand-ins send copies over 64 KiB ("async"), as the Python client sends ("sync_reply")
+    if kind == "htod":  # as the C stand-ins send copies over 64 KiB ("async"); as the Python client, "sync_reply"
         size, where, stream, seed, *how = a
         how = how[0] if how else "async"
         dst = big_buffer(side) + {"start": 0, "end": BIG_ALLOC - size, "past": BIG_ALLOC - size + 8}[where]
@@ -253,7 +253,8 @@ def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
     assert by_op[ops.MEM_GET_INFO.code] == 2 and by_op[ops.CTX_SYNCHRONIZE.code] == 1
     conn = Connection(MAX_RECORD)
     conn.receive_data(got)
-    infos = [ops.MEM_GET_INFO.decode_reply(f.args) for f in iter(conn.next_frame, None) if f.opcode == ops.MEM_GET_INFO.code]
+    infos = [ops.MEM_GET_INFO.decode_reply(f.args) for f in iter(conn.next_frame, None)
+             if f.opcode == ops.MEM_GET_INFO.code]
     assert len(infos) == 2 and infos[0] == infos[1] and infos[0].total > infos[0].free > 0, infos
     assert side.s.frames_received == before + len(frames_in) + 1
     side.s.release_all()

@@ -113,14 +113,14 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
 /* Copies out and zeroes the counts (at most `cap`); returns how many. */
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 
-/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, cuMemGetInfo and (while no
- * capture may be under way) cuCtxSynchronize in a context whose NULL stream is bound, host-to-device copies sent as frames of their own (streamed through the copy ring;
- * synchronous ones on the NULL stream, waited for), and, on streams bound for the lane while no capture may be
- * under way, stream synchronizes and device-to-host copies (those over 64 KiB through the stream's copy ring, up
- * to what it holds). A blocking call that fails, or that kernel output must precede, is left to the caller whole
- * (it runs it again: none of them writes); so is the rest of a copy C could not finish, or its last piece. The
- * caller has no deferred error to report, gives it the bytes of the stream it had received but not taken (`have`
- * of them, at buf), and has brought the lane up to date (bindings, regions). */
+/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, cuMemGetInfo and (while no capture
+ * may be under way) cuCtxSynchronize in a context whose NULL stream is bound, host-to-device copies sent as frames
+ * of their own (streamed through the copy ring; synchronous ones on the NULL stream, waited for), and, on streams
+ * bound for the lane while no capture may be under way, stream synchronizes and device-to-host copies (those over
+ * 64 KiB through the stream's copy ring, up to what it holds). A blocking call that fails, or that kernel output
+ * must precede, is left to the caller whole (it runs it again: none of them writes); so is the rest of a copy C
+ * could not finish, or its last piece. The caller has no deferred error to report, gives it the bytes of the stream
+ * it had received but not taken (`have` of them, at buf), and has brought the lane up to date (bindings, regions). */
 typedef struct rgpu_lane_serve_io {
     int fd;             /* the client's socket (a blocking one; received from with MSG_DONTWAIT) */
     uint8_t *buf;       /* receive memory, the caller's */

@@ -19,11 +19,11 @@ void lane_count_call(rgpu_lane *lane, unsigned opcode, unsigned long long ns);
 /* The most a device-to-host copy may read into the reply buffer (larger ones go through the copy ring). */
 #define LANE_REPLY_BULK (64u << 10)
 
-/* A blocking call serve.c may run (NOP; MEM_GET_INFO unless `memory_limited`; CTX_SYNCHRONIZE,
- * STREAM_SYNCHRONIZE, MEMCPY_DTOH_ASYNC and MEMCPY_DTOH while no capture may be under way); its reply's arguments (*args_len bytes), then its bulk
- * (*bulk_len), land in lane_reply(lane) after room for a prefix and header -- or the bulk at *bulk_at, when not
- * NULL (a copy back larger than LANE_REPLY_BULK, in the stream's copy ring until the next call). -1: Python's
- * (nothing was done); else the CUresult (a failure names its call in *what). */
+/* A blocking call serve.c may run (NOP; MEM_GET_INFO unless `memory_limited`; CTX_SYNCHRONIZE, STREAM_SYNCHRONIZE,
+ * MEMCPY_DTOH_ASYNC and MEMCPY_DTOH while no capture may be under way); its reply's arguments (*args_len bytes),
+ * then its bulk (*bulk_len), land in lane_reply(lane) after room for a prefix and header -- or the bulk at
+ * *bulk_at, when not NULL (a copy back larger than LANE_REPLY_BULK, in the stream's copy ring until the next call).
+ * -1: Python's (nothing was done); else the CUresult (a failure names its call in *what). */
 int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, size_t args_len, uint64_t current_ctx,
                        int capture_possible, int memory_limited, size_t *reply_args_len, size_t *bulk_len,
                        const uint8_t **bulk_at, const char **what);

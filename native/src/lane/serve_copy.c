@@ -1,0 +1,145 @@
+/* Host-to-device copies the C request loop streams from the socket through the copy ring (serve.c hands it
+ * every copy sent as a frame of its own). */
+#include <string.h>
+
+#include "lane.h"
+#include "lane_private.h"
+#include "rgpu_ops.h"
+#include "rgpu_wire.h"
+#include "serve_private.h"
+
+/* The part of copy `c` from `done` on, as a frame of its own at the front of buf for Python's decoder: its header
+ * and arguments, then the `carried` bytes received after it (at `from`, which may lie in buf: the rest of the
+ * copy's that came, and any frames after it). */
+static void copy_rest_for_python(const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
+                                 size_t done, const uint8_t *from, size_t carried)
+{
+    size_t head = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + c->args_len;
+    memmove(io->buf + head, from, carried);
+    rgpu_header rest = {c->h->opcode, c->h->flags, c->h->request_id, 0, 0, c->h->bulk_len - (uint32_t)done};
+    rgpu_pack_prefix_header(io->buf, &rest, c->args_len);
+    uint8_t *args = io->buf + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE;
+    if (c->sync)
+        rgpu_pack_memcpy_htod(args, &(struct rgpu_memcpy_htod_req){.dst = c->dst + done});
+    else
+        rgpu_pack_memcpy_htod_async(args, &(struct rgpu_memcpy_htod_async_req){.dst = c->dst + done,
+                                                                                .stream = c->stream});
+    out->outcome = RGPU_SERVE_PYTHON, out->rest_at = 0, out->rest_end = head + carried;
+}
+
+int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len, struct copy_in *c)
+{
+    if ((h->flags != RGPU_FLAG_NO_REPLY && h->flags) || !h->bulk_len)
+        return 0;
+    *c = (struct copy_in){h, h->opcode == RGPU_OP_MEMCPY_HTOD, 0, 0, args_len};
+    if (c->sync) {
+        struct rgpu_memcpy_htod_req m;
+        if (rgpu_unpack_memcpy_htod_req(args, args_len, &m))
+            return 0;
+        c->dst = m.dst;
+        return 1;
+    }
+    struct rgpu_memcpy_htod_async_req m;
+    if (h->opcode != RGPU_OP_MEMCPY_HTOD_ASYNC || rgpu_unpack_memcpy_htod_async_req(args, args_len, &m))
+        return 0;
+    c->dst = m.dst, c->stream = m.stream;
+    return 1;
+}
+
+/* A host-to-device copy sent as a frame of its own (the C stand-ins send those over 64 KiB so; the Python client
+ * sends every synchronous copy so) on a stream bound for the lane: its bytes go from the socket straight into the
+ * stream's page-locked copy ring, a slot at a time, each slot's device copy queued as soon as it is full, so
+ * receiving overlaps the device copies and nothing waits for the whole frame. Python's path received it whole
+ * into pageable memory and copied from there, waiting for the stream after an asynchronous one (the driver may
+ * still be reading pageable memory when the copy returns), which also waited for every kernel queued before it.
+ * A synchronous copy ends with a synchronize of the NULL stream, as cuMemcpyHtoD waits.
+ *
+ * What it cannot finish -- the client pauses longer than the poll; the socket reports the end, an error or a
+ * signal; a driver call fails -- goes back to Python as a copy of its own: the same request for the bytes not
+ * yet queued, its destination advanced, with those of them received already. Python receives the rest and runs
+ * it, or fails it, as it would have run the whole. So does the last piece when the synchronize fails or kernel
+ * output must go ahead of the reply: Python copies those bytes again (the same bytes to the same place, in the
+ * same stream's order) and answers.
+ *
+ * The frame's header and arguments are at buf[*start, ...). 1: handed back (out says how); 0: the frame was
+ * served, and buf[*start, *end) is what is still held. */
+int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
+                       size_t *start, size_t *end)
+{
+    uintptr_t stream;
+    int code;
+    const char *what = "";
+    size_t total = c->h->bulk_len;
+    rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, total, 0, io->current_ctx, io->capture_possible,
+                                          &stream, &code, &what);
+    /* (What goes back to Python -- a head, then up to a slot's bytes -- must fit in buf.) */
+    if (!ring || ring->slot_bytes > io->cap - STREAM_HEAD) {
+        out->outcome = RGPU_SERVE_PYTHON, out->rest_at = *start, out->rest_end = *end;
+        return 1;
+    }
+    const rgpu_lane_driver *d = lane_driver(lane);
+    unsigned long long began = lane_now_ns();
+    const uint8_t *bulk = io->buf + *start + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + c->args_len;
+    /* The last piece queued: where its bytes are (with all held after them), until the copy is known done. */
+    const uint8_t *last = NULL;
+    size_t last_len = 0, last_carry = 0;
+    size_t held = (size_t)(io->buf + *end - bulk), done = 0;
+    if (held > total)
+        held = total;
+    while (done < held) { /* what the buffer holds already */
+        size_t k = held - done < ring->slot_bytes ? held - done : ring->slot_bytes;
+        if (rgpu_lane_ring_copy(d, ring, c->dst + done, bulk + done, k, stream, &what)) {
+            copy_rest_for_python(io, out, c, done, bulk + done, (size_t)(io->buf + *end - (bulk + done)));
+            return 1;
+        }
+        last = bulk + done, last_len = k, last_carry = (size_t)(io->buf + *end - last);
+        done += k;
+    }
+    if (held == total) {
+        *start = (size_t)(bulk + total - io->buf);
+    } else {
+        *start = *end = 0; /* everything buf held was this frame's */
+        while (done < total) {
+            char *slot = lane_ring_slot(d, ring, &what, &code);
+            if (!slot) {
+                copy_rest_for_python(io, out, c, done, bulk, 0);
+                return 1;
+            }
+            size_t want = total - done < ring->slot_bytes ? total - done : ring->slot_bytes, got = 0;
+            long k;
+            while (got < want && (k = serve_receive_into(io, (uint8_t *)slot + got, want - got, out)) > 0)
+                got += (size_t)k;
+            if (got && lane_ring_send(d, ring, c->dst + done, got, stream, &what)) {
+                copy_rest_for_python(io, out, c, done, (const uint8_t *)slot, got);
+                return 1;
+            }
+            done += got;
+            if (got < want) {
+                copy_rest_for_python(io, out, c, done, bulk, 0);
+                return 1;
+            }
+            last = (const uint8_t *)slot, last_len = last_carry = got;
+        }
+    }
+    int reply = c->h->flags != RGPU_FLAG_NO_REPLY;
+    if ((c->sync && d->stream_synchronize(stream)) || (reply && serve_output_waiting(io))) {
+        copy_rest_for_python(io, out, c, total - last_len, last, last_carry);
+        return 1;
+    }
+    unsigned long long ended = lane_now_ns();
+    lane_count_call(lane, c->h->opcode, ended - began);
+    out->run_ns += ended - began;
+    out->frames++;
+    if (reply) {
+        if (serve_send_reply(lane, io, out, c->h, 0, 0, NULL)) {
+            out->outcome = RGPU_SERVE_FAILED, out->rest_at = *start, out->rest_end = *end;
+            return 1;
+        }
+        if (c->sync)
+            out->htod_replies++;
+        else
+            out->htod_async_replies++;
+        out->reply_ns += lane_now_ns() - ended;
+    }
+    return 0;
+}

@@ -1,0 +1,99 @@
+/* The C request loop's socket: receiving with a bounded poll, and replies (serve.c, serve_copy.c). */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "lane.h"
+#include "lane_private.h"
+#include "rgpu_ops.h"
+#include "rgpu_wire.h"
+#include "serve_private.h"
+
+/* Kernel output is on its way to the client (in the pipe, or taken by Python's reader): a reply must follow it,
+ * so it is Python's to send. The pipe is polled first: Python's reader marks output as held before it empties
+ * the pipe, so output is always in one place or the other. */
+int serve_output_waiting(const rgpu_lane_serve_io *io)
+{
+    if (io->output_fd >= 0) {
+        struct pollfd p = {io->output_fd, POLLIN, 0};
+        if (poll(&p, 1, 0) != 0)
+            return 1;
+    }
+    return io->output_held && __atomic_load_n(io->output_held, __ATOMIC_ACQUIRE);
+}
+
+/* a[0, na) then b[0, nb), whole. */
+static int send_all(int fd, const uint8_t *a, size_t na, const uint8_t *b, size_t nb)
+{
+    while (na + nb) {
+        struct iovec v[2] = {{(void *)a, na}, {(void *)b, nb}};
+        struct msghdr msg = {.msg_iov = na ? v : v + 1, .msg_iovlen = na && nb ? 2 : 1};
+        ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        size_t done = (size_t)k, first = done < na ? done : na;
+        a += first, na -= first, done -= first;
+        b += done, nb -= done;
+    }
+    return 0;
+}
+
+/* The reply to `h`, status 0, with `args_len` bytes of arguments in lane_reply after its prefix and header, then
+ * `bulk_len` of bulk: at `bulk_at`, or after the arguments when NULL. 0, or -1 with errno in out->error. */
+int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
+                      size_t args_len, size_t bulk_len, const uint8_t *bulk_at)
+{
+    rgpu_header r = {h->opcode, RGPU_FLAG_REPLY, h->request_id, 0, 0, (uint32_t)bulk_len};
+    uint8_t *reply = lane_reply(lane);
+    rgpu_pack_prefix_header(reply, &r, args_len);
+    size_t head = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len;
+    int failed = bulk_at ? send_all(io->fd, reply, head, bulk_at, bulk_len)
+                         : send_all(io->fd, reply, head + bulk_len, NULL, 0);
+    if (failed) {
+        out->error = errno;
+        return -1;
+    }
+    out->replies++;
+    out->bytes_out += head + bulk_len;
+    return 0;
+}
+
+/* Bytes from the socket into p[0, n), polling up to spin_ns for them. >0: how many came; 0: none within the
+ * spin; -1: the peer closed, the socket failed or a signal came (Python's receive or handler takes over). */
+long serve_receive_into(const rgpu_lane_serve_io *io, uint8_t *p, size_t n, rgpu_lane_served *out)
+{
+    unsigned long long started = lane_now_ns(), deadline = started + (unsigned long long)io->spin_ns;
+    for (;;) {
+        ssize_t k = recv(io->fd, p, n, MSG_DONTWAIT);
+        if (k > 0) {
+            out->bytes_in += (unsigned long long)k;
+            out->wait_ns += lane_now_ns() - started;
+            return k;
+        }
+        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+            out->wait_ns += lane_now_ns() - started;
+            return -1;
+        }
+        unsigned long long now = lane_now_ns();
+        if (now >= deadline) {
+            out->wait_ns += now - started;
+            return 0;
+        }
+        if (io->spin_yield)
+            sched_yield();
+    }
+}
+
+int serve_receive_some(const rgpu_lane_serve_io *io, size_t *end, rgpu_lane_served *out)
+{
+    long k = serve_receive_into(io, io->buf + *end, io->cap - *end, out);
+    if (k > 0)
+        *end += (size_t)k;
+    return k > 0 ? 1 : (int)k;
+}
