@@ -8,6 +8,7 @@
 #                                                 where the program's own time goes, RGPU_CLIENT_PROFILE)
 # or, without llama.cpp, RGPU_CHECK_NO_BUILD=1 bash bench/gpu_check.sh programs copies (the C loop's copies against
 # Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs, the Python client's 1 and 64 MiB copies).
+# Section rtt: ResNet-18 b1 and the GPT step at 0, 100, 500 and 2000 us of injected round-trip time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -74,6 +75,10 @@ fi
 if [[ " $sections " == *" workloads "* ]]; then
   timeout 150 python3 bench/workloads.py --only resnet18_b1,resnet18_b32,gpt_small_train --steps 20 --rtt-us 0 \
     > "$OUT/workloads.txt" 2>&1; tail -8 "$OUT/workloads.txt"
+fi
+if [[ " $sections " == *" rtt "* ]]; then  # the issue's RTT sweep: native + 3 round trips at 500 us is the bar
+  timeout 400 python3 bench/workloads.py --only gpt_small_train,resnet18_b1 --steps 20 --rtt-us 0,100,500,2000 \
+    > "$OUT/rtt.txt" 2>&1; grep -E "^(gpt|resnet)" "$OUT/rtt.txt"
 fi
 if [[ " $sections " == *" llama "* ]]; then
   [ -x /tmp/llama/build/bin/llama-bench ] || timeout 280 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1

@@ -135,6 +135,7 @@ typedef struct rgpu_lane_serve_io {
     const int *output_held; /* nonzero while kernel output waits in the caller, or NULL */
     unsigned max_frames;    /* hand back after this many frames (the caller's signals and counters) */
     int memory_limited;     /* the session has a memory quota (cuMemGetInfo's answer is then the caller's) */
+    long long inject_ns;    /* hold each reply this long first, as a slower network would (--inject-rtt-us) */
 } rgpu_lane_serve_io;
 
 /* Why rgpu_lane_serve handed back. In every case buf[rest_at, rest_end) are received bytes nothing was done with,

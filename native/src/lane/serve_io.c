@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "lane.h"
 #include "lane_private.h"
@@ -44,6 +45,21 @@ static int send_all(int fd, const uint8_t *a, size_t na, const uint8_t *b, size_
     return 0;
 }
 
+/* Until `ns` from now: sleeping is too coarse below a millisecond (it overshoots by ~50 us), so the last part
+ * polls the clock (as Python's loop holds its replies, rgpu/serving/worker.py). */
+static void hold(long long ns)
+{
+    unsigned long long until = lane_now_ns() + (unsigned long long)ns;
+    if (ns > 2000000) {
+        long long sleep_ns = ns - 1000000;
+        struct timespec t = {sleep_ns / 1000000000, sleep_ns % 1000000000};
+        while (nanosleep(&t, &t) && errno == EINTR)
+            ;
+    }
+    while (lane_now_ns() < until)
+        ;
+}
+
 /* The reply to `h`, status 0, with `args_len` bytes of arguments in lane_reply after its prefix and header, then
  * `bulk_len` of bulk: at `bulk_at`, or after the arguments when NULL. 0, or -1 with errno in out->error. */
 int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
@@ -51,6 +67,8 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
 {
     rgpu_header r = {h->opcode, RGPU_FLAG_REPLY, h->request_id, 0, 0, (uint32_t)bulk_len};
     uint8_t *reply = lane_reply(lane);
+    if (io->inject_ns > 0)
+        hold(io->inject_ns);
     rgpu_pack_prefix_header(reply, &r, args_len);
     size_t head = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len;
     int failed = bulk_at ? send_all(io->fd, reply, head, bulk_at, bulk_len)

@@ -5,8 +5,9 @@ blocking loop (worker.py) hands it the socket, and the bytes its decoder holds, 
 deferred error waits for a reply; what it hands back -- the bytes it did not serve, a batch the lane stopped
 in -- lands here in the state Python's own loop would have left, and its counts in the session's counters.
 
-Only for plain sessions: with record protection, injected round-trip time or RGPU_TRACE_OPS every frame takes
-Python's path, as does everything under RGPU_NATIVE_LOOP=0 (a benchmarking aid, like RGPU_LANE=0)."""
+Only for plain sessions: with record protection or RGPU_TRACE_OPS every frame takes Python's path, as does
+everything under RGPU_NATIVE_LOOP=0 (a benchmarking aid, like RGPU_LANE=0). Injected round-trip time
+(--inject-rtt-us) holds the C loop's replies as it holds Python's."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def wanted() -> bool:
 
 
 class NativeLoop:
-    def __init__(self, session: Session, io: SocketFrameStream, output: KernelOutput | None):
+    def __init__(self, session: Session, io: SocketFrameStream, output: KernelOutput | None, inject_rtt_us: float):
         ffi = lanes.ffi()
         self._session = session
         self._io = io
@@ -56,6 +57,7 @@ class NativeLoop:
         a.output_held = self._held
         a.max_frames = MAX_FRAMES
         a.memory_limited = session.memory.limit is not None
+        a.inject_ns = int(inject_rtt_us * 1000)
         self._out = ffi.new("rgpu_lane_served *")
         self._poll = select.poll()
         self._poll.register(io.sock, select.POLLIN)
@@ -64,10 +66,9 @@ class NativeLoop:
     def make(cls, session: Session, io: SocketFrameStream, output: KernelOutput | None,
              inject_rtt_us: float) -> NativeLoop | None:
         """The C loop for this session, or None where every frame must take Python's path."""
-        if (session.lane is None or not wanted() or io.conn.protector is not None or inject_rtt_us
-                or dispatcher.tracing()):
+        if session.lane is None or not wanted() or io.conn.protector is not None or dispatcher.tracing():
             return None
-        return cls(session, io, output)
+        return cls(session, io, output, inject_rtt_us)
 
     def serve(self) -> bool:
         """Serve frames in C until one is Python's. True: go on (call again); False: the next frame is for
