@@ -23,7 +23,7 @@ from rgpu.backends.fake_lane import RING_SLOT_BYTES, FakeLaneDriver
 from rgpu.errors import CudaError, ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
-from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, frame_bytes
+from rgpu.protocol.frames import FLAG_DEFERRED_ERROR, FLAG_NO_REPLY, Frame, frame_bytes
 from rgpu.serving import native_loop, worker
 from rgpu.serving.output import KernelOutput
 from rgpu.transport import SocketFrameStream
@@ -50,6 +50,8 @@ frames = st.one_of(
               st.sampled_from([0, 1, 1, 2]), st.integers(0, 255),
               st.sampled_from(["async", "async", "async_reply", "sync", "sync_reply"])),
     st.tuples(st.just("read_big")),
+    # copy frames C must leave to Python: arguments one byte short or long, a flag of replies, no bytes at all
+    st.tuples(st.just("htod_bad"), st.sampled_from(["short", "long", "flag", "empty"]), st.booleans()),
     # a copy back larger than the reply buffer (through the ring: the fake's holds 256 KiB) or than the ring
     st.tuples(st.just("dtoh_big"), st.sampled_from([70 << 10, 200 << 10, 256 << 10, 300 << 10]),
               st.sampled_from(["start", "end", "past"]), st.sampled_from([0, 1, 1, 2, "sync"])),
@@ -100,6 +102,13 @@ def frame_for(side: Side, item, request_id: int) -> bytes:
         return frame_bytes(Frame(ops.MEMCPY_HTOD_ASYNC.code, request_id, flags,
                                  args=ops.MEMCPY_HTOD_ASYNC.pack_request(dst, side.stream(stream)),
                                  bulk=pattern(size, seed)))
+    if kind == "htod_bad":
+        how, sync = a
+        op = ops.MEMCPY_HTOD if sync else ops.MEMCPY_HTOD_ASYNC
+        args = op.pack_request(big_buffer(side)) if sync else op.pack_request(big_buffer(side), side.stream(1))
+        args = {"short": args[:-1], "long": args + b"\0"}.get(how, args)
+        flags = FLAG_NO_REPLY | (FLAG_DEFERRED_ERROR if how == "flag" else 0)  # (a server's flag, not a request's)
+        return frame_bytes(Frame(op.code, request_id, flags, args=args, bulk=b"" if how == "empty" else bytes(300)))
     if kind == "dtoh_big":
         size, where, stream = a
         src = big_buffer(side) + {"start": 0, "end": BIG_ALLOC - size, "past": BIG_ALLOC - size + 8}[where]
