@@ -269,6 +269,27 @@ def test_the_c_loop_serves_what_it_may_itself(monkeypatch):
     side.s.release_all()
 
 
+def test_every_operation_of_one_c_turn_is_counted_as_python_counts_it(monkeypatch):
+    """Ten different operations served in one turn of the C loop (more than a counting pass took once): the
+    session's counts by operation, calls and replies, come out as Python's loop leaves them."""
+    binders = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("dtoh", 0, 16)]  # (Python's: bind stream 1, NULL)
+    one_turn = [("sync", 1), ("batch", [("memset8", 0, 0, 16, 1, 7), ("memset32", 1, 0, 4, 1, 9),
+                                        ("htod", 2, 0, 16, 1, b"ab")]),
+                ("nop",), ("dtoh_async", 0, 16, 1), ("info", ""), ("ctx_sync", ""),
+                ("htod", 1000, "start", 0, 7, "sync_reply"), ("dtoh", 0, 16)]
+    sides, results = [Side(True), Side(True)], []
+    try:
+        for side, native in zip(sides, (True, False)):
+            stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(binders + one_turn))
+            results.append(serve(side, stream + frame_bytes(Frame(ops.GOODBYE.code, 99)), [], [], native, monkeypatch))
+        assert results[0] == results[1]
+        assert state(sides[0]) == state(sides[1])
+        assert len(sides[0].s.replies_by_op) >= 8, sides[0].s.replies_by_op
+    finally:
+        for side in sides:
+            side.s.release_all()
+
+
 def test_a_session_with_a_memory_quota_gets_its_quota_from_python(monkeypatch):
     """cuMemGetInfo under a quota says what the session may still take, which only Python knows: the C loop
     leaves it there, however often it comes."""

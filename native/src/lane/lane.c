@@ -30,6 +30,7 @@ enum {
     COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNT_NOP,
     COUNT_DTOH, COUNT_INFO, COUNT_HTOD_SYNC, COUNT_DTOH_SYNC, COUNT_CTX_SYNC, COUNTS
 };
+_Static_assert((int)COUNTS <= (int)RGPU_LANE_COUNTS, "rgpu_lane_take_counts' callers take RGPU_LANE_COUNTS rows");
 static const unsigned count_opcode[COUNTS] = {
     RGPU_OP_LAUNCH_KERNEL,    RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
     RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP,
@@ -47,7 +48,7 @@ struct rgpu_lane {
     size_t bound;
     const uint64_t *starts, *sizes;
     size_t regions;
-    unsigned long long calls[COUNTS], ns[COUNTS];
+    unsigned long long calls[COUNTS], ns[COUNTS], replies[COUNTS];
     size_t param_size; /* what `extra` hands the driver */
     _Alignas(16) uint8_t reply[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK]; /* serve.c's replies */
     void *extra[5];
@@ -540,24 +541,37 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
     return -1;
 }
 
-void lane_count_call(rgpu_lane *lane, unsigned opcode, unsigned long long ns)
+static int counter_of(unsigned opcode)
 {
     for (int i = 0; i < COUNTS; i++)
-        if (count_opcode[i] == opcode) {
-            lane->calls[i]++;
-            lane->ns[i] += ns;
-            return;
-        }
+        if (count_opcode[i] == opcode)
+            return i;
+    return -1;
+}
+
+void lane_count_call(rgpu_lane *lane, unsigned opcode, unsigned long long ns)
+{
+    int i = counter_of(opcode);
+    if (i >= 0)
+        lane->calls[i]++, lane->ns[i] += ns;
+}
+
+void lane_count_reply(rgpu_lane *lane, unsigned opcode)
+{
+    int i = counter_of(opcode);
+    if (i >= 0)
+        lane->replies[i]++;
 }
 
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap)
 {
     size_t k = 0;
     for (int i = 0; i < COUNTS && k < cap; i++) {
-        if (!lane->calls[i])
+        if (!lane->calls[i] && !lane->replies[i])
             continue;
         out[k].opcode = count_opcode[i], out[k].calls = lane->calls[i], out[k].ns = lane->ns[i];
-        lane->calls[i] = lane->ns[i] = 0;
+        out[k].replies = lane->replies[i];
+        lane->calls[i] = lane->ns[i] = lane->replies[i] = 0;
         k++;
     }
     return k;

@@ -72,11 +72,14 @@ typedef struct rgpu_lane_stop {
     const char *what;
 } rgpu_lane_stop;
 
-/* Per operation the lane ran: how many, and the nanoseconds they took (taken by rgpu_lane_take_counts). */
+/* Per operation the lane ran: how many, the nanoseconds they took, and the replies the request loop sent for them
+ * (taken by rgpu_lane_take_counts). RGPU_LANE_COUNTS rows hold every operation the lane counts. */
+enum { RGPU_LANE_COUNTS = 16 };
 typedef struct rgpu_lane_count {
     unsigned opcode;
     unsigned long long calls;
     unsigned long long ns;
+    unsigned long long replies;
 } rgpu_lane_count;
 
 rgpu_lane *rgpu_lane_new(const rgpu_lane_driver *driver, size_t max_param_bytes);
@@ -152,10 +155,10 @@ typedef struct rgpu_lane_served {
     size_t frame_at, frame_len;
     rgpu_lane_stop stop;
     int error;
-    /* What was done: frames served (a stopped batch counts), replies sent, by operation among them, bytes each
-     * way, time polling for bytes; the loop's time receiving (waiting included), running and replying. */
-    unsigned long long frames, replies, nop_replies, sync_replies, dtoh_replies, info_replies, dtoh_sync_replies,
-        htod_replies, htod_async_replies, ctx_sync_replies;
+    /* What was done: frames served (a stopped batch counts; calls and replies by operation are in the lane's
+     * counts), bytes each way, time polling for bytes; the loop's time receiving (waiting included), running and
+     * replying. */
+    unsigned long long frames;
     unsigned long long bytes_in, bytes_out, wait_ns, receive_ns, run_ns, reply_ns;
 } rgpu_lane_served;
 

@@ -13,8 +13,10 @@ static inline unsigned long long lane_now_ns(void)
     return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
 }
 
-/* One call of `opcode` served outside rgpu_lane_run (serve.c's), in the counts rgpu_lane_take_counts gives. */
+/* One call of `opcode` served outside rgpu_lane_run (serve.c's), and one reply sent for one, in the counts
+ * rgpu_lane_take_counts gives. */
 void lane_count_call(rgpu_lane *lane, unsigned opcode, unsigned long long ns);
+void lane_count_reply(rgpu_lane *lane, unsigned opcode);
 
 /* The most a device-to-host copy may read into the reply buffer (larger ones go through the copy ring). */
 #define LANE_REPLY_BULK (64u << 10)

@@ -96,18 +96,6 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                     start += RGPU_PREFIX_SIZE + len;
                     if (serve_send_reply(lane, io, out, &h, reply_args_len, bulk_len, bulk_at))
                         HAND_BACK(RGPU_SERVE_FAILED, start, end);
-                    if (h.opcode == RGPU_OP_NOP)
-                        out->nop_replies++;
-                    else if (h.opcode == RGPU_OP_STREAM_SYNCHRONIZE)
-                        out->sync_replies++;
-                    else if (h.opcode == RGPU_OP_MEM_GET_INFO)
-                        out->info_replies++;
-                    else if (h.opcode == RGPU_OP_MEMCPY_DTOH)
-                        out->dtoh_sync_replies++;
-                    else if (h.opcode == RGPU_OP_CTX_SYNCHRONIZE)
-                        out->ctx_sync_replies++;
-                    else
-                        out->dtoh_replies++;
                     mark = lane_now_ns();
                     out->reply_ns += mark - ran;
                 }

@@ -135,10 +135,6 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
             out->outcome = RGPU_SERVE_FAILED, out->rest_at = *start, out->rest_end = *end;
             return 1;
         }
-        if (c->sync)
-            out->htod_replies++;
-        else
-            out->htod_async_replies++;
         out->reply_ns += lane_now_ns() - ended;
     }
     return 0;

@@ -77,7 +77,7 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
         out->error = errno;
         return -1;
     }
-    out->replies++;
+    lane_count_reply(lane, h->opcode);
     out->bytes_out += head + bulk_len;
     return 0;
 }

@@ -24,8 +24,8 @@ struct copy_in {
 
 /* Kernel output waits to go ahead of any reply (serve_io.c). */
 int serve_output_waiting(const rgpu_lane_serve_io *io);
-/* The reply to `h`, status 0: `args_len` bytes of arguments in lane_reply, then `bulk_len` of bulk at `bulk_at`
- * or after the arguments (NULL). 0, or -1 with errno in out->error. */
+/* The reply to `h`, status 0 (counted as its operation's): `args_len` bytes of arguments in lane_reply, then
+ * `bulk_len` of bulk at `bulk_at` or after the arguments (NULL). 0, or -1 with errno in out->error. */
 int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
                      size_t args_len, size_t bulk_len, const uint8_t *bulk_at);
 /* Bytes into p[0, n), polling up to spin_ns: >0 how many, 0 none within the spin, -1 end, error or signal. */

@@ -138,7 +138,7 @@ class Lane:
         self._capturing = capturing
         self._regions = ()  # the arrays the lane reads, kept alive here
         self._stop = _ffi.new("rgpu_lane_stop *")
-        self._counts = _ffi.new("rgpu_lane_count[8]")
+        self._counts = _ffi.new("rgpu_lane_count[]", lib.RGPU_LANE_COUNTS)
 
     def bind_launch(self, function: int, stream: int, ctx_obj, function_obj, stream_obj,
                     param_bytes: int | None) -> None:
@@ -184,10 +184,10 @@ class Lane:
         """rgpu_lane_serve: `io_args` an rgpu_lane_serve_io *, `served` the rgpu_lane_served * it fills."""
         self._lib.rgpu_lane_serve(self._lane, io_args, served)
 
-    def take_counts(self) -> list[tuple[int, int, int]]:
-        """(opcode, calls, ns) of what ran since the last time asked."""
+    def take_counts(self) -> list[tuple[int, int, int, int]]:
+        """(opcode, calls, ns, replies sent) of what ran since the last time asked."""
         n = self._lib.rgpu_lane_take_counts(self._lane, self._counts, len(self._counts))
-        return [(c.opcode, c.calls, c.ns) for c in self._counts[0:n]]
+        return [(c.opcode, c.calls, c.ns, c.replies) for c in self._counts[0:n]]
 
     def close(self) -> None:
         if self._lane is not None:

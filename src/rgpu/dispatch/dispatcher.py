@@ -242,11 +242,15 @@ def _run_batch_from(session: Session, lane, batch, view, stop: Stop | None) -> N
 
 
 def take_lane_counts(session: Session) -> None:
-    """What the session's lane ran since last asked, into the session's counts by operation."""
-    for opcode, calls, ns in session.lane.take_counts():
+    """What the session's lane ran (and its request loop answered) since last asked, into the session's counts by
+    operation."""
+    for opcode, calls, ns, replies in session.lane.take_counts():
         session.calls += calls
         session.calls_by_op[opcode] = session.calls_by_op.get(opcode, 0) + calls
         session.ns_by_op[opcode] = session.ns_by_op.get(opcode, 0) + ns
+        if replies:
+            session.replies_sent += replies
+            session.replies_by_op[opcode] = session.replies_by_op.get(opcode, 0) + replies
 
 
 def _python_record(session: Session, record) -> None:

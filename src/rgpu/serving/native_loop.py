@@ -17,7 +17,6 @@ import time
 
 from rgpu.backends import lane as lanes
 from rgpu.dispatch import dispatcher
-from rgpu.protocol import ops
 from rgpu.protocol.frames import HEADER, PREFIX_SIZE
 from rgpu.serving.output import KernelOutput
 from rgpu.session.state import Session
@@ -29,10 +28,6 @@ BUFFER_BYTES = lanes.RING_SLOT_BYTES + (4 << 10)
 # Back to Python after this many frames at most, so that it sees a signal and `rgpu status` fresh counts.
 MAX_FRAMES = 64
 
-_NOP, _SYNC, _DTOH, _INFO = (ops.NOP.code, ops.STREAM_SYNCHRONIZE.code, ops.MEMCPY_DTOH_ASYNC.code,
-                             ops.MEM_GET_INFO.code)
-_DTOH_SYNC, _HTOD, _HTOD_ASYNC = ops.MEMCPY_DTOH.code, ops.MEMCPY_HTOD.code, ops.MEMCPY_HTOD_ASYNC.code
-_CTX_SYNC = ops.CTX_SYNCHRONIZE.code
 
 
 def wanted() -> bool:
@@ -116,13 +111,6 @@ class NativeLoop:
     def _count(self, out) -> None:
         session, io = self._session, self._io
         session.frames_received += out.frames
-        session.replies_sent += out.replies
-        by_op = session.replies_by_op
-        for opcode, n in ((_NOP, out.nop_replies), (_SYNC, out.sync_replies), (_DTOH, out.dtoh_replies),
-                          (_INFO, out.info_replies), (_DTOH_SYNC, out.dtoh_sync_replies), (_HTOD, out.htod_replies),
-                          (_HTOD_ASYNC, out.htod_async_replies), (_CTX_SYNC, out.ctx_sync_replies)):
-            if n:
-                by_op[opcode] = by_op.get(opcode, 0) + n
         io.bytes_received += out.bytes_in
         io.bytes_sent += out.bytes_out
         io.wait_ns += out.wait_ns
@@ -130,7 +118,7 @@ class NativeLoop:
         loop_ns[0] += out.receive_ns
         loop_ns[1] += out.run_ns
         loop_ns[2] += out.reply_ns
-        dispatcher.take_lane_counts(session)
+        dispatcher.take_lane_counts(session)  # (its calls and replies by operation)
 
     def _wait_readable(self) -> None:
         """Sleep until the client sends (the C loop polled long enough): a signal interrupts this as it would
