@@ -36,33 +36,36 @@ if [[ " $sections " == *" programs "* ]]; then
   grep -E "identical on all|launch rate|^rc=" "$OUT/cuda_programs.txt" | tail -3
 fi
 [ -n "$build" ] && { wait $build; tail -2 "$OUT/llama_build.log"; }
+# bench/token_loop.py through RGPU_NATIVE_LOOP=$1 (1: the C loop, 0: Python's), with its options after that. The
+# stand-ins and token_loop are built from this tree once per call: a warm machine may hold an older tree's.
+token_loop_built=
+token_loop() {
+  if [ -z "$token_loop_built" ]; then
+    python3 -m rgpu.cli build-shims --out /tmp/rgpu-shims > /dev/null && nvcc -cudart shared -o /tmp/token_loop \
+      bench/token_loop.cu && token_loop_built=1
+  fi
+  local nl=$1; shift
+  RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
+    --exe /tmp/token_loop --rounds 1 "$@"
+}
 if [[ " $sections " == *" loop "* ]]; then  # the C loop against Python's, alternating
-  [ -e /tmp/rgpu-shims/libcuda.so.1 ] || python3 -m rgpu.cli build-shims --out /tmp/rgpu-shims > /dev/null
-  nvcc -cudart shared -o /tmp/token_loop bench/token_loop.cu
   for round in 1 2; do
     for nl in 1 0; do
       # the Python client's null call against the C echo floor, then the C stand-ins' (cuMemGetInfo) beside it
       RGPU_NATIVE_LOOP=$nl timeout 120 python3 bench/rpc_bench.py --backend $BACKEND --calls 5000 --launches 20000 \
         --sizes 4K,1M --with-shim > "$OUT/rpc_nl${nl}_r$round.txt" 2>&1
-      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
-        --exe /tmp/token_loop --rounds 1 > "$OUT/token_nl${nl}_r$round.txt" 2>&1
+      token_loop $nl > "$OUT/token_nl${nl}_r$round.txt" 2>&1
       # prompt-shaped (512 KiB of input per step, as llama.cpp's pp128 on the small model), and 64 MiB steps
-      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
-        --exe /tmp/token_loop --rounds 1 --tokens 300 --prompt-bytes 524288 > "$OUT/prompt_nl${nl}_r$round.txt" 2>&1
-      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
-        --exe /tmp/token_loop --rounds 1 --tokens 10 --prompt-bytes 67108864 > "$OUT/bulk_nl${nl}_r$round.txt" 2>&1
+      token_loop $nl --tokens 300 --prompt-bytes 524288 > "$OUT/prompt_nl${nl}_r$round.txt" 2>&1
+      token_loop $nl --tokens 10 --prompt-bytes 67108864 > "$OUT/bulk_nl${nl}_r$round.txt" 2>&1
     done
   done
   grep -H "null call p50 vs C\|^rgpu batched " "$OUT"/rpc_nl*; grep -H "us per token" "$OUT"/token_nl* "$OUT"/prompt_nl* "$OUT"/bulk_nl*
 fi
 if [[ " $sections " == *" copies "* ]]; then  # copies through the C loop against Python's: one round each
-  [ -e /tmp/rgpu-shims/libcuda.so.1 ] || python3 -m rgpu.cli build-shims --out /tmp/rgpu-shims > /dev/null
-  [ -x /tmp/token_loop ] || nvcc -cudart shared -o /tmp/token_loop bench/token_loop.cu
   for nl in 1 0 1 0; do
     for shape in "decode --tokens 1000" "logits --logits-bytes 607744" "prompt --tokens 300 --prompt-bytes 524288"; do
-      RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
-        --exe /tmp/token_loop --rounds 1 ${shape#* } > "$OUT/${shape%% *}_nl$nl.txt.$$" 2>&1
-      cat "$OUT/${shape%% *}_nl$nl.txt.$$" >> "$OUT/${shape%% *}_nl$nl.txt"; rm -f "$OUT/${shape%% *}_nl$nl.txt.$$"
+      token_loop $nl ${shape#* } >> "$OUT/${shape%% *}_nl$nl.txt" 2>&1
     done
   done
   grep -H "us per token" "$OUT"/decode_nl* "$OUT"/logits_nl* "$OUT"/prompt_nl*
