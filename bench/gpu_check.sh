@@ -8,7 +8,9 @@
 #                                                 where the program's own time goes, RGPU_CLIENT_PROFILE)
 # or, without llama.cpp, RGPU_CHECK_NO_BUILD=1 bash bench/gpu_check.sh programs copies (the C loop's copies against
 # Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs, the Python client's 1 and 64 MiB copies).
-# Section rtt: ResNet-18 b1 and the GPT step at 0, 100, 500 and 2000 us of injected round-trip time.
+# Section rtt: ResNet-18 b1 and the GPT step at 0, 100, 500 and 2000 us of injected round-trip time; psk: the
+# Python client's copies with a pre-shared key. RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=0
+# skips run_llama.sh perrep.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -84,11 +86,21 @@ if [[ " $sections " == *" rtt "* ]]; then  # the issue's RTT sweep: native + 3 r
     > "$OUT/rtt.txt" 2>&1; grep -E "^(gpt|resnet)" "$OUT/rtt.txt"
 fi
 if [[ " $sections " == *" llama "* ]]; then
-  [ -x /tmp/llama/build/bin/llama-bench ] || timeout 280 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1
-  LLAMA_BENCH_ROUNDS=1 LLAMA_BENCH_MODELS="small-q8_0" timeout 150 bash bench/llama/run_llama.sh native rgpu bench \
-    > "$OUT/llama.txt" 2>&1
+  [ -x /tmp/llama/build/bin/llama-bench ] || timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1
+  # RGPU_CHECK_LLAMA_ROUNDS rounds of llama-bench (native and rgpu alternating; about 20 s a round)
+  LLAMA_BENCH_ROUNDS=${RGPU_CHECK_LLAMA_ROUNDS:-1} LLAMA_BENCH_MODELS="small-q8_0" timeout 200 \
+    bash bench/llama/run_llama.sh native rgpu bench > "$OUT/llama.txt" 2>&1
   grep -E "IDENTICAL|DIFFERENT" "$OUT/llama.txt" | awk '{print $1}' | sort | uniq -c; grep -A6 "^median" "$OUT/llama.txt" | head -6
-  timeout 200 bash bench/llama/run_llama.sh perrep > "$OUT/perrep_run.log" 2>&1; grep -E "^==|per repetition|us by op|loop us" "$OUT/perrep.txt"
+  grep -A5 "^model" "$OUT/llama.txt" | tail -5
+  if [ "${RGPU_CHECK_PERREP:-1}" = 1 ]; then  # (its operation counts hold; its times are differences of sessions)
+    timeout 200 bash bench/llama/run_llama.sh perrep > "$OUT/perrep_run.log" 2>&1
+    grep -E "^==|per repetition|us by op|loop us" "$OUT/perrep.txt"
+  fi
+fi
+if [[ " $sections " == *" psk "* ]]; then  # copies with a PSK (sealed sessions: Python's loop) against C TCP
+  timeout 120 python3 bench/rpc_bench.py --backend $BACKEND --psk --calls 1000 --launches 2000 --sizes 1M,64M \
+    > "$OUT/psk_rpc.txt" 2>&1
+  grep -E "vs same-size C copy|null call p50" "$OUT/psk_rpc.txt"
 fi
 if [[ " $sections " == *" clientprof "* ]]; then
   LLAMA_PROFILE_REPS=200 timeout 100 bash bench/llama/run_llama.sh clientprof > "$OUT/clientprof.txt" 2>&1

@@ -23,7 +23,7 @@ from rgpu.backends.fake_lane import RING_SLOT_BYTES, FakeLaneDriver
 from rgpu.errors import CudaError, ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
-from rgpu.protocol.frames import FLAG_DEFERRED_ERROR, FLAG_NO_REPLY, Frame, frame_bytes
+from rgpu.protocol.frames import FLAG_DEFERRED_ERROR, FLAG_NO_REPLY, HEADER, PREFIX_SIZE, Frame, frame_bytes
 from rgpu.serving import native_loop, worker
 from rgpu.serving.output import KernelOutput
 from rgpu.transport import SocketFrameStream
@@ -137,6 +137,8 @@ def serve(side: Side, stream: bytes, cuts: list[int], pauses: list[bool], native
         except ProtocolError as e:
             ended.append(f"protocol error: {e}")
             io.send_quietly(worker.protocol_error_frame(e))
+        except OSError as e:  # (as the session's runner ends it)
+            ended.append(f"connection lost: {e}")
         finally:
             server.shutdown(socket.SHUT_RDWR)  # (a writer still sending after a protocol error gets an error)
 
@@ -407,6 +409,63 @@ def test_a_copy_c_fails_partway_goes_on_in_python_with_the_bytes_c_had_received(
     assert bytes(read[0].bulk)[: 600 << 10] == pattern(600 << 10, 4)
 
 
+def test_a_copy_back_goes_out_a_slot_at_a_time_each_once_it_has_landed(monkeypatch):
+    """A copy back through the ring waits for its first slot before its reply begins, then for each next slot
+    just before sending it (so that sending overlaps the device copying the rest): every wait comes before its
+    slot's bytes leave, and the reply carries every byte in order."""
+    waits: list[int] = []
+    real_dtoh = FakeLaneDriver._dtoh
+    copied: list[int] = []
+
+    def waited(self, event):
+        waits.append(len(copied))
+        return 0
+
+    def dtoh(self, dst, src, n, stream):
+        copied.append(n)
+        return real_dtoh(self, dst, src, n, stream)
+
+    monkeypatch.setattr(FakeLaneDriver, "_event_synchronize", waited)
+    monkeypatch.setattr(FakeLaneDriver, "_dtoh", dtoh)
+    side = Side(True)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 200 << 10, "start", 1, 3),
+            ("dtoh_big", 200 << 10, "start", 1)]
+    replies, seen = serve_plan(side, plan, monkeypatch)
+    assert ops.MEMCPY_DTOH_ASYNC.code not in [op for op, *_ in seen], seen  # (C's)
+    slots = -(-(200 << 10) // RING_SLOT_BYTES)
+    assert copied[-slots:] == [RING_SLOT_BYTES] * (slots - 1) + [(200 << 10) - (slots - 1) * RING_SLOT_BYTES]
+    assert waits[-slots:] == [len(copied)] * slots, waits  # (all queued before the first wait)
+    assert bytes(replies[0].bulk) == pattern(200 << 10, 3)
+
+
+def test_a_context_failing_between_the_slots_of_a_copy_back_ends_the_session(monkeypatch, caplog):
+    """Once a copy back's reply has begun, its status has gone out as success: a slot that then fails (the context
+    broke meanwhile, injected) cannot be reported, so the session ends, with a warning that says why, instead of
+    sending bytes the GPU never wrote."""
+    calls: list[int] = []
+
+    def second_wait_fails(self, event):
+        calls.append(event)
+        if len(calls) == 2:
+            raise CudaError(Status.ILLEGAL_ADDRESS, "injected")
+        return 0
+
+    monkeypatch.setattr(FakeLaneDriver, "_event_synchronize", second_wait_fails)
+    side = Side(True)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("dtoh_big", 200 << 10, "start", 1), ("nop",)]
+    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan))
+    try:
+        got, why = serve(side, stream + frame_bytes(Frame(ops.GOODBYE.code, 99)), [], [], True, monkeypatch)
+    finally:
+        side.s.release_all()
+    assert why.startswith("connection lost"), why
+    assert "while a copy back was being sent" in caplog.text and "status 700" in caplog.text
+    conn = Connection(MAX_RECORD)
+    conn.receive_data(got)
+    assert conn.next_frame() is None  # (the reply's head and its first slot only: no whole frame, no NOP reply)
+    assert len(got) == PREFIX_SIZE + HEADER.size + RING_SLOT_BYTES, len(got)
+
+
 @pytest.mark.parametrize("kind", ["nop", "copy"])
 def test_kernel_output_goes_ahead_of_a_reply_the_c_loop_would_send(monkeypatch, kind):
     """Output printed before a NOP, or before a synchronous copy C streams, reaches the client before its reply,
@@ -454,7 +513,8 @@ def test_a_blocking_call_that_fails_in_the_c_loop_is_answered_as_python_answers_
     record = ("memset8", 0, 0, 16, 1, 7)
     fault = ("launch", True, 1, 0, 10 * BIG, 8, 0, True)  # a pointer far outside: the fake kernel faults
     plan = [("batch", [record]), ("sync", 1), ("ctx_sync", ""), ("batch", [fault]), ("sync", 1),
-            ("dtoh_async", 0, 16, 1), ("htod", 200 << 10, "start", 1, 2), ("ctx_sync", ""), ("nop",)]
+            ("dtoh_async", 0, 16, 1), ("dtoh_big", 200 << 10, "start", 1), ("htod", 200 << 10, "start", 1, 2),
+            ("ctx_sync", ""), ("nop",)]
     sides, results = [Side(True), Side(True)], []
     try:
         for side, native in zip(sides, (True, False)):
@@ -466,7 +526,8 @@ def test_a_blocking_call_that_fails_in_the_c_loop_is_answered_as_python_answers_
         conn.receive_data(results[0][0])
         statuses = [(f.opcode, f.status) for f in iter(conn.next_frame, None)]
         assert statuses[:2] == [(ops.STREAM_SYNCHRONIZE.code, 0), (ops.CTX_SYNCHRONIZE.code, 0)], statuses
-        assert statuses[2][1] and statuses[3][1] and statuses[4] == (ops.CTX_SYNCHRONIZE.code, statuses[2][1]), statuses
+        assert statuses[2][1] and statuses[3][1] and statuses[4][1], statuses
+        assert statuses[5] == (ops.CTX_SYNCHRONIZE.code, statuses[2][1]), statuses
     finally:
         for side in sides:
             side.s.release_all()

@@ -50,6 +50,11 @@ struct rgpu_lane {
     size_t regions;
     unsigned long long calls[COUNTS], ns[COUNTS], replies[COUNTS];
     size_t param_size; /* what `extra` hands the driver */
+    struct {            /* the copy back through the ring whose reply is being sent (lane_copy_back_wait) */
+        rgpu_lane_ring *ring;
+        int first;
+        size_t pieces;
+    } back;
     _Alignas(16) uint8_t reply[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK]; /* serve.c's replies */
     void *extra[5];
     rgpu_lane_launch_config config;
@@ -433,7 +438,9 @@ uint8_t *lane_reply(rgpu_lane *lane) { return lane->reply; }
 
 /* A copy back larger than the reply buffer lands in page-locked memory: consecutive slots of the stream's copy
  * ring (from its first slot when they would wrap), each waited for until the GPU has read what a host-to-device
- * copy left there. Python's path copied into pageable memory, which the driver stages and copies again. */
+ * copy left there. Python's path copied into pageable memory, which the driver stages and copies again. Each
+ * slot's copy is followed by its event, and only the first slot is waited for here: the reply goes out a slot
+ * at a time as each lands (lane_copy_back_wait), so sending overlaps the device copying the rest. */
 static int dtoh_through_ring(rgpu_lane *lane, rgpu_lane_ring *r, unsigned long long src, size_t n, uintptr_t stream,
                              const uint8_t **bulk_at, const char **what)
 {
@@ -441,21 +448,58 @@ static int dtoh_through_ring(rgpu_lane *lane, rgpu_lane_ring *r, unsigned long l
     int code;
     if ((size_t)r->next + slots > (size_t)r->slots)
         r->next = 0;
-    char *first = NULL;
+    int first = r->next;
     for (size_t i = 0, off = 0; i < slots; i++, off += r->slot_bytes) {
         char *slot = lane_ring_slot(&lane->d, r, what, &code);
         if (!slot)
             return code;
-        first = first ? first : slot;
+        int at = r->next;
         r->next = (r->next + 1) % r->slots;
         size_t k = n - off < r->slot_bytes ? n - off : r->slot_bytes;
         *what = "cuMemcpyDtoHAsync";
         if ((code = lane->d.memcpy_dtoh_async(slot, src + off, k, stream)))
             return code;
+        if ((code = lane->d.event_record(r->events[at], stream))) {
+            /* Without its event the slot's reuse cannot be timed: wait for the copy here instead. */
+            lane->d.stream_synchronize(stream);
+            *what = "cuEventRecord (copy ring)";
+            return code;
+        }
+        r->pending[at] = 1;
     }
-    *bulk_at = (const uint8_t *)first;
+    /* The first slot landed: so did everything queued on the stream before the copy, and any fault of it shows
+     * here, before a reply has begun (after that, only the context failing meanwhile can stop the rest). */
+    *what = "cuEventSynchronize (copy back)";
+    if ((code = lane->d.event_synchronize(r->events[first])))
+        return code;
+    r->pending[first] = 0;
+    lane->back.ring = r, lane->back.first = first, lane->back.pieces = slots;
+    *bulk_at = (const uint8_t *)r->base + (size_t)first * r->slot_bytes;
     return 0;
 }
+
+size_t lane_copy_back_pieces(const rgpu_lane *lane, size_t *piece_bytes)
+{
+    if (!lane->back.ring)
+        return 0;
+    *piece_bytes = lane->back.ring->slot_bytes;
+    return lane->back.pieces;
+}
+
+int lane_copy_back_wait(rgpu_lane *lane, size_t piece, const char **what)
+{
+    rgpu_lane_ring *r = lane->back.ring;
+    if (!r || piece >= lane->back.pieces)
+        return 0;
+    int at = lane->back.first + (int)piece, code;
+    *what = "cuEventSynchronize (copy back)";
+    if ((code = lane->d.event_synchronize(r->events[at])))
+        return code;
+    r->pending[at] = 0;
+    return 0;
+}
+
+void lane_copy_back_done(rgpu_lane *lane) { lane->back.ring = NULL, lane->back.pieces = 0; }
 
 /* MEMCPY_DTOH_ASYNC, or MEMCPY_DTOH (`sync`): the same on the NULL stream, which waits as cuMemcpyDtoH does. */
 static int dtoh(rgpu_lane *lane, int sync, const uint8_t *args, size_t args_len, uint64_t current_ctx,
@@ -482,11 +526,12 @@ static int dtoh(rgpu_lane *lane, int sync, const uint8_t *args, size_t args_len,
         return code;
     if (large) {
         code = dtoh_through_ring(lane, e->ring, m.src, m.size, e->stream, bulk_at, what);
-    } else {
-        *what = "cuMemcpyDtoHAsync";
-        code = lane->d.memcpy_dtoh_async(lane->reply + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, m.src, m.size, e->stream);
+        *bulk_len = code ? 0 : m.size;
+        return code;
     }
-    if (code)
+    *what = "cuMemcpyDtoHAsync";
+    if ((code = lane->d.memcpy_dtoh_async(lane->reply + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, m.src, m.size,
+                                          e->stream)))
         return code;
     *what = "cuStreamSynchronize";
     code = lane->d.stream_synchronize(e->stream);
@@ -519,6 +564,7 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
 {
     *reply_args_len = *bulk_len = 0;
     *bulk_at = NULL;
+    lane_copy_back_done(lane);
     if (opcode == RGPU_OP_NOP)
         return args_len ? -1 : 0;
     if (opcode == RGPU_OP_MEM_GET_INFO) /* (a session with a quota answers with what it may still take) */

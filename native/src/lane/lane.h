@@ -43,8 +43,8 @@ typedef struct rgpu_lane_driver {
 } rgpu_lane_driver;
 
 /* A context's page-locked slots for small host-to-device copies, used in turn; a slot's event says when the
- * GPU has read it (see rgpu/backends/cuda_copyring.py for why). Filled in by Python; `next` and `pending`
- * change only in rgpu_lane_ring_copy. */
+ * GPU has read it (see rgpu/backends/cuda_copyring.py for why); copies back through it set a slot's event too,
+ * once the GPU has written it. Filled in by Python; `next` and `pending` change only in the lane. */
 typedef struct rgpu_lane_ring {
     char *base;
     size_t slot_bytes;
@@ -145,7 +145,9 @@ typedef struct rgpu_lane_serve_io {
  * for the caller's decoder. IDLE: no whole frame within the spin. PYTHON: the next frame is the caller's (or the
  * socket reported the end, an error or a signal, for the caller's own receive to see). BATCH_STOPPED: the BATCH
  * at buf[frame_at, +frame_len) stopped at `stop` (lane.h's rgpu_lane_stop, positions within its bulk).
- * LIMIT: max_frames served. FAILED: a reply could not be sent (`error` is errno). */
+ * LIMIT: max_frames served. FAILED: a reply could not be sent (`error` is errno; with `failed_status`, the CUresult
+ * of `failed_what`: the context failed while a copy back's reply was going out, after its status had been sent as
+ * success, so the session cannot go on). */
 enum { RGPU_SERVE_IDLE = 0, RGPU_SERVE_PYTHON = 1, RGPU_SERVE_BATCH_STOPPED = 2, RGPU_SERVE_LIMIT = 3,
        RGPU_SERVE_FAILED = 4 };
 
@@ -155,6 +157,8 @@ typedef struct rgpu_lane_served {
     size_t frame_at, frame_len;
     rgpu_lane_stop stop;
     int error;
+    int failed_status;
+    const char *failed_what;
     /* What was done: frames served (a stopped batch counts; calls and replies by operation are in the lane's
      * counts), bytes each way, time polling for bytes; the loop's time receiving (waiting included), running and
      * replying. */

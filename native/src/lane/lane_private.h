@@ -30,6 +30,13 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
                        int capture_possible, int memory_limited, size_t *reply_args_len, size_t *bulk_len,
                        const uint8_t **bulk_at, const char **what);
 uint8_t *lane_reply(rgpu_lane *lane); /* RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK bytes */
+/* A copy back through the ring (lane_blocking_call's *bulk_at) lands a slot at a time: how many pieces of
+ * *piece_bytes it has (0: none is pending, its bulk is there whole); lane_copy_back_wait waits until piece `i`
+ * has landed (0, or the CUresult with the call in *what; the first has landed when the call returned), and
+ * lane_copy_back_done forgets it once its reply is sent. */
+size_t lane_copy_back_pieces(const rgpu_lane *lane, size_t *piece_bytes);
+int lane_copy_back_wait(rgpu_lane *lane, size_t i, const char **what);
+void lane_copy_back_done(rgpu_lane *lane);
 
 /* The ring a host-to-device copy of `n` bytes to `dst` on the client's `stream` (0: the current context's NULL
  * stream) may go through (in one slot, if `one_slot`), the stream's context made current; the driver's stream

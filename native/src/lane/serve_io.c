@@ -61,7 +61,9 @@ static void hold(long long ns)
 }
 
 /* The reply to `h`, status 0, with `args_len` bytes of arguments in lane_reply after its prefix and header, then
- * `bulk_len` of bulk: at `bulk_at`, or after the arguments when NULL. 0, or -1 with errno in out->error. */
+ * `bulk_len` of bulk: at `bulk_at`, or after the arguments when NULL. A copy back through the ring goes out a
+ * piece at a time, each once the GPU has written it. 0, or -1 with errno in out->error (and, when the context
+ * failed between pieces, its CUresult in out->failed_status). */
 int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
                       size_t args_len, size_t bulk_len, const uint8_t *bulk_at)
 {
@@ -70,9 +72,29 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
     if (io->inject_ns > 0)
         hold(io->inject_ns);
     rgpu_pack_prefix_header(reply, &r, args_len);
-    size_t head = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len;
-    int failed = bulk_at ? send_all(io->fd, reply, head, bulk_at, bulk_len)
+    size_t head = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len, piece = bulk_len;
+    size_t pieces = bulk_at ? lane_copy_back_pieces(lane, &piece) : 0;
+    int failed;
+    if (!pieces) {
+        failed = bulk_at ? send_all(io->fd, reply, head, bulk_at, bulk_len)
                          : send_all(io->fd, reply, head + bulk_len, NULL, 0);
+    } else {
+        size_t sent = piece < bulk_len ? piece : bulk_len;
+        failed = send_all(io->fd, reply, head, bulk_at, sent);
+        for (size_t i = 1; !failed && i < pieces && sent < bulk_len; i++) {
+            const char *what = "";
+            int code = lane_copy_back_wait(lane, i, &what);
+            if (code) {
+                lane_copy_back_done(lane);
+                out->error = EIO, out->failed_status = code, out->failed_what = what;
+                return -1;
+            }
+            size_t k = bulk_len - sent < piece ? bulk_len - sent : piece;
+            failed = send_all(io->fd, bulk_at + sent, k, NULL, 0);
+            sent += k;
+        }
+        lane_copy_back_done(lane);
+    }
     if (failed) {
         out->error = errno;
         return -1;

@@ -3,7 +3,7 @@ the fake backend. Every fake session that has the library loaded runs its launch
 graph launches through the C code that serves GPU sessions, so CI exercises its parsing, bindings and checks on every program it runs.
 
 Small host-to-device copies go through a ring of ordinary memory per context, as through the cuda backend's
-page-locked one; its events are no-ops (the fake copies at once)."""
+page-locked one; its events are no-ops (the fake copies at once), whose wait fails only in a broken context."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class FakeLaneDriver:
             "memset_d32_async": ffi.callback("int(unsigned long long, unsigned int, size_t, uintptr_t)",
                                              self._memset_d32, onerror=self._failed),
             "event_record": ffi.callback("int(uintptr_t, uintptr_t)", lambda event, stream: 0),
-            "event_synchronize": ffi.callback("int(uintptr_t)", lambda event: 0),
+            "event_synchronize": ffi.callback("int(uintptr_t)", self._event_synchronize, onerror=self._failed),
             "stream_synchronize": ffi.callback("int(uintptr_t)", self._synchronize, onerror=self._failed),
             "launch_kernel_ex": ffi.callback("int(rgpu_lane_launch_config *, uintptr_t, void **, void **)",
                                              self._launch_ex, onerror=self._failed),
@@ -108,6 +108,12 @@ class FakeLaneDriver:
 
     def _synchronize(self, stream) -> int:
         self.backend.stream_synchronize(self._current, self._object(stream))
+        return 0
+
+    def _event_synchronize(self, event) -> int:
+        # (The ring's events are no-ops here, but a broken context fails the wait, as the driver's does.)
+        if self._current is not None:
+            self._current.check()
         return 0
 
     def _graph_launch(self, exe, stream) -> int:

@@ -99,6 +99,12 @@ class NativeLoop:
         if outcome == lanes.SERVE_PYTHON:
             return False
         if outcome == lanes.SERVE_FAILED:
+            if out.failed_status:
+                # The reply's status had gone out as success: the client cannot be told otherwise.
+                what = lanes.ffi().string(out.failed_what).decode(errors="replace")
+                session.log.warning("the context failed (%s: CUDA status %d) while a copy back was being sent; "
+                                    "its reply had begun, so the session ends", what, out.failed_status)
+                raise OSError(out.error, f"context failed during a copy back ({what}: {out.failed_status})")
             raise OSError(out.error, f"sending a reply: {os.strerror(out.error)}")
         if outcome == lanes.SERVE_BATCH_STOPPED:
             started = time.perf_counter_ns()
