@@ -302,3 +302,26 @@ def test_take_raw_gives_a_landing_large_record_s_head_and_takes_nothing_beyond_i
     small = RecordDecoder()
     small.feed(struct.pack("<I", 50) + bytes(50))
     assert small.take_raw(20) is None and small.next_record() == bytes(50)
+
+
+def test_a_cryptography_without_aead_into_is_refused_up_front(monkeypatch):
+    """cryptography 46 has no encrypt_into/decrypt_into, which big records are sealed and opened with: a server
+    given a PSK refuses to start, and a protector refuses to be made, naming the version wanted, instead of a
+    worker failing at its session's first big record (as one did on the GPU box)."""
+    from rgpu.errors import AuthenticationError
+    from rgpu.protocol import handshake
+    from rgpu.serving import server
+
+    assert handshake.missing_aead_support() is None  # (what CI installs)
+
+    class OldAESGCM:
+        def encrypt(self, nonce, data, aad):
+            return b""
+
+    monkeypatch.setattr(handshake, "AESGCM", OldAESGCM)
+    assert ">= 47" in handshake.missing_aead_support()
+    with pytest.raises(AuthenticationError, match="cryptography >= 47"):
+        RecordProtector(int(Cipher.AES_256_GCM), b"k" * 32, b"r" * 32)
+    with pytest.raises(server.ConfigError, match="cryptography >= 47"):
+        server.check_config(server.ServerConfig(psk=b"p" * 32))
+    server.check_config(server.ServerConfig())  # (no key: no need)

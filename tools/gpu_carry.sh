@@ -19,7 +19,7 @@ done
 rm -f .whl/*.whl
 $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $platforms -d .whl \
   "trio==0.32.0" "outcome==1.3.0.post0" "sniffio==1.3.1" "sortedcontainers==2.4.0" "idna==3.11" "attrs==25.4.0" \
-  "cffi==2.0.0" "pycparser==2.23" "cryptography==46.0.3" "zstandard==0.25.0" "pytest-trio==0.8.0"
+  "cffi==2.0.0" "pycparser==2.23" "cryptography==47.0.0" "zstandard==0.25.0" "pytest-trio==0.8.0"
 ls .whl
 # CUDA 12 headers (the stand-ins build for CUDA 12 and 13; the box's toolkit is 13 only).
 tmp=$(mktemp -d)

@@ -136,6 +136,17 @@ POOLED_RECORD = 256 * 1024
 SEAL_PIECE = 256 * 1024  # what seal_pieces encrypts per write: big enough for few syscalls, small enough for L2
 
 
+def missing_aead_support() -> str | None:
+    """Why this `cryptography` cannot protect records (its AEADs gained encrypt_into/decrypt_into, which big
+    records are sealed and opened with, in 47), or None."""
+    if all(hasattr(aead, name) for aead in (AESGCM, ChaCha20Poly1305) for name in ("encrypt_into", "decrypt_into")):
+        return None
+    import cryptography
+
+    return (f"a pre-shared key needs cryptography >= 47 (AEAD encrypt_into/decrypt_into); this Python has "
+            f"{cryptography.__version__}: pip install -U 'cryptography>=47'")
+
+
 class RecordProtector:
     """AEAD for every record after the handshake; one key and one counter per direction.
 
@@ -144,6 +155,8 @@ class RecordProtector:
     (Connection.writes does), and finish with an opened frame before opening the next."""
 
     def __init__(self, cipher: int, send_key: bytes, recv_key: bytes):
+        if (missing := missing_aead_support()) is not None:  # (the first big record would fail otherwise)
+            raise AuthenticationError(missing)
         aead = AESGCM if cipher == Cipher.AES_256_GCM else ChaCha20Poly1305
         self._send, self._recv = aead(send_key), aead(recv_key)
         # AES-GCM can also be sealed a piece at a time (seal_pieces); cryptography has no such interface for

@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from rgpu.backends.base import Backend
+from rgpu.protocol import handshake
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
 from rgpu.session.modcache import ModuleCache
 from rgpu.serving.pool import WorkerPool
@@ -162,6 +163,8 @@ def check_config(config: ServerConfig) -> None:
             "can reach the port could run code on the GPU and read its memory. Give --psk-file, or say "
             "--insecure if the network is trusted."
         )
+    if config.psk is not None and (missing := handshake.missing_aead_support()) is not None:
+        raise ConfigError(missing)
     if not 0 <= config.port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535 (0: any free port), not {config.port}")
     if config.max_sessions < 1:
