@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import struct
 
 import pytest
@@ -325,3 +326,65 @@ def test_a_cryptography_without_aead_into_is_refused_up_front(monkeypatch):
     with pytest.raises(server.ConfigError, match="cryptography >= 47"):
         server.check_config(server.ServerConfig(psk=b"p" * 32))
     server.check_config(server.ServerConfig())  # (no key: no need)
+
+
+def _pieces(data: bytes, seed: int):
+    rng = random.Random(seed)
+    at = 0
+    while at < len(data):
+        n = rng.choice([1, 7, 100, 4096, 65536, 200_000])
+        yield data[at : at + n]
+        at += n
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_big_sealed_records_are_opened_as_they_arrive(monkeypatch, seed):
+    """A server opens a large sealed request piece by piece while it arrives (in place), and a client a reply
+    with a place waiting (into the place): neither opens a whole record once it is complete, whatever pieces the
+    bytes come in, records ahead of it waiting to be taken included; a client's reply with no place waiting stays
+    sealed until it is taken (its frames outlive the next record)."""
+    client, server = _protected_pair()
+    whole_opens = []
+    for name in ("open", "open_to_sink"):
+        real = getattr(RecordProtector, name)
+
+        def spy(self, record, *a, _real=real, _name=name):
+            if len(record) >= POOLED_RECORD:
+                whole_opens.append(_name)
+            return _real(self, record, *a)
+
+        monkeypatch.setattr(RecordProtector, name, spy)
+    bulks = [os.urandom(n) for n in (300_000, 1 << 20, 70_000 * 5 + 3)]
+    requests = [Frame(ops.NOP.code, 50)] + [Frame(ops.MEMCPY_HTOD.code, i, Flags.NO_REPLY, args=b"a" * i, bulk=b)
+                                            for i, b in enumerate(bulks)]
+    stream = b"".join(bytes(p) for w in client.writes(requests) for p in w)
+    for piece in _pieces(stream, seed):
+        server.receive_data(piece)
+    got = [server.next_frame() for _ in requests]
+    assert [(f.request_id, bytes(f.args), bytes(f.bulk)) for f in got[1:]] == [
+        (i, b"a" * i, b) for i, b in enumerate(bulks)] and got[0].request_id == 50
+    assert whole_opens == []
+    sink = memoryview(bytearray(len(bulks[1])))
+    client.expect_bulk(7, sink)
+    replies = [Frame(ops.MEMCPY_DTOH.code, 7, Flags.REPLY, args=b"r", bulk=bulks[1]),
+               Frame(ops.MEMCPY_DTOH.code, 8, Flags.REPLY, bulk=bulks[0])]
+    for piece in _pieces(b"".join(bytes(p) for w in server.writes(replies) for p in w), seed):
+        client.receive_data(piece)
+    first, second = client.next_frame(), client.next_frame()
+    assert first.bulk is sink and bytes(sink) == bulks[1] and bytes(first.args) == b"r"
+    assert bytes(second.bulk) == bulks[0] and whole_opens == ["open"]  # (nothing waited for it)
+
+
+@pytest.mark.parametrize("where", ["bulk", "tag"])
+def test_a_tampered_record_opened_as_it_arrived_is_refused_and_its_plaintext_wiped(where):
+    client, server = _protected_pair()
+    data = bytearray(b"".join(bytes(p) for w in client.writes([Frame(ops.MEMCPY_HTOD.code, 1, bulk=b"x" * 400_000)])
+                              for p in w))
+    data[100_000 if where == "bulk" else -1] ^= 1
+    for piece in _pieces(bytes(data), 1):
+        server.receive_data(piece)
+    record = server.decoder._ready[0]
+    assert record.plaintext is None  # (opened as it came: nothing decrypted is handed on)
+    with pytest.raises(ProtocolError, match="authentication"):
+        server.next_frame()
+    assert b"x" * 64 not in bytes(server.decoder._big_pool.get("record", len(data) - 4))

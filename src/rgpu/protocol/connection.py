@@ -10,6 +10,7 @@ from rgpu.errors import ProtocolError
 from rgpu.protocol.frames import (
     DEFAULT_MAX_RECORD,
     Frame,
+    OpenedRecord,
     SCRATCH_SIZE,
     RecordDecoder,
     SplitRecord,
@@ -55,6 +56,7 @@ class Connection:
                                      reuse_big=reuse_receive_buffers)
         if self.protector is not None:
             self.protector.reuse_opened = reuse_receive_buffers
+            self.decoder.stream_opener = self._stream_opener
 
     @property
     def max_record(self) -> int:
@@ -64,8 +66,14 @@ class Connection:
         self.protector = protector
         protector.reuse_opened = self._reuse
         self.decoder.max_record += TAG_SIZE
-        # A sealed record is opened into other memory as it is taken, so its own may be reused at once.
+        # A sealed record is opened into other memory as it is taken, so its own may be reused at once (one
+        # opened where it lies, as it arrived, only on a connection that reuses its records anyway).
         self.decoder.reuse_big_records()
+        self.decoder.stream_opener = self._stream_opener
+
+    def _stream_opener(self, records_ahead: int, length: int):
+        return self.protector.stream_open(records_ahead, length, self._take_sealed_sink if self._sealed_sinks else None,
+                                          in_place=self._reuse)
 
     # input
     def get_buffer(self) -> memoryview:
@@ -89,9 +97,13 @@ class Connection:
         record = self.decoder.next_record()
         if record is None:
             return None
+        opened = isinstance(record, OpenedRecord)
+        if opened:  # (opened as it arrived: its tag checked then)
+            self.protector.took_streamed(record)
+            record = record.plaintext
         if isinstance(record, SplitRecord):
             return parse_split(record)
-        if self.protector is not None:
+        if self.protector is not None and not opened:
             split = self.protector.open_to_sink(record, self._take_sealed_sink) if self._sealed_sinks else None
             if split is not None:
                 return parse_split(split)

@@ -103,6 +103,16 @@ class SplitRecord:
     bulk: memoryview
 
 
+@attrs.frozen(slots=True)
+class OpenedRecord:
+    """A sealed record opened while it arrived (RecordDecoder.stream_opener): the `counter`-th record of its
+    connection, its plaintext (bytes, or a SplitRecord whose bulk went to its sink) -- or None when its tag
+    failed, which whoever takes it must report."""
+
+    counter: int
+    plaintext: memoryview | SplitRecord | None
+
+
 def parse_split(record: SplitRecord) -> Frame:
     head = memoryview(record.head)
     opcode, flags, request_id, status, deferred, bulk_len = HEADER.unpack_from(head)
@@ -171,6 +181,11 @@ class RecordDecoder:
         self._big: bytearray | memoryview | None = None  # exactly-sized buffer of a large record in flight
         self._big_filled = 0
         self._ready: collections.deque = collections.deque()
+        # stream_opener(records_ahead, length): something that opens a large sealed record as its bytes arrive
+        # (advance(record, filled), then finish(record) -> OpenedRecord), or None to leave it sealed. Set by a
+        # protected Connection; records_ahead is how many records wait to be taken before it.
+        self.stream_opener = None
+        self._opening = None
         # Zero-copy landing: request id -> where that reply's bulk should go (plain connections only).
         self._sinks: dict[int, memoryview] = {}
         self._sink_head: bytearray | None = None
@@ -217,8 +232,12 @@ class RecordDecoder:
             return
         if self._big is not None:
             self._big_filled += nbytes
+            if self._opening is not None and not self._opening.advance(self._big, self._big_filled):
+                self._opening = None  # (it left the record sealed: it is opened as it is taken)
             if self._big_filled == len(self._big):
                 record = memoryview(self._big)
+                if self._opening is not None:
+                    record, self._opening = self._opening.finish(record), None
                 self._ready.append(record)
                 if self._big_is_pooled:
                     self._pooled_waiting = record
@@ -250,7 +269,7 @@ class RecordDecoder:
         partial one, large or not), leaving the decoder empty -- for another reader of the same stream (the C
         request loop, which receives the rest of a large host-to-device copy itself). None, taking nothing, when
         a reply is landing in its sink, a complete large record waits, or it comes to over `limit`."""
-        if self._sink is not None:
+        if self._sink is not None or self._opening is not None:
             return None
         parts = []
         for record in self._ready:
@@ -327,4 +346,8 @@ class RecordDecoder:
                 big[:have] = self._buf[begin : begin + have]
                 self._start = self._end = 0
                 self._big, self._big_filled = big, have
+                if self.stream_opener is not None:
+                    self._opening = self.stream_opener(len(self._ready), length)
+                    if self._opening is not None and not self._opening.advance(big, have):
+                        self._opening = None
             return

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from rgpu.errors import AuthenticationError, CudaError, ProtocolError, Status
 from rgpu.protocol import ops
-from rgpu.protocol.frames import HEADER, HEADER_SIZE, LENGTH, BufferPool, Frame, SplitRecord
+from rgpu.protocol.frames import HEADER, HEADER_SIZE, LENGTH, BufferPool, Frame, OpenedRecord, SplitRecord
 
 MAGIC = b"RGPUWIRE"
 PROTOCOL_MAJOR = 1
@@ -257,6 +257,24 @@ class RecordProtector:
             raise _tampered() from None
         return SplitRecord(head[:HEADER_SIZE] + args[:args_len], sink)
 
+    def stream_open(self, records_ahead: int, length: int, sink_for, in_place: bool) -> "StreamedOpen | None":
+        """An opener for a large sealed record of `length` bytes whose bytes are arriving, the next record but
+        `records_ahead` (RecordDecoder.stream_opener): it opens each piece as it lands instead of the whole
+        record once it is complete, so opening overlaps receiving. None where it cannot (ChaCha20-Poly1305, whose
+        records cryptography opens only whole; the counter's end)."""
+        counter = self._recv_counter + records_ahead
+        if self._recv_aes is None or length < POOLED_RECORD or counter >= _COUNTER_LIMIT:
+            return None
+        return StreamedOpen(self._recv_aes, counter, length, sink_for, in_place)
+
+    def took_streamed(self, record: OpenedRecord) -> None:
+        """`record`, opened as it arrived, is taken: it used its counter (taken in order, as open() takes them)."""
+        if record.counter != self._recv_counter:
+            raise ProtocolError("a record opened as it arrived was taken out of order")
+        self._recv_counter += 1
+        if record.plaintext is None:
+            raise _tampered()
+
     def open(self, record: bytes | memoryview) -> bytes | memoryview:
         counter = self._recv_counter
         if counter >= _COUNTER_LIMIT:
@@ -271,6 +289,89 @@ class RecordProtector:
             return self._recv.decrypt(nonce, record, aad)
         except InvalidTag:
             raise _tampered() from None
+
+
+class StreamedOpen:
+    """Opening one large AES-GCM record while it is received (RecordProtector.stream_open): each piece is
+    decrypted as it lands -- in place (a server, whose received records live until the next is taken), or, for a
+    reply whose bulk has a place waiting (Connection.expect_bulk), its bulk straight into that place. Nothing it
+    decrypted is handed on before the tag has been checked, and a place it wrote is wiped when the tag fails.
+
+    A record with no place waiting on a connection that keeps its records (a client's) is left sealed: advance
+    says False before anything of it is decrypted, and it is opened whole as it is taken."""
+
+    _PIECE = 64 * 1024  # (decrypting smaller pieces than the socket brings costs calls for nothing)
+
+    def __init__(self, aes, counter: int, length: int, sink_for, in_place: bool):
+        self.counter = counter
+        self._opener = _BlockCipher(aes, modes.GCM(_NONCE.pack(counter))).decryptor()
+        self._opener.authenticate_additional_data(LENGTH.pack(length))
+        self._body = length - TAG_SIZE
+        self._sink_for, self._in_place = sink_for, in_place
+        self._done = 0  # bytes of the body decrypted
+        self._head: bytearray | None = None  # a reply landing in a place: its header and arguments
+        self._sink: memoryview | None = None
+
+    def advance(self, record: bytearray, filled: int) -> bool:
+        """`filled` bytes of the record have arrived: open what is new, once there is enough of it. False: the
+        record stays sealed (nothing of it was decrypted where it lies)."""
+        upto = min(filled, self._body)
+        if self._head is None and not self._in_place:
+            if upto < HEADER_SIZE:
+                return True
+            if not self._land_in_sink(memoryview(record)):
+                return False
+        if upto - self._done >= self._PIECE or (upto == self._body and upto > self._done):
+            self._decrypt(memoryview(record), upto)
+        return True
+
+    def _land_in_sink(self, record: memoryview) -> bool:
+        """Decrypt the header aside: a reply with status 0 whose bulk is exactly the place waiting lands there."""
+        head = bytearray(HEADER_SIZE + 15)  # (update_into wants a block's room beyond its input)
+        self._opener.update_into(record[:HEADER_SIZE], head)
+        _op, _flags, request_id, status, _deferred, bulk_len = HEADER.unpack_from(head)
+        sink = self._sink_for(request_id) if self._sink_for is not None else None
+        if sink is None or status != 0 or bulk_len != len(sink) or bulk_len > self._body - HEADER_SIZE:
+            return False
+        self._sink = sink
+        self._head = bytearray(self._body - bulk_len + 15)
+        self._head[:HEADER_SIZE] = head[:HEADER_SIZE]
+        self._done = HEADER_SIZE
+        return True
+
+    def _decrypt(self, record: memoryview, upto: int) -> None:
+        opener = self._opener
+        if self._sink is None:  # in place (the tag's 16 bytes after the body are the room update_into wants)
+            self._done += opener.update_into(record[self._done : upto], record[self._done :])
+            return
+        bulk_at = len(self._head) - 15
+        if self._done < bulk_at:
+            end = min(upto, bulk_at)
+            self._done += opener.update_into(record[self._done : end], memoryview(self._head)[self._done :])
+        if upto > self._done:
+            at = self._done - bulk_at
+            n = upto - self._done
+            if len(self._sink) - at >= n + 15:
+                opener.update_into(record[self._done : upto], self._sink[at:])
+            else:  # (the bulk's last bytes: no room past them)
+                tail = bytearray(n + 15)
+                opener.update_into(record[self._done : upto], tail)
+                self._sink[at : at + n] = tail[:n]
+            self._done = upto
+
+    def finish(self, record: memoryview) -> OpenedRecord:
+        """The whole record has arrived (and been decrypted): its tag decides."""
+        try:
+            self._opener.finalize_with_tag(bytes(record[self._body :]))
+        except InvalidTag:
+            if self._sink is not None:
+                self._sink[:] = bytes(len(self._sink))  # unauthenticated bytes must not reach the caller
+            else:
+                record[: self._body] = bytes(self._body)
+            return OpenedRecord(self.counter, None)
+        if self._sink is not None:
+            return OpenedRecord(self.counter, SplitRecord(self._head[: len(self._head) - 15], self._sink))
+        return OpenedRecord(self.counter, record[: self._body])
 
 
 def _bodies(parts: list):
