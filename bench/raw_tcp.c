@@ -4,8 +4,8 @@
  *   raw_tcp ECHO_COUNT SPIN_US SIZE...     (sizes in bytes)
  *
  * prints one JSON line: 24-byte echo round trip p50/p99 (a NOP frame's size) and, per size, the rate of one
- * blocking upload (the server answers one byte when all has arrived) and one blocking download, best of 3 --
- * a synchronous cudaMemcpy's shape. SPIN_US > 0 makes both ends poll that long before sleeping in recv, as
+ * blocking upload (the server answers one byte when all has arrived) and one blocking download, best of
+ * copy_reps(size) -- a synchronous cudaMemcpy's shape. SPIN_US > 0 makes both ends poll that long before sleeping in recv, as
  * rgpu does by default (RGPU_SPIN_US / --spin-us); run it with 0 and with rgpu's value to see both floors.
  * Built and run by bench/rpc_bench.py. */
 #define _GNU_SOURCE
@@ -125,6 +125,13 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* As bench/rpc_bench.py's copy_reps: 3 copies of a large size, up to 30 of a small one. */
+static int copy_reps(uint64_t size)
+{
+    uint64_t n = (64ull << 20) / (size ? size : 1);
+    return n < 3 ? 3 : n > 30 ? 30 : (int)n;
+}
+
 static int request(int fd, char op, uint64_t n)
 {
     uint8_t head[9] = {(uint8_t)op};
@@ -180,7 +187,7 @@ int main(int argc, char **argv)
         uint8_t *data = malloc(size ? size : 1);
         memset(data, 2, size);
         double up = 1e30, down = 1e30;
-        for (int rep = 0; rep < 3; rep++) {
+        for (int rep = 0, reps = copy_reps(size); rep < reps; rep++) {
             uint64_t t0 = now_ns();
             char k;
             if (request(cfd, 'U', size) || send_all(cfd, data, size) || recv_all(cfd, &k, 1))

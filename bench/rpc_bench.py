@@ -77,8 +77,16 @@ COPY_SERVER = textwrap.dedent("""
 """)
 
 
-def raw_copy_rates(sizes, reps=3) -> dict:
-    """size -> (upload, download) bytes/s over raw loopback TCP, one synchronous copy at a time, best of reps."""
+def copy_reps(size: int) -> int:
+    """How many copies of `size` each copy figure is the best of -- rgpu's, the raw and the C baselines alike
+    (bench/raw_tcp.c has the same rule): three of a large copy, but more of a small one, whose best of three
+    moved by 20 points between commands on the GPU box (a 1 MiB copy takes a quarter of a millisecond)."""
+    return max(3, min(30, (64 << 20) // max(size, 1)))
+
+
+def raw_copy_rates(sizes) -> dict:
+    """size -> (upload, download) bytes/s over raw loopback TCP, one synchronous copy at a time, best of
+    copy_reps."""
     proc = subprocess.Popen([sys.executable, "-c", COPY_SERVER], stdout=subprocess.PIPE, text=True)
     sock = socket.create_connection(("127.0.0.1", int(proc.stdout.readline())))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -87,7 +95,7 @@ def raw_copy_rates(sizes, reps=3) -> dict:
         for size in sizes:
             data, land = memoryview(bytearray(size)), memoryview(bytearray(size))
             up = down = float("inf")
-            for _ in range(reps):
+            for _ in range(copy_reps(size)):
                 t0 = time.perf_counter()
                 sock.sendall(b"U" + size.to_bytes(8, "little"))
                 sock.sendall(data)
@@ -275,7 +283,7 @@ def bench_backend(backend, isolation, args, psk_file, rows, raw):
                 c.memcpy_htod(d, host)  # (one each way first: the first copies of a size set up memory on both ends)
                 c.memcpy_dtoh(d, size, out=host)
                 h2d = d2h = float("inf")
-                for _ in range(3):  # best of three, as the raw per-size baseline
+                for _ in range(copy_reps(size)):  # as many as the baselines take
                     t0 = time.perf_counter()
                     c.memcpy_htod(d, host)
                     h2d = min(h2d, time.perf_counter() - t0)
