@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -388,3 +389,42 @@ def test_a_tampered_record_opened_as_it_arrived_is_refused_and_its_plaintext_wip
     with pytest.raises(ProtocolError, match="authentication"):
         server.next_frame()
     assert b"x" * 64 not in bytes(server.decoder._big_pool.get("record", len(data) - 4))
+
+
+@pytest.mark.parametrize("transport", ["socket", "trio"])
+def test_a_reply_cut_before_its_tag_leaves_nothing_in_its_waiting_buffer(transport):
+    """Bits of AES-GCM plaintext can be flipped without the key: an attacker who then cuts the connection before
+    the tag must not leave chosen bytes in the buffer a reply was being opened into (found in review)."""
+    import socket as socketlib
+
+    import trio
+
+    from rgpu.transport import SocketFrameStream, TrioFrameStream
+
+    client, server = _protected_pair()
+    sink = memoryview(bytearray(1 << 20))
+    client.expect_bulk(3, sink)
+    sealed = bytearray(b"".join(bytes(p) for w in server.writes([Frame(ops.MEMCPY_DTOH.code, 3, Flags.REPLY,
+                                                                           bulk=bytes(1 << 20))]) for p in w))
+    at = 4 + 24 + 1000  # (prefix, header: then the bulk's 1000th byte)
+    sealed[at : at + 5] = bytes(a ^ b for a, b in zip(sealed[at : at + 5], b"EVIL!"))
+    ours, theirs = socketlib.socketpair()
+
+    def cut_before_the_tag():
+        theirs.sendall(bytes(sealed[:-16]))
+        theirs.close()
+
+    sender = threading.Thread(target=cut_before_the_tag)
+    sender.start()
+    with pytest.raises((ConnectionError, EOFError)):
+        if transport == "socket":
+            SocketFrameStream(ours, client).receive_frame()
+        else:
+            async def receive():
+                await TrioFrameStream(trio.SocketStream(trio.socket.from_stdlib_socket(ours)), client).receive_frame()
+
+            trio.run(receive)
+    sender.join(10)
+    ours.close()
+    assert b"EVIL!" not in bytes(sink) and bytes(sink) == bytes(len(sink))
+

@@ -43,6 +43,13 @@ class TrioFrameStream:
 
     async def receive_frame(self) -> Frame | None:
         """The next frame, or None at a clean end of stream. A stream cut mid-frame raises EOFError."""
+        try:
+            return await self._receive_frame()
+        except Exception:  # (a cancellation is not one: a later receive may go on)
+            self.conn.abandon()
+            raise
+
+    async def _receive_frame(self) -> Frame | None:
         deadline = None
         while True:
             frame = self.conn.next_frame()
@@ -113,6 +120,13 @@ class SocketFrameStream:
         self.wait_ns = 0  # time spent waiting for bytes from the peer (benchmarks: the session's idle time)
 
     def receive_frame(self) -> Frame:
+        try:
+            return self._receive_frame()
+        except Exception:  # (a cut, a timeout, a refused record): the stream ends here
+            self.conn.abandon()
+            raise
+
+    def _receive_frame(self) -> Frame:
         deadline = None
         while True:
             frame = self.conn.next_frame()

@@ -113,6 +113,11 @@ class Connection:
         self._sealed_sinks.pop(frame.request_id, None)
         return frame
 
+    def abandon(self) -> None:
+        """The connection ends in the middle of a record: nothing of it decrypted stays where a caller reads
+        (transports call this wherever receiving ends with an error)."""
+        self.decoder.abandon()
+
     def _take_sealed_sink(self, request_id: int) -> memoryview | None:
         return self._sealed_sinks.pop(request_id, None)
 

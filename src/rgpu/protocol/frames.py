@@ -287,6 +287,13 @@ class RecordDecoder:
         self._big = None
         return b"".join(parts)
 
+    def abandon(self) -> None:
+        """The stream ends here (cut, timed out, refused): a record being opened as it arrived is given up,
+        and what it had decrypted into a caller's place wiped."""
+        if self._opening is not None:
+            self._opening.abort()
+            self._opening = None
+
     def next_record(self) -> bytes | memoryview | None:
         """The next complete record's payload, owned by the caller; None when more bytes are needed."""
         if not self._ready:

@@ -359,6 +359,13 @@ class StreamedOpen:
                 self._sink[at : at + n] = tail[:n]
             self._done = upto
 
+    def abort(self) -> None:
+        """The record will never be complete (the connection ended): what was decrypted into a caller's place,
+        never authenticated, is wiped (an attacker who cannot forge a tag can still flip bits of the plaintext,
+        then cut the connection before the tag). In place, it stays in the connection's own memory."""
+        if self._sink is not None:
+            self._sink[:] = bytes(len(self._sink))
+
     def finish(self, record: memoryview) -> OpenedRecord:
         """The whole record has arrived (and been decrypted): its tag decides."""
         try:
