@@ -80,6 +80,7 @@ def main() -> None:
                             lambda: s.backend.memset(s.context().obj, ptr, 1, 256, 1, s.stream(stream)[1], True)),
         "MEMCPY_HTOD_ASYNC": (ops.MEMCPY_HTOD_ASYNC.pack_request(ptr, stream), b"x" * 16,
                               lambda: copier(ptr, b"x" * 16)),
+        "DNN_BN_INFERENCE": _bn_inference_case(s, stream),
     }
     n = args.records
     floors = _driver_floors(s, stream, ptr) if args.backend == "cuda" else {}
@@ -94,6 +95,30 @@ def main() -> None:
         floor = _best(lambda: [floors[name]() for _ in range(n)], args.repeat) / n * 1e6 if name in floors else 0
         print(f"{name:<20} {dispatched:>14.2f} {backend:>17.2f} {dispatched - backend:>14.2f} {floor:>10.2f}")
     s.release_all()
+
+
+def _bn_inference_case(s: Session, stream: int):
+    """ResNet-18's batch norm at batch 1 (64 channels of 8x8, float): cuDNN's legacy inference call, which the
+    worker serves 20 times a step -- "backend alone" is the backend's call (cuDNN's own, through cffi, on the
+    box), so the difference is what serving it adds."""
+    from rgpu.protocol import dnn_wire
+
+    def tensor(dims):
+        strides = [1] * len(dims)
+        for i in range(len(dims) - 2, -1, -1):
+            strides[i] = strides[i + 1] * dims[i + 1]
+        pad = [0] * (8 - len(dims))
+        return struct.pack("<II8i8i", 0, len(dims), *dims, *pad, *strides, *pad)
+
+    handle = _call(s, ops.DNN_CREATE)
+    mem = _call(s, ops.MEM_ALLOC, 1 << 20)
+    x, y, params = mem, mem + (64 << 10), [mem + (128 << 10) + i * 4096 for i in range(4)]
+    bulk = tensor([1, 64, 8, 8]) * 2 + tensor([1, 64, 1, 1])
+    request = ops.DNN_BN_INFERENCE.pack_request(handle, stream, 1, 1.0, 0.0, 1e-5, x, y, *params)
+    ctx, h = s.object(handle, Kind.DNN)
+    tensors = dnn_wire.parse_tensors(bulk, 3)
+    return request, bulk, lambda: s.backend.dnn_bn_inference(ctx.obj, h.obj, s.stream(stream)[1], 1, 1.0, 0.0,
+                                                             1e-5, tensors, (x, y, *params))
 
 
 def _driver_floors(s: Session, stream: int, ptr: int) -> dict:

@@ -9,7 +9,8 @@
 # or, without llama.cpp, RGPU_CHECK_NO_BUILD=1 bash bench/gpu_check.sh programs copies (the C loop's copies against
 # Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs, the Python client's 1 and 64 MiB copies).
 # Section rtt: ResNet-18 b1 and the GPT step at 0, 100, 500 and 2000 us of injected round-trip time; psk: the
-# Python client's copies with a pre-shared key. RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=0
+# Python client's copies with a pre-shared key; dispatch: bench/dispatch_bench.py (the worker's cost per deferred
+# record, cuDNN's batch norm among them, against the backend's call alone). RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=0
 # skips run_llama.sh perrep.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -96,6 +97,10 @@ if [[ " $sections " == *" llama "* ]]; then
     timeout 200 bash bench/llama/run_llama.sh perrep > "$OUT/perrep_run.log" 2>&1
     grep -E "^==|per repetition|us by op|loop us" "$OUT/perrep.txt"
   fi
+fi
+if [[ " $sections " == *" dispatch "* ]]; then  # the worker's cost per deferred record against the call alone
+  timeout 120 python3 bench/dispatch_bench.py --backend $BACKEND --records 5000 --repeat 5 > "$OUT/dispatch.txt" 2>&1
+  tail -7 "$OUT/dispatch.txt"
 fi
 if [[ " $sections " == *" psk "* ]]; then  # copies with a PSK (sealed sessions: Python's loop) against C TCP
   timeout 120 python3 bench/rpc_bench.py --backend $BACKEND --psk --calls 1000 --launches 2000 --sizes 1M,64M \
