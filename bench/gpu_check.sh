@@ -79,8 +79,8 @@ if [[ " $sections " == *" copies "* ]]; then  # copies through the C loop agains
   grep -H "vs same-size C copy" "$OUT"/copies_rpc_nl*
 fi
 if [[ " $sections " == *" workloads "* ]]; then
-  timeout 150 python3 bench/workloads.py --only resnet18_b1,resnet18_b32,gpt_small_train --steps 20 --rtt-us 0 \
-    > "$OUT/workloads.txt" 2>&1; tail -8 "$OUT/workloads.txt"
+  timeout 300 python3 bench/workloads.py --only resnet18_b1,resnet18_b32,gpt_small_train --steps 20 --rounds 3 --rtt-us 0 \
+    > "$OUT/workloads.txt" 2>&1; grep -E "^(resnet|gpt)|rounds \(" "$OUT/workloads.txt"
 fi
 if [[ " $sections " == *" rtt "* ]]; then  # the RTT sweep: native + 3 round trips at 500 us is the bar
   timeout 400 python3 bench/workloads.py --only gpt_small_train,resnet18_b1 --steps 20 --rtt-us 0,100,500,2000 \

@@ -212,6 +212,14 @@ def measure(name: str, server: Server | None, steps: int, warmup: int, shims: st
     return out
 
 
+def _median_round(rounds: list) -> tuple[dict, dict]:
+    """The median native measurement and the median rgpu one (its counters with it), each by time."""
+    def median(xs):
+        return sorted(xs, key=lambda m: m["ms"])[len(xs) // 2]
+
+    return median([n for n, _ in rounds]), median([r for _, r in rounds])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child")
@@ -220,6 +228,9 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=",".join(WORKLOADS))
     ap.add_argument("--rtt-us", default="0")
     ap.add_argument("--shims", default="/tmp/rgpu-shims")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="native and rgpu alternately this many times per workload: medians (a small workload's "
+                         "native time moved by 2x between commands on the GPU box)")
     ap.add_argument("--json")
     ap.add_argument("--marks", action="store_true", help=argparse.SUPPRESS)  # (the child: wait at the marks)
     args = ap.parse_args(argv)
@@ -238,19 +249,25 @@ def main(argv=None) -> int:
         server = Server(rtt)
         try:
             for name in args.only.split(","):
-                native = measure(name, None, args.steps, args.warmup, args.shims)
-                remote = measure(name, server, args.steps, args.warmup, args.shims)
-                row = {"workload": name, "rtt_us": rtt, "native": native, "rgpu": remote}
+                rounds = [(measure(name, None, args.steps, args.warmup, args.shims),
+                           measure(name, server, args.steps, args.warmup, args.shims)) for _ in range(args.rounds)]
+                row = {"workload": name, "rtt_us": rtt, "rounds": [{"native": n, "rgpu": r} for n, r in rounds]}
                 results.append(row)
-                if "error" in native or "error" in remote:
-                    print(f"{name:<22} {rtt:>6} error: {native.get('error') or remote.get('error')}")
+                failed = [x.get("error") for pair in rounds for x in pair if "error" in x]
+                if failed:
+                    print(f"{name:<22} {rtt:>6} error: {failed[0]}")
                     continue
+                native, remote = _median_round(rounds)
+                row.update(native=native, rgpu=remote)
                 same = "yes" if native["check"] == remote["check"] else "no"
                 print(f"{name:<22} {rtt:>6} {native['ms']:>10.2f} {remote['ms']:>10.2f} "
                       f"{remote['ms'] / native['ms']:>6.2f}x {same:>5} {remote.get('blocking_per_step', float('nan')):>13.1f} "
                       f"{remote.get('bytes_in_per_step', float('nan')) / 1e3:>10.1f} "
                       f"{remote.get('bytes_out_per_step', float('nan')) / 1e3:>11.1f} "
                       f"{remote.get('cpu_s_per_step', float('nan')) * 1e3:>15.2f}", flush=True)
+                if len(rounds) > 1:
+                    print(f"{'':<22} rounds (native ms, rgpu ms, ratio): " + ", ".join(
+                        f"{n['ms']:.2f} {r['ms']:.2f} {r['ms'] / n['ms']:.2f}x" for n, r in rounds), flush=True)
                 top = list(remote.get("blocking_by_op_per_step", {}).items())[:4]
                 if top:
                     print(f"{'':<22} blocking per step: " + ", ".join(f"{op} {n:.1f}" for op, n in top), flush=True)

@@ -86,3 +86,15 @@ def test_workloads_harness_reads_the_counters_of_the_running_session_at_the_chil
     assert b["bytes_in"] > a["bytes_in"] and b["seconds_by_op"]["MEMSET_D8_ASYNC"] > 0
     # the loop's turns between the marks: waiting for the child and running its calls both took time
     assert all(b["loop_s"][k] > a["loop_s"][k] for k in ("receive", "run", "reply")), (a["loop_s"], b["loop_s"])
+
+
+def test_workloads_rounds_report_the_median_measurement_of_each_side():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("workloads", pathlib.Path(__file__).parents[1] / "bench/workloads.py")
+    workloads = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(workloads)
+    rounds = [({"ms": 2.8}, {"ms": 3.0, "blocking_per_step": 1}), ({"ms": 1.5}, {"ms": 2.9, "blocking_per_step": 2}),
+              ({"ms": 2.0}, {"ms": 3.1, "blocking_per_step": 3})]
+    native, remote = workloads._median_round(rounds)
+    assert native == {"ms": 2.0} and remote == {"ms": 3.0, "blocking_per_step": 1}  # (its counters with it)
