@@ -98,3 +98,32 @@ def test_workloads_rounds_report_the_median_measurement_of_each_side():
               ({"ms": 2.0}, {"ms": 3.1, "blocking_per_step": 3})]
     native, remote = workloads._median_round(rounds)
     assert native == {"ms": 2.0} and remote == {"ms": 3.0, "blocking_per_step": 1}  # (its counters with it)
+
+
+def test_workloads_main_runs_rounds_alternately_and_prints_the_medians(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("workloads", pathlib.Path(__file__).parents[1] / "bench/workloads.py")
+    workloads = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(workloads)
+    (tmp_path / "libcuda.so.1").write_bytes(b"")
+    order, times = [], iter([2.8, 3.0, 1.5, 2.9, 2.0, 3.1])
+
+    def measure(name, server, steps, warmup, shims):
+        order.append("rgpu" if server else "native")
+        return {"ms": next(times), "check": 1.0}
+
+    class NoServer:
+        def __init__(self, rtt):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(workloads, "measure", measure)
+    monkeypatch.setattr(workloads, "Server", NoServer)
+    assert workloads.main(["--only", "resnet18_b1", "--rounds", "3", "--shims", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert order == ["native", "rgpu"] * 3
+    assert "resnet18_b1" in out and "2.00       3.00   1.50x" in out, out
+    assert "2.80 3.00 1.07x, 1.50 2.90 1.93x, 2.00 3.10 1.55x" in out, out
