@@ -10,8 +10,9 @@
 # Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs, the Python client's 1 and 64 MiB copies).
 # Section rtt: ResNet-18 b1 and the GPT step at 0, 100, 500 and 2000 us of injected round-trip time; psk: the
 # Python client's copies with a pre-shared key; dispatch: bench/dispatch_bench.py (the worker's cost per deferred
-# record, cuDNN's batch norm among them, against the backend's call alone). RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=0
-# skips run_llama.sh perrep.
+# record, cuDNN's batch norm among them, against the backend's call alone). RGPU_CHECK_LLAMA_ROUNDS (1):
+# llama-bench rounds; RGPU_CHECK_PERREP=1 adds run_llama.sh perrep (its operation counts per repetition hold, its
+# times are differences between two sessions and have come out negative).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -93,7 +94,7 @@ if [[ " $sections " == *" llama "* ]]; then
     bash bench/llama/run_llama.sh native rgpu bench > "$OUT/llama.txt" 2>&1
   grep -E "IDENTICAL|DIFFERENT" "$OUT/llama.txt" | awk '{print $1}' | sort | uniq -c; grep -A6 "^median" "$OUT/llama.txt" | head -6
   grep -A5 "^model" "$OUT/llama.txt" | tail -5
-  if [ "${RGPU_CHECK_PERREP:-1}" = 1 ]; then  # (its operation counts hold; its times are differences of sessions)
+  if [ "${RGPU_CHECK_PERREP:-0}" = 1 ]; then  # (its operation counts hold; its times are differences of sessions)
     timeout 200 bash bench/llama/run_llama.sh perrep > "$OUT/perrep_run.log" 2>&1
     grep -E "^==|per repetition|us by op|loop us" "$OUT/perrep.txt"
   fi
