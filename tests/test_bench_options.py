@@ -59,16 +59,22 @@ print('RESULT {"ms": 1.0, "check": 0.0}')
 """
 
 
-def test_workloads_harness_reads_the_counters_of_the_running_session_at_the_childs_marks(shim_dir, tmp_path):
-    # bench/workloads.py's per-step figures: the server's counters read at the start and the end of the timed steps,
-    # inside one session, so set-up costs are outside the difference.
+def _workloads():
+    """bench/workloads.py, as a module (it is a script, not a package's)."""
     import importlib.util
-
-    from rgpu import shims
 
     spec = importlib.util.spec_from_file_location("workloads", pathlib.Path(__file__).parents[1] / "bench/workloads.py")
     workloads = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(workloads)
+    return workloads
+
+
+def test_workloads_harness_reads_the_counters_of_the_running_session_at_the_childs_marks(shim_dir, tmp_path):
+    # bench/workloads.py's per-step figures: the server's counters read at the start and the end of the timed steps,
+    # inside one session, so set-up costs are outside the difference.
+    from rgpu import shims
+
+    workloads = _workloads()
     child = tmp_path / "child.py"
     child.write_text(_MARKED_CHILD)
     server = workloads.Server(0, backend="fake")
@@ -89,11 +95,7 @@ def test_workloads_harness_reads_the_counters_of_the_running_session_at_the_chil
 
 
 def test_workloads_rounds_report_the_median_measurement_of_each_side():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("workloads", pathlib.Path(__file__).parents[1] / "bench/workloads.py")
-    workloads = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(workloads)
+    workloads = _workloads()
     rounds = [({"ms": 2.8}, {"ms": 3.0, "blocking_per_step": 1}), ({"ms": 1.5}, {"ms": 2.9, "blocking_per_step": 2}),
               ({"ms": 2.0}, {"ms": 3.1, "blocking_per_step": 3})]
     native, remote = workloads._median_round(rounds)
@@ -101,11 +103,7 @@ def test_workloads_rounds_report_the_median_measurement_of_each_side():
 
 
 def test_workloads_main_runs_rounds_alternately_and_prints_the_medians(tmp_path, monkeypatch, capsys):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("workloads", pathlib.Path(__file__).parents[1] / "bench/workloads.py")
-    workloads = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(workloads)
+    workloads = _workloads()
     (tmp_path / "libcuda.so.1").write_bytes(b"")
     order, times = [], iter([2.8, 3.0, 1.5, 2.9, 2.0, 3.1])
 

@@ -193,6 +193,11 @@ def _protected_pair():
     return client, server
 
 
+def _on_the_wire(conn, frames) -> bytes:
+    """What `conn` sends for `frames`, every write whole (each before the next is made)."""
+    return b"".join(bytes(p) for write in conn.writes(frames) for p in write)
+
+
 def _deliver(conn, writes) -> None:
     for write in writes:  # each write whole before the next is made, as the transports do
         conn.receive_data(b"".join(bytes(p) for p in write))
@@ -238,9 +243,11 @@ def test_sealing_in_pieces_gives_the_bytes_of_sealing_whole(cipher, bulk_len):
         assert got == expected
 
 
-def test_sealed_reply_is_opened_into_its_waiting_buffer():
+# (below POOLED_RECORD a reply is opened when taken, open_to_sink; above, as it arrives)
+@pytest.mark.parametrize("size", [100_000, 600_000])
+def test_sealed_reply_is_opened_into_its_waiting_buffer(size):
     client, server = _protected_pair()
-    bulk = os.urandom(600_000)
+    bulk = os.urandom(size)
     sinks = [memoryview(bytearray(len(bulk))) for _ in range(3)]
     for rid, sink in enumerate(sinks):
         client.expect_bulk(rid, sink[: len(bulk) - 1] if rid == 2 else sink)  # the third does not fit: copied
@@ -254,13 +261,13 @@ def test_sealed_reply_is_opened_into_its_waiting_buffer():
     assert bytes(sinks[0]) == bytes(sinks[1]) == bulk
 
 
-def test_tampered_sealed_reply_leaves_nothing_in_its_waiting_buffer():
+@pytest.mark.parametrize("size", [100_000, 500_000])
+def test_tampered_sealed_reply_leaves_nothing_in_its_waiting_buffer(size):
     client, server = _protected_pair()
-    sink = memoryview(bytearray(500_000))
+    sink = memoryview(bytearray(size))
     client.expect_bulk(5, sink)
-    data = bytearray(b"".join(bytes(p) for w in server.writes([Frame(ops.MEMCPY_DTOH.code, 5, Flags.REPLY,
-                                                                         bulk=b"z" * len(sink))]) for p in w))
-    data[300_000] ^= 1
+    data = bytearray(_on_the_wire(server, [Frame(ops.MEMCPY_DTOH.code, 5, Flags.REPLY, bulk=b"z" * len(sink))]))
+    data[size * 3 // 5] ^= 1
     client.receive_data(bytes(data))
     with pytest.raises(ProtocolError, match="authentication"):
         client.next_frame()
@@ -269,8 +276,7 @@ def test_tampered_sealed_reply_leaves_nothing_in_its_waiting_buffer():
 
 def test_tampered_big_record_fails_authentication():
     client, server = _protected_pair()
-    data = bytearray(b"".join(bytes(p) for w in client.writes([Frame(ops.MEMCPY_HTOD.code, 1, bulk=b"x" * 400_000)])
-                              for p in w))
+    data = bytearray(_on_the_wire(client, [Frame(ops.MEMCPY_HTOD.code, 1, bulk=b"x" * 400_000)]))
     data[100_000] ^= 1
     with pytest.raises(ProtocolError, match="authentication"):
         server.receive_data(bytes(data))
@@ -358,7 +364,7 @@ def test_big_sealed_records_are_opened_as_they_arrive(monkeypatch, seed):
     bulks = [os.urandom(n) for n in (300_000, 1 << 20, 70_000 * 5 + 3)]
     requests = [Frame(ops.NOP.code, 50)] + [Frame(ops.MEMCPY_HTOD.code, i, Flags.NO_REPLY, args=b"a" * i, bulk=b)
                                             for i, b in enumerate(bulks)]
-    stream = b"".join(bytes(p) for w in client.writes(requests) for p in w)
+    stream = _on_the_wire(client, requests)
     for piece in _pieces(stream, seed):
         server.receive_data(piece)
     got = [server.next_frame() for _ in requests]
@@ -369,7 +375,7 @@ def test_big_sealed_records_are_opened_as_they_arrive(monkeypatch, seed):
     client.expect_bulk(7, sink)
     replies = [Frame(ops.MEMCPY_DTOH.code, 7, Flags.REPLY, args=b"r", bulk=bulks[1]),
                Frame(ops.MEMCPY_DTOH.code, 8, Flags.REPLY, bulk=bulks[0])]
-    for piece in _pieces(b"".join(bytes(p) for w in server.writes(replies) for p in w), seed):
+    for piece in _pieces(_on_the_wire(server, replies), seed):
         client.receive_data(piece)
     first, second = client.next_frame(), client.next_frame()
     assert first.bulk is sink and bytes(sink) == bulks[1] and bytes(first.args) == b"r"
@@ -379,8 +385,7 @@ def test_big_sealed_records_are_opened_as_they_arrive(monkeypatch, seed):
 @pytest.mark.parametrize("where", ["bulk", "tag"])
 def test_a_tampered_record_opened_as_it_arrived_is_refused_and_its_plaintext_wiped(where):
     client, server = _protected_pair()
-    data = bytearray(b"".join(bytes(p) for w in client.writes([Frame(ops.MEMCPY_HTOD.code, 1, bulk=b"x" * 400_000)])
-                              for p in w))
+    data = bytearray(_on_the_wire(client, [Frame(ops.MEMCPY_HTOD.code, 1, bulk=b"x" * 400_000)]))
     data[100_000 if where == "bulk" else -1] ^= 1
     for piece in _pieces(bytes(data), 1):
         server.receive_data(piece)
@@ -404,8 +409,7 @@ def test_a_reply_cut_before_its_tag_leaves_nothing_in_its_waiting_buffer(transpo
     client, server = _protected_pair()
     sink = memoryview(bytearray(1 << 20))
     client.expect_bulk(3, sink)
-    sealed = bytearray(b"".join(bytes(p) for w in server.writes([Frame(ops.MEMCPY_DTOH.code, 3, Flags.REPLY,
-                                                                           bulk=bytes(1 << 20))]) for p in w))
+    sealed = bytearray(_on_the_wire(server, [Frame(ops.MEMCPY_DTOH.code, 3, Flags.REPLY, bulk=bytes(1 << 20))]))
     at = 4 + 24 + 1000  # (prefix, header: then the bulk's 1000th byte)
     sealed[at : at + 5] = bytes(a ^ b for a, b in zip(sealed[at : at + 5], b"EVIL!"))
     ours, theirs = socketlib.socketpair()

@@ -457,22 +457,14 @@ static int dtoh_through_ring(rgpu_lane *lane, rgpu_lane_ring *r, unsigned long l
         r->next = (r->next + 1) % r->slots;
         size_t k = n - off < r->slot_bytes ? n - off : r->slot_bytes;
         *what = "cuMemcpyDtoHAsync";
-        if ((code = lane->d.memcpy_dtoh_async(slot, src + off, k, stream)))
+        if ((code = lane->d.memcpy_dtoh_async(slot, src + off, k, stream)) ||
+            (code = lane_ring_mark(&lane->d, r, at, stream, what)))
             return code;
-        if ((code = lane->d.event_record(r->events[at], stream))) {
-            /* Without its event the slot's reuse cannot be timed: wait for the copy here instead. */
-            lane->d.stream_synchronize(stream);
-            *what = "cuEventRecord (copy ring)";
-            return code;
-        }
-        r->pending[at] = 1;
     }
     /* The first slot landed: so did everything queued on the stream before the copy, and any fault of it shows
      * here, before a reply has begun (after that, only the context failing meanwhile can stop the rest). */
-    *what = "cuEventSynchronize (copy back)";
-    if ((code = lane->d.event_synchronize(r->events[first])))
+    if ((code = lane_ring_wait(&lane->d, r, first, what)))
         return code;
-    r->pending[first] = 0;
     lane->back.ring = r, lane->back.first = first, lane->back.pieces = slots;
     *bulk_at = (const uint8_t *)r->base + (size_t)first * r->slot_bytes;
     return 0;
@@ -491,12 +483,7 @@ int lane_copy_back_wait(rgpu_lane *lane, size_t piece, const char **what)
     rgpu_lane_ring *r = lane->back.ring;
     if (!r || piece >= lane->back.pieces)
         return 0;
-    int at = lane->back.first + (int)piece, code;
-    *what = "cuEventSynchronize (copy back)";
-    if ((code = lane->d.event_synchronize(r->events[at])))
-        return code;
-    r->pending[at] = 0;
-    return 0;
+    return lane_ring_wait(&lane->d, r, lane->back.first + (int)piece, what);
 }
 
 void lane_copy_back_done(rgpu_lane *lane) { lane->back.ring = NULL, lane->back.pieces = 0; }

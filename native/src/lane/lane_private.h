@@ -51,6 +51,10 @@ const rgpu_lane_driver *lane_driver(const rgpu_lane *lane);
 /* The ring's next slot (waiting until the GPU has read it), or NULL with the CUresult in *code; then
  * lane_ring_send queues the copy of its first n bytes to dst and moves on to the next slot. */
 char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **what, int *code);
+/* Slot i's copy (either way) is queued on `stream`: its event, after it, says when the GPU is done with the slot;
+ * lane_ring_wait waits for that, if it is pending. 0, or the CUresult with the call in *what. */
+int lane_ring_mark(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, uintptr_t stream, const char **what);
+int lane_ring_wait(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, const char **what);
 int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
                    uintptr_t stream, const char **what);
 

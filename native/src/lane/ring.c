@@ -4,6 +4,32 @@
 #include "lane.h"
 #include "lane_private.h"
 
+int lane_ring_wait(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, const char **what)
+{
+    int code;
+    if (r->pending[i]) {
+        if ((code = d->event_synchronize(r->events[i]))) {
+            *what = "cuEventSynchronize (copy ring)";
+            return code;
+        }
+        r->pending[i] = 0;
+    }
+    return 0;
+}
+
+int lane_ring_mark(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, uintptr_t stream, const char **what)
+{
+    int code;
+    if ((code = d->event_record(r->events[i], stream))) {
+        /* Without its event the slot's reuse cannot be timed: wait for the copy here instead. */
+        d->stream_synchronize(stream);
+        *what = "cuEventRecord (copy ring)";
+        return code;
+    }
+    r->pending[i] = 1;
+    return 0;
+}
+
 char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **what, int *code)
 {
     int i = r->next;
@@ -12,14 +38,8 @@ char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **
         *code = 1; /* CUDA_ERROR_INVALID_VALUE: a caller's mistake, never the program's */
         return NULL;
     }
-    if (r->pending[i]) {
-        if ((*code = d->event_synchronize(r->events[i]))) {
-            *what = "cuEventSynchronize (copy ring)";
-            return NULL;
-        }
-        r->pending[i] = 0;
-    }
-    *code = 0;
+    if ((*code = lane_ring_wait(d, r, i, what)))
+        return NULL;
     return r->base + (size_t)i * r->slot_bytes;
 }
 
@@ -32,14 +52,7 @@ int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long l
         *what = "cuMemcpyHtoDAsync";
         return code;
     }
-    if ((code = d->event_record(r->events[i], stream))) {
-        /* Without its event the slot's reuse cannot be timed: wait for the copy here instead. */
-        d->stream_synchronize(stream);
-        *what = "cuEventRecord (copy ring)";
-        return code;
-    }
-    r->pending[i] = 1;
-    return 0;
+    return lane_ring_mark(d, r, i, stream, what);
 }
 
 int rgpu_lane_ring_copy(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, const void *src,

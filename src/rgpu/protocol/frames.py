@@ -232,8 +232,7 @@ class RecordDecoder:
             return
         if self._big is not None:
             self._big_filled += nbytes
-            if self._opening is not None and not self._opening.advance(self._big, self._big_filled):
-                self._opening = None  # (it left the record sealed: it is opened as it is taken)
+            self._advance_opening()
             if self._big_filled == len(self._big):
                 record = memoryview(self._big)
                 if self._opening is not None:
@@ -355,6 +354,10 @@ class RecordDecoder:
                 self._big, self._big_filled = big, have
                 if self.stream_opener is not None:
                     self._opening = self.stream_opener(len(self._ready), length)
-                    if self._opening is not None and not self._opening.advance(big, have):
-                        self._opening = None
+                    self._advance_opening()
             return
+
+    def _advance_opening(self) -> None:
+        """The large record in flight, opened as far as it has arrived (if it is being opened so)."""
+        if self._opening is not None and not self._opening.advance(self._big, self._big_filled):
+            self._opening = None  # (it left the record sealed: it is opened as it is taken)

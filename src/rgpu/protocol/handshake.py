@@ -228,34 +228,16 @@ class RecordProtector:
         consumed, when the record is not such a reply (or the cipher cannot be opened in pieces): open() it then.
         The header is read before the tag is checked, only to find the place; when the tag then fails, the place
         is wiped and ProtocolError raised."""
-        body = len(record) - TAG_SIZE
-        if self._recv_aes is None or body < HEADER_SIZE or self._recv_counter >= _COUNTER_LIMIT:
+        if self._recv_aes is None or len(record) < TAG_SIZE + HEADER_SIZE or self._recv_counter >= _COUNTER_LIMIT:
             return None
         record = memoryview(record).cast("B")
-        opener = _BlockCipher(self._recv_aes, modes.GCM(_NONCE.pack(self._recv_counter), bytes(record[body:]))).decryptor()
-        opener.authenticate_additional_data(LENGTH.pack(len(record)))
-        # update_into wants room for a block (15 bytes) beyond its input, though GCM writes exactly its input.
-        head = bytearray(HEADER_SIZE + 15)
-        opener.update_into(record[:HEADER_SIZE], head)
-        _op, _flags, request_id, status, _deferred, bulk_len = HEADER.unpack_from(head)
-        sink = sink_for(request_id)
-        if sink is None or status != 0 or bulk_len != len(sink) or bulk_len > body - HEADER_SIZE:
+        # (a record opened whole is one whose every byte has arrived: the same opener, in one step)
+        opening = StreamedOpen(self._recv_aes, self._recv_counter, len(record), sink_for, in_place=False)
+        if not opening.advance(record, len(record)):
             return None
-        self._recv_counter += 1
-        args_len = body - HEADER_SIZE - bulk_len
-        args = bytearray(args_len + 15)
-        opener.update_into(record[HEADER_SIZE : HEADER_SIZE + args_len], args)
-        bulk = record[HEADER_SIZE + args_len : body]
-        most = max(bulk_len - 16, 0)  # the sink has room for 15 bytes past this much
-        opener.update_into(bulk[:most], sink)
-        tail = bytearray(16 + 15)
-        sink[most:] = tail[: opener.update_into(bulk[most:], tail)]
-        try:
-            opener.finalize()
-        except InvalidTag:
-            sink[:] = bytes(len(sink))  # unauthenticated bytes must not reach the caller
-            raise _tampered() from None
-        return SplitRecord(head[:HEADER_SIZE] + args[:args_len], sink)
+        opened = opening.finish(record)
+        self.took_streamed(opened)  # (raises when the tag failed: the place is wiped by then)
+        return opened.plaintext
 
     def stream_open(self, records_ahead: int, length: int, sink_for, in_place: bool) -> "StreamedOpen | None":
         """An opener for a large sealed record of `length` bytes whose bytes are arriving, the next record but
@@ -370,9 +352,9 @@ class StreamedOpen:
         """The whole record has arrived (and been decrypted): its tag decides."""
         try:
             self._opener.finalize_with_tag(bytes(record[self._body :]))
-        except InvalidTag:
+        except InvalidTag:  # (unauthenticated bytes must not reach the caller)
             if self._sink is not None:
-                self._sink[:] = bytes(len(self._sink))  # unauthenticated bytes must not reach the caller
+                self.abort()
             else:
                 record[: self._body] = bytes(self._body)
             return OpenedRecord(self.counter, None)
