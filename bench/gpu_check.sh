@@ -10,9 +10,10 @@
 # Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs, the Python client's 1 and 64 MiB copies).
 # Section rtt: ResNet-18 b1 and the GPT step at 0, 100, 500 and 2000 us of injected round-trip time; psk: the
 # Python client's copies with a pre-shared key; dispatch: bench/dispatch_bench.py (the worker's cost per deferred
-# record, cuDNN's batch norm among them, against the backend's call alone). RGPU_CHECK_LLAMA_ROUNDS (1):
-# llama-bench rounds; RGPU_CHECK_PERREP=1 adds run_llama.sh perrep (its operation counts per repetition hold, its
-# times are differences between two sessions and have come out negative).
+# record, cuDNN's batch norm among them, against the backend's call alone; RGPU_CHECK_DISPATCH_ARGS adds options,
+# e.g. "--only DNN_BN_INFERENCE --profile"). RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=1
+# adds run_llama.sh perrep (its operation counts per repetition hold, its times are differences between two
+# sessions and have come out negative).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -100,7 +101,8 @@ if [[ " $sections " == *" llama "* ]]; then
   fi
 fi
 if [[ " $sections " == *" dispatch "* ]]; then  # the worker's cost per deferred record against the call alone
-  timeout 120 python3 bench/dispatch_bench.py --backend $BACKEND --records 5000 --repeat 5 > "$OUT/dispatch.txt" 2>&1
+  timeout 120 python3 bench/dispatch_bench.py --backend $BACKEND --records 5000 --repeat 5 ${RGPU_CHECK_DISPATCH_ARGS:-} \
+    > "$OUT/dispatch.txt" 2>&1
   tail -7 "$OUT/dispatch.txt"
 fi
 if [[ " $sections " == *" psk "* ]]; then  # copies with a PSK (sealed sessions: Python's loop) against C TCP
