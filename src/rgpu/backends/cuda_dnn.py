@@ -188,13 +188,17 @@ _tensors = PerHandle(lambda desc: library().cudnnDestroyTensorDescriptor(desc))
 _streams: dict[int, int] = {}
 
 
+# Types resolved once: by name, each cast or new parses its type string again, several times a call.
+_VOID_P, _FLOAT_P, _DOUBLE_P = (_ffi.typeof(t) for t in ("void *", "float *", "double *"))
+
+
 def _scalars(tensor, *values):
-    kind = "double *" if tensor.type == 1 else "float *"  # cuDNN's scaling factors follow the data type
+    kind = _DOUBLE_P if tensor.type == 1 else _FLOAT_P  # cuDNN's scaling factors follow the data type
     return [_ffi.new(kind, v) for v in values]
 
 
 def _ptrs(values):
-    return [_ffi.cast("void *", v) for v in values]
+    return [_ffi.cast(_VOID_P, v) for v in values]
 
 
 def _on_stream(handle, stream: int) -> None:

@@ -99,7 +99,7 @@ def split_by_value(attributes: tuple[Attribute, ...]) -> tuple[tuple[Attribute, 
     return rest, values
 
 
-@attrs.frozen(slots=True)
+@attrs.frozen(slots=True, cache_hash=True)  # keys of the size and descriptor caches, looked up on every call
 class Tensor:
     """A legacy cudnnTensorDescriptor_t by value: type, dims and strides (the first n of 8 each)."""
 
