@@ -306,6 +306,18 @@ def test_check_batch_wants_exact_tiling_and_the_record_limit(fast):
     assert not fast.check_batch(fast.view(lying), len(lying), 1 << 31)
 
 
+def test_every_opcode_the_lane_does_not_claim_is_declined(fast, driver):
+    # Python skips asking the lane about these (dispatcher._run_batch_from): the lane must indeed never run one.
+    assert ops.LAUNCH_KERNEL.code in fast.serves and ops.MEM_FREE.code not in fast.serves
+    fast.bind_launch(FUNC, STREAM, 0x10, 0x20, 0x30, 4)
+    for op in ops.OPS.values():
+        if op.code in fast.serves:
+            continue
+        one = frame_bytes(Frame(op.code, 1, FLAG_NO_REPLY, args=bytes(op.request.size), bulk=b"abcd"))
+        assert (run(fast, one).pos, run(fast, one).status) == (0, 0), op.name
+    assert driver.calls == []
+
+
 # -- inside a session -----------------------------------------------------------------------------
 def _call(s, op, *fields, bulk=b""):
     reply = next_action(s, Frame(op.code, 1, args=op.pack_request(*fields), bulk=bulk), MAX_RECORD).run()
@@ -371,3 +383,22 @@ def test_in_a_session_a_malformed_batch_fails_before_anything_runs(fake_session)
     reply = next_action(s, Frame(ops.MEMCPY_DTOH.code, 3, args=ops.MEMCPY_DTOH.pack_request(ptr, 64)),
                         MAX_RECORD).run()
     assert bytes(reply.bulk) == b"\x07" * 64
+
+
+def test_in_a_session_records_the_lane_never_runs_go_straight_to_python(fake_session, monkeypatch):
+    s = fake_session
+    ptr = _call(s, ops.MEM_ALLOC, 64).dptr
+    tried = []
+    real_run = s.lane.run
+    monkeypatch.setattr(s.lane, "run", lambda view, end, pos, ctx: tried.append(pos) or real_run(view, end, pos, ctx))
+    event = _call(s, ops.EVENT_CREATE, 0).event
+    records = [memset(ops.MEMSET_D8_ASYNC, ptr, 3, 64, stream=0, request_id=20)]
+    records += [record(ops.EVENT_RECORD, 21 + i, event, 0) for i in range(3)]  # Python's, one after another
+    records += [memset(ops.MEMSET_D8_ASYNC, ptr, 4, 64, stream=0, request_id=30)]
+    _batch(s, records)
+    starts = [sum(map(len, records[:i])) for i in range(len(records))]
+    assert tried == [0, starts[4]]  # never about the event records, which follow a record Python ran
+    assert s.calls_by_op[ops.EVENT_RECORD.code] == 3 and not s.take_deferred_error()
+    reply = next_action(s, Frame(ops.MEMCPY_DTOH.code, 3, args=ops.MEMCPY_DTOH.pack_request(ptr, 64)),
+                        MAX_RECORD).run()
+    assert bytes(reply.bulk) == b"\x04" * 64  # in order: the last memset ran after Python's records

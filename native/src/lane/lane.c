@@ -370,6 +370,23 @@ static int graph_launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, c
     return lane->d.graph_launch(e->obj, e->stream);
 }
 
+int rgpu_lane_serves(uint16_t opcode)
+{
+    /* rgpu_lane_run's cases; tests/test_lane.py checks that every other opcode is declined. */
+    switch (opcode) {
+    case RGPU_OP_LAUNCH_KERNEL:
+    case RGPU_OP_LAUNCH_KERNEL_EX:
+    case RGPU_OP_STREAM_SYNCHRONIZE:
+    case RGPU_OP_GRAPH_LAUNCH:
+    case RGPU_OP_MEMCPY_HTOD_ASYNC:
+    case RGPU_OP_MEMSET_D8_ASYNC:
+    case RGPU_OP_MEMSET_D32_ASYNC:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos, uint64_t current_ctx,
                    int capture_possible, rgpu_lane_stop *stop)
 {

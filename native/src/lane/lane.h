@@ -113,6 +113,10 @@ int rgpu_lane_check_batch(const uint8_t *batch, size_t len, size_t max_record);
 void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos, uint64_t current_ctx,
                    int capture_possible, rgpu_lane_stop *stop);
 
+/* 1 when rgpu_lane_run may run records of this opcode, 0 when it always leaves them to Python (which then need
+ * not ask it first). */
+int rgpu_lane_serves(uint16_t opcode);
+
 /* Copies out and zeroes the counts (at most `cap`); returns how many. */
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 

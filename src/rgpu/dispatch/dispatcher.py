@@ -231,11 +231,15 @@ def _run_batch_from(session: Session, lane, batch, view, stop: Stop | None) -> N
         pos = stop.pos
         if stop.status:
             session.defer_error(stop.status, ops.OPS[stop.opcode].name, stop.request_id, stop.what)
-        elif pos < end:  # the lane leaves this record to Python
-            (length,) = _LENGTH.unpack_from(batch, pos)
-            pos += PREFIX_SIZE
-            _python_record(session, batch[pos : pos + length])
-            pos += length
+        else:  # the lane leaves this record to Python, and the ones after it that it never runs
+            while pos < end:
+                (length,) = _LENGTH.unpack_from(batch, pos)
+                if pos != stop.pos and length >= _OPCODE.size and \
+                        _OPCODE.unpack_from(batch, pos + PREFIX_SIZE)[0] in lane.serves:
+                    break
+                pos += PREFIX_SIZE
+                _python_record(session, batch[pos : pos + length])
+                pos += length
         if pos >= end:
             return
         stop = session.lane_ready().run(view, end, pos, session.current_ctx)
