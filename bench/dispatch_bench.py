@@ -3,7 +3,7 @@ the dispatcher against the fake backend, and the backend's own cost for the same
 the dispatcher's. With --backend cuda (on the GPU box) the same against the real driver, plus the driver call by
 itself through cffi: the floor a worker without Python per record would reach.
 
-    python3 bench/dispatch_bench.py [--records 20000] [--repeat 7] [--backend fake|cuda]
+    python3 bench/dispatch_bench.py [--records 20000] [--repeat 7] [--backend fake|cuda] [--only OP] [--profile]
 """
 
 from __future__ import annotations
