@@ -9,7 +9,8 @@
 # or, without llama.cpp, RGPU_CHECK_NO_BUILD=1 bash bench/gpu_check.sh programs copies (the C loop's copies against
 # Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs, the Python client's 1 and 64 MiB copies).
 # Section rtt: ResNet-18 b1 and the GPT step at 0, 100, 500 and 2000 us of injected round-trip time; psk: the
-# Python client's copies with a pre-shared key; dispatch: bench/dispatch_bench.py (the worker's cost per deferred
+# Python client's copies with a pre-shared key; psktoken: bench/token_loop.py's shapes through the C stand-ins with
+# a PSK (the C loop, then Python's) beside plain; RGPU_CHECK_LLAMA_PSK=1: llama.cpp through rgpu with a PSK; dispatch: bench/dispatch_bench.py (the worker's cost per deferred
 # record, cuDNN's batch norm among them, against the backend's call alone; RGPU_CHECK_DISPATCH_ARGS adds options,
 # e.g. "--only DNN_BN_INFERENCE --profile"). RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=1
 # adds run_llama.sh perrep (its operation counts per repetition hold, its times are differences between two
@@ -88,8 +89,21 @@ if [[ " $sections " == *" rtt "* ]]; then  # the issue's RTT sweep: native + 3 r
   timeout 400 python3 bench/workloads.py --only gpt_small_train,resnet18_b1 --steps 20 --rtt-us 0,100,500,2000 \
     > "$OUT/rtt.txt" 2>&1; grep -E "^(gpt|resnet)" "$OUT/rtt.txt"
 fi
+if [[ " $sections " == *" psktoken "* ]]; then  # the C stand-ins with a PSK: C's loop sealed, against plain
+  for shape in "decode --tokens 1000" "logits --tokens 300 --logits-bytes 607744" \
+               "prompt --tokens 300 --prompt-bytes 524288" "bulk --tokens 10 --prompt-bytes 67108864"; do
+    for run in "1 " "1 --psk" "0 --psk"; do
+      token_loop $run ${shape#* } > "$OUT/psktoken_${shape%% *}_nl${run%% *}${run#* }.txt" 2>&1
+    done
+  done
+  grep -H "us per token" "$OUT"/psktoken_*
+fi
 if [[ " $sections " == *" llama "* ]]; then
   [ -x /tmp/llama/build/bin/llama-bench ] || timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1
+  if [ "${RGPU_CHECK_LLAMA_PSK:-0}" = 1 ]; then  # through rgpu with a pre-shared key (record protection)
+    python3 -c "import os; print(os.urandom(32).hex())" > /tmp/rgpu-check.psk && chmod 600 /tmp/rgpu-check.psk
+    export RGPU_PSK_FILE=/tmp/rgpu-check.psk RGPU_SERVER_ARGS="--psk-file /tmp/rgpu-check.psk"
+  fi
   # RGPU_CHECK_LLAMA_ROUNDS rounds of llama-bench (native and rgpu alternating; about 20 s a round)
   LLAMA_BENCH_ROUNDS=${RGPU_CHECK_LLAMA_ROUNDS:-1} LLAMA_BENCH_MODELS="small-q8_0" timeout 200 \
     bash bench/llama/run_llama.sh native rgpu bench > "$OUT/llama.txt" 2>&1

@@ -24,6 +24,7 @@ from rgpu.errors import CudaError, ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import FLAG_DEFERRED_ERROR, FLAG_NO_REPLY, HEADER, PREFIX_SIZE, Frame, frame_bytes
+from rgpu.protocol.handshake import Cipher, RecordProtector
 from rgpu.serving import native_loop, worker
 from rgpu.serving.output import KernelOutput
 from rgpu.transport import SocketFrameStream
@@ -122,13 +123,34 @@ def frame_for(side: Side, item, request_id: int) -> bytes:
     return frame_bytes(Frame(ops.NOP.code, request_id, bulk=bytes(BIG)))  # beyond the C loop's buffer
 
 
+# A sealed session's record keys (tests only), client-to-server and back.
+C2S_KEY, S2C_KEY = bytes(range(32)), bytes(range(32, 64))
+
+
+def sealed_records(frames_in: list[bytes]) -> list[bytes]:
+    """Encoded frames as a client with the test keys seals them, counters from 0: a record each."""
+    client = RecordProtector(Cipher.AES_256_GCM, C2S_KEY, S2C_KEY)
+    return [b"".join(bytes(part) for part in client.seal([frame])) for frame in frames_in]
+
+
+def opened_replies(got: bytes) -> list[Frame]:
+    conn = Connection(MAX_RECORD)
+    conn.protect(RecordProtector(Cipher.AES_256_GCM, C2S_KEY, S2C_KEY))
+    conn.receive_data(got)
+    return list(iter(conn.next_frame, None))
+
+
 def serve(side: Side, stream: bytes, cuts: list[int], pauses: list[bool], native: bool, monkeypatch,
-          output: KernelOutput | None = None, before_each=None) -> tuple[bytes, str]:
+          output: KernelOutput | None = None, before_each=None, sealed: bool = False) -> tuple[bytes, str]:
     """Serve `stream` (written in pieces at `cuts`, pausing where `pauses` says) through serve_blocking; returns
-    (every byte the client got back, why the loop ended)."""
+    (every byte the client got back, why the loop ended). `sealed`: the session's records are protected with the
+    test keys (the stream must be sealed with them)."""
     monkeypatch.setenv("RGPU_NATIVE_LOOP", "1" if native else "0")
     server, client = socket.socketpair()
-    io = SocketFrameStream(server, Connection(MAX_RECORD, reuse_receive_buffers=True), spin_us=100)
+    conn = Connection(MAX_RECORD, reuse_receive_buffers=True)
+    if sealed:
+        conn.protect(RecordProtector(Cipher.AES_256_GCM, S2C_KEY, C2S_KEY))
+    io = SocketFrameStream(server, conn, spin_us=100)
     ended: list[str] = []
 
     def run():
@@ -188,21 +210,24 @@ def frames_python_runs(monkeypatch) -> list[tuple[int, int, int]]:
     return seen
 
 
-def serve_plan(side: Side, plan: list, monkeypatch, pause_in: tuple[int, float] | None = None):
+def serve_plan(side: Side, plan: list, monkeypatch, pause_in: tuple[int, float] | None = None, sealed: bool = False):
     """Serve `plan` (then a GOODBYE) through the C loop, pausing once inside frame `pause_in[0]` at that fraction
     of it; the session is released after. Returns (the frames that came back, those Python's loop ran)."""
-    pieces = [frame_for(side, f, i + 1) for i, f in enumerate(plan)]
+    pieces = [frame_for(side, f, i + 1) for i, f in enumerate(plan)] + [frame_bytes(Frame(ops.GOODBYE.code, 99))]
+    if sealed:
+        pieces = sealed_records(pieces)
     cuts = []
     if pause_in is not None:
         index, fraction = pause_in
         cuts = [sum(map(len, pieces[:index])) + int(len(pieces[index]) * fraction)]
     runs = frames_python_runs(monkeypatch)
     try:
-        got, why = serve(side, b"".join(pieces) + frame_bytes(Frame(ops.GOODBYE.code, 99)), cuts, [True] * len(cuts),
-                         True, monkeypatch)
+        got, why = serve(side, b"".join(pieces), cuts, [True] * len(cuts), True, monkeypatch, sealed=sealed)
     finally:
         side.s.release_all()
     assert why == "closed by GOODBYE"
+    if sealed:
+        return opened_replies(got), runs
     conn = Connection(MAX_RECORD)
     conn.receive_data(got)
     return list(iter(conn.next_frame, None)), runs
@@ -215,23 +240,25 @@ def state(side: Side) -> tuple:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.lists(frames, min_size=1, max_size=12), st.booleans(), st.data())
-def test_the_c_loop_and_python_agree_byte_for_byte(monkeypatch, plan, malformed_last, data):
+@given(st.lists(frames, min_size=1, max_size=12), st.booleans(), st.booleans(), st.data())
+def test_the_c_loop_and_python_agree_byte_for_byte(monkeypatch, plan, malformed_last, sealed, data):
+    """`sealed`: both sessions protected with the same keys, so the same replies are the same ciphertext."""
     sides = [Side(True), Side(True)]
     results = []
     try:
         streams = []
         for side in sides:
-            stream = b"".join(frame_for(side, item, i + 10) for i, item in enumerate(plan))
+            stream = [frame_for(side, item, i + 10) for i, item in enumerate(plan)]
             if malformed_last:  # a batch whose last record runs past its end: a protocol error, the session ends
-                stream += frame_bytes(Frame(ops.BATCH.code, 99, FLAG_NO_REPLY, bulk=struct.pack("<I", 64) + bytes(8)))
-            stream += frame_bytes(Frame(ops.GOODBYE.code, 98))
-            streams.append(stream)
+                malformed = struct.pack("<I", 64) + bytes(8)
+                stream.append(frame_bytes(Frame(ops.BATCH.code, 99, FLAG_NO_REPLY, bulk=malformed)))
+            stream.append(frame_bytes(Frame(ops.GOODBYE.code, 98)))
+            streams.append(b"".join(sealed_records(stream) if sealed else stream))
         assert len(streams[0]) == len(streams[1])
         cuts = sorted(data.draw(st.lists(st.integers(1, len(streams[0]) - 1), max_size=6, unique=True)))
         pauses = data.draw(st.lists(st.booleans(), min_size=len(cuts), max_size=len(cuts)))
         for side, stream, native in zip(sides, streams, (True, False)):
-            results.append(serve(side, stream, cuts, pauses, native, monkeypatch))
+            results.append(serve(side, stream, cuts, pauses, native, monkeypatch, sealed=sealed))
         assert results[0] == results[1]
         assert state(sides[0]) == state(sides[1])
     finally:
@@ -531,3 +558,60 @@ def test_a_blocking_call_that_fails_in_the_c_loop_is_answered_as_python_answers_
     finally:
         for side in sides:
             side.s.release_all()
+
+
+def test_a_sealed_session_is_served_in_c_too(monkeypatch):
+    """With record protection the C loop opens each record whole and seals its replies: the same frames as in a
+    plain session stay out of Python's loop -- batches, NOPs, synchronizes, copies both ways through the ring --
+    and the client opens every reply with its counters in order (Python's and C's records interleaved). Records
+    too big for C's buffer stay sealed for Python, which takes them with the next counter."""
+    side = Side(True)
+    record = ("memset8", 0, 0, 16, 1, 7)
+    plan = [("batch", [record]),  # (Python runs it, binding the stream for the lane)
+            ("sync", 1), ("batch", [record, record]), ("nop",), ("htod", 200 << 10, "start", 1, 3),
+            ("htod", 1000, "end", 1, 5), ("dtoh_async", 0, 16, 1), ("big_nop",), ("nop",),
+            ("dtoh_big", 200 << 10, "start", 1), ("htod", 600 << 10, "start", 1, 8), ("read_big",), ("info", "")]
+    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(1, 0.0), sealed=True)  # (C gets the batch alone)
+    # Python's loop ran the NOP too big for C's buffer, the copy too big for it, the read (on the NULL stream, not
+    # yet bound) and the goodbye. (The first batch stopped in C at its unbound stream; Python ran it on outside
+    # that loop.)
+    assert [(op, rid) for op, rid, _ in seen] == [
+        (ops.NOP.code, 8), (ops.MEMCPY_HTOD_ASYNC.code, 11), (ops.MEMCPY_DTOH.code, 12), (ops.GOODBYE.code, 99)], seen
+    assert [f.request_id for f in replies] == [2, 4, 7, 8, 9, 10, 12, 13, 99], replies
+    assert all(f.status == 0 for f in replies), replies
+    assert bytes(replies[2].bulk) == b"\7" * 16
+    expected = bytearray(BIG_ALLOC)
+    expected[: 200 << 10] = pattern(200 << 10, 3)
+    expected[BIG_ALLOC - 1000:] = pattern(1000, 5)
+    assert bytes(replies[5].bulk) == bytes(expected[: 200 << 10])
+    expected[: 600 << 10] = pattern(600 << 10, 8)
+    assert bytes(replies[6].bulk) == bytes(expected)
+
+
+@pytest.mark.parametrize("where", ["batch", "copy", "header"])
+def test_a_tampered_record_ends_a_sealed_session_in_c_with_nothing_of_it_run(monkeypatch, where):
+    """A record whose ciphertext was changed fails its tag in C: the session ends with Python's protocol error
+    ("failed authentication"), and nothing of the record reached the device -- a memset, a copy."""
+    side = Side(True)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("nop",),
+            {"batch": ("batch", [("memset8", 0, 0, 16, 1, 9)]), "copy": ("htod", 1000, "start", 1, 5),
+             "header": ("nop",)}[where], ("nop",)]
+    records = sealed_records([frame_for(side, f, i + 1) for i, f in enumerate(plan)])
+    spoiled = bytearray(records[2])
+    spoiled[8 if where == "header" else -40] ^= 1
+    records[2] = bytes(spoiled)
+    before = bytes(side.s.backend._view(big_buffer(side), 1000))
+    runs = frames_python_runs(monkeypatch)
+    opened_in_python = []
+    real_open = RecordProtector.open
+    monkeypatch.setattr(RecordProtector, "open", lambda self, r: opened_in_python.append(r) or real_open(self, r))
+    try:
+        got, why = serve(side, b"".join(records), [], [], True, monkeypatch, sealed=True)
+        assert why.startswith("protocol error: frame failed authentication"), why
+        # (C opened every record: the first batch it stopped in, Python ran on outside its loop)
+        assert not runs and not opened_in_python, (runs, opened_in_python)
+        assert bytes(side.s.backend._view(side.pointer(0, 0), 16)) == b"\7" * 16
+        assert bytes(side.s.backend._view(big_buffer(side), 1000)) == before
+        assert [f.opcode for f in opened_replies(got)[:1]] == [ops.NOP.code]
+    finally:
+        side.s.release_all()

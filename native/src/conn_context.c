@@ -40,6 +40,18 @@ uint32_t rgpu_max_chunk(void)
     return limit < COPY_CHUNK ? limit : COPY_CHUNK;
 }
 
+/* With a PSK, a host-to-device copy goes in records the server's C request loop can open whole -- it uses no byte
+ * of a record before its tag is checked, and holds one copy-ring slot (256 KiB) and a frame head -- so that it
+ * streams them to the GPU; bigger ones its Python loop serves, several times slower (bench/results/
+ * gpu-2026-12-04c-psk-dispatch). */
+#define SEALED_HTOD_CHUNK (256u << 10)
+
+uint32_t rgpu_htod_chunk(void)
+{
+    uint32_t chunk = rgpu_max_chunk();
+    return rgpu_conn.protect && chunk > SEALED_HTOD_CHUNK ? SEALED_HTOD_CHUNK : chunk;
+}
+
 void conn_sync_context(uint16_t op)
 {
     /* (a context of another server is not this one's to be told: a call routed here by a handle it names runs

@@ -4,7 +4,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "rgpu_shim.h"
+#include "rgpu_log.h"
+#include "rgpu_wire.h"
 
 typedef struct evp_md_st EVP_MD;
 typedef struct evp_cipher_st EVP_CIPHER;

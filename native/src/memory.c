@@ -416,7 +416,7 @@ int rgpu_is_program_host(uint64_t ptr)
 static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
 {
     const uint8_t *p = src;
-    size_t chunk = rgpu_max_chunk(), off = 0;
+    size_t chunk = rgpu_htod_chunk(), off = 0;
     if (!src && n)
         return CUDA_ERROR_INVALID_VALUE;
     rgpu_shadow_settle((uint64_t)(uintptr_t)src, n);

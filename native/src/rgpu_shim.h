@@ -53,6 +53,7 @@ void rgpu_stats_sent(uint64_t nframes, uint64_t nbytes);
 /* Changes whenever a request that may put something on `stream` is issued (the NULL stream: any request). */
 uint32_t rgpu_stream_seq(uint64_t stream);
 uint32_t rgpu_max_chunk(void);
+uint32_t rgpu_htod_chunk(void); /* a host-to-device copy's records: smaller with a PSK (conn_context.c) */
 uint16_t rgpu_server_minor(void); /* the server's protocol minor version (newer operations need >= 1) */
 
 /* Device ranges the shim was given (memory.c): pointer queries, unified copies, deferrable copies. */
@@ -113,9 +114,6 @@ CUresult rgpu_capture_host_func(CUstream s, CUhostFn fn, void *data, int *was_ca
 CUresult rgpu_capture_unsafe_call(void);
 int rgpu_capture_active(void); /* whether any stream of this process is capturing */
 CUresult rgpu_unsupported(int *logged, const char *name);
-
-/* Logging (rgpu_log.h): RGPU_LOG=off|error|warn|info|debug (default warn), to stderr. */
-void rgpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 struct rgpu_error_name {
     int code;

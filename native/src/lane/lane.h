@@ -128,6 +128,16 @@ size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
  * must precede, is left to the caller whole (it runs it again: none of them writes); so is the rest of a copy C
  * could not finish, or its last piece. The caller has no deferred error to report, gives it the bytes of the stream
  * it had received but not taken (`have` of them, at buf), and has brought the lane up to date (bindings, regions). */
+/* A sealed session's record protection for the C request loop (seal.c): the keys of both directions (32 bytes
+ * each; cipher as the handshake's, rgpu_consts.h), or NULL where libcrypto cannot be loaded (Python's loop serves
+ * the session then). The counters are the next record's each way: Python sets them before each turn of the loop
+ * and takes them back after. */
+typedef struct rgpu_lane_seal rgpu_lane_seal;
+rgpu_lane_seal *rgpu_lane_seal_new(int cipher, const uint8_t *recv_key, const uint8_t *send_key);
+void rgpu_lane_seal_free(rgpu_lane_seal *s);
+void rgpu_lane_seal_set_counters(rgpu_lane_seal *s, uint64_t recv, uint64_t send);
+void rgpu_lane_seal_counters(const rgpu_lane_seal *s, uint64_t *recv, uint64_t *send);
+
 typedef struct rgpu_lane_serve_io {
     int fd;             /* the client's socket (a blocking one; received from with MSG_DONTWAIT) */
     uint8_t *buf;       /* receive memory, the caller's */
@@ -143,15 +153,20 @@ typedef struct rgpu_lane_serve_io {
     unsigned max_frames;    /* hand back after this many frames (the caller's signals and counters) */
     int memory_limited;     /* the session has a memory quota (cuMemGetInfo's answer is then the caller's) */
     long long inject_ns;    /* hold each reply this long first, as a slower network would (--inject-rtt-us) */
+    rgpu_lane_seal *seal;   /* a sealed session's (every record in and out is protected), or NULL */
+    uint8_t *plain;         /* cap bytes of the caller's, where a sealed session's records are opened */
 } rgpu_lane_serve_io;
 
 /* Why rgpu_lane_serve handed back. In every case buf[rest_at, rest_end) are received bytes nothing was done with,
- * for the caller's decoder. IDLE: no whole frame within the spin. PYTHON: the next frame is the caller's (or the
+ * for the caller's decoder (a sealed session's still sealed), after -- in a sealed session -- the frame at
+ * plain[opened_at, +opened_len) (prefix, then body), opened and taken with its counter but not served.
+ * IDLE: no whole frame within the spin. PYTHON: the next frame is the caller's (or the
  * socket reported the end, an error or a signal, for the caller's own receive to see). BATCH_STOPPED: the BATCH
  * at buf[frame_at, +frame_len) stopped at `stop` (lane.h's rgpu_lane_stop, positions within its bulk).
  * LIMIT: max_frames served. FAILED: a reply could not be sent (`error` is errno; with `failed_status`, the CUresult
  * of `failed_what`: the context failed while a copy back's reply was going out, after its status had been sent as
- * success, so the session cannot go on). */
+ * success, so the session cannot go on), or (`tampered`) a sealed record failed authentication: what it opened to
+ * is wiped, and the session must end. In a sealed session a stopped BATCH lies in plain (`frame_in_plain`). */
 enum { RGPU_SERVE_IDLE = 0, RGPU_SERVE_PYTHON = 1, RGPU_SERVE_BATCH_STOPPED = 2, RGPU_SERVE_LIMIT = 3,
        RGPU_SERVE_FAILED = 4 };
 
@@ -159,6 +174,9 @@ typedef struct rgpu_lane_served {
     int outcome;
     size_t rest_at, rest_end;
     size_t frame_at, frame_len;
+    int frame_in_plain;
+    size_t opened_at, opened_len;
+    int tampered;
     rgpu_lane_stop stop;
     int error;
     int failed_status;

@@ -10,6 +10,7 @@
  * Why: per frame, Python's loop cost 7 us on the 2-core CPU machine (parse 2.1, dispatch 2.3, reply 1.6, plus
  * its socket calls), and about twice that on the H200 box, where a whole null call took 43.5 us against a
  * 10.2 us C echo (bench/results/gpu-2026-12-03-sealed, run 12). */
+#include <errno.h>
 #include <string.h>
 
 #include "lane.h"
@@ -25,9 +26,151 @@
         return;                                                                                                   \
     } while (0)
 
+/* More bytes wanted: what is held moves to the front first. 0: some came; 1: handed back (none within the spin,
+ * or the socket's end, error or a signal). */
+static int serve_more(const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t *start, size_t *end,
+                      unsigned long long *mark)
+{
+    if (*start) {
+        memmove(io->buf, io->buf + *start, *end - *start);
+        *end -= *start, *start = 0;
+    }
+    int got = serve_receive_some(io, end, out);
+    if (got > 0)
+        return 0;
+    out->receive_ns += lane_now_ns() - *mark;
+    out->outcome = got == 0 ? RGPU_SERVE_IDLE : RGPU_SERVE_PYTHON, out->rest_at = *start, out->rest_end = *end;
+    return 1;
+}
+
+/* A whole frame at frame[0, RGPU_PREFIX_SIZE + len) that is not a copy to stream: a BATCH whose records the lane
+ * runs, or a blocking call it answers whole. 0: served; RGPU_SERVE_PYTHON: Python's, nothing done;
+ * RGPU_SERVE_BATCH_STOPPED: the batch stopped (out->stop); RGPU_SERVE_FAILED: its reply could not be sent. The
+ * last three consume the frame but Python's. */
+static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const uint8_t *frame,
+                       size_t len, unsigned long long *mark)
+{
+    const uint8_t *body = frame + RGPU_PREFIX_SIZE;
+    rgpu_header h;
+    size_t args_len;
+    if (rgpu_parse_header(body, len, &h, &args_len) || (h.flags & RGPU_FLAG_REPLY))
+        return RGPU_SERVE_PYTHON;
+    const uint8_t *bulk = body + RGPU_HEADER_SIZE + args_len;
+    unsigned long long received = lane_now_ns();
+    out->receive_ns += received - *mark;
+    if (h.opcode == RGPU_OP_BATCH) {
+        if (rgpu_lane_check_batch(bulk, h.bulk_len, io->max_record))
+            return RGPU_SERVE_PYTHON;
+        rgpu_lane_run(lane, bulk, h.bulk_len, 0, io->current_ctx, io->capture_possible, &out->stop);
+        out->frames++;
+        *mark = lane_now_ns();
+        out->run_ns += *mark - received;
+        return out->stop.pos < h.bulk_len || out->stop.status ? RGPU_SERVE_BATCH_STOPPED : 0;
+    }
+    /* A blocking call the lane answers whole (a NOP, a synchronize, a copy back), or Python's. None of them
+     * writes anything: when one fails, or kernel output must go first, Python runs it again and answers as it
+     * always has (the same status: an error of a synchronize or a copy is the context's, sticky, or the
+     * arguments', the same again). */
+    size_t reply_args_len, bulk_len;
+    const uint8_t *bulk_at;
+    const char *what = "";
+    if (h.flags || h.bulk_len ||
+        lane_blocking_call(lane, h.opcode, body + RGPU_HEADER_SIZE, args_len, io->current_ctx, io->capture_possible,
+                           io->memory_limited, &reply_args_len, &bulk_len, &bulk_at, &what) ||
+        serve_output_waiting(io)) {
+        *mark = received;
+        return RGPU_SERVE_PYTHON;
+    }
+    out->frames++;
+    unsigned long long ran = lane_now_ns();
+    lane_count_call(lane, h.opcode, ran - received);
+    out->run_ns += ran - received;
+    if (serve_send_reply(lane, io, out, &h, reply_args_len, bulk_len, bulk_at))
+        return RGPU_SERVE_FAILED;
+    *mark = lane_now_ns();
+    out->reply_ns += *mark - ran;
+    return 0;
+}
+
+/* A sealed session: each record is opened whole into io->plain once it has all arrived (so nothing of it is used
+ * before its tag is checked), then served as a plain one would be; a host-to-device copy goes to the GPU through
+ * the copy ring from there. Records too big for the buffer stay sealed for Python, which opens them as they
+ * arrive; a frame C opened but does not serve goes to Python opened (its counter is taken). The C stand-ins send
+ * sealed copies in pieces that fit (conn_calls.c). */
+static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
+{
+    size_t start = 0, end = io->have <= io->cap ? io->have : io->cap;
+    unsigned long long mark = lane_now_ns();
+    if (!seal_counters_low(io->seal))
+        HAND_BACK(RGPU_SERVE_PYTHON, start, end);
+    for (;;) {
+        size_t have = end - start;
+        if (have >= RGPU_PREFIX_SIZE) {
+            size_t len = rgpu_get_u32(io->buf + start);
+            /* Over the limit (Python answers with its protocol error), too short to hold a tag and a header
+             * (Python's failure too), or too big for the buffer: Python's, still sealed. */
+            if (len > io->max_record || len < RGPU_TAG_SIZE + RGPU_HEADER_SIZE || len > io->cap - RGPU_PREFIX_SIZE)
+                HAND_BACK(RGPU_SERVE_PYTHON, start, end);
+            if (have >= RGPU_PREFIX_SIZE + len) {
+                size_t plain_len = len - RGPU_TAG_SIZE;
+                uint8_t *plain = io->plain;
+                if (seal_open(io->seal, io->buf + start, len, plain + RGPU_PREFIX_SIZE)) {
+                    memset(plain, 0, RGPU_PREFIX_SIZE + plain_len);
+                    out->tampered = 1, out->error = EBADMSG;
+                    HAND_BACK(RGPU_SERVE_FAILED, start + RGPU_PREFIX_SIZE + len, end);
+                }
+                rgpu_put_u32(plain, (uint32_t)plain_len);
+                start += RGPU_PREFIX_SIZE + len;
+                out->opened_at = 0, out->opened_len = RGPU_PREFIX_SIZE + plain_len; /* (if handed back) */
+                rgpu_header h;
+                size_t args_len;
+                struct copy_in copy;
+                if (!rgpu_parse_header(plain + RGPU_PREFIX_SIZE, plain_len, &h, &args_len) &&
+                    serve_copy_asked(&h, plain + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, args_len, &copy)) {
+                    /* All of it is in plain: serve_stream_htod copies it from there and receives nothing. */
+                    rgpu_lane_serve_io whole = *io;
+                    whole.buf = plain;
+                    size_t at = 0, to = RGPU_PREFIX_SIZE + plain_len;
+                    out->receive_ns += lane_now_ns() - mark;
+                    if (serve_stream_htod(lane, &whole, out, &copy, &at, &to)) {
+                        /* What it hands back is in plain: the copy's rest as a frame of its own. */
+                        out->opened_at = out->rest_at, out->opened_len = out->rest_end - out->rest_at;
+                        if (out->outcome == RGPU_SERVE_FAILED)
+                            out->opened_len = 0;
+                        out->rest_at = start, out->rest_end = end;
+                        return;
+                    }
+                    mark = lane_now_ns();
+                } else {
+                    int r = serve_whole(lane, io, out, plain, plain_len, &mark);
+                    if (r == RGPU_SERVE_PYTHON)
+                        HAND_BACK(RGPU_SERVE_PYTHON, start, end);
+                    out->opened_len = 0;
+                    if (r == RGPU_SERVE_BATCH_STOPPED) {
+                        out->frame_at = 0, out->frame_len = RGPU_PREFIX_SIZE + plain_len, out->frame_in_plain = 1;
+                        HAND_BACK(RGPU_SERVE_BATCH_STOPPED, start, end);
+                    }
+                    if (r == RGPU_SERVE_FAILED)
+                        HAND_BACK(RGPU_SERVE_FAILED, start, end);
+                }
+                out->opened_len = 0;
+                if (out->frames >= io->max_frames)
+                    HAND_BACK(RGPU_SERVE_LIMIT, start, end);
+                continue;
+            }
+        }
+        if (serve_more(io, out, &start, &end, &mark))
+            return;
+    }
+}
+
 void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
 {
     memset(out, 0, sizeof *out);
+    if (io->seal) {
+        serve_sealed(lane, io, out);
+        return;
+    }
     size_t start = 0, end = io->have <= io->cap ? io->have : io->cap;
     unsigned long long mark = lane_now_ns();
     for (;;) {
@@ -56,63 +199,22 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
             if (opened && len > io->cap - RGPU_PREFIX_SIZE)
                 HAND_BACK(RGPU_SERVE_PYTHON, start, end);
             if (have >= RGPU_PREFIX_SIZE + len) {
-                const uint8_t *body = io->buf + start + RGPU_PREFIX_SIZE;
-                if (rgpu_parse_header(body, len, &h, &args_len) || (h.flags & RGPU_FLAG_REPLY))
+                int r = serve_whole(lane, io, out, io->buf + start, len, &mark);
+                if (r == RGPU_SERVE_PYTHON)
                     HAND_BACK(RGPU_SERVE_PYTHON, start, end);
-                const uint8_t *bulk = body + RGPU_HEADER_SIZE + args_len;
-                unsigned long long received = lane_now_ns();
-                out->receive_ns += received - mark;
-                if (h.opcode == RGPU_OP_BATCH) {
-                    if (rgpu_lane_check_batch(bulk, h.bulk_len, io->max_record))
-                        HAND_BACK(RGPU_SERVE_PYTHON, start, end);
-                    rgpu_lane_run(lane, bulk, h.bulk_len, 0, io->current_ctx, io->capture_possible, &out->stop);
-                    out->frames++;
-                    mark = lane_now_ns();
-                    out->run_ns += mark - received;
-                    start += RGPU_PREFIX_SIZE + len;
-                    if (out->stop.pos < h.bulk_len || out->stop.status) {
-                        out->frame_at = start - RGPU_PREFIX_SIZE - len;
-                        out->frame_len = RGPU_PREFIX_SIZE + len;
-                        HAND_BACK(RGPU_SERVE_BATCH_STOPPED, start, end);
-                    }
-                } else {
-                    /* A blocking call the lane answers whole (a NOP, a synchronize, a copy back), or Python's.
-                     * None of them writes anything: when one fails, or kernel output must go first, Python runs
-                     * it again and answers as it always has (the same status: an error of a synchronize or a
-                     * copy is the context's, sticky, or the arguments', the same again). */
-                    size_t reply_args_len, bulk_len;
-                    const uint8_t *bulk_at;
-                    const char *what = "";
-                    if (h.flags || h.bulk_len ||
-                        lane_blocking_call(lane, h.opcode, body + RGPU_HEADER_SIZE, args_len, io->current_ctx,
-                                           io->capture_possible, io->memory_limited, &reply_args_len, &bulk_len,
-                                           &bulk_at, &what) ||
-                        serve_output_waiting(io))
-                        HAND_BACK(RGPU_SERVE_PYTHON, start, end);
-                    out->frames++;
-                    unsigned long long ran = lane_now_ns();
-                    lane_count_call(lane, h.opcode, ran - received);
-                    out->run_ns += ran - received;
-                    start += RGPU_PREFIX_SIZE + len;
-                    if (serve_send_reply(lane, io, out, &h, reply_args_len, bulk_len, bulk_at))
-                        HAND_BACK(RGPU_SERVE_FAILED, start, end);
-                    mark = lane_now_ns();
-                    out->reply_ns += mark - ran;
+                start += RGPU_PREFIX_SIZE + len;
+                if (r == RGPU_SERVE_BATCH_STOPPED) {
+                    out->frame_at = start - RGPU_PREFIX_SIZE - len, out->frame_len = RGPU_PREFIX_SIZE + len;
+                    HAND_BACK(RGPU_SERVE_BATCH_STOPPED, start, end);
                 }
+                if (r == RGPU_SERVE_FAILED)
+                    HAND_BACK(RGPU_SERVE_FAILED, start, end);
                 if (out->frames >= io->max_frames)
                     HAND_BACK(RGPU_SERVE_LIMIT, start, end);
                 continue;
             }
         }
-        /* More bytes wanted: what is held moves to the front first. */
-        if (start) {
-            memmove(io->buf, io->buf + start, end - start);
-            end -= start, start = 0;
-        }
-        int got = serve_receive_some(io, &end, out);
-        if (got <= 0) {
-            out->receive_ns += lane_now_ns() - mark;
-            HAND_BACK(got == 0 ? RGPU_SERVE_IDLE : RGPU_SERVE_PYTHON, start, end);
-        }
+        if (serve_more(io, out, &start, &end, &mark))
+            return;
     }
 }

@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "crypto.h"
 #include "lane.h"
 #include "lane_private.h"
 #include "rgpu_ops.h"
@@ -26,23 +27,34 @@ int serve_output_waiting(const rgpu_lane_serve_io *io)
     return io->output_held && __atomic_load_n(io->output_held, __ATOMIC_ACQUIRE);
 }
 
-/* a[0, na) then b[0, nb), whole. */
-static int send_all(int fd, const uint8_t *a, size_t na, const uint8_t *b, size_t nb)
+/* v[0, n), whole (v is consumed). */
+static int send_all(int fd, struct iovec *v, int n)
 {
-    while (na + nb) {
-        struct iovec v[2] = {{(void *)a, na}, {(void *)b, nb}};
-        struct msghdr msg = {.msg_iov = na ? v : v + 1, .msg_iovlen = na && nb ? 2 : 1};
+    while (n && !v->iov_len)
+        v++, n--;
+    while (n) {
+        struct msghdr msg = {.msg_iov = v, .msg_iovlen = (size_t)n};
         ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
         if (k < 0) {
             if (errno == EINTR)
                 continue;
             return -1;
         }
-        size_t done = (size_t)k, first = done < na ? done : na;
-        a += first, na -= first, done -= first;
-        b += done, nb -= done;
+        for (size_t done = (size_t)k; n && (done || !v->iov_len);) {
+            size_t take = done < v->iov_len ? done : v->iov_len;
+            v->iov_base = (uint8_t *)v->iov_base + take, v->iov_len -= take, done -= take;
+            if (!v->iov_len)
+                v++, n--;
+        }
     }
     return 0;
+}
+
+/* A sealed reply's bytes, encrypted where they lie (the lane's reply buffer and copy ring, whose plaintext is
+ * not needed once sent); nothing when the session is plain. */
+static int seal_part(struct rgpu_aead *tx, const uint8_t *p, size_t n)
+{
+    return tx && n ? rgpu_aead_update(tx, p, n, (uint8_t *)p) : 0;
 }
 
 /* Until `ns` from now: sleeping is too coarse below a millisecond (it overshoots by ~50 us), so the last part
@@ -74,14 +86,20 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
     rgpu_pack_prefix_header(reply, &r, args_len);
     size_t head = RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + args_len, piece = bulk_len;
     size_t pieces = bulk_at ? lane_copy_back_pieces(lane, &piece) : 0;
-    int failed;
-    if (!pieces) {
-        failed = bulk_at ? send_all(io->fd, reply, head, bulk_at, bulk_len)
-                         : send_all(io->fd, reply, head + bulk_len, NULL, 0);
-    } else {
-        size_t sent = piece < bulk_len ? piece : bulk_len;
-        failed = send_all(io->fd, reply, head, bulk_at, sent);
-        for (size_t i = 1; !failed && i < pieces && sent < bulk_len; i++) {
+    if (!pieces)
+        piece = bulk_len;
+    const uint8_t *bulk = bulk_at ? bulk_at : reply + head;
+    /* Sealed: one AEAD message over the body, its tag after the last piece (sent as each piece lands). */
+    struct rgpu_aead *tx = io->seal ? seal_tx(io->seal) : NULL;
+    uint8_t tag[RGPU_TAG_SIZE];
+    size_t tag_len = tx ? RGPU_TAG_SIZE : 0;
+    int failed = 0;
+    if (tx) {
+        rgpu_put_u32(reply, (uint32_t)(head - RGPU_PREFIX_SIZE + bulk_len + RGPU_TAG_SIZE));
+        failed = rgpu_aead_begin(tx, 1, reply) || seal_part(tx, reply + RGPU_PREFIX_SIZE, head - RGPU_PREFIX_SIZE);
+    }
+    for (size_t i = 0, sent = 0; !failed && (i == 0 || sent < bulk_len); i++) {
+        if (i) {
             const char *what = "";
             int code = lane_copy_back_wait(lane, i, &what);
             if (code) {
@@ -89,18 +107,26 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                 out->error = EIO, out->failed_status = code, out->failed_what = what;
                 return -1;
             }
-            size_t k = bulk_len - sent < piece ? bulk_len - sent : piece;
-            failed = send_all(io->fd, bulk_at + sent, k, NULL, 0);
-            sent += k;
         }
-        lane_copy_back_done(lane);
+        size_t k = bulk_len - sent < piece ? bulk_len - sent : piece;
+        int last = sent + k == bulk_len;
+        if (seal_part(tx, bulk + sent, k) || (tx && last && rgpu_aead_seal_end(tx, tag))) {
+            errno = EIO;
+            failed = 1;
+            break;
+        }
+        struct iovec v[3] = {{reply, i ? 0 : head}, {(void *)(bulk + sent), k}, {tag, last ? tag_len : 0}};
+        failed = send_all(io->fd, v, 3);
+        sent += k;
     }
+    if (pieces)
+        lane_copy_back_done(lane);
     if (failed) {
         out->error = errno;
         return -1;
     }
     lane_count_reply(lane, h->opcode);
-    out->bytes_out += head + bulk_len;
+    out->bytes_out += head + bulk_len + tag_len;
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "lane.h"
+#include "rgpu_consts.h"
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
 
@@ -21,6 +22,14 @@ struct copy_in {
     uint64_t dst, stream;
     size_t args_len;
 };
+
+struct rgpu_aead;
+/* seal.c: whether both counters are far from their end (else the turn is Python's); open the sealed record at
+ * `record` (its prefix, then `len` bytes of ciphertext and tag) into plain (len - 16 bytes), advancing the receive
+ * counter (-1: it failed authentication); the sending direction's AEAD state. */
+int seal_counters_low(const rgpu_lane_seal *s);
+int seal_open(rgpu_lane_seal *s, const uint8_t *record, size_t len, uint8_t *plain);
+struct rgpu_aead *seal_tx(rgpu_lane_seal *s);
 
 /* Kernel output waits to go ahead of any reply (serve_io.c). */
 int serve_output_waiting(const rgpu_lane_serve_io *io);

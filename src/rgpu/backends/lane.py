@@ -72,6 +72,15 @@ def ffi() -> cffi.FFI:
     return _ffi
 
 
+def seal_for(cipher: int, recv_key: bytes, send_key: bytes):
+    """A sealed session's keys for the C request loop (rgpu_lane_seal, freed with the object), or None where the
+    lane is not loaded or cannot load libcrypto."""
+    if _lib is None:
+        return None
+    seal = _lib.rgpu_lane_seal_new(cipher, recv_key, send_key)
+    return None if seal == _ffi.NULL else _ffi.gc(seal, _lib.rgpu_lane_seal_free)
+
+
 # The driver functions the lane calls, by rgpu_lane_driver's field: libcuda's exported names.
 _LIBCUDA_NAMES = {
     "ctx_set_current": "cuCtxSetCurrent", "launch_kernel": "cuLaunchKernel",

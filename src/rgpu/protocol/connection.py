@@ -6,6 +6,8 @@ frame. The I/O layer only moves bytes (see rgpu.transport).
 
 from __future__ import annotations
 
+from collections import deque
+
 from rgpu.errors import ProtocolError
 from rgpu.protocol.frames import (
     DEFAULT_MAX_RECORD,
@@ -40,6 +42,7 @@ class Connection:
         self.protector: RecordProtector | None = None
         self._reuse = reuse_receive_buffers
         self._sealed_sinks: dict[int, memoryview] = {}  # request id -> where its sealed reply's bulk goes
+        self._opened: deque = deque()  # frame bodies opened elsewhere (receive_opened), taken before the decoder's
 
     @classmethod
     def for_handshake(cls) -> "Connection":
@@ -85,6 +88,16 @@ class Connection:
     def receive_data(self, data: bytes) -> None:
         self.decoder.feed(data)
 
+    def receive_opened(self, body: bytes) -> None:
+        """A frame's body that another reader of this stream opened with this connection's next receiving counter
+        (a server worker's C request loop, which set the counter on) and left to this side: the next frame taken,
+        ahead of whatever the decoder holds."""
+        self._opened.append(body)
+
+    @property
+    def has_opened(self) -> bool:
+        return bool(self._opened)
+
     def expect_bulk(self, request_id: int, target: memoryview) -> None:
         """Ask for the reply's bulk to land in `target` if it comes with status 0 and exactly len(target) bytes of
         bulk (plain: received there; sealed: decrypted there). A frame whose bulk `is` target needs no copy."""
@@ -94,6 +107,8 @@ class Connection:
             self.decoder.expect_bulk(request_id, target)
 
     def next_frame(self) -> Frame | None:
+        if self._opened:
+            return parse_frame(self._opened.popleft())
         record = self.decoder.next_record()
         if record is None:
             return None

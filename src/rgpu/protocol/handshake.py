@@ -167,6 +167,23 @@ class RecordProtector:
         self._recv_counter = 0
         self._pool = BufferPool()
         self.reuse_opened = False
+        self._native_keys = (int(cipher), recv_key, send_key)
+
+    def native_keys(self) -> tuple[int, bytes, bytes]:
+        """(cipher, receiving key, sending key), for a server worker's C request loop, which opens and seals this
+        connection's records between turns of Python's (rgpu/serving/native_loop.py)."""
+        return self._native_keys
+
+    @property
+    def counters(self) -> tuple[int, int]:
+        """(receiving, sending): the next record's counter each way."""
+        return self._recv_counter, self._send_counter
+
+    def set_counters(self, recv: int, send: int) -> None:
+        """Where the C request loop left them: it took that many records each way, in order."""
+        if recv < self._recv_counter or send < self._send_counter:
+            raise ProtocolError("record counters went back")
+        self._recv_counter, self._send_counter = recv, send
 
     def _take_send_counter(self) -> int:
         counter = self._send_counter
@@ -255,7 +272,7 @@ class RecordProtector:
             raise ProtocolError("a record opened as it arrived was taken out of order")
         self._recv_counter += 1
         if record.plaintext is None:
-            raise _tampered()
+            raise tampered()
 
     def open(self, record: bytes | memoryview) -> bytes | memoryview:
         counter = self._recv_counter
@@ -270,7 +287,7 @@ class RecordProtector:
                 return plaintext
             return self._recv.decrypt(nonce, record, aad)
         except InvalidTag:
-            raise _tampered() from None
+            raise tampered() from None
 
 
 class StreamedOpen:
@@ -369,7 +386,7 @@ def _bodies(parts: list):
         yield memoryview(part).cast("B")[LENGTH.size if i == 0 else 0 :]
 
 
-def _tampered() -> ProtocolError:
+def tampered() -> ProtocolError:
     return ProtocolError("frame failed authentication (tampered, replayed or wrong key)")
 
 

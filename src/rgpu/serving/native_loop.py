@@ -5,9 +5,11 @@ blocking loop (worker.py) hands it the socket, and the bytes its decoder holds, 
 deferred error waits for a reply; what it hands back -- the bytes it did not serve, a batch the lane stopped
 in -- lands here in the state Python's own loop would have left, and its counts in the session's counters.
 
-Only for plain sessions: with record protection or RGPU_TRACE_OPS every frame takes Python's path, as does
-everything under RGPU_NATIVE_LOOP=0 (a benchmarking aid, like RGPU_LANE=0). Injected round-trip time
-(--inject-rtt-us) holds the C loop's replies as it holds Python's."""
+Sealed sessions (a pre-shared key) too: C opens each record whole once it has arrived, with the counters Python
+hands it and takes back after each turn, and seals its replies; a record too big for its buffer stays sealed for
+Python, and a frame it opened but leaves to Python comes back opened (Connection.receive_opened). Without
+libcrypto, under RGPU_TRACE_OPS or RGPU_NATIVE_LOOP=0 (a benchmarking aid, like RGPU_LANE=0) every frame takes
+Python's path. Injected round-trip time (--inject-rtt-us) holds the C loop's replies as it holds Python's."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import time
 from rgpu.backends import lane as lanes
 from rgpu.dispatch import dispatcher
 from rgpu.protocol.frames import HEADER, PREFIX_SIZE
+from rgpu.protocol.handshake import tampered
 from rgpu.serving.output import KernelOutput
 from rgpu.session.state import Session
 from rgpu.transport import SPIN_YIELD, SocketFrameStream
@@ -35,7 +38,8 @@ def wanted() -> bool:
 
 
 class NativeLoop:
-    def __init__(self, session: Session, io: SocketFrameStream, output: KernelOutput | None, inject_rtt_us: float):
+    def __init__(self, session: Session, io: SocketFrameStream, output: KernelOutput | None, inject_rtt_us: float,
+                 seal=None):
         ffi = lanes.ffi()
         self._session = session
         self._io = io
@@ -53,6 +57,12 @@ class NativeLoop:
         a.max_frames = MAX_FRAMES
         a.memory_limited = session.memory.limit is not None
         a.inject_ns = int(inject_rtt_us * 1000)
+        self._protector = io.conn.protector
+        self._seal = seal
+        if seal is not None:
+            self._plain = bytearray(BUFFER_BYTES)
+            a.seal, a.plain = seal, ffi.from_buffer("uint8_t[]", self._plain)
+            self._counters = ffi.new("uint64_t[2]")
         self._out = ffi.new("rgpu_lane_served *")
         self._poll = select.poll()
         self._poll.register(io.sock, select.POLLIN)
@@ -61,16 +71,19 @@ class NativeLoop:
     def make(cls, session: Session, io: SocketFrameStream, output: KernelOutput | None,
              inject_rtt_us: float) -> NativeLoop | None:
         """The C loop for this session, or None where every frame must take Python's path."""
-        if session.lane is None or not wanted() or io.conn.protector is not None or dispatcher.tracing():
+        if session.lane is None or not wanted() or dispatcher.tracing():
             return None
-        return cls(session, io, output, inject_rtt_us)
+        seal = None
+        if io.conn.protector is not None and (seal := lanes.seal_for(*io.conn.protector.native_keys())) is None:
+            return None
+        return cls(session, io, output, inject_rtt_us, seal)
 
     def serve(self) -> bool:
         """Serve frames in C until one is Python's. True: go on (call again); False: the next frame is for
         Python's own receive (in its decoder, or still in the socket). A deferred error waiting for the next
         reply, or a large record on its way into Python's decoder, keeps the C loop out (False at once)."""
         session, io, out = self._session, self._io, self._out
-        if session.deferred_error:
+        if session.deferred_error or io.conn.has_opened:
             return False
         held = io.conn.decoder.take_raw(len(self._buf))  # what Python's last receive brought beyond its frame
         if held is None:
@@ -83,12 +96,23 @@ class NativeLoop:
         loop_ns = session.loop_ns
         with session.counting:
             session.receiving = (time.perf_counter_ns(), loop_ns[0])
+            protector = self._protector
+            if protector is not None:
+                lanes.library().rgpu_lane_seal_set_counters(self._seal, *protector.counters)
             try:
                 lane.serve(self._args, out)
             finally:
                 session.receiving = (0, loop_ns[0])
+                if protector is not None:
+                    counters = self._counters
+                    lanes.library().rgpu_lane_seal_counters(self._seal, counters, counters + 1)
+                    protector.set_counters(counters[0], counters[1])
                 self._count(out)
         outcome = out.outcome
+        if out.tampered:
+            raise tampered()
+        if out.opened_len:  # (a frame C opened and left to Python: before the bytes after it)
+            io.conn.receive_opened(bytes(self._plain[out.opened_at + PREFIX_SIZE : out.opened_at + out.opened_len]))
         rest = memoryview(self._buf)[out.rest_at : out.rest_end]
         if rest:
             io.conn.receive_data(rest)  # (copied: the buffer is the C loop's again next time)
@@ -108,7 +132,8 @@ class NativeLoop:
             raise OSError(out.error, f"sending a reply: {os.strerror(out.error)}")
         if outcome == lanes.SERVE_BATCH_STOPPED:
             started = time.perf_counter_ns()
-            frame = memoryview(self._buf)[out.frame_at : out.frame_at + out.frame_len]
+            held = self._plain if out.frame_in_plain else self._buf
+            frame = memoryview(held)[out.frame_at : out.frame_at + out.frame_len]
             _op, _flags, _rid, _st, _def, bulk_len = HEADER.unpack_from(frame, PREFIX_SIZE)
             dispatcher.resume_batch(session, frame[len(frame) - bulk_len :], lanes.stop_from(out.stop))
             loop_ns[1] += time.perf_counter_ns() - started
