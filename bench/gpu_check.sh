@@ -119,10 +119,10 @@ if [[ " $sections " == *" dispatch "* ]]; then  # the worker's cost per deferred
     > "$OUT/dispatch.txt" 2>&1
   tail -7 "$OUT/dispatch.txt"
 fi
-if [[ " $sections " == *" psk "* ]]; then  # copies with a PSK (sealed sessions: Python's loop) against C TCP
-  timeout 120 python3 bench/rpc_bench.py --backend $BACKEND --psk --calls 1000 --launches 2000 --sizes 1M,64M \
+if [[ " $sections " == *" psk "* ]]; then  # the Python client and (--with-shim) the C stand-ins with a PSK against C TCP
+  timeout 200 python3 bench/rpc_bench.py --backend $BACKEND --psk --calls 1000 --launches 2000 --sizes 1M,64M --with-shim \
     > "$OUT/psk_rpc.txt" 2>&1
-  grep -E "vs same-size C copy|null call p50" "$OUT/psk_rpc.txt"
+  grep -E "vs same-size C copy|null call p50|^rgpu|^native" "$OUT/psk_rpc.txt"
 fi
 if [[ " $sections " == *" clientprof "* ]]; then
   LLAMA_PROFILE_REPS=200 timeout 100 bash bench/llama/run_llama.sh clientprof > "$OUT/clientprof.txt" 2>&1

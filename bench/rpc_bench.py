@@ -368,8 +368,28 @@ def main():
         shim = [sys.executable, os.path.join(os.path.dirname(__file__), "shim_bench.py")]
         for backend in backends:
             print(f"\n--- C shim vs native driver ({backend})", flush=True)
-            subprocess.run([*shim, "--backend", backend, "--spin-us", str(args.spin_us),
-                            *(["--psk"] if args.psk else [])], check=True)
+            with tempfile.TemporaryDirectory() as tmp:
+                numbers = os.path.join(tmp, "shim.json")
+                subprocess.run([*shim, "--backend", backend, "--spin-us", str(args.spin_us), "--json", numbers,
+                                *(["--psk"] if args.psk else [])], check=True)
+                with open(numbers) as f:
+                    shim_copies_against_c(json.load(f), raw["c"].get(int(args.spin_us)))
+
+
+def shim_copies_against_c(shim_rows: dict, c_floor: dict | None) -> None:
+    """The C stand-ins' copies (bench_calls, through rgpu) against C TCP copies of the same size, same command."""
+    if not c_floor:
+        return
+    for label, r in shim_rows.items():
+        if not label.startswith("rgpu"):
+            continue
+        for size, key in ((64 << 20, ""), (1 << 20, "_1m")):
+            if size not in c_floor["copy"] or f"h2d{key}_gbps" not in r:
+                continue
+            for i, name in enumerate(("H2D", "D2H")):
+                rate, c_rate = r[f"{name.lower()}{key}_gbps"], c_floor["copy"][size][i] / 1e9
+                print(f"C stand-in {name} {size_label(size)} vs same-size C copy [{label}]: {rate:.2f} GB/s, "
+                      f"blocking C TCP {c_rate:.2f} GB/s, {rate / c_rate:.1%}")
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -1,5 +1,6 @@
 """The C driver shim vs the native driver, measured in one run with the same program (bench_calls):
-null-call latency (a synchronous cuMemGetInfo) and kernel launch rate, batched and with RGPU_BATCH=0.
+null-call latency (a synchronous cuMemGetInfo), kernel launch rate, batched and with RGPU_BATCH=0, and pageable
+copies of 64 MiB and 1 MiB each way.
 
     python bench/shim_bench.py --backend cuda [--psk]      # on a GPU host: native numbers + ratios
     python bench/shim_bench.py --backend fake              # anywhere: rgpu numbers only
@@ -38,6 +39,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--launches", type=int, default=50000)
     ap.add_argument("--spin-us", type=float, default=300.0, help="polling before sleeping, server and shim")
+    ap.add_argument("--json", help="also write each row's numbers here ({label: numbers})")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         shim_dir = pathlib.Path(args.shims) if args.shims else pathlib.Path(tmp)
@@ -71,6 +73,9 @@ def main() -> None:
                     env.update(RGPU_SERVER=address, RGPU_SPIN_US=str(int(args.spin_us)), **more)
                     launches = args.launches if "BATCH=0" not in label else max(2000, args.launches // 10)
                     rows.append((label, bench(exe, env, args.calls, launches)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(rows), f, indent=1)
     print(f"{'':24} {'null p50 us':>12} {'null p99 us':>12} {'launches/s':>12} {'H2D GB/s':>9} {'D2H GB/s':>9}"
           f"   vs native: p50 / launch rate / H2D / D2H")
     for label, r in rows:
