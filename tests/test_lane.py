@@ -403,3 +403,153 @@ def test_in_a_session_records_the_lane_never_runs_go_straight_to_python(fake_ses
     reply = next_action(s, Frame(ops.MEMCPY_DTOH.code, 3, args=ops.MEMCPY_DTOH.pack_request(ptr, 64)),
                         MAX_RECORD).run()
     assert bytes(reply.bulk) == b"\x04" * 64  # in order: the last memset ran after Python's records
+
+
+# -- cuDNN's batch norm in inference (native/src/lane/dnn.c) -------------------------------------------------
+DNN_HANDLE = 0x0B00_0000_0000_0007
+
+
+def tensor(dtype: int, dims: tuple, pad: int = 0) -> bytes:
+    """A tensor descriptor as on the wire (72 bytes), packed strides; `pad` fills the unused slots."""
+    strides = [1] * len(dims)
+    for i in range(len(dims) - 2, -1, -1):
+        strides[i] = strides[i + 1] * dims[i + 1]
+    rest = [pad] * (8 - len(dims))
+    return struct.pack("<II8i8i", dtype, len(dims), *dims, *rest, *strides, *rest)
+
+
+X32 = tensor(0, (1, 2, 2, 2))  # 8 floats, 32 bytes
+STATS = tensor(0, (1, 2, 1, 1))  # 2 floats, 8 bytes
+BN_SHAPE = X32 + X32 + STATS
+
+
+class DnnRecorder:
+    """rgpu_lane_dnn of callbacks that record what reaches cuDNN (scaling factors read as `doubles` says);
+    `fail`: the status cudnnBatchNormalizationForwardInference returns."""
+
+    def __init__(self, doubles: bool = False):
+        self.calls: list[tuple] = []
+        self.fail = 0
+        kind = "double *" if doubles else "float *"
+
+        def set_stream(handle, stream):
+            self.calls.append(("set_stream", _int(handle), _int(stream)))
+            return 0
+
+        def bn(handle, mode, alpha, beta, xd, x, yd, y, bnd, scale, bias, mean, var, epsilon):
+            factors = (ffi.cast(kind, alpha)[0], ffi.cast(kind, beta)[0])
+            self.calls.append(("bn", _int(handle), mode, *factors,
+                               *(_int(p) for p in (xd, x, yd, y, bnd, scale, bias, mean, var)), epsilon))
+            return self.fail
+
+        self.table = ffi.new("rgpu_lane_dnn *")
+        self._keep = [ffi.callback("int(void *, void *)", set_stream),
+                      ffi.callback("int(void *, int, const void *, const void *, void *, const void *, void *, void *,"
+                                   " void *, const void *, const void *, const void *, const void *, double)", bn)]
+        self.table.set_stream, self.table.bn_inference = self._keep
+
+
+def _int(pointer) -> int:
+    return int(ffi.cast("uintptr_t", pointer))
+
+
+def bn_record(request_id=5, handle=DNN_HANDLE, stream=STREAM, y=0x1020, bulk=BN_SHAPE, alpha=1.0, beta=0.5):
+    return record(ops.DNN_BN_INFERENCE, request_id, handle, stream, 1, alpha, beta, 1e-5, 0x1000, y, 0x1040, 0x1048,
+                  0x1050, 0x1058, bulk=bulk)
+
+
+def bind_bn(fast, dnn, shape=BN_SHAPE, ctx=0x10, doubles=0, sizes=(32, 32, 8)):
+    return fast._lib.rgpu_lane_bind_batch_norm(fast._lane, dnn.table, DNN_HANDLE, shape, len(shape), ctx, 0xAA,
+                                               0xB1, 0xB2, 0xB3, *sizes, doubles)
+
+
+def test_batch_norms_of_a_bound_shape_reach_cudnn_with_its_descriptors_on_the_records_stream(fast, driver):
+    dnn = DnnRecorder()
+    fast.set_regions([(0x1000, 0x100)])
+    fast.bind_stream(STREAM, 0, 0x10, 0x30)
+    assert bind_bn(fast, dnn) == 0
+    batch = bn_record() + bn_record(6, alpha=2.0, beta=0.0)
+    assert run(fast, batch).pos == len(batch)
+    one = (0xAA, 1, 1.0, 0.5, 0xB1, 0x1000, 0xB2, 0x1020, 0xB3, 0x1040, 0x1048, 0x1050, 0x1058, 1e-5)
+    assert dnn.calls == [("set_stream", 0xAA, 0x30), ("bn", *one), ("set_stream", 0xAA, 0x30),
+                         ("bn", 0xAA, 1, 2.0, 0.0, *one[4:])]
+    assert driver.named("ctx_set_current") == [(0x10,), (0x10,)]
+
+
+def test_batch_norms_the_lane_leaves_to_python_untouched(fast, driver):
+    """Another shape (its unused descriptor slots differ: bytes, not meaning, decide), another handle, a range
+    past the session's memory, an unbound stream or one of another context, a record cut short: declined before
+    cuDNN sees anything. So is a call cuDNN refuses, after it: Python runs it again and reports cuDNN's error."""
+    dnn = DnnRecorder()
+    fast.set_regions([(0x1000, 0x100)])
+    fast.bind_stream(STREAM, 0, 0x10, 0x30)
+    fast.bind_stream(STREAM + 1, 0, 0x11, 0x31)
+    bind_bn(fast, dnn)
+    for batch in (bn_record(bulk=X32 + tensor(0, (1, 2, 2, 2), pad=1) + STATS), bn_record(handle=DNN_HANDLE + 1),
+                  bn_record(y=0x10F0), bn_record(stream=STREAM + 2), bn_record(stream=STREAM + 1),
+                  bn_record(bulk=BN_SHAPE[:-1])):
+        stop = run(fast, batch)
+        assert (stop.pos, stop.status) == (0, 0), batch
+    assert dnn.calls == []
+    dnn.fail = 3000  # CUDNN_STATUS_NOT_SUPPORTED
+    stop = run(fast, bn_record())
+    assert (stop.pos, stop.status) == (0, 0) and [c[0] for c in dnn.calls] == ["set_stream", "bn"]
+    fast.forget()
+    dnn.fail, dnn.calls = 0, []
+    fast.bind_stream(STREAM, 0, 0x10, 0x30)
+    assert run(fast, bn_record()).pos == 0 and dnn.calls == []  # forgotten with every other binding
+
+
+def test_doubles_take_double_scaling_factors(fast, driver):
+    dnn = DnnRecorder(doubles=True)
+    fast.set_regions([(0x1000, 0x100)])
+    fast.bind_stream(STREAM, 0, 0x10, 0x30)
+    x64 = tensor(1, (1, 2, 1, 2))  # 4 doubles
+    shape = x64 + x64 + tensor(1, (1, 2, 1, 1))
+    bind_bn(fast, dnn, shape, doubles=1, sizes=(32, 32, 16))
+    assert run(fast, bn_record(bulk=shape, alpha=0.1, beta=0.7)).pos > 0
+    assert dnn.calls[1][3:5] == (0.1, 0.7)  # (as floats they would have been rounded)
+
+
+def test_in_a_session_batch_norms_run_in_the_lane_once_python_ran_one(fake_session, monkeypatch):
+    """The first batch norm of a shape is Python's and binds it; the next run in C with the same result; one whose
+    output range runs past its allocation C leaves to Python, which refuses it."""
+    s = fake_session
+    ran = []
+    real = s.lane._lib
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def rgpu_lane_run(self, the_lane, view, length, pos, ctx, capture, stop):
+            real.rgpu_lane_run(the_lane, view, length, pos, ctx, capture, stop)
+            ran.append((pos, stop.pos))
+
+    monkeypatch.setattr(s.lane, "_lib", Spy())
+    handle = _call(s, ops.DNN_CREATE).handle
+    x, y, z, scale, bias, mean, var = (_call(s, ops.MEM_ALLOC, 64).dptr for _ in range(7))
+    values = {x: struct.pack("<8f", *range(8)), scale: struct.pack("<2f", 2.0, 3.0), bias: struct.pack("<2f", 1, -1),
+              mean: struct.pack("<2f", 1.0, 2.0), var: struct.pack("<2f", 4.0, 9.0)}
+    for ptr, data in values.items():
+        _call(s, ops.MEMCPY_HTOD, ptr, bulk=data)
+
+    def bn(request_id, out):
+        return record(ops.DNN_BN_INFERENCE, request_id, handle, 0, 1, 1.0, 0.0, 1e-5, x, out, scale, bias, mean, var,
+                      bulk=BN_SHAPE)
+
+    def read(ptr):
+        reply = next_action(s, Frame(ops.MEMCPY_DTOH.code, 3, args=ops.MEMCPY_DTOH.pack_request(ptr, 32)),
+                            MAX_RECORD).run()
+        return struct.unpack("<8f", reply.bulk)
+
+    _batch(s, [bn(10, y)])  # Python's (nothing bound yet): it binds the shape and the NULL stream
+    assert ran[-1] == (0, 0)
+    _batch(s, [bn(11, z), bn(12, z)])
+    assert ran[-1] == (0, 2 * len(bn(11, z)))  # both in C
+    assert read(z) == read(y) == pytest.approx(
+        [(v - m) / (vv + 1e-5) ** 0.5 * sc + b for v, m, vv, sc, b in
+         zip(range(8), [1.0] * 4 + [2.0] * 4, [4.0] * 4 + [9.0] * 4, [2.0] * 4 + [3.0] * 4, [1.0] * 4 + [-1.0] * 4)])
+    assert s.calls_by_op[ops.DNN_BN_INFERENCE.code] == 3 and not s.take_deferred_error()
+    _batch(s, [bn(13, z + 48)])  # 16 bytes left of z's 64: C leaves it, Python refuses it
+    assert ran[-1] == (0, 0) and s.take_deferred_error()

@@ -28,14 +28,14 @@ struct binding {
 
 enum {
     COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNT_NOP,
-    COUNT_DTOH, COUNT_INFO, COUNT_HTOD_SYNC, COUNT_DTOH_SYNC, COUNT_CTX_SYNC, COUNTS
+    COUNT_DTOH, COUNT_INFO, COUNT_HTOD_SYNC, COUNT_DTOH_SYNC, COUNT_CTX_SYNC, COUNT_BN_INFERENCE, COUNTS
 };
 _Static_assert((int)COUNTS <= (int)RGPU_LANE_COUNTS, "rgpu_lane_take_counts' callers take RGPU_LANE_COUNTS rows");
 static const unsigned count_opcode[COUNTS] = {
     RGPU_OP_LAUNCH_KERNEL,    RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
     RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP,
     RGPU_OP_MEMCPY_DTOH_ASYNC, RGPU_OP_MEM_GET_INFO, RGPU_OP_MEMCPY_HTOD, RGPU_OP_MEMCPY_DTOH,
-    RGPU_OP_CTX_SYNCHRONIZE};
+    RGPU_OP_CTX_SYNCHRONIZE,  RGPU_OP_DNN_BN_INFERENCE};
 
 /* The launch attributes whose value is plain data (ops.PLAIN_LAUNCH_ATTRIBUTES): passed on as they are. Any
  * other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
@@ -46,6 +46,7 @@ struct rgpu_lane {
     size_t max_param_bytes;
     struct binding table[BINDINGS];
     size_t bound;
+    struct lane_batch_norms batch_norms;
     const uint64_t *starts, *sizes;
     size_t regions;
     unsigned long long calls[COUNTS], ns[COUNTS], replies[COUNTS];
@@ -150,7 +151,10 @@ void rgpu_lane_forget(rgpu_lane *lane)
 {
     memset(lane->table, 0, sizeof lane->table);
     lane->bound = 0;
+    lane->batch_norms.count = 0;
 }
+
+struct lane_batch_norms *lane_batch_norms(rgpu_lane *lane) { return &lane->batch_norms; }
 
 void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64_t *sizes, size_t count)
 {
@@ -158,7 +162,7 @@ void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64
 }
 
 /* Whether [ptr, ptr + n) lies inside one region of the session (AllocationMap.check). */
-static int owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n)
+int lane_owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n)
 {
     size_t lo = 0, hi = lane->regions; /* the first region starting after ptr */
     while (lo < hi) {
@@ -189,7 +193,7 @@ int rgpu_lane_check_batch(const uint8_t *batch, size_t len, size_t max_record)
     return 0;
 }
 
-static int set_current(rgpu_lane *lane, uintptr_t ctx, const char **what)
+int lane_set_current(rgpu_lane *lane, uintptr_t ctx, const char **what)
 {
     int code = lane->d.ctx_set_current(ctx);
     if (code)
@@ -220,7 +224,7 @@ static int launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, const u
     struct binding *e = stage_launch(lane, m.function, m.stream, bulk, bulk_len);
     if (!e)
         return -1;
-    int code = set_current(lane, e->ctx, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     *what = "cuLaunchKernel";
@@ -254,7 +258,7 @@ static int launch_ex(rgpu_lane *lane, const uint8_t *args, size_t args_len, cons
     rgpu_lane_launch_config *c = &lane->config;
     c->gx = m.grid_x, c->gy = m.grid_y, c->gz = m.grid_z, c->bx = m.block_x, c->by = m.block_y, c->bz = m.block_z;
     c->shmem = m.shared_mem, c->stream = e->stream, c->attrs = lane->attributes, c->count = m.count;
-    int code = set_current(lane, e->ctx, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     *what = "cuLaunchKernelEx";
@@ -268,6 +272,15 @@ static struct binding *stream_binding(rgpu_lane *lane, uint64_t stream, uint64_t
     return find(lane, STREAM, stream, stream ? 0 : current_ctx);
 }
 
+int lane_stream_of(rgpu_lane *lane, uint64_t stream, uint64_t current_ctx, uintptr_t *ctx, uintptr_t *driver_stream)
+{
+    struct binding *e = stream_binding(lane, stream, current_ctx);
+    if (!e)
+        return 0;
+    *ctx = e->ctx, *driver_stream = e->stream;
+    return 1;
+}
+
 rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, size_t n, int one_slot,
                                uint64_t current_ctx, int capture_possible, uintptr_t *driver_stream, int *code,
                                const char **what)
@@ -276,9 +289,9 @@ rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, s
     if (capture_possible)
         return NULL;
     struct binding *e = stream_binding(lane, stream, current_ctx);
-    if (!e || !e->ring || (one_slot && n > e->ring->slot_bytes) || !owned(lane, dst, n))
+    if (!e || !e->ring || (one_slot && n > e->ring->slot_bytes) || !lane_owned(lane, dst, n))
         return NULL;
-    if ((*code = set_current(lane, e->ctx, what)))
+    if ((*code = lane_set_current(lane, e->ctx, what)))
         return NULL;
     *driver_stream = e->stream;
     return e->ring;
@@ -317,12 +330,12 @@ static int memset_async(rgpu_lane *lane, int width, const uint8_t *args, size_t 
             return -1;
         dst = m32.dst, value = m32.value, count = m32.count, stream = m32.stream;
     }
-    if (count > UINT64_MAX / 4 || !owned(lane, dst, count * (uint64_t)width))
+    if (count > UINT64_MAX / 4 || !lane_owned(lane, dst, count * (uint64_t)width))
         return -1;
     struct binding *e = stream_binding(lane, stream, current_ctx);
     if (!e)
         return -1;
-    int code = set_current(lane, e->ctx, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     if (width == 1) {
@@ -338,7 +351,7 @@ static int memset_async(rgpu_lane *lane, int width, const uint8_t *args, size_t 
 static struct binding *on_stream(rgpu_lane *lane, uint64_t stream, uint64_t current_ctx, int *code, const char **what)
 {
     struct binding *e = stream_binding(lane, stream, current_ctx);
-    *code = e ? set_current(lane, e->ctx, what) : -1;
+    *code = e ? lane_set_current(lane, e->ctx, what) : -1;
     return *code ? NULL : e;
 }
 
@@ -363,7 +376,7 @@ static int graph_launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, c
     struct binding *e = find(lane, GRAPH, m.exec, m.stream);
     if (!e)
         return -1;
-    int code = set_current(lane, e->ctx, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     *what = "cuGraphLaunch";
@@ -381,6 +394,7 @@ int rgpu_lane_serves(uint16_t opcode)
     case RGPU_OP_MEMCPY_HTOD_ASYNC:
     case RGPU_OP_MEMSET_D8_ASYNC:
     case RGPU_OP_MEMSET_D32_ASYNC:
+    case RGPU_OP_DNN_BN_INFERENCE:
         return 1;
     default:
         return 0;
@@ -434,6 +448,10 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
         case RGPU_OP_MEMSET_D32_ASYNC:
             counter = COUNT_MEMSET_D32;
             code = memset_async(lane, 4, args, args_len, current_ctx, &what);
+            break;
+        case RGPU_OP_DNN_BN_INFERENCE:
+            counter = COUNT_BN_INFERENCE;
+            code = lane_batch_norm(lane, args, args_len, bulk, h.bulk_len, current_ctx, &what);
             break;
         default:
             code = -1, counter = 0;
@@ -518,14 +536,14 @@ static int dtoh(rgpu_lane *lane, int sync, const uint8_t *args, size_t args_len,
     } else if (rgpu_unpack_memcpy_dtoh_async_req(args, args_len, &m)) {
         return -1;
     }
-    if (!lane->d.memcpy_dtoh_async || !m.size || !owned(lane, m.src, m.size))
+    if (!lane->d.memcpy_dtoh_async || !m.size || !lane_owned(lane, m.src, m.size))
         return -1;
     struct binding *e = stream_binding(lane, m.stream, current_ctx);
     int large = m.size > LANE_REPLY_BULK;
     if (!e || (large && (!e->ring || e->ring->slots <= 0 || e->ring->slots > 64 ||
                          m.size > (uint64_t)e->ring->slots * e->ring->slot_bytes)))
         return -1;
-    int code = set_current(lane, e->ctx, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     if (large) {

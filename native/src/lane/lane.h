@@ -99,6 +99,25 @@ int rgpu_lane_bind_graph(rgpu_lane *lane, uint64_t exec, uint64_t stream, uintpt
                          uintptr_t stream_obj);
 void rgpu_lane_forget(rgpu_lane *lane);
 
+/* The cuDNN calls the lane makes: libcudnn's own (cudnnSetStream, cudnnBatchNormalizationForwardInference), or
+ * a test's stand-ins. Pointers travel as the library takes them. */
+typedef struct rgpu_lane_dnn {
+    int (*set_stream)(void *handle, void *stream);
+    int (*bn_inference)(void *handle, int mode, const void *alpha, const void *beta, void *x_desc, const void *x,
+                        void *y_desc, void *y, void *bn_desc, const void *scale, const void *bias,
+                        const void *mean, const void *var, double epsilon);
+} rgpu_lane_dnn;
+
+/* A batch norm's shape (DNN_BN_INFERENCE): the client's cuDNN handle with the record's tensor descriptors, as
+ * their `tensors_len` bytes on the wire (x, y, then the statistics'), bound to the real handle of context
+ * `ctx_obj`, the descriptors Python made of them, the bytes each tensor spans, and whether cuDNN takes the scaling
+ * factors as doubles (float otherwise). The record then runs here on any bound stream of that context, its six
+ * ranges checked against the session's regions. `dnn` is copied. Returns 0, or -1 when there was no room. */
+int rgpu_lane_bind_batch_norm(rgpu_lane *lane, const rgpu_lane_dnn *dnn, uint64_t handle, const uint8_t *tensors,
+                              size_t tensors_len, uintptr_t ctx_obj, uintptr_t handle_obj, uintptr_t x_desc,
+                              uintptr_t y_desc, uintptr_t bn_desc, uint64_t x_bytes, uint64_t y_bytes,
+                              uint64_t bn_bytes, int doubles);
+
 /* The session's device regions, sorted by start, not overlapping: [starts[i], starts[i] + sizes[i]). The
  * arrays are the caller's and must outlive the next set_regions (or the lane). */
 void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64_t *sizes, size_t count);

@@ -2,6 +2,7 @@
  * only, and cffi never sees this header). */
 #ifndef RGPU_LANE_PRIVATE_H
 #define RGPU_LANE_PRIVATE_H
+#include <stdint.h>
 #include <time.h>
 
 #include "lane.h"
@@ -57,5 +58,29 @@ int lane_ring_mark(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, uintptr_
 int lane_ring_wait(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, const char **what);
 int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
                    uintptr_t stream, const char **what);
+
+/* dnn.c: the batch norms' shapes bound (rgpu_lane_bind_batch_norm), and the record that runs them. */
+#define LANE_BN_TENSORS (3 * 72) /* x, y and the statistics' tensor descriptors, as on the wire */
+#define LANE_BATCH_NORMS 64
+struct lane_batch_norm {
+    uint64_t handle;
+    uint8_t tensors[LANE_BN_TENSORS];
+    uintptr_t ctx, handle_obj, x_desc, y_desc, bn_desc;
+    uint64_t x_bytes, y_bytes, bn_bytes;
+    int doubles;
+};
+struct lane_batch_norms {
+    rgpu_lane_dnn dnn;
+    size_t count;
+    struct lane_batch_norm shapes[LANE_BATCH_NORMS];
+};
+struct lane_batch_norms *lane_batch_norms(rgpu_lane *lane);
+int lane_batch_norm(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
+                    uint64_t current_ctx, const char **what);
+/* lane.c's, for dnn.c: whether [ptr, ptr + n) lies in one of the session's regions; the bound stream's context and
+ * driver stream (0: not bound); making a context current (0, or the CUresult with the call in *what). */
+int lane_owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n);
+int lane_stream_of(rgpu_lane *lane, uint64_t stream, uint64_t current_ctx, uintptr_t *ctx, uintptr_t *driver_stream);
+int lane_set_current(rgpu_lane *lane, uintptr_t ctx, const char **what);
 
 #endif

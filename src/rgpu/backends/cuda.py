@@ -8,6 +8,7 @@ or a worker's), so every call first makes its context current: cuCtxSetCurrent c
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 
 import cffi
@@ -257,7 +258,7 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         if lib is None or not lane.wanted():
             return None
         return lane.Lane(lib, lane.libcuda_driver(), MAX_PARAM_BYTES, self._lane_ring,
-                         lambda: self._captures_begun > 0)
+                         lambda: self._captures_begun > 0, batch_norm=_lane_batch_norm)
 
     def _lane_ring(self, ctx):
         # A stream bound for the lane's memsets may never have copied: its context's ring is made here.
@@ -646,3 +647,27 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         self._use(ctx)
         fn = getattr(cu, "cuEventElapsedTime_v2", None) or cu.cuEventElapsedTime
         return float(_check(fn(start, end)))
+
+
+@functools.cache
+def _lane_dnn_table():
+    """libcudnn's calls the fast lane makes (rgpu_lane_dnn), made once; None where cuDNN cannot be loaded."""
+    from rgpu.backends import cuda_dnn
+
+    try:
+        set_stream, bn_inference = cuda_dnn.lane_calls()
+    except (OSError, CudaError):
+        return None
+    ffi = lane.ffi()
+    table = ffi.new("rgpu_lane_dnn *")
+    table.set_stream = ffi.cast(ffi.typeof(table.set_stream), set_stream)
+    table.bn_inference = ffi.cast(ffi.typeof(table.bn_inference), bn_inference)
+    return table
+
+
+def _lane_batch_norm(handle, tensors):
+    """A batch norm's shape for the fast lane (lane.Lane's batch_norm), with tensor descriptors of its own."""
+    from rgpu.backends import cuda_dnn
+
+    table = _lane_dnn_table()
+    return None if table is None else (table, *cuda_dnn.lane_batch_norm(handle, tensors))

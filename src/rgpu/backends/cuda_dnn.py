@@ -74,7 +74,6 @@ def destroy(handle) -> None:
     key = _key(handle)
     _packs.drop(key)
     _tensors.drop(key)
-    _streams.pop(key, None)
     check(library().cudnnDestroy(handle), "cudnnDestroy")
 
 
@@ -182,10 +181,9 @@ def _described(handle, tensors) -> list:
     return [cache.get(t, lambda t=t: _tensor_descriptor(t)) for t in tensors]  # frozen Tensors: keyed by value
 
 
-# Per cuDNN handle: variant packs by content, tensor descriptors by shape, and the stream last set.
+# Per cuDNN handle: variant packs by content, tensor descriptors by shape.
 _packs = PerHandle(lambda pack: library().cudnnBackendDestroyDescriptor(pack))
 _tensors = PerHandle(lambda desc: library().cudnnDestroyTensorDescriptor(desc))
-_streams: dict[int, int] = {}
 
 
 # Types resolved once: by name, each cast or new parses its type string again, several times a call.
@@ -202,11 +200,35 @@ def _ptrs(values):
 
 
 def _on_stream(handle, stream: int) -> None:
-    key = _key(handle)
-    if _streams.get(key) != stream:
-        _streams.pop(key, None)
-        check(library().cudnnSetStream(handle, _ffi.cast("void *", stream)), "cudnnSetStream")
-        _streams[key] = stream
+    # Set on every call, not only when it changed: the fast lane sets it too, for the batch norms it runs.
+    check(library().cudnnSetStream(handle, _ffi.cast(_VOID_P, stream)), "cudnnSetStream")
+
+
+def lane_calls() -> tuple[int, int]:
+    """(cudnnSetStream, cudnnBatchNormalizationForwardInference) as addresses, for the fast lane's table."""
+    lib = library()
+    return (int(_ffi.cast("uintptr_t", lib.cudnnSetStream)),
+            int(_ffi.cast("uintptr_t", lib.cudnnBatchNormalizationForwardInference)))
+
+
+def lane_batch_norm(handle, tensors) -> tuple:
+    """A batch norm's shape for the fast lane: (handle, x, y and statistics descriptors) as addresses, whether
+    the scaling factors are doubles, and release() for the descriptors. They are the lane's own, not the cache's,
+    whose eviction would destroy them while the lane still names them."""
+    lib, descriptors = library(), []
+    try:
+        for t in tensors:
+            descriptors.append(_tensor_descriptor(t))
+    except CudaError:
+        for d in descriptors:
+            lib.cudnnDestroyTensorDescriptor(d)
+        raise
+
+    def release() -> None:
+        for d in descriptors:
+            lib.cudnnDestroyTensorDescriptor(d)
+
+    return (_key(handle), *(int(_ffi.cast("uintptr_t", d)) for d in descriptors), tensors[0].type == 1, release)
 
 
 def bn_inference(handle, stream: int, mode: int, alpha: float, beta: float, epsilon: float, tensors, pointers):

@@ -62,6 +62,18 @@ class FakeLaneDriver:
         }
         for field, callback in self._callbacks.items():
             setattr(self.table, field, callback)
+        # cuDNN's calls (rgpu_lane_dnn): the fake's batch norm, its handle's stream as the lane last set it
+        self.dnn = ffi.new("rgpu_lane_dnn *")
+        self._dnn_callbacks = {
+            "set_stream": ffi.callback("int(void *, void *)", self._dnn_set_stream, onerror=self._failed),
+            "bn_inference": ffi.callback(
+                "int(void *, int, const void *, const void *, void *, const void *, void *, void *, void *, "
+                "const void *, const void *, const void *, const void *, double)", self._bn_inference,
+                onerror=self._failed),
+        }
+        for field, callback in self._dnn_callbacks.items():
+            setattr(self.dnn, field, callback)
+        self._dnn_streams: dict[int, int] = {}
 
     def address(self, obj) -> int:
         if obj is None:
@@ -71,6 +83,29 @@ class FakeLaneDriver:
 
     def forget(self) -> None:
         self._objects.clear()
+        self._dnn_streams.clear()
+
+    def batch_norm(self, handle, tensors) -> tuple:
+        """lane.Lane's batch_norm: the fake's handle and tensors travel as registered objects."""
+        return (self.dnn, self.address(handle), *(self.address(t) for t in tensors), tensors[0].type == 1, None)
+
+    @staticmethod
+    def _int(pointer) -> int:
+        return int(lane.ffi().cast("uintptr_t", pointer))
+
+    def _dnn_set_stream(self, handle, stream) -> int:
+        self._dnn_streams[self._int(handle)] = self._int(stream)
+        return 0
+
+    def _bn_inference(self, handle, mode, alpha, beta, xd, x, yd, y, bnd, scale, bias, mean, var, epsilon) -> int:
+        ffi = lane.ffi()
+        tensors = tuple(self._object(self._int(d)) for d in (xd, yd, bnd))
+        kind = "double *" if tensors[0].type == 1 else "float *"
+        stream = self._object(self._dnn_streams[self._int(handle)])
+        self.backend.dnn_bn_inference(self._current, self._object(self._int(handle)), stream, mode,
+                                      ffi.cast(kind, alpha)[0], ffi.cast(kind, beta)[0], epsilon, tensors,
+                                      tuple(self._int(p) for p in (x, y, scale, bias, mean, var)))
+        return 0
 
     def _object(self, address: int):
         return self._objects[address] if address else None
@@ -164,7 +199,8 @@ RING_SLOTS, RING_SLOT_BYTES = 4, 64 << 10
 class _FakeLane(lane.Lane):
     def __init__(self, driver: FakeLaneDriver, lib, max_param_bytes: int):
         super().__init__(lib, driver.table, max_param_bytes, self._ring_for,
-                         lambda: driver.backend._live_captures > 0, address=driver.address)
+                         lambda: driver.backend._live_captures > 0, address=driver.address,
+                         batch_norm=driver.batch_norm)
         self.fake_driver = driver  # keeps the callbacks alive as long as the lane
         self._rings: dict[int, tuple] = {}  # id(context) -> (ring, its slots), alive as long as the lane
 

@@ -138,8 +138,14 @@ class Lane:
     whether a stream capture may be under way."""
 
     def __init__(self, lib, driver, max_param_bytes: int, ring_for: Callable[[object], object],
-                 capturing: Callable[[], bool], address: Callable[[object], int] | None = None):
+                 capturing: Callable[[], bool], address: Callable[[object], int] | None = None,
+                 batch_norm: Callable[[object, tuple], tuple | None] | None = None):
         self._lib = lib
+        # batch_norm(handle_obj, tensors): (rgpu_lane_dnn *, handle, x, y and statistics descriptors as integers,
+        # scaling factors as doubles, release() or None) for the lane to run batch norms of that shape, or None.
+        # What it made lives until the lane forgets its bindings (or closes).
+        self._batch_norm = batch_norm
+        self._releases: list[Callable[[], None]] = []
         self._address = address or _address  # backend object -> the integer the driver takes
         self._driver = driver  # kept alive: the lane holds a copy of the table, callbacks included
         self._lane = lib.rgpu_lane_new(driver, max_param_bytes)
@@ -169,8 +175,31 @@ class Lane:
         a = self._address
         self._lib.rgpu_lane_bind_graph(self._lane, exec_handle, stream, a(ctx_obj), a(exec_obj), a(stream_obj))
 
+    def bind_batch_norm(self, handle: int, tensors_bytes: bytes, ctx_obj, handle_obj, tensors,
+                        sizes: tuple[int, int, int]) -> None:
+        """Let the lane run DNN_BN_INFERENCE records of `handle` whose tensor descriptors are `tensors_bytes` (parsed:
+        `tensors`, spanning `sizes` bytes each), on streams of `ctx_obj`, once Python has run one."""
+        shape = self._batch_norm(handle_obj, tensors) if self._batch_norm is not None else None
+        if shape is None:
+            return
+        table, handle_address, x_desc, y_desc, bn_desc, doubles, release = shape
+        bound = self._lib.rgpu_lane_bind_batch_norm(self._lane, table, handle, tensors_bytes, len(tensors_bytes),
+                                                    self._address(ctx_obj), handle_address, x_desc, y_desc, bn_desc,
+                                                    *sizes, int(doubles)) == 0
+        if release is not None:
+            if bound:
+                self._releases.append(release)
+            else:  # (no room: the shape stays Python's)
+                release()
+
     def forget(self) -> None:
         self._lib.rgpu_lane_forget(self._lane)
+        self._release()
+
+    def _release(self) -> None:
+        releases, self._releases = self._releases, []
+        for release in releases:
+            release()
 
     def set_regions(self, regions: Iterable[tuple[int, int]]) -> None:
         """(start, size) of every device region the session may name, sorted by start."""
@@ -208,6 +237,7 @@ class Lane:
         if self._lane is not None:
             self._lib.rgpu_lane_free(self._lane)
             self._lane = None
+            self._release()
 
 
 def _address(obj) -> int:

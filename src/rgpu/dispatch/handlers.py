@@ -669,12 +669,15 @@ def _dnn_execute(s: Session, args, bulk):
 @handles(ops.DNN_BN_INFERENCE)
 def _dnn_bn_inference(s: Session, args, bulk):
     ctx, h = s.object(args.handle, Kind.DNN)
-    x, y, bn = dnn_wire.parse_tensors(bytes(bulk), 3)
+    tensors_bytes = bytes(bulk)
+    x, y, bn = tensors = dnn_wire.parse_tensors(tensors_bytes, 3)
     params = (args.scale, args.bias, args.mean, args.var)
     _check_ranges(s, [(args.x, x.nbytes()), (args.y, y.nbytes())] + [(p, bn.nbytes()) for p in params])
-    _, strm = s.stream(args.stream)
-    s.backend.dnn_bn_inference(ctx.obj, h.obj, strm, args.mode, args.alpha, args.beta, args.epsilon, (x, y, bn),
+    stream_ctx, strm = s.stream(args.stream)
+    s.backend.dnn_bn_inference(ctx.obj, h.obj, strm, args.mode, args.alpha, args.beta, args.epsilon, tensors,
                                (args.x, args.y, *params))
+    if stream_ctx is ctx:  # (the lane runs a handle's batch norms on its own context's streams only)
+        s.bind_lane_batch_norm(args.handle, tensors_bytes, ctx, h, tensors, args.stream)
 
 
 def _bn_ranges(pointers_and_tensors):

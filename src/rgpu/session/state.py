@@ -109,6 +109,7 @@ class Session:
         # caches do. Its copy of the memory regions is as of memory.changes == _lane_regions_at.
         self.lane = backend.make_lane()
         self._lane_streams: set[tuple[int, int]] = set()
+        self._lane_batch_norms: set[tuple[int, bytes]] = set()  # (cuDNN handle, tensor descriptors) bound
         self._lane_regions_at = -1
         # Per-feature state made on first use (rgpu.dispatch.vmm, pools): name -> object whose
         # release_context(session, ctx_handle) frees what it holds in a context before the context goes.
@@ -201,6 +202,15 @@ class Session:
             self.lane.bind_stream(stream_handle, key[1], ctx.obj, stream)
             self._lane_streams.add(key)
 
+    def bind_lane_batch_norm(self, handle: int, tensors_bytes: bytes, ctx, dnn, tensors, stream_handle: int) -> None:
+        """Let the fast lane run batch norms of cuDNN handle `handle` with these tensor descriptors (on any bound
+        stream of its context), once Python has run one on `stream_handle`."""
+        if self.lane is None or (handle, tensors_bytes) in self._lane_batch_norms:
+            return
+        self.bind_lane_stream(stream_handle)
+        self.lane.bind_batch_norm(handle, tensors_bytes, ctx.obj, dnn.obj, tensors, tuple(t.nbytes() for t in tensors))
+        self._lane_batch_norms.add((handle, tensors_bytes))
+
     def bind_lane_graph(self, exec_handle: int, stream_handle: int, ctx_obj, exec_obj, stream_obj) -> None:
         """Let the fast lane launch `exec_handle` on `stream_handle`, once Python has done so."""
         if self.lane is not None:
@@ -222,6 +232,7 @@ class Session:
             if self.lane is not None:
                 self.lane.forget()
                 self._lane_streams.clear()
+                self._lane_batch_norms.clear()
             self._bound_calls_at = self.handles.removals
 
     # -- deferred errors ---------------------------------------------------------------------------
