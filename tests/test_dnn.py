@@ -26,6 +26,8 @@ def test_backend_graph_conv_and_batch_norm_match_a_cpu_reference(shim_dir, tmp_p
         proc = run(shim_dir, exe, env={"RGPU_SERVER": address, "RGPU_LOG": "debug"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "conv2d fwd (backend graph API)     OK" in proc.stdout
+    assert "conv2d fwd again, same pack        OK" in proc.stdout  # (the second through the server's fast lane)
+    assert "batch norm inference again         OK" in proc.stdout
     assert "batch norm inference (legacy API)  OK" in proc.stdout
     assert "batch norm training forward        OK" in proc.stdout
     assert "batch norm training backward       OK" in proc.stdout

@@ -442,11 +442,16 @@ class DnnRecorder:
                                *(_int(p) for p in (xd, x, yd, y, bnd, scale, bias, mean, var)), epsilon))
             return self.fail
 
+        def execute(handle, plan, pack):
+            self.calls.append(("execute", _int(handle), _int(plan), _int(pack)))
+            return self.fail
+
         self.table = ffi.new("rgpu_lane_dnn *")
         self._keep = [ffi.callback("int(void *, void *)", set_stream),
                       ffi.callback("int(void *, int, const void *, const void *, void *, const void *, void *, void *,"
-                                   " void *, const void *, const void *, const void *, const void *, double)", bn)]
-        self.table.set_stream, self.table.bn_inference = self._keep
+                                   " void *, const void *, const void *, const void *, const void *, double)", bn),
+                      ffi.callback("int(void *, void *, void *)", execute)]
+        self.table.set_stream, self.table.bn_inference, self.table.execute = self._keep
 
 
 def _int(pointer) -> int:
@@ -509,6 +514,67 @@ def test_doubles_take_double_scaling_factors(fast, driver):
     bind_bn(fast, dnn, shape, doubles=1, sizes=(32, 32, 16))
     assert run(fast, bn_record(bulk=shape, alpha=0.1, beta=0.7)).pos > 0
     assert dnn.calls[1][3:5] == (0.1, 0.7)  # (as floats they would have been rounded)
+
+
+PLAN = 0x0C00_0000_0000_0009
+PACK = struct.pack("<H", 2) + struct.pack("<III2Q", 1001, 6, 2, 0x1000, 0x1080) + struct.pack("<IIIQ", 1002, 6, 1, 0x10C0)
+
+
+def execute_record(request_id=7, handle=DNN_HANDLE, plan=PLAN, stream=STREAM, pack=PACK):
+    return record(ops.DNN_EXECUTE, request_id, handle, plan, stream, bulk=pack)
+
+
+def bind_execute(fast, dnn, pack=PACK, ranges=((0x1000, 1), (0x1080, 1), (0x10C0, 0x40)), ctx=0x10):
+    starts, sizes = ffi.new("uint64_t[]", [r[0] for r in ranges]), ffi.new("uint64_t[]", [r[1] for r in ranges])
+    return fast._lib.rgpu_lane_bind_dnn_execute(fast._lane, dnn.table, DNN_HANDLE, PLAN, pack, len(pack), ctx, 0xAA,
+                                                0xC1, 0xD1, starts, sizes, len(ranges))
+
+
+def test_executions_of_a_bound_pack_reach_cudnn_with_the_lanes_own_pack(fast, driver):
+    dnn = DnnRecorder()
+    fast.set_regions([(0x1000, 0x100)])
+    fast.bind_stream(STREAM, 0, 0x10, 0x30)
+    assert bind_execute(fast, dnn) == 0
+    batch = execute_record() + execute_record(8)
+    assert run(fast, batch).pos == len(batch)
+    assert dnn.calls == [("set_stream", 0xAA, 0x30), ("execute", 0xAA, 0xC1, 0xD1)] * 2
+
+
+def test_executions_the_lane_leaves_to_python_untouched(fast, driver):
+    """Another pack (one byte), plan or handle; a range it names gone from the session's memory; an unbound stream
+    or one of another context: declined before cuDNN sees anything; a call cuDNN refuses, after it."""
+    dnn = DnnRecorder()
+    fast.set_regions([(0x1000, 0x100)])
+    fast.bind_stream(STREAM, 0, 0x10, 0x30)
+    fast.bind_stream(STREAM + 1, 0, 0x11, 0x31)
+    bind_execute(fast, dnn)
+    other = bytearray(PACK)
+    other[-1] ^= 1
+    for batch in (execute_record(pack=bytes(other)), execute_record(plan=PLAN + 1),
+                  execute_record(handle=DNN_HANDLE + 1), execute_record(stream=STREAM + 2),
+                  execute_record(stream=STREAM + 1), execute_record(pack=PACK[:-1])):
+        stop = run(fast, batch)
+        assert (stop.pos, stop.status) == (0, 0), batch
+    fast.set_regions([(0x1000, 0x80)])  # (the workspace at 0x10C0 freed)
+    assert run(fast, execute_record()).pos == 0
+    assert dnn.calls == []
+    fast.set_regions([(0x1000, 0x100)])
+    dnn.fail = 3000
+    stop = run(fast, execute_record())
+    assert (stop.pos, stop.status) == (0, 0) and [c[0] for c in dnn.calls] == ["set_stream", "execute"]
+    fast.forget()
+    dnn.calls = []
+    fast.bind_stream(STREAM, 0, 0x10, 0x30)
+    assert run(fast, execute_record()).pos == 0 and dnn.calls == []
+
+
+def test_a_pack_too_long_or_naming_too_many_ranges_is_not_bound(fast, driver):
+    dnn = DnnRecorder()
+    assert bind_execute(fast, dnn, pack=bytes(2049)) == -1
+    assert bind_execute(fast, dnn, ranges=[(0x1000, 1)] * 33) == -1
+    assert bind_execute(fast, dnn, ranges=[(0x1000, 1)] * 32) == 0
+    assert all(bind_execute(fast, dnn, pack=PACK + bytes([i])) == 0 for i in range(255))  # 256 in all
+    assert bind_execute(fast, dnn, pack=PACK + b"full") == -1
 
 
 def test_in_a_session_batch_norms_run_in_the_lane_once_python_ran_one(fake_session, monkeypatch):

@@ -28,14 +28,15 @@ struct binding {
 
 enum {
     COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNT_NOP,
-    COUNT_DTOH, COUNT_INFO, COUNT_HTOD_SYNC, COUNT_DTOH_SYNC, COUNT_CTX_SYNC, COUNT_BN_INFERENCE, COUNTS
+    COUNT_DTOH, COUNT_INFO, COUNT_HTOD_SYNC, COUNT_DTOH_SYNC, COUNT_CTX_SYNC, COUNT_BN_INFERENCE, COUNT_DNN_EXECUTE,
+    COUNTS
 };
 _Static_assert((int)COUNTS <= (int)RGPU_LANE_COUNTS, "rgpu_lane_take_counts' callers take RGPU_LANE_COUNTS rows");
 static const unsigned count_opcode[COUNTS] = {
     RGPU_OP_LAUNCH_KERNEL,    RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
     RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP,
     RGPU_OP_MEMCPY_DTOH_ASYNC, RGPU_OP_MEM_GET_INFO, RGPU_OP_MEMCPY_HTOD, RGPU_OP_MEMCPY_DTOH,
-    RGPU_OP_CTX_SYNCHRONIZE,  RGPU_OP_DNN_BN_INFERENCE};
+    RGPU_OP_CTX_SYNCHRONIZE,  RGPU_OP_DNN_BN_INFERENCE, RGPU_OP_DNN_EXECUTE};
 
 /* The launch attributes whose value is plain data (ops.PLAIN_LAUNCH_ATTRIBUTES): passed on as they are. Any
  * other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
@@ -46,7 +47,7 @@ struct rgpu_lane {
     size_t max_param_bytes;
     struct binding table[BINDINGS];
     size_t bound;
-    struct lane_batch_norms batch_norms;
+    struct lane_dnn_bound dnn;
     const uint64_t *starts, *sizes;
     size_t regions;
     unsigned long long calls[COUNTS], ns[COUNTS], replies[COUNTS];
@@ -79,7 +80,12 @@ rgpu_lane *rgpu_lane_new(const rgpu_lane_driver *driver, size_t max_param_bytes)
     return lane;
 }
 
-void rgpu_lane_free(rgpu_lane *lane) { free(lane); }
+void rgpu_lane_free(rgpu_lane *lane)
+{
+    if (lane)
+        lane_dnn_forget(&lane->dnn);
+    free(lane);
+}
 
 static size_t slot_of(int kind, uint64_t a, uint64_t b)
 {
@@ -151,10 +157,10 @@ void rgpu_lane_forget(rgpu_lane *lane)
 {
     memset(lane->table, 0, sizeof lane->table);
     lane->bound = 0;
-    lane->batch_norms.count = 0;
+    lane_dnn_forget(&lane->dnn);
 }
 
-struct lane_batch_norms *lane_batch_norms(rgpu_lane *lane) { return &lane->batch_norms; }
+struct lane_dnn_bound *lane_dnn_bound(rgpu_lane *lane) { return &lane->dnn; }
 
 void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64_t *sizes, size_t count)
 {
@@ -395,6 +401,7 @@ int rgpu_lane_serves(uint16_t opcode)
     case RGPU_OP_MEMSET_D8_ASYNC:
     case RGPU_OP_MEMSET_D32_ASYNC:
     case RGPU_OP_DNN_BN_INFERENCE:
+    case RGPU_OP_DNN_EXECUTE:
         return 1;
     default:
         return 0;
@@ -452,6 +459,10 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
         case RGPU_OP_DNN_BN_INFERENCE:
             counter = COUNT_BN_INFERENCE;
             code = lane_batch_norm(lane, args, args_len, bulk, h.bulk_len, current_ctx, &what);
+            break;
+        case RGPU_OP_DNN_EXECUTE:
+            counter = COUNT_DNN_EXECUTE;
+            code = lane_dnn_execute(lane, args, args_len, bulk, h.bulk_len, current_ctx, &what);
             break;
         default:
             code = -1, counter = 0;

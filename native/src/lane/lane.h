@@ -1,6 +1,7 @@
 /* The worker's fast lane (librgpu_lane.so): runs the records of a BATCH frame that are the hottest deferred
  * calls -- kernel launches (with plain launch attributes too), small host-to-device copies, stream-ordered
- * memsets, stream synchronizes, graph launches -- in C, so the Python worker is off their per-call path.
+ * memsets, stream synchronizes, graph launches, cuDNN batch norms (inference) and plan executions -- in C, so the
+ * Python worker is off their per-call path.
  *
  * Python stays the authority. It resolves and checks handles on its own path, then *binds* what it resolved
  * here (raw driver objects per handle pair); it pushes the session's device regions after every change and
@@ -106,6 +107,7 @@ typedef struct rgpu_lane_dnn {
     int (*bn_inference)(void *handle, int mode, const void *alpha, const void *beta, void *x_desc, const void *x,
                         void *y_desc, void *y, void *bn_desc, const void *scale, const void *bias,
                         const void *mean, const void *var, double epsilon);
+    int (*execute)(void *handle, void *plan, void *variant_pack);
 } rgpu_lane_dnn;
 
 /* A batch norm's shape (DNN_BN_INFERENCE): the client's cuDNN handle with the record's tensor descriptors, as
@@ -117,6 +119,16 @@ int rgpu_lane_bind_batch_norm(rgpu_lane *lane, const rgpu_lane_dnn *dnn, uint64_
                               size_t tensors_len, uintptr_t ctx_obj, uintptr_t handle_obj, uintptr_t x_desc,
                               uintptr_t y_desc, uintptr_t bn_desc, uint64_t x_bytes, uint64_t y_bytes,
                               uint64_t bn_bytes, int doubles);
+
+/* An execution of a cuDNN plan (DNN_EXECUTE): the client's handle and plan with the record's variant pack, as its
+ * `pack_len` bytes on the wire, bound to the real handle and plan of context `ctx_obj` and a variant pack of the
+ * lane's own made of those bytes; `ranges` device ranges [starts[i], +sizes[i]) the pack names (its data pointers,
+ * its workspace), each checked against the session's regions at every run. Returns 0, or -1 when there was no
+ * room (or the pack is too long, or names too many ranges). */
+int rgpu_lane_bind_dnn_execute(rgpu_lane *lane, const rgpu_lane_dnn *dnn, uint64_t handle, uint64_t plan,
+                               const uint8_t *pack, size_t pack_len, uintptr_t ctx_obj, uintptr_t handle_obj,
+                               uintptr_t plan_obj, uintptr_t pack_obj, const uint64_t *starts,
+                               const uint64_t *sizes, size_t ranges);
 
 /* The session's device regions, sorted by start, not overlapping: [starts[i], starts[i] + sizes[i]). The
  * arrays are the caller's and must outlive the next set_regions (or the lane). */

@@ -59,9 +59,13 @@ int lane_ring_wait(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, const ch
 int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
                    uintptr_t stream, const char **what);
 
-/* dnn.c: the batch norms' shapes bound (rgpu_lane_bind_batch_norm), and the record that runs them. */
+/* dnn.c: the cuDNN calls bound -- batch norms' shapes (rgpu_lane_bind_batch_norm), plans' executions
+ * (rgpu_lane_bind_dnn_execute) -- and the records that run them. */
 #define LANE_BN_TENSORS (3 * 72) /* x, y and the statistics' tensor descriptors, as on the wire */
 #define LANE_BATCH_NORMS 64
+#define LANE_EXECUTES 256
+#define LANE_EXECUTE_PACK 2048 /* the longest variant pack kept (a ResNet's: ~200 bytes) */
+#define LANE_EXECUTE_RANGES 32
 struct lane_batch_norm {
     uint64_t handle;
     uint8_t tensors[LANE_BN_TENSORS];
@@ -69,14 +73,20 @@ struct lane_batch_norm {
     uint64_t x_bytes, y_bytes, bn_bytes;
     int doubles;
 };
-struct lane_batch_norms {
+struct lane_execute;
+struct lane_dnn_bound {
     rgpu_lane_dnn dnn;
-    size_t count;
+    size_t batch_norms;
     struct lane_batch_norm shapes[LANE_BATCH_NORMS];
+    size_t executes;
+    struct lane_execute *execute[LANE_EXECUTES];
 };
-struct lane_batch_norms *lane_batch_norms(rgpu_lane *lane);
+struct lane_dnn_bound *lane_dnn_bound(rgpu_lane *lane);
+void lane_dnn_forget(struct lane_dnn_bound *t); /* (frees what it holds) */
 int lane_batch_norm(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
                     uint64_t current_ctx, const char **what);
+int lane_dnn_execute(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
+                     uint64_t current_ctx, const char **what);
 /* lane.c's, for dnn.c: whether [ptr, ptr + n) lies in one of the session's regions; the bound stream's context and
  * driver stream (0: not bound); making a context current (0, or the CUresult with the call in *what). */
 int lane_owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n);

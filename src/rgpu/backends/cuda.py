@@ -258,7 +258,8 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         if lib is None or not lane.wanted():
             return None
         return lane.Lane(lib, lane.libcuda_driver(), MAX_PARAM_BYTES, self._lane_ring,
-                         lambda: self._captures_begun > 0, batch_norm=_lane_batch_norm)
+                         lambda: self._captures_begun > 0, batch_norm=_lane_batch_norm,
+                         dnn_execute=_lane_dnn_execute)
 
     def _lane_ring(self, ctx):
         # A stream bound for the lane's memsets may never have copied: its context's ring is made here.
@@ -655,13 +656,13 @@ def _lane_dnn_table():
     from rgpu.backends import cuda_dnn
 
     try:
-        set_stream, bn_inference = cuda_dnn.lane_calls()
+        calls = cuda_dnn.lane_calls()
     except (OSError, CudaError):
         return None
     ffi = lane.ffi()
     table = ffi.new("rgpu_lane_dnn *")
-    table.set_stream = ffi.cast(ffi.typeof(table.set_stream), set_stream)
-    table.bn_inference = ffi.cast(ffi.typeof(table.bn_inference), bn_inference)
+    for field, address in zip(("set_stream", "bn_inference", "execute"), calls):
+        setattr(table, field, ffi.cast(ffi.typeof(getattr(table, field)), address))
     return table
 
 
@@ -671,3 +672,11 @@ def _lane_batch_norm(handle, tensors):
 
     table = _lane_dnn_table()
     return None if table is None else (table, *cuda_dnn.lane_batch_norm(handle, tensors))
+
+
+def _lane_dnn_execute(handle, plan, attributes):
+    """A plan's execution for the fast lane (lane.Lane's dnn_execute), with a variant pack of its own."""
+    from rgpu.backends import cuda_dnn
+
+    table = _lane_dnn_table()
+    return None if table is None else (table, *cuda_dnn.lane_execute(handle, plan, attributes))

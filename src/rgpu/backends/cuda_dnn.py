@@ -204,11 +204,21 @@ def _on_stream(handle, stream: int) -> None:
     check(library().cudnnSetStream(handle, _ffi.cast(_VOID_P, stream)), "cudnnSetStream")
 
 
-def lane_calls() -> tuple[int, int]:
-    """(cudnnSetStream, cudnnBatchNormalizationForwardInference) as addresses, for the fast lane's table."""
+def lane_calls() -> tuple[int, int, int]:
+    """(cudnnSetStream, cudnnBatchNormalizationForwardInference, cudnnBackendExecute) as addresses, for the fast
+    lane's table."""
     lib = library()
-    return (int(_ffi.cast("uintptr_t", lib.cudnnSetStream)),
-            int(_ffi.cast("uintptr_t", lib.cudnnBatchNormalizationForwardInference)))
+    return tuple(int(_ffi.cast("uintptr_t", f)) for f in (lib.cudnnSetStream,
+                                                           lib.cudnnBatchNormalizationForwardInference,
+                                                           lib.cudnnBackendExecute))
+
+
+def lane_execute(handle, plan, attributes) -> tuple:
+    """An execution for the fast lane: (handle, plan, a variant pack of these attributes) as addresses and
+    release() for the pack, the lane's own (the cache's could be evicted while the lane names it)."""
+    pack = _variant_pack(attributes)
+    return (_key(handle), int(_ffi.cast("uintptr_t", plan)), int(_ffi.cast("uintptr_t", pack)),
+            lambda: library().cudnnBackendDestroyDescriptor(pack))
 
 
 def lane_batch_norm(handle, tensors) -> tuple:

@@ -70,6 +70,7 @@ class FakeLaneDriver:
                 "int(void *, int, const void *, const void *, void *, const void *, void *, void *, void *, "
                 "const void *, const void *, const void *, const void *, double)", self._bn_inference,
                 onerror=self._failed),
+            "execute": ffi.callback("int(void *, void *, void *)", self._dnn_execute, onerror=self._failed),
         }
         for field, callback in self._dnn_callbacks.items():
             setattr(self.dnn, field, callback)
@@ -88,6 +89,16 @@ class FakeLaneDriver:
     def batch_norm(self, handle, tensors) -> tuple:
         """lane.Lane's batch_norm: the fake's handle and tensors travel as registered objects."""
         return (self.dnn, self.address(handle), *(self.address(t) for t in tensors), tensors[0].type == 1, None)
+
+    def execution(self, handle, plan, attributes) -> tuple:
+        """lane.Lane's dnn_execute: the pack is its attributes, registered like any object."""
+        return (self.dnn, self.address(handle), self.address(plan), self.address(attributes), None)
+
+    def _dnn_execute(self, handle, plan, pack) -> int:
+        stream = self._object(self._dnn_streams[self._int(handle)])
+        self.backend.dnn_execute(self._current, self._object(self._int(handle)), self._object(self._int(plan)),
+                                 self._object(self._int(pack)), stream, {})
+        return 0
 
     @staticmethod
     def _int(pointer) -> int:
@@ -200,7 +211,7 @@ class _FakeLane(lane.Lane):
     def __init__(self, driver: FakeLaneDriver, lib, max_param_bytes: int):
         super().__init__(lib, driver.table, max_param_bytes, self._ring_for,
                          lambda: driver.backend._live_captures > 0, address=driver.address,
-                         batch_norm=driver.batch_norm)
+                         batch_norm=driver.batch_norm, dnn_execute=driver.execution)
         self.fake_driver = driver  # keeps the callbacks alive as long as the lane
         self._rings: dict[int, tuple] = {}  # id(context) -> (ring, its slots), alive as long as the lane
 

@@ -139,12 +139,14 @@ class Lane:
 
     def __init__(self, lib, driver, max_param_bytes: int, ring_for: Callable[[object], object],
                  capturing: Callable[[], bool], address: Callable[[object], int] | None = None,
-                 batch_norm: Callable[[object, tuple], tuple | None] | None = None):
+                 batch_norm: Callable[[object, tuple], tuple | None] | None = None,
+                 dnn_execute: Callable[[object, object, tuple], tuple | None] | None = None):
         self._lib = lib
         # batch_norm(handle_obj, tensors): (rgpu_lane_dnn *, handle, x, y and statistics descriptors as integers,
-        # scaling factors as doubles, release() or None) for the lane to run batch norms of that shape, or None.
-        # What it made lives until the lane forgets its bindings (or closes).
-        self._batch_norm = batch_norm
+        # scaling factors as doubles, release() or None) for the lane to run batch norms of that shape, or None;
+        # dnn_execute(handle_obj, plan_obj, attributes): (rgpu_lane_dnn *, handle, plan, variant pack as integers,
+        # release() or None), or None. What they made lives until the lane forgets its bindings (or closes).
+        self._batch_norm, self._dnn_execute = batch_norm, dnn_execute
         self._releases: list[Callable[[], None]] = []
         self._address = address or _address  # backend object -> the integer the driver takes
         self._driver = driver  # kept alive: the lane holds a copy of the table, callbacks included
@@ -186,10 +188,28 @@ class Lane:
         bound = self._lib.rgpu_lane_bind_batch_norm(self._lane, table, handle, tensors_bytes, len(tensors_bytes),
                                                     self._address(ctx_obj), handle_address, x_desc, y_desc, bn_desc,
                                                     *sizes, int(doubles)) == 0
+        self._keep_or_release(bound, release)
+
+    def bind_dnn_execute(self, handle: int, plan: int, pack_bytes: bytes, ctx_obj, handle_obj, plan_obj, attributes,
+                         ranges: list[tuple[int, int]]) -> None:
+        """Let the lane run DNN_EXECUTE records of (`handle`, `plan`) whose variant pack is `pack_bytes` (parsed:
+        `attributes`) on streams of `ctx_obj`, each of `ranges` (start, size) checked at every run."""
+        made = self._dnn_execute(handle_obj, plan_obj, attributes) if self._dnn_execute is not None else None
+        if made is None:
+            return
+        table, handle_address, plan_address, pack_address, release = made
+        starts = _ffi.new("uint64_t[]", [r[0] for r in ranges] or [0])
+        sizes = _ffi.new("uint64_t[]", [r[1] for r in ranges] or [0])
+        bound = self._lib.rgpu_lane_bind_dnn_execute(self._lane, table, handle, plan, pack_bytes, len(pack_bytes),
+                                                     self._address(ctx_obj), handle_address, plan_address,
+                                                     pack_address, starts, sizes, len(ranges)) == 0
+        self._keep_or_release(bound, release)
+
+    def _keep_or_release(self, bound: bool, release) -> None:
         if release is not None:
             if bound:
                 self._releases.append(release)
-            else:  # (no room: the shape stays Python's)
+            else:  # (no room: the call stays Python's)
                 release()
 
     def forget(self) -> None:

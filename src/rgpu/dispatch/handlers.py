@@ -642,7 +642,9 @@ def _dnn_destroy_descriptor(s: Session, args, bulk):
 def _dnn_execute(s: Session, args, bulk):
     ctx, h = s.object(args.handle, Kind.DNN)
     _, p = s.object(args.plan, Kind.DNN_DESC)
-    attributes, by_value = dnn_wire.split_by_value(dnn_wire.parse_attributes(bytes(bulk)))
+    pack_bytes = bytes(bulk)
+    attributes, by_value = dnn_wire.split_by_value(dnn_wire.parse_attributes(pack_bytes))
+    ranges = []  # what was checked: the fast lane checks the same again at every run
     for a in attributes:
         if a.type in (dnn_wire.TYPE_DESCRIPTOR, dnn_wire.TYPE_HANDLE):
             raise CudaError(Status.INVALID_VALUE, "a variant pack holds values and pointers only")
@@ -650,9 +652,7 @@ def _dnn_execute(s: Session, args, bulk):
             # The tensors' extents live in the plan on the GPU side; each pointer must at least be the
             # session's own (a kernel's reach beyond that is the malicious-kernel case in SECURITY.md). A
             # pass-by-value tensor's pointer names client memory: its bytes came along and replace it.
-            for i, ptr in enumerate(a.ids()):
-                if i not in by_value:
-                    s.memory.check(ptr, 1)
+            ranges += [(ptr, 1) for i, ptr in enumerate(a.ids()) if i not in by_value]
         elif a.name == dnn_wire.VARIANT_PACK_WORKSPACE and a.count:
             if a.count != 1:
                 raise CudaError(Status.INVALID_VALUE, f"a variant pack has one workspace, not {a.count}")
@@ -661,9 +661,12 @@ def _dnn_execute(s: Session, args, bulk):
             if size is None:  # not a plan cuDNN finalized here: ask, and let cuDNN refuse it
                 size = _plan_workspace(s, ctx, p.obj)
             if ptr or size:
-                s.memory.check(ptr, max(size, 1))
-    _, strm = s.stream(args.stream)
+                ranges.append((ptr, max(size, 1)))
+    _check_ranges(s, ranges)
+    stream_ctx, strm = s.stream(args.stream)
     s.backend.dnn_execute(ctx.obj, h.obj, p.obj, attributes, strm, by_value)
+    if not by_value and stream_ctx is ctx:  # (values change from call to call; a pack holding them is never kept)
+        s.bind_lane_dnn_execute(args.handle, args.plan, pack_bytes, ctx, h, p, attributes, ranges, args.stream)
 
 
 @handles(ops.DNN_BN_INFERENCE)

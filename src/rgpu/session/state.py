@@ -110,6 +110,7 @@ class Session:
         self.lane = backend.make_lane()
         self._lane_streams: set[tuple[int, int]] = set()
         self._lane_batch_norms: set[tuple[int, bytes]] = set()  # (cuDNN handle, tensor descriptors) bound
+        self._lane_dnn_executes: set[tuple[int, int, bytes]] = set()  # (cuDNN handle, plan, variant pack) bound
         self._lane_regions_at = -1
         # Per-feature state made on first use (rgpu.dispatch.vmm, pools): name -> object whose
         # release_context(session, ctx_handle) frees what it holds in a context before the context goes.
@@ -211,6 +212,16 @@ class Session:
         self.lane.bind_batch_norm(handle, tensors_bytes, ctx.obj, dnn.obj, tensors, tuple(t.nbytes() for t in tensors))
         self._lane_batch_norms.add((handle, tensors_bytes))
 
+    def bind_lane_dnn_execute(self, handle: int, plan: int, pack_bytes: bytes, ctx, dnn, plan_entry, attributes,
+                              ranges: list[tuple[int, int]], stream_handle: int) -> None:
+        """Let the fast lane run executions of `plan` with this variant pack (on any bound stream of its context),
+        once Python has run one on `stream_handle`; `ranges` are what it checked."""
+        if self.lane is None or (handle, plan, pack_bytes) in self._lane_dnn_executes:
+            return
+        self.bind_lane_stream(stream_handle)
+        self.lane.bind_dnn_execute(handle, plan, pack_bytes, ctx.obj, dnn.obj, plan_entry.obj, attributes, ranges)
+        self._lane_dnn_executes.add((handle, plan, pack_bytes))
+
     def bind_lane_graph(self, exec_handle: int, stream_handle: int, ctx_obj, exec_obj, stream_obj) -> None:
         """Let the fast lane launch `exec_handle` on `stream_handle`, once Python has done so."""
         if self.lane is not None:
@@ -233,6 +244,7 @@ class Session:
                 self.lane.forget()
                 self._lane_streams.clear()
                 self._lane_batch_norms.clear()
+                self._lane_dnn_executes.clear()
             self._bound_calls_at = self.handles.removals
 
     # -- deferred errors ---------------------------------------------------------------------------
