@@ -95,12 +95,12 @@ static int on_bound_stream(rgpu_lane *lane, uint64_t stream, uint64_t current_ct
 /* DNN_BN_INFERENCE. -1: Python's (nothing was done) -- an unbound shape or stream, a stream of another context, a
  * range outside the session's memory, and also a call cuDNN refused: Python runs it again and reports cuDNN's
  * error as it always has (a refused call launched nothing, and the output depends on the inputs alone). */
-int lane_batch_norm(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
-                    uint64_t current_ctx, const char **what)
+int lane_batch_norm(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
     struct lane_dnn_bound *t = lane_dnn_bound(lane);
     struct rgpu_dnn_bn_inference_req m;
-    if (bulk_len != LANE_BN_TENSORS || rgpu_unpack_dnn_bn_inference_req(args, args_len, &m))
+    const uint8_t *bulk = r->bulk;
+    if (r->bulk_len != LANE_BN_TENSORS || rgpu_unpack_dnn_bn_inference_req(r->args, r->args_len, &m))
         return -1;
     const struct lane_batch_norm *b = NULL;
     for (size_t i = 0; i < t->batch_norms && !b; i++)
@@ -111,7 +111,7 @@ int lane_batch_norm(rgpu_lane *lane, const uint8_t *args, size_t args_len, const
         !lane_owned(lane, m.mean, b->bn_bytes) || !lane_owned(lane, m.var, b->bn_bytes))
         return -1;
     uintptr_t stream;
-    int code = on_bound_stream(lane, m.stream, current_ctx, b->ctx, &stream, what);
+    int code = on_bound_stream(lane, m.stream, r->current_ctx, b->ctx, &stream, what);
     if (code)
         return code;
     double alpha = m.alpha, beta = m.beta;
@@ -128,12 +128,13 @@ int lane_batch_norm(rgpu_lane *lane, const uint8_t *args, size_t args_len, const
 
 /* DNN_EXECUTE, as lane_batch_norm: Python's when anything is not as bound or cuDNN refuses (a refused execution
  * launched nothing: Python runs it again and reports why). */
-int lane_dnn_execute(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
-                     uint64_t current_ctx, const char **what)
+int lane_dnn_execute(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
     struct lane_dnn_bound *t = lane_dnn_bound(lane);
     struct rgpu_dnn_execute_req m;
-    if (!t->executes || bulk_len > LANE_EXECUTE_PACK || rgpu_unpack_dnn_execute_req(args, args_len, &m))
+    const uint8_t *bulk = r->bulk;
+    size_t bulk_len = r->bulk_len;
+    if (!t->executes || bulk_len > LANE_EXECUTE_PACK || rgpu_unpack_dnn_execute_req(r->args, r->args_len, &m))
         return -1;
     uint64_t hash = fnv1a(bulk, bulk_len);
     const struct lane_execute *e = NULL;
@@ -149,7 +150,7 @@ int lane_dnn_execute(rgpu_lane *lane, const uint8_t *args, size_t args_len, cons
         if (!lane_owned(lane, e->starts[i], e->sizes[i]))
             return -1;
     uintptr_t stream;
-    int code = on_bound_stream(lane, m.stream, current_ctx, e->ctx, &stream, what);
+    int code = on_bound_stream(lane, m.stream, r->current_ctx, e->ctx, &stream, what);
     if (code)
         return code;
     if (t->dnn.set_stream(PTR(e->handle_obj), PTR(stream)) ||

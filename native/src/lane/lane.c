@@ -221,13 +221,12 @@ static struct binding *stage_launch(rgpu_lane *lane, uint64_t function, uint64_t
 }
 
 /* One record's work. Returns -1 when the record is Python's (nothing was done), else the CUresult. */
-static int launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
-                  const char **what)
+static int launch(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
     struct rgpu_launch_kernel_req m;
-    if (rgpu_unpack_launch_kernel_req(args, args_len, &m))
+    if (rgpu_unpack_launch_kernel_req(r->args, r->args_len, &m))
         return -1;
-    struct binding *e = stage_launch(lane, m.function, m.stream, bulk, bulk_len);
+    struct binding *e = stage_launch(lane, m.function, m.stream, r->bulk, r->bulk_len);
     if (!e)
         return -1;
     int code = lane_set_current(lane, e->ctx, what);
@@ -239,11 +238,12 @@ static int launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, const u
 }
 
 /* The bulk is the attributes, then the parameters. */
-static int launch_ex(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
-                     const char **what)
+static int launch_ex(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
+    const uint8_t *bulk = r->bulk;
+    size_t bulk_len = r->bulk_len;
     struct rgpu_launch_kernel_ex_req m;
-    if (rgpu_unpack_launch_kernel_ex_req(args, args_len, &m) || m.count > MAX_ATTRIBUTES)
+    if (rgpu_unpack_launch_kernel_ex_req(r->args, r->args_len, &m) || m.count > MAX_ATTRIBUTES)
         return -1;
     size_t attr_bytes = (size_t)m.count * ATTRIBUTE_SIZE;
     if (bulk_len < attr_bytes)
@@ -305,24 +305,24 @@ rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, s
 
 const rgpu_lane_driver *lane_driver(const rgpu_lane *lane) { return &lane->d; }
 
-static int htod(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
-                uint64_t current_ctx, int capture_possible, const char **what)
+static int htod(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
     struct rgpu_memcpy_htod_async_req m;
     uintptr_t stream;
     int code;
-    if (rgpu_unpack_memcpy_htod_async_req(args, args_len, &m))
+    if (rgpu_unpack_memcpy_htod_async_req(r->args, r->args_len, &m))
         return -1;
-    rgpu_lane_ring *ring = lane_htod_ring(lane, m.dst, m.stream, bulk_len, 1, current_ctx, capture_possible, &stream,
-                                          &code, what);
+    rgpu_lane_ring *ring = lane_htod_ring(lane, m.dst, m.stream, r->bulk_len, 1, r->current_ctx, r->capture_possible,
+                                          &stream, &code, what);
     if (!ring)
         return code;
-    return rgpu_lane_ring_copy(&lane->d, ring, m.dst, bulk, bulk_len, stream, what);
+    return rgpu_lane_ring_copy(&lane->d, ring, m.dst, r->bulk, r->bulk_len, stream, what);
 }
 
-static int memset_async(rgpu_lane *lane, int width, const uint8_t *args, size_t args_len, uint64_t current_ctx,
-                        const char **what)
+static int memset_async(rgpu_lane *lane, int width, const struct lane_record *r, const char **what)
 {
+    const uint8_t *args = r->args;
+    size_t args_len = r->args_len;
     struct rgpu_memset_d8_async_req m8;
     struct rgpu_memset_d32_async_req m32;
     uint64_t dst, count, stream;
@@ -338,7 +338,7 @@ static int memset_async(rgpu_lane *lane, int width, const uint8_t *args, size_t 
     }
     if (count > UINT64_MAX / 4 || !lane_owned(lane, dst, count * (uint64_t)width))
         return -1;
-    struct binding *e = stream_binding(lane, stream, current_ctx);
+    struct binding *e = stream_binding(lane, stream, r->current_ctx);
     if (!e)
         return -1;
     int code = lane_set_current(lane, e->ctx, what);
@@ -361,23 +361,23 @@ static struct binding *on_stream(rgpu_lane *lane, uint64_t stream, uint64_t curr
     return *code ? NULL : e;
 }
 
-static int synchronize(rgpu_lane *lane, const uint8_t *args, size_t args_len, uint64_t current_ctx, const char **what)
+static int synchronize(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
     struct rgpu_stream_synchronize_req m;
-    if (rgpu_unpack_stream_synchronize_req(args, args_len, &m))
+    if (rgpu_unpack_stream_synchronize_req(r->args, r->args_len, &m))
         return -1;
     int code;
-    struct binding *e = on_stream(lane, m.stream, current_ctx, &code, what);
+    struct binding *e = on_stream(lane, m.stream, r->current_ctx, &code, what);
     if (!e)
         return code;
     *what = "cuStreamSynchronize";
     return lane->d.stream_synchronize(e->stream);
 }
 
-static int graph_launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, const char **what)
+static int graph_launch(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
     struct rgpu_graph_launch_req m;
-    if (rgpu_unpack_graph_launch_req(args, args_len, &m))
+    if (rgpu_unpack_graph_launch_req(r->args, r->args_len, &m))
         return -1;
     struct binding *e = find(lane, GRAPH, m.exec, m.stream);
     if (!e)
@@ -389,24 +389,42 @@ static int graph_launch(rgpu_lane *lane, const uint8_t *args, size_t args_len, c
     return lane->d.graph_launch(e->obj, e->stream);
 }
 
-int rgpu_lane_serves(uint16_t opcode)
+static int memset_d8(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
-    /* rgpu_lane_run's cases; tests/test_lane.py checks that every other opcode is declined. */
-    switch (opcode) {
-    case RGPU_OP_LAUNCH_KERNEL:
-    case RGPU_OP_LAUNCH_KERNEL_EX:
-    case RGPU_OP_STREAM_SYNCHRONIZE:
-    case RGPU_OP_GRAPH_LAUNCH:
-    case RGPU_OP_MEMCPY_HTOD_ASYNC:
-    case RGPU_OP_MEMSET_D8_ASYNC:
-    case RGPU_OP_MEMSET_D32_ASYNC:
-    case RGPU_OP_DNN_BN_INFERENCE:
-    case RGPU_OP_DNN_EXECUTE:
-        return 1;
-    default:
-        return 0;
-    }
+    return memset_async(lane, 1, r, what);
 }
+
+static int memset_d32(rgpu_lane *lane, const struct lane_record *r, const char **what)
+{
+    return memset_async(lane, 4, r, what);
+}
+
+/* The records the lane runs, each with its count: one table for rgpu_lane_serves and rgpu_lane_run. */
+static const struct runner {
+    unsigned opcode;
+    int counter;
+    int (*run)(rgpu_lane *lane, const struct lane_record *r, const char **what);
+} runners[] = {
+    {RGPU_OP_LAUNCH_KERNEL, COUNT_LAUNCH, launch},
+    {RGPU_OP_LAUNCH_KERNEL_EX, COUNT_LAUNCH_EX, launch_ex},
+    {RGPU_OP_STREAM_SYNCHRONIZE, COUNT_SYNC, synchronize},
+    {RGPU_OP_GRAPH_LAUNCH, COUNT_GRAPH, graph_launch},
+    {RGPU_OP_MEMCPY_HTOD_ASYNC, COUNT_HTOD, htod},
+    {RGPU_OP_MEMSET_D8_ASYNC, COUNT_MEMSET_D8, memset_d8},
+    {RGPU_OP_MEMSET_D32_ASYNC, COUNT_MEMSET_D32, memset_d32},
+    {RGPU_OP_DNN_BN_INFERENCE, COUNT_BN_INFERENCE, lane_batch_norm},
+    {RGPU_OP_DNN_EXECUTE, COUNT_DNN_EXECUTE, lane_dnn_execute},
+};
+
+static const struct runner *runner_of(unsigned opcode)
+{
+    for (size_t i = 0; i < sizeof runners / sizeof *runners; i++)
+        if (runners[i].opcode == opcode)
+            return &runners[i];
+    return NULL;
+}
+
+int rgpu_lane_serves(uint16_t opcode) { return runner_of(opcode) != NULL; }
 
 void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos, uint64_t current_ctx,
                    int capture_possible, rgpu_lane_stop *stop)
@@ -423,54 +441,18 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
         size_t args_len;
         if (rgpu_parse_header(body, n, &h, &args_len) || h.flags != RGPU_FLAG_NO_REPLY)
             break;
-        const uint8_t *args = body + RGPU_HEADER_SIZE, *bulk = args + args_len;
+        const struct runner *runner = runner_of(h.opcode);
+        if (!runner)
+            break;
+        const struct lane_record r = {body + RGPU_HEADER_SIZE, args_len, body + RGPU_HEADER_SIZE + args_len,
+                                      h.bulk_len, current_ctx, capture_possible};
         const char *what = "";
         unsigned long long started = lane_now_ns();
-        int code, counter;
-        switch (h.opcode) {
-        case RGPU_OP_LAUNCH_KERNEL:
-            counter = COUNT_LAUNCH;
-            code = launch(lane, args, args_len, bulk, h.bulk_len, &what);
-            break;
-        case RGPU_OP_LAUNCH_KERNEL_EX:
-            counter = COUNT_LAUNCH_EX;
-            code = launch_ex(lane, args, args_len, bulk, h.bulk_len, &what);
-            break;
-        case RGPU_OP_STREAM_SYNCHRONIZE:
-            counter = COUNT_SYNC;
-            code = synchronize(lane, args, args_len, current_ctx, &what);
-            break;
-        case RGPU_OP_GRAPH_LAUNCH:
-            counter = COUNT_GRAPH;
-            code = graph_launch(lane, args, args_len, &what);
-            break;
-        case RGPU_OP_MEMCPY_HTOD_ASYNC:
-            counter = COUNT_HTOD;
-            code = htod(lane, args, args_len, bulk, h.bulk_len, current_ctx, capture_possible, &what);
-            break;
-        case RGPU_OP_MEMSET_D8_ASYNC:
-            counter = COUNT_MEMSET_D8;
-            code = memset_async(lane, 1, args, args_len, current_ctx, &what);
-            break;
-        case RGPU_OP_MEMSET_D32_ASYNC:
-            counter = COUNT_MEMSET_D32;
-            code = memset_async(lane, 4, args, args_len, current_ctx, &what);
-            break;
-        case RGPU_OP_DNN_BN_INFERENCE:
-            counter = COUNT_BN_INFERENCE;
-            code = lane_batch_norm(lane, args, args_len, bulk, h.bulk_len, current_ctx, &what);
-            break;
-        case RGPU_OP_DNN_EXECUTE:
-            counter = COUNT_DNN_EXECUTE;
-            code = lane_dnn_execute(lane, args, args_len, bulk, h.bulk_len, current_ctx, &what);
-            break;
-        default:
-            code = -1, counter = 0;
-        }
+        int code = runner->run(lane, &r, &what);
         if (code < 0)
             break;
-        lane->calls[counter]++;
-        lane->ns[counter] += lane_now_ns() - started;
+        lane->calls[runner->counter]++;
+        lane->ns[runner->counter] += lane_now_ns() - started;
         pos += RGPU_PREFIX_SIZE + n;
         if (code) {
             stop->status = code, stop->opcode = h.opcode, stop->request_id = h.request_id, stop->what = what;
@@ -614,7 +596,7 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
         return lane->d.ctx_synchronize();
     }
     if (opcode == RGPU_OP_STREAM_SYNCHRONIZE)
-        return synchronize(lane, args, args_len, current_ctx, what);
+        return synchronize(lane, &(struct lane_record){args, args_len, NULL, 0, current_ctx, capture_possible}, what);
     if (opcode == RGPU_OP_MEMCPY_DTOH_ASYNC || opcode == RGPU_OP_MEMCPY_DTOH)
         return dtoh(lane, opcode == RGPU_OP_MEMCPY_DTOH, args, args_len, current_ctx, bulk_len, bulk_at, what);
     return -1;

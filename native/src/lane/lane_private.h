@@ -59,6 +59,18 @@ int lane_ring_wait(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, const ch
 int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
                    uintptr_t stream, const char **what);
 
+/* One deferred record of a batch, as rgpu_lane_run hands it to the function that runs its opcode: its arguments
+ * and bulk (within the batch, lengths checked against the record's), the session's current context, and whether a
+ * capture may be under way. */
+struct lane_record {
+    const uint8_t *args;
+    size_t args_len;
+    const uint8_t *bulk;
+    size_t bulk_len;
+    uint64_t current_ctx;
+    int capture_possible;
+};
+
 /* dnn.c: the cuDNN calls bound -- batch norms' shapes (rgpu_lane_bind_batch_norm), plans' executions
  * (rgpu_lane_bind_dnn_execute) -- and the records that run them. */
 #define LANE_BN_TENSORS (3 * 72) /* x, y and the statistics' tensor descriptors, as on the wire */
@@ -83,10 +95,8 @@ struct lane_dnn_bound {
 };
 struct lane_dnn_bound *lane_dnn_bound(rgpu_lane *lane);
 void lane_dnn_forget(struct lane_dnn_bound *t); /* (frees what it holds) */
-int lane_batch_norm(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
-                    uint64_t current_ctx, const char **what);
-int lane_dnn_execute(rgpu_lane *lane, const uint8_t *args, size_t args_len, const uint8_t *bulk, size_t bulk_len,
-                     uint64_t current_ctx, const char **what);
+int lane_batch_norm(rgpu_lane *lane, const struct lane_record *r, const char **what);
+int lane_dnn_execute(rgpu_lane *lane, const struct lane_record *r, const char **what);
 /* lane.c's, for dnn.c: whether [ptr, ptr + n) lies in one of the session's regions; the bound stream's context and
  * driver stream (0: not bound); making a context current (0, or the CUresult with the call in *what). */
 int lane_owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n);
