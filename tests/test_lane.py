@@ -341,12 +341,13 @@ def _batch(s, records: list[bytes]):
     return next_action(s, Frame(ops.BATCH.code, 2, bulk=b"".join(records)), MAX_RECORD).run()
 
 
-def test_in_a_session_the_lane_runs_what_python_bound_with_the_same_effect(fake_session, monkeypatch):
-    s = fake_session
+def lane_runs(s, monkeypatch) -> list[tuple[int, int]]:
+    """(from, to) of each run of the session's C lane from now on: which records it ran, told apart from those the
+    Python path ran."""
     ran = []
     real = s.lane._lib
 
-    class Spy:  # which records the C lane ran, told apart from those the Python path ran
+    class Spy:
         def __getattr__(self, name):
             return getattr(real, name)
 
@@ -355,6 +356,12 @@ def test_in_a_session_the_lane_runs_what_python_bound_with_the_same_effect(fake_
             ran.append((pos, stop.pos))
 
     monkeypatch.setattr(s.lane, "_lib", Spy())
+    return ran
+
+
+def test_in_a_session_the_lane_runs_what_python_bound_with_the_same_effect(fake_session, monkeypatch):
+    s = fake_session
+    ran = lane_runs(s, monkeypatch)
     ptr = _call(s, ops.MEM_ALLOC, 64).dptr
     n = 16
     first = memset(ops.MEMSET_D32_ASYNC, ptr, 5, n, stream=0, request_id=10)
@@ -581,18 +588,7 @@ def test_in_a_session_batch_norms_run_in_the_lane_once_python_ran_one(fake_sessi
     """The first batch norm of a shape is Python's and binds it; the next run in C with the same result; one whose
     output range runs past its allocation C leaves to Python, which refuses it."""
     s = fake_session
-    ran = []
-    real = s.lane._lib
-
-    class Spy:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        def rgpu_lane_run(self, the_lane, view, length, pos, ctx, capture, stop):
-            real.rgpu_lane_run(the_lane, view, length, pos, ctx, capture, stop)
-            ran.append((pos, stop.pos))
-
-    monkeypatch.setattr(s.lane, "_lib", Spy())
+    ran = lane_runs(s, monkeypatch)
     handle = _call(s, ops.DNN_CREATE).handle
     x, y, z, scale, bias, mean, var = (_call(s, ops.MEM_ALLOC, 64).dptr for _ in range(7))
     values = {x: struct.pack("<8f", *range(8)), scale: struct.pack("<2f", 2.0, 3.0), bias: struct.pack("<2f", 1, -1),
