@@ -10,7 +10,9 @@
 # Python's: decode steps, 600 KB logits back, 512 KiB prompt inputs, the Python client's 1 and 64 MiB copies).
 # Section rtt: ResNet-18 b1 and the GPT step at 0, 100, 500 and 2000 us of injected round-trip time; psk: the
 # Python client's copies with a pre-shared key; psktoken: bench/token_loop.py's shapes through the C stand-ins with
-# a PSK (the C loop, then Python's) beside plain; RGPU_CHECK_LLAMA_PSK=1: llama.cpp through rgpu with a PSK; dispatch: bench/dispatch_bench.py (the worker's cost per deferred
+# a PSK (the C loop, then Python's) beside plain (RGPU_CHECK_PSKTOKEN_SHAPES: which of decode logits prompt bulk;
+# RGPU_CHECK_TOKEN_ROUNDS: rounds of each token_loop run); RGPU_CHECK_LLAMA_PSK=1: llama.cpp through rgpu with a
+# PSK; dispatch: bench/dispatch_bench.py (the worker's cost per deferred
 # record, cuDNN's batch norm among them, against the backend's call alone; RGPU_CHECK_DISPATCH_ARGS adds options,
 # e.g. "--only DNN_BN_INFERENCE --profile"). RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=1
 # adds run_llama.sh perrep (its operation counts per repetition hold, its times are differences between two
@@ -52,7 +54,7 @@ token_loop() {
   fi
   local nl=$1; shift
   RGPU_NATIVE_LOOP=$nl timeout 60 python3 bench/token_loop.py --backend $BACKEND --shims /tmp/rgpu-shims \
-    --exe /tmp/token_loop --rounds 1 "$@"
+    --exe /tmp/token_loop --rounds ${RGPU_CHECK_TOKEN_ROUNDS:-1} "$@"
 }
 if [[ " $sections " == *" loop "* ]]; then  # the C loop against Python's, alternating
   for round in 1 2; do
@@ -92,6 +94,7 @@ fi
 if [[ " $sections " == *" psktoken "* ]]; then  # the C stand-ins with a PSK: C's loop sealed, against plain
   for shape in "decode --tokens 1000" "logits --tokens 300 --logits-bytes 607744" \
                "prompt --tokens 300 --prompt-bytes 524288" "bulk --tokens 10 --prompt-bytes 67108864"; do
+    [[ " ${RGPU_CHECK_PSKTOKEN_SHAPES:-decode logits prompt bulk} " == *" ${shape%% *} "* ]] || continue
     for run in "1 " "1 --psk" "0 --psk"; do
       token_loop $run ${shape#* } > "$OUT/psktoken_${shape%% *}_nl${run%% *}${run#* }.txt" 2>&1
     done

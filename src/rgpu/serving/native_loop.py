@@ -33,6 +33,9 @@ MAX_FRAMES = 64
 
 
 
+_unsealed_said = False  # (the warning that sealed sessions stay in Python's loop: once per worker)
+
+
 def wanted() -> bool:
     return os.environ.get("RGPU_NATIVE_LOOP") != "0"
 
@@ -75,6 +78,11 @@ class NativeLoop:
             return None
         seal = None
         if io.conn.protector is not None and (seal := lanes.seal_for(*io.conn.protector.native_keys())) is None:
+            global _unsealed_said
+            if not _unsealed_said:
+                _unsealed_said = True
+                session.log.warning("the fast lane cannot load libcrypto (OpenSSL 3): sessions with a pre-shared key "
+                                    "are served by Python's request loop, several times slower per request")
             return None
         return cls(session, io, output, inject_rtt_us, seal)
 
