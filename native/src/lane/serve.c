@@ -96,7 +96,7 @@ static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
  * before its tag is checked), then served as a plain one would be; a host-to-device copy goes to the GPU through
  * the copy ring from there. Records too big for the buffer stay sealed for Python, which opens them as they
  * arrive; a frame C opened but does not serve goes to Python opened (its counter is taken). The C stand-ins send
- * sealed copies in pieces that fit (conn_calls.c). */
+ * sealed copies in pieces that fit (rgpu_htod_chunk, conn_context.c). */
 static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
 {
     size_t start = 0, end = io->have <= io->cap ? io->have : io->cap;
