@@ -47,6 +47,8 @@ dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
 assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
 assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cu.cuCtxSetCurrent(ctx) == 0
 assert cu.cuMemAlloc_v2(ctypes.byref(ptr), 4096) == 0
+import time
+time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)  # the worker waits for us meanwhile
 def mark(where):
     print("MARK " + where, flush=True)
     sys.stdin.readline()
@@ -81,8 +83,8 @@ def test_workloads_harness_reads_the_counters_of_the_running_session_at_the_chil
     try:
         env = shims.environment(shim_dir)
         env["RGPU_SERVER"] = server.address
-        output, marks = workloads._run_marked([sys.executable, str(child), str(shim_dir / "libcuda.so.1")], env,
-                                              server)
+        output, marks = workloads._run_marked([sys.executable, str(child), str(shim_dir / "libcuda.so.1"), "0.5"],
+                                              env, server)
     finally:
         server.close()
     assert "RESULT" in output and len(marks) == 2, output
@@ -92,6 +94,8 @@ def test_workloads_harness_reads_the_counters_of_the_running_session_at_the_chil
     assert b["bytes_in"] > a["bytes_in"] and b["seconds_by_op"]["MEMSET_D8_ASYNC"] > 0
     # the loop's turns between the marks: waiting for the child and running its calls both took time
     assert all(b["loop_s"][k] > a["loop_s"][k] for k in ("receive", "run", "reply")), (a["loop_s"], b["loop_s"])
+    # the worker had waited 0.5 s for the child when the first mark was read: that wait belongs before it
+    assert 0 < b["wait_s"] - a["wait_s"] < 0.4, (a["wait_s"], b["wait_s"])
 
 
 def test_workloads_rounds_report_the_median_measurement_of_each_side():

@@ -167,7 +167,7 @@ def _counters(session: Session, io: SocketFrameStream) -> dict:
     return {"frames": session.frames_received, "calls": session.calls,
             "graph_launches": graphs.graph_launches(session), "blocking": session.replies_sent,
             "deferred": session.calls - session.replies_sent, "bytes_in": io.bytes_received,
-            "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(), "wait_s": io.wait_ns / 1e9,
+            "bytes_out": io.bytes_sent, "cpu_s": _cpu_seconds(), "wait_s": _wait_seconds(session, io),
             "blocking_by_op": _by_name(dict(session.replies_by_op)), "calls_by_op": _by_name(dict(session.calls_by_op)),
             "seconds_by_op": {name: ns / 1e9 for name, ns in _by_name(dict(session.ns_by_op)).items()},
             "loop_s": _loop_seconds(session)}
@@ -181,6 +181,13 @@ def _loop_seconds(session: Session) -> dict:
     if since:
         receive += max(time.perf_counter_ns() - since, 0)
     return {"receive": receive / 1e9, "run": run / 1e9, "reply": reply / 1e9}
+
+
+def _wait_seconds(session: Session, io: SocketFrameStream) -> float:
+    """The time waited for the client, with a receive in progress counted up to now, as _loop_seconds counts it:
+    a wait that began before a reading and ends after it is split between the two."""
+    since, _ = session.receiving
+    return (io.wait_ns + (max(time.perf_counter_ns() - since, 0) if since else 0)) / 1e9
 
 
 def _by_name(counts: dict[int, int]) -> dict[str, int]:
