@@ -93,6 +93,22 @@ def test_tampered_or_reordered_record_is_rejected():
         s2.protector.open(second)  # out of order: counter 0 expected
 
 
+def test_counters_handed_back_by_another_opener_only_move_forward():
+    """The worker's C request loop opens and seals records between Python's turns and hands the counters back:
+    records it took count (the next one opens with the counter after them); counters going back are refused."""
+    c, s = run(TEST_PSK, TEST_PSK)
+    records = [b"".join(c.protector.seal([frame_bytes(Frame(ops.NOP.code, i))]))[4:] for i in range(3)]
+    assert s.protector.counters == (0, 0)
+    s.protector.set_counters(2, 5)  # (as if C had opened the first two and sealed five replies)
+    assert parse_frame(s.protector.open(records[2])).request_id == 2
+    with pytest.raises(ProtocolError, match="went back"):
+        s.protector.set_counters(1, 5)
+    with pytest.raises(ProtocolError, match="went back"):
+        s.protector.set_counters(3, 4)
+    cipher, recv_key, send_key = s.protector.native_keys()
+    assert (cipher, recv_key, send_key) == (c.protector.native_keys()[0], *c.protector.native_keys()[:0:-1])
+
+
 def test_version_mismatch_is_reported_with_both_versions():
     c = ClientHandshake(None, major=2)
     s = ServerHandshake(None, max_frame=1 << 20, session_id=1)
