@@ -7,6 +7,7 @@ page-locked one; its events are no-ops (the fake copies at once), whose wait fai
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import attrs
@@ -75,6 +76,9 @@ class FakeLaneDriver:
         for field, callback in self._dnn_callbacks.items():
             setattr(self.dnn, field, callback)
         self._dnn_streams: dict[int, int] = {}
+        # cuDNN calls the fake refused (a range outside the session, say): the lane must check before calling, as
+        # a real cuDNN would not refuse them but run them (tests assert this stays empty)
+        self.dnn_refusals: list[str] = []
 
     def address(self, obj) -> int:
         if obj is None:
@@ -96,8 +100,9 @@ class FakeLaneDriver:
 
     def _dnn_execute(self, handle, plan, pack) -> int:
         stream = self._object(self._dnn_streams[self._int(handle)])
-        self.backend.dnn_execute(self._current, self._object(self._int(handle)), self._object(self._int(plan)),
-                                 self._object(self._int(pack)), stream, {})
+        with self._refusals_noted("cudnnBackendExecute"):
+            self.backend.dnn_execute(self._current, self._object(self._int(handle)), self._object(self._int(plan)),
+                                     self._object(self._int(pack)), stream, {})
         return 0
 
     @staticmethod
@@ -113,10 +118,19 @@ class FakeLaneDriver:
         tensors = tuple(self._object(self._int(d)) for d in (xd, yd, bnd))
         kind = "double *" if tensors[0].type == 1 else "float *"
         stream = self._object(self._dnn_streams[self._int(handle)])
-        self.backend.dnn_bn_inference(self._current, self._object(self._int(handle)), stream, mode,
-                                      ffi.cast(kind, alpha)[0], ffi.cast(kind, beta)[0], epsilon, tensors,
-                                      tuple(self._int(p) for p in (x, y, scale, bias, mean, var)))
+        with self._refusals_noted("cudnnBatchNormalizationForwardInference"):
+            self.backend.dnn_bn_inference(self._current, self._object(self._int(handle)), stream, mode,
+                                          ffi.cast(kind, alpha)[0], ffi.cast(kind, beta)[0], epsilon, tensors,
+                                          tuple(self._int(p) for p in (x, y, scale, bias, mean, var)))
         return 0
+
+    @contextlib.contextmanager
+    def _refusals_noted(self, what: str):
+        try:
+            yield
+        except CudaError as e:
+            self.dnn_refusals.append(f"{what}: {e}")
+            raise
 
     def _object(self, address: int):
         return self._objects[address] if address else None
