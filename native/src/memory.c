@@ -416,7 +416,7 @@ int rgpu_is_program_host(uint64_t ptr)
 static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, uint64_t stream)
 {
     const uint8_t *p = src;
-    size_t chunk = rgpu_htod_chunk(), off = 0;
+    size_t off = 0;
     if (!src && n)
         return CUDA_ERROR_INVALID_VALUE;
     rgpu_shadow_settle((uint64_t)(uintptr_t)src, n);
@@ -426,6 +426,8 @@ static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, ui
     }
     int defer = op == RGPU_OP_MEMCPY_HTOD_ASYNC ||
                 (rgpu_server_minor() >= 1 && set_find(&device_ranges, dst, n, NULL) == 0);
+    /* (a copy that waits for each chunk's reply goes in big chunks: smaller ones would each cost a round trip) */
+    size_t chunk = defer ? rgpu_htod_chunk() : rgpu_max_chunk();
     do {
         size_t k = n - off < chunk ? n - off : chunk;
         uint8_t a[RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE];
