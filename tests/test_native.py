@@ -450,3 +450,40 @@ def test_a_batch_goes_out_early_after_a_reply_and_grows(shim_dir, tmp_path):
         frames[first] = record["frames"]
     # 300 launches: batches of 8, 16, 32, 64 and 128, the last 52 with the synchronize; against 256 and then 44
     assert frames["8"] - frames["256"] == 4, frames
+
+
+_COPY_CHILD = """
+import ctypes, sys
+cu = ctypes.CDLL(sys.argv[1])
+dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+n = 1 << 20
+assert cu.cuMemAlloc_v2(ctypes.byref(ptr), n) == 0
+data = bytes(range(256)) * (n // 256)
+assert cu.cuMemcpyHtoDAsync_v2(ptr, data, ctypes.c_size_t(n), None) == 0
+back = ctypes.create_string_buffer(n)
+assert cu.cuMemcpyDtoH_v2(back, ptr, ctypes.c_size_t(n)) == 0
+assert back.raw == data
+print("COPIED")
+"""
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_sealed_copies_go_in_records_the_servers_c_loop_opens(shim_dir, tmp_path, sealed):
+    """With a PSK the stand-ins send a deferred host-to-device copy in 256 KiB records (the worker's C loop opens
+    records up to its buffer whole; larger ones would be Python's): a 1 MiB copy is 4 of them, plain it is one."""
+    child, stats, key = tmp_path / "child.py", tmp_path / "stats.jsonl", tmp_path / "key"
+    child.write_text(_COPY_CHILD)
+    key.write_text(TEST_KEY)
+    key.chmod(0o600)
+    env = shims.environment(shim_dir)
+    args = ["--stats-file", str(stats), "--log-level", "warning"] + (["--psk-file", str(key)] if sealed else [])
+    with local_server("fake", args) as address:
+        env.update(RGPU_SERVER=address, **({"RGPU_PSK_FILE": str(key)} if sealed else {}))
+        res = subprocess.run([sys.executable, str(child), str(shim_dir / "libcuda.so.1")], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0 and "COPIED" in res.stdout, res.stderr
+        wait_for_stats_record(stats, 30)
+    (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert record["calls_by_op"]["MEMCPY_HTOD_ASYNC"] == (4 if sealed else 1), record["calls_by_op"]
