@@ -240,9 +240,11 @@ def state(side: Side) -> tuple:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.lists(frames, min_size=1, max_size=12), st.booleans(), st.booleans(), st.data())
-def test_the_c_loop_and_python_agree_byte_for_byte(monkeypatch, plan, malformed_last, sealed, data):
-    """`sealed`: both sessions protected with the same keys, so the same replies are the same ciphertext."""
+@given(st.lists(frames, min_size=1, max_size=12), st.booleans(), st.booleans(), st.none() | st.integers(0, 20),
+       st.data())
+def test_the_c_loop_and_python_agree_byte_for_byte(monkeypatch, plan, malformed_last, sealed, spoil, data):
+    """`sealed`: both sessions protected with the same keys, so the same replies are the same ciphertext;
+    `spoil`: with a seal, the record (of that index, wrapped) whose tag no longer matches."""
     sides = [Side(True), Side(True)]
     results = []
     try:
@@ -253,7 +255,11 @@ def test_the_c_loop_and_python_agree_byte_for_byte(monkeypatch, plan, malformed_
                 malformed = struct.pack("<I", 64) + bytes(8)
                 stream.append(frame_bytes(Frame(ops.BATCH.code, 99, FLAG_NO_REPLY, bulk=malformed)))
             stream.append(frame_bytes(Frame(ops.GOODBYE.code, 98)))
-            streams.append(b"".join(sealed_records(stream) if sealed else stream))
+            records = sealed_records(stream) if sealed else stream
+            if sealed and spoil is not None:  # one record's ciphertext changed: the session ends there, both ways
+                at = spoil % len(records)
+                records[at] = records[at][:-1] + bytes([records[at][-1] ^ 1])
+            streams.append(b"".join(records))
         assert len(streams[0]) == len(streams[1])
         cuts = sorted(data.draw(st.lists(st.integers(1, len(streams[0]) - 1), max_size=6, unique=True)))
         pauses = data.draw(st.lists(st.booleans(), min_size=len(cuts), max_size=len(cuts)))
@@ -261,6 +267,8 @@ def test_the_c_loop_and_python_agree_byte_for_byte(monkeypatch, plan, malformed_
             results.append(serve(side, stream, cuts, pauses, native, monkeypatch, sealed=sealed))
         assert results[0] == results[1]
         assert state(sides[0]) == state(sides[1])
+        if sealed and spoil is not None:
+            assert results[0][1].startswith("protocol error"), results[0][1]
     finally:
         for side in sides:
             side.s.release_all()
