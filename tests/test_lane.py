@@ -524,7 +524,8 @@ def test_doubles_take_double_scaling_factors(fast, driver):
 
 
 PLAN = 0x0C00_0000_0000_0009
-PACK = struct.pack("<H", 2) + struct.pack("<III2Q", 1001, 6, 2, 0x1000, 0x1080) + struct.pack("<IIIQ", 1002, 6, 1, 0x10C0)
+PACK = (struct.pack("<H", 2) + struct.pack("<III2Q", 1001, 6, 2, 0x1000, 0x1080)  # data pointers, a workspace
+        + struct.pack("<IIIQ", 1002, 6, 1, 0x10C0))
 
 
 def execute_record(request_id=7, handle=DNN_HANDLE, plan=PLAN, stream=STREAM, pack=PACK):
