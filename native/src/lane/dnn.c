@@ -33,6 +33,15 @@ void lane_dnn_forget(struct lane_dnn_bound *t)
     t->executes = 0, t->batch_norms = 0;
 }
 
+/* The bound shape of `handle` with these tensor descriptors, or NULL. */
+static struct lane_batch_norm *find_batch_norm(struct lane_dnn_bound *t, uint64_t handle, const uint8_t *tensors)
+{
+    for (size_t i = 0; i < t->batch_norms; i++)
+        if (t->shapes[i].handle == handle && !memcmp(t->shapes[i].tensors, tensors, LANE_BN_TENSORS))
+            return &t->shapes[i];
+    return NULL;
+}
+
 int rgpu_lane_bind_batch_norm(rgpu_lane *lane, const rgpu_lane_dnn *dnn, uint64_t handle, const uint8_t *tensors,
                               size_t tensors_len, uintptr_t ctx_obj, uintptr_t handle_obj, uintptr_t x_desc,
                               uintptr_t y_desc, uintptr_t bn_desc, uint64_t x_bytes, uint64_t y_bytes,
@@ -41,10 +50,7 @@ int rgpu_lane_bind_batch_norm(rgpu_lane *lane, const rgpu_lane_dnn *dnn, uint64_
     struct lane_dnn_bound *t = lane_dnn_bound(lane);
     if (tensors_len != LANE_BN_TENSORS || !dnn->set_stream || !dnn->bn_inference)
         return -1;
-    struct lane_batch_norm *b = NULL;
-    for (size_t i = 0; i < t->batch_norms && !b; i++)
-        if (t->shapes[i].handle == handle && !memcmp(t->shapes[i].tensors, tensors, LANE_BN_TENSORS))
-            b = &t->shapes[i]; /* bound again: the newer answer wins */
+    struct lane_batch_norm *b = find_batch_norm(t, handle, tensors); /* bound again: the newer answer wins */
     if (!b) {
         if (t->batch_norms == LANE_BATCH_NORMS)
             return -1;
@@ -102,10 +108,7 @@ int lane_batch_norm(rgpu_lane *lane, const struct lane_record *r, const char **w
     const uint8_t *bulk = r->bulk;
     if (r->bulk_len != LANE_BN_TENSORS || rgpu_unpack_dnn_bn_inference_req(r->args, r->args_len, &m))
         return -1;
-    const struct lane_batch_norm *b = NULL;
-    for (size_t i = 0; i < t->batch_norms && !b; i++)
-        if (t->shapes[i].handle == m.handle && !memcmp(t->shapes[i].tensors, bulk, LANE_BN_TENSORS))
-            b = &t->shapes[i];
+    const struct lane_batch_norm *b = find_batch_norm(t, m.handle, bulk);
     if (!b || !lane_owned(lane, m.x, b->x_bytes) || !lane_owned(lane, m.y, b->y_bytes) ||
         !lane_owned(lane, m.scale, b->bn_bytes) || !lane_owned(lane, m.bias, b->bn_bytes) ||
         !lane_owned(lane, m.mean, b->bn_bytes) || !lane_owned(lane, m.var, b->bn_bytes))

@@ -226,17 +226,17 @@ def lane_batch_norm(handle, tensors) -> tuple:
     the scaling factors are doubles, and release() for the descriptors. They are the lane's own, not the cache's,
     whose eviction would destroy them while the lane still names them."""
     lib, descriptors = library(), []
-    try:
-        for t in tensors:
-            descriptors.append(_tensor_descriptor(t))
-    except CudaError:
-        for d in descriptors:
-            lib.cudnnDestroyTensorDescriptor(d)
-        raise
 
     def release() -> None:
         for d in descriptors:
             lib.cudnnDestroyTensorDescriptor(d)
+
+    try:
+        for t in tensors:
+            descriptors.append(_tensor_descriptor(t))
+    except CudaError:
+        release()
+        raise
 
     return (_key(handle), *(int(_ffi.cast("uintptr_t", d)) for d in descriptors), tensors[0].type == 1, release)
 
