@@ -92,6 +92,18 @@ static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     return 0;
 }
 
+/* What follows serve_whole's answer `r` other than RGPU_SERVE_PYTHON, for the frame at frame_at (in buf, or in plain
+ * when `in_plain`): the outcome to hand back with, or -1 to go on serving. */
+static int after_whole(const rgpu_lane_serve_io *io, rgpu_lane_served *out, int r, size_t frame_at, size_t frame_len,
+                       int in_plain)
+{
+    if (r == RGPU_SERVE_BATCH_STOPPED)
+        out->frame_at = frame_at, out->frame_len = frame_len, out->frame_in_plain = in_plain;
+    if (r)
+        return r;
+    return out->frames >= io->max_frames ? RGPU_SERVE_LIMIT : -1;
+}
+
 /* A sealed session: each record is opened whole into io->plain once it has all arrived (so nothing of it is used
  * before its tag is checked), then served as a plain one would be; a host-to-device copy goes to the GPU through
  * the copy ring from there. Records too big for the buffer stay sealed for Python, which opens them as they
@@ -121,10 +133,10 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
                 }
                 rgpu_put_u32(plain, (uint32_t)plain_len);
                 start += RGPU_PREFIX_SIZE + len;
-                out->opened_at = 0, out->opened_len = RGPU_PREFIX_SIZE + plain_len; /* (if handed back) */
                 rgpu_header h;
                 size_t args_len;
                 struct copy_in copy;
+                int r = 0;
                 if (!rgpu_parse_header(plain + RGPU_PREFIX_SIZE, plain_len, &h, &args_len) &&
                     serve_copy_asked(&h, plain + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, args_len, &copy)) {
                     /* All of it is in plain: serve_stream_htod copies it from there and receives nothing. */
@@ -134,28 +146,18 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
                     out->receive_ns += lane_now_ns() - mark;
                     if (serve_stream_htod(lane, &whole, out, &copy, &at, &to)) {
                         /* What it hands back is in plain: the copy's rest as a frame of its own. */
-                        out->opened_at = out->rest_at, out->opened_len = out->rest_end - out->rest_at;
-                        if (out->outcome == RGPU_SERVE_FAILED)
-                            out->opened_len = 0;
+                        if (out->outcome != RGPU_SERVE_FAILED)
+                            out->opened_at = out->rest_at, out->opened_len = out->rest_end - out->rest_at;
                         out->rest_at = start, out->rest_end = end;
                         return;
                     }
                     mark = lane_now_ns();
-                } else {
-                    int r = serve_whole(lane, io, out, plain, plain_len, &mark);
-                    if (r == RGPU_SERVE_PYTHON)
-                        HAND_BACK(RGPU_SERVE_PYTHON, start, end);
-                    out->opened_len = 0;
-                    if (r == RGPU_SERVE_BATCH_STOPPED) {
-                        out->frame_at = 0, out->frame_len = RGPU_PREFIX_SIZE + plain_len, out->frame_in_plain = 1;
-                        HAND_BACK(RGPU_SERVE_BATCH_STOPPED, start, end);
-                    }
-                    if (r == RGPU_SERVE_FAILED)
-                        HAND_BACK(RGPU_SERVE_FAILED, start, end);
+                } else if ((r = serve_whole(lane, io, out, plain, plain_len, &mark)) == RGPU_SERVE_PYTHON) {
+                    out->opened_at = 0, out->opened_len = RGPU_PREFIX_SIZE + plain_len;
+                    HAND_BACK(RGPU_SERVE_PYTHON, start, end);
                 }
-                out->opened_len = 0;
-                if (out->frames >= io->max_frames)
-                    HAND_BACK(RGPU_SERVE_LIMIT, start, end);
+                if ((r = after_whole(io, out, r, 0, RGPU_PREFIX_SIZE + plain_len, 1)) >= 0)
+                    HAND_BACK(r, start, end);
                 continue;
             }
         }
@@ -203,14 +205,8 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                 if (r == RGPU_SERVE_PYTHON)
                     HAND_BACK(RGPU_SERVE_PYTHON, start, end);
                 start += RGPU_PREFIX_SIZE + len;
-                if (r == RGPU_SERVE_BATCH_STOPPED) {
-                    out->frame_at = start - RGPU_PREFIX_SIZE - len, out->frame_len = RGPU_PREFIX_SIZE + len;
-                    HAND_BACK(RGPU_SERVE_BATCH_STOPPED, start, end);
-                }
-                if (r == RGPU_SERVE_FAILED)
-                    HAND_BACK(RGPU_SERVE_FAILED, start, end);
-                if (out->frames >= io->max_frames)
-                    HAND_BACK(RGPU_SERVE_LIMIT, start, end);
+                if ((r = after_whole(io, out, r, start - RGPU_PREFIX_SIZE - len, RGPU_PREFIX_SIZE + len, 0)) >= 0)
+                    HAND_BACK(r, start, end);
                 continue;
             }
         }
