@@ -381,6 +381,29 @@ def test_in_a_session_the_lane_runs_what_python_bound_with_the_same_effect(fake_
     assert ran[-1] == (0, 0) and s.take_deferred_error()
 
 
+def test_in_a_session_only_removing_a_handle_the_lane_was_bound_with_makes_it_forget(fake_session, monkeypatch):
+    """An event made and destroyed between steps (timing code) leaves the lane's bindings be; destroying the stream
+    one was made for drops them, and a record naming it is Python's again (which fails it)."""
+    s = fake_session
+    ran = lane_runs(s, monkeypatch)
+    forgets = []
+    real_forget = s.lane.forget
+    monkeypatch.setattr(s.lane, "forget", lambda: (forgets.append(1), real_forget()))
+    ptr = _call(s, ops.MEM_ALLOC, 64).dptr
+    stream = _call(s, ops.STREAM_CREATE, 0).stream
+    fill = memset(ops.MEMSET_D32_ASYNC, ptr, 5, 16, stream=stream, request_id=10)
+    _batch(s, [fill])  # Python runs it and binds the stream
+    for _ in range(3):
+        event = _call(s, ops.EVENT_CREATE, 0).event
+        _call(s, ops.EVENT_DESTROY, event)
+        _batch(s, [fill])
+        assert ran[-1] == (0, len(fill))  # still in C
+    assert not forgets and not s.take_deferred_error()
+    _call(s, ops.STREAM_DESTROY, stream)
+    _batch(s, [fill])
+    assert forgets and ran[-1] == (0, 0) and s.take_deferred_error()
+
+
 def test_in_a_session_a_malformed_batch_fails_before_anything_runs(fake_session):
     s = fake_session
     ptr = _call(s, ops.MEM_ALLOC, 64).dptr

@@ -85,14 +85,16 @@ for s in ${*:-build native rgpu bench}; do
         done
         grep -iE "not supported|error|unsupported" "$OUT/rgpu_server_llama.log" "$OUT/llama_stderr_rgpu.log" | sort | uniq -c | sort -rn | head -30
       fi ;;
-    bench)  # LLAMA_BENCH_ROUNDS rounds, native and rgpu alternating, so that drift of the box hits both alike
+    bench)  # LLAMA_BENCH_ROUNDS rounds, native and rgpu alternating, so that drift of the box hits both alike;
+      # LLAMA_BENCH_REPS repetitions per test: llama-bench's first timed repetition runs 1.5-4x slower than the
+      # rest, natively too (gpu-2026-12-04e-bench-reps), and with 3 it swung the mean of one round by 15 points
       rounds=${LLAMA_BENCH_ROUNDS:-1}; dirs=""
       for round in $(seq $rounds); do
         D=$OUT; [ $rounds -gt 1 ] && D=$OUT/round$round && mkdir -p $D; dirs="$dirs $D"
         for mode in native rgpu; do
           RUN=""; [ $mode = rgpu ] && { shims; start_server bench; through_rgpu; }
           for m in ${LLAMA_BENCH_MODELS:-tiny-q4_0 small-q8_0 mid-q4_0}; do
-            timeout 240 $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r 3 -o json ${LLAMA_BENCH_ARGS:-} > "$D/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
+            timeout 240 $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r ${LLAMA_BENCH_REPS:-30} -o json ${LLAMA_BENCH_ARGS:-} > "$D/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
             echo "round $round $mode $m rc=$?"
           done
           [ $mode = rgpu ] && { grep -E "ended:" "$OUT/rgpu_server_bench.log" | tail -4; stop_server; }

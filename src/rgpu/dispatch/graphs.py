@@ -109,6 +109,7 @@ def _launch_ex(s: Session, args, bulk):
         ctx, func = s.object(args.function, Kind.FUNCTION)
         stream = s.stream(args.stream)[1] if args.stream else None
         launch = st.ex_launchers[key] = s.backend.launcher_ex(ctx.obj, func.obj, stream)
+        s.handles.watch(args.function, args.stream, func.ctx)
     launch(args.grid_x, args.grid_y, args.grid_z, args.block_x, args.block_y, args.block_z, args.shared_mem, attributes,
            params)
 

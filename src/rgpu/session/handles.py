@@ -57,8 +57,11 @@ class HandleTable:
         self._entries: dict[int, Entry] = {}
         self._next = 1
         self._salt = secrets.randbits(24) << 32
-        # Bumped by every removal: what was resolved from handles (launch targets) is stale once it moves.
+        # Bumped by every removal of a watched handle -- one something was resolved from (launch targets, the
+        # fast lane's bindings): those are stale once it moves. Others (an event made and destroyed every step,
+        # as timing code does) leave them be, which would otherwise be rebuilt, through Python, every step.
         self.removals = 0
+        self._watched: set[int] = set()
 
     def add(self, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None,
             charge: tuple[int, str] | None = None) -> int:
@@ -84,13 +87,22 @@ class HandleTable:
     def pop(self, handle: int, kind: Kind) -> Entry:
         entry = self.get(handle, kind)
         del self._entries[handle]
-        self.removals += 1
+        self._removed(handle)
         return entry
 
     def remove(self, handle: int) -> Entry:
         entry = self._entries.pop(handle)
-        self.removals += 1
+        self._removed(handle)
         return entry
+
+    def watch(self, *handles: int) -> None:
+        """Something is being resolved from these handles (0: none): their removal must bump `removals`."""
+        self._watched.update(handles)
+
+    def _removed(self, handle: int) -> None:
+        if handle in self._watched:
+            self._watched.discard(handle)
+            self.removals += 1
 
     def owned_by(self, *, ctx: int | None = None, parent: int | None = None, kind: Kind | None = None):
         """Handles (newest first, so dependants go before what they depend on) matching the filters."""

@@ -176,6 +176,7 @@ class Session:
             else:  # parameters lie in offset order
                 param_bytes = func.info[-1][0] + func.info[-1][1] if func.info else 0
             target = LaunchTarget(self.backend.launcher(ctx.obj, func.obj, stream), param_bytes)
+            self.handles.watch(func_handle, stream_handle, func.ctx)
             self._launch_targets[key] = target
             if self.lane is not None:
                 self.lane.bind_launch(func_handle, stream_handle, ctx.obj, func.obj, stream, param_bytes)
@@ -190,6 +191,7 @@ class Session:
         if copier is None:
             ctx, stream = self.stream(stream_handle)
             copier = self._copiers[key] = self.backend.async_copier(ctx.obj, stream)
+            self.handles.watch(*key)
         return copier
 
     def bind_lane_stream(self, stream_handle: int) -> None:
@@ -201,6 +203,7 @@ class Session:
         if key not in self._lane_streams:
             ctx, stream = self.stream(stream_handle)
             self.lane.bind_stream(stream_handle, key[1], ctx.obj, stream)
+            self.handles.watch(*key)
             self._lane_streams.add(key)
 
     def bind_lane_batch_norm(self, handle: int, tensors_bytes: bytes, ctx, dnn, tensors, stream_handle: int) -> None:
@@ -210,6 +213,7 @@ class Session:
             return
         self.bind_lane_stream(stream_handle)
         self.lane.bind_batch_norm(handle, tensors_bytes, ctx.obj, dnn.obj, tensors, tuple(t.nbytes() for t in tensors))
+        self.handles.watch(handle)
         self._lane_batch_norms.add((handle, tensors_bytes))
 
     def bind_lane_dnn_execute(self, handle: int, plan: int, pack_bytes: bytes, ctx, dnn, plan_entry, attributes,
@@ -220,12 +224,14 @@ class Session:
             return
         self.bind_lane_stream(stream_handle)
         self.lane.bind_dnn_execute(handle, plan, pack_bytes, ctx.obj, dnn.obj, plan_entry.obj, attributes, ranges)
+        self.handles.watch(handle, plan)
         self._lane_dnn_executes.add((handle, plan, pack_bytes))
 
     def bind_lane_graph(self, exec_handle: int, stream_handle: int, ctx_obj, exec_obj, stream_obj) -> None:
         """Let the fast lane launch `exec_handle` on `stream_handle`, once Python has done so."""
         if self.lane is not None:
             self.lane.bind_graph(exec_handle, stream_handle, ctx_obj, exec_obj, stream_obj)
+            self.handles.watch(exec_handle, stream_handle)
 
     def lane_ready(self):
         """The fast lane, its bindings and regions brought up to date (before each of its runs)."""
@@ -236,7 +242,8 @@ class Session:
         return self.lane
 
     def _forget_bound_calls_if_stale(self) -> None:
-        """Launchers and copiers hold backend objects: once any handle has gone, they may be stale."""
+        """Launchers, copiers and the lane's bindings hold backend objects: once a handle one was resolved from has
+        gone (HandleTable.watch), they may be stale."""
         if self._bound_calls_at != self.handles.removals:
             self._launch_targets.clear()
             self._copiers.clear()
