@@ -11,30 +11,7 @@
 #include <unistd.h>
 
 #include "conn.h"
-
-static int write_iov(struct iovec *iov, int n)
-{
-    while (n > 0) {
-        /* MSG_NOSIGNAL: a server gone away is a lost connection (EPIPE), not a SIGPIPE that kills the program. */
-        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)(n > 64 ? 64 : n)};
-        ssize_t w = sendmsg(rgpu_conn.fd, &m, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        while (n > 0 && (size_t)w >= iov->iov_len) {
-            w -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (uint8_t *)iov->iov_base + w;
-            iov->iov_len -= (size_t)w;
-        }
-    }
-    return 0;
-}
+#include "send_iov.h"
 
 static uint64_t now_ns(void)
 {
@@ -139,7 +116,7 @@ static int seal_flush(void)
 {
     struct iovec v = {rgpu_conn.sealed, rgpu_conn.sealed_len};
     rgpu_conn.sealed_len = 0;
-    return v.iov_len ? write_iov(&v, 1) : 0;
+    return v.iov_len ? rgpu_send_iov(rgpu_conn.fd, &v, 1) : 0;
 }
 
 /* Room for n more bytes in the buffer (n <= SEAL_PIECE), flushing it first when it lacks them. */
@@ -208,7 +185,7 @@ int conn_send_frames(struct out_frame *f, int n)
         if (f[i].h.bulk_len)
             iov[k++] = (struct iovec){(void *)f[i].bulk, f[i].h.bulk_len};
     }
-    return write_iov(iov, k);
+    return rgpu_send_iov(rgpu_conn.fd, iov, k);
 }
 
 /* One received record at a time, plain or sealed alike: rec_begin reads its length prefix (with a PSK, and starts

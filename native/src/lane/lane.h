@@ -5,9 +5,9 @@
  *
  * Python stays the authority. It resolves and checks handles on its own path, then *binds* what it resolved
  * here (raw driver objects per handle pair); it pushes the session's device regions after every change and
- * forgets every binding once a handle any of them was resolved from is gone (HandleTable.watch). The lane runs a record only when everything it needs is
- * bound and every check passes; at anything else it stops *before* touching it, and Python runs that record
- * (and gives any error its message). A driver call that fails stops the lane after the record, with the
+ * forgets every binding once a handle any of them was resolved from is gone (HandleTable.watch). The lane runs
+ * a record only when everything it needs is bound and every check passes; at anything else it stops *before*
+ * touching it, and Python runs that record (and gives any error its message). A driver call that fails stops the lane after the record, with the
  * status, for Python to defer as usual.
  *
  * This header is the whole interface: rgpu/backends/lane.py hands it to cffi as it is (lines starting

@@ -12,6 +12,7 @@
 #include "lane_private.h"
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
+#include "send_iov.h"
 #include "serve_private.h"
 
 /* Kernel output is on its way to the client (in the pipe, or taken by Python's reader): a reply must follow it,
@@ -25,29 +26,6 @@ int serve_output_waiting(const rgpu_lane_serve_io *io)
             return 1;
     }
     return io->output_held && __atomic_load_n(io->output_held, __ATOMIC_ACQUIRE);
-}
-
-/* v[0, n), whole (v is consumed). */
-static int send_all(int fd, struct iovec *v, int n)
-{
-    while (n && !v->iov_len)
-        v++, n--;
-    while (n) {
-        struct msghdr msg = {.msg_iov = v, .msg_iovlen = (size_t)n};
-        ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        for (size_t done = (size_t)k; n && (done || !v->iov_len);) {
-            size_t take = done < v->iov_len ? done : v->iov_len;
-            v->iov_base = (uint8_t *)v->iov_base + take, v->iov_len -= take, done -= take;
-            if (!v->iov_len)
-                v++, n--;
-        }
-    }
-    return 0;
 }
 
 /* A sealed reply's bytes, encrypted where they lie (the lane's reply buffer and copy ring, whose plaintext is
@@ -116,7 +94,7 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
             break;
         }
         struct iovec v[3] = {{reply, i ? 0 : head}, {(void *)(bulk + sent), k}, {tag, last ? tag_len : 0}};
-        failed = send_all(io->fd, v, 3);
+        failed = rgpu_send_iov(io->fd, v, 3);
         sent += k;
     }
     if (pieces)
