@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rgpu.backends import fake_lane
 from rgpu.backends.fake_lane import RING_SLOT_BYTES, FakeLaneDriver
 from rgpu.errors import CudaError, ProtocolError, Status
 from rgpu.protocol import ops
@@ -594,6 +595,24 @@ def test_a_sealed_session_is_served_in_c_too(monkeypatch):
     assert bytes(replies[5].bulk) == bytes(expected[: 200 << 10])
     expected[: 600 << 10] = pattern(600 << 10, 8)
     assert bytes(replies[6].bulk) == bytes(expected)
+
+
+def test_sealed_copies_with_slots_as_big_as_the_cuda_backends_are_served_in_c(monkeypatch):
+    """With ring slots of 256 KiB, as the cuda backend's: a sealed copy up of 200 KiB is opened straight into its
+    slot (serve_open_htod), and a sealed copy back of 600 KiB leaves C a slot at a time as one record the client
+    opens whole, holding what the copy up wrote."""
+    monkeypatch.setattr(fake_lane, "RING_SLOT_BYTES", 256 << 10)
+    side = Side(True)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 200 << 10, "start", 1, 3),
+            ("dtoh_big", 600 << 10, "start", 1), ("read_big",)]
+    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(1, 0.0), sealed=True)  # (C gets the batch alone)
+    # (Python's loop ran the read, on the NULL stream not yet bound, and the goodbye)
+    assert [(op, rid) for op, rid, _ in seen] == [(ops.MEMCPY_DTOH.code, 4), (ops.GOODBYE.code, 99)], seen
+    assert [(f.request_id, f.status) for f in replies] == [(3, 0), (4, 0), (99, 0)], replies
+    expected = bytearray(BIG_ALLOC)
+    expected[: 200 << 10] = pattern(200 << 10, 3)
+    assert bytes(replies[0].bulk) == bytes(expected[: 600 << 10])
+    assert bytes(replies[1].bulk) == bytes(expected)
 
 
 @pytest.mark.parametrize("where", ["batch", "copy", "header"])

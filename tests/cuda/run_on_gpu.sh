@@ -30,7 +30,9 @@ done
 nvcc -cudart shared -arch=sm_90 -o $bin/cudart_launch bench/cudart_launch.cu &
 wait
 port_file=$(mktemp)
-python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info > "$OUT/runtime_server.log" 2>&1 &
+# (RGPU_SERVER_ARGS: more server options; with "--psk-file F" and RGPU_PSK_FILE=F every session is sealed)
+python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info ${RGPU_SERVER_ARGS:-} \
+  > "$OUT/runtime_server.log" 2>&1 &
 server=$!
 for i in $(seq 150); do [ -s $port_file ] && break; sleep 0.2; done
 export RGPU_SERVER=127.0.0.1:$(cat $port_file)

@@ -53,9 +53,6 @@ int seal_counters_low(const rgpu_lane_seal *s)
     return s->rx.counter < (1ull << 62) && s->tx.counter < (1ull << 62);
 }
 
-int seal_open(rgpu_lane_seal *s, const uint8_t *record, size_t len, uint8_t *plain)
-{
-    return rgpu_aead_open(&s->rx, record, record + RGPU_PREFIX_SIZE, len, plain);
-}
+struct rgpu_aead *seal_rx(rgpu_lane_seal *s) { return &s->rx; }
 
 struct rgpu_aead *seal_tx(rgpu_lane_seal *s) { return &s->tx; }

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "crypto.h"
 #include "lane.h"
 #include "lane_private.h"
 #include "rgpu_ops.h"
@@ -104,9 +105,72 @@ static int after_whole(const rgpu_lane_serve_io *io, rgpu_lane_served *out, int 
     return out->frames >= io->max_frames ? RGPU_SERVE_LIMIT : -1;
 }
 
-/* A sealed session: each record is opened whole into io->plain once it has all arrived (so nothing of it is used
- * before its tag is checked), then served as a plain one would be; a host-to-device copy goes to the GPU through
- * the copy ring from there. Records too big for the buffer stay sealed for Python, which opens them as they
+/* The frame opened into plain (its prefix, then plain_len bytes): a host-to-device copy streamed from there, or
+ * what serve_whole serves. serve_whole's answers, or -1: handed back as serve_stream_htod hands back, what goes to
+ * Python in plain. */
+static int serve_opened(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t plain_len,
+                        unsigned long long *mark)
+{
+    uint8_t *plain = io->plain;
+    rgpu_header h;
+    size_t args_len;
+    struct copy_in copy;
+    if (rgpu_parse_header(plain + RGPU_PREFIX_SIZE, plain_len, &h, &args_len) ||
+        !serve_copy_asked(&h, plain + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, args_len, &copy))
+        return serve_whole(lane, io, out, plain, plain_len, mark);
+    /* All of it is in plain: serve_stream_htod copies it from there and receives nothing. */
+    rgpu_lane_serve_io whole = *io;
+    whole.buf = plain;
+    size_t at = 0, to = RGPU_PREFIX_SIZE + plain_len;
+    out->receive_ns += lane_now_ns() - *mark;
+    int r = serve_stream_htod(lane, &whole, out, &copy, &at, &to) ? -1 : 0;
+    *mark = lane_now_ns();
+    return r;
+}
+
+/* Opens the sealed record at `record` (its prefix, then `len` bytes of ciphertext and tag). 1: opened whole into
+ * plain, as a frame with its prefix, for serve_opened. 0: a host-to-device copy that fits one ring slot, opened
+ * only as far as its arguments and the rest straight into the slot by serve_open_htod, which served it (*r 0) or
+ * handed it back (*r -1, out says how; a failed tag too). -1: authentication failed (out says so). Either way
+ * what failed authentication is wiped. */
+static int open_record(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const uint8_t *record,
+                       size_t len, int *r)
+{
+    struct rgpu_aead *rx = seal_rx(io->seal);
+    size_t plain_len = len - RGPU_TAG_SIZE, at = RGPU_HEADER_SIZE, args_len;
+    uint8_t *body = io->plain + RGPU_PREFIX_SIZE;
+    rgpu_header h;
+    struct copy_in copy;
+    int failed = rgpu_aead_begin(rx, 0, record) || rgpu_aead_update(rx, record + RGPU_PREFIX_SIZE, at, body);
+    if (!failed && !rgpu_parse_header(body, plain_len, &h, &args_len) &&
+        args_len <= STREAM_HEAD - RGPU_PREFIX_SIZE - RGPU_HEADER_SIZE) {
+        failed = rgpu_aead_update(rx, record + RGPU_PREFIX_SIZE + at, args_len, body + at);
+        at += args_len;
+        if (!failed && serve_copy_asked(&h, body + RGPU_HEADER_SIZE, args_len, &copy)) {
+            rgpu_lane_serve_io whole = *io;
+            whole.buf = io->plain; /* (what it hands back goes there) */
+            int served = serve_open_htod(lane, &whole, out, &copy, rx, record + RGPU_PREFIX_SIZE + at);
+            if (served >= 0) {
+                if (out->tampered)
+                    memset(io->plain, 0, RGPU_PREFIX_SIZE + at);
+                *r = served ? -1 : 0;
+                return 0;
+            }
+        }
+    }
+    if (failed || rgpu_aead_update(rx, record + RGPU_PREFIX_SIZE + at, plain_len - at, body + at) ||
+        rgpu_aead_open_end(rx, record + RGPU_PREFIX_SIZE + plain_len)) {
+        memset(io->plain, 0, RGPU_PREFIX_SIZE + plain_len);
+        out->tampered = 1, out->error = EBADMSG;
+        return -1;
+    }
+    rgpu_put_u32(io->plain, (uint32_t)plain_len);
+    return 1;
+}
+
+/* A sealed session: each record is opened whole into io->plain once it has all arrived, so that nothing of it is
+ * used before its tag is checked (but a copy's header and arguments choosing its ring slot: open_record), then
+ * served as a plain one would be. Records too big for the buffer stay sealed for Python, which opens them as they
  * arrive; a frame C opened but does not serve goes to Python opened (its counter is taken). The C stand-ins send
  * sealed copies in pieces that fit (rgpu_htod_chunk, conn_context.c). */
 static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
@@ -124,39 +188,28 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
             if (len > io->max_record || len < RGPU_TAG_SIZE + RGPU_HEADER_SIZE || len > io->cap - RGPU_PREFIX_SIZE)
                 HAND_BACK(RGPU_SERVE_PYTHON, start, end);
             if (have >= RGPU_PREFIX_SIZE + len) {
-                size_t plain_len = len - RGPU_TAG_SIZE;
-                uint8_t *plain = io->plain;
-                if (seal_open(io->seal, io->buf + start, len, plain + RGPU_PREFIX_SIZE)) {
-                    memset(plain, 0, RGPU_PREFIX_SIZE + plain_len);
-                    out->tampered = 1, out->error = EBADMSG;
-                    HAND_BACK(RGPU_SERVE_FAILED, start + RGPU_PREFIX_SIZE + len, end);
-                }
-                rgpu_put_u32(plain, (uint32_t)plain_len);
+                size_t frame_len = RGPU_PREFIX_SIZE + len - RGPU_TAG_SIZE;
+                const uint8_t *record = io->buf + start;
+                unsigned long long opening = lane_now_ns();
+                int r = 0, opened = open_record(lane, io, out, record, len, &r);
                 start += RGPU_PREFIX_SIZE + len;
-                rgpu_header h;
-                size_t args_len;
-                struct copy_in copy;
-                int r = 0;
-                if (!rgpu_parse_header(plain + RGPU_PREFIX_SIZE, plain_len, &h, &args_len) &&
-                    serve_copy_asked(&h, plain + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, args_len, &copy)) {
-                    /* All of it is in plain: serve_stream_htod copies it from there and receives nothing. */
-                    rgpu_lane_serve_io whole = *io;
-                    whole.buf = plain;
-                    size_t at = 0, to = RGPU_PREFIX_SIZE + plain_len;
-                    out->receive_ns += lane_now_ns() - mark;
-                    if (serve_stream_htod(lane, &whole, out, &copy, &at, &to)) {
-                        /* What it hands back is in plain: the copy's rest as a frame of its own. */
-                        if (out->outcome != RGPU_SERVE_FAILED)
-                            out->opened_at = out->rest_at, out->opened_len = out->rest_end - out->rest_at;
-                        out->rest_at = start, out->rest_end = end;
-                        return;
-                    }
-                    mark = lane_now_ns();
-                } else if ((r = serve_whole(lane, io, out, plain, plain_len, &mark)) == RGPU_SERVE_PYTHON) {
-                    out->opened_at = 0, out->opened_len = RGPU_PREFIX_SIZE + plain_len;
+                if (opened < 0)
+                    HAND_BACK(RGPU_SERVE_FAILED, start, end);
+                if (opened)
+                    r = serve_opened(lane, io, out, len - RGPU_TAG_SIZE, &mark);
+                else /* (serve_open_htod counted the rest) */
+                    out->receive_ns += opening - mark, mark = lane_now_ns();
+                if (r < 0) {
+                    /* What it hands back is in plain: the copy's rest as a frame of its own. */
+                    if (out->outcome != RGPU_SERVE_FAILED)
+                        out->opened_at = out->rest_at, out->opened_len = out->rest_end - out->rest_at;
+                    HAND_BACK(out->outcome, start, end);
+                }
+                if (r == RGPU_SERVE_PYTHON) {
+                    out->opened_at = 0, out->opened_len = frame_len;
                     HAND_BACK(RGPU_SERVE_PYTHON, start, end);
                 }
-                if ((r = after_whole(io, out, r, 0, RGPU_PREFIX_SIZE + plain_len, 1)) >= 0)
+                if ((r = after_whole(io, out, r, 0, frame_len, 1)) >= 0)
                     HAND_BACK(r, start, end);
                 continue;
             }

@@ -1,6 +1,9 @@
 /* Host-to-device copies the C request loop streams from the socket through the copy ring (serve.c hands it
  * every copy sent as a frame of its own). */
+#include <errno.h>
 #include <string.h>
+
+#include "crypto.h"
 
 #include "lane.h"
 #include "lane_private.h"
@@ -25,6 +28,34 @@ static void copy_rest_for_python(const rgpu_lane_serve_io *io, rgpu_lane_served 
         rgpu_pack_memcpy_htod_async(args, &(struct rgpu_memcpy_htod_async_req){.dst = c->dst + done,
                                                                                 .stream = c->stream});
     out->outcome = RGPU_SERVE_PYTHON, out->rest_at = 0, out->rest_end = head + carried;
+}
+
+/* The end of copy `c`, all of it queued (the last piece's `last_len` bytes at `last`, `last_carry` with all held
+ * after them): a synchronous one waits for its stream, then the reply. 0: served; 1: handed back, the last piece
+ * as a copy of its own for Python (the synchronize failed, or kernel output must go ahead of the reply), or
+ * failed (the reply could not be sent; Python takes buf[rest_at, rest_end)). */
+static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
+                       uintptr_t stream, unsigned long long began, const uint8_t *last, size_t last_len,
+                       size_t last_carry, size_t rest_at, size_t rest_end)
+{
+    const rgpu_lane_driver *d = lane_driver(lane);
+    int reply = c->h->flags != RGPU_FLAG_NO_REPLY;
+    if ((c->sync && d->stream_synchronize(stream)) || (reply && serve_output_waiting(io))) {
+        copy_rest_for_python(io, out, c, c->h->bulk_len - last_len, last, last_carry);
+        return 1;
+    }
+    unsigned long long ended = lane_now_ns();
+    lane_count_call(lane, c->h->opcode, ended - began);
+    out->run_ns += ended - began;
+    out->frames++;
+    if (reply) {
+        if (serve_send_reply(lane, io, out, c->h, 0, 0, NULL)) {
+            out->outcome = RGPU_SERVE_FAILED, out->rest_at = rest_at, out->rest_end = rest_end;
+            return 1;
+        }
+        out->reply_ns += lane_now_ns() - ended;
+    }
+    return 0;
 }
 
 int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len, struct copy_in *c)
@@ -121,21 +152,33 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
             last = (const uint8_t *)slot, last_len = last_carry = got;
         }
     }
-    int reply = c->h->flags != RGPU_FLAG_NO_REPLY;
-    if ((c->sync && d->stream_synchronize(stream)) || (reply && serve_output_waiting(io))) {
-        copy_rest_for_python(io, out, c, total - last_len, last, last_carry);
+    return copy_queued(lane, io, out, c, stream, began, last, last_len, last_carry, *start, *end);
+}
+
+int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
+                    struct rgpu_aead *rx, const uint8_t *sealed)
+{
+    uintptr_t stream;
+    int code;
+    const char *what = "";
+    size_t total = c->h->bulk_len;
+    rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, total, 1, io->current_ctx, io->capture_possible,
+                                          &stream, &code, &what);
+    if (!ring || ring->slot_bytes > io->cap - STREAM_HEAD)
+        return -1;
+    const rgpu_lane_driver *d = lane_driver(lane);
+    unsigned long long began = lane_now_ns();
+    char *slot = lane_ring_slot(d, ring, &what, &code);
+    if (!slot)
+        return -1; /* (serve.c opens it into plain and gives it to serve_stream_htod, which hands it to Python) */
+    if (rgpu_aead_update(rx, sealed, total, (uint8_t *)slot) || rgpu_aead_open_end(rx, sealed + total)) {
+        memset(slot, 0, total);
+        out->tampered = 1, out->error = EBADMSG, out->outcome = RGPU_SERVE_FAILED;
         return 1;
     }
-    unsigned long long ended = lane_now_ns();
-    lane_count_call(lane, c->h->opcode, ended - began);
-    out->run_ns += ended - began;
-    out->frames++;
-    if (reply) {
-        if (serve_send_reply(lane, io, out, c->h, 0, 0, NULL)) {
-            out->outcome = RGPU_SERVE_FAILED, out->rest_at = *start, out->rest_end = *end;
-            return 1;
-        }
-        out->reply_ns += lane_now_ns() - ended;
+    if (lane_ring_send(d, ring, c->dst, total, stream, &what)) {
+        copy_rest_for_python(io, out, c, 0, (const uint8_t *)slot, total);
+        return 1;
     }
-    return 0;
+    return copy_queued(lane, io, out, c, stream, began, (const uint8_t *)slot, total, total, 0, 0);
 }

@@ -24,11 +24,10 @@ struct copy_in {
 };
 
 struct rgpu_aead;
-/* seal.c: whether both counters are far from their end (else the turn is Python's); open the sealed record at
- * `record` (its prefix, then `len` bytes of ciphertext and tag) into plain (len - 16 bytes), advancing the receive
- * counter (-1: it failed authentication); the sending direction's AEAD state. */
+/* seal.c: whether both counters are far from their end (else the turn is Python's); each direction's AEAD state
+ * (crypto.h: a record opened or sealed whole or piece by piece, its counter advanced). */
 int seal_counters_low(const rgpu_lane_seal *s);
-int seal_open(rgpu_lane_seal *s, const uint8_t *record, size_t len, uint8_t *plain);
+struct rgpu_aead *seal_rx(rgpu_lane_seal *s);
 struct rgpu_aead *seal_tx(rgpu_lane_seal *s);
 
 /* Kernel output waits to go ahead of any reply (serve_io.c). */
@@ -48,5 +47,14 @@ int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len,
  * 1: handed back (out says how); 0: served, buf[*start, *end) still held. */
 int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
                       size_t *start, size_t *end);
+/* A sealed session's copy `c` that fits one ring slot, its record opened (rx begun) as far as its arguments: the
+ * rest -- its bulk's ciphertext at `sealed`, then the tag -- is opened straight into the ring slot the copy goes
+ * from, one pass over memory fewer than opening it into plain and copying it from there. Before its tag is
+ * checked the record's header and arguments only choose the slot (docs/protocol.md allows that much), and
+ * nothing goes to the GPU. -1: not taken, nothing of the bulk opened (serve.c opens it into plain); 0: served;
+ * 1: handed back as serve_stream_htod does (io->buf is plain), or failed authentication (out->tampered, the slot
+ * wiped). */
+int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
+                    struct rgpu_aead *rx, const uint8_t *sealed);
 
 #endif
