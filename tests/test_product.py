@@ -7,6 +7,7 @@ import os
 import pathlib
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
@@ -70,6 +71,31 @@ def test_connect_reads_the_environment_like_the_cli(tmp_path, monkeypatch):
             assert c.device_count() == 1
         info = rgpu_cli("info", env={"RGPU_SERVER": address, "RGPU_PSK_FILE": str(key)})
         assert info.returncode == 0 and "rgpu fake GPU 0" in info.stdout
+
+
+def test_the_blocking_client_answers_each_call_as_the_async_one():
+    """rgpu.connect's Client sends a lone call without _call_many's lists (its null call's path): a queued call's
+    error surfaces once, deferred, at the next synchronising call; a failed call raises its own status at once;
+    results decode as they do through the async client."""
+    from rgpu.errors import CudaError, Status
+
+    from .conftest import DEMO_PTX
+
+    with local_server("fake", ["--log-level", "warning"]) as address, rgpu.connect(address) as c:
+        mod = c.module_load(DEMO_PTX)
+        fill = c.get_function(mod, "fill")
+        c.launch(rgpu.Function(fill.handle + 1000, "fill", fill.layout), 1, 1, (0, 1.0, 1))  # queued: no error yet
+        with pytest.raises(CudaError) as e:
+            c.synchronize()
+        assert e.value.deferred and e.value.code == Status.INVALID_HANDLE
+        c.synchronize()  # reported once, then clear
+        with pytest.raises(CudaError) as e:
+            c.module_unload(mod + 1000)
+        assert not e.value.deferred and e.value.code
+        p = c.mem_alloc(1024)
+        c.launch(fill, 1, 256, (p, 2.0, 256))
+        assert bytes(c.memcpy_dtoh(p, 8)) == struct.pack("<2f", 2.0, 2.0)
+        assert c.device_count() == 1
 
 
 def test_wrong_key_is_said_once_and_plainly(tmp_path):

@@ -385,29 +385,31 @@ class _Operations:
         connection stays in step."""
         results, error = [], None
         for req, sent, reply in zip(reqs, frames, replies):
-            if reply.opcode == ops.PROTOCOL_ERROR.code:
-                raise CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
-            if reply.request_id != sent.request_id or reply.opcode != sent.opcode:
-                raise ProtocolError(f"reply {reply.request_id}/0x{reply.opcode:04x} does not answer request "
-                                    f"{sent.request_id}/0x{sent.opcode:04x}")
-            if error is None and reply.deferred_status:
-                error = CudaError(reply.deferred_status, deferred=True)
-            if reply.status == Status.NOT_READY and req.decode is _true:
-                results.append(False)  # a query's "not finished" is an answer, not an error
-                continue
-            if reply.status:
-                if error is None:
-                    error = CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
-                results.append(None)
-                continue
-            values = req.op.unpack_reply(reply.args)
-            if req.decode is not None:
-                results.append(req.decode(values, reply.bulk))
-            else:
-                results.append(values[0] if len(values) == 1 else (values or None))
+            result, failure = _Operations._result(req, sent, reply)
+            results.append(result)
+            error = error or failure
         if error is not None:
             raise error
         return results
+
+    @staticmethod
+    def _result(req: _Request, sent: Frame, reply: Frame) -> tuple:
+        """(what the call returns, the CudaError it raises or None) from its reply; a reply that answers another
+        request, or the server's protocol error, raises at once."""
+        if reply.opcode == ops.PROTOCOL_ERROR.code:
+            raise CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
+        if reply.request_id != sent.request_id or reply.opcode != sent.opcode:
+            raise ProtocolError(f"reply {reply.request_id}/0x{reply.opcode:04x} does not answer request "
+                                f"{sent.request_id}/0x{sent.opcode:04x}")
+        deferred = CudaError(reply.deferred_status, deferred=True) if reply.deferred_status else None
+        if reply.status == Status.NOT_READY and req.decode is _true:
+            return False, deferred  # a query's "not finished" is an answer, not an error
+        if reply.status:
+            return None, deferred or CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
+        values = req.op.unpack_reply(reply.args)
+        if req.decode is not None:
+            return req.decode(values, reply.bulk), deferred
+        return values[0] if len(values) == 1 else (values or None), deferred
 
 
 def _none(values, bulk):
@@ -458,7 +460,17 @@ class Client(_Operations):
         self._start_client_state(hs.server.max_frame, batching, output)
 
     def _call(self, req: _Request):
-        return self._call_many([req])[0]
+        # (_call_many's work for one request, without its lists: the Python client's null call is this)
+        frame = self._frame(req)
+        try:
+            self.io.send_frames(self._take_batch() + [frame] if self._pending else (frame,))
+            reply = self._receive_reply()
+        except OSError as e:
+            raise CudaError(Status.CONNECTION_LOST, f"connection to the server lost ({e})") from e
+        result, error = self._result(req, frame, reply)
+        if error is not None:
+            raise error
+        return result
 
     def _call_many(self, reqs: list[_Request]) -> list:
         frames = [self._frame(r) for r in reqs]

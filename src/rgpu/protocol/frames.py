@@ -21,6 +21,7 @@ LENGTH = struct.Struct("<I")
 HEADER = struct.Struct("<HHIIII")
 HEADER_SIZE = HEADER.size  # 20
 PREFIX_SIZE = LENGTH.size  # 4
+_PREFIX_HEADER = struct.Struct("<I" + HEADER.format[1:])  # both in one pack: encode_frame is on every call's path
 DEFAULT_MAX_RECORD = 64 * 1024 * 1024 + 4096
 SCRATCH_SIZE = 64 * 1024
 
@@ -62,9 +63,11 @@ def encode_frame(frame: Frame) -> list[bytes | memoryview]:
     args_len = len(frame.args)
     bulk_len = len(memoryview(frame.bulk).cast("B")) if frame.bulk else 0
     body = HEADER_SIZE + args_len + bulk_len
-    head = LENGTH.pack(body) + HEADER.pack(
-        frame.opcode, frame.flags, frame.request_id, frame.status, frame.deferred_status, bulk_len
-    ) + bytes(frame.args)
+    head = _PREFIX_HEADER.pack(
+        body, frame.opcode, frame.flags, frame.request_id, frame.status, frame.deferred_status, bulk_len
+    )
+    if args_len:
+        head += bytes(frame.args)
     return [head, memoryview(frame.bulk).cast("B")] if bulk_len else [head]
 
 
