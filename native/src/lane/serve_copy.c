@@ -58,6 +58,19 @@ static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     return 0;
 }
 
+/* The ring copy `c` goes through (in one slot, if `one_slot`), its stream's context made current; NULL: not the
+ * lane's to stream (no ring bound, memory not the session's, a capture possible), or a slot too big for what must
+ * go back to Python (a head, then up to a slot's bytes) to fit in buf. */
+static rgpu_lane_ring *copy_ring(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c, int one_slot,
+                                 uintptr_t *stream)
+{
+    int code;
+    const char *what = "";
+    rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, c->h->bulk_len, one_slot, io->current_ctx,
+                                          io->capture_possible, stream, &code, &what);
+    return ring && ring->slot_bytes <= io->cap - STREAM_HEAD ? ring : NULL;
+}
+
 int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len, struct copy_in *c)
 {
     if ((h->flags != RGPU_FLAG_NO_REPLY && h->flags) || !h->bulk_len)
@@ -101,10 +114,8 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
     int code;
     const char *what = "";
     size_t total = c->h->bulk_len;
-    rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, total, 0, io->current_ctx, io->capture_possible,
-                                          &stream, &code, &what);
-    /* (What goes back to Python -- a head, then up to a slot's bytes -- must fit in buf.) */
-    if (!ring || ring->slot_bytes > io->cap - STREAM_HEAD) {
+    rgpu_lane_ring *ring = copy_ring(lane, io, c, 0, &stream);
+    if (!ring) {
         out->outcome = RGPU_SERVE_PYTHON, out->rest_at = *start, out->rest_end = *end;
         return 1;
     }
@@ -162,9 +173,8 @@ int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_ser
     int code;
     const char *what = "";
     size_t total = c->h->bulk_len;
-    rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, total, 1, io->current_ctx, io->capture_possible,
-                                          &stream, &code, &what);
-    if (!ring || ring->slot_bytes > io->cap - STREAM_HEAD)
+    rgpu_lane_ring *ring = copy_ring(lane, io, c, 1, &stream);
+    if (!ring)
         return -1;
     const rgpu_lane_driver *d = lane_driver(lane);
     unsigned long long began = lane_now_ns();
