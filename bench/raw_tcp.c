@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SERVER_BUF (16u << 20)
@@ -164,8 +165,20 @@ int main(int argc, char **argv)
     int sfd = accept(lfd, NULL, NULL);
     setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* RAW_TCP_PROCESSES=1: the server in a process of its own, as rgpu's worker is apart from its client (the
+     * scheduler may place two threads of one process closer together than two processes). */
+    const char *apart = getenv("RAW_TCP_PROCESSES");
+    pid_t child = apart && *apart && strcmp(apart, "0") ? fork() : -1;
     pthread_t server;
-    pthread_create(&server, NULL, serve, &sfd);
+    if (child == 0) {
+        close(cfd);
+        serve(&sfd);
+        _exit(0);
+    }
+    if (child > 0)
+        close(sfd);
+    else
+        pthread_create(&server, NULL, serve, &sfd); /* (also when fork failed) */
 
     uint8_t msg[ECHO_SIZE] = {'E'}, back[ECHO_SIZE];
     uint64_t payload = ECHO_SIZE - 9;
@@ -206,7 +219,10 @@ int main(int argc, char **argv)
     printf("}}\n");
     shutdown(cfd, SHUT_RDWR);
     close(cfd);
-    pthread_join(server, NULL);
+    if (child > 0)
+        waitpid(child, NULL, 0);
+    else
+        pthread_join(server, NULL);
     close(lfd);
     return 0;
 }
