@@ -7,8 +7,8 @@
  * here (raw driver objects per handle pair); it pushes the session's device regions after every change and
  * forgets every binding once a handle any of them was resolved from is gone (HandleTable.watch). The lane runs
  * a record only when everything it needs is bound and every check passes; at anything else it stops *before*
- * touching it, and Python runs that record (and gives any error its message). A driver call that fails stops the lane after the record, with the
- * status, for Python to defer as usual.
+ * touching it, and Python runs that record (and gives any error its message). A driver call that fails stops
+ * the lane after the record, with the status, for Python to defer as usual.
  *
  * This header is the whole interface: rgpu/backends/lane.py hands it to cffi as it is (lines starting
  * with '#' removed), so it holds declarations only. */
@@ -151,14 +151,6 @@ int rgpu_lane_serves(uint16_t opcode);
 /* Copies out and zeroes the counts (at most `cap`); returns how many. */
 size_t rgpu_lane_take_counts(rgpu_lane *lane, rgpu_lane_count *out, size_t cap);
 
-/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, cuMemGetInfo and (while no capture
- * may be under way) cuCtxSynchronize in a context whose NULL stream is bound, host-to-device copies sent as frames
- * of their own (streamed through the copy ring; synchronous ones on the NULL stream, waited for), and, on streams
- * bound for the lane while no capture may be under way, stream synchronizes and device-to-host copies (those over
- * 64 KiB through the stream's copy ring, up to what it holds). A blocking call that fails, or that kernel output
- * must precede, is left to the caller whole (it runs it again: none of them writes); so is the rest of a copy C
- * could not finish, or its last piece. The caller has no deferred error to report, gives it the bytes of the stream
- * it had received but not taken (`have` of them, at buf), and has brought the lane up to date (bindings, regions). */
 /* A sealed session's record protection for the C request loop (seal.c): the keys of both directions (32 bytes
  * each; cipher as the handshake's, rgpu_consts.h), or NULL where libcrypto cannot be loaded (Python's loop serves
  * the session then). The counters are the next record's each way: Python sets them before each turn of the loop
@@ -169,6 +161,14 @@ void rgpu_lane_seal_free(rgpu_lane_seal *s);
 void rgpu_lane_seal_set_counters(rgpu_lane_seal *s, uint64_t recv, uint64_t send);
 void rgpu_lane_seal_counters(const rgpu_lane_seal *s, uint64_t *recv, uint64_t *send);
 
+/* The request loop for what the lane serves whole (serve.c): BATCH frames, NOPs, cuMemGetInfo and (while no capture
+ * may be under way) cuCtxSynchronize in a context whose NULL stream is bound, host-to-device copies sent as frames
+ * of their own (streamed through the copy ring; synchronous ones on the NULL stream, waited for), and, on streams
+ * bound for the lane while no capture may be under way, stream synchronizes and device-to-host copies (those over
+ * 64 KiB through the stream's copy ring, up to what it holds). A blocking call that fails, or that kernel output
+ * must precede, is left to the caller whole (it runs it again: none of them writes); so is the rest of a copy C
+ * could not finish, or its last piece. The caller has no deferred error to report, gives it the bytes of the stream
+ * it had received but not taken (`have` of them, at buf), and has brought the lane up to date (bindings, regions). */
 typedef struct rgpu_lane_serve_io {
     int fd;             /* the client's socket (a blocking one; received from with MSG_DONTWAIT) */
     uint8_t *buf;       /* receive memory, the caller's */

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "crypto.h"
-
 #include "lane.h"
 #include "lane_private.h"
 #include "rgpu_ops.h"
