@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rgpu.backends import fake_lane
-from rgpu.backends.fake_lane import RING_SLOT_BYTES, FakeLaneDriver
+from rgpu.backends import fake_lane, lane
+from rgpu.backends.fake_lane import RING_SLOT_BYTES, RING_SLOTS, FakeLaneDriver
 from rgpu.errors import CudaError, ProtocolError, Status
 from rgpu.protocol import ops
 from rgpu.protocol.connection import Connection
@@ -445,10 +445,10 @@ def test_a_copy_c_fails_partway_goes_on_in_python_with_the_bytes_c_had_received(
     assert bytes(read[0].bulk)[: 600 << 10] == pattern(600 << 10, 4)
 
 
-def test_a_copy_back_goes_out_a_slot_at_a_time_each_once_it_has_landed(monkeypatch):
-    """A copy back through the ring waits for its first slot before its reply begins, then for each next slot
-    just before sending it (so that sending overlaps the device copying the rest): every wait comes before its
-    slot's bytes leave, and the reply carries every byte in order."""
+def test_a_copy_back_goes_out_as_its_slots_land_the_first_on_its_own(monkeypatch):
+    """A copy back through the ring is queued as a copy of its first slot, then one copy of the rest (up to four
+    slots to a copy, each with one event); its reply waits for the first slot, then once for the rest's event,
+    and sends what that wait found landed without waiting again. The reply carries every byte in order."""
     waits: list[int] = []
     real_dtoh = FakeLaneDriver._dtoh
     copied: list[int] = []
@@ -464,14 +464,47 @@ def test_a_copy_back_goes_out_a_slot_at_a_time_each_once_it_has_landed(monkeypat
     monkeypatch.setattr(FakeLaneDriver, "_event_synchronize", waited)
     monkeypatch.setattr(FakeLaneDriver, "_dtoh", dtoh)
     side = Side(True)
-    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 200 << 10, "start", 1, 3),
-            ("dtoh_big", 200 << 10, "start", 1)]
+    size = RING_SLOTS * RING_SLOT_BYTES - (56 << 10)  # (every slot, the last one short)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", size, "start", 1, 3), ("dtoh_big", size, "start", 1)]
     replies, seen = serve_plan(side, plan, monkeypatch)
     assert ops.MEMCPY_DTOH_ASYNC.code not in [op for op, *_ in seen], seen  # (C's)
-    slots = -(-(200 << 10) // RING_SLOT_BYTES)
-    assert copied[-slots:] == [RING_SLOT_BYTES] * (slots - 1) + [(200 << 10) - (slots - 1) * RING_SLOT_BYTES]
-    assert waits[-slots:] == [len(copied)] * slots, waits  # (all queued before the first wait)
-    assert bytes(replies[0].bulk) == pattern(200 << 10, 3)
+    assert copied == [RING_SLOT_BYTES, size - RING_SLOT_BYTES], copied
+    # (before: the copy up's slots freed as the copy back takes them, when the copy up went through the ring)
+    assert waits[-2:] == [2, 2] and all(w < 2 for w in waits[:-2]), waits
+    assert bytes(replies[0].bulk) == pattern(size, 3)
+
+
+def test_a_copy_back_cut_short_leaves_its_slots_to_be_freed_by_one_wait(monkeypatch, caplog):
+    """Slots a copy back marked with one event (its last slot's) and never waited for (the context broke after the
+    first slot went out, so the session ends) are freed by one wait for that event when the ring next takes them:
+    none keeps pointing at an event its own slot's next copy records again."""
+    waits: list[int] = []
+
+    def first_slot_then_broken(self, event):
+        waits.append(event)
+        if len(waits) == 2:
+            raise CudaError(Status.ILLEGAL_ADDRESS, "injected")
+        return 0
+
+    monkeypatch.setattr(FakeLaneDriver, "_event_synchronize", first_slot_then_broken)
+    side = Side(True)
+    size = RING_SLOTS * RING_SLOT_BYTES
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("dtoh_big", size, "start", 1)]
+    stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan))
+    try:
+        serve(side, stream + frame_bytes(Frame(ops.GOODBYE.code, 99)), [], [], True, monkeypatch)
+        ((ring, _, _),) = side.s.lane._rings.values()
+        assert [ring.pending[i] for i in range(RING_SLOTS)] == [0] + [RING_SLOTS] * (RING_SLOTS - 1)
+        waits.clear()
+        monkeypatch.setattr(FakeLaneDriver, "_event_synchronize", lambda self, event: waits.append(event) or 0)
+        ffi, what = lane.ffi(), lane.ffi().new("char **")
+        for _ in range(RING_SLOTS):  # the ring takes each slot in turn for copies up
+            assert not lane.library().rgpu_lane_ring_copy(side.s.lane.fake_driver.table, ring, side.pointer(0, 0),
+                                                          ffi.from_buffer(b"x" * 64), 64, 0, what)
+        assert waits == [ring.events[RING_SLOTS - 1]], waits
+        assert [ring.pending[i] for i in range(RING_SLOTS)] == [i + 1 for i in range(RING_SLOTS)]  # (their own)
+    finally:
+        side.s.release_all()
 
 
 def test_a_context_failing_between_the_slots_of_a_copy_back_ends_the_session(monkeypatch, caplog):

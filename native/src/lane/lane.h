@@ -45,7 +45,8 @@ typedef struct rgpu_lane_driver {
 
 /* A context's page-locked slots for small host-to-device copies, used in turn; a slot's event says when the
  * GPU has read it (see rgpu/backends/cuda_copyring.py for why); copies back through it set a slot's event too,
- * once the GPU has written it. Filled in by Python; `next` and `pending` change only in the lane. */
+ * once the GPU has written it. Filled in by Python; `next` and `pending` change only in the lane (pending[i]: 0, or
+ * 1 + the slot whose event a copy over slot i recorded). */
 typedef struct rgpu_lane_ring {
     char *base;
     size_t slot_bytes;

@@ -33,10 +33,12 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
 uint8_t *lane_reply(rgpu_lane *lane); /* RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK bytes */
 /* A copy back through the ring (lane_blocking_call's *bulk_at) lands a slot at a time: how many pieces of
  * *piece_bytes it has (0: none is pending, its bulk is there whole); lane_copy_back_wait waits until piece `i`
- * has landed (0, or the CUresult with the call in *what; the first has landed when the call returned), and
+ * has landed (0, or the CUresult with the call in *what; the first has landed when the call returned; a wait
+ * may find later pieces landed too, which lane_copy_back_landed then says without a driver call), and
  * lane_copy_back_done forgets it once its reply is sent. */
 size_t lane_copy_back_pieces(const rgpu_lane *lane, size_t *piece_bytes);
 int lane_copy_back_wait(rgpu_lane *lane, size_t i, const char **what);
+int lane_copy_back_landed(const rgpu_lane *lane, size_t i);
 void lane_copy_back_done(rgpu_lane *lane);
 
 /* The ring a host-to-device copy of `n` bytes to `dst` on the client's `stream` (0: the current context's NULL
@@ -53,8 +55,11 @@ const rgpu_lane_driver *lane_driver(const rgpu_lane *lane);
  * lane_ring_send queues the copy of its first n bytes to dst and moves on to the next slot. */
 char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **what, int *code);
 /* Slot i's copy (either way) is queued on `stream`: its event, after it, says when the GPU is done with the slot;
- * lane_ring_wait waits for that, if it is pending. 0, or the CUresult with the call in *what. */
+ * lane_ring_wait waits for that, if it is pending. 0, or the CUresult with the call in *what. _range: one copy
+ * over slots [first, first + count), none wrapping, marked with one event (its last slot's). */
 int lane_ring_mark(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, uintptr_t stream, const char **what);
+int lane_ring_mark_range(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, int count, uintptr_t stream,
+                         const char **what);
 int lane_ring_wait(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, const char **what);
 int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
                    uintptr_t stream, const char **what);

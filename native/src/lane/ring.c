@@ -1,4 +1,6 @@
-/* The copy ring (lane.h): a slot is reused only once the GPU has read it. */
+/* The copy ring (lane.h): a slot is reused only once the GPU has read it. pending[i] is 0 while slot i is free,
+ * else 1 + the slot whose event says when the GPU is done with it: one copy over several slots records one
+ * event, its last slot's (lane_ring_mark_range). */
 #include <string.h>
 
 #include "lane.h"
@@ -6,28 +8,39 @@
 
 int lane_ring_wait(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, const char **what)
 {
-    int code;
-    if (r->pending[i]) {
-        if ((code = d->event_synchronize(r->events[i]))) {
-            *what = "cuEventSynchronize (copy ring)";
-            return code;
-        }
-        r->pending[i] = 0;
+    int code, by = r->pending[i];
+    if (!by)
+        return 0;
+    if ((code = d->event_synchronize(r->events[by - 1]))) {
+        *what = "cuEventSynchronize (copy ring)";
+        return code;
     }
+    /* Every slot of that copy is free; none may keep pointing at the event, which the next use of its own slot
+     * records again, maybe on another stream. */
+    for (int k = 0; k < r->slots && k < 64; k++)
+        if (r->pending[k] == by)
+            r->pending[k] = 0;
+    return 0;
+}
+
+int lane_ring_mark_range(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, int count, uintptr_t stream,
+                         const char **what)
+{
+    int code, last = first + count - 1;
+    if ((code = d->event_record(r->events[last], stream))) {
+        /* Without its event the slots' reuse cannot be timed: wait for the copy here instead. */
+        d->stream_synchronize(stream);
+        *what = "cuEventRecord (copy ring)";
+        return code;
+    }
+    for (int k = first; k <= last; k++)
+        r->pending[k] = (unsigned char)(last + 1);
     return 0;
 }
 
 int lane_ring_mark(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, uintptr_t stream, const char **what)
 {
-    int code;
-    if ((code = d->event_record(r->events[i], stream))) {
-        /* Without its event the slot's reuse cannot be timed: wait for the copy here instead. */
-        d->stream_synchronize(stream);
-        *what = "cuEventRecord (copy ring)";
-        return code;
-    }
-    r->pending[i] = 1;
-    return 0;
+    return lane_ring_mark_range(d, r, i, 1, stream, what);
 }
 
 char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **what, int *code)

@@ -76,7 +76,7 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
         rgpu_put_u32(reply, (uint32_t)(head - RGPU_PREFIX_SIZE + bulk_len + RGPU_TAG_SIZE));
         failed = rgpu_aead_begin(tx, 1, reply) || seal_part(tx, reply + RGPU_PREFIX_SIZE, head - RGPU_PREFIX_SIZE);
     }
-    for (size_t i = 0, sent = 0; !failed && (i == 0 || sent < bulk_len); i++) {
+    for (size_t i = 0, sent = 0, span = 1; !failed && (i == 0 || sent < bulk_len); i += span) {
         if (i) {
             const char *what = "";
             int code = lane_copy_back_wait(lane, i, &what);
@@ -86,7 +86,12 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                 return -1;
             }
         }
-        size_t k = bulk_len - sent < piece ? bulk_len - sent : piece;
+        /* Plain, the pieces that have landed go in one send: fewer, larger sends are faster (the driver groups
+         * the slots after the first). Sealed, one at a time, so that the client opens one while the next is
+         * sealed here. */
+        for (span = 1; !tx && i + span < pieces && lane_copy_back_landed(lane, i + span); span++)
+            ;
+        size_t k = bulk_len - sent < piece * span ? bulk_len - sent : piece * span;
         int last = sent + k == bulk_len;
         if (seal_part(tx, bulk + sent, k) || (tx && last && rgpu_aead_seal_end(tx, tag))) {
             errno = EIO;

@@ -90,9 +90,10 @@ class CopyRing:
     def close(self) -> None:
         """Frees the slots once the GPU has read them (the context still current)."""
         cuda, ring = self._cuda, self.ring
-        for i in range(self._events):
+        for i in range(self._events):  # (pending: 1 + the slot whose event a copy over several slots recorded)
             if ring.pending[i]:
-                cuda.cuEventSynchronize(ring.events[i])
+                cuda.cuEventSynchronize(ring.events[ring.pending[i] - 1])
+        for i in range(self._events):
             cuda.cuEventDestroy_v2(ring.events[i])
         self._events = 0
         if ring.base != lane.ffi().NULL:
