@@ -406,10 +406,16 @@ class _Operations:
             return False, deferred  # a query's "not finished" is an answer, not an error
         if reply.status:
             return None, deferred or CudaError(reply.status, bytes(reply.bulk).decode("utf-8", "replace"))
-        values = req.op.unpack_reply(reply.args)
+        return _Operations._success(req, req.op.reply_values(reply.args), reply.bulk), deferred
+
+    @staticmethod
+    def _success(req: _Request, values: tuple, bulk) -> Any:
+        """What a call returns from its successful reply's values (a plain tuple) and bulk."""
         if req.decode is not None:
-            return req.decode(values, reply.bulk), deferred
-        return values[0] if len(values) == 1 else (values or None), deferred
+            return req.decode(req.op.Reply._make(values), bulk)
+        if len(values) < 2:  # (the reply's named tuple is made only where it is handed on)
+            return values[0] if values else None
+        return req.op.Reply._make(values)
 
 
 def _none(values, bulk):
@@ -449,6 +455,10 @@ def _unreachable(host: str, port: int, e: OSError) -> ServerUnreachable:
     return ServerUnreachable(f"cannot reach rgpu-server at {host}:{port}: {reason}{hint}")
 
 
+def _connection_lost(e: OSError) -> CudaError:
+    return CudaError(Status.CONNECTION_LOST, f"connection to the server lost ({e})")
+
+
 class Client(_Operations):
     """Blocking client over a plain socket."""
 
@@ -460,14 +470,33 @@ class Client(_Operations):
         self._start_client_state(hs.server.max_frame, batching, output)
 
     def _call(self, req: _Request):
-        # (_call_many's work for one request, without its lists: the Python client's null call is this)
+        # (_call_many's work for one request, without its lists: the Python client's null call is this. With
+        # nothing queued to go first, no bulk either way and plain records, it goes without Frames: see
+        # Connection.lone_request.)
+        if self._pending or req.bulk or req.sink is not None or self.io.conn.protector is not None:
+            return self._call_frame(req)
+        op = req.op
+        request_id = next(self._ids) & 0xFFFFFFFF
+        try:
+            values = self.io.call(op, request_id, req.values)
+            reply = self._receive_reply() if values is None else None
+        except OSError as e:
+            raise _connection_lost(e) from e
+        if reply is None:
+            return self._success(req, values, b"")
+        return self._answer(req, Frame(op.code, request_id), reply)
+
+    def _call_frame(self, req: _Request):
         frame = self._frame(req)
         try:
             self.io.send_frames(self._take_batch() + [frame] if self._pending else (frame,))
             reply = self._receive_reply()
         except OSError as e:
-            raise CudaError(Status.CONNECTION_LOST, f"connection to the server lost ({e})") from e
-        result, error = self._result(req, frame, reply)
+            raise _connection_lost(e) from e
+        return self._answer(req, frame, reply)
+
+    def _answer(self, req: _Request, sent: Frame, reply: Frame):
+        result, error = self._result(req, sent, reply)
         if error is not None:
             raise error
         return result
@@ -478,7 +507,7 @@ class Client(_Operations):
             self.io.send_frames(self._take_batch() + frames)
             replies = [self._receive_reply() for _ in frames]
         except OSError as e:
-            raise CudaError(Status.CONNECTION_LOST, f"connection to the server lost ({e})") from e
+            raise _connection_lost(e) from e
         return self._results(reqs, frames, replies)
 
     def _receive_reply(self) -> Frame:
@@ -501,7 +530,7 @@ class Client(_Operations):
         try:
             self.io.send_frames(self._take_batch())
         except OSError as e:
-            raise CudaError(Status.CONNECTION_LOST, f"connection to the server lost ({e})") from e
+            raise _connection_lost(e) from e
 
     def close(self) -> None:
         if self.sock.fileno() < 0:

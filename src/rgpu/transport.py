@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rgpu.errors import ProtocolError
 from rgpu.protocol.connection import Connection
 from rgpu.protocol.frames import Frame
+from rgpu.protocol.ops import Op
 
 if TYPE_CHECKING:
     import trio
@@ -134,13 +135,32 @@ class SocketFrameStream:
                 return frame
             if self.frame_timeout and self.conn.has_partial_frame and deadline is None:
                 deadline = time.monotonic() + self.frame_timeout
-            started = time.perf_counter_ns()
-            n = self._receive(self.conn.get_buffer(), deadline)
-            self.wait_ns += time.perf_counter_ns() - started
-            if not n:
-                raise ConnectionError("server closed the connection")
-            self.bytes_received += n
-            self.conn.buffer_updated(n)
+            self.conn.buffer_updated(self._receive_counted(self.conn.get_buffer(), deadline))
+
+    def call(self, op: Op, request_id: int, values: tuple) -> tuple | None:
+        """Send a lone call's request (plain connections: see Connection.lone_request) and, where the connection
+        can take the reply the short way, receive it: its values, or None when receive_frame is to take it."""
+        conn = self.conn
+        record = conn.lone_request(op, request_id, values)
+        self.sock.sendall(record)
+        self.bytes_sent += len(record)
+        buffer = conn.lone_reply_buffer()
+        if buffer is None:
+            return None
+        try:  # (as receive_frame)
+            return conn.take_lone_reply(self._receive_counted(buffer), op, request_id)
+        except Exception:
+            conn.abandon()
+            raise
+
+    def _receive_counted(self, buffer: memoryview, deadline: float | None = None) -> int:
+        started = time.perf_counter_ns()
+        n = self._receive(buffer, deadline)
+        self.wait_ns += time.perf_counter_ns() - started
+        if not n:
+            raise ConnectionError("server closed the connection")
+        self.bytes_received += n
+        return n
 
     def _receive(self, buffer: memoryview, deadline: float | None = None) -> int:
         if self.spin_ns:

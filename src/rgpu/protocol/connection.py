@@ -11,6 +11,7 @@ from collections import deque
 from rgpu.errors import ProtocolError
 from rgpu.protocol.frames import (
     DEFAULT_MAX_RECORD,
+    PREFIX_SIZE,
     Frame,
     OpenedRecord,
     SCRATCH_SIZE,
@@ -21,6 +22,7 @@ from rgpu.protocol.frames import (
     parse_split,
 )
 from rgpu.protocol.handshake import POOLED_RECORD, TAG_SIZE, RecordProtector
+from rgpu.protocol.ops import Op
 
 # Below this, joining a write's buffers into one beats a second syscall.
 _JOIN_LIMIT = 256 * 1024
@@ -127,6 +129,26 @@ class Connection:
         self.decoder.forget_bulk(frame.request_id)
         self._sealed_sinks.pop(frame.request_id, None)
         return frame
+
+    # The lone call -- one request without bulk, then its reply, nothing else in flight: each synchronous call of
+    # the blocking client. On a plain connection its usual reply is taken straight from the received bytes, and
+    # neither side builds a Frame.
+    def lone_request(self, op: Op, request_id: int, values: tuple) -> bytes:
+        """The request's record (a plain connection's: a sealed one writes frames)."""
+        record = op.request_record
+        return record.pack(record.size - PREFIX_SIZE, op.code, 0, request_id, 0, 0, 0, *values)
+
+    def lone_reply_buffer(self) -> memoryview | None:
+        """Where to receive the lone call's reply for take_lone_reply; None: receive and take it as usual
+        (get_buffer, buffer_updated, next_frame) -- sealed, or something already held."""
+        if self.protector is None and not self._opened:
+            return self.decoder.lone_buffer()
+        return None
+
+    def take_lone_reply(self, nbytes: int, op: Op, request_id: int) -> tuple | None:
+        """The reply's values, when the `nbytes` received into lone_reply_buffer() are all of a reply to the
+        request that succeeded, with no deferred error and no bulk; otherwise None, and next_frame takes them."""
+        return self.decoder.take_lone_reply(nbytes, op.code, request_id, op.reply)
 
     def abandon(self) -> None:
         """The connection ends in the middle of a record: nothing of it decrypted stays where a caller reads

@@ -22,6 +22,7 @@ HEADER = struct.Struct("<HHIIII")
 HEADER_SIZE = HEADER.size  # 20
 PREFIX_SIZE = LENGTH.size  # 4
 _PREFIX_HEADER = struct.Struct("<I" + HEADER.format[1:])  # both in one pack: encode_frame is on every call's path
+_LONE_REPLY = PREFIX_SIZE + HEADER_SIZE
 DEFAULT_MAX_RECORD = 64 * 1024 * 1024 + 4096
 SCRATCH_SIZE = 64 * 1024
 
@@ -69,6 +70,12 @@ def encode_frame(frame: Frame) -> list[bytes | memoryview]:
     if args_len:
         head += bytes(frame.args)
     return [head, memoryview(frame.bulk).cast("B")] if bulk_len else [head]
+
+
+def request_record_struct(request_format: str) -> struct.Struct:
+    """A request's whole record, for one pack of (body length, header fields, request fields...), where
+    `request_format` is the request's struct codes without byte order."""
+    return struct.Struct(_PREFIX_HEADER.format + request_format)
 
 
 def frame_bytes(frame: Frame) -> bytes:
@@ -173,6 +180,7 @@ class RecordDecoder:
                  reuse_big: bool = False):
         self.max_record = max_record
         self._buf = bytearray(scratch_size)
+        self._view = memoryview(self._buf)  # (never resized: made once, not per receive)
         self._start = 0
         self._end = 0
         # reuse_big: a large record lands in the same memory as the previous one (a server, which is done with
@@ -224,7 +232,27 @@ class RecordDecoder:
             pending = self._end - self._start
             self._buf[:pending] = self._buf[self._start : self._end]
             self._start, self._end = 0, pending
-        return memoryview(self._buf)[self._end :]
+        return self._view[self._end :]
+
+    def lone_buffer(self) -> memoryview | None:
+        """All the scratch, when nothing is held and no bulk is expected: where the reply to the only request in
+        flight can be received for take_lone_reply. None: receive by get_buffer."""
+        if self._end != self._start or self._ready or self._sink is not None or self._big is not None or self._sinks:
+            return None
+        self._start = self._end = 0
+        return self._view
+
+    def take_lone_reply(self, nbytes: int, opcode: int, request_id: int, reply: struct.Struct) -> tuple | None:
+        """After `nbytes` landed in lone_buffer(): if they are exactly one record replying to `request_id` with
+        `opcode`, status 0, no deferred status, no bulk and `reply`'s arguments, those arguments' values, the
+        record taken. Otherwise None, the bytes taken as buffer_updated takes them, for next_record."""
+        if nbytes == _LONE_REPLY + reply.size:
+            length, code, flags, rid, status, deferred, bulk_len = _PREFIX_HEADER.unpack_from(self._buf)
+            if (length == nbytes - PREFIX_SIZE and code == opcode and rid == request_id and flags == FLAG_REPLY
+                    and not (status or deferred or bulk_len) and length <= self.max_record):
+                return reply.unpack_from(self._buf, _LONE_REPLY)
+        self.buffer_updated(nbytes)
+        return None
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._sink is not None:

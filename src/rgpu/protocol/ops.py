@@ -25,6 +25,7 @@ from collections import namedtuple
 import attrs
 
 from rgpu.errors import ProtocolError
+from rgpu.protocol.frames import request_record_struct
 
 # Field type -> (struct code, C type, size).
 TYPES: dict[str, tuple[str, str, int]] = {
@@ -101,6 +102,8 @@ class Op:
     # The reply bulk as an array of the reply's `count` items, each laid out as these fields (C gets an unpack
     # that refuses a count above what the caller asked for, or a bulk length that is not exactly count items).
     reply_items: tuple[Field, ...] = ()
+    # A request without bulk as the whole record, prefix and header included (Connection.lone_request)
+    request_record: struct.Struct = attrs.field(kw_only=True, eq=False, repr=False)
 
     @property
     def item_size(self) -> int:
@@ -119,9 +122,13 @@ class Op:
         return self.Request._make(self.request.unpack(args))
 
     def decode_reply(self, args) -> tuple:
+        return self.Reply._make(self.reply_values(args))
+
+    def reply_values(self, args) -> tuple:
+        """decode_reply's values as a plain tuple (making the named tuple is left to whoever needs it)."""
         if len(args) != self.reply.size:
             raise ProtocolError(f"{self.name} reply: {len(args)} result bytes, expected {self.reply.size}")
-        return self.Reply._make(self.reply.unpack(args))
+        return self.reply.unpack(args)
 
     # The names older code used; they return the same named tuples.
     unpack_request = decode
@@ -134,14 +141,16 @@ BY_NAME: dict[str, Op] = {}
 def _op(code, name, request="", reply="", *, deferrable=False, context=True, request_bulk="", reply_bulk="",
         creates="", names=(), doc="", items=""):
     req, rep = parse_fields(request), parse_fields(reply)
+    request_format = "".join(f.code for f in req)
     if items and "count" not in {f.name for f in rep}:
         raise ValueError(f"{name}: reply items need a reply field named count")
     title = "".join(part.capitalize() for part in name.split("_"))
-    op = Op(code, name, req, rep, struct.Struct("<" + "".join(f.code for f in req)),
+    op = Op(code, name, req, rep, struct.Struct("<" + request_format),
             struct.Struct("<" + "".join(f.code for f in rep)),
             namedtuple(f"{title}Request", [f.name for f in req]), namedtuple(f"{title}Reply", [f.name for f in rep]),
             deferrable, context, request_bulk, reply_bulk,
-            creates, tuple(names.split()) if isinstance(names, str) else tuple(names), doc, parse_fields(items))
+            creates, tuple(names.split()) if isinstance(names, str) else tuple(names), doc, parse_fields(items),
+            request_record=request_record_struct(request_format))
     assert code not in OPS and name not in BY_NAME, (code, name)
     OPS[code] = op
     BY_NAME[name] = op
