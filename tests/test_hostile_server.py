@@ -439,6 +439,30 @@ def test_tampered_big_sealed_reply_reaches_no_memory(stand_ins, programs, tmp_pa
     assert "copy back -> 46" in proc.stdout and "connection to rgpu-server lost" in proc.stderr, proc.stderr
 
 
+def _thread_sanitizer_works(tmp: pathlib.Path) -> bool:
+    src = tmp / "tsan_probe.c"
+    src.write_text("int main(void) { return 0; }\n")
+    probe = subprocess.run(["gcc", "-fsanitize=thread", str(src), "-o", str(tmp / "tsan_probe")], capture_output=True)
+    return probe.returncode == 0 and subprocess.run([str(tmp / "tsan_probe")], capture_output=True).returncode == 0
+
+
+def test_the_aead_pipe_seals_and_opens_as_one_thread_does(tmp_path):
+    """native/tests/aead_pipe_check.c: records sealed and opened through the AEAD pipe's second thread are the same
+    bytes, tag included, as on one thread (under ThreadSanitizer where the compiler has it), through the helper's
+    sleep and wake-up, a hold taken by another thread and a fork; a tampered record fails."""
+    tsan = ["-fsanitize=thread"] if _thread_sanitizer_works(tmp_path) else []
+    exe, src = tmp_path / "aead_pipe_check", REPO / "native" / "src"
+    sources = [REPO / "native" / "tests" / "aead_pipe_check.c", src / "aead_pipe.c", src / "crypto.c"]
+    subprocess.run(["gcc", "-O1", "-g", "-Wall", *tsan, f"-I{src}", f"-I{REPO / 'native' / 'gen'}",
+                    *map(str, sources), "-o", str(exe), "-lpthread", "-ldl"], check=True)
+    proc = subprocess.run([str(exe), "60"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TSAN_OPTIONS": "die_after_fork=0:halt_on_error=1:exitcode=97",
+                               "RGPU_AEAD_PIPE": "1"})
+    if proc.returncode == 2:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0 and "60 rounds, no failure" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_reply_decoders_under_random_input(stand_ins):
     """native/tests/fuzz_replies.c without libFuzzer: the reply-array decoders and the layout check either
     refuse or stay within the capacity they are given (under the sanitizers where available)."""

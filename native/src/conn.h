@@ -64,6 +64,7 @@ struct rgpu_connection {
     size_t scratch_cap;
     uint8_t *sealed; /* with a PSK: records being sealed, on their way out (conn_io.c) */
     size_t sealed_len;
+    uint8_t *piped;  /* with a PSK: a big bulk's pieces the AEAD pipe sealed, on their way out (conn_io.c) */
     size_t rec_left; /* bytes of the record being received not yet read (conn_io.c) */
     char message[256]; /* last error message from the server */
     uint64_t spin_ns;

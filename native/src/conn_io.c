@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "aead_pipe.h"
 #include "conn.h"
 #include "send_iov.h"
 
@@ -143,6 +144,46 @@ static int seal_bytes(const void *p, size_t n)
     return 0;
 }
 
+/* A big bulk of the record being sealed (its head in `sealed`), sealed by the AEAD pipe a piece at a time into
+ * PIPED_SLOTS places of `piped`, each piece sent once sealed (with the head before the first, the tag after the
+ * last; those sealed by then in one send) while the pipe seals the next. */
+#define PIPED_SLOTS 4
+static int seal_bulk_piped(struct rgpu_aead_pipe *pipe, const uint8_t *bulk, size_t n)
+{
+    const size_t piece = RGPU_AEAD_PIPE_PIECE, steps = (n + piece - 1) / piece;
+    uint8_t tag[16];
+    int error = 0;
+    for (size_t given = 0, sent = 0; !error && sent < steps;) {
+        for (; given < steps && given - sent < PIPED_SLOTS; given++) {
+            size_t k = n - given * piece < piece ? n - given * piece : piece;
+            rgpu_aead_pipe_give(pipe, &rgpu_conn.tx, bulk + given * piece, k,
+                                rgpu_conn.piped + given % PIPED_SLOTS * piece);
+        }
+        if (rgpu_aead_pipe_take(pipe, (unsigned)sent + 1)) {
+            error = EIO;
+            break;
+        }
+        size_t upto = rgpu_aead_pipe_done(pipe), wrap = sent - sent % PIPED_SLOTS + PIPED_SLOTS;
+        upto = upto < wrap ? upto : wrap; /* (one send takes consecutive places) */
+        int last = upto == steps;
+        if (last && rgpu_aead_seal_end(&rgpu_conn.tx, tag)) {
+            error = EIO;
+            break;
+        }
+        struct iovec v[3] = {{rgpu_conn.sealed, sent ? 0 : rgpu_conn.sealed_len},
+                             {rgpu_conn.piped + sent % PIPED_SLOTS * piece, (last ? n : upto * piece) - sent * piece},
+                             {tag, last ? sizeof tag : 0}};
+        if (rgpu_send_iov(rgpu_conn.fd, v, 3))
+            error = errno ? errno : EIO;
+        sent = upto;
+    }
+    rgpu_conn.sealed_len = 0;
+    if (rgpu_aead_pipe_release(pipe) && !error)
+        error = EIO;
+    errno = error;
+    return error ? -1 : 0;
+}
+
 static int send_sealed(struct out_frame *f, int n)
 {
     if (!rgpu_conn.sealed && !(rgpu_conn.sealed = malloc(SEAL_PIECE)))
@@ -158,8 +199,17 @@ static int send_sealed(struct out_frame *f, int n)
         memcpy(out, head, RGPU_PREFIX_SIZE); /* the length prefix travels in the clear, as the cipher's aad */
         rgpu_conn.sealed_len += RGPU_PREFIX_SIZE;
         if (rgpu_aead_begin(&rgpu_conn.tx, 1, head) || seal_bytes(head + RGPU_PREFIX_SIZE, RGPU_HEADER_SIZE) ||
-            seal_bytes(f[i].args, f[i].args_len) || seal_bytes(f[i].bulk, f[i].h.bulk_len) || !(out = seal_room(16)) ||
-            rgpu_aead_seal_end(&rgpu_conn.tx, out))
+            seal_bytes(f[i].args, f[i].args_len))
+            return -1;
+        struct rgpu_aead_pipe *pipe;
+        if (f[i].h.bulk_len > 2 * RGPU_AEAD_PIPE_PIECE &&
+            (rgpu_conn.piped || (rgpu_conn.piped = malloc(PIPED_SLOTS * RGPU_AEAD_PIPE_PIECE))) &&
+            (pipe = rgpu_aead_pipe_acquire())) {
+            if (seal_bulk_piped(pipe, f[i].bulk, f[i].h.bulk_len))
+                return -1;
+            continue;
+        }
+        if (seal_bytes(f[i].bulk, f[i].h.bulk_len) || !(out = seal_room(16)) || rgpu_aead_seal_end(&rgpu_conn.tx, out))
             return -1;
         rgpu_conn.sealed_len += 16;
     }
@@ -213,14 +263,34 @@ static int rec_begin(size_t *body_len)
     return 0;
 }
 
+/* Sealed bytes received a pipe's piece at a time, each handed to the pipe to open while the next is received. */
+static int rec_read_piped(struct rgpu_aead_pipe *pipe, uint8_t *b, size_t n)
+{
+    int error = 0;
+    for (size_t off = 0, k; off < n && !error; off += k) {
+        k = n - off < RGPU_AEAD_PIPE_PIECE ? n - off : RGPU_AEAD_PIPE_PIECE;
+        if (conn_read_all(b + off, k))
+            error = errno ? errno : EPROTO;
+        else
+            rgpu_aead_pipe_give(pipe, &rgpu_conn.rx, b + off, k, b + off);
+    }
+    if (rgpu_aead_pipe_release(pipe) && !error)
+        error = EBADMSG;
+    errno = error;
+    return error ? -1 : 0;
+}
+
 static int rec_read(void *p, size_t n)
 {
     uint8_t *b = p;
+    struct rgpu_aead_pipe *pipe;
     if (n > rgpu_conn.rec_left) {
         errno = EPROTO;
         return -1;
     }
     rgpu_conn.rec_left -= n;
+    if (rgpu_conn.protect && n > 2 * RGPU_AEAD_PIPE_PIECE && (pipe = rgpu_aead_pipe_acquire()))
+        return rec_read_piped(pipe, b, n);
     while (n) {
         size_t k = rgpu_conn.protect && n > OPEN_PIECE ? OPEN_PIECE : n;
         if (conn_read_all(b, k))

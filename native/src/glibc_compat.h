@@ -21,6 +21,10 @@ __asm__(".symver dladdr1, dladdr1@" RGPU_GLIBC_BASE);
 #endif
 __asm__(".symver dlerror, dlerror@" RGPU_GLIBC_BASE);
 __asm__(".symver pthread_once, pthread_once@" RGPU_GLIBC_BASE);
+/* (aead_pipe.c's helper thread) */
+__asm__(".symver pthread_create, pthread_create@" RGPU_GLIBC_BASE);
+__asm__(".symver pthread_mutex_trylock, pthread_mutex_trylock@" RGPU_GLIBC_BASE);
+__asm__(".symver pthread_sigmask, pthread_sigmask@" RGPU_GLIBC_BASE);
 
 #ifdef RGPU_GLIBC_COMPAT_START
 /* A program's start code (Scrt1.o of glibc >= 2.34) calls __libc_start_main@GLIBC_2.34; the examples are linked

@@ -342,7 +342,7 @@ LANE = "librgpu_lane.so"
 def lane(nat: pathlib.Path | None = None) -> Library:
     """The fast lane as a library to build: its folder (files added there are picked up) and the wire codec."""
     nat = nat or native_dir()
-    files = ["src/wire.c", "src/log.c", "src/crypto.c", "src/send_iov.c",
+    files = ["src/wire.c", "src/log.c", "src/crypto.c", "src/aead_pipe.c", "src/send_iov.c",
              *sorted(p.relative_to(nat).as_posix() for p in (nat / "src" / "lane").glob("*.c"))]
     return Library(LANE, tuple((f, 0) for f in files), includes=("src/lane",), exports="rgpu_lane_*")
 

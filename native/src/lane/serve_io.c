@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "aead_pipe.h"
 #include "crypto.h"
 #include "lane.h"
 #include "lane_private.h"
@@ -50,6 +51,84 @@ static void hold(long long ns)
         ;
 }
 
+/* The bulk after the head (sealed already, when `tx`), `pieces` slots of `piece` bytes as they land (0: all there,
+ * at once). Plain, the slots that have landed go in one send: fewer, larger sends are faster (the copy back
+ * groups the slots after the first). Sealed without the pipe, one at a time, so that the client opens one while
+ * the next is sealed here. 0, or -1 as serve_send_reply. */
+static int send_pieces(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, struct rgpu_aead *tx,
+                       uint8_t *reply, size_t head, uint8_t *bulk, size_t bulk_len, size_t piece, size_t pieces)
+{
+    uint8_t tag[RGPU_TAG_SIZE];
+    for (size_t i = 0, sent = 0, span = 1; i == 0 || sent < bulk_len; i += span) {
+        if (i) {
+            const char *what = "";
+            int code = lane_copy_back_wait(lane, i, &what);
+            if (code) {
+                out->error = EIO, out->failed_status = code, out->failed_what = what;
+                return -1;
+            }
+        }
+        for (span = 1; !tx && i + span < pieces && lane_copy_back_landed(lane, i + span); span++)
+            ;
+        size_t k = bulk_len - sent < piece * span ? bulk_len - sent : piece * span;
+        int last = sent + k == bulk_len;
+        if (seal_part(tx, bulk + sent, k) || (tx && last && rgpu_aead_seal_end(tx, tag))) {
+            out->error = EIO;
+            return -1;
+        }
+        struct iovec v[3] = {{reply, i ? 0 : head}, {bulk + sent, k}, {tag, tx && last ? RGPU_TAG_SIZE : 0}};
+        if (rgpu_send_iov(io->fd, v, 3)) {
+            out->error = errno;
+            return -1;
+        }
+        sent += k;
+    }
+    return 0;
+}
+
+/* A sealed copy back's bulk (its head sealed already), sent in the pipe's pieces: this thread waits for each slot
+ * to land, hands its pieces to the pipe, and sends each once sealed (those sealed by then in one send), while the
+ * pipe seals the next; it seals the first piece itself, while the pipe's thread wakes. The tag follows the last.
+ * 0, or -1 as serve_send_reply. */
+static int send_sealed_piped(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out,
+                             struct rgpu_aead_pipe *pipe, struct rgpu_aead *tx, uint8_t *reply, size_t head,
+                             uint8_t *bulk, size_t bulk_len, size_t slot_bytes)
+{
+    const size_t step = RGPU_AEAD_PIPE_PIECE, steps = (bulk_len + step - 1) / step;
+    uint8_t tag[RGPU_TAG_SIZE];
+    int error = rgpu_aead_update(tx, bulk, step, bulk) ? EIO : 0;
+    size_t next = 1, sent = 0; /* step i > 0 is the pipe's piece i - 1 */
+    while (!error && sent < steps) {
+        for (; next < steps && next - sent <= RGPU_AEAD_PIPE_DEPTH; next++) {
+            const char *what = "";
+            int code = lane_copy_back_wait(lane, next * step / slot_bytes, &what);
+            if (code) {
+                out->failed_status = code, out->failed_what = what;
+                error = EIO;
+                break;
+            }
+            size_t at = next * step, k = bulk_len - at < step ? bulk_len - at : step;
+            rgpu_aead_pipe_give(pipe, tx, bulk + at, k, bulk + at);
+        }
+        /* Step `sent` is sealed once the pipe's pieces before it are; send every step sealed by then. */
+        size_t upto = error || (sent && rgpu_aead_pipe_take(pipe, (unsigned)sent)) ? 0 : 1 + rgpu_aead_pipe_done(pipe);
+        upto = upto < steps ? upto : steps;
+        if (!upto || (upto == steps && rgpu_aead_seal_end(tx, tag))) {
+            error = EIO;
+            break;
+        }
+        size_t at = sent * step, end = upto == steps ? bulk_len : upto * step;
+        struct iovec v[3] = {{reply, sent ? 0 : head}, {bulk + at, end - at}, {tag, upto == steps ? RGPU_TAG_SIZE : 0}};
+        if (rgpu_send_iov(io->fd, v, 3))
+            error = errno;
+        sent = upto;
+    }
+    if (rgpu_aead_pipe_release(pipe) && !error)
+        error = EIO;
+    out->error = error ? error : out->error;
+    return error ? -1 : 0;
+}
+
 /* The reply to `h`, status 0, with `args_len` bytes of arguments in lane_reply after its prefix and header, then
  * `bulk_len` of bulk: at `bulk_at`, or after the arguments when NULL. A copy back through the ring goes out a
  * piece at a time, each once the GPU has written it. 0, or -1 with errno in out->error (and, when the context
@@ -66,50 +145,28 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
     size_t pieces = bulk_at ? lane_copy_back_pieces(lane, &piece) : 0;
     if (!pieces)
         piece = bulk_len;
-    const uint8_t *bulk = bulk_at ? bulk_at : reply + head;
+    uint8_t *bulk = bulk_at ? (uint8_t *)bulk_at : reply + head;
     /* Sealed: one AEAD message over the body, its tag after the last piece (sent as each piece lands). */
     struct rgpu_aead *tx = io->seal ? seal_tx(io->seal) : NULL;
-    uint8_t tag[RGPU_TAG_SIZE];
-    size_t tag_len = tx ? RGPU_TAG_SIZE : 0;
+    struct rgpu_aead_pipe *pipe = NULL;
     int failed = 0;
     if (tx) {
         rgpu_put_u32(reply, (uint32_t)(head - RGPU_PREFIX_SIZE + bulk_len + RGPU_TAG_SIZE));
         failed = rgpu_aead_begin(tx, 1, reply) || seal_part(tx, reply + RGPU_PREFIX_SIZE, head - RGPU_PREFIX_SIZE);
+        if (failed)
+            out->error = EIO;
+        else if (pieces && piece % RGPU_AEAD_PIPE_PIECE == 0 && bulk_len > RGPU_AEAD_PIPE_PIECE)
+            pipe = rgpu_aead_pipe_acquire();
     }
-    for (size_t i = 0, sent = 0, span = 1; !failed && (i == 0 || sent < bulk_len); i += span) {
-        if (i) {
-            const char *what = "";
-            int code = lane_copy_back_wait(lane, i, &what);
-            if (code) {
-                lane_copy_back_done(lane);
-                out->error = EIO, out->failed_status = code, out->failed_what = what;
-                return -1;
-            }
-        }
-        /* Plain, the pieces that have landed go in one send: fewer, larger sends are faster (the driver groups
-         * the slots after the first). Sealed, one at a time, so that the client opens one while the next is
-         * sealed here. */
-        for (span = 1; !tx && i + span < pieces && lane_copy_back_landed(lane, i + span); span++)
-            ;
-        size_t k = bulk_len - sent < piece * span ? bulk_len - sent : piece * span;
-        int last = sent + k == bulk_len;
-        if (seal_part(tx, bulk + sent, k) || (tx && last && rgpu_aead_seal_end(tx, tag))) {
-            errno = EIO;
-            failed = 1;
-            break;
-        }
-        struct iovec v[3] = {{reply, i ? 0 : head}, {(void *)(bulk + sent), k}, {tag, last ? tag_len : 0}};
-        failed = rgpu_send_iov(io->fd, v, 3);
-        sent += k;
-    }
+    if (!failed)
+        failed = pipe ? send_sealed_piped(lane, io, out, pipe, tx, reply, head, bulk, bulk_len, piece)
+                      : send_pieces(lane, io, out, tx, reply, head, bulk, bulk_len, piece, pieces);
     if (pieces)
         lane_copy_back_done(lane);
-    if (failed) {
-        out->error = errno;
+    if (failed)
         return -1;
-    }
     lane_count_reply(lane, h->opcode);
-    out->bytes_out += head + bulk_len + tag_len;
+    out->bytes_out += head + bulk_len + (tx ? RGPU_TAG_SIZE : 0);
     return 0;
 }
 

@@ -1,0 +1,173 @@
+/* The AEAD pipe (aead_pipe.h): one helper thread per process, handed pieces through a small ring of jobs. */
+#define _GNU_SOURCE
+#include "aead_pipe.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long the helper polls for the next piece before it sleeps: as long as rgpu's sockets poll by default, so
+ * that back-to-back copies find it awake. */
+#define POLL_NS 300000ull
+
+struct job {
+    struct rgpu_aead *a;
+    const uint8_t *in;
+    uint8_t *out;
+    size_t len;
+};
+
+struct rgpu_aead_pipe {
+    pthread_mutex_t hold; /* one record at a time */
+    pthread_mutex_t lock; /* the helper's sleep */
+    pthread_cond_t wake;
+    int state;            /* 0: not started, 1: running, -1: not to be used */
+    unsigned base;        /* `given` when this hold began */
+    struct job jobs[RGPU_AEAD_PIPE_DEPTH];
+    unsigned given, done; /* pieces since the thread started; unsigned, so differences survive wrapping */
+    int failed, sleeping;
+};
+
+static struct rgpu_aead_pipe the_pipe = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+                                         PTHREAD_COND_INITIALIZER};
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static unsigned long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+}
+
+static void *helper(void *arg)
+{
+    struct rgpu_aead_pipe *p = arg;
+    for (;;) {
+        unsigned d = __atomic_load_n(&p->done, __ATOMIC_RELAXED); /* (only this thread writes it) */
+        unsigned long long idle_since = 0;
+        while (__atomic_load_n(&p->given, __ATOMIC_ACQUIRE) == d) {
+            unsigned long long t = now_ns();
+            if (!idle_since) {
+                idle_since = t;
+            } else if (t - idle_since > POLL_NS) {
+                /* Sleeping is announced before given is looked at again, and give looks at `sleeping` after
+                 * publishing (both sequentially consistent): one of the two sees the other. */
+                pthread_mutex_lock(&p->lock);
+                __atomic_store_n(&p->sleeping, 1, __ATOMIC_SEQ_CST);
+                while (__atomic_load_n(&p->given, __ATOMIC_SEQ_CST) == d)
+                    pthread_cond_wait(&p->wake, &p->lock);
+                __atomic_store_n(&p->sleeping, 0, __ATOMIC_SEQ_CST);
+                pthread_mutex_unlock(&p->lock);
+                idle_since = 0;
+            } else {
+                relax();
+            }
+        }
+        struct job j = p->jobs[d % RGPU_AEAD_PIPE_DEPTH];
+        if (rgpu_aead_update(j.a, j.in, j.len, j.out))
+            __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&p->done, d + 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* A forked child has no helper (only the forking thread goes on) and may have copied a hold taken by another
+ * thread: it starts afresh. */
+static void after_fork_in_child(void)
+{
+    struct rgpu_aead_pipe *p = &the_pipe;
+    pthread_mutex_init(&p->hold, NULL);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    p->given = p->done = p->base = 0, p->failed = p->sleeping = 0;
+    if (p->state > 0)
+        p->state = 0;
+}
+
+static void init(void)
+{
+    const char *off = getenv("RGPU_AEAD_PIPE");
+    if ((off && !strcmp(off, "0")) || sysconf(_SC_NPROCESSORS_ONLN) < 2 ||
+        pthread_atfork(NULL, NULL, after_fork_in_child))
+        the_pipe.state = -1; /* (one core: the helper would only take turns with the caller) */
+}
+
+static int start(struct rgpu_aead_pipe *p)
+{
+    sigset_t all, old;
+    pthread_attr_t attr;
+    pthread_t t;
+    sigfillset(&all);
+    if (pthread_attr_init(&attr))
+        return -1;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals stay with its own threads */
+    int r = pthread_create(&t, &attr, helper, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    return r ? -1 : 0;
+}
+
+struct rgpu_aead_pipe *rgpu_aead_pipe_acquire(void)
+{
+    struct rgpu_aead_pipe *p = &the_pipe;
+    pthread_once(&once, init);
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) < 0 || pthread_mutex_trylock(&p->hold))
+        return NULL;
+    if (p->state == 0)
+        p->state = start(p) ? -1 : 1;
+    if (p->state < 0) {
+        pthread_mutex_unlock(&p->hold);
+        return NULL;
+    }
+    p->base = p->given, p->failed = 0;
+    return p;
+}
+
+void rgpu_aead_pipe_give(struct rgpu_aead_pipe *p, struct rgpu_aead *a, const uint8_t *in, size_t len, uint8_t *out)
+{
+    while (p->given - __atomic_load_n(&p->done, __ATOMIC_ACQUIRE) >= RGPU_AEAD_PIPE_DEPTH)
+        relax(); /* (a job's place is taken again only once the helper is done with it) */
+    p->jobs[p->given % RGPU_AEAD_PIPE_DEPTH] = (struct job){a, in, out, len};
+    __atomic_store_n(&p->given, p->given + 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_signal(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
+unsigned rgpu_aead_pipe_given(const struct rgpu_aead_pipe *p) { return p->given - p->base; }
+
+unsigned rgpu_aead_pipe_done(const struct rgpu_aead_pipe *p)
+{
+    return __atomic_load_n(&p->done, __ATOMIC_ACQUIRE) - p->base;
+}
+
+int rgpu_aead_pipe_take(struct rgpu_aead_pipe *p, unsigned upto)
+{
+    if (upto > rgpu_aead_pipe_given(p))
+        upto = rgpu_aead_pipe_given(p);
+    while (rgpu_aead_pipe_done(p) < upto)
+        relax();
+    return __atomic_load_n(&p->failed, __ATOMIC_RELAXED) ? -1 : 0;
+}
+
+int rgpu_aead_pipe_release(struct rgpu_aead_pipe *p)
+{
+    int r = rgpu_aead_pipe_take(p, rgpu_aead_pipe_given(p));
+    pthread_mutex_unlock(&p->hold);
+    return r;
+}
