@@ -27,7 +27,7 @@ struct rgpu_aead_pipe {
     int state;            /* 0: not started, 1: running, -1: not to be used */
     unsigned base;        /* `given` when this hold began */
     struct job jobs[RGPU_AEAD_PIPE_DEPTH];
-    unsigned given, done; /* pieces since the thread started; unsigned, so differences survive wrapping */
+    unsigned given, claimed, done; /* pieces since the thread started (unsigned: differences survive wrapping) */
     int failed, sleeping;
 };
 
@@ -51,34 +51,48 @@ static unsigned long long now_ns(void)
     return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
 }
 
+/* Runs the next piece given, if nobody runs it: 1 if this thread did. Pieces run in order, one at a time, each by
+ * whichever thread claims it -- the helper, or a caller waiting in give or take while the helper has not woken
+ * yet (a caller never idles waiting for it). `claimed` is `done` or one ahead: a claim succeeds only on the
+ * piece after the last done, whose state the claimer then sees (acquire of done, release of the next). */
+static int run_next(struct rgpu_aead_pipe *p)
+{
+    unsigned d = __atomic_load_n(&p->done, __ATOMIC_ACQUIRE), expected = d;
+    if (__atomic_load_n(&p->given, __ATOMIC_ACQUIRE) == d ||
+        !__atomic_compare_exchange_n(&p->claimed, &expected, d + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return 0;
+    struct job j = p->jobs[d % RGPU_AEAD_PIPE_DEPTH];
+    if (rgpu_aead_update(j.a, j.in, j.len, j.out))
+        __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->done, d + 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
 static void *helper(void *arg)
 {
     struct rgpu_aead_pipe *p = arg;
+    unsigned long long idle_since = 0;
     for (;;) {
-        unsigned d = __atomic_load_n(&p->done, __ATOMIC_RELAXED); /* (only this thread writes it) */
-        unsigned long long idle_since = 0;
-        while (__atomic_load_n(&p->given, __ATOMIC_ACQUIRE) == d) {
-            unsigned long long t = now_ns();
-            if (!idle_since) {
-                idle_since = t;
-            } else if (t - idle_since > POLL_NS) {
-                /* Sleeping is announced before given is looked at again, and give looks at `sleeping` after
-                 * publishing (both sequentially consistent): one of the two sees the other. */
-                pthread_mutex_lock(&p->lock);
-                __atomic_store_n(&p->sleeping, 1, __ATOMIC_SEQ_CST);
-                while (__atomic_load_n(&p->given, __ATOMIC_SEQ_CST) == d)
-                    pthread_cond_wait(&p->wake, &p->lock);
-                __atomic_store_n(&p->sleeping, 0, __ATOMIC_SEQ_CST);
-                pthread_mutex_unlock(&p->lock);
-                idle_since = 0;
-            } else {
-                relax();
-            }
+        if (run_next(p)) {
+            idle_since = 0;
+            continue;
         }
-        struct job j = p->jobs[d % RGPU_AEAD_PIPE_DEPTH];
-        if (rgpu_aead_update(j.a, j.in, j.len, j.out))
-            __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&p->done, d + 1, __ATOMIC_RELEASE);
+        unsigned long long t = now_ns();
+        if (!idle_since) {
+            idle_since = t;
+        } else if (t - idle_since > POLL_NS) {
+            /* Sleeping is announced before given is looked at again, and give looks at `sleeping` after
+             * publishing (both sequentially consistent): one of the two sees the other. */
+            pthread_mutex_lock(&p->lock);
+            __atomic_store_n(&p->sleeping, 1, __ATOMIC_SEQ_CST);
+            while (__atomic_load_n(&p->given, __ATOMIC_SEQ_CST) == __atomic_load_n(&p->done, __ATOMIC_SEQ_CST))
+                pthread_cond_wait(&p->wake, &p->lock);
+            __atomic_store_n(&p->sleeping, 0, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&p->lock);
+            idle_since = 0;
+        } else {
+            relax();
+        }
     }
     return NULL;
 }
@@ -91,7 +105,7 @@ static void after_fork_in_child(void)
     pthread_mutex_init(&p->hold, NULL);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
-    p->given = p->done = p->base = 0, p->failed = p->sleeping = 0;
+    p->given = p->claimed = p->done = p->base = 0, p->failed = p->sleeping = 0;
     if (p->state > 0)
         p->state = 0;
 }
@@ -139,7 +153,8 @@ struct rgpu_aead_pipe *rgpu_aead_pipe_acquire(void)
 void rgpu_aead_pipe_give(struct rgpu_aead_pipe *p, struct rgpu_aead *a, const uint8_t *in, size_t len, uint8_t *out)
 {
     while (p->given - __atomic_load_n(&p->done, __ATOMIC_ACQUIRE) >= RGPU_AEAD_PIPE_DEPTH)
-        relax(); /* (a job's place is taken again only once the helper is done with it) */
+        if (!run_next(p)) /* (a job's place is taken again only once its piece is done) */
+            relax();
     p->jobs[p->given % RGPU_AEAD_PIPE_DEPTH] = (struct job){a, in, out, len};
     __atomic_store_n(&p->given, p->given + 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
@@ -161,7 +176,8 @@ int rgpu_aead_pipe_take(struct rgpu_aead_pipe *p, unsigned upto)
     if (upto > rgpu_aead_pipe_given(p))
         upto = rgpu_aead_pipe_given(p);
     while (rgpu_aead_pipe_done(p) < upto)
-        relax();
+        if (!run_next(p))
+            relax();
     return __atomic_load_n(&p->failed, __ATOMIC_RELAXED) ? -1 : 0;
 }
 

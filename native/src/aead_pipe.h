@@ -3,8 +3,10 @@
  * One core seals or opens at ~9 GB/s and copies through a loopback socket at ~6.5 GB/s; one after the other, a
  * sealed 1 MiB copy ran at about half the plain one's rate (bench/results/gpu-2026-12-04f-copies). With the pipe the
  * caller hands it a record's pieces in order (rgpu_aead_pipe_give: rgpu_aead_update of that piece) and, before it
- * sends a sealed piece or ends the record, waits for it (rgpu_aead_pipe_take), doing socket I/O meanwhile. The
- * record's AEAD state passes between the threads only through give and take, so its updates stay in order.
+ * sends a sealed piece or ends the record, waits for it (rgpu_aead_pipe_take), doing socket I/O meanwhile. Pieces
+ * run in order, one at a time, each claimed by the helper or -- while the helper has not woken yet -- by the
+ * caller waiting in give or take, so a caller never idles for a thread that sleeps (a copy every millisecond found
+ * the worker's helper asleep each time: the pipe gained nothing on 1 MiB copies until callers took pieces too).
  *
  * One record at a time per process (the client's connection and the worker's session each have one socket): a
  * caller that cannot have the pipe (another thread has it; the thread could not start; RGPU_AEAD_PIPE=0) does the
