@@ -142,16 +142,18 @@ def opened_replies(got: bytes) -> list[Frame]:
 
 
 def serve(side: Side, stream: bytes, cuts: list[int], pauses: list[bool], native: bool, monkeypatch,
-          output: KernelOutput | None = None, before_each=None, sealed: bool = False) -> tuple[bytes, str]:
-    """Serve `stream` (written in pieces at `cuts`, pausing where `pauses` says) through serve_blocking; returns
-    (every byte the client got back, why the loop ended). `sealed`: the session's records are protected with the
-    test keys (the stream must be sealed with them)."""
+          output: KernelOutput | None = None, before_each=None, sealed: bool = False, spin_us: float = 100,
+          pause_s: float = 0.0005) -> tuple[bytes, str]:
+    """Serve `stream` (written in pieces at `cuts`, pausing `pause_s` where `pauses` says) through serve_blocking;
+    returns (every byte the client got back, why the loop ended). `sealed`: the session's records are protected
+    with the test keys (the stream must be sealed with them). The loop polls `spin_us` for bytes: a pause longer
+    than that makes it go idle with whatever part it holds."""
     monkeypatch.setenv("RGPU_NATIVE_LOOP", "1" if native else "0")
     server, client = socket.socketpair()
     conn = Connection(MAX_RECORD, reuse_receive_buffers=True)
     if sealed:
         conn.protect(RecordProtector(Cipher.AES_256_GCM, S2C_KEY, C2S_KEY))
-    io = SocketFrameStream(server, conn, spin_us=100)
+    io = SocketFrameStream(server, conn, spin_us=spin_us)
     ended: list[str] = []
 
     def run():
@@ -179,7 +181,7 @@ def serve(side: Side, stream: bytes, cuts: list[int], pauses: list[bool], native
                 client.sendall(stream[start:cut])
                 start = cut
             if pause:
-                time.sleep(0.0005)  # longer than the loop polls: it goes idle with whatever part it holds
+                time.sleep(pause_s)
     except OSError:
         pass  # the server ended the session (a protocol error) while we wrote
     thread.join(20)
@@ -646,6 +648,43 @@ def test_sealed_copies_with_slots_as_big_as_the_cuda_backends_are_served_in_c(mo
     expected[: 200 << 10] = pattern(200 << 10, 3)
     assert bytes(replies[0].bulk) == bytes(expected[: 600 << 10])
     assert bytes(replies[1].bulk) == bytes(expected)
+
+
+@pytest.mark.parametrize("gaps", ["polled", "idle", "tampered"])
+def test_a_big_sealed_copy_up_is_opened_as_it_arrives(monkeypatch, gaps):
+    """With the cuda backend's 256 KiB slots, a sealed copy up of 200 KiB whose record arrives in pieces is opened
+    into its slot as they come (the AEAD pipe opening one while the loop receives the next) when the loop polls
+    through the gaps ("polled"); a gap longer than the loop polls ("idle") leaves nothing of it opened and the
+    receive counter where it was, so Python, taking the session over mid-record, opens it; a changed byte
+    ("tampered") fails the tag, with nothing of the record on the device."""
+    monkeypatch.setattr(fake_lane, "RING_SLOT_BYTES", 256 << 10)
+    side = Side(True)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 200 << 10, "start", 1, 3), ("read_big",)]
+    records = sealed_records([frame_for(side, f, i + 1) for i, f in enumerate(plan)]
+                             + [frame_bytes(Frame(ops.GOODBYE.code, 99))])
+    if gaps == "tampered":
+        spoiled = bytearray(records[1])
+        spoiled[150_000] ^= 1
+        records[1] = bytes(spoiled)
+    at = len(records[0])
+    cuts = [at + 4096, at + 100_000, at + 180_000]  # (inside the copy's record)
+    spin_us, pause_s = (100, 0.0005) if gaps == "idle" else (200_000, 0.005)
+    before = bytes(side.s.backend._view(big_buffer(side), 200 << 10))
+    runs = frames_python_runs(monkeypatch)
+    try:
+        got, why = serve(side, b"".join(records), cuts, [True] * len(cuts), True, monkeypatch, sealed=True,
+                         spin_us=spin_us, pause_s=pause_s)
+        if gaps == "tampered":
+            assert why.startswith("protocol error: frame failed authentication"), why
+            assert bytes(side.s.backend._view(big_buffer(side), 200 << 10)) == before
+            return
+    finally:
+        side.s.release_all()
+    assert why == "closed by GOODBYE", why
+    copies_in_python = [rid for op, rid, _ in runs if op == ops.MEMCPY_HTOD_ASYNC.code]
+    assert copies_in_python == ([2] if gaps == "idle" else []), runs
+    (read,) = [f for f in opened_replies(got) if f.request_id == 3]
+    assert bytes(read.bulk)[: 200 << 10] == pattern(200 << 10, 3)
 
 
 @pytest.mark.parametrize("where", ["batch", "copy", "header"])

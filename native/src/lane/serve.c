@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "aead_pipe.h"
 #include "crypto.h"
 #include "lane.h"
 #include "lane_private.h"
@@ -168,6 +169,43 @@ static int open_record(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     return 1;
 }
 
+/* open_record for a big record still arriving at buf[0] (`len` long, *end bytes of buf held): when it is a copy
+ * up that one ring slot takes, its header and arguments are opened as open_record opens them, and its bulk is
+ * opened into the slot as it arrives (serve_open_htod_arriving), so that opening overlaps receiving instead of
+ * following it. 0 as open_record's 0, the record all arrived (*end moved on). 1: not taken; nothing opened is
+ * kept, the receive counter is back where it was, and the record (*end: with what arrived meanwhile) is served
+ * whole once it has arrived, or is Python's, as before. */
+#define ARRIVING_OPEN_MIN (2 * RGPU_AEAD_PIPE_PIECE) /* (a smaller record arrives whole in a receive or two) */
+static int open_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t len,
+                         size_t *end, int *r)
+{
+    struct rgpu_aead *rx = seal_rx(io->seal);
+    const uint64_t counter = rx->counter;
+    size_t at = RGPU_HEADER_SIZE, args_len;
+    uint8_t *body = io->plain + RGPU_PREFIX_SIZE;
+    rgpu_header h;
+    struct copy_in copy;
+    if (!rgpu_aead_begin(rx, 0, io->buf) && !rgpu_aead_update(rx, io->buf + RGPU_PREFIX_SIZE, at, body) &&
+        !rgpu_parse_header(body, len - RGPU_TAG_SIZE, &h, &args_len) &&
+        args_len <= STREAM_HEAD - RGPU_PREFIX_SIZE - RGPU_HEADER_SIZE && *end >= RGPU_PREFIX_SIZE + at + args_len &&
+        !rgpu_aead_update(rx, io->buf + RGPU_PREFIX_SIZE + at, args_len, body + at) &&
+        serve_copy_asked(&h, body + RGPU_HEADER_SIZE, args_len, &copy)) {
+        at += args_len;
+        rgpu_lane_serve_io whole = *io;
+        whole.buf = io->plain; /* (what it hands back goes there) */
+        int served = serve_open_htod_arriving(lane, &whole, io, out, &copy, rx, io->buf + RGPU_PREFIX_SIZE + at, end);
+        if (served >= 0) {
+            if (out->tampered)
+                memset(io->plain, 0, RGPU_PREFIX_SIZE + at);
+            *r = served ? -1 : 0;
+            return 0;
+        }
+    }
+    memset(io->plain, 0, STREAM_HEAD);
+    rx->counter = counter;
+    return 1;
+}
+
 /* A sealed session: each record is opened whole into io->plain once it has all arrived, so that nothing of it is
  * used before its tag is checked (but a copy's header and arguments choosing its ring slot: open_record), then
  * served as a plain one would be. Records too big for the buffer stay sealed for Python, which opens them as they
@@ -175,7 +213,7 @@ static int open_record(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
  * sealed copies in pieces that fit (rgpu_htod_chunk, conn_context.c). */
 static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
 {
-    size_t start = 0, end = io->have <= io->cap ? io->have : io->cap;
+    size_t start = 0, end = io->have <= io->cap ? io->have : io->cap, tried_at = SIZE_MAX;
     unsigned long long mark = lane_now_ns();
     if (!seal_counters_low(io->seal))
         HAND_BACK(RGPU_SERVE_PYTHON, start, end);
@@ -187,12 +225,22 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
              * (Python's failure too), or too big for the buffer: Python's, still sealed. */
             if (len > io->max_record || len < RGPU_TAG_SIZE + RGPU_HEADER_SIZE || len > io->cap - RGPU_PREFIX_SIZE)
                 HAND_BACK(RGPU_SERVE_PYTHON, start, end);
-            if (have >= RGPU_PREFIX_SIZE + len) {
+            int r = 0, opened = 1, arriving = have < RGPU_PREFIX_SIZE + len;
+            unsigned long long opening = lane_now_ns();
+            if (arriving && len > ARRIVING_OPEN_MIN && have >= STREAM_HEAD && tried_at != start) {
+                if (start) { /* (the pipe reads the record where it lies: it must not move while arriving) */
+                    memmove(io->buf, io->buf + start, have);
+                    start = 0, end = have;
+                }
+                tried_at = start;
+                opened = open_arriving(lane, io, out, len, &end, &r);
+            }
+            if (!opened || !arriving) {
                 size_t frame_len = RGPU_PREFIX_SIZE + len - RGPU_TAG_SIZE;
-                const uint8_t *record = io->buf + start;
-                unsigned long long opening = lane_now_ns();
-                int r = 0, opened = open_record(lane, io, out, record, len, &r);
+                if (opened)
+                    opened = open_record(lane, io, out, io->buf + start, len, &r);
                 start += RGPU_PREFIX_SIZE + len;
+                tried_at = SIZE_MAX;
                 if (opened < 0)
                     HAND_BACK(RGPU_SERVE_FAILED, start, end);
                 if (opened)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "aead_pipe.h"
 #include "crypto.h"
 #include "lane.h"
 #include "lane_private.h"
@@ -165,6 +166,26 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
     return copy_queued(lane, io, out, c, stream, began, last, last_len, last_carry, *start, *end);
 }
 
+/* The copy's bulk opened into `slot` (`opened`: without an error), its record's tag at `tag`: queued once the tag
+ * checks, else the slot wiped and the session failed. 0 or 1 as serve_open_htod. */
+static int slot_opened(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
+                       struct rgpu_aead *rx, rgpu_lane_ring *ring, uintptr_t stream, char *slot, int opened,
+                       const uint8_t *tag, unsigned long long began)
+{
+    const char *what = "";
+    size_t total = c->h->bulk_len;
+    if (!opened || rgpu_aead_open_end(rx, tag)) {
+        memset(slot, 0, total);
+        out->tampered = 1, out->error = EBADMSG, out->outcome = RGPU_SERVE_FAILED;
+        return 1;
+    }
+    if (lane_ring_send(lane_driver(lane), ring, c->dst, total, stream, &what)) {
+        copy_rest_for_python(io, out, c, 0, (const uint8_t *)slot, total);
+        return 1;
+    }
+    return copy_queued(lane, io, out, c, stream, began, (const uint8_t *)slot, total, total, 0, 0);
+}
+
 int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
                     struct rgpu_aead *rx, const uint8_t *sealed)
 {
@@ -175,19 +196,46 @@ int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_ser
     rgpu_lane_ring *ring = copy_ring(lane, io, c, 1, &stream);
     if (!ring)
         return -1;
-    const rgpu_lane_driver *d = lane_driver(lane);
     unsigned long long began = lane_now_ns();
-    char *slot = lane_ring_slot(d, ring, &what, &code);
+    char *slot = lane_ring_slot(lane_driver(lane), ring, &what, &code);
     if (!slot)
         return -1; /* (serve.c opens it into plain and gives it to serve_stream_htod, which hands it to Python) */
-    if (rgpu_aead_update(rx, sealed, total, (uint8_t *)slot) || rgpu_aead_open_end(rx, sealed + total)) {
-        memset(slot, 0, total);
-        out->tampered = 1, out->error = EBADMSG, out->outcome = RGPU_SERVE_FAILED;
-        return 1;
+    int opened = !rgpu_aead_update(rx, sealed, total, (uint8_t *)slot);
+    return slot_opened(lane, io, out, c, rx, ring, stream, slot, opened, sealed + total, began);
+}
+
+int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, const rgpu_lane_serve_io *socket_io,
+                             rgpu_lane_served *out, const struct copy_in *c, struct rgpu_aead *rx,
+                             const uint8_t *sealed, size_t *end)
+{
+    uintptr_t stream;
+    int code;
+    const char *what = "";
+    const size_t total = c->h->bulk_len, piece = RGPU_AEAD_PIPE_PIECE;
+    rgpu_lane_ring *ring = copy_ring(lane, io, c, 1, &stream);
+    if (!ring)
+        return -1;
+    unsigned long long began = lane_now_ns();
+    char *slot = lane_ring_slot(lane_driver(lane), ring, &what, &code);
+    struct rgpu_aead_pipe *pipe = slot ? rgpu_aead_pipe_acquire() : NULL;
+    if (!pipe)
+        return -1;
+    const uint8_t *tag = sealed + total;
+    for (size_t given = 0;;) {
+        const uint8_t *held_to = socket_io->buf + *end;
+        size_t held = held_to > tag ? total : (size_t)(held_to - sealed);
+        for (size_t k; given < held && (held - given >= piece || held == total); given += k) {
+            k = held - given < piece ? held - given : piece;
+            rgpu_aead_pipe_give(pipe, rx, sealed + given, k, (uint8_t *)slot + given);
+        }
+        if (held_to >= tag + RGPU_TAG_SIZE)
+            break;
+        if (serve_receive_some(socket_io, end, out) <= 0) { /* the client paused, or the socket ended */
+            rgpu_aead_pipe_release(pipe);
+            memset(slot, 0, total);
+            return -1;
+        }
     }
-    if (lane_ring_send(d, ring, c->dst, total, stream, &what)) {
-        copy_rest_for_python(io, out, c, 0, (const uint8_t *)slot, total);
-        return 1;
-    }
-    return copy_queued(lane, io, out, c, stream, began, (const uint8_t *)slot, total, total, 0, 0);
+    int opened = !rgpu_aead_pipe_release(pipe);
+    return slot_opened(lane, io, out, c, rx, ring, stream, slot, opened, tag, began);
 }

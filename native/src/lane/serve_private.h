@@ -56,5 +56,13 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
  * wiped). */
 int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
                     struct rgpu_aead *rx, const uint8_t *sealed);
+/* serve_open_htod for a record still arriving: its bulk's ciphertext from `sealed` on, in socket_io's buf, which
+ * holds *end bytes and room for the whole record. The bulk is opened into the slot by the AEAD pipe a piece at a
+ * time as it arrives, receiving meanwhile (socket_io: more of it lands in buf and *end moves). -1: not taken -- no
+ * slot or no pipe, or the client paused or the socket ended before the record did -- and nothing of the bulk kept
+ * (the slot wiped; the record, with what arrived meanwhile, still sealed in buf); else as serve_open_htod. */
+int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, const rgpu_lane_serve_io *socket_io,
+                             rgpu_lane_served *out, const struct copy_in *c, struct rgpu_aead *rx,
+                             const uint8_t *sealed, size_t *end);
 
 #endif
