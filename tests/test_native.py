@@ -461,7 +461,10 @@ assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cu.cuCtxSetC
 n = 1 << 20
 assert cu.cuMemAlloc_v2(ctypes.byref(ptr), n) == 0
 data = bytes(range(256)) * (n // 256)
-assert cu.cuMemcpyHtoDAsync_v2(ptr, data, ctypes.c_size_t(n), None) == 0
+if sys.argv[2] == "async":
+    assert cu.cuMemcpyHtoDAsync_v2(ptr, data, ctypes.c_size_t(n), None) == 0
+else:
+    assert cu.cuMemcpyHtoD_v2(ptr, data, ctypes.c_size_t(n)) == 0
 back = ctypes.create_string_buffer(n)
 assert cu.cuMemcpyDtoH_v2(back, ptr, ctypes.c_size_t(n)) == 0
 assert back.raw == data
@@ -469,10 +472,13 @@ print("COPIED")
 """
 
 
+@pytest.mark.parametrize("call", ["async", "sync"])
 @pytest.mark.parametrize("sealed", [False, True])
-def test_sealed_copies_go_in_records_the_servers_c_loop_opens(shim_dir, tmp_path, sealed):
+def test_sealed_copies_go_in_records_the_servers_c_loop_opens(shim_dir, tmp_path, sealed, call):
     """With a PSK the stand-ins send a deferred host-to-device copy in 256 KiB records (the worker's C loop opens
-    records up to its buffer whole; larger ones would be Python's): a 1 MiB copy is 4 of them, plain it is one."""
+    records up to its buffer whole; larger ones would be Python's): a 1 MiB copy is 4 of them, plain it is one.
+    A synchronous copy's chunks but the last go as asynchronous copies on the NULL stream, so that the server
+    waits for the device once, after the last."""
     child, stats, key = tmp_path / "child.py", tmp_path / "stats.jsonl", tmp_path / "key"
     child.write_text(_COPY_CHILD)
     key.write_text(TEST_KEY)
@@ -481,9 +487,12 @@ def test_sealed_copies_go_in_records_the_servers_c_loop_opens(shim_dir, tmp_path
     args = ["--stats-file", str(stats), "--log-level", "warning"] + (["--psk-file", str(key)] if sealed else [])
     with local_server("fake", args) as address:
         env.update(RGPU_SERVER=address, **({"RGPU_PSK_FILE": str(key)} if sealed else {}))
-        res = subprocess.run([sys.executable, str(child), str(shim_dir / "libcuda.so.1")], env=env,
+        res = subprocess.run([sys.executable, str(child), str(shim_dir / "libcuda.so.1"), call], env=env,
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0 and "COPIED" in res.stdout, res.stderr
         wait_for_stats_record(stats, 30)
     (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
-    assert record["calls_by_op"]["MEMCPY_HTOD_ASYNC"] == (4 if sealed else 1), record["calls_by_op"]
+    chunks = 4 if sealed else 1
+    expected = (chunks, 0) if call == "async" else (chunks - 1, 1)
+    assert tuple(record["calls_by_op"].get(op, 0) for op in ("MEMCPY_HTOD_ASYNC", "MEMCPY_HTOD")) == expected, \
+        record["calls_by_op"]
