@@ -171,6 +171,11 @@ unsigned rgpu_aead_pipe_done(const struct rgpu_aead_pipe *p)
     return __atomic_load_n(&p->done, __ATOMIC_ACQUIRE) - p->base;
 }
 
+int rgpu_aead_pipe_help(struct rgpu_aead_pipe *p, unsigned behind)
+{
+    return rgpu_aead_pipe_given(p) - rgpu_aead_pipe_done(p) >= behind && run_next(p);
+}
+
 int rgpu_aead_pipe_take(struct rgpu_aead_pipe *p, unsigned upto)
 {
     if (upto > rgpu_aead_pipe_given(p))

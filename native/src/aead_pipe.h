@@ -35,6 +35,9 @@ void rgpu_aead_pipe_give(struct rgpu_aead_pipe *p, struct rgpu_aead *a, const ui
 /* Waits until every piece numbered below `upto` (at most those given) is done: 0, or -1 if an update of this hold
  * failed. */
 int rgpu_aead_pipe_take(struct rgpu_aead_pipe *p, unsigned upto);
+/* Runs the next piece on the caller's thread when the pipe is `behind` pieces or more behind (a caller about to
+ * wait for the socket helps a helper that is still waking or slower than the socket): 1 if it ran one. */
+int rgpu_aead_pipe_help(struct rgpu_aead_pipe *p, unsigned behind);
 /* Pieces given and done so far in this hold (done: without waiting). */
 unsigned rgpu_aead_pipe_given(const struct rgpu_aead_pipe *p);
 unsigned rgpu_aead_pipe_done(const struct rgpu_aead_pipe *p);

@@ -269,6 +269,7 @@ static int rec_read_piped(struct rgpu_aead_pipe *pipe, uint8_t *b, size_t n)
     int error = 0;
     for (size_t off = 0, k; off < n && !error; off += k) {
         k = n - off < RGPU_AEAD_PIPE_PIECE ? n - off : RGPU_AEAD_PIPE_PIECE;
+        rgpu_aead_pipe_help(pipe, 2); /* (what arrives meanwhile waits in the socket) */
         if (conn_read_all(b + off, k))
             error = errno ? errno : EPROTO;
         else
