@@ -476,19 +476,24 @@ def test_a_copy_back_goes_out_as_its_slots_land_the_first_on_its_own(monkeypatch
     assert bytes(replies[0].bulk) == pattern(size, 3)
 
 
+def wait_failing_at(n: int, waits: list):
+    """A FakeLaneDriver._event_synchronize that notes each event waited for in `waits` and fails the n-th wait (the
+    context broke meanwhile, injected)."""
+    def waited(self, event):
+        waits.append(event)
+        if len(waits) == n:
+            raise CudaError(Status.ILLEGAL_ADDRESS, "injected")
+        return 0
+
+    return waited
+
+
 def test_a_copy_back_cut_short_leaves_its_slots_to_be_freed_by_one_wait(monkeypatch, caplog):
     """Slots a copy back marked with one event (its last slot's) and never waited for (the context broke after the
     first slot went out, so the session ends) are freed by one wait for that event when the ring next takes them:
     none keeps pointing at an event its own slot's next copy records again."""
     waits: list[int] = []
-
-    def first_slot_then_broken(self, event):
-        waits.append(event)
-        if len(waits) == 2:
-            raise CudaError(Status.ILLEGAL_ADDRESS, "injected")
-        return 0
-
-    monkeypatch.setattr(FakeLaneDriver, "_event_synchronize", first_slot_then_broken)
+    monkeypatch.setattr(FakeLaneDriver, "_event_synchronize", wait_failing_at(2, waits))
     side = Side(True)
     size = RING_SLOTS * RING_SLOT_BYTES
     plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("dtoh_big", size, "start", 1)]
@@ -513,15 +518,7 @@ def test_a_context_failing_between_the_slots_of_a_copy_back_ends_the_session(mon
     """Once a copy back's reply has begun, its status has gone out as success: a slot that then fails (the context
     broke meanwhile, injected) cannot be reported, so the session ends, with a warning that says why, instead of
     sending bytes the GPU never wrote."""
-    calls: list[int] = []
-
-    def second_wait_fails(self, event):
-        calls.append(event)
-        if len(calls) == 2:
-            raise CudaError(Status.ILLEGAL_ADDRESS, "injected")
-        return 0
-
-    monkeypatch.setattr(FakeLaneDriver, "_event_synchronize", second_wait_fails)
+    monkeypatch.setattr(FakeLaneDriver, "_event_synchronize", wait_failing_at(2, []))
     side = Side(True)
     plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("dtoh_big", 200 << 10, "start", 1), ("nop",)]
     stream = b"".join(frame_for(side, f, i + 1) for i, f in enumerate(plan))
