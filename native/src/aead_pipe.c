@@ -124,10 +124,16 @@ static int start(struct rgpu_aead_pipe *p)
     pthread_attr_t attr;
     pthread_t t;
     sigfillset(&all);
+    /* The program's signals stay with its own threads, but for the ones a fault raises: the helper reads and writes
+     * the program's buffers, and a program that tracks its pages with mprotect and a SIGSEGV handler must see the
+     * fault (blocked, the kernel would kill the process instead). */
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
+        sigdelset(&all, faults[i]);
     if (pthread_attr_init(&attr))
         return -1;
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals stay with its own threads */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int r = pthread_create(&t, &attr, helper, p);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
@@ -140,8 +146,8 @@ struct rgpu_aead_pipe *rgpu_aead_pipe_acquire(void)
     pthread_once(&once, init);
     if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) < 0 || pthread_mutex_trylock(&p->hold))
         return NULL;
-    if (p->state == 0)
-        p->state = start(p) ? -1 : 1;
+    if (p->state == 0) /* (written only under the hold; read without it above) */
+        __atomic_store_n(&p->state, start(p) ? -1 : 1, __ATOMIC_RELEASE);
     if (p->state < 0) {
         pthread_mutex_unlock(&p->hold);
         return NULL;

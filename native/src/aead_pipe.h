@@ -10,8 +10,8 @@
  *
  * One record at a time per process (the client's connection and the worker's session each have one socket): a
  * caller that cannot have the pipe (another thread has it; the thread could not start; RGPU_AEAD_PIPE=0) does the
- * work itself. The thread starts on first use (again in a forked child), blocks every signal, polls for work a
- * while after each piece and then sleeps. */
+ * work itself. The thread starts on first use (again in a forked child), blocks every signal but those a fault
+ * raises, polls for work a while after each piece and then sleeps. */
 #ifndef RGPU_AEAD_PIPE_H
 #define RGPU_AEAD_PIPE_H
 

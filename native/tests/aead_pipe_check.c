@@ -1,16 +1,20 @@
 /* The AEAD pipe (native/src/aead_pipe.c) against the same work done on one thread: records of many sizes sealed
  * and opened through the pipe must match byte for byte, tag included, with the helper awake and woken from sleep;
- * a tampered record must fail; a hold taken elsewhere must leave a second caller without the pipe; a forked
- * child must get a helper of its own. Built and run by tests/test_hostile_server.py (under ThreadSanitizer where
+ * a tampered record must fail; a fault the helper raises in a program's tracked buffer must reach the program's
+ * handler; a hold taken elsewhere must leave a second caller without the pipe; a forked child must get a helper
+ * of its own. Built and run by tests/test_hostile_server.py (under ThreadSanitizer where
  * the compiler has it).
  *
  *   aead_pipe_check ROUNDS   prints "ROUNDS rounds, no failure" and exits 0; names the failure and exits 1; exits 2
  *                            where the pipe is not used (one CPU, RGPU_AEAD_PIPE=0) */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,6 +93,48 @@ static int one_round(int cipher, const uint8_t key[32], uint64_t counter, size_t
     return 0;
 }
 
+/* A program that tracks its pages (mprotect, then a SIGSEGV handler that lets the first touch through, as garbage
+ * collectors do) hands such a buffer to a copy: the helper's read must raise the fault the program handles. */
+static uint8_t *tracked;
+static size_t tracked_len;
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)uc;
+    uint8_t *at = si->si_addr;
+    if (at < tracked || at >= tracked + tracked_len || mprotect(tracked, tracked_len, PROT_READ | PROT_WRITE))
+        _exit(98);
+}
+
+static int tracked_round(const uint8_t key[32])
+{
+    tracked_len = 1u << 20;
+    tracked = mmap(NULL, tracked_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *out = malloc(tracked_len), tag[16];
+    static const uint8_t aad[4];
+    struct rgpu_aead a;
+    struct sigaction sa = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO}, old;
+    if (tracked == MAP_FAILED || !out || sigaction(SIGSEGV, &sa, &old))
+        FAIL("no tracked buffer");
+    memset(tracked, 7, tracked_len);
+    mprotect(tracked, tracked_len, PROT_NONE);
+    aead_for(&a, RGPU_CIPHER_AES_256_GCM, key, 99);
+    struct rgpu_aead_pipe *p = rgpu_aead_pipe_acquire();
+    if (!p || rgpu_aead_begin(&a, 1, aad))
+        FAIL("no pipe for the tracked buffer");
+    for (size_t off = 0; off < tracked_len; off += RGPU_AEAD_PIPE_PIECE)
+        rgpu_aead_pipe_give(p, &a, tracked + off, RGPU_AEAD_PIPE_PIECE, out + off);
+    for (int i = 0; i < 20000 && rgpu_aead_pipe_done(p) < rgpu_aead_pipe_given(p); i++) /* (the helper's, all) */
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    if (rgpu_aead_pipe_done(p) < rgpu_aead_pipe_given(p) || rgpu_aead_pipe_release(p) || rgpu_aead_seal_end(&a, tag))
+        FAIL("sealing a tracked buffer through the pipe failed");
+    sigaction(SIGSEGV, &old, NULL);
+    munmap(tracked, tracked_len);
+    free(out);
+    rgpu_aead_free(&a);
+    return 0;
+}
+
 static void *try_acquire(void *got)
 {
     struct rgpu_aead_pipe *p = rgpu_aead_pipe_acquire();
@@ -120,6 +166,8 @@ int main(int argc, char **argv)
         if (r % 7 == 6) /* longer than the helper polls: it sleeps, and the next piece must wake it */
             nanosleep(&(struct timespec){0, 2000000}, NULL);
     }
+    if (tracked_round(key))
+        return 1;
     struct rgpu_aead_pipe *held = rgpu_aead_pipe_acquire();
     int other = -1;
     pthread_t t;

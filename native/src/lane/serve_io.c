@@ -100,8 +100,13 @@ static int send_sealed_piped(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu
     size_t next = 1, sent = 0; /* step i > 0 is the pipe's piece i - 1 */
     while (!error && sent < steps) {
         for (; next < steps && next - sent <= RGPU_AEAD_PIPE_DEPTH; next++) {
+            /* A slot not yet seen to land is waited for only once the pipe would otherwise run dry (its piece is
+             * the one after the next to send): what is sealed goes out first, and the later slots land meanwhile. */
             const char *what = "";
-            int code = lane_copy_back_wait(lane, next * step / slot_bytes, &what);
+            size_t slot = next * step / slot_bytes;
+            if (next > sent + 1 && !lane_copy_back_landed(lane, slot))
+                break;
+            int code = lane_copy_back_wait(lane, slot, &what);
             if (code) {
                 out->failed_status = code, out->failed_what = what;
                 error = EIO;
