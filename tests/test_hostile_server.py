@@ -461,6 +461,10 @@ def test_the_aead_pipe_seals_and_opens_as_one_thread_does(tmp_path):
     if proc.returncode == 2:
         pytest.skip(proc.stdout.strip())
     assert proc.returncode == 0 and "60 rounds, no failure" in proc.stdout, proc.stdout + proc.stderr
+    if shutil.which("taskset"):  # on one CPU the helper could only take turns with its caller: no pipe
+        one = subprocess.run(["taskset", "-c", str(min(os.sched_getaffinity(0))), str(exe), "1"], capture_output=True,
+                             text=True, timeout=60, env={**os.environ, "TSAN_OPTIONS": "die_after_fork=0"})
+        assert one.returncode == 2 and "no pipe here" in one.stdout, one.stdout + one.stderr
 
 
 def test_reply_decoders_under_random_input(stand_ins):

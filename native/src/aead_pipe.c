@@ -3,6 +3,7 @@
 #include "aead_pipe.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,17 @@ static inline void relax(void)
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+/* A caller waiting for a piece another thread runs: it polls (a piece takes ~7 us), but once it has polled far
+ * longer than a piece takes -- that thread was preempted, say on a machine with a CPU quota -- it gives its CPU
+ * away between polls instead of spinning out its time slice. */
+static void wait_a_little(unsigned *polls)
+{
+    if (++*polls > 2000)
+        sched_yield();
+    else
+        relax();
 }
 
 static unsigned long long now_ns(void)
@@ -110,12 +122,18 @@ static void after_fork_in_child(void)
         p->state = 0;
 }
 
+/* The CPUs this process may run on (its affinity; else those online). */
+static int cpus(void)
+{
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) ? (int)sysconf(_SC_NPROCESSORS_ONLN) : CPU_COUNT(&set);
+}
+
 static void init(void)
 {
     const char *off = getenv("RGPU_AEAD_PIPE");
-    if ((off && !strcmp(off, "0")) || sysconf(_SC_NPROCESSORS_ONLN) < 2 ||
-        pthread_atfork(NULL, NULL, after_fork_in_child))
-        the_pipe.state = -1; /* (one core: the helper would only take turns with the caller) */
+    if ((off && !strcmp(off, "0")) || cpus() < 2 || pthread_atfork(NULL, NULL, after_fork_in_child))
+        the_pipe.state = -1; /* (one CPU: the helper would only take turns with the caller) */
 }
 
 static int start(struct rgpu_aead_pipe *p)
@@ -158,9 +176,10 @@ struct rgpu_aead_pipe *rgpu_aead_pipe_acquire(void)
 
 void rgpu_aead_pipe_give(struct rgpu_aead_pipe *p, struct rgpu_aead *a, const uint8_t *in, size_t len, uint8_t *out)
 {
+    unsigned polls = 0;
     while (p->given - __atomic_load_n(&p->done, __ATOMIC_ACQUIRE) >= RGPU_AEAD_PIPE_DEPTH)
         if (!run_next(p)) /* (a job's place is taken again only once its piece is done) */
-            relax();
+            wait_a_little(&polls);
     p->jobs[p->given % RGPU_AEAD_PIPE_DEPTH] = (struct job){a, in, out, len};
     __atomic_store_n(&p->given, p->given + 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
@@ -186,9 +205,10 @@ int rgpu_aead_pipe_take(struct rgpu_aead_pipe *p, unsigned upto)
 {
     if (upto > rgpu_aead_pipe_given(p))
         upto = rgpu_aead_pipe_given(p);
+    unsigned polls = 0;
     while (rgpu_aead_pipe_done(p) < upto)
         if (!run_next(p))
-            relax();
+            wait_a_little(&polls);
     return __atomic_load_n(&p->failed, __ATOMIC_RELAXED) ? -1 : 0;
 }
 
