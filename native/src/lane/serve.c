@@ -129,6 +129,46 @@ static int serve_opened(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane
     return r;
 }
 
+/* Begins opening the sealed record at `record` (`len` long, `held` bytes of it here) into plain: its header and,
+ * when they fit a stream head and have arrived, its arguments. The body bytes opened, 0 when an update failed;
+ * *is_copy: it asks for a copy serve_open_htod(_arriving) may take, `copy` (whose header is *h). */
+static size_t open_head(const rgpu_lane_serve_io *io, const uint8_t *record, size_t len, size_t held, rgpu_header *h,
+                        struct copy_in *copy, int *is_copy)
+{
+    struct rgpu_aead *rx = seal_rx(io->seal);
+    uint8_t *body = io->plain + RGPU_PREFIX_SIZE;
+    size_t at = RGPU_HEADER_SIZE, args_len;
+    *is_copy = 0;
+    if (rgpu_aead_begin(rx, 0, record) || rgpu_aead_update(rx, record + RGPU_PREFIX_SIZE, at, body))
+        return 0;
+    if (rgpu_parse_header(body, len - RGPU_TAG_SIZE, h, &args_len) ||
+        args_len > STREAM_HEAD - RGPU_PREFIX_SIZE - RGPU_HEADER_SIZE || held < RGPU_PREFIX_SIZE + at + args_len)
+        return at;
+    if (rgpu_aead_update(rx, record + RGPU_PREFIX_SIZE + at, args_len, body + at))
+        return 0;
+    *is_copy = serve_copy_asked(h, body + RGPU_HEADER_SIZE, args_len, copy);
+    return at + args_len;
+}
+
+/* What serve_open_htod(_arriving) answered (`served`; -1: not taken) for a copy whose head was `opened` bytes:
+ * 0 with *r as open_record's 0, or -1 when not taken. What it hands back goes to plain (its `io`: plain_io). */
+static int copy_opened(const rgpu_lane_serve_io *io, rgpu_lane_served *out, int served, size_t opened, int *r)
+{
+    if (served < 0)
+        return -1;
+    if (out->tampered)
+        memset(io->plain, 0, RGPU_PREFIX_SIZE + opened);
+    *r = served ? -1 : 0;
+    return 0;
+}
+
+static rgpu_lane_serve_io plain_io(const rgpu_lane_serve_io *io)
+{
+    rgpu_lane_serve_io whole = *io;
+    whole.buf = io->plain;
+    return whole;
+}
+
 /* Opens the sealed record at `record` (its prefix, then `len` bytes of ciphertext and tag). 1: opened whole into
  * plain, as a frame with its prefix, for serve_opened. 0: a host-to-device copy that fits one ring slot, opened
  * only as far as its arguments and the rest straight into the slot by serve_open_htod, which served it (*r 0) or
@@ -138,28 +178,18 @@ static int open_record(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
                        size_t len, int *r)
 {
     struct rgpu_aead *rx = seal_rx(io->seal);
-    size_t plain_len = len - RGPU_TAG_SIZE, at = RGPU_HEADER_SIZE, args_len;
+    size_t plain_len = len - RGPU_TAG_SIZE;
     uint8_t *body = io->plain + RGPU_PREFIX_SIZE;
     rgpu_header h;
     struct copy_in copy;
-    int failed = rgpu_aead_begin(rx, 0, record) || rgpu_aead_update(rx, record + RGPU_PREFIX_SIZE, at, body);
-    if (!failed && !rgpu_parse_header(body, plain_len, &h, &args_len) &&
-        args_len <= STREAM_HEAD - RGPU_PREFIX_SIZE - RGPU_HEADER_SIZE) {
-        failed = rgpu_aead_update(rx, record + RGPU_PREFIX_SIZE + at, args_len, body + at);
-        at += args_len;
-        if (!failed && serve_copy_asked(&h, body + RGPU_HEADER_SIZE, args_len, &copy)) {
-            rgpu_lane_serve_io whole = *io;
-            whole.buf = io->plain; /* (what it hands back goes there) */
-            int served = serve_open_htod(lane, &whole, out, &copy, rx, record + RGPU_PREFIX_SIZE + at);
-            if (served >= 0) {
-                if (out->tampered)
-                    memset(io->plain, 0, RGPU_PREFIX_SIZE + at);
-                *r = served ? -1 : 0;
-                return 0;
-            }
-        }
+    int is_copy;
+    size_t at = open_head(io, record, len, RGPU_PREFIX_SIZE + len, &h, &copy, &is_copy);
+    if (is_copy) {
+        rgpu_lane_serve_io whole = plain_io(io);
+        if (!copy_opened(io, out, serve_open_htod(lane, &whole, out, &copy, rx, record + RGPU_PREFIX_SIZE + at), at, r))
+            return 0;
     }
-    if (failed || rgpu_aead_update(rx, record + RGPU_PREFIX_SIZE + at, plain_len - at, body + at) ||
+    if (!at || rgpu_aead_update(rx, record + RGPU_PREFIX_SIZE + at, plain_len - at, body + at) ||
         rgpu_aead_open_end(rx, record + RGPU_PREFIX_SIZE + plain_len)) {
         memset(io->plain, 0, RGPU_PREFIX_SIZE + plain_len);
         out->tampered = 1, out->error = EBADMSG;
@@ -181,25 +211,15 @@ static int open_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
 {
     struct rgpu_aead *rx = seal_rx(io->seal);
     const uint64_t counter = rx->counter;
-    size_t at = RGPU_HEADER_SIZE, args_len;
-    uint8_t *body = io->plain + RGPU_PREFIX_SIZE;
     rgpu_header h;
     struct copy_in copy;
-    if (!rgpu_aead_begin(rx, 0, io->buf) && !rgpu_aead_update(rx, io->buf + RGPU_PREFIX_SIZE, at, body) &&
-        !rgpu_parse_header(body, len - RGPU_TAG_SIZE, &h, &args_len) &&
-        args_len <= STREAM_HEAD - RGPU_PREFIX_SIZE - RGPU_HEADER_SIZE && *end >= RGPU_PREFIX_SIZE + at + args_len &&
-        !rgpu_aead_update(rx, io->buf + RGPU_PREFIX_SIZE + at, args_len, body + at) &&
-        serve_copy_asked(&h, body + RGPU_HEADER_SIZE, args_len, &copy)) {
-        at += args_len;
-        rgpu_lane_serve_io whole = *io;
-        whole.buf = io->plain; /* (what it hands back goes there) */
-        int served = serve_open_htod_arriving(lane, &whole, io, out, &copy, rx, io->buf + RGPU_PREFIX_SIZE + at, end);
-        if (served >= 0) {
-            if (out->tampered)
-                memset(io->plain, 0, RGPU_PREFIX_SIZE + at);
-            *r = served ? -1 : 0;
+    int is_copy;
+    size_t at = open_head(io, io->buf, len, *end, &h, &copy, &is_copy);
+    if (is_copy) {
+        rgpu_lane_serve_io whole = plain_io(io);
+        const uint8_t *sealed = io->buf + RGPU_PREFIX_SIZE + at;
+        if (!copy_opened(io, out, serve_open_htod_arriving(lane, &whole, io, out, &copy, rx, sealed, end), at, r))
             return 0;
-        }
     }
     memset(io->plain, 0, STREAM_HEAD);
     rx->counter = counter;

@@ -186,20 +186,26 @@ static int slot_opened(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     return copy_queued(lane, io, out, c, stream, began, (const uint8_t *)slot, total, total, 0, 0);
 }
 
+/* The one ring slot copy `c` goes through (its ring and stream in *ring, *stream), or NULL: not the lane's. */
+static char *copy_slot(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c, rgpu_lane_ring **ring,
+                       uintptr_t *stream)
+{
+    int code;
+    const char *what = "";
+    *ring = copy_ring(lane, io, c, 1, stream);
+    return *ring ? lane_ring_slot(lane_driver(lane), *ring, &what, &code) : NULL;
+}
+
 int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
                     struct rgpu_aead *rx, const uint8_t *sealed)
 {
     uintptr_t stream;
-    int code;
-    const char *what = "";
-    size_t total = c->h->bulk_len;
-    rgpu_lane_ring *ring = copy_ring(lane, io, c, 1, &stream);
-    if (!ring)
-        return -1;
+    rgpu_lane_ring *ring;
     unsigned long long began = lane_now_ns();
-    char *slot = lane_ring_slot(lane_driver(lane), ring, &what, &code);
+    char *slot = copy_slot(lane, io, c, &ring, &stream);
     if (!slot)
         return -1; /* (serve.c opens it into plain and gives it to serve_stream_htod, which hands it to Python) */
+    size_t total = c->h->bulk_len;
     int opened = !rgpu_aead_update(rx, sealed, total, (uint8_t *)slot);
     return slot_opened(lane, io, out, c, rx, ring, stream, slot, opened, sealed + total, began);
 }
@@ -209,14 +215,10 @@ int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, cons
                              const uint8_t *sealed, size_t *end)
 {
     uintptr_t stream;
-    int code;
-    const char *what = "";
+    rgpu_lane_ring *ring;
     const size_t total = c->h->bulk_len, piece = RGPU_AEAD_PIPE_PIECE;
-    rgpu_lane_ring *ring = copy_ring(lane, io, c, 1, &stream);
-    if (!ring)
-        return -1;
     unsigned long long began = lane_now_ns();
-    char *slot = lane_ring_slot(lane_driver(lane), ring, &what, &code);
+    char *slot = copy_slot(lane, io, c, &ring, &stream);
     struct rgpu_aead_pipe *pipe = slot ? rgpu_aead_pipe_acquire() : NULL;
     if (!pipe)
         return -1;

@@ -130,7 +130,8 @@ static int send_sealed_piped(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu
     }
     if (rgpu_aead_pipe_release(pipe) && !error)
         error = EIO;
-    out->error = error ? error : out->error;
+    if (error)
+        out->error = error;
     return error ? -1 : 0;
 }
 
