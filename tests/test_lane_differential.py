@@ -21,7 +21,7 @@ from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, frame_bytes
 from rgpu.serving.loop import next_action
 from rgpu.session.state import Session
 
-MAX_RECORD = 1 << 20
+MAX_RECORD = 2 << 20  # (above the C loop's buffer: frames too big for it must still be legal)
 BUFFER = 256
 PDL = struct.pack("<I4x", 6) + b"\1".ljust(64, b"\0")  # PROGRAMMATIC_STREAM_SERIALIZATION: plain data
 EVENT = struct.pack("<I4x", 7) + struct.pack("<Q", 0x8500_0000_0000_0001).ljust(64, b"\0")  # an unknown event

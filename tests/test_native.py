@@ -458,7 +458,7 @@ cu = ctypes.CDLL(sys.argv[1])
 dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
 assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
 assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cu.cuCtxSetCurrent(ctx) == 0
-n = 1 << 20
+n = 3 << 20
 assert cu.cuMemAlloc_v2(ctypes.byref(ptr), n) == 0
 data = bytes(range(256)) * (n // 256)
 if sys.argv[2] == "async":
@@ -473,26 +473,29 @@ print("COPIED")
 
 
 @pytest.mark.parametrize("call", ["async", "sync"])
-@pytest.mark.parametrize("sealed", [False, True])
-def test_sealed_copies_go_in_records_the_servers_c_loop_opens(shim_dir, tmp_path, sealed, call):
-    """With a PSK the stand-ins send a deferred host-to-device copy in 256 KiB records (the worker's C loop opens
-    records up to its buffer whole; larger ones would be Python's): a 1 MiB copy is 4 of them, plain it is one.
-    A synchronous copy's chunks but the last go as asynchronous copies on the NULL stream, so that the server
-    waits for the device once, after the last."""
+@pytest.mark.parametrize("records", ["plain", "sealed", "sealed_256k"])
+def test_sealed_copies_go_in_records_the_servers_c_loop_opens(shim_dir, tmp_path, records, call):
+    """With a PSK the stand-ins send a deferred host-to-device copy in 1 MiB records (the worker's C loop opens
+    records up to its buffer whole; larger ones would be Python's): a 3 MiB copy is 3 of them, plain it is one;
+    RGPU_SEALED_COPY_KIB=256 (a benchmark's knob) makes them 256 KiB, 12. A synchronous copy's chunks but the last
+    go as asynchronous copies on the NULL stream, so that the server waits for the device once, after the last."""
     child, stats, key = tmp_path / "child.py", tmp_path / "stats.jsonl", tmp_path / "key"
     child.write_text(_COPY_CHILD)
     key.write_text(TEST_KEY)
     key.chmod(0o600)
     env = shims.environment(shim_dir)
+    sealed = records != "plain"
     args = ["--stats-file", str(stats), "--log-level", "warning"] + (["--psk-file", str(key)] if sealed else [])
     with local_server("fake", args) as address:
         env.update(RGPU_SERVER=address, **({"RGPU_PSK_FILE": str(key)} if sealed else {}))
+        if records == "sealed_256k":
+            env["RGPU_SEALED_COPY_KIB"] = "256"
         res = subprocess.run([sys.executable, str(child), str(shim_dir / "libcuda.so.1"), call], env=env,
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0 and "COPIED" in res.stdout, res.stderr
         wait_for_stats_record(stats, 30)
     (record,) = [json.loads(line) for line in stats.read_text().splitlines()]
-    chunks = 4 if sealed else 1
+    chunks = {"plain": 1, "sealed": 3, "sealed_256k": 12}[records]
     expected = (chunks, 0) if call == "async" else (chunks - 1, 1)
     assert tuple(record["calls_by_op"].get(op, 0) for op in ("MEMCPY_HTOD_ASYNC", "MEMCPY_HTOD")) == expected, \
         record["calls_by_op"]

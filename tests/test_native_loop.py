@@ -33,8 +33,9 @@ from rgpu.transport import SocketFrameStream
 from .test_lane_differential import MAX_RECORD, Side, encode, records
 
 BIG = native_loop.BUFFER_BYTES + 4096
-BIG_ALLOC = 640 << 10  # the device buffer large host-to-device copies go to (allocated on first use)
-_copy_sizes = [1, 1000, 70 << 10, 200 << 10, native_loop.BUFFER_BYTES + 5000, 600 << 10]
+BIG_ALLOC = 1536 << 10  # the device buffer large host-to-device copies go to (allocated on first use)
+TOO_BIG = native_loop.BUFFER_BYTES + 5000  # a copy whose frame (or record) is beyond the C loop's buffer
+_copy_sizes = [1, 1000, 70 << 10, 200 << 10, TOO_BIG, 600 << 10]
 
 frames = st.one_of(
     st.tuples(st.just("batch"), st.lists(records, min_size=1, max_size=8)),
@@ -611,7 +612,7 @@ def test_a_sealed_session_is_served_in_c_too(monkeypatch):
     plan = [("batch", [record]),  # (Python runs it, binding the stream for the lane)
             ("sync", 1), ("batch", [record, record]), ("nop",), ("htod", 200 << 10, "start", 1, 3),
             ("htod", 1000, "end", 1, 5), ("dtoh_async", 0, 16, 1), ("big_nop",), ("nop",),
-            ("dtoh_big", 200 << 10, "start", 1), ("htod", 600 << 10, "start", 1, 8), ("read_big",), ("info", "")]
+            ("dtoh_big", 200 << 10, "start", 1), ("htod", TOO_BIG, "start", 1, 8), ("read_big",), ("info", "")]
     replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(1, 0.0), sealed=True)  # (C gets the batch alone)
     # Python's loop ran the NOP too big for C's buffer, the copy too big for it, the read (on the NULL stream, not
     # yet bound) and the goodbye. (The first batch stopped in C at its unbound stream; Python ran it on outside
@@ -625,7 +626,7 @@ def test_a_sealed_session_is_served_in_c_too(monkeypatch):
     expected[: 200 << 10] = pattern(200 << 10, 3)
     expected[BIG_ALLOC - 1000:] = pattern(1000, 5)
     assert bytes(replies[5].bulk) == bytes(expected[: 200 << 10])
-    expected[: 600 << 10] = pattern(600 << 10, 8)
+    expected[:TOO_BIG] = pattern(TOO_BIG, 8)
     assert bytes(replies[6].bulk) == bytes(expected)
 
 
@@ -645,6 +646,52 @@ def test_sealed_copies_with_slots_as_big_as_the_cuda_backends_are_served_in_c(mo
     expected[: 200 << 10] = pattern(200 << 10, 3)
     assert bytes(replies[0].bulk) == bytes(expected[: 600 << 10])
     assert bytes(replies[1].bulk) == bytes(expected)
+
+
+@pytest.mark.parametrize("arrives", ["whole", "in_pieces"])
+def test_sealed_copies_up_of_several_slots_are_opened_into_consecutive_slots(monkeypatch, arrives):
+    """With the cuda backend's 256 KiB slots (eight of them), sealed copies up of one, four and two slots are each
+    opened straight into consecutive slots and go to the device as one copy -- the 1 MiB records the C stand-ins
+    send -- and a four-slot copy that would run past the ring's end starts again at its first slot (waiting for
+    what was there). Whether each record is there whole when the loop reaches it, or arrives in pieces that the
+    AEAD pipe opens as they come; what the device holds afterwards is what was sent."""
+    monkeypatch.setattr(fake_lane, "RING_SLOT_BYTES", 256 << 10)
+    monkeypatch.setattr(fake_lane, "RING_SLOTS", 8)
+    copied: list[int] = []
+    real_htod = fake_lane.FakeLaneDriver._htod
+    monkeypatch.setattr(fake_lane.FakeLaneDriver, "_htod",
+                        lambda self, dst, src, n, stream: copied.append(n) or real_htod(self, dst, src, n, stream))
+    side = Side(True)
+    sizes = [200 << 10, 1 << 20, 500 << 10, 1 << 20]  # (slot 0, slots 1-4, 5-6, then 0-3: not 7-10)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", sizes[0], "start", 1, 3),
+            ("htod", sizes[1], "end", 1, 4), ("htod", sizes[2], "start", 1, 5), ("htod", sizes[3], "end", 1, 6),
+            ("read_big",)]
+    records = sealed_records([frame_for(side, f, i + 1) for i, f in enumerate(plan)]
+                             + [frame_bytes(Frame(ops.GOODBYE.code, 99))])
+    cuts = []
+    if arrives == "in_pieces":  # (each copy's record in four pieces, the loop polling through the gaps)
+        at = 0
+        for record in records:
+            if len(record) > 100_000:
+                cuts += [at + 4096, at + len(record) // 3, at + 2 * len(record) // 3]
+            at += len(record)
+    else:
+        cuts = [len(records[0])]  # (the batch alone first: it binds the stream the copies use)
+    runs = frames_python_runs(monkeypatch)
+    try:
+        got, why = serve(side, b"".join(records), cuts, [True] * len(cuts), True, monkeypatch, sealed=True,
+                         spin_us=200_000, pause_s=0.002)
+    finally:
+        side.s.release_all()
+    assert why == "closed by GOODBYE", why
+    assert [op for op, _, _ in runs if op in (ops.MEMCPY_HTOD.code, ops.MEMCPY_HTOD_ASYNC.code)] == [], runs
+    assert [n for n in copied if n >= 64 << 10] == sizes  # (one device copy each)
+    (read,) = [f for f in opened_replies(got) if f.request_id == 6]
+    expected = bytearray(BIG_ALLOC)
+    for (_, size, where, _, seed) in plan[1:5]:
+        at = 0 if where == "start" else BIG_ALLOC - size
+        expected[at:at + size] = pattern(size, seed)
+    assert bytes(read.bulk) == bytes(expected)
 
 
 @pytest.mark.parametrize("gaps", ["polled", "idle", "tampered"])

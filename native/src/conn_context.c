@@ -41,15 +41,17 @@ uint32_t rgpu_max_chunk(void)
 }
 
 /* With a PSK, a host-to-device copy goes in records the server's C request loop can open whole -- it uses no byte
- * of a record before its tag is checked, and holds one copy-ring slot (256 KiB) and a frame head -- so that it
- * streams them to the GPU; bigger ones its Python loop serves, several times slower (bench/results/
- * gpu-2026-12-04c-psk-dispatch). */
-#define SEALED_HTOD_CHUNK (256u << 10)
+ * of a record before its tag is checked, and holds the record in a buffer of four copy-ring slots (1 MiB) and a
+ * frame head -- so that it streams them to the GPU; bigger ones its Python loop serves, several times slower
+ * (bench/results/gpu-2026-12-04c-psk-dispatch). Records of one slot (256 KiB) cost a turn each on both ends --
+ * the client waiting for the first sealed piece, the worker for the last opened one and the copy queued -- that
+ * held a 1 MiB copy up to ~2.8 GB/s (bench/results/gpu-2026-12-04g-groups, run 6). */
+#define SEALED_HTOD_CHUNK (1u << 20)
 
 uint32_t rgpu_htod_chunk(void)
 {
-    uint32_t chunk = rgpu_max_chunk();
-    return rgpu_conn.protect && chunk > SEALED_HTOD_CHUNK ? SEALED_HTOD_CHUNK : chunk;
+    uint32_t chunk = rgpu_max_chunk(), sealed = rgpu_conn.sealed_chunk ? rgpu_conn.sealed_chunk : SEALED_HTOD_CHUNK;
+    return rgpu_conn.protect && chunk > sealed ? sealed : chunk;
 }
 
 void conn_sync_context(uint16_t op)

@@ -94,6 +94,10 @@ static CUresult connect_one(const char *server, const char *psk_file)
     rgpu_conn.batching = !(batch && !strcmp(batch, "0"));
     const char *first = getenv("RGPU_BATCH_FIRST"); /* benchmarks: how early the first batch goes (conn_batch.c) */
     rgpu_conn.batch_first = first && *first ? (unsigned)strtoul(first, NULL, 10) : 0;
+    /* benchmarks: the bulk of a sealed copy's records in KiB (conn_context.c), at least 64 */
+    const char *sealed = getenv("RGPU_SEALED_COPY_KIB");
+    unsigned long kib = sealed && *sealed ? strtoul(sealed, NULL, 10) : 0;
+    rgpu_conn.sealed_chunk = kib ? (uint32_t)((kib < 64 ? 64 : kib > 4096 ? 4096 : kib) << 10) : 0;
     const char *spin = getenv("RGPU_SPIN_US");
     rgpu_conn.spin_ns = (spin && *spin ? strtoull(spin, NULL, 10) : DEFAULT_SPIN_US) * 1000u;
     const char *yield = getenv("RGPU_SPIN_YIELD");

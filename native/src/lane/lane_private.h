@@ -63,6 +63,14 @@ int lane_ring_mark_range(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first
 int lane_ring_wait(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, const char **what);
 int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
                    uintptr_t stream, const char **what);
+/* A copy of n bytes over consecutive slots: lane_ring_slots waits until each is free and gives the first's place
+ * (its index in *first), from the ring's next or, when they would wrap, from its first slot -- at most half the
+ * ring, so that one such copy is read by the GPU while the next is written -- or NULL with *code; then
+ * lane_ring_send_slots queues the copy of those n bytes to dst, marked with one event, and moves the ring on. */
+char *lane_ring_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, size_t n, int *first, const char **what,
+                      int *code);
+int lane_ring_send_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, unsigned long long dst, size_t n,
+                         uintptr_t stream, const char **what);
 
 /* One deferred record of a batch, as rgpu_lane_run hands it to the function that runs its opcode: its arguments
  * and bulk (within the batch, lengths checked against the record's), the session's current context, and whether a

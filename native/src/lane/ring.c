@@ -56,16 +56,45 @@ char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **
     return r->base + (size_t)i * r->slot_bytes;
 }
 
-int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
-                   uintptr_t stream, const char **what)
+char *lane_ring_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, size_t n, int *first, const char **what,
+                      int *code)
 {
-    int i = r->next, code;
-    r->next = (i + 1) % r->slots;
-    if ((code = d->memcpy_htod_async(dst, r->base + (size_t)i * r->slot_bytes, n, stream))) {
+    if (r->slots <= 0 || r->slots > 64 || !r->slot_bytes) {
+        *what = "copy ring (slot count)";
+        *code = 1; /* CUDA_ERROR_INVALID_VALUE: a caller's mistake, never the program's */
+        return NULL;
+    }
+    size_t count = n > r->slot_bytes ? (n + r->slot_bytes - 1) / r->slot_bytes : 1;
+    if (count > 1 && count > (size_t)r->slots / 2) {
+        *what = "copy ring (slots for one copy)";
+        *code = 1;
+        return NULL;
+    }
+    if ((size_t)r->next + count > (size_t)r->slots)
+        r->next = 0;
+    for (size_t i = 0; i < count; i++)
+        if ((*code = lane_ring_wait(d, r, r->next + (int)i, what)))
+            return NULL;
+    *first = r->next;
+    return r->base + (size_t)r->next * r->slot_bytes;
+}
+
+int lane_ring_send_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, unsigned long long dst, size_t n,
+                         uintptr_t stream, const char **what)
+{
+    int code, count = n > r->slot_bytes ? (int)((n + r->slot_bytes - 1) / r->slot_bytes) : 1;
+    r->next = (first + count) % r->slots;
+    if ((code = d->memcpy_htod_async(dst, r->base + (size_t)first * r->slot_bytes, n, stream))) {
         *what = "cuMemcpyHtoDAsync";
         return code;
     }
-    return lane_ring_mark(d, r, i, stream, what);
+    return lane_ring_mark_range(d, r, first, count, stream, what);
+}
+
+int lane_ring_send(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, size_t n,
+                   uintptr_t stream, const char **what)
+{
+    return lane_ring_send_slots(d, r, r->next, dst, n, stream, what);
 }
 
 int rgpu_lane_ring_copy(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, const void *src,

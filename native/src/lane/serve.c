@@ -170,8 +170,8 @@ static rgpu_lane_serve_io plain_io(const rgpu_lane_serve_io *io)
 }
 
 /* Opens the sealed record at `record` (its prefix, then `len` bytes of ciphertext and tag). 1: opened whole into
- * plain, as a frame with its prefix, for serve_opened. 0: a host-to-device copy that fits one ring slot, opened
- * only as far as its arguments and the rest straight into the slot by serve_open_htod, which served it (*r 0) or
+ * plain, as a frame with its prefix, for serve_opened. 0: a host-to-device copy that fits its ring's slots, opened
+ * only as far as its arguments and the rest straight into the slots by serve_open_htod, which served it (*r 0) or
  * handed it back (*r -1, out says how; a failed tag too). -1: authentication failed (out says so). Either way
  * what failed authentication is wiped. */
 static int open_record(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const uint8_t *record,
@@ -199,25 +199,25 @@ static int open_record(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     return 1;
 }
 
-/* open_record for a big record still arriving at buf[0] (`len` long, *end bytes of buf held): when it is a copy
- * up that one ring slot takes, its header and arguments are opened as open_record opens them, and its bulk is
- * opened into the slot as it arrives (serve_open_htod_arriving), so that opening overlaps receiving instead of
+/* open_record for a big record still arriving at buf[start] (`len` long, *end bytes of buf held, room for all of
+ * it): when it is a copy up that its ring's slots take, its header and arguments are opened as open_record opens
+ * them, and its bulk is opened into the slots as it arrives (serve_open_htod_arriving), so that opening overlaps receiving instead of
  * following it. 0 as open_record's 0, the record all arrived (*end moved on). 1: not taken; nothing opened is
  * kept, the receive counter is back where it was, and the record (*end: with what arrived meanwhile) is served
  * whole once it has arrived, or is Python's, as before. */
 #define ARRIVING_OPEN_MIN (2 * RGPU_AEAD_PIPE_PIECE) /* (a smaller record arrives whole in a receive or two) */
-static int open_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t len,
-                         size_t *end, int *r)
+static int open_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t start,
+                         size_t len, size_t *end, int *r)
 {
     struct rgpu_aead *rx = seal_rx(io->seal);
     const uint64_t counter = rx->counter;
     rgpu_header h;
     struct copy_in copy;
     int is_copy;
-    size_t at = open_head(io, io->buf, len, *end, &h, &copy, &is_copy);
+    size_t at = open_head(io, io->buf + start, len, *end - start, &h, &copy, &is_copy);
     if (is_copy) {
         rgpu_lane_serve_io whole = plain_io(io);
-        const uint8_t *sealed = io->buf + RGPU_PREFIX_SIZE + at;
+        const uint8_t *sealed = io->buf + start + RGPU_PREFIX_SIZE + at;
         if (!copy_opened(io, out, serve_open_htod_arriving(lane, &whole, io, out, &copy, rx, sealed, end), at, r))
             return 0;
     }
@@ -248,12 +248,14 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
             int r = 0, opened = 1, arriving = have < RGPU_PREFIX_SIZE + len;
             unsigned long long opening = lane_now_ns();
             if (arriving && len > ARRIVING_OPEN_MIN && have >= STREAM_HEAD && tried_at != start) {
-                if (start) { /* (the pipe reads the record where it lies: it must not move while arriving) */
+                /* The pipe reads the record where it lies, so it must not move while arriving: to the front only
+                 * when the rest would not fit after it (moving up to a record's bytes costs tens of us). */
+                if (start + RGPU_PREFIX_SIZE + len > io->cap) {
                     memmove(io->buf, io->buf + start, have);
                     start = 0, end = have;
                 }
                 tried_at = start;
-                opened = open_arriving(lane, io, out, len, &end, &r);
+                opened = open_arriving(lane, io, out, start, len, &end, &r);
             }
             if (!opened || !arriving) {
                 size_t frame_len = RGPU_PREFIX_SIZE + len - RGPU_TAG_SIZE;
@@ -282,8 +284,11 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
                 continue;
             }
         }
+        size_t was = start;
         if (serve_more(io, out, &start, &end, &mark))
             return;
+        if (tried_at == was) /* (the record not taken was moved to the front: not to be tried again) */
+            tried_at = start;
     }
 }
 

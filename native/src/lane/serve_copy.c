@@ -58,15 +58,15 @@ static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     return 0;
 }
 
-/* The ring copy `c` goes through (in one slot, if `one_slot`), its stream's context made current; NULL: not the
- * lane's to stream (no ring bound, memory not the session's, a capture possible), or a slot too big for what must
- * go back to Python (a head, then up to a slot's bytes) to fit in buf. */
-static rgpu_lane_ring *copy_ring(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c, int one_slot,
+/* The ring copy `c` goes through, its stream's context made current; NULL: not the lane's to stream (no ring
+ * bound, memory not the session's, a capture possible), or a slot too big for what must go back to Python (a
+ * head, then up to a slot's bytes) to fit in buf. */
+static rgpu_lane_ring *copy_ring(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c,
                                  uintptr_t *stream)
 {
     int code;
     const char *what = "";
-    rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, c->h->bulk_len, one_slot, io->current_ctx,
+    rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, c->h->bulk_len, 0, io->current_ctx,
                                           io->capture_possible, stream, &code, &what);
     return ring && ring->slot_bytes <= io->cap - STREAM_HEAD ? ring : NULL;
 }
@@ -114,7 +114,7 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
     int code;
     const char *what = "";
     size_t total = c->h->bulk_len;
-    rgpu_lane_ring *ring = copy_ring(lane, io, c, 0, &stream);
+    rgpu_lane_ring *ring = copy_ring(lane, io, c, &stream);
     if (!ring) {
         out->outcome = RGPU_SERVE_PYTHON, out->rest_at = *start, out->rest_end = *end;
         return 1;
@@ -166,10 +166,11 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
     return copy_queued(lane, io, out, c, stream, began, last, last_len, last_carry, *start, *end);
 }
 
-/* The copy's bulk opened into `slot` (`opened`: without an error), its record's tag at `tag`: queued once the tag
- * checks, else the slot wiped and the session failed. 0 or 1 as serve_open_htod. */
+/* The copy's bulk opened into `slot` (the ring's slots from `first` on; `opened`: without an error), its record's
+ * tag at `tag`: queued once the tag checks, else the slots wiped and the session failed. 0 or 1 as
+ * serve_open_htod. */
 static int slot_opened(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
-                       struct rgpu_aead *rx, rgpu_lane_ring *ring, uintptr_t stream, char *slot, int opened,
+                       struct rgpu_aead *rx, rgpu_lane_ring *ring, int first, uintptr_t stream, char *slot, int opened,
                        const uint8_t *tag, unsigned long long began)
 {
     const char *what = "";
@@ -179,21 +180,25 @@ static int slot_opened(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
         out->tampered = 1, out->error = EBADMSG, out->outcome = RGPU_SERVE_FAILED;
         return 1;
     }
-    if (lane_ring_send(lane_driver(lane), ring, c->dst, total, stream, &what)) {
+    if (lane_ring_send_slots(lane_driver(lane), ring, first, c->dst, total, stream, &what)) {
         copy_rest_for_python(io, out, c, 0, (const uint8_t *)slot, total);
         return 1;
     }
     return copy_queued(lane, io, out, c, stream, began, (const uint8_t *)slot, total, total, 0, 0);
 }
 
-/* The one ring slot copy `c` goes through (its ring and stream in *ring, *stream), or NULL: not the lane's. */
-static char *copy_slot(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c, rgpu_lane_ring **ring,
-                       uintptr_t *stream)
+/* The consecutive ring slots copy `c` goes through whole (its ring and stream in *ring, *stream, the first slot's
+ * index in *first), or NULL: not the lane's, or more than lane_ring_slots gives one copy, or more than `io` could
+ * hand back to Python behind a head (copy_rest_for_python). */
+static char *copy_slots(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c, rgpu_lane_ring **ring,
+                        int *first, uintptr_t *stream)
 {
     int code;
     const char *what = "";
-    *ring = copy_ring(lane, io, c, 1, stream);
-    return *ring ? lane_ring_slot(lane_driver(lane), *ring, &what, &code) : NULL;
+    if (c->h->bulk_len > io->cap - STREAM_HEAD)
+        return NULL;
+    *ring = copy_ring(lane, io, c, stream);
+    return *ring ? lane_ring_slots(lane_driver(lane), *ring, c->h->bulk_len, first, &what, &code) : NULL;
 }
 
 int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
@@ -201,13 +206,14 @@ int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_ser
 {
     uintptr_t stream;
     rgpu_lane_ring *ring;
+    int first;
     unsigned long long began = lane_now_ns();
-    char *slot = copy_slot(lane, io, c, &ring, &stream);
+    char *slot = copy_slots(lane, io, c, &ring, &first, &stream);
     if (!slot)
         return -1; /* (serve.c opens it into plain and gives it to serve_stream_htod, which hands it to Python) */
     size_t total = c->h->bulk_len;
     int opened = !rgpu_aead_update(rx, sealed, total, (uint8_t *)slot);
-    return slot_opened(lane, io, out, c, rx, ring, stream, slot, opened, sealed + total, began);
+    return slot_opened(lane, io, out, c, rx, ring, first, stream, slot, opened, sealed + total, began);
 }
 
 int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, const rgpu_lane_serve_io *socket_io,
@@ -216,9 +222,10 @@ int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, cons
 {
     uintptr_t stream;
     rgpu_lane_ring *ring;
+    int first;
     const size_t total = c->h->bulk_len, piece = RGPU_AEAD_PIPE_PIECE;
     unsigned long long began = lane_now_ns();
-    char *slot = copy_slot(lane, io, c, &ring, &stream);
+    char *slot = copy_slots(lane, io, c, &ring, &first, &stream);
     struct rgpu_aead_pipe *pipe = slot ? rgpu_aead_pipe_acquire() : NULL;
     if (!pipe)
         return -1;
@@ -240,5 +247,5 @@ int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, cons
         }
     }
     int opened = !rgpu_aead_pipe_release(pipe);
-    return slot_opened(lane, io, out, c, rx, ring, stream, slot, opened, tag, began);
+    return slot_opened(lane, io, out, c, rx, ring, first, stream, slot, opened, tag, began);
 }

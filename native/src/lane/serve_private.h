@@ -47,20 +47,20 @@ int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len,
  * 1: handed back (out says how); 0: served, buf[*start, *end) still held. */
 int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
                       size_t *start, size_t *end);
-/* A sealed session's copy `c` that fits one ring slot, its record opened (rx begun) as far as its arguments: the
- * rest -- its bulk's ciphertext at `sealed`, then the tag -- is opened straight into the ring slot the copy goes
- * from, one pass over memory fewer than opening it into plain and copying it from there. Before its tag is
- * checked the record's header and arguments only choose the slot (docs/protocol.md allows that much), and
- * nothing goes to the GPU. -1: not taken, nothing of the bulk opened (serve.c opens it into plain); 0: served;
- * 1: handed back as serve_stream_htod does (io->buf is plain), or failed authentication (out->tampered, the slot
+/* A sealed session's copy `c` that fits consecutive slots of its copy ring (lane_ring_slots: up to half the ring),
+ * its record opened (rx begun) as far as its arguments: the rest -- its bulk's ciphertext at `sealed`, then the
+ * tag -- is opened straight into the ring slots the copy goes from, one pass over memory fewer than opening it into
+ * plain and copying it from there. Before its tag is checked the record's header and arguments only choose the
+ * slots (docs/protocol.md allows that much), and nothing goes to the GPU. -1: not taken, nothing of the bulk opened (serve.c opens it into plain); 0: served;
+ * 1: handed back as serve_stream_htod does (io->buf is plain), or failed authentication (out->tampered, the slots
  * wiped). */
 int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
                     struct rgpu_aead *rx, const uint8_t *sealed);
 /* serve_open_htod for a record still arriving: its bulk's ciphertext from `sealed` on, in socket_io's buf, which
- * holds *end bytes and room for the whole record. The bulk is opened into the slot by the AEAD pipe a piece at a
+ * holds *end bytes and room for the whole record. The bulk is opened into the slots by the AEAD pipe a piece at a
  * time as it arrives, receiving meanwhile (socket_io: more of it lands in buf and *end moves). -1: not taken -- no
- * slot or no pipe, or the client paused or the socket ended before the record did -- and nothing of the bulk kept
- * (the slot wiped; the record, with what arrived meanwhile, still sealed in buf); else as serve_open_htod. */
+ * slots or no pipe, or the client paused or the socket ended before the record did -- and nothing of the bulk kept
+ * (the slots wiped; the record, with what arrived meanwhile, still sealed in buf); else as serve_open_htod. */
 int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, const rgpu_lane_serve_io *socket_io,
                              rgpu_lane_served *out, const struct copy_in *c, struct rgpu_aead *rx,
                              const uint8_t *sealed, size_t *end);

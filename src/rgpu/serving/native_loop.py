@@ -26,8 +26,11 @@ from rgpu.session.state import Session
 from rgpu.transport import SPIN_YIELD, SocketFrameStream
 
 # Frames larger than this are Python's, but for host-to-device copies, which C streams through the copy ring; a
-# copy it cannot finish goes back with up to a ring slot of received bytes behind a frame head, which must fit.
-BUFFER_BYTES = lanes.RING_SLOT_BYTES + (4 << 10)
+# copy it cannot finish goes back with up to a ring slot of received bytes behind a frame head, which must fit. A
+# sealed record must fit whole (C uses none of it before its tag): the C stand-ins seal copies up in records of
+# four slots (1 MiB), opened straight into four consecutive slots of the ring.
+SEALED_COPY_SLOTS = 4
+BUFFER_BYTES = SEALED_COPY_SLOTS * lanes.RING_SLOT_BYTES + (4 << 10)
 # Back to Python after this many frames at most, so that it sees a signal and `rgpu status` fresh counts.
 MAX_FRAMES = 64
 
