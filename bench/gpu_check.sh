@@ -25,12 +25,8 @@ BACKEND=${RGPU_CHECK_BACKEND:-cuda}  # (fake: a dry run of the loop section on a
 name=check-$(echo $sections | tr ' ' '-')
 export OUT=$FINAL/$name
 mkdir -p "$OUT"
-if [ "$BACKEND" != fake ]; then  # (a dry run uses the Python environment it is started in)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-fi
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
-mkdir -p /tmp/cu12 && python3 -c "import sys,zstandard; zstandard.ZstdDecompressor().copy_stream(sys.stdin.buffer, sys.stdout.buffer)" \
-  < .hdr/cu12-include.tar.zst | tar -C /tmp/cu12 -xf - && export RGPU_CUDA12_INCLUDE=/tmp/cu12/include
+# (a dry run on the fake backend uses the Python environment it is started in)
+RGPU_SETUP_WHEELS=$([ "$BACKEND" = fake ] && echo 0 || echo 1) source tools/gpu_setup.sh || exit 1
 git log --oneline -1 > "$OUT/commit.txt" 2>/dev/null
 build=
 if [[ " $sections " == *" programs "* ]]; then

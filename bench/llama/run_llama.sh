@@ -10,13 +10,7 @@ ROOT=$PWD
 OUT=${OUT:-/tmp/rgpu-out}
 W=${LLAMA_WORK:-/tmp/llama}
 mkdir -p "$OUT" "$W"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$ROOT/src PYTHONUNBUFFERED=1
-# CUDA 12 headers for building the stand-ins (the box's toolkit has 13's only): .hdr/ carries them compressed.
-if [ -e .hdr/cu12-include.tar.zst ] && [ -z "${RGPU_CUDA12_INCLUDE:-}" ]; then
-  mkdir -p /tmp/cu12 && python3 -c "import sys,zstandard; zstandard.ZstdDecompressor().copy_stream(sys.stdin.buffer, sys.stdout.buffer)" \
-    < .hdr/cu12-include.tar.zst | tar -C /tmp/cu12 -xf - && export RGPU_CUDA12_INCLUDE=/tmp/cu12/include
-fi
+source tools/gpu_setup.sh || exit 1
 BIN=$W/build/bin
 MODELS=$W/models
 N_PREDICT=${N_PREDICT:-48}

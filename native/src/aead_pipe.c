@@ -1,13 +1,13 @@
 /* The AEAD pipe (aead_pipe.h): one helper thread per process, handed pieces through a small ring of jobs. */
 #define _GNU_SOURCE
 #include "aead_pipe.h"
+#include "rgpu_clock.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* How long the helper polls for the next piece before it sleeps: as long as rgpu's sockets poll by default, so
@@ -56,13 +56,6 @@ static void wait_a_little(unsigned *polls)
         relax();
 }
 
-static unsigned long long now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
-}
-
 /* Runs the next piece given, if nobody runs it: 1 if this thread did. Pieces run in order, one at a time, each by
  * whichever thread claims it -- the helper, or a caller waiting in give or take while the helper has not woken
  * yet (a caller never idles waiting for it). `claimed` is `done` or one ahead: a claim succeeds only on the
@@ -89,7 +82,7 @@ static void *helper(void *arg)
             idle_since = 0;
             continue;
         }
-        unsigned long long t = now_ns();
+        unsigned long long t = rgpu_now_ns();
         if (!idle_since) {
             idle_since = t;
         } else if (t - idle_since > POLL_NS) {

@@ -5,23 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "rgpu_shim.h"
+#include "rgpu_clock.h"
 
 static uint64_t waits, wait_ns, frames, bytes;
-
-uint64_t rgpu_stats_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void rgpu_stats_waited(uint64_t since_ns)
 {
     __atomic_add_fetch(&waits, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&wait_ns, rgpu_stats_now_ns() - since_ns, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&wait_ns, rgpu_now_ns() - since_ns, __ATOMIC_RELAXED);
 }
 
 void rgpu_stats_sent(uint64_t nframes, uint64_t nbytes)

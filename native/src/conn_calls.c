@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "rgpu_clock.h"
 
 static CUresult status_to_result(uint32_t status)
 {
@@ -23,7 +24,7 @@ static int take_reply(uint16_t op, uint32_t id, void *reply, size_t reply_len, s
 {
     rgpu_header h;
     rgpu_conn.message[0] = 0;
-    uint64_t since = rgpu_stats_now_ns();
+    uint64_t since = rgpu_now_ns();
     int failed = conn_recv_reply(&h, reply, reply_len, sink);
     rgpu_stats_waited(since);
     if (failed) {

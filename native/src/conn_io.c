@@ -7,19 +7,12 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "aead_pipe.h"
 #include "conn.h"
 #include "send_iov.h"
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
+#include "rgpu_clock.h"
 
 /* Poll before sleeping: a reply usually comes within tens of microseconds (or, for a synchronize, as soon as the
  * GPU is done), and waking a thread that sleeps in recv costs a good part of that again, on both sides: in a VM
@@ -36,7 +29,7 @@ static ssize_t recv_waiting(void *b, size_t n)
                 return r;
             if (rgpu_conn.spin_yield) /* never keep a thread that shares this CPU from running (RGPU_SPIN_YIELD=0: do) */
                 sched_yield();
-            uint64_t now = now_ns();
+            uint64_t now = rgpu_now_ns();
             if (!deadline)
                 deadline = now + rgpu_conn.spin_ns;
             else if (now >= deadline)

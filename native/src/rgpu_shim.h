@@ -46,8 +46,7 @@ CUresult rgpu_ready(void); /* CUDA_ERROR_NOT_INITIALIZED before a successful cuI
 /* The id the next request will take: every call or deferred call takes one, so an unchanged value means that
  * nothing at all was issued in between (sync.c answers stream synchronizations from it). */
 uint32_t rgpu_request_seq(void);
-/* client_stats.c (RGPU_CLIENT_STATS=1): a reply waited for since `since_ns` (rgpu_stats_now_ns), frames sent. */
-uint64_t rgpu_stats_now_ns(void);
+/* client_stats.c (RGPU_CLIENT_STATS=1): a reply waited for since `since_ns` (rgpu_now_ns), frames sent. */
 void rgpu_stats_waited(uint64_t since_ns);
 void rgpu_stats_sent(uint64_t nframes, uint64_t nbytes);
 /* Changes whenever a request that may put something on `stream` is issued (the NULL stream: any request). */

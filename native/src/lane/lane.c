@@ -447,12 +447,12 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
         const struct lane_record r = {body + RGPU_HEADER_SIZE, args_len, body + RGPU_HEADER_SIZE + args_len,
                                       h.bulk_len, current_ctx, capture_possible};
         const char *what = "";
-        unsigned long long started = lane_now_ns();
+        unsigned long long started = rgpu_now_ns();
         int code = runner->run(lane, &r, &what);
         if (code < 0)
             break;
         lane->calls[runner->counter]++;
-        lane->ns[runner->counter] += lane_now_ns() - started;
+        lane->ns[runner->counter] += rgpu_now_ns() - started;
         pos += RGPU_PREFIX_SIZE + n;
         if (code) {
             stop->status = code, stop->opcode = h.opcode, stop->request_id = h.request_id, stop->what = what;

@@ -3,16 +3,9 @@
 #ifndef RGPU_LANE_PRIVATE_H
 #define RGPU_LANE_PRIVATE_H
 #include <stdint.h>
-#include <time.h>
 
 #include "lane.h"
-
-static inline unsigned long long lane_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
-}
+#include "rgpu_clock.h"
 
 /* One call of `opcode` served outside rgpu_lane_run (serve.c's), and one reply sent for one, in the counts
  * rgpu_lane_take_counts gives. */

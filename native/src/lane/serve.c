@@ -40,7 +40,7 @@ static int serve_more(const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_
     int got = serve_receive_some(io, end, out);
     if (got > 0)
         return 0;
-    out->receive_ns += lane_now_ns() - *mark;
+    out->receive_ns += rgpu_now_ns() - *mark;
     out->outcome = got == 0 ? RGPU_SERVE_IDLE : RGPU_SERVE_PYTHON, out->rest_at = *start, out->rest_end = *end;
     return 1;
 }
@@ -58,14 +58,14 @@ static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     if (rgpu_parse_header(body, len, &h, &args_len) || (h.flags & RGPU_FLAG_REPLY))
         return RGPU_SERVE_PYTHON;
     const uint8_t *bulk = body + RGPU_HEADER_SIZE + args_len;
-    unsigned long long received = lane_now_ns();
+    unsigned long long received = rgpu_now_ns();
     out->receive_ns += received - *mark;
     if (h.opcode == RGPU_OP_BATCH) {
         if (rgpu_lane_check_batch(bulk, h.bulk_len, io->max_record))
             return RGPU_SERVE_PYTHON;
         rgpu_lane_run(lane, bulk, h.bulk_len, 0, io->current_ctx, io->capture_possible, &out->stop);
         out->frames++;
-        *mark = lane_now_ns();
+        *mark = rgpu_now_ns();
         out->run_ns += *mark - received;
         return out->stop.pos < h.bulk_len || out->stop.status ? RGPU_SERVE_BATCH_STOPPED : 0;
     }
@@ -84,12 +84,12 @@ static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
         return RGPU_SERVE_PYTHON;
     }
     out->frames++;
-    unsigned long long ran = lane_now_ns();
+    unsigned long long ran = rgpu_now_ns();
     lane_count_call(lane, h.opcode, ran - received);
     out->run_ns += ran - received;
     if (serve_send_reply(lane, io, out, &h, reply_args_len, bulk_len, bulk_at))
         return RGPU_SERVE_FAILED;
-    *mark = lane_now_ns();
+    *mark = rgpu_now_ns();
     out->reply_ns += *mark - ran;
     return 0;
 }
@@ -123,9 +123,9 @@ static int serve_opened(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane
     rgpu_lane_serve_io whole = *io;
     whole.buf = plain;
     size_t at = 0, to = RGPU_PREFIX_SIZE + plain_len;
-    out->receive_ns += lane_now_ns() - *mark;
+    out->receive_ns += rgpu_now_ns() - *mark;
     int r = serve_stream_htod(lane, &whole, out, &copy, &at, &to) ? -1 : 0;
-    *mark = lane_now_ns();
+    *mark = rgpu_now_ns();
     return r;
 }
 
@@ -234,7 +234,7 @@ static int open_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
 static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
 {
     size_t start = 0, end = io->have <= io->cap ? io->have : io->cap, tried_at = SIZE_MAX;
-    unsigned long long mark = lane_now_ns();
+    unsigned long long mark = rgpu_now_ns();
     if (!seal_counters_low(io->seal))
         HAND_BACK(RGPU_SERVE_PYTHON, start, end);
     for (;;) {
@@ -246,7 +246,7 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
             if (len > io->max_record || len < RGPU_TAG_SIZE + RGPU_HEADER_SIZE || len > io->cap - RGPU_PREFIX_SIZE)
                 HAND_BACK(RGPU_SERVE_PYTHON, start, end);
             int r = 0, opened = 1, arriving = have < RGPU_PREFIX_SIZE + len;
-            unsigned long long opening = lane_now_ns();
+            unsigned long long opening = rgpu_now_ns();
             if (arriving && len > ARRIVING_OPEN_MIN && have >= STREAM_HEAD && tried_at != start) {
                 /* The pipe reads the record where it lies, so it must not move while arriving: to the front only
                  * when the rest would not fit after it (moving up to a record's bytes costs tens of us). */
@@ -268,7 +268,7 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
                 if (opened)
                     r = serve_opened(lane, io, out, len - RGPU_TAG_SIZE, &mark);
                 else /* (serve_open_htod counted the rest) */
-                    out->receive_ns += opening - mark, mark = lane_now_ns();
+                    out->receive_ns += opening - mark, mark = rgpu_now_ns();
                 if (r < 0) {
                     /* What it hands back is in plain: the copy's rest as a frame of its own. */
                     if (out->outcome != RGPU_SERVE_FAILED)
@@ -300,7 +300,7 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
         return;
     }
     size_t start = 0, end = io->have <= io->cap ? io->have : io->cap;
-    unsigned long long mark = lane_now_ns();
+    unsigned long long mark = rgpu_now_ns();
     for (;;) {
         size_t have = end - start;
         if (have >= RGPU_PREFIX_SIZE) {
@@ -315,10 +315,10 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
             if (opened && !rgpu_parse_header(io->buf + start + RGPU_PREFIX_SIZE, len, &h, &args_len) &&
                 args_len <= STREAM_HEAD - RGPU_PREFIX_SIZE - RGPU_HEADER_SIZE &&
                 serve_copy_asked(&h, io->buf + start + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, args_len, &copy)) {
-                out->receive_ns += lane_now_ns() - mark;
+                out->receive_ns += rgpu_now_ns() - mark;
                 if (serve_stream_htod(lane, io, out, &copy, &start, &end))
                     return;
-                mark = lane_now_ns();
+                mark = rgpu_now_ns();
                 if (out->frames >= io->max_frames)
                     HAND_BACK(RGPU_SERVE_LIMIT, start, end);
                 continue;

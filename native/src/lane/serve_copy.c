@@ -44,7 +44,7 @@ static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
         copy_rest_for_python(io, out, c, c->h->bulk_len - last_len, last, last_carry);
         return 1;
     }
-    unsigned long long ended = lane_now_ns();
+    unsigned long long ended = rgpu_now_ns();
     lane_count_call(lane, c->h->opcode, ended - began);
     out->run_ns += ended - began;
     out->frames++;
@@ -53,7 +53,7 @@ static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
             out->outcome = RGPU_SERVE_FAILED, out->rest_at = rest_at, out->rest_end = rest_end;
             return 1;
         }
-        out->reply_ns += lane_now_ns() - ended;
+        out->reply_ns += rgpu_now_ns() - ended;
     }
     return 0;
 }
@@ -120,7 +120,7 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
         return 1;
     }
     const rgpu_lane_driver *d = lane_driver(lane);
-    unsigned long long began = lane_now_ns();
+    unsigned long long began = rgpu_now_ns();
     const uint8_t *bulk = io->buf + *start + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + c->args_len;
     /* The last piece queued: where its bytes are (with all held after them), until the copy is known done. */
     const uint8_t *last = NULL;
@@ -207,7 +207,7 @@ int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_ser
     uintptr_t stream;
     rgpu_lane_ring *ring;
     int first;
-    unsigned long long began = lane_now_ns();
+    unsigned long long began = rgpu_now_ns();
     char *slot = copy_slots(lane, io, c, &ring, &first, &stream);
     if (!slot)
         return -1; /* (serve.c opens it into plain and gives it to serve_stream_htod, which hands it to Python) */
@@ -224,7 +224,7 @@ int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, cons
     rgpu_lane_ring *ring;
     int first;
     const size_t total = c->h->bulk_len, piece = RGPU_AEAD_PIPE_PIECE;
-    unsigned long long began = lane_now_ns();
+    unsigned long long began = rgpu_now_ns();
     char *slot = copy_slots(lane, io, c, &ring, &first, &stream);
     struct rgpu_aead_pipe *pipe = slot ? rgpu_aead_pipe_acquire() : NULL;
     if (!pipe)

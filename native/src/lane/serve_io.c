@@ -40,14 +40,14 @@ static int seal_part(struct rgpu_aead *tx, const uint8_t *p, size_t n)
  * polls the clock (as Python's loop holds its replies, rgpu/serving/worker.py). */
 static void hold(long long ns)
 {
-    unsigned long long until = lane_now_ns() + (unsigned long long)ns;
+    unsigned long long until = rgpu_now_ns() + (unsigned long long)ns;
     if (ns > 2000000) {
         long long sleep_ns = ns - 1000000;
         struct timespec t = {sleep_ns / 1000000000, sleep_ns % 1000000000};
         while (nanosleep(&t, &t) && errno == EINTR)
             ;
     }
-    while (lane_now_ns() < until)
+    while (rgpu_now_ns() < until)
         ;
 }
 
@@ -180,19 +180,19 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
  * spin; -1: the peer closed, the socket failed or a signal came (Python's receive or handler takes over). */
 long serve_receive_into(const rgpu_lane_serve_io *io, uint8_t *p, size_t n, rgpu_lane_served *out)
 {
-    unsigned long long started = lane_now_ns(), deadline = started + (unsigned long long)io->spin_ns;
+    unsigned long long started = rgpu_now_ns(), deadline = started + (unsigned long long)io->spin_ns;
     for (;;) {
         ssize_t k = recv(io->fd, p, n, MSG_DONTWAIT);
         if (k > 0) {
             out->bytes_in += (unsigned long long)k;
-            out->wait_ns += lane_now_ns() - started;
+            out->wait_ns += rgpu_now_ns() - started;
             return k;
         }
         if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-            out->wait_ns += lane_now_ns() - started;
+            out->wait_ns += rgpu_now_ns() - started;
             return -1;
         }
-        unsigned long long now = lane_now_ns();
+        unsigned long long now = rgpu_now_ns();
         if (now >= deadline) {
             out->wait_ns += now - started;
             return 0;
