@@ -657,10 +657,12 @@ def test_sealed_copies_up_of_several_slots_are_opened_into_consecutive_slots(mon
     AEAD pipe opens as they come; what the device holds afterwards is what was sent."""
     monkeypatch.setattr(fake_lane, "RING_SLOT_BYTES", 256 << 10)
     monkeypatch.setattr(fake_lane, "RING_SLOTS", 8)
-    copied: list[int] = []
+    copied: list[tuple[int, int]] = []  # (source address, bytes) of each device copy
+    waits: list[int] = []  # the events waited for before a slot was reused
     real_htod = fake_lane.FakeLaneDriver._htod
-    monkeypatch.setattr(fake_lane.FakeLaneDriver, "_htod",
-                        lambda self, dst, src, n, stream: copied.append(n) or real_htod(self, dst, src, n, stream))
+    monkeypatch.setattr(fake_lane.FakeLaneDriver, "_htod", lambda self, dst, src, n, stream: copied.append(
+        (int(lane.ffi().cast("uintptr_t", src)), n)) or real_htod(self, dst, src, n, stream))
+    monkeypatch.setattr(fake_lane.FakeLaneDriver, "_event_synchronize", lambda self, event: waits.append(event) or 0)
     side = Side(True)
     sizes = [200 << 10, 1 << 20, 500 << 10, 1 << 20]  # (slot 0, slots 1-4, 5-6, then 0-3: not 7-10)
     plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", sizes[0], "start", 1, 3),
@@ -678,20 +680,58 @@ def test_sealed_copies_up_of_several_slots_are_opened_into_consecutive_slots(mon
     else:
         cuts = [len(records[0])]  # (the batch alone first: it binds the stream the copies use)
     runs = frames_python_runs(monkeypatch)
+    session_lane = side.s.lane  # (the session lets it go at its goodbye)
     try:
         got, why = serve(side, b"".join(records), cuts, [True] * len(cuts), True, monkeypatch, sealed=True,
                          spin_us=200_000, pause_s=0.002)
+        ((ring, _, _),) = session_lane._rings.values()
+        base = int(lane.ffi().cast("uintptr_t", ring.base))
     finally:
         side.s.release_all()
     assert why == "closed by GOODBYE", why
     assert [op for op, _, _ in runs if op in (ops.MEMCPY_HTOD.code, ops.MEMCPY_HTOD_ASYNC.code)] == [], runs
-    assert [n for n in copied if n >= 64 << 10] == sizes  # (one device copy each)
+    # one device copy each, from slot 0, slots 1-4, 5-6, then (7-10 would run past the ring) 0-3 again
+    assert [((src - base) // (256 << 10), n) for src, n in copied] == list(zip([0, 1, 5, 0], sizes)), copied
+    # ...once the copies that read slots 0 and 1-4 were done: their events, slot 0's and slot 4's (ids 1 and 5)
+    assert waits == [1, 5], waits
     (read,) = [f for f in opened_replies(got) if f.request_id == 6]
     expected = bytearray(BIG_ALLOC)
     for (_, size, where, _, seed) in plan[1:5]:
         at = 0 if where == "start" else BIG_ALLOC - size
         expected[at:at + size] = pattern(size, seed)
     assert bytes(read.bulk) == bytes(expected)
+
+
+@pytest.mark.parametrize("stream", ["bound", "unbound"])
+def test_a_sealed_copy_up_arriving_behind_other_records_is_opened_where_it_lies(monkeypatch, stream):
+    """A big sealed copy up whose record begins in the same receive as records before it (two NOPs) is opened
+    where it lies in the loop's buffer, behind them (serve.c moves it to the front only when the rest would not
+    fit), and served in C ("bound"); one the loop may not take (its stream not yet bound) goes to Python once it
+    has all come ("unbound"). Both land whole. (Whether C opened it as it arrived or once it had all come, the
+    outcome is the same: a record opened from the wrong place fails.)"""
+    monkeypatch.setattr(fake_lane, "RING_SLOT_BYTES", 256 << 10)
+    side = Side(True)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("nop",), ("nop",),
+            ("htod", 200 << 10, "start", 1 if stream == "bound" else 0, 3), ("read_big",)]
+    records = sealed_records([frame_for(side, f, i + 1) for i, f in enumerate(plan)]
+                             + [frame_bytes(Frame(ops.GOODBYE.code, 99))])
+    copy_at = sum(map(len, records[:3]))
+    # the batch alone (Python binds its stream), then the NOPs with the copy's first 4 KiB, then the rest of it in
+    # two pieces, the loop polling through the gaps
+    cuts = [len(records[0]), copy_at + 4096, copy_at + 100_000]
+    runs = frames_python_runs(monkeypatch)
+    try:
+        got, why = serve(side, b"".join(records), cuts, [True] * len(cuts), True, monkeypatch, sealed=True,
+                         spin_us=200_000, pause_s=0.002)
+    finally:
+        side.s.release_all()
+    assert why == "closed by GOODBYE", why
+    copies_in_python = [rid for op, rid, _ in runs if op == ops.MEMCPY_HTOD_ASYNC.code]
+    assert copies_in_python == ([] if stream == "bound" else [4]), runs
+    replies = opened_replies(got)
+    assert [f.request_id for f in replies if f.opcode == ops.NOP.code] == [2, 3], replies
+    (read,) = [f for f in replies if f.request_id == 5]
+    assert bytes(read.bulk)[: 200 << 10] == pattern(200 << 10, 3)
 
 
 @pytest.mark.parametrize("gaps", ["polled", "idle", "tampered"])

@@ -83,6 +83,10 @@ int lane_ring_send_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first
                          uintptr_t stream, const char **what)
 {
     int code, count = n > r->slot_bytes ? (int)((n + r->slot_bytes - 1) / r->slot_bytes) : 1;
+    if (first < 0 || r->slots <= 0 || r->slots > 64 || count > r->slots - first) {
+        *what = "copy ring (slots past its end)"; /* (a caller's mistake: lane_ring_slots gives what fits) */
+        return 1;                                  /* CUDA_ERROR_INVALID_VALUE */
+    }
     r->next = (first + count) % r->slots;
     if ((code = d->memcpy_htod_async(dst, r->base + (size_t)first * r->slot_bytes, n, stream))) {
         *what = "cuMemcpyHtoDAsync";

@@ -20,6 +20,7 @@ from rgpu.errors import CudaError, Status
 
 SLOT_BYTES = lane.RING_SLOT_BYTES  # copies up to this size go through the ring in one slot
 SLOTS = 16
+assert SLOTS >= 2 * lane.SEALED_COPY_SLOTS  # (else the C stand-ins' sealed 1 MiB records take the slower path)
 
 _ffi = cffi.FFI()
 _ffi.cdef("""

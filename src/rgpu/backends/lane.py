@@ -109,6 +109,10 @@ def libcuda_driver():
 # copies, sent as frames of their own, from the socket through the slots in turn: a slot this size keeps its
 # per-slot driver calls (a copy and an event, some microseconds) small beside receiving it (40 us at 6.5 GB/s).
 RING_SLOT_BYTES = 256 << 10
+# A sealed copy up's record the C request loop opens whole takes up to this many consecutive slots (the C stand-ins
+# seal 1 MiB records); the cuda backend's ring has at least twice as many, since one copy takes at most half of a
+# ring (lane/ring.c). (The fake's smaller ring takes them the slower way.)
+SEALED_COPY_SLOTS = 4
 
 # rgpu_lane_serve's outcomes (lane.h).
 SERVE_IDLE, SERVE_PYTHON, SERVE_BATCH_STOPPED, SERVE_LIMIT, SERVE_FAILED = range(5)

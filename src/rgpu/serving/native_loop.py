@@ -29,8 +29,7 @@ from rgpu.transport import SPIN_YIELD, SocketFrameStream
 # copy it cannot finish goes back with up to a ring slot of received bytes behind a frame head, which must fit. A
 # sealed record must fit whole (C uses none of it before its tag): the C stand-ins seal copies up in records of
 # four slots (1 MiB), opened straight into four consecutive slots of the ring.
-SEALED_COPY_SLOTS = 4
-BUFFER_BYTES = SEALED_COPY_SLOTS * lanes.RING_SLOT_BYTES + (4 << 10)
+BUFFER_BYTES = lanes.SEALED_COPY_SLOTS * lanes.RING_SLOT_BYTES + (4 << 10)
 # Back to Python after this many frames at most, so that it sees a signal and `rgpu status` fresh counts.
 MAX_FRAMES = 64
 
