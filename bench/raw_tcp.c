@@ -7,6 +7,8 @@
  * blocking upload (the server answers one byte when all has arrived) and one blocking download, best of
  * copy_reps(size) -- a synchronous cudaMemcpy's shape. SPIN_US > 0 makes both ends poll that long before sleeping in recv, as
  * rgpu does by default (RGPU_SPIN_US / --spin-us); run it with 0 and with rgpu's value to see both floors.
+ * RAW_TCP_SEND_KIB=N: uploads go in sends of N KiB (default: one send), to see what a send's size costs -- a
+ * sealed copy's stand-in sent 64 KiB pieces (bench/results/gpu-2026-12-04h-records).
  * Built and run by bench/rpc_bench.py. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -133,6 +135,15 @@ static int copy_reps(uint64_t size)
     return n < 3 ? 3 : n > 30 ? 30 : (int)n;
 }
 
+/* An upload's bytes, in sends of `piece` bytes (0: one send). */
+static int send_pieces(int fd, const uint8_t *p, size_t n, size_t piece)
+{
+    for (size_t off = 0; off < n; off += piece ? piece : n)
+        if (send_all(fd, p + off, piece && n - off > piece ? piece : n - off))
+            return -1;
+    return 0;
+}
+
 static int request(int fd, char op, uint64_t n)
 {
     uint8_t head[9] = {(uint8_t)op};
@@ -147,6 +158,8 @@ int main(int argc, char **argv)
         return 2;
     }
     int echoes = atoi(argv[1]);
+    const char *send_kib = getenv("RAW_TCP_SEND_KIB");
+    size_t send_piece = send_kib && *send_kib ? (size_t)strtoull(send_kib, NULL, 10) << 10 : 0;
     spin_ns = strtoull(argv[2], NULL, 10) * 1000u;
     int one = 1;
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -203,7 +216,7 @@ int main(int argc, char **argv)
         for (int rep = 0, reps = copy_reps(size); rep < reps; rep++) {
             uint64_t t0 = now_ns();
             char k;
-            if (request(cfd, 'U', size) || send_all(cfd, data, size) || recv_all(cfd, &k, 1))
+            if (request(cfd, 'U', size) || send_pieces(cfd, data, size, send_piece) || recv_all(cfd, &k, 1))
                 return 1;
             double t = (now_ns() - t0) / 1e9;
             up = t < up ? t : up;
