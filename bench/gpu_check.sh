@@ -27,7 +27,8 @@ export OUT=$FINAL/$name
 mkdir -p "$OUT"
 # (a dry run on the fake backend uses the Python environment it is started in)
 RGPU_SETUP_WHEELS=$([ "$BACKEND" = fake ] && echo 0 || echo 1) source tools/gpu_setup.sh || exit 1
-git log --oneline -1 > "$OUT/commit.txt" 2>/dev/null
+# (the box's copy of .git may be older than the tree it runs: tools/tree_id.sh names the code itself)
+{ git log --oneline -1; echo "tree $(bash tools/tree_id.sh)"; } > "$OUT/commit.txt" 2>/dev/null
 build=
 if [[ " $sections " == *" programs "* ]]; then
   # llama.cpp builds (16 cores, ~270 s alone) while the CUDA programs run through rgpu; the loop section waits for

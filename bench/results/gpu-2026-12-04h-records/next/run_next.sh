@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Not run yet (the device was taken away after run 3): for the next GPU session. The C stand-ins' sealed copies
+# Run 4 (outputs in ../run4). The C stand-ins' sealed copies
 # on this tree ("base": 1 MiB records), with next/groups.patch ("groups": the branch sealed-groups, sealed pieces
 # sent four or more at a time) and with next/staging.patch ("staging": the branch sealed-staging, groups plus the
 # staging memory and 16 KiB pieces), alternating three times (shim_bench --psk); then each against C TCP in the
