@@ -28,16 +28,30 @@
         return;                                                                                                   \
     } while (0)
 
-/* More bytes wanted: what is held moves to the front first. 0: some came; 1: handed back (none within the spin,
- * or the socket's end, error or a signal). */
-static int serve_more(const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t *start, size_t *end,
+/* How far beyond the frame at hand the loop takes in bytes: as far as its whole buffer went before sealed records
+ * grew it to four ring slots. What it holds when it hands the socket back goes to Python's decoder, which serves a
+ * complete large frame among them itself (take_raw leaves those to it): reading ahead up to 1 MiB after a batch
+ * it stopped in sent the 600 KiB copy behind it to Python (tests/test_native_loop.py's ring test, in CI). */
+#define LOOKAHEAD (260u << 10)
+
+/* The bytes wanted of the frame or record at buf[start] (`have` held): all of it once its head is in (before
+ * that, what LOOKAHEAD brings; a copy's head is enough to stream the rest straight into the ring). */
+static size_t wanted(const rgpu_lane_serve_io *io, size_t start, size_t have)
+{
+    return have >= STREAM_HEAD ? RGPU_PREFIX_SIZE + (size_t)rgpu_get_u32(io->buf + start) : 0;
+}
+
+/* More bytes wanted (`want` of the frame at *start, 0 when not known yet): what is held moves to the front first,
+ * then up to the frame's end or LOOKAHEAD, whichever is further, comes in. 0: some came; 1: handed back (none
+ * within the spin, or the socket's end, error or a signal). */
+static int serve_more(const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t *start, size_t *end, size_t want,
                       unsigned long long *mark)
 {
     if (*start) {
         memmove(io->buf, io->buf + *start, *end - *start);
         *end -= *start, *start = 0;
     }
-    int got = serve_receive_some(io, end, out);
+    int got = serve_receive_some(io, end, want > LOOKAHEAD ? want : LOOKAHEAD, out);
     if (got > 0)
         return 0;
     out->receive_ns += rgpu_now_ns() - *mark;
@@ -285,7 +299,7 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
             }
         }
         size_t was = start;
-        if (serve_more(io, out, &start, &end, &mark))
+        if (serve_more(io, out, &start, &end, wanted(io, start, end - start), &mark))
             return;
         if (tried_at == was) /* (the record not taken was moved to the front: not to be tried again) */
             tried_at = start;
@@ -336,7 +350,7 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                 continue;
             }
         }
-        if (serve_more(io, out, &start, &end, &mark))
+        if (serve_more(io, out, &start, &end, wanted(io, start, end - start), &mark))
             return;
     }
 }

@@ -240,7 +240,9 @@ int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, cons
         if (held_to >= tag + RGPU_TAG_SIZE)
             break;
         rgpu_aead_pipe_help(pipe, 2); /* (what arrives meanwhile waits in the socket) */
-        if (serve_receive_some(socket_io, end, out) <= 0) { /* the client paused, or the socket ended */
+        /* (up to the record's end: what follows is for serve.c to take in, LOOKAHEAD at a time) */
+        if (serve_receive_some(socket_io, end, (size_t)(tag + RGPU_TAG_SIZE - socket_io->buf), out) <= 0) {
+            /* the client paused, or the socket ended */
             rgpu_aead_pipe_release(pipe);
             memset(slot, 0, total);
             return -1;

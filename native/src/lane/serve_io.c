@@ -202,9 +202,10 @@ long serve_receive_into(const rgpu_lane_serve_io *io, uint8_t *p, size_t n, rgpu
     }
 }
 
-int serve_receive_some(const rgpu_lane_serve_io *io, size_t *end, rgpu_lane_served *out)
+int serve_receive_some(const rgpu_lane_serve_io *io, size_t *end, size_t upto, rgpu_lane_served *out)
 {
-    long k = serve_receive_into(io, io->buf + *end, io->cap - *end, out);
+    upto = upto < io->cap ? upto : io->cap;
+    long k = serve_receive_into(io, io->buf + *end, upto > *end ? upto - *end : 0, out);
     if (k > 0)
         *end += (size_t)k;
     return k > 0 ? 1 : (int)k;
