@@ -45,15 +45,8 @@ int lane_ring_mark(const rgpu_lane_driver *d, rgpu_lane_ring *r, int i, uintptr_
 
 char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **what, int *code)
 {
-    int i = r->next;
-    if (r->slots <= 0 || r->slots > 64) {
-        *what = "copy ring (slot count)";
-        *code = 1; /* CUDA_ERROR_INVALID_VALUE: a caller's mistake, never the program's */
-        return NULL;
-    }
-    if ((*code = lane_ring_wait(d, r, i, what)))
-        return NULL;
-    return r->base + (size_t)i * r->slot_bytes;
+    int first; /* (one slot never wraps: it is the ring's next) */
+    return lane_ring_slots(d, r, 1, &first, what, code);
 }
 
 char *lane_ring_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, size_t n, int *first, const char **what,

@@ -41,12 +41,13 @@ static size_t wanted(const rgpu_lane_serve_io *io, size_t start, size_t have)
     return have >= STREAM_HEAD ? RGPU_PREFIX_SIZE + (size_t)rgpu_get_u32(io->buf + start) : 0;
 }
 
-/* More bytes wanted (`want` of the frame at *start, 0 when not known yet): what is held moves to the front first,
- * then up to the frame's end or LOOKAHEAD, whichever is further, comes in. 0: some came; 1: handed back (none
- * within the spin, or the socket's end, error or a signal). */
-static int serve_more(const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t *start, size_t *end, size_t want,
+/* More bytes wanted: what is held moves to the front first, then up to the end of the frame at *start (once its
+ * head is in: wanted) or LOOKAHEAD, whichever is further, comes in. 0: some came; 1: handed back (none within the
+ * spin, or the socket's end, error or a signal). */
+static int serve_more(const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t *start, size_t *end,
                       unsigned long long *mark)
 {
+    size_t want = wanted(io, *start, *end - *start);
     if (*start) {
         memmove(io->buf, io->buf + *start, *end - *start);
         *end -= *start, *start = 0;
@@ -215,10 +216,10 @@ static int open_record(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
 
 /* open_record for a big record still arriving at buf[start] (`len` long, *end bytes of buf held, room for all of
  * it): when it is a copy up that its ring's slots take, its header and arguments are opened as open_record opens
- * them, and its bulk is opened into the slots as it arrives (serve_open_htod_arriving), so that opening overlaps receiving instead of
- * following it. 0 as open_record's 0, the record all arrived (*end moved on). 1: not taken; nothing opened is
- * kept, the receive counter is back where it was, and the record (*end: with what arrived meanwhile) is served
- * whole once it has arrived, or is Python's, as before. */
+ * them, and its bulk is opened into the slots as it arrives (serve_open_htod_arriving), so that opening overlaps
+ * receiving instead of following it. 0 as open_record's 0, the record all arrived (*end moved on). 1: not taken;
+ * nothing opened is kept, the receive counter is back where it was, and the record (*end: with what arrived
+ * meanwhile) is served whole once it has arrived, or is Python's, as before. */
 #define ARRIVING_OPEN_MIN (2 * RGPU_AEAD_PIPE_PIECE) /* (a smaller record arrives whole in a receive or two) */
 static int open_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t start,
                          size_t len, size_t *end, int *r)
@@ -299,7 +300,7 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
             }
         }
         size_t was = start;
-        if (serve_more(io, out, &start, &end, wanted(io, start, end - start), &mark))
+        if (serve_more(io, out, &start, &end, &mark))
             return;
         if (tried_at == was) /* (the record not taken was moved to the front: not to be tried again) */
             tried_at = start;
@@ -350,7 +351,7 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
                 continue;
             }
         }
-        if (serve_more(io, out, &start, &end, wanted(io, start, end - start), &mark))
+        if (serve_more(io, out, &start, &end, &mark))
             return;
     }
 }
