@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A against B on the GPU box: the C stand-ins' shim_bench (null call, launches, copies; with a PSK too) on this
 # tree ("base") and with each patch given applied in turn, ROUNDS times (3) alternating, each variant's stand-ins
-# built from its own tree; then a table of the copies' rates by variant and round (GB/s: H2D and D2H at 1 MiB, then
-# 64 MiB, for the native driver, rgpu batched, rgpu batched + PSK). Outputs under $OUT/ab. Patches are undone with
-# git apply -R (the box's copy of .git may be older than the tree). About 30 s per variant and round.
+# built from its own tree; then bench/ab_summary.py's table of the copies' rates by variant and round (GB/s: H2D and
+# D2H at 1 MiB, then 64 MiB, for the native driver, rgpu batched, rgpu batched + PSK) and each variant's medians,
+# with how far a patch's lie from base's. Outputs under $OUT/ab. Patches are undone with git apply -R (the box's
+# copy of .git may be older than the tree). About 10 s per variant and round: the box's rates drift by 20-30%
+# between runs, so ROUNDS=10 is not too many.
 #   B=$OUT; OUT=$B bash bench/shim_ab.sh path/to/one.patch [path/to/other.patch ...]
 # SHIM_AB_ARGS adds shim_bench options (default: --psk --calls 2000 --launches 5000).
 set -uo pipefail
@@ -27,13 +29,4 @@ for round in $(seq 1 ${ROUNDS:-3}); do
   done
 done
 variant base 0 > /dev/null
-python3 - "$R" "${variants[@]}" <<'PY' | tee "$R/summary.txt"
-import glob, json, os, sys
-out, names = sys.argv[1], sys.argv[2:]
-keys = ("h2d_1m_gbps", "d2h_1m_gbps", "h2d_gbps", "d2h_gbps")
-for f in sorted(glob.glob(out + "/v*-r*.json")):
-    n = int(os.path.basename(f)[1:].split("-")[0])
-    d = json.load(open(f))
-    rows = " | ".join(f"{label} " + " ".join(f"{d[label][k]:5.2f}" for k in keys) for label in d)
-    print(f"{os.path.basename(names[n]):24} {os.path.basename(f):10} {rows}")
-PY
+python3 bench/ab_summary.py "$R" "${variants[@]}" | tee "$R/summary.txt"

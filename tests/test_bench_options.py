@@ -61,14 +61,18 @@ print('RESULT {"ms": 1.0, "check": 0.0}')
 """
 
 
-def _workloads():
-    """bench/workloads.py, as a module (it is a script, not a package's)."""
+def _bench_script(name):
+    """bench/<name>.py, as a module (it is a script, not a package's)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("workloads", pathlib.Path(__file__).parents[1] / "bench/workloads.py")
-    workloads = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(workloads)
-    return workloads
+    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).parents[1] / f"bench/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _workloads():
+    return _bench_script("workloads")
 
 
 def test_workloads_harness_reads_the_counters_of_the_running_session_at_the_childs_marks(shim_dir, tmp_path):
@@ -129,3 +133,25 @@ def test_workloads_main_runs_rounds_alternately_and_prints_the_medians(tmp_path,
     assert order == ["native", "rgpu"] * 3
     assert "resnet18_b1" in out and "2.00       3.00   1.50x" in out, out
     assert "2.80 3.00 1.07x, 1.50 2.90 1.93x, 2.00 3.10 1.55x" in out, out
+
+
+def test_ab_summary_gives_each_variant_its_median_round_and_its_distance_from_base(tmp_path):
+    def run(variant, round_, native, batched):
+        row = lambda x: {k: x for k in ("h2d_1m_gbps", "d2h_1m_gbps", "h2d_gbps", "d2h_gbps")}
+        (tmp_path / f"v{variant}-r{round_}.json").write_text(
+            json.dumps({"native driver": row(native), "rgpu batched": row(batched)}))
+
+    for round_, (native, base, patched) in enumerate([(8.0, 4.0, 6.0), (4.0, 2.0, 5.0), (6.0, 3.0, 30.0)], 1):
+        run(0, round_, native, base)
+        run(1, round_, native, patched)
+    for round_ in range(10, 12):  # (rounds in number order, not the files' name order: r10 after r3)
+        run(0, round_, 6.0, 3.0)
+        run(1, round_, 6.0, 6.0)
+    lines = _bench_script("ab_summary").summary(str(tmp_path), ["base", "bench/x.patch"]).splitlines()
+    assert [line.split()[:2] for line in lines[:5]] == [["base", f"r{i}"] for i in (1, 2, 3, 10, 11)], lines
+    (base_line,) = [line for line in lines if line.startswith("rgpu batched") and "base " in line]
+    (patch_line,) = [line for line in lines if line.startswith("rgpu batched") and "x.patch" in line]
+    assert "5 rounds  3.00  3.00  3.00  3.00 |  0.50" in base_line, base_line  # (medians: one wild round ignored)
+    assert "5 rounds  6.00" in patch_line and "vs base: +100.0%" in patch_line, patch_line
+    medians = lines[lines.index(next(line for line in lines if line.startswith("medians"))):]
+    assert len(medians) == 3 and "native driver" not in "\n".join(medians), medians
