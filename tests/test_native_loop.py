@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import re
 import socket
 import struct
 import threading
@@ -416,6 +417,39 @@ def test_a_synchronous_copy_whose_synchronize_fails_in_c_ends_in_python(monkeypa
     assert [n for op, rid, n in seen if rid == 2] and 0 < [n for op, rid, n in seen if rid == 2][0] <= 64 << 10, seen
     assert [(f.request_id, f.status) for f in replies[:2]] == [(1, 0), (2, 0)], replies
     assert bytes(replies[2].bulk)[: 600 << 10] == pattern(600 << 10, 6)
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_synchronous_copy_without_a_reply_leaves_its_synchronize_for_what_runs_next(monkeypatch, sealed):
+    """Synchronous copies up sent without a reply (the C stand-ins' cuMemcpyHtoD) on the NULL stream: C no longer
+    waits for the device after each -- the next copy on that stream is ordered after it by the stream -- but
+    synchronizes that stream once before it runs anything else (here a batch on another stream) and before it
+    hands the socket back (here for a NOP too big for its buffer); the device holds the copies."""
+    calls: list[str] = []
+    for name, letter in (("_htod", "c"), ("_synchronize", "S"), ("_memset_d8", "m")):
+        real = getattr(FakeLaneDriver, name)
+        monkeypatch.setattr(FakeLaneDriver, name, lambda self, *a, real=real, letter=letter: calls.append(
+            letter) or real(self, *a))
+    real_next_action = worker.next_action
+    monkeypatch.setattr(worker, "next_action", lambda s, frame, max_record: (
+        calls.append("P") if frame is not None and frame.request_id > 2 else None) or real_next_action(
+            s, frame, max_record))
+    side = Side(True)
+    size = 100 << 10  # (two of the fake ring's slots: a sealed record C opens into consecutive slots)
+    memset = ("memset8", 0, 0, 16, 1, 7)
+    plan = [("batch", [memset]), ("htod", 10, "end", 0, 9, "sync_reply"),  # (Python's: they bind the streams)
+            ("htod", size, "start", 0, 1, "sync"), ("htod", size, "end", 0, 2, "sync"), ("batch", [memset]),
+            ("htod", size, "start", 0, 3, "sync"), ("big_nop",), ("read_big",)]
+    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(2, 0.0), sealed=sealed)
+    assert [rid for _, rid, _ in seen if rid > 2] == [7, 8, 99], seen  # (C ran the copies and the second batch)
+    # each copy's slots; one synchronize, then the batch's memset; the last copy's synchronize before Python's NOP
+    order = "".join(calls)
+    assert re.fullmatch(r"c+Smc+SPPP", order), order
+    (read,) = [f for f in replies if f.request_id == 8]
+    expected = bytearray(BIG_ALLOC)
+    expected[:size] = pattern(size, 3)
+    expected[BIG_ALLOC - size:] = pattern(size, 2)
+    assert bytes(read.bulk) == bytes(expected)
 
 
 @pytest.mark.parametrize("room", [0, -1])

@@ -57,6 +57,10 @@ struct rgpu_lane {
         int first;
         size_t pieces;
     } back;
+    struct { /* a synchronous copy's synchronize of its stream, owed (lane_owe_sync) */
+        uintptr_t ctx, stream;
+        int owed;
+    } sync;
     _Alignas(16) uint8_t reply[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK]; /* serve.c's replies */
     void *extra[5];
     rgpu_lane_launch_config config;
@@ -304,6 +308,24 @@ rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, s
 }
 
 const rgpu_lane_driver *lane_driver(const rgpu_lane *lane) { return &lane->d; }
+
+void lane_owe_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream)
+{
+    lane->sync.ctx = ctx, lane->sync.stream = stream, lane->sync.owed = 1;
+}
+
+int lane_settle_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, const char **what)
+{
+    if (!lane->sync.owed || (lane->sync.ctx == ctx && lane->sync.stream == stream && ctx))
+        return 0;
+    lane->sync.owed = 0;
+    int code = lane_set_current(lane, lane->sync.ctx, what);
+    if (!code && (code = lane->d.stream_synchronize(lane->sync.stream)))
+        *what = "cuStreamSynchronize (a synchronous copy's)";
+    if (!code && ctx && ctx != lane->sync.ctx)
+        code = lane_set_current(lane, ctx, what);
+    return code;
+}
 
 static int htod(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {

@@ -44,6 +44,17 @@ rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, s
                                const char **what);
 const rgpu_lane_driver *lane_driver(const rgpu_lane *lane);
 
+/* A synchronous copy up that had no reply to send (the C stand-ins' cuMemcpyHtoD: the program goes on once its
+ * bytes are sent) leaves its stream's synchronize owed (lane_owe_sync) instead of waiting for the device there:
+ * what comes next on the same stream is ordered after the copy by the stream itself, and a run of such copies
+ * waited for the last slot's device copy after each (bench/results/gpu-2026-12-04h-records: 44 us of a sealed
+ * 1 MiB copy's ~290). lane_settle_sync synchronizes the owed stream before anything else is run: anything but a
+ * copy up on that same (context, stream) -- ctx 0 matches nothing -- and before the loop hands the socket back;
+ * after it, ctx (when not 0) is current again. 0, or the CUresult (then nothing is owed any longer: the failure
+ * is the context's, which the next call meets). */
+void lane_owe_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream);
+int lane_settle_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, const char **what);
+
 /* The ring's next slot (waiting until the GPU has read it), or NULL with the CUresult in *code; then
  * lane_ring_send queues the copy of its first n bytes to dst and moves on to the next slot. */
 char *lane_ring_slot(const rgpu_lane_driver *d, rgpu_lane_ring *r, const char **what, int *code);

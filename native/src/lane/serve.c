@@ -73,6 +73,9 @@ static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     if (rgpu_parse_header(body, len, &h, &args_len) || (h.flags & RGPU_FLAG_REPLY))
         return RGPU_SERVE_PYTHON;
     const uint8_t *bulk = body + RGPU_HEADER_SIZE + args_len;
+    const char *what = "";
+    if (lane_settle_sync(lane, 0, 0, &what)) /* (Python runs the frame, and meets the context's error) */
+        return RGPU_SERVE_PYTHON;
     unsigned long long received = rgpu_now_ns();
     out->receive_ns += received - *mark;
     if (h.opcode == RGPU_OP_BATCH) {
@@ -90,7 +93,6 @@ static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
      * arguments', the same again). */
     size_t reply_args_len, bulk_len;
     const uint8_t *bulk_at;
-    const char *what = "";
     if (h.flags || h.bulk_len ||
         lane_blocking_call(lane, h.opcode, body + RGPU_HEADER_SIZE, args_len, io->current_ctx, io->capture_possible,
                            io->memory_limited, &reply_args_len, &bulk_len, &bulk_at, &what) ||
@@ -307,13 +309,8 @@ static void serve_sealed(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lan
     }
 }
 
-void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
+static void serve_plain(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
 {
-    memset(out, 0, sizeof *out);
-    if (io->seal) {
-        serve_sealed(lane, io, out);
-        return;
-    }
     size_t start = 0, end = io->have <= io->cap ? io->have : io->cap;
     unsigned long long mark = rgpu_now_ns();
     for (;;) {
@@ -354,4 +351,17 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
         if (serve_more(io, out, &start, &end, &mark))
             return;
     }
+}
+
+void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
+{
+    const char *what = "";
+    memset(out, 0, sizeof *out);
+    if (io->seal)
+        serve_sealed(lane, io, out);
+    else
+        serve_plain(lane, io, out);
+    /* Python runs nothing before a synchronize a copy left owed: if it fails, the context is broken, and Python's
+     * next call meets that (the copy's program had its success already, as from any asynchronous failure). */
+    lane_settle_sync(lane, 0, 0, &what);
 }

@@ -40,7 +40,10 @@ static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
 {
     const rgpu_lane_driver *d = lane_driver(lane);
     int reply = c->h->flags != RGPU_FLAG_NO_REPLY;
-    if ((c->sync && d->stream_synchronize(stream)) || (reply && serve_output_waiting(io))) {
+    uintptr_t ctx, bound;
+    if (c->sync && !reply && lane_stream_of(lane, c->stream, io->current_ctx, &ctx, &bound) && bound == stream)
+        lane_owe_sync(lane, ctx, stream); /* (nobody waits for it: the next thing run on another stream does) */
+    else if ((c->sync && d->stream_synchronize(stream)) || (reply && serve_output_waiting(io))) {
         copy_rest_for_python(io, out, c, c->h->bulk_len - last_len, last, last_carry);
         return 1;
     }
@@ -58,17 +61,23 @@ static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     return 0;
 }
 
-/* The ring copy `c` goes through, its stream's context made current; NULL: not the lane's to stream (no ring
- * bound, memory not the session's, a capture possible), or a slot too big for what must go back to Python (a
- * head, then up to a slot's bytes) to fit in buf. */
+/* The ring copy `c` goes through, its stream's context made current and any synchronize owed on another stream
+ * settled; NULL: not the lane's to stream (no ring bound, memory not the session's, a capture possible), a slot too
+ * big for what must go back to Python (a head, then up to a slot's bytes) to fit in buf, or the owed synchronize
+ * failed. */
 static rgpu_lane_ring *copy_ring(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c,
                                  uintptr_t *stream)
 {
     int code;
     const char *what = "";
+    uintptr_t ctx, bound;
     rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, c->h->bulk_len, 0, io->current_ctx,
                                           io->capture_possible, stream, &code, &what);
-    return ring && ring->slot_bytes <= io->cap - STREAM_HEAD ? ring : NULL;
+    if (!ring || ring->slot_bytes > io->cap - STREAM_HEAD ||
+        !lane_stream_of(lane, c->stream, io->current_ctx, &ctx, &bound))
+        return NULL;
+    /* (an owed synchronize of another stream first: a failed one leaves the copy to Python, which meets the error) */
+    return lane_settle_sync(lane, ctx, *stream, &what) ? NULL : ring;
 }
 
 int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len, struct copy_in *c)
@@ -96,7 +105,9 @@ int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len,
  * receiving overlaps the device copies and nothing waits for the whole frame. Python's path received it whole
  * into pageable memory and copied from there, waiting for the stream after an asynchronous one (the driver may
  * still be reading pageable memory when the copy returns), which also waited for every kernel queued before it.
- * A synchronous copy ends with a synchronize of the NULL stream, as cuMemcpyHtoD waits.
+ * A synchronous copy ends with a synchronize of the NULL stream, as cuMemcpyHtoD waits; without a reply to send
+ * (the C stand-ins': the program went on once the bytes were sent) that synchronize is owed instead, until
+ * something other than a copy up on the same stream runs (lane_owe_sync).
  *
  * What it cannot finish -- the client pauses longer than the poll; the socket reports the end, an error or a
  * signal; a driver call fails -- goes back to Python as a copy of its own: the same request for the bytes not
