@@ -1,6 +1,7 @@
 """The C driver shim vs the native driver, measured in one run with the same program (bench_calls):
 null-call latency (a synchronous cuMemGetInfo), kernel launch rate, batched and with RGPU_BATCH=0, and pageable
-copies of 64 MiB and 1 MiB each way.
+copies of 64 MiB and 1 MiB each way; with --c-tcp, bench/raw_tcp.c's echo and blocking copies of the same sizes
+in the same run (the floor the copies are held to), as a row of its own.
 
     python bench/shim_bench.py --backend cuda [--psk]      # on a GPU host: native numbers + ratios
     python bench/shim_bench.py --backend fake              # anywhere: rgpu numbers only
@@ -31,6 +32,19 @@ def bench(exe: pathlib.Path, env: dict, calls: int, launches: int) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def c_tcp_row(calls: int, spin_us: float) -> dict | None:
+    """bench/raw_tcp.c's numbers as a row (its echo for the null call, no launches), or None without a compiler."""
+    import rpc_bench  # (beside this script: its builder of raw_tcp.c)
+
+    floor = rpc_bench.c_raw_baselines(calls, spin_us, [1 << 20, 64 << 20]).get(int(spin_us))
+    if not floor:
+        return None
+    copy = floor["copy"]
+    return {"null_p50_us": floor["echo_p50_us"], "null_p99_us": floor["echo_p99_us"], "launches_per_s": 0,
+            "h2d_gbps": copy[64 << 20][0] / 1e9, "d2h_gbps": copy[64 << 20][1] / 1e9,
+            "h2d_1m_gbps": copy[1 << 20][0] / 1e9, "d2h_1m_gbps": copy[1 << 20][1] / 1e9}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default="fake", choices=("fake", "cuda"))
@@ -40,6 +54,7 @@ def main() -> None:
     ap.add_argument("--launches", type=int, default=50000)
     ap.add_argument("--spin-us", type=float, default=300.0, help="polling before sleeping, server and shim")
     ap.add_argument("--json", help="also write each row's numbers here ({label: numbers})")
+    ap.add_argument("--c-tcp", action="store_true", help="add a row for bench/raw_tcp.c's echo and copies")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         shim_dir = pathlib.Path(args.shims) if args.shims else pathlib.Path(tmp)
@@ -73,6 +88,8 @@ def main() -> None:
                     env.update(RGPU_SERVER=address, RGPU_SPIN_US=str(int(args.spin_us)), **more)
                     launches = args.launches if "BATCH=0" not in label else max(2000, args.launches // 10)
                     rows.append((label, bench(exe, env, args.calls, launches)))
+    if args.c_tcp and (floor := c_tcp_row(args.calls, args.spin_us)):
+        rows.append(("C TCP", floor))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(rows), f, indent=1)
@@ -80,7 +97,7 @@ def main() -> None:
           f"   vs native: p50 / launch rate / H2D / D2H")
     for label, r in rows:
         ratio = ""
-        if native and label != "native driver":
+        if native and label not in ("native driver", "C TCP"):
             ratio = (f"{r['null_p50_us'] / native['null_p50_us']:.0f}x / {r['launches_per_s'] / native['launches_per_s']:.1%}"
                      f" / {r['h2d_gbps'] / native['h2d_gbps']:.1%} / {r['d2h_gbps'] / native['d2h_gbps']:.1%}")
         print(f"{label:24} {r['null_p50_us']:12.2f} {r['null_p99_us']:12.2f} {r['launches_per_s']:12,.0f} "

@@ -5,6 +5,7 @@ import pathlib
 import sys
 import time
 
+import pytest
 import trio
 
 from .conftest import running_server
@@ -135,11 +136,14 @@ def test_workloads_main_runs_rounds_alternately_and_prints_the_medians(tmp_path,
     assert "2.80 3.00 1.07x, 1.50 2.90 1.93x, 2.00 3.10 1.55x" in out, out
 
 
-def test_ab_summary_gives_each_variant_its_median_round_and_its_distance_from_base(tmp_path):
+@pytest.mark.parametrize("c_tcp", [False, True])
+def test_ab_summary_gives_each_variant_its_median_round_and_its_distance_from_base(tmp_path, c_tcp):
     def run(variant, round_, native, batched):
         row = lambda x: {k: x for k in ("h2d_1m_gbps", "d2h_1m_gbps", "h2d_gbps", "d2h_gbps")}
-        (tmp_path / f"v{variant}-r{round_}.json").write_text(
-            json.dumps({"native driver": row(native), "rgpu batched": row(batched)}))
+        rows = {"native driver": row(native), "rgpu batched": row(batched)}
+        if c_tcp:  # (the reference when every run has it: here half the native rate)
+            rows["C TCP"] = row(native / 2)
+        (tmp_path / f"v{variant}-r{round_}.json").write_text(json.dumps(rows))
 
     for round_, (native, base, patched) in enumerate([(8.0, 4.0, 6.0), (4.0, 2.0, 5.0), (6.0, 3.0, 30.0)], 1):
         run(0, round_, native, base)
@@ -151,7 +155,8 @@ def test_ab_summary_gives_each_variant_its_median_round_and_its_distance_from_ba
     assert [line.split()[:2] for line in lines[:5]] == [["base", f"r{i}"] for i in (1, 2, 3, 10, 11)], lines
     (base_line,) = [line for line in lines if line.startswith("rgpu batched") and "base " in line]
     (patch_line,) = [line for line in lines if line.startswith("rgpu batched") and "x.patch" in line]
-    assert "5 rounds  3.00  3.00  3.00  3.00 |  0.50" in base_line, base_line  # (medians: one wild round ignored)
+    # (medians: the patch's one wild round ignored)
+    assert f"5 rounds  3.00  3.00  3.00  3.00 |  {1.0 if c_tcp else 0.5:.2f}" in base_line, base_line
     assert "5 rounds  6.00" in patch_line and "vs base: +100.0%" in patch_line, patch_line
     medians = lines[lines.index(next(line for line in lines if line.startswith("medians"))):]
-    assert len(medians) == 3 and "native driver" not in "\n".join(medians), medians
+    assert len(medians) == 3 and medians[0].endswith("C TCP" if c_tcp else "native driver"), medians
