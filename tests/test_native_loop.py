@@ -452,6 +452,72 @@ def test_a_synchronous_copy_without_a_reply_leaves_its_synchronize_for_what_runs
     assert bytes(read.bulk) == bytes(expected)
 
 
+@pytest.mark.parametrize("sealed", [False, True])
+def test_an_owed_synchronize_is_settled_before_a_copy_up_on_another_stream(monkeypatch, sealed):
+    """A synchronous copy up without a reply on the NULL stream, then an asynchronous copy up on another stream: C
+    synchronizes the NULL stream before it queues the second copy's first slot, not only at the hand-back."""
+    calls: list[str] = []
+    for name, letter in (("_htod", "c"), ("_synchronize", "S")):
+        real = getattr(FakeLaneDriver, name)
+        monkeypatch.setattr(FakeLaneDriver, name, lambda self, *a, real=real, letter=letter: calls.append(
+            letter) or real(self, *a))
+    side = Side(True)
+    size = 100 << 10
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 10, "end", 0, 9, "sync_reply"),
+            ("htod", 10, "start", 1, 8, "async"),  # (Python's: they bind both streams)
+            ("htod", size, "start", 0, 1, "sync"), ("htod", size, "end", 1, 2, "async"), ("big_nop",),
+            ("read_big",)]
+    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(3, 0.0), sealed=sealed)
+    assert [rid for _, rid, _ in seen if rid > 3] == [6, 7, 99], seen
+    # (Python's own copies of frames 1-3 do not go through the lane's driver table)
+    assert re.fullmatch(r"c+Sc+", "".join(calls)), calls
+
+
+def test_a_synchronous_copy_with_a_reply_on_the_owed_stream_settles_what_was_owed(monkeypatch):
+    """A copy up with a reply synchronizes its stream before answering: a synchronize owed on that stream is
+    settled by it, not run again before the next batch."""
+    calls: list[str] = []
+    for name, letter in (("_htod", "c"), ("_synchronize", "S"), ("_memset_d8", "m")):
+        real = getattr(FakeLaneDriver, name)
+        monkeypatch.setattr(FakeLaneDriver, name, lambda self, *a, real=real, letter=letter: calls.append(
+            letter) or real(self, *a))
+    side = Side(True)
+    memset = ("memset8", 0, 0, 16, 1, 7)
+    plan = [("batch", [memset]), ("htod", 10, "end", 0, 9, "sync_reply"),  # (Python's: they bind the streams)
+            ("htod", 100 << 10, "start", 0, 1, "sync"), ("htod", 100 << 10, "end", 0, 2, "sync_reply"),
+            ("batch", [memset]), ("read_big",)]
+    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(2, 0.0))
+    assert [rid for _, rid, _ in seen if rid > 2] == [6, 99], seen
+    assert re.fullmatch(r"c+c+Sm", "".join(calls)), calls
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_an_owed_synchronize_that_fails_is_the_copy_s_deferred_error(monkeypatch, sealed):
+    """When the synchronize a copy up without a reply left owed fails (once, injected) as C settles it before a
+    batch, the copy's request gets the deferred error, and the batch, with what follows, is Python's to run (the
+    next reply carries the error); the copy's bytes were queued, and the device holds them."""
+    failed = []
+    real_synchronize = FakeLaneDriver._synchronize
+
+    def synchronize_failing_once(self, stream):
+        if not failed:
+            failed.append(stream)
+            raise CudaError(Status.LAUNCH_FAILED, "injected")
+        return real_synchronize(self, stream)
+
+    monkeypatch.setattr(FakeLaneDriver, "_synchronize", synchronize_failing_once)
+    side = Side(True)
+    size = 100 << 10
+    memset = ("memset8", 0, 0, 16, 1, 7)
+    plan = [("batch", [memset]), ("htod", 10, "end", 0, 9, "sync_reply"),  # (Python's: they bind the streams)
+            ("htod", size, "start", 0, 1, "sync"), ("batch", [memset]), ("read_big",)]
+    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(2, 0.0), sealed=sealed)
+    assert failed and side.failures == [(Status.LAUNCH_FAILED, "MEMCPY_HTOD", 3)], (failed, side.failures)
+    assert [rid for _, rid, _ in seen if rid > 2] == [4, 5, 99], seen
+    (read,) = [f for f in replies if f.request_id == 5]
+    assert bytes(read.bulk)[:size] == pattern(size, 1)
+
+
 @pytest.mark.parametrize("room", [0, -1])
 def test_c_streams_a_copy_only_while_a_slot_and_a_frame_head_fit_its_buffer(monkeypatch, room):
     """What C hands back of a copy is a frame head and up to a ring slot's bytes: with a buffer one byte too small

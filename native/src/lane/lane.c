@@ -57,9 +57,10 @@ struct rgpu_lane {
         int first;
         size_t pieces;
     } back;
-    struct { /* a synchronous copy's synchronize of its stream, owed (lane_owe_sync) */
+    struct { /* a synchronous copy's synchronize of its stream, owed (lane_owe_sync), and how settling it failed */
         uintptr_t ctx, stream;
         int owed;
+        rgpu_lane_stop failed;
     } sync;
     _Alignas(16) uint8_t reply[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK]; /* serve.c's replies */
     void *extra[5];
@@ -309,22 +310,38 @@ rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, s
 
 const rgpu_lane_driver *lane_driver(const rgpu_lane *lane) { return &lane->d; }
 
-void lane_owe_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream)
+void lane_owe_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, unsigned opcode, unsigned request_id)
 {
     lane->sync.ctx = ctx, lane->sync.stream = stream, lane->sync.owed = 1;
+    lane->sync.failed.opcode = opcode, lane->sync.failed.request_id = request_id;
 }
 
-int lane_settle_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, const char **what)
+void lane_sync_covered(rgpu_lane *lane) { lane->sync.owed = 0; }
+
+int lane_settle_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream)
 {
+    const char *what = "";
+    if (lane->sync.failed.status)
+        return lane->sync.failed.status;
     if (!lane->sync.owed || (lane->sync.ctx == ctx && lane->sync.stream == stream && ctx))
         return 0;
     lane->sync.owed = 0;
-    int code = lane_set_current(lane, lane->sync.ctx, what);
+    int code = lane_set_current(lane, lane->sync.ctx, &what);
     if (!code && (code = lane->d.stream_synchronize(lane->sync.stream)))
-        *what = "cuStreamSynchronize (a synchronous copy's)";
-    if (!code && ctx && ctx != lane->sync.ctx)
-        code = lane_set_current(lane, ctx, what);
-    return code;
+        what = "cuStreamSynchronize";
+    if (code) {
+        lane->sync.failed.status = code, lane->sync.failed.what = what;
+        return code;
+    }
+    return ctx && ctx != lane->sync.ctx ? lane_set_current(lane, ctx, &what) : 0;
+}
+
+void lane_take_sync_failure(rgpu_lane *lane, rgpu_lane_stop *into)
+{
+    *into = lane->sync.failed;
+    if (!into->status)
+        into->opcode = into->request_id = 0;
+    memset(&lane->sync.failed, 0, sizeof lane->sync.failed);
 }
 
 static int htod(rgpu_lane *lane, const struct lane_record *r, const char **what)

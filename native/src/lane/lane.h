@@ -198,7 +198,10 @@ typedef struct rgpu_lane_serve_io {
  * LIMIT: max_frames served. FAILED: a reply could not be sent (`error` is errno; with `failed_status`, the CUresult
  * of `failed_what`: the context failed while a copy back's reply was going out, after its status had been sent as
  * success, so the session cannot go on), or (`tampered`) a sealed record failed authentication: what it opened to
- * is wiped, and the session must end. In a sealed session a stopped BATCH lies in plain (`frame_in_plain`). */
+ * is wiped, and the session must end. In a sealed session a stopped BATCH lies in plain (`frame_in_plain`).
+ * Whatever the outcome, `deferred.status` nonzero: a request served without a reply failed afterwards (the
+ * synchronize a copy up left owed: lane_private.h), for the caller's deferred error (`opcode`, `request_id`,
+ * `what` name it; `pos` unused); the loop handed back as soon as that was found. */
 enum { RGPU_SERVE_IDLE = 0, RGPU_SERVE_PYTHON = 1, RGPU_SERVE_BATCH_STOPPED = 2, RGPU_SERVE_LIMIT = 3,
        RGPU_SERVE_FAILED = 4 };
 
@@ -210,6 +213,7 @@ typedef struct rgpu_lane_served {
     size_t opened_at, opened_len;
     int tampered;
     rgpu_lane_stop stop;
+    rgpu_lane_stop deferred;
     int error;
     int failed_status;
     const char *failed_what;

@@ -45,15 +45,19 @@ rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, s
 const rgpu_lane_driver *lane_driver(const rgpu_lane *lane);
 
 /* A synchronous copy up that had no reply to send (the C stand-ins' cuMemcpyHtoD: the program goes on once its
- * bytes are sent) leaves its stream's synchronize owed (lane_owe_sync) instead of waiting for the device there:
- * what comes next on the same stream is ordered after the copy by the stream itself, and a run of such copies
- * waited for the last slot's device copy after each (bench/results/gpu-2026-12-04h-records: 44 us of a sealed
- * 1 MiB copy's ~290). lane_settle_sync synchronizes the owed stream before anything else is run: anything but a
- * copy up on that same (context, stream) -- ctx 0 matches nothing -- and before the loop hands the socket back;
- * after it, ctx (when not 0) is current again. 0, or the CUresult (then nothing is owed any longer: the failure
- * is the context's, which the next call meets). */
-void lane_owe_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream);
-int lane_settle_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, const char **what);
+ * bytes are sent) leaves its stream's synchronize owed (lane_owe_sync, naming its request) instead of waiting for
+ * the device there: what comes next on the same stream is ordered after the copy by the stream itself, and a run
+ * of such copies waited for the last slot's device copy after each (bench/results/gpu-2026-12-04h-records: 44 us
+ * of a sealed 1 MiB copy's ~290). lane_settle_sync synchronizes the owed stream before anything else is run:
+ * anything but a copy up on that same (context, stream) -- ctx 0 matches nothing -- and before the loop hands the
+ * socket back; after it, ctx (when not 0) is current again. 0, or the CUresult -- then the failure is kept for
+ * the copy's request (lane_take_sync_failure gives it, once, for the caller's deferred error) and every later
+ * settle answers it again, so that the loop runs nothing more and hands back. lane_sync_covered: the owed stream
+ * was just synchronized anyway (a synchronous copy with a reply on it). */
+void lane_owe_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, unsigned opcode, unsigned request_id);
+int lane_settle_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream);
+void lane_sync_covered(rgpu_lane *lane);
+void lane_take_sync_failure(rgpu_lane *lane, rgpu_lane_stop *into);
 
 /* The ring's next slot (waiting until the GPU has read it), or NULL with the CUresult in *code; then
  * lane_ring_send queues the copy of its first n bytes to dst and moves on to the next slot. */

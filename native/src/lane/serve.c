@@ -74,7 +74,7 @@ static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
         return RGPU_SERVE_PYTHON;
     const uint8_t *bulk = body + RGPU_HEADER_SIZE + args_len;
     const char *what = "";
-    if (lane_settle_sync(lane, 0, 0, &what)) /* (Python runs the frame, and meets the context's error) */
+    if (lane_settle_sync(lane, 0, 0)) /* (Python runs the frame, after the copy's deferred error) */
         return RGPU_SERVE_PYTHON;
     unsigned long long received = rgpu_now_ns();
     out->receive_ns += received - *mark;
@@ -355,13 +355,12 @@ static void serve_plain(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane
 
 void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
 {
-    const char *what = "";
     memset(out, 0, sizeof *out);
     if (io->seal)
         serve_sealed(lane, io, out);
     else
         serve_plain(lane, io, out);
-    /* Python runs nothing before a synchronize a copy left owed: if it fails, the context is broken, and Python's
-     * next call meets that (the copy's program had its success already, as from any asynchronous failure). */
-    lane_settle_sync(lane, 0, 0, &what);
+    /* Python runs nothing before a synchronize a copy left owed; a failure of it is the copy's deferred error. */
+    lane_settle_sync(lane, 0, 0);
+    lane_take_sync_failure(lane, &out->deferred);
 }

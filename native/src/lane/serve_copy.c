@@ -41,11 +41,13 @@ static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     const rgpu_lane_driver *d = lane_driver(lane);
     int reply = c->h->flags != RGPU_FLAG_NO_REPLY;
     uintptr_t ctx, bound;
-    if (c->sync && !reply && lane_stream_of(lane, c->stream, io->current_ctx, &ctx, &bound) && bound == stream)
-        lane_owe_sync(lane, ctx, stream); /* (nobody waits for it: the next thing run on another stream does) */
-    else if ((c->sync && d->stream_synchronize(stream)) || (reply && serve_output_waiting(io))) {
+    if (c->sync && !reply && lane_stream_of(lane, c->stream, io->current_ctx, &ctx, &bound) && bound == stream) {
+        lane_owe_sync(lane, ctx, stream, c->h->opcode, c->h->request_id); /* (what runs next on another stream waits) */
+    } else if ((c->sync && d->stream_synchronize(stream)) || (reply && serve_output_waiting(io))) {
         copy_rest_for_python(io, out, c, c->h->bulk_len - last_len, last, last_carry);
         return 1;
+    } else if (c->sync) {
+        lane_sync_covered(lane); /* (copy_ring settled one owed on any other stream) */
     }
     unsigned long long ended = rgpu_now_ns();
     lane_count_call(lane, c->h->opcode, ended - began);
@@ -76,8 +78,9 @@ static rgpu_lane_ring *copy_ring(rgpu_lane *lane, const rgpu_lane_serve_io *io, 
     if (!ring || ring->slot_bytes > io->cap - STREAM_HEAD ||
         !lane_stream_of(lane, c->stream, io->current_ctx, &ctx, &bound))
         return NULL;
-    /* (an owed synchronize of another stream first: a failed one leaves the copy to Python, which meets the error) */
-    return lane_settle_sync(lane, ctx, *stream, &what) ? NULL : ring;
+    /* (an owed synchronize of another stream first: after a failed one, this copy and all after it are Python's,
+     * behind the failed copy's deferred error) */
+    return lane_settle_sync(lane, ctx, *stream) ? NULL : ring;
 }
 
 int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len, struct copy_in *c)

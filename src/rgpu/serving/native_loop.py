@@ -19,6 +19,7 @@ import time
 
 from rgpu.backends import lane as lanes
 from rgpu.dispatch import dispatcher
+from rgpu.protocol import ops
 from rgpu.protocol.frames import HEADER, PREFIX_SIZE
 from rgpu.protocol.handshake import tampered
 from rgpu.serving.output import KernelOutput
@@ -121,6 +122,9 @@ class NativeLoop:
         outcome = out.outcome
         if out.tampered:
             raise tampered()
+        if out.deferred.status:  # (a request served without a reply failed afterwards: its copy's synchronize)
+            failed = lanes.stop_from(out.deferred)
+            session.defer_error(failed.status, ops.OPS[failed.opcode].name, failed.request_id, failed.what)
         if out.opened_len:  # (a frame C opened and left to Python: before the bytes after it)
             io.conn.receive_opened(bytes(self._plain[out.opened_at + PREFIX_SIZE : out.opened_at + out.opened_len]))
         rest = memoryview(self._buf)[out.rest_at : out.rest_end]
