@@ -74,10 +74,12 @@ static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
         return RGPU_SERVE_PYTHON;
     const uint8_t *bulk = body + RGPU_HEADER_SIZE + args_len;
     const char *what = "";
-    if (lane_settle_sync(lane, 0, 0)) /* (Python runs the frame, after the copy's deferred error) */
-        return RGPU_SERVE_PYTHON;
     unsigned long long received = rgpu_now_ns();
     out->receive_ns += received - *mark;
+    if (lane_settle_sync(lane, 0, 0)) { /* (Python runs the frame, after the copy's deferred error) */
+        *mark = received;
+        return RGPU_SERVE_PYTHON;
+    }
     if (h.opcode == RGPU_OP_BATCH) {
         if (rgpu_lane_check_batch(bulk, h.bulk_len, io->max_record))
             return RGPU_SERVE_PYTHON;
@@ -361,6 +363,8 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
     else
         serve_plain(lane, io, out);
     /* Python runs nothing before a synchronize a copy left owed; a failure of it is the copy's deferred error. */
+    unsigned long long settling = rgpu_now_ns();
     lane_settle_sync(lane, 0, 0);
+    out->run_ns += rgpu_now_ns() - settling;
     lane_take_sync_failure(lane, &out->deferred);
 }

@@ -128,13 +128,13 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
     int code;
     const char *what = "";
     size_t total = c->h->bulk_len;
+    unsigned long long began = rgpu_now_ns(); /* (an owed synchronize copy_ring settles counts as the copy's) */
     rgpu_lane_ring *ring = copy_ring(lane, io, c, &stream);
     if (!ring) {
         out->outcome = RGPU_SERVE_PYTHON, out->rest_at = *start, out->rest_end = *end;
         return 1;
     }
     const rgpu_lane_driver *d = lane_driver(lane);
-    unsigned long long began = rgpu_now_ns();
     const uint8_t *bulk = io->buf + *start + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + c->args_len;
     /* The last piece queued: where its bytes are (with all held after them), until the copy is known done. */
     const uint8_t *last = NULL;
