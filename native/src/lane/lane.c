@@ -293,8 +293,8 @@ int lane_stream_of(rgpu_lane *lane, uint64_t stream, uint64_t current_ctx, uintp
 }
 
 rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, size_t n, int one_slot,
-                               uint64_t current_ctx, int capture_possible, uintptr_t *driver_stream, int *code,
-                               const char **what)
+                               uint64_t current_ctx, int capture_possible, uintptr_t *driver_ctx,
+                               uintptr_t *driver_stream, int *code, const char **what)
 {
     *code = -1;
     if (capture_possible)
@@ -304,7 +304,7 @@ rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, s
         return NULL;
     if ((*code = lane_set_current(lane, e->ctx, what)))
         return NULL;
-    *driver_stream = e->stream;
+    *driver_ctx = e->ctx, *driver_stream = e->stream;
     return e->ring;
 }
 
@@ -347,12 +347,12 @@ void lane_take_sync_failure(rgpu_lane *lane, rgpu_lane_stop *into)
 static int htod(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
     struct rgpu_memcpy_htod_async_req m;
-    uintptr_t stream;
+    uintptr_t ctx, stream;
     int code;
     if (rgpu_unpack_memcpy_htod_async_req(r->args, r->args_len, &m))
         return -1;
     rgpu_lane_ring *ring = lane_htod_ring(lane, m.dst, m.stream, r->bulk_len, 1, r->current_ctx, r->capture_possible,
-                                          &stream, &code, what);
+                                          &ctx, &stream, &code, what);
     if (!ring)
         return code;
     return rgpu_lane_ring_copy(&lane->d, ring, m.dst, r->bulk, r->bulk_len, stream, what);

@@ -35,13 +35,13 @@ int lane_copy_back_landed(const rgpu_lane *lane, size_t i);
 void lane_copy_back_done(rgpu_lane *lane);
 
 /* The ring a host-to-device copy of `n` bytes to `dst` on the client's `stream` (0: the current context's NULL
- * stream) may go through (in one slot, if `one_slot`), the stream's context made current; the driver's stream
- * lands in *driver_stream. NULL with *code -1 when the copy is Python's (a capture may be under way, an unbound
- * stream, a range outside the session's memory); NULL with *code the CUresult when making the context current
- * failed. */
+ * stream) may go through (in one slot, if `one_slot`), the stream's context made current; that context and the
+ * driver's stream land in *driver_ctx and *driver_stream. NULL with *code -1 when the copy is Python's (a capture
+ * may be under way, an unbound stream, a range outside the session's memory); NULL with *code the CUresult when
+ * making the context current failed. */
 rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, size_t n, int one_slot,
-                               uint64_t current_ctx, int capture_possible, uintptr_t *driver_stream, int *code,
-                               const char **what);
+                               uint64_t current_ctx, int capture_possible, uintptr_t *driver_ctx,
+                               uintptr_t *driver_stream, int *code, const char **what);
 const rgpu_lane_driver *lane_driver(const rgpu_lane *lane);
 
 /* A synchronous copy up that had no reply to send (the C stand-ins' cuMemcpyHtoD: the program goes on once its

@@ -11,6 +11,12 @@
 #include "rgpu_wire.h"
 #include "serve_private.h"
 
+/* Where a streamed copy goes (copy_ring): its stream's ring, the context it is bound to and the driver's stream. */
+struct copy_route {
+    rgpu_lane_ring *ring;
+    uintptr_t ctx, stream;
+};
+
 /* The part of copy `c` from `done` on, as a frame of its own at the front of buf for Python's decoder: its header
  * and arguments, then the `carried` bytes received after it (at `from`, which may lie in buf: the rest of the
  * copy's that came, and any frames after it). */
@@ -35,15 +41,14 @@ static void copy_rest_for_python(const rgpu_lane_serve_io *io, rgpu_lane_served 
  * as a copy of its own for Python (the synchronize failed, or kernel output must go ahead of the reply), or
  * failed (the reply could not be sent; Python takes buf[rest_at, rest_end)). */
 static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
-                       uintptr_t stream, unsigned long long began, const uint8_t *last, size_t last_len,
+                       const struct copy_route *to, unsigned long long began, const uint8_t *last, size_t last_len,
                        size_t last_carry, size_t rest_at, size_t rest_end)
 {
     const rgpu_lane_driver *d = lane_driver(lane);
     int reply = c->h->flags != RGPU_FLAG_NO_REPLY;
-    uintptr_t ctx, bound;
-    if (c->sync && !reply && lane_stream_of(lane, c->stream, io->current_ctx, &ctx, &bound) && bound == stream) {
-        lane_owe_sync(lane, ctx, stream, c->h->opcode, c->h->request_id); /* (what runs next on another stream waits) */
-    } else if ((c->sync && d->stream_synchronize(stream)) || (reply && serve_output_waiting(io))) {
+    if (c->sync && !reply) {
+        lane_owe_sync(lane, to->ctx, to->stream, c->h->opcode, c->h->request_id); /* (what runs next elsewhere waits) */
+    } else if ((c->sync && d->stream_synchronize(to->stream)) || (reply && serve_output_waiting(io))) {
         copy_rest_for_python(io, out, c, c->h->bulk_len - last_len, last, last_carry);
         return 1;
     } else if (c->sync) {
@@ -63,24 +68,22 @@ static int copy_queued(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     return 0;
 }
 
-/* The ring copy `c` goes through, its stream's context made current and any synchronize owed on another stream
- * settled; NULL: not the lane's to stream (no ring bound, memory not the session's, a capture possible), a slot too
+/* Where copy `c` goes, its stream's context made current and any synchronize owed on another stream settled: its
+ * ring (NULL: not the lane's to stream -- no ring bound, memory not the session's, a capture possible --, a slot too
  * big for what must go back to Python (a head, then up to a slot's bytes) to fit in buf, or the owed synchronize
- * failed. */
-static rgpu_lane_ring *copy_ring(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c,
-                                 uintptr_t *stream)
+ * failed), that context and the driver's stream. */
+static struct copy_route copy_ring(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c)
 {
     int code;
     const char *what = "";
-    uintptr_t ctx, bound;
-    rgpu_lane_ring *ring = lane_htod_ring(lane, c->dst, c->stream, c->h->bulk_len, 0, io->current_ctx,
-                                          io->capture_possible, stream, &code, &what);
-    if (!ring || ring->slot_bytes > io->cap - STREAM_HEAD ||
-        !lane_stream_of(lane, c->stream, io->current_ctx, &ctx, &bound))
-        return NULL;
+    struct copy_route to;
+    to.ring = lane_htod_ring(lane, c->dst, c->stream, c->h->bulk_len, 0, io->current_ctx, io->capture_possible,
+                             &to.ctx, &to.stream, &code, &what);
     /* (an owed synchronize of another stream first: after a failed one, this copy and all after it are Python's,
      * behind the failed copy's deferred error) */
-    return lane_settle_sync(lane, ctx, *stream) ? NULL : ring;
+    if (to.ring && (to.ring->slot_bytes > io->cap - STREAM_HEAD || lane_settle_sync(lane, to.ctx, to.stream)))
+        to.ring = NULL;
+    return to;
 }
 
 int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len, struct copy_in *c)
@@ -124,12 +127,13 @@ int serve_copy_asked(const rgpu_header *h, const uint8_t *args, size_t args_len,
 int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
                        size_t *start, size_t *end)
 {
-    uintptr_t stream;
     int code;
     const char *what = "";
     size_t total = c->h->bulk_len;
     unsigned long long began = rgpu_now_ns(); /* (an owed synchronize copy_ring settles counts as the copy's) */
-    rgpu_lane_ring *ring = copy_ring(lane, io, c, &stream);
+    const struct copy_route to = copy_ring(lane, io, c);
+    rgpu_lane_ring *ring = to.ring;
+    uintptr_t stream = to.stream;
     if (!ring) {
         out->outcome = RGPU_SERVE_PYTHON, out->rest_at = *start, out->rest_end = *end;
         return 1;
@@ -177,14 +181,14 @@ int serve_stream_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_s
             last = (const uint8_t *)slot, last_len = last_carry = got;
         }
     }
-    return copy_queued(lane, io, out, c, stream, began, last, last_len, last_carry, *start, *end);
+    return copy_queued(lane, io, out, c, &to, began, last, last_len, last_carry, *start, *end);
 }
 
 /* The copy's bulk opened into `slot` (the ring's slots from `first` on; `opened`: without an error), its record's
  * tag at `tag`: queued once the tag checks, else the slots wiped and the session failed. 0 or 1 as
  * serve_open_htod. */
 static int slot_opened(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
-                       struct rgpu_aead *rx, rgpu_lane_ring *ring, int first, uintptr_t stream, char *slot, int opened,
+                       struct rgpu_aead *rx, const struct copy_route *to, int first, char *slot, int opened,
                        const uint8_t *tag, unsigned long long began)
 {
     const char *what = "";
@@ -194,52 +198,50 @@ static int slot_opened(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
         out->tampered = 1, out->error = EBADMSG, out->outcome = RGPU_SERVE_FAILED;
         return 1;
     }
-    if (lane_ring_send_slots(lane_driver(lane), ring, first, c->dst, total, stream, &what)) {
+    if (lane_ring_send_slots(lane_driver(lane), to->ring, first, c->dst, total, to->stream, &what)) {
         copy_rest_for_python(io, out, c, 0, (const uint8_t *)slot, total);
         return 1;
     }
-    return copy_queued(lane, io, out, c, stream, began, (const uint8_t *)slot, total, total, 0, 0);
+    return copy_queued(lane, io, out, c, to, began, (const uint8_t *)slot, total, total, 0, 0);
 }
 
-/* The consecutive ring slots copy `c` goes through whole (its ring and stream in *ring, *stream, the first slot's
- * index in *first), or NULL: not the lane's, or more than lane_ring_slots gives one copy, or more than `io` could
- * hand back to Python behind a head (copy_rest_for_python). */
-static char *copy_slots(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c, rgpu_lane_ring **ring,
-                        int *first, uintptr_t *stream)
+/* The consecutive ring slots copy `c` goes through whole (where, in *to; the first slot's index in *first), or
+ * NULL: not the lane's, or more than lane_ring_slots gives one copy, or more than `io` could hand back to Python
+ * behind a head (copy_rest_for_python). */
+static char *copy_slots(rgpu_lane *lane, const rgpu_lane_serve_io *io, const struct copy_in *c, struct copy_route *to,
+                        int *first)
 {
     int code;
     const char *what = "";
     if (c->h->bulk_len > io->cap - STREAM_HEAD)
         return NULL;
-    *ring = copy_ring(lane, io, c, stream);
-    return *ring ? lane_ring_slots(lane_driver(lane), *ring, c->h->bulk_len, first, &what, &code) : NULL;
+    *to = copy_ring(lane, io, c);
+    return to->ring ? lane_ring_slots(lane_driver(lane), to->ring, c->h->bulk_len, first, &what, &code) : NULL;
 }
 
 int serve_open_htod(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const struct copy_in *c,
                     struct rgpu_aead *rx, const uint8_t *sealed)
 {
-    uintptr_t stream;
-    rgpu_lane_ring *ring;
+    struct copy_route to;
     int first;
     unsigned long long began = rgpu_now_ns();
-    char *slot = copy_slots(lane, io, c, &ring, &first, &stream);
+    char *slot = copy_slots(lane, io, c, &to, &first);
     if (!slot)
         return -1; /* (serve.c opens it into plain and gives it to serve_stream_htod, which hands it to Python) */
     size_t total = c->h->bulk_len;
     int opened = !rgpu_aead_update(rx, sealed, total, (uint8_t *)slot);
-    return slot_opened(lane, io, out, c, rx, ring, first, stream, slot, opened, sealed + total, began);
+    return slot_opened(lane, io, out, c, rx, &to, first, slot, opened, sealed + total, began);
 }
 
 int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, const rgpu_lane_serve_io *socket_io,
                              rgpu_lane_served *out, const struct copy_in *c, struct rgpu_aead *rx,
                              const uint8_t *sealed, size_t *end)
 {
-    uintptr_t stream;
-    rgpu_lane_ring *ring;
+    struct copy_route to;
     int first;
     const size_t total = c->h->bulk_len, piece = RGPU_AEAD_PIPE_PIECE;
     unsigned long long began = rgpu_now_ns();
-    char *slot = copy_slots(lane, io, c, &ring, &first, &stream);
+    char *slot = copy_slots(lane, io, c, &to, &first);
     struct rgpu_aead_pipe *pipe = slot ? rgpu_aead_pipe_acquire() : NULL;
     if (!pipe)
         return -1;
@@ -263,5 +265,5 @@ int serve_open_htod_arriving(rgpu_lane *lane, const rgpu_lane_serve_io *io, cons
         }
     }
     int opened = !rgpu_aead_pipe_release(pipe);
-    return slot_opened(lane, io, out, c, rx, ring, first, stream, slot, opened, tag, began);
+    return slot_opened(lane, io, out, c, rx, &to, first, slot, opened, tag, began);
 }
