@@ -217,6 +217,32 @@ def frames_python_runs(monkeypatch) -> list[tuple[int, int, int]]:
     return seen
 
 
+def fail_synchronize_once(monkeypatch) -> list:
+    """The fake lane driver's next stream synchronize fails (LAUNCH_FAILED); the list gets its stream."""
+    failed = []
+    real_synchronize = FakeLaneDriver._synchronize
+
+    def synchronize_failing_once(self, stream):
+        if not failed:
+            failed.append(stream)
+            raise CudaError(Status.LAUNCH_FAILED, "injected")
+        return real_synchronize(self, stream)
+
+    monkeypatch.setattr(FakeLaneDriver, "_synchronize", synchronize_failing_once)
+    return failed
+
+
+def driver_calls(monkeypatch, **letters: str) -> list[str]:
+    """A letter for each call the lane makes of the fake driver's methods named (letters: method -> letter), in
+    order."""
+    calls: list[str] = []
+    for name, letter in letters.items():
+        real = getattr(FakeLaneDriver, name)
+        monkeypatch.setattr(FakeLaneDriver, name, lambda self, *a, real=real, letter=letter: calls.append(
+            letter) or real(self, *a))
+    return calls
+
+
 def serve_plan(side: Side, plan: list, monkeypatch, pause_in: tuple[int, float] | None = None, sealed: bool = False):
     """Serve `plan` (then a GOODBYE) through the C loop, pausing once inside frame `pause_in[0]` at that fraction
     of it; the session is released after. Returns (the frames that came back, those Python's loop ran)."""
@@ -399,16 +425,7 @@ def test_the_python_client_s_synchronous_copies_stream_too(monkeypatch):
 def test_a_synchronous_copy_whose_synchronize_fails_in_c_ends_in_python(monkeypatch):
     """When the synchronize that ends a streamed synchronous copy fails (once, injected), Python gets the copy's
     last piece with its bytes, copies it again and answers: the device holds the whole copy."""
-    failed = []
-    real_synchronize = FakeLaneDriver._synchronize
-
-    def synchronize_failing_once(self, stream):
-        if not failed:
-            failed.append(stream)
-            raise CudaError(Status.LAUNCH_FAILED, "injected")
-        return real_synchronize(self, stream)
-
-    monkeypatch.setattr(FakeLaneDriver, "_synchronize", synchronize_failing_once)
+    failed = fail_synchronize_once(monkeypatch)
     side = Side(True)
     plan = [("htod", 10, "end", 0, 9, "sync_reply"), ("htod", 600 << 10, "start", 0, 6, "sync_reply"), ("read_big",)]
     replies, seen = serve_plan(side, plan, monkeypatch)
@@ -425,11 +442,7 @@ def test_a_synchronous_copy_without_a_reply_leaves_its_synchronize_for_what_runs
     waits for the device after each -- the next copy on that stream is ordered after it by the stream -- but
     synchronizes that stream once before it runs anything else (here a batch on another stream) and before it
     hands the socket back (here for a NOP too big for its buffer); the device holds the copies."""
-    calls: list[str] = []
-    for name, letter in (("_htod", "c"), ("_synchronize", "S"), ("_memset_d8", "m")):
-        real = getattr(FakeLaneDriver, name)
-        monkeypatch.setattr(FakeLaneDriver, name, lambda self, *a, real=real, letter=letter: calls.append(
-            letter) or real(self, *a))
+    calls = driver_calls(monkeypatch, _htod="c", _synchronize="S", _memset_d8="m")
     real_next_action = worker.next_action
     monkeypatch.setattr(worker, "next_action", lambda s, frame, max_record: (
         calls.append("P") if frame is not None and frame.request_id > 2 else None) or real_next_action(
@@ -456,11 +469,7 @@ def test_a_synchronous_copy_without_a_reply_leaves_its_synchronize_for_what_runs
 def test_an_owed_synchronize_is_settled_before_a_copy_up_on_another_stream(monkeypatch, sealed):
     """A synchronous copy up without a reply on the NULL stream, then an asynchronous copy up on another stream: C
     synchronizes the NULL stream before it queues the second copy's first slot, not only at the hand-back."""
-    calls: list[str] = []
-    for name, letter in (("_htod", "c"), ("_synchronize", "S")):
-        real = getattr(FakeLaneDriver, name)
-        monkeypatch.setattr(FakeLaneDriver, name, lambda self, *a, real=real, letter=letter: calls.append(
-            letter) or real(self, *a))
+    calls = driver_calls(monkeypatch, _htod="c", _synchronize="S")
     side = Side(True)
     size = 100 << 10
     plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 10, "end", 0, 9, "sync_reply"),
@@ -476,11 +485,7 @@ def test_an_owed_synchronize_is_settled_before_a_copy_up_on_another_stream(monke
 def test_a_synchronous_copy_with_a_reply_on_the_owed_stream_settles_what_was_owed(monkeypatch):
     """A copy up with a reply synchronizes its stream before answering: a synchronize owed on that stream is
     settled by it, not run again before the next batch."""
-    calls: list[str] = []
-    for name, letter in (("_htod", "c"), ("_synchronize", "S"), ("_memset_d8", "m")):
-        real = getattr(FakeLaneDriver, name)
-        monkeypatch.setattr(FakeLaneDriver, name, lambda self, *a, real=real, letter=letter: calls.append(
-            letter) or real(self, *a))
+    calls = driver_calls(monkeypatch, _htod="c", _synchronize="S", _memset_d8="m")
     side = Side(True)
     memset = ("memset8", 0, 0, 16, 1, 7)
     plan = [("batch", [memset]), ("htod", 10, "end", 0, 9, "sync_reply"),  # (Python's: they bind the streams)
@@ -496,16 +501,7 @@ def test_an_owed_synchronize_that_fails_is_the_copy_s_deferred_error(monkeypatch
     """When the synchronize a copy up without a reply left owed fails (once, injected) as C settles it before a
     batch, the copy's request gets the deferred error, and the batch, with what follows, is Python's to run (the
     next reply carries the error); the copy's bytes were queued, and the device holds them."""
-    failed = []
-    real_synchronize = FakeLaneDriver._synchronize
-
-    def synchronize_failing_once(self, stream):
-        if not failed:
-            failed.append(stream)
-            raise CudaError(Status.LAUNCH_FAILED, "injected")
-        return real_synchronize(self, stream)
-
-    monkeypatch.setattr(FakeLaneDriver, "_synchronize", synchronize_failing_once)
+    failed = fail_synchronize_once(monkeypatch)
     side = Side(True)
     size = 100 << 10
     memset = ("memset8", 0, 0, 16, 1, 7)
