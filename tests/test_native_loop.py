@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rgpu.backends import fake_lane, lane
+from rgpu.backends import fake_lag, fake_lane, lane
 from rgpu.backends.fake_lane import RING_SLOT_BYTES, RING_SLOTS, FakeLaneDriver
 from rgpu.errors import CudaError, ProtocolError, Status
 from rgpu.protocol import ops
@@ -480,6 +480,26 @@ def test_an_owed_synchronize_is_settled_before_a_copy_up_on_another_stream(monke
     assert [rid for _, rid, _ in seen if rid > 3] == [6, 7, 99], seen
     # (Python's own copies of frames 1-3 do not go through the lane's driver table)
     assert re.fullmatch(r"c+Sc+", "".join(calls)), calls
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_copy_up_on_a_non_blocking_stream_lands_after_an_owed_one_to_the_same_place(monkeypatch, sealed):
+    """The bytes, on a device that may run a non-blocking stream's copy at once and holds the NULL stream's: a
+    synchronous copy up without a reply, then an asynchronous one to the same place on a non-blocking stream, which
+    the NULL stream does not order. The program saw the first copy done before it sent the second, so the second's
+    bytes must be what stays -- only the owed synchronize, settled before the second copy, makes them."""
+    monkeypatch.setattr(fake_lag.LaggingDevice, "eager_non_blocking", True)
+    side = Side(True)
+    side.streams.append(side.call(ops.STREAM_CREATE, 1).stream)  # CU_STREAM_NON_BLOCKING, as side.stream(1)
+    size = 60 << 10  # (a slot each: reusing one would wait for its event, which runs what the device holds)
+    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 10, "end", 0, 9, "sync_reply"),
+            ("htod", 10, "start", 1, 8, "async"),  # (Python's: they bind both streams)
+            ("htod", size, "start", 0, 1, "sync"), ("htod", size, "start", 1, 2, "async"), ("big_nop",),
+            ("read_big",)]
+    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(3, 0.0), sealed=sealed)
+    assert [rid for _, rid, _ in seen if rid > 3] == [6, 7, 99], seen  # (C ran both copies)
+    (read,) = [f for f in replies if f.request_id == 7]
+    assert bytes(read.bulk)[:size] == pattern(size, 2)
 
 
 def test_a_synchronous_copy_with_a_reply_on_the_owed_stream_settles_what_was_owed(monkeypatch):

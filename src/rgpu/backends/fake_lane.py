@@ -2,8 +2,9 @@
 the fake backend. Every fake session that has the library loaded runs its launches, memsets, synchronizes and
 graph launches through the C code that serves GPU sessions, so CI exercises its parsing, bindings and checks on every program it runs.
 
-Small host-to-device copies go through a ring of ordinary memory per context, as through the cuda backend's
-page-locked one; its events are no-ops (the fake copies at once), whose wait fails only in a broken context."""
+Copies go through a ring of ordinary memory per context, as through the cuda backend's page-locked one. Their
+device copies, either way, run on a LaggingDevice (rgpu.backends.fake_lag): as late as CUDA's stream order lets
+a GPU run them, so that a slot the loop reuses too soon, or a wait it skips, shows here as wrong data."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import logging
 import attrs
 
 from rgpu.backends import lane
-from rgpu.errors import CudaError
+from rgpu.backends.fake_lag import LaggingDevice
+from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
 
 log = logging.getLogger("rgpu.fake")
@@ -35,6 +37,7 @@ class FakeLaneDriver:
 
     def __init__(self, backend) -> None:
         self.backend = backend
+        self.device = LaggingDevice()  # the ring's device copies, held until due
         self._objects: dict[int, object] = {}
         self._current = None
         ffi = lane.ffi()
@@ -50,9 +53,9 @@ class FakeLaneDriver:
                                             self._memset_d8, onerror=self._failed),
             "memset_d32_async": ffi.callback("int(unsigned long long, unsigned int, size_t, uintptr_t)",
                                              self._memset_d32, onerror=self._failed),
-            "event_record": ffi.callback("int(uintptr_t, uintptr_t)", lambda event, stream: 0),
-            "event_synchronize": ffi.callback("int(uintptr_t)", self._event_synchronize, onerror=self._failed),
-            "stream_synchronize": ffi.callback("int(uintptr_t)", self._synchronize, onerror=self._failed),
+            "event_record": ffi.callback("int(uintptr_t, uintptr_t)", self._event_record, onerror=self._failed),
+            "event_synchronize": ffi.callback("int(uintptr_t)", self._event_reached, onerror=self._failed),
+            "stream_synchronize": ffi.callback("int(uintptr_t)", self._stream_reached, onerror=self._failed),
             "launch_kernel_ex": ffi.callback("int(rgpu_lane_launch_config *, uintptr_t, void **, void **)",
                                              self._launch_ex, onerror=self._failed),
             "graph_launch": ffi.callback("int(uintptr_t, uintptr_t)", self._graph_launch, onerror=self._failed),
@@ -89,6 +92,21 @@ class FakeLaneDriver:
     def forget(self) -> None:
         self._objects.clear()
         self._dnn_streams.clear()
+        self.caught_up()  # (nothing is held between the lane's runs; the events' marks go with their objects)
+        self.device.forget_events()
+
+    def caught_up(self) -> None:
+        """Python takes the socket: every held copy runs (one whose context broke meanwhile is lost, as on a GPU)."""
+        while self.device.held:
+            try:
+                self.device.catch_up()
+            except CudaError as e:
+                log.debug("a held ring copy failed: %s", e)
+
+    def _due(self, stream) -> None:
+        """Work on `stream` (an object, None for the current context's NULL stream) runs next: so does all it waits
+        for that the device holds."""
+        self.device.before(stream.ctx if stream is not None else self._current, stream)
 
     def batch_norm(self, handle, tensors) -> tuple:
         """lane.Lane's batch_norm: the fake's handle and tensors travel as registered objects."""
@@ -100,6 +118,7 @@ class FakeLaneDriver:
 
     def _dnn_execute(self, handle, plan, pack) -> int:
         stream = self._object(self._dnn_streams[self._int(handle)])
+        self._due(stream)
         with self._refusals_noted("cudnnBackendExecute"):
             self.backend.dnn_execute(self._current, self._object(self._int(handle)), self._object(self._int(plan)),
                                      self._object(self._int(pack)), stream, {})
@@ -118,6 +137,7 @@ class FakeLaneDriver:
         tensors = tuple(self._object(self._int(d)) for d in (xd, yd, bnd))
         kind = "double *" if tensors[0].type == 1 else "float *"
         stream = self._object(self._dnn_streams[self._int(handle)])
+        self._due(stream)
         with self._refusals_noted("cudnnBatchNormalizationForwardInference"):
             self.backend.dnn_bn_inference(self._current, self._object(self._int(handle)), stream, mode,
                                           ffi.cast(kind, alpha)[0], ffi.cast(kind, beta)[0], epsilon, tensors,
@@ -152,6 +172,7 @@ class FakeLaneDriver:
         ffi = lane.ffi()
         size = ffi.cast("size_t *", extra[3])[0]
         data = bytes(ffi.buffer(ffi.cast("char *", extra[1]), size))
+        self._due(self._object(stream))
         self.backend.launch(self._current, self._object(f), (gx, gy, gz), (bx, by, bz), shmem, self._object(stream),
                             data)
         return 0
@@ -163,36 +184,70 @@ class FakeLaneDriver:
         raw = bytes(ffi.buffer(ffi.cast("char *", config.attrs), config.count * _ATTRIBUTE_SIZE))
         attributes = [_Attribute(int.from_bytes(raw[i:i + 4], "little"), raw[i + 8:i + _ATTRIBUTE_SIZE])
                       for i in range(0, len(raw), _ATTRIBUTE_SIZE)]
+        self._due(self._object(config.stream))
         self.backend.launch_ex(self._current, self._object(f), (config.gx, config.gy, config.gz),
                                (config.bx, config.by, config.bz), config.shmem, self._object(config.stream), data,
                                attributes)
         return 0
 
+    def _stream_reached(self, stream) -> int:
+        self._due(self._object(stream))
+        return self._synchronize(stream)
+
     def _synchronize(self, stream) -> int:
         self.backend.stream_synchronize(self._current, self._object(stream))
         return 0
 
+    def _event_record(self, event, stream) -> int:
+        stream = self._object(stream)
+        self.device.record(event, stream.ctx if stream is not None else self._current, stream)
+        return 0
+
+    def _event_reached(self, event) -> int:
+        self.device.reach(event)
+        return self._event_synchronize(event)
+
     def _event_synchronize(self, event) -> int:
-        # (The ring's events are no-ops here, but a broken context fails the wait, as the driver's does.)
+        # (The ring's events are the device's marks, but a broken context fails the wait, as the driver's does.)
         if self._current is not None:
             self._current.check()
         return 0
 
     def _graph_launch(self, exe, stream) -> int:
+        self._due(self._object(stream))
         self.backend.graph_launch(self._current, self._object(exe), self._object(stream))
         return 0
 
+    def _held_copy(self, device_ptr, n, stream):
+        """The context and stream object of a copy the device will hold, checked now as the driver checks its
+        arguments when the copy is queued."""
+        ctx, stream = self._current, self._object(stream)
+        if ctx is None:
+            raise CudaError(Status.INVALID_CONTEXT, "no current context")
+        ctx.check()
+        self.backend._checked_view(device_ptr, n)
+        return ctx, stream
+
     def _htod(self, dst, src, n, stream) -> int:
-        data = bytes(lane.ffi().buffer(lane.ffi().cast("char *", src), n))
-        self.backend.memcpy_htod(self._current, dst, data, self._object(stream), asynchronous=True)
+        ctx, stream = self._held_copy(dst, n, stream)
+        source = lane.ffi().buffer(lane.ffi().cast("char *", src), n)
+        # (the slot's bytes as they are when the copy runs)
+        self.device.hold(ctx, stream, lambda: self.backend.memcpy_htod(ctx, dst, bytes(source), stream,
+                                                                       asynchronous=True))
         return 0
 
     def _dtoh(self, dst, src, n, stream) -> int:
-        data = self.backend.memcpy_dtoh(self._current, src, n, self._object(stream))
-        lane.ffi().buffer(lane.ffi().cast("char *", dst), n)[:] = data
+        ctx, stream = self._held_copy(src, n, stream)
+        target = lane.ffi().buffer(lane.ffi().cast("char *", dst), n)
+
+        def land() -> None:
+            target[:] = self.backend.memcpy_dtoh(ctx, src, n, stream)
+
+        self.device.hold(ctx, stream, land)
         return 0
 
     def _ctx_synchronize(self) -> int:
+        self.device.before_context(self._current)
         self.backend.ctx_synchronize(self._current)
         return 0
 
@@ -201,10 +256,12 @@ class FakeLaneDriver:
         return 0
 
     def _memset_d8(self, dst, value, n, stream) -> int:
+        self._due(self._object(stream))
         self.backend.memset(self._current, dst, value, n, 1, self._object(stream), asynchronous=True)
         return 0
 
     def _memset_d32(self, dst, value, n, stream) -> int:
+        self._due(self._object(stream))
         self.backend.memset(self._current, dst, value, n, 4, self._object(stream), asynchronous=True)
         return 0
 
@@ -238,10 +295,23 @@ class _FakeLane(lane.Lane):
             slots = ffi.new("char[]", RING_SLOTS * RING_SLOT_BYTES)
             ring = ffi.new("rgpu_lane_ring *")
             ring.base, ring.slot_bytes, ring.slots = slots, RING_SLOT_BYTES, RING_SLOTS
-            for i in range(RING_SLOTS):  # (no-ops here, but apart: a test sees which slot's event was waited for)
-                ring.events[i] = i + 1
+            first = len(self._rings) * RING_SLOTS  # (each ring's own: the device tells them apart)
+            for i in range(RING_SLOTS):
+                ring.events[i] = first + i + 1
             kept = self._rings[id(ctx)] = (ring, slots, ctx)
         return kept[0]
+
+    def run(self, view, length: int, pos: int, current_ctx: int):
+        try:
+            return super().run(view, length, pos, current_ctx)
+        finally:
+            self.fake_driver.caught_up()
+
+    def serve(self, io_args, served) -> None:
+        try:
+            super().serve(io_args, served)
+        finally:
+            self.fake_driver.caught_up()
 
     def forget(self) -> None:
         super().forget()
