@@ -4,6 +4,9 @@
 # Inputs: .llama/llama-src.tar.zst (the sdist's vendor/llama.cpp, trimmed) or .llama/build-*.part (a build made
 # by `pack` in an earlier run); .whl/ (rgpu's Python deps); `bash tools/gpu_carry.sh` makes both. Results land in $OUT.
 # The build is llama.cpp's default CUDA configuration for sm_90 (VMM, CUDA graphs, PDL, flash attention on).
+# LLAMA_SERVER_CPUS / LLAMA_BENCH_CPUS (taskset lists, e.g. 12-15 and 0-11, with LLAMA_BENCH_ARGS="-t 12"): the
+# server and its workers, and llama-bench in both modes, on cores of their own, as on two hosts -- on one box
+# llama.cpp's threads and the worker's polling otherwise share the same 16 cores.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -20,7 +23,7 @@ unzstd() { python3 -c "import sys,zstandard; zstandard.ZstdDecompressor().copy_s
 
 start_server() {  # rgpu-server on the GPU, loopback, port in $W/port
   rm -f $W/port
-  python3 -m rgpu.cli server --port 0 --port-file $W/port --backend cuda ${RGPU_SERVER_ARGS:-} \
+  ${LLAMA_SERVER_CPUS:+taskset -c $LLAMA_SERVER_CPUS} python3 -m rgpu.cli server --port 0 --port-file $W/port --backend cuda ${RGPU_SERVER_ARGS:-} \
     > "$OUT/rgpu_server_$1.log" 2>&1 &
   SERVER=$!
   for i in $(seq 150); do [ -s $W/port ] && break; sleep 0.2; done
@@ -88,7 +91,7 @@ for s in ${*:-build native rgpu bench}; do
         for mode in native rgpu; do
           RUN=""; [ $mode = rgpu ] && { shims; start_server bench; through_rgpu; }
           for m in ${LLAMA_BENCH_MODELS:-tiny-q4_0 small-q8_0 mid-q4_0}; do
-            timeout 240 $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r ${LLAMA_BENCH_REPS:-30} -o json ${LLAMA_BENCH_ARGS:-} > "$D/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
+            timeout 240 ${LLAMA_BENCH_CPUS:+taskset -c $LLAMA_BENCH_CPUS} $RUN $BIN/llama-bench -m $MODELS/$m.gguf -p 128 -n 32 -fa 0,1 -r ${LLAMA_BENCH_REPS:-30} -o json ${LLAMA_BENCH_ARGS:-} > "$D/bench_${mode}_$m.json" 2>>"$OUT/bench_stderr_$mode.log"
             echo "round $round $mode $m rc=$?"
           done
           [ $mode = rgpu ] && { grep -E "ended:" "$OUT/rgpu_server_bench.log" | tail -4; stop_server; }
