@@ -16,7 +16,8 @@
 # record, cuDNN's batch norm among them, against the backend's call alone; RGPU_CHECK_DISPATCH_ARGS adds options,
 # e.g. "--only DNN_BN_INFERENCE --profile"). RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=1
 # adds run_llama.sh perrep (its operation counts per repetition hold, its times are differences between two
-# sessions and have come out negative).
+# sessions and have come out negative). Section streams: bench/tcp_streams.c, one upload split over 1, 2, 4 and 8
+# connections (512 KiB, 1 and 8 MiB; without and with polling): what that design could give before it is built.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -79,6 +80,11 @@ if [[ " $sections " == *" copies "* ]]; then  # copies through the C loop agains
       --sizes 1M,64M > "$OUT/copies_rpc_nl$nl.txt" 2>&1
   done
   grep -H "vs same-size C copy" "$OUT"/copies_rpc_nl*
+fi
+if [[ " $sections " == *" streams "* ]]; then  # an upload split over 1-8 TCP connections (bench/tcp_streams.c)
+  gcc -O2 -pthread -o /tmp/tcp_streams bench/tcp_streams.c && for spin in 0 300; do
+    for size in 524288 1048576 8388608; do /tmp/tcp_streams $size $spin 1 2 4 8; done
+  done > "$OUT/streams.txt" 2>&1; cat "$OUT/streams.txt"
 fi
 if [[ " $sections " == *" workloads "* ]]; then
   timeout 300 python3 bench/workloads.py --only resnet18_b1,resnet18_b32,gpt_small_train --steps 20 --rounds 3 --rtt-us 0 \

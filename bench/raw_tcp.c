@@ -25,62 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tcp_io.h"
+
 #define SERVER_BUF (16u << 20)
 #define ECHO_SIZE 24
-
-static uint64_t spin_ns;
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static ssize_t recv_some(int fd, void *b, size_t n)
-{
-    if (spin_ns) {
-        uint64_t deadline = now_ns() + spin_ns;
-        do {
-            ssize_t r = recv(fd, b, n, MSG_DONTWAIT);
-            if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-                return r;
-        } while (now_ns() < deadline);
-    }
-    return recv(fd, b, n, 0);
-}
-
-static int recv_all(int fd, void *p, size_t n)
-{
-    uint8_t *b = p;
-    while (n) {
-        ssize_t r = recv_some(fd, b, n);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR)
-                continue;
-            return -1;
-        }
-        b += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-static int send_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 /* Server: 9-byte requests, 'E'|'U'|'D' + u64 n. E: n payload bytes, echoed with the header. U: n bytes in, one
  * byte out. D: n bytes out. */
