@@ -30,26 +30,31 @@
 #include "tcp_io.h"
 
 #define MAX_STREAMS 16
+#define MAX_COUNTS 16 /* stream counts one run measures */
 
 /* One connection's two ends: the server's receiver takes `part` bytes per upload into its own buffer (as a
  * worker's receiving thread would take them into its slots) and answers one byte; the client's sender sends its
- * part of `data` when the round's barrier opens and waits for that byte. */
+ * part of `data` when the round's barrier opens and waits for that byte, noting when it began sending and when the
+ * byte came (the round's time runs from the first sender's start to the last one's answer: the barrier's wake-ups
+ * are not the upload's). */
 struct lane {
     int client_fd, server_fd;
     size_t offset, part;
     const uint8_t *data;
     pthread_barrier_t *start, *done;
-    int rounds, failed;
+    int rounds, send_failed, receive_failed;
+    uint64_t began, answered;
     pthread_t sender, receiver;
 };
 
 static void *receive_parts(void *arg)
 {
     struct lane *l = arg;
-    uint8_t *buf = malloc(l->part ? l->part : 1);
-    for (int r = 0; buf && r < l->rounds; r++)
-        if (recv_all(l->server_fd, buf, l->part) || send_all(l->server_fd, "k", 1)) {
-            l->failed = 1;
+    uint8_t *buf = malloc(l->part);
+    for (int r = 0; r < l->rounds; r++)
+        if (!buf || recv_all(l->server_fd, buf, l->part) || send_all(l->server_fd, "k", 1)) {
+            l->receive_failed = 1;
+            shutdown(l->server_fd, SHUT_RDWR); /* (the sender waiting for its answer gets the end instead) */
             break;
         }
     free(buf);
@@ -62,11 +67,19 @@ static void *send_parts(void *arg)
     char k;
     for (int r = 0; r < l->rounds; r++) {
         pthread_barrier_wait(l->start);
-        if (!l->failed && (send_all(l->client_fd, l->data + l->offset, l->part) || recv_all(l->client_fd, &k, 1)))
-            l->failed = 1;
+        l->began = now_ns();
+        if (!l->send_failed && (send_all(l->client_fd, l->data + l->offset, l->part) || recv_all(l->client_fd, &k, 1)))
+            l->send_failed = 1;
+        l->answered = now_ns();
         pthread_barrier_wait(l->done);
     }
     return NULL;
+}
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "tcp_streams: %s: %s\n", what, strerror(errno));
+    exit(1);
 }
 
 static int connect_pair(int lfd, const struct sockaddr_in *addr, int *client, int *server)
@@ -97,17 +110,23 @@ static double upload_rate(int lfd, const struct sockaddr_in *addr, const uint8_t
         struct lane *l = &lanes[i];
         *l = (struct lane){.offset = each * (size_t)i, .part = i == streams - 1 ? size - each * (size_t)i : each,
                            .data = data, .start = &start, .done = &done, .rounds = rounds};
+        /* (threads of earlier connections wait at the barrier: a set-up failure ends the program) */
         if (connect_pair(lfd, addr, &l->client_fd, &l->server_fd))
-            return -1;
-        pthread_create(&l->receiver, NULL, receive_parts, l);
-        pthread_create(&l->sender, NULL, send_parts, l);
+            fail("connecting over 127.0.0.1");
+        if ((errno = pthread_create(&l->receiver, NULL, receive_parts, l)) ||
+            (errno = pthread_create(&l->sender, NULL, send_parts, l)))
+            fail("starting a thread");
     }
     double best = 1e30;
     for (int r = 0; r < rounds; r++) {
-        uint64_t t0 = now_ns();
         pthread_barrier_wait(&start);
         pthread_barrier_wait(&done);
-        double t = (now_ns() - t0) / 1e9;
+        uint64_t first = UINT64_MAX, last = 0;
+        for (int i = 0; i < streams; i++) {
+            first = lanes[i].began < first ? lanes[i].began : first;
+            last = lanes[i].answered > last ? lanes[i].answered : last;
+        }
+        double t = (last - first) / 1e9;
         if (r >= warm && t < best)
             best = t;
     }
@@ -116,7 +135,7 @@ static double upload_rate(int lfd, const struct sockaddr_in *addr, const uint8_t
         pthread_join(lanes[i].sender, NULL);
         shutdown(lanes[i].client_fd, SHUT_RDWR); /* (a receiver still waiting for a failed part gets its end) */
         pthread_join(lanes[i].receiver, NULL);
-        failed |= lanes[i].failed;
+        failed |= lanes[i].send_failed | lanes[i].receive_failed;
         close(lanes[i].client_fd);
         close(lanes[i].server_fd);
     }
@@ -127,12 +146,13 @@ static double upload_rate(int lfd, const struct sockaddr_in *addr, const uint8_t
 
 int main(int argc, char **argv)
 {
-    if (argc < 4) {
-        fprintf(stderr, "usage: %s SIZE SPIN_US STREAMS...\n", argv[0]);
+    if (argc < 4 || argc - 3 > MAX_COUNTS) {
+        fprintf(stderr, "usage: %s SIZE SPIN_US STREAMS... (up to %d counts)\n", argv[0], MAX_COUNTS);
         return 2;
     }
     size_t size = strtoull(argv[1], NULL, 10);
-    spin_ns = strtoull(argv[2], NULL, 10) * 1000u;
+    unsigned long long spin_us = strtoull(argv[2], NULL, 10);
+    spin_ns = spin_us * 1000u;
     const char *reps_env = getenv("TCP_STREAMS_REPS");
     int reps = reps_env && atoi(reps_env) > 0 ? atoi(reps_env) : 30;
     for (int a = 3; a < argc; a++) {
@@ -146,25 +166,24 @@ int main(int argc, char **argv)
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof addr;
     if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) || listen(lfd, MAX_STREAMS) ||
-        getsockname(lfd, (struct sockaddr *)&addr, &alen)) {
-        fprintf(stderr, "tcp_streams: listen on 127.0.0.1 failed: %s\n", strerror(errno));
-        return 1;
-    }
+        getsockname(lfd, (struct sockaddr *)&addr, &alen))
+        fail("listening on 127.0.0.1");
     uint8_t *data = malloc(size);
+    double rates[MAX_COUNTS];
     if (!data)
-        return 1;
+        fail("allocating the upload");
     memset(data, 3, size);
-    printf("{\"size\": %zu, \"spin_us\": %s, \"gbps\": {", size, argv[2]);
     for (int a = 3; a < argc; a++) {
         int streams = atoi(argv[a]);
-        double rate = upload_rate(lfd, &addr, data, size, streams, reps);
-        if (rate < 0) {
+        if ((rates[a - 3] = upload_rate(lfd, &addr, data, size, streams, reps)) < 0) {
             fprintf(stderr, "tcp_streams: an upload over %d connections failed\n", streams);
             return 1;
         }
-        printf("%s\"%d\": %.3f", a > 3 ? ", " : "", streams, rate / 1e9);
-        fflush(stdout);
     }
+    /* (one line, once every count is measured: a failure leaves no half-written JSON) */
+    printf("{\"size\": %zu, \"spin_us\": %llu, \"gbps\": {", size, spin_us);
+    for (int a = 3; a < argc; a++)
+        printf("%s\"%d\": %.3f", a > 3 ? ", " : "", atoi(argv[a]), rates[a - 3] / 1e9);
     printf("}}\n");
     free(data);
     close(lfd);

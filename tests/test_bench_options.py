@@ -161,25 +161,3 @@ def test_ab_summary_gives_each_variant_its_median_round_and_its_distance_from_ba
     medians = lines[lines.index(next(line for line in lines if line.startswith("medians"))):]
     assert len(medians) == 3 and medians[0].endswith("C TCP" if c_tcp else "native driver"), medians
 
-
-def test_tcp_streams_splits_an_upload_over_the_connections_asked_for(tmp_path):
-    """bench/tcp_streams.c (the ceiling of splitting a copy over several connections, measured on the GPU box):
-    it builds, answers a JSON rate for each stream count, and refuses counts it cannot split SIZE into."""
-    import shutil
-    import subprocess
-
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    exe = tmp_path / "tcp_streams"
-    source = pathlib.Path(__file__).parents[1] / "bench" / "tcp_streams.c"
-    subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(source)], check=True)
-    env = {"TCP_STREAMS_REPS": "3"}
-    out = subprocess.run([str(exe), "100003", "0", "1", "3"], capture_output=True, text=True, env=env, timeout=60)
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
-    assert result["size"] == 100003 and set(result["gbps"]) == {"1", "3"}
-    assert all(rate > 0 for rate in result["gbps"].values())
-    for bad in (["4", "0", "5"], ["4", "0", "17"], ["0", "0", "1"]):  # more streams than bytes, than it has, no size
-        refused = subprocess.run([str(exe), *bad], capture_output=True, text=True, env=env, timeout=60)
-        assert refused.returncode == 2 and refused.stdout == "", (bad, refused)

@@ -31,7 +31,7 @@ from rgpu.serving import native_loop, worker
 from rgpu.serving.output import KernelOutput
 from rgpu.transport import SocketFrameStream
 
-from .test_lane_differential import MAX_RECORD, Side, encode, records
+from .test_lane_differential import BUFFER, MAX_RECORD, Side, encode, records
 
 BIG = native_loop.BUFFER_BYTES + 4096
 BIG_ALLOC = 1536 << 10  # the device buffer large host-to-device copies go to (allocated on first use)
@@ -243,9 +243,11 @@ def driver_calls(monkeypatch, **letters: str) -> list[str]:
     return calls
 
 
-def serve_plan(side: Side, plan: list, monkeypatch, pause_in: tuple[int, float] | None = None, sealed: bool = False):
-    """Serve `plan` (then a GOODBYE) through the C loop, pausing once inside frame `pause_in[0]` at that fraction
-    of it; the session is released after. Returns (the frames that came back, those Python's loop ran)."""
+def serve_plan(side: Side, plan: list, monkeypatch, pause_in: tuple[int, float] | None = None, sealed: bool = False,
+               native: bool = True):
+    """Serve `plan` (then a GOODBYE) through the C loop (`native`; else Python's), pausing once inside frame
+    `pause_in[0]` at that fraction of it; the session is released after. Returns (the frames that came back, those
+    Python's loop ran)."""
     pieces = [frame_for(side, f, i + 1) for i, f in enumerate(plan)] + [frame_bytes(Frame(ops.GOODBYE.code, 99))]
     if sealed:
         pieces = sealed_records(pieces)
@@ -255,7 +257,7 @@ def serve_plan(side: Side, plan: list, monkeypatch, pause_in: tuple[int, float] 
         cuts = [sum(map(len, pieces[:index])) + int(len(pieces[index]) * fraction)]
     runs = frames_python_runs(monkeypatch)
     try:
-        got, why = serve(side, b"".join(pieces), cuts, [True] * len(cuts), True, monkeypatch, sealed=sealed)
+        got, why = serve(side, b"".join(pieces), cuts, [True] * len(cuts), native, monkeypatch, sealed=sealed)
     finally:
         side.s.release_all()
     assert why == "closed by GOODBYE"
@@ -500,6 +502,34 @@ def test_a_copy_up_on_a_non_blocking_stream_lands_after_an_owed_one_to_the_same_
     assert [rid for _, rid, _ in seen if rid > 3] == [6, 7, 99], seen  # (C ran both copies)
     (read,) = [f for f in replies if f.request_id == 7]
     assert bytes(read.bulk)[:size] == pattern(size, 2)
+
+
+ONES = ("memset32", 0, BUFFER - 64, 16, 1, 0x3F800000)  # (1.0f: a batch norm's statistics, which it reads there)
+
+
+@pytest.mark.parametrize("work", [
+    ("memset8", 3, 0, 16, 1, 0x5A), ("memset32", 3, 4, 4, 1, 0x01020304),
+    ("launch", True, 1, 3, 0, 16, 0, True), ("launch_ex", [], 1, 3, 8, 0),
+    ("bn", True, 3, 1, 0, 1, "float"),  # (x in the copy's place, y in buffer 1: y = x with ONES' statistics)
+], ids=lambda work: work[0])
+def test_work_queued_after_a_streamed_copy_on_its_stream_sees_the_copy_s_bytes(monkeypatch, work):
+    """A copy up C streams through the ring on a stream, then a batch's record on that stream in the same place:
+    on a device that holds the copy until something waits for it, the record must still run after it (each of
+    the lane driver's calls that runs work lets the device catch up on its stream first). Python's loop, which
+    copies at once, gives the bytes to expect."""
+    got = []
+    for native in (True, False):
+        side = Side(True)
+        side.buffers.append(big_buffer(side))  # (buffer 3 of the records: the copy's destination)
+        # (Python's first batch and copy bind the stream and the record, which the lane then runs itself)
+        plan = [("batch", [("memset8", 0, 0, 16, 1, 7), ONES, work]), ("htod", 10, "end", 1, 9, "sync_reply"),
+                ("htod", 100 << 10, "start", 1, 4, "async"), ("batch", [work]), ("dtoh", 1, 64), ("read_big",)]
+        replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(2, 0.0), native=native)
+        if native:
+            assert [rid for _, rid, _ in seen if rid > 2] == [6, 99], seen  # (C ran the copy and the batch)
+        assert not side.failures, side.failures
+        got.append([bytes(f.bulk) for f in replies if f.request_id in (5, 6)])
+    assert got[0] == got[1]
 
 
 def test_a_synchronous_copy_with_a_reply_on_the_owed_stream_settles_what_was_owed(monkeypatch):

@@ -8,8 +8,9 @@ passes CI here and corrupts data there. So the fake's lane driver hands its copi
 which holds them and runs them only when CUDA's ordering makes them due:
 
 - before anything else runs on their stream (in stream order), or on a stream the legacy NULL stream orders them
-  with: within one context, the NULL stream waits for every blocking stream and every blocking stream for it, while
-  a non-blocking stream (CU_STREAM_NON_BLOCKING) orders only its own work;
+  with: within one context, work on the NULL stream waits for all work before it on blocking streams, and work on
+  a blocking stream for all NULL-stream work before it -- so two blocking streams are ordered only through NULL-
+  stream work between them -- while a non-blocking stream (CU_STREAM_NON_BLOCKING) orders only its own work;
 - at a synchronize of their stream (or the context), or of an event recorded after them;
 - when the C loop hands the socket back to Python, whose calls run on the fake at once (the device caught up then:
   a GPU may always run ahead, never behind).
@@ -29,23 +30,39 @@ import attrs
 NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
 
 
-@attrs.frozen(slots=True)
+@attrs.define(slots=True)
 class HeldCopy:
-    """A device copy queued on `stream` (None: the context's NULL stream) of `ctx`, the `seq`-th held."""
+    """A device copy queued on `stream` (None: the context's NULL stream) of `ctx`, the `seq`-th held;
+    `null_after`: the seq of the first copy on that context's NULL stream queued after it (on a blocking stream,
+    what orders it before later work on other blocking streams)."""
 
     seq: int
     ctx: object
     stream: object
     run: Callable[[], None]
+    null_after: int | None = None
 
 
-def _ordered_after(held: HeldCopy, ctx, stream) -> bool:
-    """Whether work on `stream` of `ctx` runs after `held` in CUDA's stream order (legacy NULL stream semantics)."""
+def _blocking(stream) -> bool:
+    return stream is not None and not stream.flags & NON_BLOCKING
+
+
+def _ordered_after(held: HeldCopy, ctx, stream, issued: int) -> bool:
+    """Whether work on `stream` of `ctx`, queued after the `issued`-th copy, runs after `held` in CUDA's stream
+    order (legacy NULL stream semantics)."""
     if held.ctx is not ctx:
         return False
+    if held.stream is stream:
+        return True
     if stream is not None and stream.flags & NON_BLOCKING:
-        return held.stream is stream
-    return held.stream is None or not held.stream.flags & NON_BLOCKING
+        return False
+    if held.stream is None:  # (work on a blocking stream waits for the NULL stream's before it)
+        return True
+    if not _blocking(held.stream):
+        return False
+    if stream is None:  # (the NULL stream's work waits for every blocking stream's before it)
+        return True
+    return held.null_after is not None and held.null_after <= issued
 
 
 class LaggingDevice:
@@ -63,9 +80,13 @@ class LaggingDevice:
     def hold(self, ctx, stream, run: Callable[[], None]) -> None:
         self._seq += 1
         if self.eager_non_blocking and stream is not None and stream.flags & NON_BLOCKING and not any(
-                _ordered_after(h, ctx, stream) for h in self._held):
+                _ordered_after(h, ctx, stream, self._seq) for h in self._held):
             run()  # (nothing ahead of it on its stream)
             return
+        if stream is None:
+            for h in self._held:
+                if h.ctx is ctx and _blocking(h.stream) and h.null_after is None:
+                    h.null_after = self._seq
         self._held.append(HeldCopy(self._seq, ctx, stream, run))
 
     def record(self, event: int, ctx, stream) -> None:
@@ -75,11 +96,12 @@ class LaggingDevice:
         """An event's synchronize: what its stream held when it was recorded runs."""
         if event in self._events:
             ctx, stream, upto = self._events[event]
-            self._run(lambda held: held.seq <= upto and _ordered_after(held, ctx, stream))
+            self._run(lambda held: held.seq <= upto and _ordered_after(held, ctx, stream, upto))
 
     def before(self, ctx, stream) -> None:
         """Work on `stream` of `ctx` is about to run, or the stream is synchronized: what it waits for runs."""
-        self._run(lambda held: _ordered_after(held, ctx, stream))
+        issued = self._seq
+        self._run(lambda held: _ordered_after(held, ctx, stream, issued))
 
     def before_context(self, ctx) -> None:
         self._run(lambda held: held.ctx is ctx)
@@ -96,7 +118,7 @@ class LaggingDevice:
         # (its context broke) raises to the call that made it due, as the driver reports a failed copy at the next
         # wait, and leaves the rest held.
         while due_now := [h for h in self._held if due(h)]:
-            ready = [h for h in due_now if not any(e.seq < h.seq and _ordered_after(e, h.ctx, h.stream)
+            ready = [h for h in due_now if not any(e.seq < h.seq and _ordered_after(e, h.ctx, h.stream, h.seq)
                                                    for e in self._held)]
             if not ready:  # (what is due is closed under stream order, so the earliest due is always ready)
                 raise RuntimeError(f"held copies due out of stream order: {due_now}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 
 import attrs
 
@@ -20,6 +21,7 @@ from rgpu.protocol import ops
 
 log = logging.getLogger("rgpu.fake")
 _ATTRIBUTE_SIZE = ops.LAUNCH_ATTRIBUTE_SIZE  # CUlaunchAttribute: id, padding, 64-byte value
+_NOT_LANDED = 0xA5  # a copy back's slot until the device writes it
 
 
 @attrs.frozen(slots=True)
@@ -92,8 +94,8 @@ class FakeLaneDriver:
     def forget(self) -> None:
         self._objects.clear()
         self._dnn_streams.clear()
-        self.caught_up()  # (nothing is held between the lane's runs; the events' marks go with their objects)
-        self.device.forget_events()
+        assert not self.device.held, "the lane forgot its bindings while the device held copies"  # (between runs)
+        self.device.forget_events()  # (their contexts and streams may be gone)
 
     def caught_up(self) -> None:
         """Python takes the socket: every held copy runs (one whose context broke meanwhile is lost, as on a GPU)."""
@@ -101,12 +103,15 @@ class FakeLaneDriver:
             try:
                 self.device.catch_up()
             except CudaError as e:
-                log.debug("a held ring copy failed: %s", e)
+                log.debug("a held ring copy failed in a broken context: %s", e)
+
+    def _ctx_of(self, stream):
+        return stream.ctx if stream is not None else self._current
 
     def _due(self, stream) -> None:
         """Work on `stream` (an object, None for the current context's NULL stream) runs next: so does all it waits
         for that the device holds."""
-        self.device.before(stream.ctx if stream is not None else self._current, stream)
+        self.device.before(self._ctx_of(stream), stream)
 
     def batch_norm(self, handle, tensors) -> tuple:
         """lane.Lane's batch_norm: the fake's handle and tensors travel as registered objects."""
@@ -200,7 +205,7 @@ class FakeLaneDriver:
 
     def _event_record(self, event, stream) -> int:
         stream = self._object(stream)
-        self.device.record(event, stream.ctx if stream is not None else self._current, stream)
+        self.device.record(event, self._ctx_of(stream), stream)
         return 0
 
     def _event_reached(self, event) -> int:
@@ -225,25 +230,46 @@ class FakeLaneDriver:
         if ctx is None:
             raise CudaError(Status.INVALID_CONTEXT, "no current context")
         ctx.check()
-        self.backend._checked_view(device_ptr, n)
+        self.backend._checked_view(device_ptr, n)  # (the fake's own range check, as its other calls make it)
         return ctx, stream
+
+    @staticmethod
+    def _failing_only_when_broken(ctx, copy: Callable[[], None]) -> Callable[[], None]:
+        """A held copy fails only as the driver's would: because its context broke meanwhile (a kernel fault).
+        Any other failure is the fake's or the lane's mistake, and must not pass as the program's error."""
+        def run() -> None:
+            try:
+                copy()
+            except CudaError:
+                if not ctx.sticky:
+                    raise RuntimeError("a held ring copy failed in a working context") from None
+                raise
+        return run
 
     def _htod(self, dst, src, n, stream) -> int:
         ctx, stream = self._held_copy(dst, n, stream)
         source = lane.ffi().buffer(lane.ffi().cast("char *", src), n)
-        # (the slot's bytes as they are when the copy runs)
-        self.device.hold(ctx, stream, lambda: self.backend.memcpy_htod(ctx, dst, bytes(source), stream,
-                                                                       asynchronous=True))
+        queued = bytes(source)
+
+        def copy() -> None:
+            # A GPU may read the slot any time until the copy is due: one written meanwhile is the loop's mistake,
+            # whatever bytes it then holds.
+            if bytes(source) != queued:
+                raise RuntimeError(f"a ring slot was written while its copy to 0x{dst:x} was queued")
+            self.backend.memcpy_htod(ctx, dst, queued, stream, asynchronous=True)
+
+        self.device.hold(ctx, stream, self._failing_only_when_broken(ctx, copy))
         return 0
 
     def _dtoh(self, dst, src, n, stream) -> int:
         ctx, stream = self._held_copy(src, n, stream)
         target = lane.ffi().buffer(lane.ffi().cast("char *", dst), n)
+        target[:] = bytes([_NOT_LANDED]) * n  # (what a slot holds before the GPU writes it is anyone's guess)
 
         def land() -> None:
             target[:] = self.backend.memcpy_dtoh(ctx, src, n, stream)
 
-        self.device.hold(ctx, stream, land)
+        self.device.hold(ctx, stream, self._failing_only_when_broken(ctx, land))
         return 0
 
     def _ctx_synchronize(self) -> int:
@@ -302,16 +328,26 @@ class _FakeLane(lane.Lane):
         return kept[0]
 
     def run(self, view, length: int, pos: int, current_ctx: int):
-        try:
+        with self._catching_up():
             return super().run(view, length, pos, current_ctx)
-        finally:
-            self.fake_driver.caught_up()
 
     def serve(self, io_args, served) -> None:
-        try:
+        with self._catching_up():
             super().serve(io_args, served)
-        finally:
-            self.fake_driver.caught_up()
+
+    @contextlib.contextmanager
+    def _catching_up(self):
+        """The device catches up as Python takes over (its calls run on the fake at once), however C's run ended;
+        a failure of that after one of C's is logged, not raised over it."""
+        try:
+            yield
+        except BaseException:
+            try:
+                self.fake_driver.caught_up()
+            except Exception:
+                log.exception("the lagging device could not catch up after the lane failed")
+            raise
+        self.fake_driver.caught_up()
 
     def forget(self) -> None:
         super().forget()
