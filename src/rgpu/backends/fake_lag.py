@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import attrs
 
-NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
+from rgpu.backends.fake_graphs import NON_BLOCKING
 
 
 @attrs.define(slots=True)
@@ -43,8 +43,12 @@ class HeldCopy:
     null_after: int | None = None
 
 
+def _non_blocking(stream) -> bool:
+    return stream is not None and bool(stream.flags & NON_BLOCKING)
+
+
 def _blocking(stream) -> bool:
-    return stream is not None and not stream.flags & NON_BLOCKING
+    return stream is not None and not _non_blocking(stream)
 
 
 def _ordered_after(held: HeldCopy, ctx, stream, issued: int) -> bool:
@@ -54,7 +58,7 @@ def _ordered_after(held: HeldCopy, ctx, stream, issued: int) -> bool:
         return False
     if held.stream is stream:
         return True
-    if stream is not None and stream.flags & NON_BLOCKING:
+    if _non_blocking(stream):
         return False
     if held.stream is None:  # (work on a blocking stream waits for the NULL stream's before it)
         return True
@@ -79,7 +83,7 @@ class LaggingDevice:
 
     def hold(self, ctx, stream, run: Callable[[], None]) -> None:
         self._seq += 1
-        if self.eager_non_blocking and stream is not None and stream.flags & NON_BLOCKING and not any(
+        if self.eager_non_blocking and _non_blocking(stream) and not any(
                 _ordered_after(h, ctx, stream, self._seq) for h in self._held):
             run()  # (nothing ahead of it on its stream)
             return
