@@ -109,23 +109,16 @@ int main(int argc, char **argv)
     const char *send_kib = getenv("RAW_TCP_SEND_KIB");
     size_t send_piece = send_kib && *send_kib ? (size_t)strtoull(send_kib, NULL, 10) << 10 : 0;
     spin_ns = strtoull(argv[2], NULL, 10) * 1000u;
-    int one = 1;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof addr;
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) || listen(lfd, 1) ||
-        getsockname(lfd, (struct sockaddr *)&addr, &alen)) {
+    struct sockaddr_in addr;
+    int cfd, sfd, lfd = listen_loopback(&addr, 1);
+    if (lfd < 0) {
         perror("listen");
         return 1;
     }
-    int cfd = socket(AF_INET, SOCK_STREAM, 0);
-    if (cfd < 0 || connect(cfd, (struct sockaddr *)&addr, sizeof addr)) {
+    if (connect_pair(lfd, &addr, &cfd, &sfd)) {
         perror("connect");
         return 1;
     }
-    int sfd = accept(lfd, NULL, NULL);
-    setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(sfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     /* RAW_TCP_PROCESSES=1: the server in a process of its own, as rgpu's worker is apart from its client (the
      * scheduler may place two threads of one process closer together than two processes). */
     const char *apart = getenv("RAW_TCP_PROCESSES");

@@ -82,20 +82,6 @@ static void fail(const char *what)
     exit(1);
 }
 
-static int connect_pair(int lfd, const struct sockaddr_in *addr, int *client, int *server)
-{
-    int one = 1;
-    *client = socket(AF_INET, SOCK_STREAM, 0);
-    if (*client < 0 || connect(*client, (const struct sockaddr *)addr, sizeof *addr))
-        return -1;
-    *server = accept(lfd, NULL, NULL);
-    if (*server < 0)
-        return -1;
-    setsockopt(*client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(*server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return 0;
-}
-
 /* The best upload's rate in bytes per second over `streams` connections, or a negative number on failure. */
 static double upload_rate(int lfd, const struct sockaddr_in *addr, const uint8_t *data, size_t size, int streams,
                           int reps)
@@ -162,11 +148,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof addr;
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) || listen(lfd, MAX_STREAMS) ||
-        getsockname(lfd, (struct sockaddr *)&addr, &alen))
+    struct sockaddr_in addr;
+    int lfd = listen_loopback(&addr, MAX_STREAMS);
+    if (lfd < 0)
         fail("listening on 127.0.0.1");
     uint8_t *data = malloc(size);
     double rates[MAX_COUNTS];
