@@ -17,7 +17,8 @@
 # e.g. "--only DNN_BN_INFERENCE --profile"). RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=1
 # adds run_llama.sh perrep (its operation counts per repetition hold, its times are differences between two
 # sessions and have come out negative). Section streams: bench/tcp_streams.c, one upload split over 1, 2, 4 and 8
-# connections (512 KiB, 1 and 8 MiB; without and with polling): what that design could give before it is built.
+# connections (512 KiB, 1 and 8 MiB; without and with polling): the ceiling of copy links. Section links: llama.cpp
+# through rgpu with RGPU_COPY_LINKS=4 (RGPU_CHECK_COPY_LINKS), natively beside it, after section llama's run without.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -129,6 +130,14 @@ if [[ " $sections " == *" psk "* ]]; then  # the Python client and (--with-shim)
   timeout 200 python3 bench/rpc_bench.py --backend $BACKEND --psk --calls 1000 --launches 2000 --sizes 1M,64M --with-shim \
     > "$OUT/psk_rpc.txt" 2>&1
   grep -E "vs same-size C copy|null call p50|^rgpu|^native" "$OUT/psk_rpc.txt"
+fi
+if [[ " $sections " == *" links "* ]]; then  # llama-bench again, through rgpu with copy links, native beside it
+  [ -x /tmp/llama/build/bin/llama-bench ] || timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1
+  RGPU_COPY_LINKS=${RGPU_CHECK_COPY_LINKS:-4} OUT=$OUT/links LLAMA_BENCH_ROUNDS=${RGPU_CHECK_LLAMA_ROUNDS:-1} \
+    LLAMA_BENCH_MODELS="small-q8_0" timeout 200 bash bench/llama/run_llama.sh native rgpu bench > "$OUT/llama_links.txt" 2>&1
+  grep -E "IDENTICAL|DIFFERENT" "$OUT/llama_links.txt" | awk '{print $1}' | sort | uniq -c
+  grep -A6 "^median" "$OUT/llama_links.txt" | head -6; grep -A5 "^model" "$OUT/llama_links.txt" | tail -5
+  grep -c "copy link . joined" "$OUT"/links/rgpu_server_*.log
 fi
 if [[ " $sections " == *" clientprof "* ]]; then
   LLAMA_PROFILE_REPS=200 timeout 100 bash bench/llama/run_llama.sh clientprof > "$OUT/clientprof.txt" 2>&1

@@ -7,7 +7,7 @@
 # git apply -R (the box's copy of .git may be older than the tree). About 10 s per variant and round: the box's
 # rates drift by 20-30% between runs, so ROUNDS=10 is not too many.
 #   B=$OUT; OUT=$B bash bench/shim_ab.sh path/to/one.patch [path/to/other.patch ...]
-# SHIM_AB_ARGS sets shim_bench options (default: --psk --c-tcp --calls 2000 --launches 5000).
+# SHIM_AB_ARGS sets shim_bench options (default: --psk --c-tcp --copy-links 4 --calls 2000 --launches 5000).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tools/gpu_setup.sh || exit 1
@@ -24,7 +24,7 @@ for round in $(seq 1 ${ROUNDS:-3}); do
   for n in "${!variants[@]}"; do
     v=${variants[$n]}
     variant "$v" $n && timeout 120 python3 bench/shim_bench.py --backend cuda --shims /tmp/sh-$n \
-      ${SHIM_AB_ARGS:---psk --c-tcp --calls 2000 --launches 5000} --json "$R/v$n-r$round.json" > /dev/null 2>> "$R/errors.txt" \
+      ${SHIM_AB_ARGS:---psk --c-tcp --copy-links 4 --calls 2000 --launches 5000} --json "$R/v$n-r$round.json" > /dev/null 2>> "$R/errors.txt" \
       || echo "variant $n ($v) round $round failed" >> "$R/errors.txt"
   done
 done

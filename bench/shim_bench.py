@@ -1,6 +1,6 @@
 """The C driver shim vs the native driver, measured in one run with the same program (bench_calls):
 null-call latency (a synchronous cuMemGetInfo), kernel launch rate, batched and with RGPU_BATCH=0, and pageable
-copies of 64 MiB and 1 MiB each way; with --c-tcp, bench/raw_tcp.c's echo and blocking copies of the same sizes
+copies of 64 MiB and 1 MiB each way (with --copy-links N, copies up over N copy links too); with --c-tcp, bench/raw_tcp.c's echo and blocking copies of the same sizes
 in the same run (the floor the copies are held to), as a row of its own.
 
     python bench/shim_bench.py --backend cuda [--psk]      # on a GPU host: native numbers + ratios
@@ -55,6 +55,8 @@ def main() -> None:
     ap.add_argument("--spin-us", type=float, default=300.0, help="polling before sleeping, server and shim")
     ap.add_argument("--json", help="also write each row's numbers here ({label: numbers})")
     ap.add_argument("--c-tcp", action="store_true", help="add a row for bench/raw_tcp.c's echo and copies")
+    ap.add_argument("--copy-links", type=int, default=0, metavar="N",
+                    help="add a row with RGPU_COPY_LINKS=N: big copies up over N copy links (native/src/conn_links.c)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         shim_dir = pathlib.Path(args.shims) if args.shims else pathlib.Path(tmp)
@@ -73,7 +75,10 @@ def main() -> None:
             env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
             native = bench(alone / exe.name, env, args.calls, args.launches)
             rows.append(("native driver", native))
-        servers = [([], [("rgpu batched", {}), ("rgpu RGPU_BATCH=0", {"RGPU_BATCH": "0"})])]
+        plain = [("rgpu batched", {}), ("rgpu RGPU_BATCH=0", {"RGPU_BATCH": "0"})]
+        if args.copy_links:
+            plain.append((f"rgpu batched + {args.copy_links} links", {"RGPU_COPY_LINKS": str(args.copy_links)}))
+        servers = [([], plain)]
         if args.psk:
             key = pathlib.Path(tmp) / "key"
             key.write_text(os.urandom(32).hex())

@@ -452,7 +452,8 @@ def test_the_aead_pipe_seals_and_opens_as_one_thread_does(tmp_path):
     sleep and wake-up, a hold taken by another thread and a fork; a tampered record fails."""
     tsan = ["-fsanitize=thread"] if _thread_sanitizer_works(tmp_path) else []
     exe, src = tmp_path / "aead_pipe_check", REPO / "native" / "src"
-    sources = [REPO / "native" / "tests" / "aead_pipe_check.c", src / "aead_pipe.c", src / "crypto.c"]
+    sources = [REPO / "native" / "tests" / "aead_pipe_check.c", src / "aead_pipe.c", src / "crypto.c",
+               src / "quiet_thread.c"]
     subprocess.run(["gcc", "-O1", "-g", "-Wall", *tsan, f"-I{src}", f"-I{REPO / 'native' / 'gen'}",
                     *map(str, sources), "-o", str(exe), "-lpthread", "-ldl"], check=True)
     proc = subprocess.run([str(exe), "60"], capture_output=True, text=True, timeout=120,

@@ -136,6 +136,72 @@ static inline int rgpu_unpack_auth(const uint8_t *in, size_t len, struct rgpu_au
 #define RGPU_SERVER_STATUS_REQ_SIZE 0
 #define RGPU_SERVER_STATUS_REP_SIZE 0
 
+/* LINKS_OPEN: the session's copy-link token, how many links it takes and a part's most bytes; NOT_SUPPORTED where the session has none (a PSK, in-process sessions, the server's --copy-links 0) */
+#define RGPU_OP_LINKS_OPEN 0x0008
+#define RGPU_LINKS_OPEN_REQ_SIZE 0
+#define RGPU_LINKS_OPEN_REP_SIZE 40
+struct rgpu_links_open_rep {
+    uint8_t token[32];
+    uint32_t links;
+    uint32_t part_max;
+};
+static inline int rgpu_unpack_links_open(const uint8_t *in, size_t len, struct rgpu_links_open_rep *m)
+{
+    if (len != RGPU_LINKS_OPEN_REP_SIZE)
+        return -1;
+    memcpy(m->token, in + 0, 32);
+    m->links = (uint32_t)rgpu_get_u32(in + 32);
+    m->part_max = (uint32_t)rgpu_get_u32(in + 36);
+    return 0;
+}
+
+/* LINK_JOIN: first and only request on a new connection that becomes link `link` of the session whose token it gives; the server replies, then that connection carries LINK_PARTs only */
+#define RGPU_OP_LINK_JOIN 0x0009
+#define RGPU_LINK_JOIN_REQ_SIZE 36
+#define RGPU_LINK_JOIN_REP_SIZE 0
+struct rgpu_link_join_req {
+    uint8_t token[32];
+    uint32_t link;
+};
+static inline void rgpu_pack_link_join(uint8_t out[RGPU_LINK_JOIN_REQ_SIZE], const struct rgpu_link_join_req *m)
+{
+    memcpy(out + 0, m->token, 32);
+    rgpu_put_u32(out + 32, m->link);
+}
+static inline int rgpu_unpack_link_join_req(const uint8_t *in, size_t len, struct rgpu_link_join_req *m)
+{
+    if (len != RGPU_LINK_JOIN_REQ_SIZE)
+        return -1;
+    memcpy(m->token, in + 0, 32);
+    m->link = (uint32_t)rgpu_get_u32(in + 32);
+    return 0;
+}
+
+/* LINK_PART: on a copy link only, never replied to: part `part` of the linked copy `seq`, its bytes for offset `offset` of the copy */
+#define RGPU_OP_LINK_PART 0x000A
+#define RGPU_LINK_PART_REQ_SIZE 16
+#define RGPU_LINK_PART_REP_SIZE 0
+struct rgpu_link_part_req {
+    uint32_t seq;
+    uint32_t part;
+    uint64_t offset;
+};
+static inline void rgpu_pack_link_part(uint8_t out[RGPU_LINK_PART_REQ_SIZE], const struct rgpu_link_part_req *m)
+{
+    rgpu_put_u32(out + 0, m->seq);
+    rgpu_put_u32(out + 4, m->part);
+    rgpu_put_u64(out + 8, m->offset);
+}
+static inline int rgpu_unpack_link_part_req(const uint8_t *in, size_t len, struct rgpu_link_part_req *m)
+{
+    if (len != RGPU_LINK_PART_REQ_SIZE)
+        return -1;
+    m->seq = (uint32_t)rgpu_get_u32(in + 0);
+    m->part = (uint32_t)rgpu_get_u32(in + 4);
+    m->offset = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
 /* INIT: cuInit(flags) */
 #define RGPU_OP_INIT 0x0010
 #define RGPU_INIT_REQ_SIZE 4
@@ -889,6 +955,43 @@ static inline int rgpu_unpack_memset_d32_async_req(const uint8_t *in, size_t len
     m->value = (uint32_t)rgpu_get_u32(in + 8);
     m->count = (uint64_t)rgpu_get_u64(in + 12);
     m->stream = (uint64_t)rgpu_get_u64(in + 20);
+    return 0;
+}
+
+/* MEMCPY_HTOD_LINKED: cuMemcpyHtoD(Async) of `size` bytes in `parts` parts sent over the copy links [deferrable, context] */
+#define RGPU_OP_MEMCPY_HTOD_LINKED 0x004D
+#define RGPU_MEMCPY_HTOD_LINKED_REQ_SIZE 40
+#define RGPU_MEMCPY_HTOD_LINKED_REP_SIZE 0
+struct rgpu_memcpy_htod_linked_req {
+    uint64_t dst;
+    uint64_t stream;
+    uint64_t size;
+    uint32_t seq;
+    uint32_t parts;
+    uint32_t links;
+    uint32_t sync;
+};
+static inline void rgpu_pack_memcpy_htod_linked(uint8_t out[RGPU_MEMCPY_HTOD_LINKED_REQ_SIZE], const struct rgpu_memcpy_htod_linked_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u64(out + 16, m->size);
+    rgpu_put_u32(out + 24, m->seq);
+    rgpu_put_u32(out + 28, m->parts);
+    rgpu_put_u32(out + 32, m->links);
+    rgpu_put_u32(out + 36, m->sync);
+}
+static inline int rgpu_unpack_memcpy_htod_linked_req(const uint8_t *in, size_t len, struct rgpu_memcpy_htod_linked_req *m)
+{
+    if (len != RGPU_MEMCPY_HTOD_LINKED_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->size = (uint64_t)rgpu_get_u64(in + 16);
+    m->seq = (uint32_t)rgpu_get_u32(in + 24);
+    m->parts = (uint32_t)rgpu_get_u32(in + 28);
+    m->links = (uint32_t)rgpu_get_u32(in + 32);
+    m->sync = (uint32_t)rgpu_get_u32(in + 36);
     return 0;
 }
 
@@ -6171,6 +6274,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_MEMSET_D32:
     case RGPU_OP_MEMSET_D8_ASYNC:
     case RGPU_OP_MEMSET_D32_ASYNC:
+    case RGPU_OP_MEMCPY_HTOD_LINKED:
     case RGPU_OP_MODULE_LOAD_DATA:
     case RGPU_OP_MODULE_UNLOAD:
     case RGPU_OP_MODULE_GET_FUNCTION:
@@ -6352,6 +6456,8 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, 20, 0, -1, 0, 0};
     case RGPU_OP_MEMSET_D32_ASYNC:
         return (struct rgpu_op_route){-1, 20, 0, -1, 0, 0};
+    case RGPU_OP_MEMCPY_HTOD_LINKED:
+        return (struct rgpu_op_route){-1, 8, 0, -1, 0, 0};
     case RGPU_OP_MODULE_LOAD_DATA:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
     case RGPU_OP_MODULE_UNLOAD:
@@ -6732,6 +6838,8 @@ static inline int rgpu_op_touches_stream(uint16_t op)
         return 20;
     case RGPU_OP_MEMSET_D32_ASYNC:
         return 20;
+    case RGPU_OP_MEMCPY_HTOD_LINKED:
+        return 8;
     case RGPU_OP_LAUNCH_KERNEL:
         return 36;
     case RGPU_OP_LAUNCH_KERNEL_EX:

@@ -1,11 +1,11 @@
 /* The AEAD pipe (aead_pipe.h): one helper thread per process, handed pieces through a small ring of jobs. */
 #define _GNU_SOURCE
 #include "aead_pipe.h"
+#include "quiet_thread.h"
 #include "rgpu_clock.h"
 
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -131,24 +131,7 @@ static void init(void)
 
 static int start(struct rgpu_aead_pipe *p)
 {
-    sigset_t all, old;
-    pthread_attr_t attr;
-    pthread_t t;
-    sigfillset(&all);
-    /* The program's signals stay with its own threads, but for the ones a fault raises: the helper reads and writes
-     * the program's buffers, and a program that tracks its pages with mprotect and a SIGSEGV handler must see the
-     * fault (blocked, the kernel would kill the process instead). */
-    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
-    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
-        sigdelset(&all, faults[i]);
-    if (pthread_attr_init(&attr))
-        return -1;
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int r = pthread_create(&t, &attr, helper, p);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    return r ? -1 : 0;
+    return rgpu_quiet_thread(NULL, 1, helper, p);
 }
 
 struct rgpu_aead_pipe *rgpu_aead_pipe_acquire(void)

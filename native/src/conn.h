@@ -6,7 +6,7 @@
  * connection each, see conn_route.c), RGPU_PSK_FILE=path (or one per server, comma-separated),
  * RGPU_BATCH=0 (send asynchronous calls one by one and wait for each), RGPU_SPIN_US=n (how long to poll for a
  * reply before sleeping in recv; default 300, 0 = never poll), RGPU_SPIN_YIELD=0 (no sched_yield between polls),
- * RGPU_LOG=level. */
+ * RGPU_COPY_LINKS=n (big copies up over n extra connections, conn_links.c), RGPU_LOG=level. */
 #ifndef RGPU_CONN_H
 #define RGPU_CONN_H
 
@@ -70,6 +70,7 @@ struct rgpu_connection {
     char message[256]; /* last error message from the server */
     uint64_t spin_ns;
     int spin_yield; /* give the CPU away between polls (conn_io.c); RGPU_SPIN_YIELD=0: do not */
+    struct conn_links *links; /* RGPU_COPY_LINKS: the connections that carry big copies' bytes (conn_links.c) */
     struct conn_work work;
     int held_sync;        /* a deferred synchronize of held_stream not yet queued (conn_held.c) */
     uint64_t held_stream;
@@ -104,6 +105,17 @@ int conn_read_all(void *p, size_t n); /* exactly n bytes from the server, throug
 int conn_finish_record(void *p, size_t n);
 void conn_hang_up(void);          /* close; every later call fails with rgpu_conn.failure */
 void conn_lost(const char *what); /* conn_hang_up with a log line naming what failed */
+
+/* conn_links.c: copy links (RGPU_COPY_LINKS). open: after the handshake, ask the server for links and join them
+ * (any failure: none, logged). carry: whether deferred request `op` with bulk_len bytes goes over them. copy: send
+ * the f[0, n) frames queued before it, then its MEMCPY_HTOD_LINKED frame, then its bytes over the links; 0, or -1
+ * with errno (the connection is lost). close: stop the links' threads, close them. */
+struct conn_links;
+void conn_links_open(const char *server);
+int conn_links_carry(uint16_t op, size_t bulk_len);
+int conn_links_copy(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
+                    struct out_frame *f, int n);
+void conn_links_close(void);
 
 /* conn_output.c: an OUTPUT frame's bulk (the rest of the record being received) to this program's stdout. */
 int conn_write_output(const rgpu_header *h, size_t args_len);

@@ -116,10 +116,16 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
                 return CUDA_ERROR_OUT_OF_MEMORY;
             }
             int n = conn_take_batch(f);
-            f[n] = (struct out_frame){{op, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, (uint32_t)bulk_len}, args,
-                                      args_len, bulk};
-            conn_note_sent(op, args, args_len, f[n].h.request_id);
-            if (conn_send_frames(f, n + 1)) {
+            int failed;
+            if (conn_links_carry(op, bulk_len)) {
+                failed = conn_links_copy(op, args, args_len, bulk, bulk_len, f, n);
+            } else {
+                f[n] = (struct out_frame){{op, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, (uint32_t)bulk_len},
+                                          args, args_len, bulk};
+                conn_note_sent(op, args, args_len, f[n].h.request_id);
+                failed = conn_send_frames(f, n + 1);
+            }
+            if (failed) {
                 conn_lost("send");
                 r = rgpu_conn.failure;
             } else {

@@ -119,6 +119,7 @@ static CUresult connect_one(const char *server, const char *psk_file)
         rgpu_conn.state = 1;
         rgpu_log(RGPU_LOG_INFO, "connected to rgpu-server %s%s", *server ? server : "127.0.0.1:9713",
                  rgpu_conn.protect ? " (PSK authenticated, encrypted)" : "");
+        conn_links_open(*server ? server : "127.0.0.1:9713");
     } else {
         close(rgpu_conn.fd);
         rgpu_conn.fd = -1;

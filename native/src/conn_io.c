@@ -85,6 +85,7 @@ static uint8_t *scratch(size_t n)
 
 void conn_hang_up(void)
 {
+    conn_links_close();
     rgpu_conn.state = -1;
     rgpu_conn.failure = CUDA_ERROR_DEVICE_UNAVAILABLE;
     if (rgpu_conn.fd >= 0)

@@ -21,8 +21,9 @@ __asm__(".symver dladdr1, dladdr1@" RGPU_GLIBC_BASE);
 #endif
 __asm__(".symver dlerror, dlerror@" RGPU_GLIBC_BASE);
 __asm__(".symver pthread_once, pthread_once@" RGPU_GLIBC_BASE);
-/* (aead_pipe.c's helper thread) */
+/* (helper threads: quiet_thread.c; conn_links.c joins its own) */
 __asm__(".symver pthread_create, pthread_create@" RGPU_GLIBC_BASE);
+__asm__(".symver pthread_join, pthread_join@" RGPU_GLIBC_BASE);
 __asm__(".symver pthread_mutex_trylock, pthread_mutex_trylock@" RGPU_GLIBC_BASE);
 __asm__(".symver pthread_sigmask, pthread_sigmask@" RGPU_GLIBC_BASE);
 

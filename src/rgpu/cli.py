@@ -114,6 +114,10 @@ def server_parser() -> argparse.ArgumentParser:
                    help="how long a session's worker polls for the next request before sleeping (default 300; "
                         "0: never poll). Polling saves the wake-up of a sleeping process on every call; between "
                         "polls the CPU goes to any other thread that wants it (RGPU_SPIN_YIELD=0: it does not)")
+    p.add_argument("--copy-links", type=int, default=4, metavar="N",
+                   help="extra connections a plain session's client may open to send big copies' bytes in "
+                        "parallel (default 4, at most 8; 0: none). Sessions with a PSK never use them; clients ask "
+                        "for them with RGPU_COPY_LINKS")
     p.add_argument("--inject-rtt-us", type=float, default=0.0, metavar="MICROSECONDS",
                    help="benchmarks: delay every reply by this long, as a slower network would (default 0)")
     p.add_argument("--stats-file", metavar="PATH",
@@ -229,7 +233,8 @@ def server_main(argv=None) -> int:
                               handshake_timeout=args.handshake_timeout, max_frame=args.max_frame,
                               max_handshakes=args.max_handshakes, frame_timeout=args.frame_timeout,
                               port_file=args.port_file, module_cache=args.module_cache, spin_us=args.spin_us,
-                              inject_rtt_us=args.inject_rtt_us, stats_file=args.stats_file)
+                              inject_rtt_us=args.inject_rtt_us, stats_file=args.stats_file,
+                              copy_links=args.copy_links)
         from rgpu.serving.server import check_config
 
         check_config(config)

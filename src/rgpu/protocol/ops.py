@@ -173,6 +173,18 @@ PROTOCOL_ERROR = _op(0x0006, "PROTOCOL_ERROR", context=False, reply_bulk="messag
 SERVER_STATUS = _op(0x0007, "SERVER_STATUS", context=False, reply_bulk="JSON (UTF-8)",
                     doc="the server's sessions and limits; only on a connection whose HELLO has the STATUS flag, "
                         "answered by the server itself (no session), which then closes")
+# Copy links (see docs/protocol.md, "Copy links"): extra TCP connections of a plain session that carry the bytes of
+# big host-to-device copies in parallel, so that one copy's bytes cross several cores on each side.
+LINKS_OPEN = _op(0x0008, "LINKS_OPEN", "", "token:b32 links:u32 part_max:u32", context=False,
+                 doc="the session's copy-link token, how many links it takes and a part's most bytes; NOT_SUPPORTED "
+                     "where the session has none (a PSK, in-process sessions, the server's --copy-links 0)")
+LINK_JOIN = _op(0x0009, "LINK_JOIN", "token:b32 link:u32", context=False,
+                doc="first and only request on a new connection that becomes link `link` of the session whose "
+                    "token it gives; the server replies, then that connection carries LINK_PARTs only")
+LINK_PART = _op(0x000A, "LINK_PART", "seq:u32 part:u32 offset:u64", context=False,
+                request_bulk="the part's bytes",
+                doc="on a copy link only, never replied to: part `part` of the linked copy `seq`, its bytes for "
+                    "offset `offset` of the copy")
 
 # Initialisation and devices (0x001x, 0x002x).
 INIT = _op(0x0010, "INIT", "flags:u32", context=False, doc="cuInit(flags)")
@@ -232,6 +244,13 @@ MEMSET_D8_ASYNC = _op(0x004B, "MEMSET_D8_ASYNC", "dst:u64 value:u32 count:u64 st
                       names="stream:stream", doc="cuMemsetD8Async(dst, value, count, stream)")
 MEMSET_D32_ASYNC = _op(0x004C, "MEMSET_D32_ASYNC", "dst:u64 value:u32 count:u64 stream:u64", deferrable=True,
                        names="stream:stream", doc="cuMemsetD32Async(dst, value, count, stream)")
+# A big host-to-device copy whose bytes come over the session's copy links as LINK_PARTs (part j on link j mod
+# `links`, the first `links` of those joined), not as this frame's bulk; sync 1: cuMemcpyHtoD's (the NULL stream,
+# then a synchronize), 0: an asynchronous copy on `stream`. seq counts the session's linked copies from 1.
+MEMCPY_HTOD_LINKED = _op(0x004D, "MEMCPY_HTOD_LINKED",
+                         "dst:u64 stream:u64 size:u64 seq:u32 parts:u32 links:u32 sync:u32",
+                         deferrable=True, names="stream:stream",
+                         doc="cuMemcpyHtoD(Async) of `size` bytes in `parts` parts sent over the copy links")
 
 # Modules and launches (0x005x).
 MODULE_LOAD_DATA = _op(0x0050, "MODULE_LOAD_DATA", "", "module:u64", request_bulk="image: PTX, cubin or fatbin",
@@ -762,7 +781,7 @@ OUTPUT = _op(0x0140, "OUTPUT", context=False, reply_bulk="bytes the session's ke
              doc="unsolicited, server to client, only with the OUTPUT feature: sent just before the reply that "
                  "follows the output; the client writes it to its stdout before it returns from that call")
 
-CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code, OUTPUT.code})
+CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code, OUTPUT.code, LINK_JOIN.code, LINK_PART.code})
 CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 
 # -- Device work, for the client's rule on when a synchronize may go without waiting (native/src/conn_work.c) --
@@ -773,7 +792,7 @@ CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 # stream, for those without one). Not work: host-to-device copies (they take their bytes when called, as
 # pageable copies do natively), stream and event bookkeeping, capture, pool frees.
 _NOT_WORK = frozenset(op.code for op in (
-    MEMCPY_HTOD_ASYNC, MEMCPY_DTOH_ASYNC, STREAM_DESTROY, STREAM_SYNCHRONIZE, STREAM_QUERY, STREAM_WAIT_EVENT,
+    MEMCPY_HTOD_ASYNC, MEMCPY_HTOD_LINKED, MEMCPY_DTOH_ASYNC, STREAM_DESTROY, STREAM_SYNCHRONIZE, STREAM_QUERY, STREAM_WAIT_EVENT,
     EVENT_RECORD, MEM_ALLOC_ASYNC, MEM_FREE_ASYNC, STREAM_BEGIN_CAPTURE, STREAM_END_CAPTURE,
     STREAM_CAPTURE_DEPENDENCIES, STREAM_UPDATE_CAPTURE_DEPENDENCIES, SOLVER_BUFFER_SIZE, SPARSE_BUFFER_SIZE,
 ))

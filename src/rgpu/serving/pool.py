@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import collections
+import hashlib
 import json
 import logging
 import math
@@ -40,6 +41,8 @@ class Worker:
     info: dict
     # Asks for the session's figures (`rgpu status`), answered by a thread of the worker's own.
     status: trio.socket.SocketType | None = None
+    # The session's copy links, as they join (rgpu.session.links), taken by another thread of the worker's.
+    links: trio.socket.SocketType | None = None
     _buffer: bytearray = attrs.Factory(bytearray)
     _status_lock: trio.Lock = attrs.Factory(trio.Lock)
 
@@ -70,6 +73,8 @@ class Worker:
         self.control.close()
         if self.status is not None:
             self.status.close()
+        if self.links is not None:
+            self.links.close()
 
     async def read_json(self) -> dict | None:
         """The next JSON line from the worker, or None once it has closed its end."""
@@ -109,6 +114,7 @@ class WorkerPool:
         self.backend_info: dict | None = None
         self.finished: collections.deque[dict] = collections.deque(maxlen=256)  # recent session stats
         self.live: dict[int, Worker] = {}  # session id -> the worker serving it
+        self._link_offers: dict[bytes, LinkOffer] = {}  # by the token's SHA-256: a lookup leaks nothing of a token
 
     async def session_usage(self, session_id: int) -> dict | None:
         worker = self.live.get(session_id)
@@ -150,21 +156,24 @@ class WorkerPool:
     async def _spawn(self) -> Worker:
         parent, child = socket.socketpair()
         status_parent, status_child = socket.socketpair()
+        links_parent, links_child = socket.socketpair()
         try:
             process = await trio.lowlevel.open_process(
                 [sys.executable, "-m", "rgpu.serving.worker", "--control-fd", str(child.fileno()),
-                 "--status-fd", str(status_child.fileno()), "--backend", self.backend, "--log-level",
-                 self.log_level],
-                pass_fds=(child.fileno(), status_child.fileno()))
+                 "--status-fd", str(status_child.fileno()), "--links-fd", str(links_child.fileno()),
+                 "--backend", self.backend, "--log-level", self.log_level],
+                pass_fds=(child.fileno(), status_child.fileno(), links_child.fileno()))
         except BaseException:
             parent.close()
             status_parent.close()
+            links_parent.close()
             raise
         finally:
             child.close()
             status_child.close()
+            links_child.close()
         worker = Worker(process, trio.socket.from_stdlib_socket(parent), {},
-                        trio.socket.from_stdlib_socket(status_parent))
+                        trio.socket.from_stdlib_socket(status_parent), trio.socket.from_stdlib_socket(links_parent))
         info = None
         try:
             with trio.move_on_after(READY_TIMEOUT):
@@ -194,6 +203,37 @@ class WorkerPool:
         resources, so only now are device-wide memory figures comparable)."""
         return self._starting == 0 and len(self._idle) >= self.size
 
+    def offer_links(self, token: bytes, count: int, worker: Worker, session_id: int) -> None:
+        self._link_offers[hashlib.sha256(token).digest()] = LinkOffer(worker, count, session_id)
+
+    def withdraw_links(self, token: bytes) -> None:
+        self._link_offers.pop(hashlib.sha256(token).digest(), None)
+
+    def offered(self, token: bytes, index: int) -> tuple[int, str]:
+        """(session id, "") when a session offers copy links under `token` and link `index` may still join; else
+        (0, why not)."""
+        offer = self._link_offers.get(hashlib.sha256(token).digest())
+        if offer is None:
+            return 0, "no session offers copy links under that token"
+        if not 0 <= index < offer.count or index in offer.joined:
+            return 0, f"copy link {index} of session {offer.session_id}: out of range (0..{offer.count - 1}) or joined"
+        return offer.session_id, ""
+
+    async def join_link(self, token: bytes, index: int, fd: int) -> tuple[int, str]:
+        """Hand socket `fd` to the worker whose session offered `token`, as its copy link `index`: (session id,
+        "") once handed over, or (0, why not). A link index joins once."""
+        session_id, why = self.offered(token, index)
+        if why:
+            return 0, why
+        offer = self._link_offers[hashlib.sha256(token).digest()]
+        offer.joined.add(index)
+        try:
+            await offer.worker.links.sendmsg([json.dumps({"link": index}).encode()],
+                                             [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]).tobytes())])
+        except OSError as e:
+            return 0, f"session {offer.session_id}'s worker did not take the link ({e})"
+        return offer.session_id, ""
+
     async def acquire(self) -> Worker:
         """A ready worker: an idle one if there is one (then start a replacement), else a fresh one."""
         while self._idle:
@@ -202,6 +242,16 @@ class WorkerPool:
             if worker.process.returncode is None:
                 return worker
         return await self._spawn()
+
+
+@attrs.define(eq=False)
+class LinkOffer:
+    """A session's copy links, offered until it ends: its worker, how many links, which have joined."""
+
+    worker: Worker
+    count: int
+    session_id: int
+    joined: set[int] = attrs.Factory(set)
 
 
 # A worker whose client has hung up gets this long to notice on its own (it does at its next read) before it
@@ -218,6 +268,9 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, han
     stats = None
     watch = _HangupWatch(stream.socket.fileno())
     pool.live[handoff.session_id] = worker
+    token = bytes.fromhex(handoff.link_token) if handoff.link_token else None
+    if token is not None:
+        pool.offer_links(token, handoff.copy_links, worker, handoff.session_id)
     try:
         fds = array.array("i", [stream.socket.fileno()])
         await worker.control.sendmsg([handoff.encode()],
@@ -232,6 +285,8 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, han
             nursery.cancel_scope.cancel()
     finally:
         watch.close()
+        if token is not None:
+            pool.withdraw_links(token)
         with trio.CancelScope(shield=True):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(worker.stop, grace)

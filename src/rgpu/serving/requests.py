@@ -24,5 +24,5 @@ def classify(frame: Frame) -> tuple[Step, object]:
     if frame.opcode == ops.GOODBYE.code:
         return Step.GOODBYE, []
     if frame.opcode in ops.CONTROL_OPS:
-        raise ProtocolError(f"{ops.OPS[frame.opcode].name} is only valid during the handshake")
+        raise ProtocolError(f"{ops.OPS[frame.opcode].name} is not a session request (a handshake's or a copy link's)")
     return Step.CALL, [frame]

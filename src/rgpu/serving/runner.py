@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import logging
 import math
+import secrets
 import time
+
+import attrs
 
 import trio
 
 from rgpu.errors import ProtocolError, Status
+from rgpu.protocol.frames import Frame
 from rgpu.protocol.connection import Connection
 from rgpu.protocol import ops
 from rgpu.protocol.handshake import SUPPORTED_FEATURES, Feature, HelloFlags, ServerHandshake
@@ -40,6 +44,9 @@ async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: st
                         "waiting to start theirs (--max-handshakes)", session_id, peer, server.admission.limit)
             return
         if hs is None:
+            return
+        if isinstance(hs, LinkJoin):
+            await _join_link(server, stream, io, hs.frame, session_id, peer)
             return
         if hs.client.flags & HelloFlags.STATUS:
             await _answer_status(server, io, session_id, peer)
@@ -95,16 +102,54 @@ async def _answer_status(server, io: TrioFrameStream, session_id: int, peer: str
     log.info("[connection %d] %s asked for the server's status", session_id, peer)
 
 
+@attrs.frozen(slots=True)
+class LinkJoin:
+    """A connection whose first frame is a LINK_JOIN: it asks to become a copy link of a running session."""
+
+    frame: Frame
+
+
+async def _join_link(server, stream, io: TrioFrameStream, frame: Frame, connection_id: int, peer: str) -> None:
+    """Answer a LINK_JOIN, then hand the connection to the session's worker (rgpu.session.links). Its token is
+    the proof: 32 random bytes the session's client had over its own, authenticated, connection."""
+    why = ""
+    try:
+        args = ops.LINK_JOIN.decode(frame.args)
+    except ProtocolError as e:
+        raise ProtocolError(f"LINK_JOIN: {e}") from None
+    if len(frame.bulk) or io.conn.decoder.has_buffered_data:
+        raise ProtocolError("a copy link sent more than its LINK_JOIN before the answer")
+    session_id = 0
+    if server.pool is None:
+        why = "copy links need sessions in worker processes"
+    else:
+        session_id, why = server.pool.offered(args.token, args.link)
+    if why:
+        log.warning("[connection %d] %s: copy link refused: %s", connection_id, peer, why)
+        await io.send_frame(frame.reply(status=Status.AUTH_FAILED, bulk=why.encode()))
+        return
+    # Answered first: once the worker holds the socket it makes it blocking, which this loop's copy must not be.
+    await io.send_frame(frame.reply())
+    session_id, why = await server.pool.join_link(args.token, args.link, stream.socket.fileno())
+    if why:
+        log.warning("[connection %d] %s: copy link lost: %s", connection_id, peer, why)
+        return
+    log.info("[session %d] copy link %d joined from %s", session_id, args.link, peer)
+
+
 async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshake, session_id: int,
                          peer: str, slot) -> None:
     if io.conn.decoder.has_buffered_data:
         raise ProtocolError("client sent frames before the handshake completed")
     cfg = server.config
     cache = server.module_cache
+    # Copy links carry plain bytes: a session whose records are sealed keeps them all on its one connection.
+    links = cfg.copy_links if hs.keys is None else 0
     handoff = Handoff(session_id, peer, cfg.max_frame, mem_limit=cfg.session_mem_limit,
                       module_cache=str(cache.dir) if cache else None, module_cache_bytes=cache.max_bytes if cache else 0,
                       spin_us=cfg.spin_us, frame_timeout=cfg.frame_timeout, inject_rtt_us=cfg.inject_rtt_us,
                       output=bool(hs.features & hs.client.features & Feature.OUTPUT),
+                      link_token=secrets.token_bytes(32).hex() if links else None, copy_links=links,
                       keys=None if hs.keys is None else SessionKeys(*hs.keys))
     log.info("[session %d] opened for %s in a worker process (%d live)", session_id, peer, len(server.sessions))
     stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout, slot=slot)
@@ -129,10 +174,11 @@ async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str):
         for slot in held:
             slot.release()
         return None, None
-    return hs, held[0]
+    return hs, (held[0] if held else None)  # (a copy link holds no slot: its session does)
 
 
-async def _negotiate(server, io: TrioFrameStream, session_id: int, peer: str, held: list) -> ServerHandshake | None:
+async def _negotiate(server, io: TrioFrameStream, session_id: int, peer: str,
+                     held: list) -> ServerHandshake | LinkJoin | None:
     cfg = server.config
     # In-process sessions share one stdout: their kernels' output cannot be told apart, so it stays there.
     features = int(SUPPORTED_FEATURES) if cfg.isolation == "process" else int(SUPPORTED_FEATURES & ~Feature.OUTPUT)
@@ -140,6 +186,8 @@ async def _negotiate(server, io: TrioFrameStream, session_id: int, peer: str, he
     frame = await io.receive_frame()
     if frame is None:
         return None
+    if frame.opcode == ops.LINK_JOIN.code:
+        return LinkJoin(frame)
     reply = hs.on_hello(frame)
     if not reply.status:
         slot = server.slots.take()

@@ -20,6 +20,7 @@ import trio
 from rgpu.backends.base import Backend
 from rgpu.protocol import handshake
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
+from rgpu.session.links import MAX_LINKS
 from rgpu.session.modcache import ModuleCache
 from rgpu.serving.pool import WorkerPool
 from rgpu.serving.runner import run_session
@@ -60,6 +61,8 @@ class ServerConfig:
     inject_rtt_us: float = 0.0
     # Append each finished session's counters here, one JSON object per line (benchmarks read them).
     stats_file: str | None = None
+    # Copy links a plain session's client may open (rgpu.session.links); 0: none.
+    copy_links: int = 4
 
 
 class ConfigError(Exception):
@@ -177,6 +180,8 @@ def check_config(config: ServerConfig) -> None:
         raise ConfigError(f"--inject-rtt-us must be between 0 and 10000000, not {config.inject_rtt_us}")
     if not 0 <= config.spin_us <= 1_000_000:
         raise ConfigError("--spin-us must be between 0 and 1000000")
+    if not 0 <= config.copy_links <= MAX_LINKS:
+        raise ConfigError(f"--copy-links must be between 0 and {MAX_LINKS}, not {config.copy_links}")
     if config.isolation not in ("process", "thread"):
         raise ConfigError(f"--isolation must be process or thread, not {config.isolation!r}")
 

@@ -253,11 +253,47 @@ def answer_status_queries(sock: socket.socket, session: Session, counters=None) 
         pass
 
 
+def take_links(sock: socket.socket, session: Session) -> None:
+    """The supervisor hands over each copy link that joins the session (pool.join_link): this thread gives it to
+    the session's links (rgpu.session.links), or closes it when the client never opened them. Ends with the
+    socket."""
+    while True:
+        fds = array.array("i")
+        try:
+            msg, ancdata, _flags, _addr = sock.recvmsg(256, socket.CMSG_SPACE(fds.itemsize))
+        except OSError:
+            return
+        if not msg:
+            return
+        for level, kind, data in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        try:
+            index = int(json.loads(msg)["link"])
+        except (ValueError, KeyError, TypeError):
+            index = -1
+        for i, fd in enumerate(fds):
+            links = session.copy_links
+            if i == 0 and index >= 0 and links is not None:
+                os.set_blocking(fd, True)  # (the supervisor's copy was non-blocking; the link's thread blocks in recv)
+                if links.attach(index, fd):  # (which closes it when it refuses it)
+                    session.log.info("copy link %d joined", index)
+                    continue
+            else:
+                os.close(fd)
+            session.log.warning("copy link %d refused (the session has not opened its links, or that link joined "
+                                "already)", index)
+
+
 def run_session(handoff: Handoff, client: socket.socket, backend, control: socket.socket | None = None,
-                status: socket.socket | None = None) -> dict:
+                status: socket.socket | None = None, links: socket.socket | None = None) -> dict:
     cache = ModuleCache(handoff.module_cache, handoff.module_cache_bytes) if handoff.module_cache else None
     session = Session(handoff.session_id, backend, mem_limit=handoff.mem_limit, peer=handoff.peer,
                       module_cache=cache)
+    if handoff.link_token and handoff.copy_links:
+        session.links_offer = (bytes.fromhex(handoff.link_token), handoff.copy_links, handoff.frame_timeout or 60.0)
+    if links is not None:
+        threading.Thread(target=take_links, args=(links, session), name="links", daemon=True).start()
     if control is not None:
         session.on_released = lambda: report_released(control)
     conn = Connection(handoff.max_frame, reuse_receive_buffers=True)
@@ -316,6 +352,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="rgpu-worker")
     ap.add_argument("--control-fd", type=int, required=True)
     ap.add_argument("--status-fd", type=int, default=None)
+    ap.add_argument("--links-fd", type=int, default=None)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--log-level", default="info")
     args = ap.parse_args(argv)
@@ -326,6 +363,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     control = socket.socket(fileno=args.control_fd)
     status = socket.socket(fileno=args.status_fd) if args.status_fd is not None else None
+    links = socket.socket(fileno=args.links_fd) if args.links_fd is not None else None
     try:
         with _Interruptible():  # a worker still starting when the server stops has nothing to finish
             backend, fallback = _start_backend(args.backend)
@@ -337,7 +375,7 @@ def main(argv=None) -> int:
         if assignment is None:
             return 0
         handoff, client = assignment
-        stats = run_session(handoff, client, backend, control, status)
+        stats = run_session(handoff, client, backend, control, status, links)
         # Nothing left to interrupt; SIG_IGN survives interpreter shutdown, where Python would otherwise
         # restore the default action and a late SIGTERM would kill us mid-exit.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -1,0 +1,251 @@
+/* Copy links (docs/protocol.md, "Copy links"): with RGPU_COPY_LINKS=n, a plain connection opens n more TCP
+ * connections to its server, and a big host-to-device copy's bytes go over them as LINK_PARTs, each link sent by a
+ * thread of its own, while the copy itself (MEMCPY_HTOD_LINKED) goes over the connection in its place among the
+ * other calls. Over one connection a copy crosses one core at each end (on loopback, the sender's core does the
+ * receiver's protocol work too); over n, n cores. Sealed connections never open links: their bytes are plain.
+ *
+ * The caller's thread waits until every part is sent: the program may reuse its memory when the call returns,
+ * as after any pageable copy. The LINKED frame is sent before any part, so the server's loop, which takes the
+ * parts when it reaches that frame, never waits for a part held back behind it. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "quiet_thread.h"
+#include "send_iov.h"
+
+#define LINKS_MAX 8
+#define LINK_HEAD (RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_LINK_PART_REQ_SIZE)
+/* Copies below this go as one frame: splitting costs the threads' wake-ups, which only bytes enough pay back. */
+#define LINK_MIN_BYTES (128u << 10)
+
+struct conn_links {
+    unsigned count;
+    uint32_t part_max;
+    uint32_t seq; /* of the last linked copy */
+    int fds[LINKS_MAX];
+    pthread_t threads[LINKS_MAX]; /* links 1.. (link 0 is sent by the copying thread) */
+    unsigned started;
+    pthread_mutex_t lock;
+    pthread_cond_t go, done;
+    /* the copy being sent: its bytes, size, parts of part_size (the last shorter), which link sends which */
+    const uint8_t *src;
+    uint64_t size;
+    uint32_t part_size, parts, job_seq;
+    unsigned generation, pending;
+    int failed, closing;
+};
+
+struct link_arg {
+    struct conn_links *links;
+    unsigned index;
+};
+
+/* Link `index`'s parts of the copy being sent: j = index, index + count, ... 0, or -1 (errno set). */
+static int send_parts(struct conn_links *l, unsigned index, const uint8_t *src, uint64_t size, uint32_t part_size,
+                      uint32_t parts, uint32_t seq)
+{
+    for (uint32_t j = index; j < parts; j += l->count) {
+        uint64_t off = (uint64_t)j * part_size;
+        uint32_t n = (uint32_t)(size - off < part_size ? size - off : part_size);
+        uint8_t head[LINK_HEAD];
+        rgpu_header h = {RGPU_OP_LINK_PART, RGPU_FLAG_NO_REPLY, 0, 0, 0, n};
+        rgpu_pack_prefix_header(head, &h, RGPU_LINK_PART_REQ_SIZE);
+        rgpu_pack_link_part(head + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE,
+                            &(struct rgpu_link_part_req){.seq = seq, .part = j, .offset = off});
+        struct iovec v[2] = {{head, sizeof head}, {(void *)(src + off), n}};
+        if (rgpu_send_iov(l->fds[index], v, 2))
+            return -1;
+    }
+    return 0;
+}
+
+/* Links 1.. each have a thread; link 0 is sent by the caller's thread, which would otherwise only wait. */
+static void *link_send(void *p)
+{
+    struct link_arg a = *(struct link_arg *)p;
+    free(p);
+    struct conn_links *l = a.links;
+    unsigned seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&l->lock);
+        while (l->generation == seen && !l->closing)
+            pthread_cond_wait(&l->go, &l->lock);
+        if (l->closing) {
+            pthread_mutex_unlock(&l->lock);
+            return NULL;
+        }
+        seen = l->generation;
+        const uint8_t *src = l->src;
+        uint64_t size = l->size;
+        uint32_t part_size = l->part_size, parts = l->parts, seq = l->job_seq;
+        pthread_mutex_unlock(&l->lock);
+        int failed = send_parts(l, a.index, src, size, part_size, parts, seq);
+        pthread_mutex_lock(&l->lock);
+        l->failed |= failed;
+        if (!--l->pending)
+            pthread_cond_signal(&l->done);
+        pthread_mutex_unlock(&l->lock);
+    }
+}
+
+static void links_free(struct conn_links *l)
+{
+    pthread_mutex_lock(&l->lock);
+    l->closing = 1;
+    pthread_cond_broadcast(&l->go);
+    pthread_mutex_unlock(&l->lock);
+    for (unsigned i = 0; i < l->started; i++)
+        pthread_join(l->threads[i], NULL);
+    for (unsigned i = 0; i < l->count; i++)
+        if (l->fds[i] >= 0)
+            close(l->fds[i]);
+    pthread_cond_destroy(&l->go);
+    pthread_cond_destroy(&l->done);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+/* Open link `index` to `server`: dial, LINK_JOIN, the server's answer. The fd, or -1 (logged). */
+static int join(const char *server, const uint8_t token[32], unsigned index)
+{
+    int fd = conn_dial(server);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    uint8_t frame[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_LINK_JOIN_REQ_SIZE];
+    rgpu_header h = {RGPU_OP_LINK_JOIN, 0, 1, 0, 0, 0};
+    rgpu_pack_prefix_header(frame, &h, RGPU_LINK_JOIN_REQ_SIZE);
+    struct rgpu_link_join_req m = {.link = index};
+    memcpy(m.token, token, 32);
+    rgpu_pack_link_join(frame + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, &m);
+    struct iovec v = {frame, sizeof frame};
+    /* The answer: a header with no arguments; a refusal carries a message, which the server also logs. */
+    uint8_t reply[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE];
+    size_t got = 0;
+    if (rgpu_send_iov(fd, &v, 1) == 0) {
+        while (got < sizeof reply) {
+            ssize_t r = recv(fd, reply + got, sizeof reply - got, 0);
+            if (r <= 0 && !(r < 0 && errno == EINTR))
+                break;
+            got += r > 0 ? (size_t)r : 0;
+        }
+    }
+    rgpu_header rh;
+    size_t args_len;
+    uint32_t record = got == sizeof reply ? rgpu_get_u32(reply) : 0;
+    if (got != sizeof reply || record < RGPU_HEADER_SIZE ||
+        rgpu_parse_header(reply + RGPU_PREFIX_SIZE, record, &rh, &args_len) || rh.opcode != RGPU_OP_LINK_JOIN ||
+        rh.request_id != 1 || rh.status || record != RGPU_HEADER_SIZE) {
+        rgpu_log(RGPU_LOG_WARN, "copy link %u to %s refused or failed (status %u); copies go over the one connection",
+                 index, server, got == sizeof reply ? rh.status : 0);
+        close(fd);
+        return -1;
+    }
+    struct timeval none = {0, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    return fd;
+}
+
+void conn_links_open(const char *server)
+{
+    const char *env = getenv("RGPU_COPY_LINKS");
+    unsigned want = env && *env ? (unsigned)strtoul(env, NULL, 10) : 0;
+    if (!want || rgpu_conn.protect || rgpu_conn.links)
+        return;
+    uint8_t reply[RGPU_LINKS_OPEN_REP_SIZE];
+    struct rgpu_links_open_rep offer;
+    CUresult r = conn_call_locked(RGPU_OP_LINKS_OPEN, NULL, 0, NULL, 0, reply, sizeof reply, NULL);
+    if (r != CUDA_SUCCESS || rgpu_unpack_links_open(reply, sizeof reply, &offer) || !offer.links ||
+        offer.part_max < (64u << 10)) {
+        rgpu_log(RGPU_LOG_INFO, "rgpu-server %s offers no copy links (%d); copies go over the one connection", server,
+                 (int)r);
+        return;
+    }
+    struct conn_links *l = calloc(1, sizeof *l);
+    if (!l)
+        return;
+    l->count = want < offer.links ? want : offer.links;
+    l->count = l->count > LINKS_MAX ? LINKS_MAX : l->count;
+    l->part_max = offer.part_max;
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->go, NULL);
+    pthread_cond_init(&l->done, NULL);
+    for (unsigned i = 0; i < LINKS_MAX; i++)
+        l->fds[i] = -1;
+    for (unsigned i = 0; i < l->count; i++)
+        if ((l->fds[i] = join(server, offer.token, i)) < 0) {
+            links_free(l);
+            return;
+        }
+    for (; l->started + 1 < l->count; l->started++) {
+        struct link_arg *a = malloc(sizeof *a);
+        if (a)
+            *a = (struct link_arg){l, l->started + 1};
+        if (!a || rgpu_quiet_thread(&l->threads[l->started], 0, link_send, a)) {
+            free(a);
+            links_free(l);
+            return;
+        }
+    }
+    rgpu_conn.links = l;
+    rgpu_log(RGPU_LOG_INFO, "%u copy links to %s: copies up of %u KiB or more go over them", l->count, server,
+             LINK_MIN_BYTES >> 10);
+}
+
+int conn_links_carry(uint16_t op, size_t bulk_len)
+{
+    return rgpu_conn.links && bulk_len >= LINK_MIN_BYTES &&
+           (op == RGPU_OP_MEMCPY_HTOD || op == RGPU_OP_MEMCPY_HTOD_ASYNC);
+}
+
+int conn_links_copy(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,
+                    struct out_frame *f, int n)
+{
+    struct conn_links *l = rgpu_conn.links;
+    uint64_t dst = conn_u64_at(args, args_len, 0);
+    uint64_t stream = op == RGPU_OP_MEMCPY_HTOD_ASYNC ? conn_u64_at(args, args_len, 8) : 0;
+    /* Parts as even as a page allows, no bigger than the server takes; every link gets one before any gets two. */
+    uint64_t per_link = (bulk_len + l->count - 1) / l->count;
+    uint32_t part = (uint32_t)(((per_link + 4095) & ~(uint64_t)4095) < l->part_max ? ((per_link + 4095) & ~4095ull)
+                                                                                   : l->part_max);
+    uint32_t parts = (uint32_t)((bulk_len + part - 1) / part);
+    uint8_t a[RGPU_MEMCPY_HTOD_LINKED_REQ_SIZE];
+    rgpu_pack_memcpy_htod_linked(a, &(struct rgpu_memcpy_htod_linked_req){
+                                        .dst = dst, .stream = stream, .size = bulk_len, .seq = ++l->seq,
+                                        .parts = parts, .links = l->count, .sync = op == RGPU_OP_MEMCPY_HTOD});
+    f[n] = (struct out_frame){{RGPU_OP_MEMCPY_HTOD_LINKED, RGPU_FLAG_NO_REPLY, rgpu_conn.next_id++, 0, 0, 0}, a,
+                              sizeof a, NULL};
+    conn_note_sent(RGPU_OP_MEMCPY_HTOD_LINKED, a, sizeof a, f[n].h.request_id);
+    if (conn_send_frames(f, n + 1))
+        return -1;
+    pthread_mutex_lock(&l->lock);
+    l->src = bulk, l->size = bulk_len, l->part_size = part, l->parts = parts, l->job_seq = l->seq;
+    l->pending = l->count - 1;
+    l->generation++;
+    pthread_cond_broadcast(&l->go);
+    pthread_mutex_unlock(&l->lock);
+    int failed = send_parts(l, 0, bulk, bulk_len, part, parts, l->seq);
+    int saved = errno;
+    pthread_mutex_lock(&l->lock);
+    while (l->pending)
+        pthread_cond_wait(&l->done, &l->lock);
+    failed |= l->failed;
+    pthread_mutex_unlock(&l->lock);
+    errno = saved ? saved : EPIPE;
+    return failed ? -1 : 0;
+}
+
+void conn_links_close(void)
+{
+    if (rgpu_conn.links) {
+        links_free(rgpu_conn.links);
+        rgpu_conn.links = NULL;
+    }
+}
