@@ -17,8 +17,9 @@
 # e.g. "--only DNN_BN_INFERENCE --profile"). RGPU_CHECK_LLAMA_ROUNDS (1): llama-bench rounds; RGPU_CHECK_PERREP=1
 # adds run_llama.sh perrep (its operation counts per repetition hold, its times are differences between two
 # sessions and have come out negative). Section streams: bench/tcp_streams.c, one upload split over 1, 2, 4 and 8
-# connections (512 KiB, 1 and 8 MiB; without and with polling): the ceiling of copy links. Section links: llama.cpp
-# through rgpu with RGPU_COPY_LINKS=4 (RGPU_CHECK_COPY_LINKS), natively beside it, after section llama's run without.
+# connections (512 KiB, 1 and 8 MiB; without and with polling): the ceiling of copy links. Section links: token_loop's
+# prompt-shaped steps without and with RGPU_COPY_LINKS=4 (RGPU_CHECK_COPY_LINKS), plain and with a PSK, two rounds;
+# then llama.cpp through rgpu with the links, natively beside it (section llama is the run without).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -131,7 +132,16 @@ if [[ " $sections " == *" psk "* ]]; then  # the Python client and (--with-shim)
     > "$OUT/psk_rpc.txt" 2>&1
   grep -E "vs same-size C copy|null call p50|^rgpu|^native" "$OUT/psk_rpc.txt"
 fi
-if [[ " $sections " == *" links "* ]]; then  # llama-bench again, through rgpu with copy links, native beside it
+if [[ " $sections " == *" links "* ]]; then  # copy links: prompt-shaped steps with and without, then llama-bench with
+  for round in 1 2; do  # (512 KiB up per step, as llama.cpp's pp128 on the small model; plain, then with a PSK)
+    for links in 0 ${RGPU_CHECK_COPY_LINKS:-4}; do
+      for psk in "" --psk; do
+        RGPU_COPY_LINKS=$links token_loop 1 --tokens 300 --prompt-bytes 524288 $psk \
+          > "$OUT/links_prompt_l${links}${psk}_r$round.txt" 2>&1
+      done
+    done
+  done
+  grep -H "us per token" "$OUT"/links_prompt_*
   [ -x /tmp/llama/build/bin/llama-bench ] || timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1
   RGPU_COPY_LINKS=${RGPU_CHECK_COPY_LINKS:-4} OUT=$OUT/links LLAMA_BENCH_ROUNDS=${RGPU_CHECK_LLAMA_ROUNDS:-1} \
     LLAMA_BENCH_MODELS="small-q8_0" timeout 200 bash bench/llama/run_llama.sh native rgpu bench > "$OUT/llama_links.txt" 2>&1

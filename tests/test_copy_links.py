@@ -17,8 +17,9 @@ from hypothesis import given, settings, strategies as st
 from rgpu.cli import local_server
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol import ops
-from rgpu.protocol.frames import FLAG_NO_REPLY, HEADER_SIZE, Frame, frame_bytes
-from rgpu.session.links import CopyLinks
+from rgpu.protocol.frames import FLAG_NO_REPLY, HEADER_SIZE, Frame, encode_frame, frame_bytes
+from rgpu.protocol.handshake import Cipher, RecordProtector
+from rgpu.session.links import CopyLinks, LinksOffer, join_proof, link_key
 
 from .conftest import TEST_PSK, running_server, wait_for
 from .test_native import PTX, run
@@ -58,21 +59,25 @@ def test_the_c_stand_in_sends_big_copies_over_its_links_and_their_bytes_arrive(s
 
 def test_without_links_on_offer_copies_go_over_the_one_connection(shim_dir, tmp_path):
     stats = tmp_path / "stats.jsonl"
-    key = tmp_path / "key"
-    key.write_text(TEST_PSK.hex())
-    key.chmod(0o600)
     with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats), "--copy-links", "0"]) as address:
         check = run(shim_dir, "copy_check", env={"RGPU_SERVER": address, "RGPU_COPY_LINKS": "4", "RGPU_LOG": "info"})
         assert check.returncode == 0 and "13 copies, 0 wrong" in check.stdout, check.stderr
         assert "offers no copy links" in check.stderr
         assert _linked_copies(stats, 1) == [0]
+
+
+def test_a_sealed_session_s_links_carry_sealed_records(shim_dir, tmp_path):
+    stats = tmp_path / "stats.jsonl"
+    key = tmp_path / "key"
+    key.write_text(TEST_PSK.hex())
+    key.chmod(0o600)
     with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats), "--psk-file", str(key)]) as address:
-        # A sealed session's bytes never travel in plain: its client does not even ask.
-        check = run(shim_dir, "copy_check", env={"RGPU_SERVER": address, "RGPU_COPY_LINKS": "4",
+        check = run(shim_dir, "copy_check", env={"RGPU_SERVER": address, "RGPU_COPY_LINKS": "3",
                                                  "RGPU_PSK_FILE": str(key), "RGPU_LOG": "info"})
-        assert check.returncode == 0 and "13 copies, 0 wrong" in check.stdout, check.stderr
-        assert "copy links" not in check.stderr
-        assert _linked_copies(stats, 2) == [0, 0]
+        assert check.returncode == 0 and "13 copies, 0 wrong; copy past the end: 1" in check.stdout, check.stderr
+        assert f"3 copy links to {address} (sealed)" in check.stderr
+        # (a sealed connection's copies up go in chunks of 1 MiB: the 5 MiB ones in six)
+        assert _linked_copies(stats, 1) == [18]
 
 
 # -- by hand: the protocol, and what a client may get wrong ---------------------------------------------------------
@@ -103,9 +108,11 @@ class _Session:
         await self.call(ops.CTX_SET_CURRENT, ctx)
         return ops.MEM_ALLOC.decode_reply((await self.call(ops.MEM_ALLOC, size)).args).dptr
 
-    async def join(self, token: bytes, link: int) -> Frame | None:
+    async def join(self, token: bytes, link: int, *, proof: bytes | None = None) -> Frame | None:
+        """Open link `link` under `token` (or with `proof` as it is); the server's answer."""
         stream = await trio.open_tcp_stream("127.0.0.1", int(self.address.split(":")[1]))
-        await stream.send_all(frame_bytes(Frame(ops.LINK_JOIN.code, 1, args=ops.LINK_JOIN.pack_request(token, link))))
+        proof = join_proof(token, link) if proof is None else proof
+        await stream.send_all(frame_bytes(Frame(ops.LINK_JOIN.code, 1, args=ops.LINK_JOIN.pack_request(proof, link))))
         reply = await _read_frame(stream)
         self.links.append(stream)
         return reply
@@ -222,8 +229,9 @@ async def test_a_link_out_of_step_fails_the_copy_and_every_later_one_but_not_the
 async def test_joins_are_refused_without_the_token_twice_or_past_the_offer():
     async with running_server() as srv:
         s, token = await _opened(srv.address, 1)
-        for bad_token, link in ((secrets.token_bytes(32), 0), (token, 0), (token, 4), (token, 2**32 - 1)):
-            reply = await s.join(bad_token, link)
+        for bad_token, link, proof in ((secrets.token_bytes(32), 0, None), (token, 0, None), (token, 4, None),
+                                       (token, 2**32 - 1, None), (token, 1, token), (token, 2, join_proof(token, 1))):
+            reply = await s.join(bad_token, link, proof=proof)  # (the token itself, or link 1's proof for link 2)
             assert reply.status == Status.AUTH_FAILED, (link, bytes(reply.bulk))
             assert await _read_frame(s.links[-1]) is None  # and closed
         assert (await s.join(token, 3)).status == 0
@@ -240,7 +248,8 @@ async def test_a_link_frame_that_is_not_a_join_or_sent_early_closes_that_connect
         port = int(srv.address.split(":")[1])
         s, token = await _opened(srv.address, 0)
         early = await trio.open_tcp_stream("127.0.0.1", port)
-        await early.send_all(frame_bytes(Frame(ops.LINK_JOIN.code, 1, args=ops.LINK_JOIN.pack_request(token, 0)))
+        await early.send_all(frame_bytes(Frame(ops.LINK_JOIN.code, 1, args=ops.LINK_JOIN.pack_request(
+            join_proof(token, 0), 0)))
                              + frame_bytes(Frame(ops.LINK_PART.code, 0, FLAG_NO_REPLY,
                                                  args=ops.LINK_PART.pack_request(1, 0, 0), bulk=b"x")))
         err = await _read_frame(early)
@@ -290,7 +299,7 @@ def _link_fed(data: bytes, *, close: bool = True):
     """Links of one link (parts up to SMALL_PART bytes) whose link has sent `data` (then ended, if `close`)."""
     import socket
 
-    links = CopyLinks(b"t" * 32, 1, part_max=SMALL_PART, timeout_s=0.5)
+    links = CopyLinks(LinksOffer(b"t" * 32, 1, 0.5), part_max=SMALL_PART)
     ours, theirs = socket.socketpair()
     assert links.attach(0, theirs.detach())
     ours.sendall(data)
@@ -356,9 +365,61 @@ def test_the_link_threads_under_the_thread_sanitizer(tmp_path):
     tsan = ["-fsanitize=thread"] if _thread_sanitizer_works(tmp_path) else []
     src, exe = REPO / "native" / "src", tmp_path / "links_check"
     sources = [REPO / "native" / "tests" / "links_check.c", src / "lane" / "links.c", src / "quiet_thread.c",
-               src / "wire.c"]
+               src / "wire.c", src / "crypto.c"]
     subprocess.run(["gcc", "-O1", "-g", "-Wall", *tsan, f"-I{src}", f"-I{src / 'lane'}", f"-I{REPO / 'native' / 'gen'}",
-                    *map(str, sources), "-o", str(exe), "-lpthread"], check=True)
+                    *map(str, sources), "-o", str(exe), "-lpthread", "-ldl"], check=True)
     proc = subprocess.run([str(exe), "300"], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TSAN_OPTIONS": "halt_on_error=1:exitcode=97"})
     assert proc.returncode == 0 and "300 rounds, no failure" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("cipher", [Cipher.AES_256_GCM, Cipher.CHACHA20_POLY1305], ids=["aes", "chacha"])
+def test_a_sealed_link_opens_its_parts_and_fails_a_replayed_misdirected_or_tampered_one(cipher):
+    import socket
+
+    token, c2s = os.urandom(32), os.urandom(32)
+    links = CopyLinks(LinksOffer(token, 3, 0.5, int(cipher), c2s), part_max=SMALL_PART)
+    ours = []
+    for i in range(3):
+        mine, theirs = socket.socketpair()
+        assert links.attach(i, theirs.detach())
+        ours.append(mine)
+
+    def sealed_part(key_of: int, seq: int, part: int, data: bytes) -> bytes:
+        sealer = RecordProtector(int(cipher), send_key=link_key(c2s, token, key_of), recv_key=bytes(32))
+        frame = Frame(ops.LINK_PART.code, 0, FLAG_NO_REPLY, args=ops.LINK_PART.pack_request(seq, part, 0), bulk=data)
+        return b"".join(bytes(b) for b in sealer.seal(encode_frame(frame)))
+
+    try:
+        good = sealed_part(0, 1, 0, b"a" * 700)
+        ours[0].sendall(good)
+        data, offset = links.take(0, 1, 0)
+        assert bytes(data) == b"a" * 700 and offset == 0
+        links.release(0)
+        ours[0].sendall(good)  # the same record again: its counter is 0, the link's is 1 now
+        ours[1].sendall(sealed_part(0, 1, 1, b"b" * 700))  # link 0's key on link 1
+        tampered = bytearray(sealed_part(2, 1, 2, b"c" * 700))
+        tampered[100] ^= 1
+        ours[2].sendall(bytes(tampered))
+        for link in range(3):
+            with pytest.raises(ProtocolError, match="failed authentication"):
+                links.take(link, 1 + (link == 0), link)
+    finally:
+        links.close()
+        for s in ours:
+            s.close()
+
+
+def test_join_proofs_and_link_keys_are_the_documented_derivations():
+    """join_proof and link_key against HMAC and HKDF written out (RFC 2104, RFC 5869), which the C stand-ins compute
+    the same way (tests above: their links join and their sealed parts open)."""
+    import hashlib
+    import hmac
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    token, c2s = bytes(range(32)), bytes(range(32, 64))
+    assert join_proof(token, 3) == hmac.new(token, b"rgpu copy link\x03\0\0\0", hashlib.sha256).digest()
+    expected = HKDF(hashes.SHA256(), 32, salt=token, info=b"rgpu copy link key\x03\0\0\0").derive(c2s)
+    assert link_key(c2s, token, 3) == expected != link_key(c2s, token, 2)

@@ -136,7 +136,7 @@ static inline int rgpu_unpack_auth(const uint8_t *in, size_t len, struct rgpu_au
 #define RGPU_SERVER_STATUS_REQ_SIZE 0
 #define RGPU_SERVER_STATUS_REP_SIZE 0
 
-/* LINKS_OPEN: the session's copy-link token, how many links it takes and a part's most bytes; NOT_SUPPORTED where the session has none (a PSK, in-process sessions, the server's --copy-links 0) */
+/* LINKS_OPEN: the session's copy-link token, how many links it takes and a part's most bytes; NOT_SUPPORTED where the session has none (in-process sessions, the server's --copy-links 0) */
 #define RGPU_OP_LINKS_OPEN 0x0008
 #define RGPU_LINKS_OPEN_REQ_SIZE 0
 #define RGPU_LINKS_OPEN_REP_SIZE 40
@@ -155,24 +155,24 @@ static inline int rgpu_unpack_links_open(const uint8_t *in, size_t len, struct r
     return 0;
 }
 
-/* LINK_JOIN: first and only request on a new connection that becomes link `link` of the session whose token it gives; the server replies, then that connection carries LINK_PARTs only */
+/* LINK_JOIN: first and only request on a new connection that becomes link `link` of the session whose token `proof` proves (HMAC-SHA256 of the link under it); the server replies, then that connection carries LINK_PARTs only */
 #define RGPU_OP_LINK_JOIN 0x0009
 #define RGPU_LINK_JOIN_REQ_SIZE 36
 #define RGPU_LINK_JOIN_REP_SIZE 0
 struct rgpu_link_join_req {
-    uint8_t token[32];
+    uint8_t proof[32];
     uint32_t link;
 };
 static inline void rgpu_pack_link_join(uint8_t out[RGPU_LINK_JOIN_REQ_SIZE], const struct rgpu_link_join_req *m)
 {
-    memcpy(out + 0, m->token, 32);
+    memcpy(out + 0, m->proof, 32);
     rgpu_put_u32(out + 32, m->link);
 }
 static inline int rgpu_unpack_link_join_req(const uint8_t *in, size_t len, struct rgpu_link_join_req *m)
 {
     if (len != RGPU_LINK_JOIN_REQ_SIZE)
         return -1;
-    memcpy(m->token, in + 0, 32);
+    memcpy(m->proof, in + 0, 32);
     m->link = (uint32_t)rgpu_get_u32(in + 32);
     return 0;
 }

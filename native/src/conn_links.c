@@ -2,7 +2,8 @@
  * connections to its server, and a big host-to-device copy's bytes go over them as LINK_PARTs, each link sent by a
  * thread of its own, while the copy itself (MEMCPY_HTOD_LINKED) goes over the connection in its place among the
  * other calls. Over one connection a copy crosses one core at each end (on loopback, the sender's core does the
- * receiver's protocol work too); over n, n cores. Sealed connections never open links: their bytes are plain.
+ * receiver's protocol work too); over n, n cores. With a PSK each link's parts go as records sealed under a key of
+ * the link's own (derived from the connection's), so sealing is spread over the links' threads too.
  *
  * The caller's thread waits until every part is sent: the program may reuse its memory when the call returns,
  * as after any pageable copy. The LINKED frame is sent before any part, so the server's loop, which takes the
@@ -16,19 +17,25 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "crypto.h"
 #include "quiet_thread.h"
 #include "send_iov.h"
 
 #define LINKS_MAX 8
 #define LINK_HEAD (RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_LINK_PART_REQ_SIZE)
+#define TAG 16
 /* Copies below this go as one frame: splitting costs the threads' wake-ups, which only bytes enough pay back. */
 #define LINK_MIN_BYTES (128u << 10)
 
 struct conn_links {
+    pid_t pid; /* of the process whose threads send them: a forked child has none of them, and no links */
     unsigned count;
     uint32_t part_max;
     uint32_t seq; /* of the last linked copy */
     int fds[LINKS_MAX];
+    int sealed;
+    struct rgpu_aead tx[LINKS_MAX]; /* sealed: link i's, used by the one thread that sends it */
+    uint8_t *records[LINKS_MAX];   /* sealed: where link i's record is sealed, LINK_HEAD + part_max + TAG */
     pthread_t threads[LINKS_MAX]; /* links 1.. (link 0 is sent by the copying thread) */
     unsigned started;
     pthread_mutex_t lock;
@@ -46,6 +53,33 @@ struct link_arg {
     unsigned index;
 };
 
+/* One part over link `index`: its head and bulk as they are, or sealed into one record. 0, or -1 (errno set). */
+static int send_part(struct conn_links *l, unsigned index, const uint8_t *bulk, uint32_t n, uint32_t seq,
+                     uint32_t part, uint64_t off)
+{
+    uint8_t head[LINK_HEAD];
+    rgpu_header h = {RGPU_OP_LINK_PART, RGPU_FLAG_NO_REPLY, 0, 0, 0, n};
+    rgpu_pack_prefix_header(head, &h, RGPU_LINK_PART_REQ_SIZE);
+    rgpu_pack_link_part(head + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE,
+                        &(struct rgpu_link_part_req){.seq = seq, .part = part, .offset = off});
+    if (!l->sealed) {
+        struct iovec v[2] = {{head, sizeof head}, {(void *)bulk, n}};
+        return rgpu_send_iov(l->fds[index], v, 2);
+    }
+    uint8_t *r = l->records[index];
+    struct rgpu_aead *a = &l->tx[index];
+    size_t body = LINK_HEAD - RGPU_PREFIX_SIZE + (size_t)n;
+    rgpu_put_u32(r, body + TAG);
+    if (rgpu_aead_begin(a, 1, r) ||
+        rgpu_aead_update(a, head + RGPU_PREFIX_SIZE, LINK_HEAD - RGPU_PREFIX_SIZE, r + RGPU_PREFIX_SIZE) ||
+        rgpu_aead_update(a, bulk, n, r + LINK_HEAD) || rgpu_aead_seal_end(a, r + RGPU_PREFIX_SIZE + body)) {
+        errno = EPROTO;
+        return -1;
+    }
+    struct iovec v = {r, RGPU_PREFIX_SIZE + body + TAG};
+    return rgpu_send_iov(l->fds[index], &v, 1);
+}
+
 /* Link `index`'s parts of the copy being sent: j = index, index + count, ... 0, or -1 (errno set). */
 static int send_parts(struct conn_links *l, unsigned index, const uint8_t *src, uint64_t size, uint32_t part_size,
                       uint32_t parts, uint32_t seq)
@@ -53,13 +87,7 @@ static int send_parts(struct conn_links *l, unsigned index, const uint8_t *src, 
     for (uint32_t j = index; j < parts; j += l->count) {
         uint64_t off = (uint64_t)j * part_size;
         uint32_t n = (uint32_t)(size - off < part_size ? size - off : part_size);
-        uint8_t head[LINK_HEAD];
-        rgpu_header h = {RGPU_OP_LINK_PART, RGPU_FLAG_NO_REPLY, 0, 0, 0, n};
-        rgpu_pack_prefix_header(head, &h, RGPU_LINK_PART_REQ_SIZE);
-        rgpu_pack_link_part(head + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE,
-                            &(struct rgpu_link_part_req){.seq = seq, .part = j, .offset = off});
-        struct iovec v[2] = {{head, sizeof head}, {(void *)(src + off), n}};
-        if (rgpu_send_iov(l->fds[index], v, 2))
+        if (send_part(l, index, src + off, n, seq, j, off))
             return -1;
     }
     return 0;
@@ -96,19 +124,56 @@ static void *link_send(void *p)
 
 static void links_free(struct conn_links *l)
 {
+    if (l->pid && l->pid != getpid()) { /* a forked child: the threads are the parent's; only the fds are ours */
+        for (unsigned i = 0; i < l->count; i++)
+            if (l->fds[i] >= 0)
+                close(l->fds[i]);
+        free(l);
+        return;
+    }
     pthread_mutex_lock(&l->lock);
     l->closing = 1;
     pthread_cond_broadcast(&l->go);
     pthread_mutex_unlock(&l->lock);
     for (unsigned i = 0; i < l->started; i++)
         pthread_join(l->threads[i], NULL);
-    for (unsigned i = 0; i < l->count; i++)
+    for (unsigned i = 0; i < l->count; i++) {
         if (l->fds[i] >= 0)
             close(l->fds[i]);
+        rgpu_aead_free(&l->tx[i]);
+        free(l->records[i]);
+    }
+    memset(l->tx, 0, sizeof l->tx); /* (the keys) */
     pthread_cond_destroy(&l->go);
     pthread_cond_destroy(&l->done);
     pthread_mutex_destroy(&l->lock);
     free(l);
+}
+
+/* HMAC-SHA256(token, "rgpu copy link" || u32 link): what LINK_JOIN shows for the link (the token itself never
+ * crosses a link). On sha256.c, so that plain connections need no libcrypto. */
+static int join_proof(const uint8_t token[32], unsigned link, uint8_t out[32])
+{
+    static const char label[] = "rgpu copy link";
+    uint8_t block[64 + 32], inner[32];
+    uint8_t *msg = block + 64;
+    for (int pass = 0; pass < 2; pass++) {
+        memset(block, 0, 64);
+        memcpy(block, token, 32);
+        for (int i = 0; i < 64; i++)
+            block[i] ^= pass ? 0x5c : 0x36;
+        size_t len = 32;
+        if (!pass) {
+            memcpy(msg, label, sizeof label - 1);
+            rgpu_put_u32(msg + sizeof label - 1, link);
+            len = sizeof label - 1 + 4;
+        } else {
+            memcpy(msg, inner, 32);
+        }
+        if (rgpu_sha256(block, 64 + len, pass ? out : inner))
+            return -1;
+    }
+    return 0;
 }
 
 /* Open link `index` to `server`: dial, LINK_JOIN, the server's answer. The fd, or -1 (logged). */
@@ -123,7 +188,8 @@ static int join(const char *server, const uint8_t token[32], unsigned index)
     rgpu_header h = {RGPU_OP_LINK_JOIN, 0, 1, 0, 0, 0};
     rgpu_pack_prefix_header(frame, &h, RGPU_LINK_JOIN_REQ_SIZE);
     struct rgpu_link_join_req m = {.link = index};
-    memcpy(m.token, token, 32);
+    if (join_proof(token, index, m.proof))
+        return -1;
     rgpu_pack_link_join(frame + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, &m);
     struct iovec v = {frame, sizeof frame};
     /* The answer: a header with no arguments; a refusal carries a message, which the server also logs. */
@@ -157,13 +223,14 @@ void conn_links_open(const char *server)
 {
     const char *env = getenv("RGPU_COPY_LINKS");
     unsigned want = env && *env ? (unsigned)strtoul(env, NULL, 10) : 0;
-    if (!want || rgpu_conn.protect || rgpu_conn.links)
+    if (!want || rgpu_conn.links)
         return;
     uint8_t reply[RGPU_LINKS_OPEN_REP_SIZE];
     struct rgpu_links_open_rep offer;
     CUresult r = conn_call_locked(RGPU_OP_LINKS_OPEN, NULL, 0, NULL, 0, reply, sizeof reply, NULL);
+    /* (the offer is the server's word: a part size outside what a client can hold is refused like no offer) */
     if (r != CUDA_SUCCESS || rgpu_unpack_links_open(reply, sizeof reply, &offer) || !offer.links ||
-        offer.part_max < (64u << 10)) {
+        offer.part_max < (64u << 10) || offer.part_max > (16u << 20)) {
         rgpu_log(RGPU_LOG_INFO, "rgpu-server %s offers no copy links (%d); copies go over the one connection", server,
                  (int)r);
         return;
@@ -174,11 +241,25 @@ void conn_links_open(const char *server)
     l->count = want < offer.links ? want : offer.links;
     l->count = l->count > LINKS_MAX ? LINKS_MAX : l->count;
     l->part_max = offer.part_max;
+    l->pid = getpid();
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->go, NULL);
     pthread_cond_init(&l->done, NULL);
     for (unsigned i = 0; i < LINKS_MAX; i++)
         l->fds[i] = -1;
+    l->sealed = rgpu_conn.protect;
+    for (unsigned i = 0; i < l->count && l->sealed; i++) { /* HKDF(c2s key, salt token, "rgpu copy link key" || i) */
+        static const char label[] = "rgpu copy link key";
+        uint8_t info[sizeof label - 1 + 4];
+        memcpy(info, label, sizeof label - 1);
+        rgpu_put_u32(info + sizeof label - 1, i);
+        l->tx[i].cipher = rgpu_conn.tx.cipher;
+        if (rgpu_hkdf_sha256(rgpu_conn.tx.key, 32, offer.token, 32, info, sizeof info, l->tx[i].key, 32) ||
+            !(l->records[i] = malloc(LINK_HEAD + (size_t)l->part_max + TAG))) {
+            links_free(l);
+            return;
+        }
+    }
     for (unsigned i = 0; i < l->count; i++)
         if ((l->fds[i] = join(server, offer.token, i)) < 0) {
             links_free(l);
@@ -195,14 +276,14 @@ void conn_links_open(const char *server)
         }
     }
     rgpu_conn.links = l;
-    rgpu_log(RGPU_LOG_INFO, "%u copy links to %s: copies up of %u KiB or more go over them", l->count, server,
-             LINK_MIN_BYTES >> 10);
+    rgpu_log(RGPU_LOG_INFO, "%u copy links to %s%s: copies up of %u KiB or more go over them", l->count, server,
+             l->sealed ? " (sealed)" : "", LINK_MIN_BYTES >> 10);
 }
 
 int conn_links_carry(uint16_t op, size_t bulk_len)
 {
     return rgpu_conn.links && bulk_len >= LINK_MIN_BYTES &&
-           (op == RGPU_OP_MEMCPY_HTOD || op == RGPU_OP_MEMCPY_HTOD_ASYNC);
+           (op == RGPU_OP_MEMCPY_HTOD || op == RGPU_OP_MEMCPY_HTOD_ASYNC) && rgpu_conn.links->pid == getpid();
 }
 
 int conn_links_copy(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len,

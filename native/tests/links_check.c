@@ -14,8 +14,14 @@
 #include <unistd.h>
 
 #include "lane.h"
+#include "rgpu_log.h"
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
+
+void rgpu_log(int level, const char *fmt, ...) /* (crypto.c's; unused by plain links) */
+{
+    (void)level, (void)fmt;
+}
 
 #define LINKS 3
 #define PART_MAX 4096
@@ -74,7 +80,7 @@ int main(int argc, char **argv)
     srand(7);
     for (int seq = 1; seq <= rounds; seq++)
         sizes[seq] = 1 + (uint32_t)rand() % (PART_MAX * 7);
-    rgpu_lane_links *l = rgpu_lane_links_new(LINKS, PART_MAX);
+    rgpu_lane_links *l = rgpu_lane_links_new(LINKS, PART_MAX, 0, NULL);
     if (!l)
         FAIL("rgpu_lane_links_new failed");
     struct writer w[LINKS];

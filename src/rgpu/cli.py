@@ -115,9 +115,9 @@ def server_parser() -> argparse.ArgumentParser:
                         "0: never poll). Polling saves the wake-up of a sleeping process on every call; between "
                         "polls the CPU goes to any other thread that wants it (RGPU_SPIN_YIELD=0: it does not)")
     p.add_argument("--copy-links", type=int, default=4, metavar="N",
-                   help="extra connections a plain session's client may open to send big copies' bytes in "
-                        "parallel (default 4, at most 8; 0: none). Sessions with a PSK never use them; clients ask "
-                        "for them with RGPU_COPY_LINKS")
+                   help="extra connections a session's client may open to send big copies' bytes in parallel "
+                        "(default 4, at most 8; 0: none); with a PSK each carries records sealed under a key of its "
+                        "own. Clients ask for them with RGPU_COPY_LINKS")
     p.add_argument("--inject-rtt-us", type=float, default=0.0, metavar="MICROSECONDS",
                    help="benchmarks: delay every reply by this long, as a slower network would (default 0)")
     p.add_argument("--stats-file", metavar="PATH",

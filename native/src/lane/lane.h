@@ -227,7 +227,9 @@ typedef struct rgpu_lane_served {
 void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out);
 
 /* A session's copy links (links.c; docs/protocol.md, "Copy links"): `count` (1..RGPU_LANE_MAX_LINKS) links, each
- * received by a thread of its own into two buffers of part_max bytes. attach: link `index` reads from `fd`, which
+ * received by a thread of its own into two buffers of part_max bytes; `keys` (count x 32 bytes, link i's at 32 i),
+ * for a sealed session: every part is a record sealed with `cipher` (RGPU_CIPHER_*) and its link's key, its
+ * counter from 0; NULL: plain. NULL when it cannot (memory, libcrypto, a bad cipher). attach: link `index` reads from `fd`, which
  * the links own from then on (closed by them, or at once when the index is out of range or taken); 0 or -1.
  * take: the link's next part, which must be part `part` of linked copy `seq`: 1 (*data holds *len bytes for
  * *offset of the copy, until release), 0 (none within timeout_ms; nothing consumed), -1 (the link failed or sent
@@ -235,7 +237,7 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
  * attached: how many links have joined. free: close every link, stop its thread, free. */
 #define RGPU_LANE_MAX_LINKS 8
 typedef struct rgpu_lane_links rgpu_lane_links;
-rgpu_lane_links *rgpu_lane_links_new(unsigned count, uint32_t part_max);
+rgpu_lane_links *rgpu_lane_links_new(unsigned count, uint32_t part_max, int cipher, const uint8_t *keys);
 int rgpu_lane_links_attach(rgpu_lane_links *l, unsigned index, int fd);
 int rgpu_lane_links_take(rgpu_lane_links *l, unsigned index, uint32_t seq, uint32_t part, unsigned timeout_ms,
                          const uint8_t **data, uint64_t *offset, uint32_t *len, char *why, size_t why_len);

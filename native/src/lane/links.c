@@ -6,7 +6,9 @@
  * thread receives the next part while the loop copies the last; a thread with no free buffer stops reading, and
  * TCP holds the client back. A link's bytes are hostile like any other: every length is checked before a byte of
  * bulk is read, and a bad frame, the end of the connection or an error fails the link (each later take says why),
- * never the process. */
+ * never the process. A sealed session's links carry protected records under a key of each link's own (keys given
+ * by Python, which derives them from the session's): a part is opened, on its link's thread, before the loop can
+ * take it, and one that fails authentication fails the link. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,17 +18,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crypto.h"
 #include "lane.h"
 #include "quiet_thread.h"
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
 
 #define LINK_HEAD (RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_LINK_PART_REQ_SIZE)
+#define PART_BODY_HEAD (RGPU_HEADER_SIZE + RGPU_LINK_PART_REQ_SIZE) /* a part's frame body before its bulk */
+#define TAG 16
 
 enum { BUF_FREE, BUF_READY, BUF_TAKEN };
 
 struct link_buffer {
-    uint8_t *bytes;
+    uint8_t *bytes; /* the buffer: a sealed link's whole record lands here and is opened in place */
+    const uint8_t *data; /* the part's bulk, in it */
     int state;
     uint32_t seq, part, len;
     uint64_t offset;
@@ -40,6 +46,8 @@ struct link {
     pthread_t thread;
     struct link_buffer buf[2];
     int fill_next, take_next;
+    int sealed;
+    struct rgpu_aead rx; /* a sealed link's: used by its thread only */
     struct rgpu_lane_links *owner;
 };
 
@@ -52,12 +60,14 @@ struct rgpu_lane_links {
     struct link links[];
 };
 
-static void link_fail(struct link *k, const char *fmt, const char *detail)
+static void link_fail(struct link *k, const char *fmt, const char *detail, int err)
 {
     pthread_mutex_lock(&k->owner->lock);
     if (!k->failed) {
         k->failed = 1;
-        snprintf(k->error, sizeof k->error, fmt, detail);
+        int n = snprintf(k->error, sizeof k->error, fmt, detail);
+        if (err && n > 0 && (size_t)n < sizeof k->error)
+            snprintf(k->error + n, sizeof k->error - (size_t)n, " (%s)", strerror(err));
     }
     pthread_cond_broadcast(&k->owner->changed);
     pthread_mutex_unlock(&k->owner->lock);
@@ -106,6 +116,42 @@ static const char *parse_part(const uint8_t *head, uint32_t part_max, struct lin
     return NULL;
 }
 
+/* A plain part: its head, checked, then its bulk into the buffer. NULL, or why the link fails. */
+static const char *receive_plain(struct link *k, uint32_t part_max, struct link_buffer *b, struct link_buffer *meta)
+{
+    uint8_t head[LINK_HEAD];
+    if (recv_all(k->fd, head, sizeof head))
+        return "ended or failed";
+    const char *bad = parse_part(head, part_max, meta);
+    if (bad)
+        return bad;
+    if (recv_all(k->fd, b->bytes, meta->len))
+        return "ended or failed in a part";
+    meta->data = b->bytes;
+    return NULL;
+}
+
+/* A sealed part: its record's length, checked against the most a part may take, the record, opened in place, then
+ * its head checked. NULL, or why the link fails. */
+static const char *receive_sealed(struct link *k, uint32_t part_max, struct link_buffer *b, struct link_buffer *meta)
+{
+    uint8_t prefix[RGPU_PREFIX_SIZE];
+    if (recv_all(k->fd, prefix, sizeof prefix))
+        return "ended or failed";
+    uint32_t record = rgpu_get_u32(prefix);
+    if (record < PART_BODY_HEAD + 1 + TAG || record > PART_BODY_HEAD + part_max + TAG)
+        return "a record too short or too long for a LINK_PART";
+    if (recv_all(k->fd, b->bytes + RGPU_PREFIX_SIZE, record))
+        return "ended or failed in a part";
+    if (rgpu_aead_open(&k->rx, prefix, b->bytes + RGPU_PREFIX_SIZE, record, b->bytes + RGPU_PREFIX_SIZE)) {
+        memset(b->bytes, 0, RGPU_PREFIX_SIZE + record);
+        return "a part that failed authentication";
+    }
+    rgpu_put_u32(b->bytes, record - TAG); /* (the frame's own length prefix, for parse_part) */
+    meta->data = b->bytes + LINK_HEAD;
+    return parse_part(b->bytes, part_max, meta); /* (its bulk is the rest of the record: args_len is checked) */
+}
+
 static void *link_receive(void *arg)
 {
     struct link *k = arg;
@@ -119,23 +165,16 @@ static void *link_receive(void *arg)
         pthread_mutex_unlock(&l->lock);
         if (closing)
             return NULL;
-        uint8_t head[LINK_HEAD];
         struct link_buffer meta = {0};
-        if (recv_all(k->fd, head, sizeof head)) {
-            link_fail(k, "the copy link ended or failed (%s)", strerror(errno));
-            return NULL;
-        }
-        const char *bad = parse_part(head, l->part_max, &meta);
+        const char *bad = k->sealed ? receive_sealed(k, l->part_max, b, &meta)
+                                    : receive_plain(k, l->part_max, b, &meta);
         if (bad) {
-            link_fail(k, "the copy link sent %s", bad);
-            return NULL;
-        }
-        if (recv_all(k->fd, b->bytes, meta.len)) {
-            link_fail(k, "the copy link ended or failed in a part (%s)", strerror(errno));
+            link_fail(k, strncmp(bad, "ended", 5) ? "the copy link sent %s" : "the copy link %s", bad,
+                      strncmp(bad, "ended", 5) ? 0 : errno);
             return NULL;
         }
         pthread_mutex_lock(&l->lock);
-        b->seq = meta.seq, b->part = meta.part, b->offset = meta.offset, b->len = meta.len;
+        b->seq = meta.seq, b->part = meta.part, b->offset = meta.offset, b->len = meta.len, b->data = meta.data;
         b->state = BUF_READY;
         pthread_cond_broadcast(&l->changed);
         pthread_mutex_unlock(&l->lock);
@@ -143,9 +182,11 @@ static void *link_receive(void *arg)
     }
 }
 
-rgpu_lane_links *rgpu_lane_links_new(unsigned count, uint32_t part_max)
+rgpu_lane_links *rgpu_lane_links_new(unsigned count, uint32_t part_max, int cipher, const uint8_t *keys)
 {
-    if (!count || count > RGPU_LANE_MAX_LINKS || !part_max)
+    if (!count || count > RGPU_LANE_MAX_LINKS || !part_max || part_max > (1u << 30))
+        return NULL;
+    if (keys && ((cipher != RGPU_CIPHER_AES_256_GCM && cipher != RGPU_CIPHER_CHACHA20_POLY1305) || rgpu_crypto_load()))
         return NULL;
     struct rgpu_lane_links *l = calloc(1, sizeof *l + count * sizeof(struct link));
     if (!l)
@@ -156,8 +197,13 @@ rgpu_lane_links *rgpu_lane_links_new(unsigned count, uint32_t part_max)
     for (unsigned i = 0; i < count; i++) {
         struct link *k = &l->links[i];
         k->fd = -1, k->owner = l;
-        for (int j = 0; j < 2; j++)
-            if (!(k->buf[j].bytes = malloc(part_max))) {
+        if (keys) {
+            k->sealed = 1;
+            k->rx.cipher = cipher;
+            memcpy(k->rx.key, keys + 32 * i, 32);
+        }
+        for (int j = 0; j < 2; j++) /* (room for a sealed record: its prefix, head and tag too) */
+            if (!(k->buf[j].bytes = malloc(LINK_HEAD + (size_t)part_max + TAG))) {
                 rgpu_lane_links_free(l);
                 return NULL;
             }
@@ -223,7 +269,7 @@ int rgpu_lane_links_take(rgpu_lane_links *l, unsigned index, uint32_t seq, uint3
                 break;
             }
             b->state = BUF_TAKEN;
-            *data = b->bytes, *offset = b->offset, *len = b->len;
+            *data = b->data, *offset = b->offset, *len = b->len;
             r = 1;
             break;
         }
@@ -282,6 +328,8 @@ void rgpu_lane_links_free(rgpu_lane_links *l)
             close(k->fd);
         for (int j = 0; j < 2; j++)
             free(k->buf[j].bytes);
+        rgpu_aead_free(&k->rx);
+        memset(k->rx.key, 0, sizeof k->rx.key);
     }
     pthread_cond_destroy(&l->changed);
     pthread_mutex_destroy(&l->lock);

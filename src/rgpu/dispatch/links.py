@@ -14,10 +14,9 @@ from rgpu.session.state import Session
 def _links_open(s: Session, args, bulk):
     if s.copy_links is None:
         if s.links_offer is None:
-            raise CudaError(Status.NOT_SUPPORTED, "this session has no copy links (the server offers them to plain "
+            raise CudaError(Status.NOT_SUPPORTED, "this session has no copy links (the server offers them to "
                             "sessions in worker processes, unless --copy-links 0)")
-        token, count, timeout_s = s.links_offer
-        s.copy_links = CopyLinks(token, count, timeout_s=timeout_s)
+        s.copy_links = CopyLinks(s.links_offer)
     links = s.copy_links
     return (links.token, links.count, links.part_max)
 

@@ -173,14 +173,15 @@ PROTOCOL_ERROR = _op(0x0006, "PROTOCOL_ERROR", context=False, reply_bulk="messag
 SERVER_STATUS = _op(0x0007, "SERVER_STATUS", context=False, reply_bulk="JSON (UTF-8)",
                     doc="the server's sessions and limits; only on a connection whose HELLO has the STATUS flag, "
                         "answered by the server itself (no session), which then closes")
-# Copy links (see docs/protocol.md, "Copy links"): extra TCP connections of a plain session that carry the bytes of
+# Copy links (see docs/protocol.md, "Copy links"): extra TCP connections of a session that carry the bytes of
 # big host-to-device copies in parallel, so that one copy's bytes cross several cores on each side.
 LINKS_OPEN = _op(0x0008, "LINKS_OPEN", "", "token:b32 links:u32 part_max:u32", context=False,
                  doc="the session's copy-link token, how many links it takes and a part's most bytes; NOT_SUPPORTED "
-                     "where the session has none (a PSK, in-process sessions, the server's --copy-links 0)")
-LINK_JOIN = _op(0x0009, "LINK_JOIN", "token:b32 link:u32", context=False,
+                     "where the session has none (in-process sessions, the server's --copy-links 0)")
+LINK_JOIN = _op(0x0009, "LINK_JOIN", "proof:b32 link:u32", context=False,
                 doc="first and only request on a new connection that becomes link `link` of the session whose "
-                    "token it gives; the server replies, then that connection carries LINK_PARTs only")
+                    "token `proof` proves (HMAC-SHA256 of the link under it); the server replies, then that "
+                    "connection carries LINK_PARTs only")
 LINK_PART = _op(0x000A, "LINK_PART", "seq:u32 part:u32 offset:u64", context=False,
                 request_bulk="the part's bytes",
                 doc="on a copy link only, never replied to: part `part` of the linked copy `seq`, its bytes for "

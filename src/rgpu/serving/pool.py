@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import array
 import collections
-import hashlib
 import json
 import logging
 import math
@@ -24,6 +23,7 @@ import attrs
 import trio
 
 from rgpu.serving.handoff import Handoff
+from rgpu.session.links import join_proof
 
 log = logging.getLogger("rgpu.pool")
 
@@ -114,7 +114,8 @@ class WorkerPool:
         self.backend_info: dict | None = None
         self.finished: collections.deque[dict] = collections.deque(maxlen=256)  # recent session stats
         self.live: dict[int, Worker] = {}  # session id -> the worker serving it
-        self._link_offers: dict[bytes, LinkOffer] = {}  # by the token's SHA-256: a lookup leaks nothing of a token
+        # Each offered link by its join proof (rgpu.session.links.join_proof), which a client shows for it
+        self._link_offers: dict[bytes, tuple[LinkOffer, int]] = {}
 
     async def session_usage(self, session_id: int) -> dict | None:
         worker = self.live.get(session_id)
@@ -204,28 +205,32 @@ class WorkerPool:
         return self._starting == 0 and len(self._idle) >= self.size
 
     def offer_links(self, token: bytes, count: int, worker: Worker, session_id: int) -> None:
-        self._link_offers[hashlib.sha256(token).digest()] = LinkOffer(worker, count, session_id)
+        offer = LinkOffer(worker, count, session_id)
+        for link in range(count):
+            self._link_offers[join_proof(token, link)] = (offer, link)
 
-    def withdraw_links(self, token: bytes) -> None:
-        self._link_offers.pop(hashlib.sha256(token).digest(), None)
+    def withdraw_links(self, token: bytes, count: int) -> None:
+        for link in range(count):
+            self._link_offers.pop(join_proof(token, link), None)
 
-    def offered(self, token: bytes, index: int) -> tuple[int, str]:
-        """(session id, "") when a session offers copy links under `token` and link `index` may still join; else
-        (0, why not)."""
-        offer = self._link_offers.get(hashlib.sha256(token).digest())
-        if offer is None:
-            return 0, "no session offers copy links under that token"
-        if not 0 <= index < offer.count or index in offer.joined:
-            return 0, f"copy link {index} of session {offer.session_id}: out of range (0..{offer.count - 1}) or joined"
+    def offered(self, proof: bytes, link: int) -> tuple[int, str]:
+        """(session id, "") when `proof` is a running session's for copy link `link`, not joined yet; else (0, why
+        not)."""
+        entry = self._link_offers.get(proof)
+        if entry is None or entry[1] != link:
+            return 0, f"no session offers copy link {link} under that proof"
+        offer = entry[0]
+        if link in offer.joined:
+            return 0, f"copy link {link} of session {offer.session_id} joined already"
         return offer.session_id, ""
 
-    async def join_link(self, token: bytes, index: int, fd: int) -> tuple[int, str]:
-        """Hand socket `fd` to the worker whose session offered `token`, as its copy link `index`: (session id,
-        "") once handed over, or (0, why not). A link index joins once."""
-        session_id, why = self.offered(token, index)
+    async def join_link(self, proof: bytes, index: int, fd: int) -> tuple[int, str]:
+        """Hand socket `fd` to the worker whose session `proof` names, as its copy link `index`: (session id, "")
+        once handed over, or (0, why not). A link joins once."""
+        session_id, why = self.offered(proof, index)
         if why:
             return 0, why
-        offer = self._link_offers[hashlib.sha256(token).digest()]
+        offer = self._link_offers[proof][0]
         offer.joined.add(index)
         try:
             await offer.worker.links.sendmsg([json.dumps({"link": index}).encode()],
@@ -286,7 +291,7 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, han
     finally:
         watch.close()
         if token is not None:
-            pool.withdraw_links(token)
+            pool.withdraw_links(token, handoff.copy_links)
         with trio.CancelScope(shield=True):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(worker.stop, grace)

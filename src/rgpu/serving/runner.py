@@ -110,8 +110,8 @@ class LinkJoin:
 
 
 async def _join_link(server, stream, io: TrioFrameStream, frame: Frame, connection_id: int, peer: str) -> None:
-    """Answer a LINK_JOIN, then hand the connection to the session's worker (rgpu.session.links). Its token is
-    the proof: 32 random bytes the session's client had over its own, authenticated, connection."""
+    """Answer a LINK_JOIN, then hand the connection to the session's worker (rgpu.session.links). Its proof is
+    an HMAC of the link index under the session's token, 32 random bytes its client had over its own connection."""
     why = ""
     try:
         args = ops.LINK_JOIN.decode(frame.args)
@@ -123,14 +123,14 @@ async def _join_link(server, stream, io: TrioFrameStream, frame: Frame, connecti
     if server.pool is None:
         why = "copy links need sessions in worker processes"
     else:
-        session_id, why = server.pool.offered(args.token, args.link)
+        session_id, why = server.pool.offered(args.proof, args.link)
     if why:
         log.warning("[connection %d] %s: copy link refused: %s", connection_id, peer, why)
         await io.send_frame(frame.reply(status=Status.AUTH_FAILED, bulk=why.encode()))
         return
     # Answered first: once the worker holds the socket it makes it blocking, which this loop's copy must not be.
     await io.send_frame(frame.reply())
-    session_id, why = await server.pool.join_link(args.token, args.link, stream.socket.fileno())
+    session_id, why = await server.pool.join_link(args.proof, args.link, stream.socket.fileno())
     if why:
         log.warning("[connection %d] %s: copy link lost: %s", connection_id, peer, why)
         return
@@ -143,8 +143,7 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
         raise ProtocolError("client sent frames before the handshake completed")
     cfg = server.config
     cache = server.module_cache
-    # Copy links carry plain bytes: a session whose records are sealed keeps them all on its one connection.
-    links = cfg.copy_links if hs.keys is None else 0
+    links = cfg.copy_links  # (a sealed session's links carry records sealed with keys of their own)
     handoff = Handoff(session_id, peer, cfg.max_frame, mem_limit=cfg.session_mem_limit,
                       module_cache=str(cache.dir) if cache else None, module_cache_bytes=cache.max_bytes if cache else 0,
                       spin_us=cfg.spin_us, frame_timeout=cfg.frame_timeout, inject_rtt_us=cfg.inject_rtt_us,

@@ -61,7 +61,7 @@ class ServerConfig:
     inject_rtt_us: float = 0.0
     # Append each finished session's counters here, one JSON object per line (benchmarks read them).
     stats_file: str | None = None
-    # Copy links a plain session's client may open (rgpu.session.links); 0: none.
+    # Copy links a session's client may open (rgpu.session.links); 0: none.
     copy_links: int = 4
 
 

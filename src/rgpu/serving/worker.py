@@ -38,6 +38,7 @@ from rgpu.serving.handoff import Handoff
 from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
 from rgpu.serving.native_loop import NativeLoop
 from rgpu.serving.output import KernelOutput
+from rgpu.session.links import LinksOffer
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
 from rgpu.transport import SocketFrameStream
@@ -291,7 +292,10 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     session = Session(handoff.session_id, backend, mem_limit=handoff.mem_limit, peer=handoff.peer,
                       module_cache=cache)
     if handoff.link_token and handoff.copy_links:
-        session.links_offer = (bytes.fromhex(handoff.link_token), handoff.copy_links, handoff.frame_timeout or 60.0)
+        keys = handoff.keys
+        session.links_offer = LinksOffer(bytes.fromhex(handoff.link_token), handoff.copy_links,
+                                         handoff.frame_timeout or 60.0, keys.cipher if keys else None,
+                                         keys.c2s if keys else None)
     if links is not None:
         threading.Thread(target=take_links, args=(links, session), name="links", daemon=True).start()
     if control is not None:

@@ -14,7 +14,7 @@ from rgpu.backends.base import MAX_PARAM_BYTES, Backend
 from rgpu.backends.ptx import image_device_bytes
 from rgpu.errors import CudaError, Status, status_name
 from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
-from rgpu.session.links import CopyLinks
+from rgpu.session.links import CopyLinks, LinksOffer
 from rgpu.session.modcache import ModuleCache
 
 @attrs.frozen(slots=True)
@@ -116,9 +116,9 @@ class Session:
         # Per-feature state made on first use (rgpu.dispatch.vmm, pools): name -> object whose
         # release_context(session, ctx_handle) frees what it holds in a context before the context goes.
         self.extensions: dict[str, Any] = {}
-        # Copy links (rgpu.session.links): what the supervisor offered this session (token, most links, seconds a
-        # part may take), and the links once the client opened them (LINKS_OPEN); closed with the session.
-        self.links_offer: tuple[bytes, int, float] | None = None
+        # Copy links (rgpu.session.links): what the supervisor offered this session, and the links once the client
+        # opened them (LINKS_OPEN); closed with the session.
+        self.links_offer: LinksOffer | None = None
         self.copy_links: CopyLinks | None = None
 
     @functools.cached_property
