@@ -57,6 +57,18 @@ def test_the_c_stand_in_sends_big_copies_over_its_links_and_their_bytes_arrive(s
         assert _linked_copies(stats, 2) == [12, 2]
 
 
+def test_rgpu_run_asks_for_links_with_copy_links(shim_dir):
+    import subprocess
+    import sys
+
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        for links, expected in (("2", "2 copy links to"), ("9", "--copy-links must be between 0 and 8")):
+            proc = subprocess.run([sys.executable, "-m", "rgpu.cli", "run", "--server", address, "--shims",
+                                   str(shim_dir), "--copy-links", links, "--", str(shim_dir / "copy_check")],
+                                  env={**os.environ, "RGPU_LOG": "info"}, capture_output=True, text=True, timeout=120)
+            assert expected in proc.stderr and proc.returncode == (0 if links == "2" else 1), proc.stderr
+
+
 def test_without_links_on_offer_copies_go_over_the_one_connection(shim_dir, tmp_path):
     stats = tmp_path / "stats.jsonl"
     with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats), "--copy-links", "0"]) as address:
@@ -423,3 +435,44 @@ def test_join_proofs_and_link_keys_are_the_documented_derivations():
     assert join_proof(token, 3) == hmac.new(token, b"rgpu copy link\x03\0\0\0", hashlib.sha256).digest()
     expected = HKDF(hashes.SHA256(), 32, salt=token, info=b"rgpu copy link key\x03\0\0\0").derive(c2s)
     assert link_key(c2s, token, 3) == expected != link_key(c2s, token, 2)
+
+
+async def test_of_eight_joins_of_one_link_at_once_one_is_answered_yes():
+    async with running_server() as srv:
+        s, token = await _opened(srv.address, 0)
+        replies = []
+
+        async def join():
+            replies.append((await s.join(token, 0)).status)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(8):
+                nursery.start_soon(join)
+        assert sorted(replies) == [0] + [Status.AUTH_FAILED] * 7
+        await s.aclose()
+
+
+def test_links_that_cannot_get_their_buffers_fail_cleanly_and_close_nothing_of_others(tmp_path):
+    """rgpu_lane_links_new out of memory (under an address-space limit): NULL, an OUT_OF_MEMORY for LINKS_OPEN, and
+    no descriptor closed that the links never owned (0 among them)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "oom.py"
+    script.write_text(
+        "import os, resource\n"
+        "from rgpu.backends import lane\n"
+        "from rgpu.errors import CudaError, Status\n"
+        "from rgpu.session.links import CopyLinks, LinksOffer\n"
+        "lane.load_from_environment()\n"
+        "used = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE')\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (used + (512 << 20), resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    CopyLinks(LinksOffer(b't' * 32, 8), part_max=1 << 30)\n"
+        "except CudaError as e:\n"
+        "    assert e.code == Status.OUT_OF_MEMORY, e\n"
+        "    os.fstat(0)\n"
+        "    print('refused, fd 0 open')\n")
+    proc = subprocess.run([sys.executable, str(script)], stdin=subprocess.PIPE, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and "refused, fd 0 open" in proc.stdout, proc.stdout + proc.stderr

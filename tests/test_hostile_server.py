@@ -381,11 +381,111 @@ def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path)
     for psk in (False, True):
         with local_server("fake", ["--log-level", "warning", *(["--psk-file", str(key)] if psk else [])]) as address:
             env = {"RGPU_PSK_FILE": str(key)} if psk else {}
-            for program, args, expected in (("rpc_smoke", (), "pipelined round trip of 9437189 bytes OK"),
-                                            ("vecadd", (PTX, 100_000), "OK (0 wrong)")):
-                proc = _run(stand_ins, out / program, *args, server=address, env=env)
+            for program, args, expected, more in (
+                    ("rpc_smoke", (), "pipelined round trip of 9437189 bytes OK", {}),
+                    ("vecadd", (PTX, 100_000), "OK (0 wrong)", {}),
+                    ("copy_check", (), "13 copies, 0 wrong; copy past the end: 1", {"RGPU_COPY_LINKS": "3"})):
+                proc = _run(stand_ins, out / program, *args, server=address, env={**env, **more})
                 _no_sanitizer_report(proc)
                 assert proc.returncode == 0 and expected in proc.stdout, (program, psk, proc.stdout + proc.stderr)
+
+
+# -- copy links (native/src/conn_links.c) against a server that offers them wrongly or drops them -------------------
+class LinkCutter(CorruptingProxy):
+    """Forwards every connection; a copy link (its first frame a LINK_JOIN) is cut, both ways, once `cut` bytes of
+    it have gone up."""
+
+    def __init__(self, upstream: str, cut: int):
+        self.cut, self.links_cut = cut, threading.Event()
+        super().__init__(upstream, -1, None)
+
+    def _down(self, upstream, client):  # (as it is: a sealed session's records cannot be parsed on the way)
+        CorruptingProxy._up(upstream, client)
+
+    def _up(self, client, upstream):
+        sent, link = 0, None
+        try:
+            while data := client.recv(1 << 16):
+                if link is None:
+                    link = len(data) >= 6 and int.from_bytes(data[4:6], "little") == ops.LINK_JOIN.code
+                if link and sent + len(data) > self.cut:
+                    upstream.sendall(data[: self.cut - sent])
+                    self.links_cut.set()
+                    break
+                upstream.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        finally:
+            for s in (upstream, client):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+
+def _links_open(**changes) -> callable:
+    def corrupt(frame):
+        fields = ops.LINKS_OPEN.decode_reply(frame.args)._replace(**changes)
+        return _with(frame, args=ops.LINKS_OPEN.pack_reply(*fields))
+    return corrupt
+
+
+LINK_CASES = {
+    # name: (opcode, corruption, what the program sees)
+    "a part size of 1 GiB": (ops.LINKS_OPEN.code, _links_open(part_max=1 << 30), "no links"),
+    "a part size of 1 KiB": (ops.LINKS_OPEN.code, _links_open(part_max=1 << 10), "no links"),
+    "no links": (ops.LINKS_OPEN.code, _links_open(links=0), "no links"),
+    "4 billion links": (ops.LINKS_OPEN.code, _links_open(links=0xFFFFFFFF), "links"),
+    "an offer of the wrong size": (ops.LINKS_OPEN.code, lambda f: _with(f, args=bytes(8)), "lost"),
+    "a refused join": (ops.LINK_JOIN.code, lambda f: _with(f, status=0x10003, bulk=b"no"), "no links"),
+    "a join answered with arguments": (ops.LINK_JOIN.code, lambda f: _with(f, args=b"\1"), "no links"),
+    "a join answer past its record": (ops.LINK_JOIN.code, _raw_record, "no links"),
+    "a join answered for another request": (ops.LINK_JOIN.code, lambda f: _with(f, request_id=7), "no links"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LINK_CASES))
+def test_copy_links_offered_or_answered_wrongly_fall_back_or_fail_cleanly(stand_ins, server, case):
+    opcode, corrupt, expected = LINK_CASES[case]
+    proxy = CorruptingProxy(server, opcode, corrupt)
+    try:
+        proc = _run(stand_ins, stand_ins[0] / "copy_check", server=proxy.address,
+                    env={"RGPU_COPY_LINKS": "4", "RGPU_LOG": "info"})
+    finally:
+        proxy.close()
+    assert proxy.corrupted.is_set(), f"the program never received {case}"
+    _no_sanitizer_report(proc)
+    text = proc.stdout + proc.stderr
+    if expected == "lost":
+        assert proc.returncode == 2 and "connection to rgpu-server lost" in proc.stderr, text
+        return
+    assert proc.returncode == 0 and "13 copies, 0 wrong" in proc.stdout, text
+    if expected == "no links":
+        assert "offers no copy links" in proc.stderr or "refused or failed" in proc.stderr, text
+    else:  # (no more links than the client asked for, whatever the offer)
+        assert "4 copy links to" in proc.stderr, text
+
+
+@pytest.mark.parametrize("psk", [False, True], ids=["plain", "sealed"])
+def test_a_copy_link_cut_mid_copy_fails_that_copy_not_the_program(stand_ins, tmp_path, psk):
+    """The links are cut under a copy: the program gets the copy's error (the server's PROTOCOL_ERROR, deferred) at
+    its next call that waits, never a hang or a crash."""
+    key = tmp_path / "key"
+    key.write_text(bytes(range(32)).hex())
+    key.chmod(0o600)
+    with local_server("fake", ["--log-level", "warning", *(["--psk-file", str(key)] if psk else [])]) as address:
+        proxy = LinkCutter(address, 300_000)
+        try:
+            proc = _run(stand_ins, stand_ins[0] / "copy_check", server=proxy.address,
+                        env={"RGPU_COPY_LINKS": "2", **({"RGPU_PSK_FILE": str(key)} if psk else {})})
+        finally:
+            proxy.close()
+    assert proxy.links_cut.is_set()
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 2 and "status 0x10001 (protocol error)" in proc.stderr, proc.stdout + proc.stderr
+    assert "failed: CUDA_ERROR_UNKNOWN" in proc.stderr
 
 
 class RecordBitFlipper(CorruptingProxy):

@@ -108,8 +108,9 @@ void conn_lost(const char *what); /* conn_hang_up with a log line naming what fa
 
 /* conn_links.c: copy links (RGPU_COPY_LINKS). open: after the handshake, ask the server for links and join them
  * (any failure: none, logged). carry: whether deferred request `op` with bulk_len bytes goes over them. copy: send
- * the f[0, n) frames queued before it, then its MEMCPY_HTOD_LINKED frame, then its bytes over the links; 0, or -1
- * with errno (the connection is lost). close: stop the links' threads, close them. */
+ * the f[0, n) frames queued before it, then its MEMCPY_HTOD_LINKED frame, then its bytes over the links; 0 (a link
+ * that failed closes them all, logged, and the server fails the copy), or -1 with errno when the connection itself
+ * is lost. close: stop the links' threads, close them. */
 struct conn_links;
 void conn_links_open(const char *server);
 int conn_links_carry(uint16_t op, size_t bulk_len);

@@ -11,7 +11,10 @@
 static CUresult status_to_result(uint32_t status)
 {
     if (status >= RGPU_STATUS_BASE) {
-        rgpu_log(RGPU_LOG_ERROR, "rgpu-server: status 0x%x: %s", status, rgpu_conn.message);
+        /* (an earlier asynchronous call's status comes without its message: the server logged it) */
+        rgpu_log(RGPU_LOG_ERROR, "rgpu-server: status 0x%x%s: %s", status,
+                 status == RGPU_STATUS_PROTOCOL_ERROR ? " (protocol error)" : "",
+                 rgpu_conn.message[0] ? rgpu_conn.message : "see the server's log");
         return CUDA_ERROR_UNKNOWN;
     }
     return (CUresult)status;

@@ -114,12 +114,15 @@ static CUresult connect_one(const char *server, const char *psk_file)
     struct timeval tv = {30, 0}, none = {0, 0};
     setsockopt(rgpu_conn.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv); /* a silent peer must not hang cuInit */
     CUresult r = handshake(psk_file);
-    setsockopt(rgpu_conn.fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
     if (r == CUDA_SUCCESS) {
         rgpu_conn.state = 1;
         rgpu_log(RGPU_LOG_INFO, "connected to rgpu-server %s%s", *server ? server : "127.0.0.1:9713",
                  rgpu_conn.protect ? " (PSK authenticated, encrypted)" : "");
-        conn_links_open(*server ? server : "127.0.0.1:9713");
+        conn_links_open(*server ? server : "127.0.0.1:9713"); /* (still under the timeout: it asks the server) */
+    }
+    setsockopt(rgpu_conn.fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    if (r == CUDA_SUCCESS) {
+        r = rgpu_conn.state == 1 ? CUDA_SUCCESS : rgpu_conn.failure; /* (the connection lost while asking) */
     } else {
         close(rgpu_conn.fd);
         rgpu_conn.fd = -1;

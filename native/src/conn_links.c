@@ -45,7 +45,7 @@ struct conn_links {
     uint64_t size;
     uint32_t part_size, parts, job_seq;
     unsigned generation, pending;
-    int failed, closing;
+    int failed, failed_errno, closing; /* failed_errno: the first failing send's */
 };
 
 struct link_arg {
@@ -114,8 +114,10 @@ static void *link_send(void *p)
         uint32_t part_size = l->part_size, parts = l->parts, seq = l->job_seq;
         pthread_mutex_unlock(&l->lock);
         int failed = send_parts(l, a.index, src, size, part_size, parts, seq);
+        int err = errno;
         pthread_mutex_lock(&l->lock);
-        l->failed |= failed;
+        if (failed && !l->failed)
+            l->failed = 1, l->failed_errno = err;
         if (!--l->pending)
             pthread_cond_signal(&l->done);
         pthread_mutex_unlock(&l->lock);
@@ -124,19 +126,16 @@ static void *link_send(void *p)
 
 static void links_free(struct conn_links *l)
 {
-    if (l->pid && l->pid != getpid()) { /* a forked child: the threads are the parent's; only the fds are ours */
-        for (unsigned i = 0; i < l->count; i++)
-            if (l->fds[i] >= 0)
-                close(l->fds[i]);
-        free(l);
-        return;
+    /* (a forked child's copy: the threads are the parent's, and so is the lock they may have held) */
+    int forked = l->pid && l->pid != getpid();
+    if (!forked) {
+        pthread_mutex_lock(&l->lock);
+        l->closing = 1;
+        pthread_cond_broadcast(&l->go);
+        pthread_mutex_unlock(&l->lock);
+        for (unsigned i = 0; i < l->started; i++)
+            pthread_join(l->threads[i], NULL);
     }
-    pthread_mutex_lock(&l->lock);
-    l->closing = 1;
-    pthread_cond_broadcast(&l->go);
-    pthread_mutex_unlock(&l->lock);
-    for (unsigned i = 0; i < l->started; i++)
-        pthread_join(l->threads[i], NULL);
     for (unsigned i = 0; i < l->count; i++) {
         if (l->fds[i] >= 0)
             close(l->fds[i]);
@@ -144,9 +143,11 @@ static void links_free(struct conn_links *l)
         free(l->records[i]);
     }
     memset(l->tx, 0, sizeof l->tx); /* (the keys) */
-    pthread_cond_destroy(&l->go);
-    pthread_cond_destroy(&l->done);
-    pthread_mutex_destroy(&l->lock);
+    if (!forked) {
+        pthread_cond_destroy(&l->go);
+        pthread_cond_destroy(&l->done);
+        pthread_mutex_destroy(&l->lock);
+    }
     free(l);
 }
 
@@ -182,14 +183,16 @@ static int join(const char *server, const uint8_t token[32], unsigned index)
     int fd = conn_dial(server);
     if (fd < 0)
         return -1;
-    struct timeval tv = {10, 0};
+    struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     uint8_t frame[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_LINK_JOIN_REQ_SIZE];
     rgpu_header h = {RGPU_OP_LINK_JOIN, 0, 1, 0, 0, 0};
     rgpu_pack_prefix_header(frame, &h, RGPU_LINK_JOIN_REQ_SIZE);
     struct rgpu_link_join_req m = {.link = index};
-    if (join_proof(token, index, m.proof))
+    if (join_proof(token, index, m.proof)) {
+        close(fd);
         return -1;
+    }
     rgpu_pack_link_join(frame + RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE, &m);
     struct iovec v = {frame, sizeof frame};
     /* The answer: a header with no arguments; a refusal carries a message, which the server also logs. */
@@ -203,7 +206,7 @@ static int join(const char *server, const uint8_t token[32], unsigned index)
             got += r > 0 ? (size_t)r : 0;
         }
     }
-    rgpu_header rh;
+    rgpu_header rh = {0};
     size_t args_len;
     uint32_t record = got == sizeof reply ? rgpu_get_u32(reply) : 0;
     if (got != sizeof reply || record < RGPU_HEADER_SIZE ||
@@ -225,6 +228,14 @@ void conn_links_open(const char *server)
     unsigned want = env && *env ? (unsigned)strtoul(env, NULL, 10) : 0;
     if (!want || rgpu_conn.links)
         return;
+    if (!rgpu_conn.batching) { /* (every call then waits for its reply, none goes by rgpu_defer's path) */
+        rgpu_log(RGPU_LOG_INFO, "RGPU_BATCH=0: no copy links");
+        return;
+    }
+    if (!(rgpu_conn.features & RGPU_FEATURE_COPY_LINKS)) {
+        rgpu_log(RGPU_LOG_INFO, "rgpu-server %s offers no copy links; copies go over the one connection", server);
+        return;
+    }
     uint8_t reply[RGPU_LINKS_OPEN_REP_SIZE];
     struct rgpu_links_open_rep offer;
     CUresult r = conn_call_locked(RGPU_OP_LINKS_OPEN, NULL, 0, NULL, 0, reply, sizeof reply, NULL);
@@ -313,14 +324,20 @@ int conn_links_copy(uint16_t op, const void *args, size_t args_len, const void *
     pthread_cond_broadcast(&l->go);
     pthread_mutex_unlock(&l->lock);
     int failed = send_parts(l, 0, bulk, bulk_len, part, parts, l->seq);
-    int saved = errno;
+    int err = failed ? errno : 0;
     pthread_mutex_lock(&l->lock);
     while (l->pending)
         pthread_cond_wait(&l->done, &l->lock);
-    failed |= l->failed;
+    if (!failed && l->failed)
+        failed = 1, err = l->failed_errno;
     pthread_mutex_unlock(&l->lock);
-    errno = saved ? saved : EPIPE;
-    return failed ? -1 : 0;
+    if (!failed)
+        return 0;
+    /* The copy is the server's to fail (its frame went; its parts did not all): it reports it with a later reply.
+     * The links are done for -- the server closes them all once one is out of step -- but not the connection. */
+    rgpu_log(RGPU_LOG_WARN, "a copy link failed (%s); copies go over the one connection from now on", strerror(err));
+    conn_links_close();
+    return 0;
 }
 
 void conn_links_close(void)

@@ -525,6 +525,10 @@ def _program(args) -> list[str]:
         for path in set(config.psk_files(psk_file, len(addresses))):
             config.load_psk(path)
         os.environ["RGPU_PSK_FILE"] = psk_file
+    if args.copy_links is not None:
+        if not 0 <= args.copy_links <= 8:
+            raise config.ConfigurationError(f"--copy-links must be between 0 and 8, not {args.copy_links}")
+        os.environ["RGPU_COPY_LINKS"] = str(args.copy_links)
     return argv
 
 
@@ -583,6 +587,9 @@ def main(argv=None) -> int:
                            ("doctor", cmd_doctor, "run a program and report which CUDA libraries it loaded")):
         rp = sub.add_parser(name, parents=[common], help=text)
         rp.add_argument("--shims", help="directory with the built shims")
+        rp.add_argument("--copy-links", type=int, metavar="N",
+                        help="send copies up of 128 KiB or more over N extra connections at once, as many as the "
+                             "server offers (default: $RGPU_COPY_LINKS, else 0: none; at most 8)")
         rp.add_argument("argv", nargs=argparse.REMAINDER, help="-- program [args...]")
         rp.set_defaults(fn=fn)
     from rgpu.bridge.cli import add_parser as add_bridge_parser

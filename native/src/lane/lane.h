@@ -234,7 +234,7 @@ void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
  * take: the link's next part, which must be part `part` of linked copy `seq`: 1 (*data holds *len bytes for
  * *offset of the copy, until release), 0 (none within timeout_ms; nothing consumed), -1 (the link failed or sent
  * something else; `why` says what, and the session cannot go on). release: the taken part's buffer back.
- * attached: how many links have joined. free: close every link, stop its thread, free. */
+ * free: close every link, stop its thread, free. */
 #define RGPU_LANE_MAX_LINKS 8
 typedef struct rgpu_lane_links rgpu_lane_links;
 rgpu_lane_links *rgpu_lane_links_new(unsigned count, uint32_t part_max, int cipher, const uint8_t *keys);
@@ -242,7 +242,6 @@ int rgpu_lane_links_attach(rgpu_lane_links *l, unsigned index, int fd);
 int rgpu_lane_links_take(rgpu_lane_links *l, unsigned index, uint32_t seq, uint32_t part, unsigned timeout_ms,
                          const uint8_t **data, uint64_t *offset, uint32_t *len, char *why, size_t why_len);
 void rgpu_lane_links_release(rgpu_lane_links *l, unsigned index);
-unsigned rgpu_lane_links_attached(rgpu_lane_links *l);
 void rgpu_lane_links_free(rgpu_lane_links *l);
 
 #endif

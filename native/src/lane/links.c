@@ -194,9 +194,10 @@ rgpu_lane_links *rgpu_lane_links_new(unsigned count, uint32_t part_max, int ciph
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->changed, NULL);
     l->count = count, l->part_max = part_max;
+    for (unsigned i = 0; i < count; i++) /* (first: a failure below frees them all, and 0 is someone's fd) */
+        l->links[i].fd = -1, l->links[i].owner = l;
     for (unsigned i = 0; i < count; i++) {
         struct link *k = &l->links[i];
-        k->fd = -1, k->owner = l;
         if (keys) {
             k->sealed = 1;
             k->rx.cipher = cipher;
@@ -298,16 +299,6 @@ void rgpu_lane_links_release(rgpu_lane_links *l, unsigned index)
         pthread_cond_broadcast(&l->changed);
     }
     pthread_mutex_unlock(&l->lock);
-}
-
-unsigned rgpu_lane_links_attached(rgpu_lane_links *l)
-{
-    unsigned n = 0;
-    pthread_mutex_lock(&l->lock);
-    for (unsigned i = 0; i < l->count; i++)
-        n += l->links[i].fd >= 0;
-    pthread_mutex_unlock(&l->lock);
-    return n;
 }
 
 void rgpu_lane_links_free(rgpu_lane_links *l)

@@ -49,9 +49,14 @@ class Feature(enum.IntFlag):
     # OUTPUT frames: what the session's kernels print (device printf), for the client's own stdout. A server
     # that cannot attribute output to one session (thread isolation) does not announce it.
     OUTPUT = 0x10
+    # Copy links (LINKS_OPEN, LINK_JOIN, LINK_PART, MEMCPY_HTOD_LINKED): a server announces it when it offers the
+    # session links (sessions in worker processes, --copy-links above 0); a client that never opens them may
+    # announce it all the same.
+    COPY_LINKS = 0x20
 
 
-SUPPORTED_FEATURES = Feature.BATCH | Feature.DEFERRED_ERRORS | Feature.PSK | Feature.STATUS | Feature.OUTPUT
+SUPPORTED_FEATURES = (Feature.BATCH | Feature.DEFERRED_ERRORS | Feature.PSK | Feature.STATUS | Feature.OUTPUT
+                      | Feature.COPY_LINKS)
 
 
 class Cipher(enum.IntFlag):

@@ -31,7 +31,7 @@ class Handoff:
     inject_rtt_us: float = 0  # see ServerConfig
     frame_timeout: float | None = None  # seconds a started frame may take to arrive whole; None: no limit
     output: bool = False  # the client takes OUTPUT frames: kernel printf goes to it, not to the server's stdout
-    # Copy links offered (rgpu.session.links): the token a LINK_JOIN must give (hex), and how many may join.
+    # Copy links offered (rgpu.session.links): the token LINK_JOINs prove (hex), and how many may join.
     link_token: str | None = attrs.field(default=None, repr=False)  # (a secret, like the keys)
     copy_links: int = 0
     keys: SessionKeys | None = None

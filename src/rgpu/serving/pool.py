@@ -213,31 +213,27 @@ class WorkerPool:
         for link in range(count):
             self._link_offers.pop(join_proof(token, link), None)
 
-    def offered(self, proof: bytes, link: int) -> tuple[int, str]:
-        """(session id, "") when `proof` is a running session's for copy link `link`, not joined yet; else (0, why
-        not)."""
+    def claim_link(self, proof: bytes, link: int) -> tuple[LinkOffer | None, str]:
+        """(the offer, "") when `proof` is a running session's for copy link `link`, which is then taken: a second
+        join of it, however close behind, is refused. (None, why not) otherwise."""
         entry = self._link_offers.get(proof)
         if entry is None or entry[1] != link:
-            return 0, f"no session offers copy link {link} under that proof"
+            return None, f"no session offers copy link {link} under that proof"
         offer = entry[0]
         if link in offer.joined:
-            return 0, f"copy link {link} of session {offer.session_id} joined already"
-        return offer.session_id, ""
+            return None, f"copy link {link} of session {offer.session_id} joined already"
+        offer.joined.add(link)
+        return offer, ""
 
-    async def join_link(self, proof: bytes, index: int, fd: int) -> tuple[int, str]:
-        """Hand socket `fd` to the worker whose session `proof` names, as its copy link `index`: (session id, "")
-        once handed over, or (0, why not). A link joins once."""
-        session_id, why = self.offered(proof, index)
-        if why:
-            return 0, why
-        offer = self._link_offers[proof][0]
-        offer.joined.add(index)
+    @staticmethod
+    async def hand_link(offer: LinkOffer, link: int, fd: int) -> str:
+        """Hand socket `fd` to the worker of the session that offered the claimed `link`: "", or why it could not."""
         try:
-            await offer.worker.links.sendmsg([json.dumps({"link": index}).encode()],
+            await offer.worker.links.sendmsg([json.dumps({"link": link}).encode()],
                                              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]).tobytes())])
         except OSError as e:
-            return 0, f"session {offer.session_id}'s worker did not take the link ({e})"
-        return offer.session_id, ""
+            return f"session {offer.session_id}'s worker did not take the link ({e})"
+        return ""
 
     async def acquire(self) -> Worker:
         """A ready worker: an idle one if there is one (then start a replacement), else a fresh one."""

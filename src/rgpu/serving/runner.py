@@ -119,22 +119,22 @@ async def _join_link(server, stream, io: TrioFrameStream, frame: Frame, connecti
         raise ProtocolError(f"LINK_JOIN: {e}") from None
     if len(frame.bulk) or io.conn.decoder.has_buffered_data:
         raise ProtocolError("a copy link sent more than its LINK_JOIN before the answer")
-    session_id = 0
+    offer = None
     if server.pool is None:
         why = "copy links need sessions in worker processes"
     else:
-        session_id, why = server.pool.offered(args.proof, args.link)
+        offer, why = server.pool.claim_link(args.proof, args.link)
     if why:
         log.warning("[connection %d] %s: copy link refused: %s", connection_id, peer, why)
         await io.send_frame(frame.reply(status=Status.AUTH_FAILED, bulk=why.encode()))
         return
     # Answered first: once the worker holds the socket it makes it blocking, which this loop's copy must not be.
     await io.send_frame(frame.reply())
-    session_id, why = await server.pool.join_link(args.proof, args.link, stream.socket.fileno())
+    why = await server.pool.hand_link(offer, args.link, stream.socket.fileno())
     if why:
         log.warning("[connection %d] %s: copy link lost: %s", connection_id, peer, why)
         return
-    log.info("[session %d] copy link %d joined from %s", session_id, args.link, peer)
+    log.info("[session %d] copy link %d joined from %s", offer.session_id, args.link, peer)
 
 
 async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshake, session_id: int,
@@ -143,7 +143,8 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
         raise ProtocolError("client sent frames before the handshake completed")
     cfg = server.config
     cache = server.module_cache
-    links = cfg.copy_links  # (a sealed session's links carry records sealed with keys of their own)
+    # (a sealed session's links carry records sealed with keys of their own)
+    links = cfg.copy_links if hs.features & hs.client.features & Feature.COPY_LINKS else 0
     handoff = Handoff(session_id, peer, cfg.max_frame, mem_limit=cfg.session_mem_limit,
                       module_cache=str(cache.dir) if cache else None, module_cache_bytes=cache.max_bytes if cache else 0,
                       spin_us=cfg.spin_us, frame_timeout=cfg.frame_timeout, inject_rtt_us=cfg.inject_rtt_us,
@@ -179,8 +180,14 @@ async def _handshake(server, io: TrioFrameStream, session_id: int, peer: str):
 async def _negotiate(server, io: TrioFrameStream, session_id: int, peer: str,
                      held: list) -> ServerHandshake | LinkJoin | None:
     cfg = server.config
-    # In-process sessions share one stdout: their kernels' output cannot be told apart, so it stays there.
-    features = int(SUPPORTED_FEATURES) if cfg.isolation == "process" else int(SUPPORTED_FEATURES & ~Feature.OUTPUT)
+    # In-process sessions share one stdout (their kernels' output cannot be told apart, so it stays there) and
+    # have no worker to hand copy links to.
+    features = SUPPORTED_FEATURES
+    if cfg.isolation != "process":
+        features &= ~(Feature.OUTPUT | Feature.COPY_LINKS)
+    if not cfg.copy_links:
+        features &= ~Feature.COPY_LINKS
+    features = int(features)
     hs = ServerHandshake(cfg.psk, max_frame=cfg.max_frame, session_id=session_id, features=features)
     frame = await io.receive_frame()
     if frame is None:

@@ -255,7 +255,7 @@ def answer_status_queries(sock: socket.socket, session: Session, counters=None) 
 
 
 def take_links(sock: socket.socket, session: Session) -> None:
-    """The supervisor hands over each copy link that joins the session (pool.join_link): this thread gives it to
+    """The supervisor hands over each copy link that joins the session (pool.hand_link): this thread gives it to
     the session's links (rgpu.session.links), or closes it when the client never opened them. Ends with the
     socket."""
     while True:
@@ -294,7 +294,7 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
     if handoff.link_token and handoff.copy_links:
         keys = handoff.keys
         session.links_offer = LinksOffer(bytes.fromhex(handoff.link_token), handoff.copy_links,
-                                         handoff.frame_timeout or 60.0, keys.cipher if keys else None,
+                                         handoff.frame_timeout or None, keys.cipher if keys else None,
                                          keys.c2s if keys else None)
     if links is not None:
         threading.Thread(target=take_links, args=(links, session), name="links", daemon=True).start()

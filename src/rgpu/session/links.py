@@ -52,7 +52,7 @@ class LinksOffer:
 
     token: bytes
     count: int
-    timeout_s: float = 60.0
+    timeout_s: float | None = 60.0  # a part may take this long to come once its copy is due; None: no limit
     cipher: int | None = None
     c2s_key: bytes | None = None
 
@@ -97,16 +97,12 @@ class CopyLinks:
                 return False
             return self._lib.rgpu_lane_links_attach(self._links, index, fd) == 0
 
-    def attached(self) -> int:
-        with self._closing:
-            return self._lib.rgpu_lane_links_attached(self._links) if self._links is not None else 0
-
     def take(self, index: int, seq: int, part: int) -> tuple[memoryview, int]:
         """(part `part` of copy `seq`'s bytes, its offset), received on link `index`; ProtocolError when the
         link failed, sent another part, or sent none within timeout_s (the caller then fails the links)."""
         if self._links is None:
             raise ProtocolError(f"the copy links were closed: {self.broken or 'the session ended'}")
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         while True:
             got = self._lib.rgpu_lane_links_take(self._links, index, seq, part, _WAIT_MS, self._data, self._offset,
                                                  self._len, self._why, 256)
@@ -114,7 +110,7 @@ class CopyLinks:
                 return memoryview(self._ffi.buffer(self._data[0], self._len[0])), int(self._offset[0])
             if got < 0:
                 raise ProtocolError(self._ffi.string(self._why).decode(errors="replace"))
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 raise ProtocolError(f"copy link {index}: part {part} of linked copy {seq} did not come within "
                                     f"{self.timeout_s:g}s")
 
