@@ -83,7 +83,11 @@ def main() -> None:
             key = pathlib.Path(tmp) / "key"
             key.write_text(os.urandom(32).hex())
             key.chmod(0o600)  # a key others can read is refused
-            servers.append((["--psk-file", str(key)], [("rgpu batched + PSK", {"RGPU_PSK_FILE": str(key)})]))
+            sealed = [("rgpu batched + PSK", {"RGPU_PSK_FILE": str(key)})]
+            if args.copy_links:
+                sealed.append((f"rgpu batched + PSK + {args.copy_links} links",
+                               {"RGPU_PSK_FILE": str(key), "RGPU_COPY_LINKS": str(args.copy_links)}))
+            servers.append((["--psk-file", str(key)], sealed))
         for server_args, configs in servers:
             # No idle workers: one starting in the background would compete with the measurement.
             with local_server(args.backend, server_args + ["--log-level", "warning", "--spin-us", str(args.spin_us),

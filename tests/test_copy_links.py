@@ -44,7 +44,8 @@ def _linked_copies(stats_path, sessions: int) -> list[int]:
 def test_the_c_stand_in_sends_big_copies_over_its_links_and_their_bytes_arrive(shim_dir, tmp_path, links):
     stats = tmp_path / "stats.jsonl"
     with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats)]) as address:
-        env = {"RGPU_SERVER": address, "RGPU_COPY_LINKS": str(links), "RGPU_LOG": "info"}
+        env = {"RGPU_SERVER": address, "RGPU_COPY_LINKS": str(links), "RGPU_COPY_LINK_MIN_KIB": "128",
+               "RGPU_LOG": "info"}
         check = run(shim_dir, "copy_check", env=env)
         assert check.returncode == 0, check.stdout + check.stderr
         assert "13 copies, 0 wrong; copy past the end: 1" in check.stdout
@@ -72,7 +73,8 @@ def test_rgpu_run_asks_for_links_with_copy_links(shim_dir):
 def test_without_links_on_offer_copies_go_over_the_one_connection(shim_dir, tmp_path):
     stats = tmp_path / "stats.jsonl"
     with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats), "--copy-links", "0"]) as address:
-        check = run(shim_dir, "copy_check", env={"RGPU_SERVER": address, "RGPU_COPY_LINKS": "4", "RGPU_LOG": "info"})
+        check = run(shim_dir, "copy_check", env={"RGPU_SERVER": address, "RGPU_COPY_LINKS": "4",
+                                                 "RGPU_COPY_LINK_MIN_KIB": "128", "RGPU_LOG": "info"})
         assert check.returncode == 0 and "13 copies, 0 wrong" in check.stdout, check.stderr
         assert "offers no copy links" in check.stderr
         assert _linked_copies(stats, 1) == [0]
@@ -83,13 +85,28 @@ def test_a_sealed_session_s_links_carry_sealed_records(shim_dir, tmp_path):
     key = tmp_path / "key"
     key.write_text(TEST_PSK.hex())
     key.chmod(0o600)
-    with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats), "--psk-file", str(key)]) as address:
+    server_args = ["--log-level", "warning", "--stats-file", str(stats), "--psk-file", str(key)]
+    with local_server("fake", server_args) as address:
         check = run(shim_dir, "copy_check", env={"RGPU_SERVER": address, "RGPU_COPY_LINKS": "3",
+                                                 "RGPU_COPY_LINK_MIN_KIB": "128",
                                                  "RGPU_PSK_FILE": str(key), "RGPU_LOG": "info"})
         assert check.returncode == 0 and "13 copies, 0 wrong; copy past the end: 1" in check.stdout, check.stderr
         assert f"3 copy links to {address} (sealed)" in check.stderr
-        # (a sealed connection's copies up go in chunks of 1 MiB: the 5 MiB ones in six)
-        assert _linked_copies(stats, 1) == [18]
+        # (as plain: a copy the links carry goes in the 4 MiB chunks of a plain one, not in sealed 1 MiB records)
+        assert _linked_copies(stats, 1) == [12]
+
+
+def test_by_default_only_copies_of_2_mib_or_more_take_the_links(shim_dir, tmp_path):
+    stats = tmp_path / "stats.jsonl"
+    with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats)]) as address:
+        env = {"RGPU_SERVER": address, "RGPU_COPY_LINKS": "4", "RGPU_LOG": "info"}
+        check = run(shim_dir, "copy_check", env=env)
+        assert check.returncode == 0 and "13 copies, 0 wrong" in check.stdout, check.stderr
+        assert "copies up of 2048 KiB or more go over them" in check.stderr
+        # the 5 MiB copies' first 4 MiB chunk, both ways; vecadd's two 4,000,012-byte copies
+        vec = run(shim_dir, "vecadd", PTX, 1_000_003, env=env)
+        assert vec.returncode == 0 and "OK (0 wrong)" in vec.stdout, vec.stderr
+        assert _linked_copies(stats, 2) == [2, 2]
 
 
 # -- by hand: the protocol, and what a client may get wrong ---------------------------------------------------------

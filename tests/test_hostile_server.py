@@ -384,7 +384,8 @@ def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path)
             for program, args, expected, more in (
                     ("rpc_smoke", (), "pipelined round trip of 9437189 bytes OK", {}),
                     ("vecadd", (PTX, 100_000), "OK (0 wrong)", {}),
-                    ("copy_check", (), "13 copies, 0 wrong; copy past the end: 1", {"RGPU_COPY_LINKS": "3"})):
+                    ("copy_check", (), "13 copies, 0 wrong; copy past the end: 1",
+                     {"RGPU_COPY_LINKS": "3", "RGPU_COPY_LINK_MIN_KIB": "128"})):
                 proc = _run(stand_ins, out / program, *args, server=address, env={**env, **more})
                 _no_sanitizer_report(proc)
                 assert proc.returncode == 0 and expected in proc.stdout, (program, psk, proc.stdout + proc.stderr)
@@ -452,7 +453,7 @@ def test_copy_links_offered_or_answered_wrongly_fall_back_or_fail_cleanly(stand_
     proxy = CorruptingProxy(server, opcode, corrupt)
     try:
         proc = _run(stand_ins, stand_ins[0] / "copy_check", server=proxy.address,
-                    env={"RGPU_COPY_LINKS": "4", "RGPU_LOG": "info"})
+                    env={"RGPU_COPY_LINKS": "4", "RGPU_COPY_LINK_MIN_KIB": "128", "RGPU_LOG": "info"})
     finally:
         proxy.close()
     assert proxy.corrupted.is_set(), f"the program never received {case}"
@@ -479,7 +480,8 @@ def test_a_copy_link_cut_mid_copy_fails_that_copy_not_the_program(stand_ins, tmp
         proxy = LinkCutter(address, 300_000)
         try:
             proc = _run(stand_ins, stand_ins[0] / "copy_check", server=proxy.address,
-                        env={"RGPU_COPY_LINKS": "2", **({"RGPU_PSK_FILE": str(key)} if psk else {})})
+                        env={"RGPU_COPY_LINKS": "2", "RGPU_COPY_LINK_MIN_KIB": "128",
+                             **({"RGPU_PSK_FILE": str(key)} if psk else {})})
         finally:
             proxy.close()
     assert proxy.links_cut.is_set()

@@ -71,6 +71,7 @@ struct rgpu_connection {
     uint64_t spin_ns;
     int spin_yield; /* give the CPU away between polls (conn_io.c); RGPU_SPIN_YIELD=0: do not */
     struct conn_links *links; /* RGPU_COPY_LINKS: the connections that carry big copies' bytes (conn_links.c) */
+    size_t links_min_bytes;   /* copies up from this size go over them; 0: no links (read without the lock) */
     struct conn_work work;
     int held_sync;        /* a deferred synchronize of held_stream not yet queued (conn_held.c) */
     uint64_t held_stream;

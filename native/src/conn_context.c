@@ -48,10 +48,12 @@ uint32_t rgpu_max_chunk(void)
  * held a 1 MiB copy up to ~2.8 GB/s (bench/results/gpu-2026-12-04g-groups, run 6). */
 #define SEALED_HTOD_CHUNK (1u << 20)
 
-uint32_t rgpu_htod_chunk(void)
+uint32_t rgpu_htod_chunk(size_t n)
 {
     uint32_t chunk = rgpu_max_chunk(), sealed = rgpu_conn.sealed_chunk ? rgpu_conn.sealed_chunk : SEALED_HTOD_CHUNK;
-    return rgpu_conn.protect && chunk > sealed ? sealed : chunk;
+    /* (a copy big enough for copy links is sealed a part at a time on them: no smaller records) */
+    size_t linked = __atomic_load_n(&rgpu_conn.links_min_bytes, __ATOMIC_RELAXED);
+    return rgpu_conn.protect && chunk > sealed && !(linked && n >= linked) ? sealed : chunk;
 }
 
 void conn_sync_context(uint16_t op)

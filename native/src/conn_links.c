@@ -24,10 +24,15 @@
 #define LINKS_MAX 8
 #define LINK_HEAD (RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_LINK_PART_REQ_SIZE)
 #define TAG 16
-/* Copies below this go as one frame: splitting costs the threads' wake-ups, which only bytes enough pay back. */
-#define LINK_MIN_BYTES (128u << 10)
+/* Copies below this go as one frame ($RGPU_COPY_LINK_MIN_KIB overrides it): a linked copy costs the link threads'
+ * wake-ups on both sides and the worker's Python dispatcher (the C loop streams a copy of one frame into the copy
+ * ring itself). On the H200 box 4 links lifted 64 MiB copies up from 0.96x to 1.22x of a C TCP copy, and slowed
+ * 1 MiB ones from 0.58x to 0.36x and llama.cpp's pp128 (512 KiB of inputs) from 76.7%/90.0% to 73.4%/70.2% of
+ * native (bench/results/gpu-2026-12-05-links). */
+#define LINK_MIN_BYTES (2u << 20)
 
 struct conn_links {
+    size_t min_bytes; /* copies up from this size go over the links */
     pid_t pid; /* of the process whose threads send them: a forked child has none of them, and no links */
     unsigned count;
     uint32_t part_max;
@@ -252,6 +257,9 @@ void conn_links_open(const char *server)
     l->count = want < offer.links ? want : offer.links;
     l->count = l->count > LINKS_MAX ? LINKS_MAX : l->count;
     l->part_max = offer.part_max;
+    const char *min_kib = getenv("RGPU_COPY_LINK_MIN_KIB");
+    l->min_bytes = min_kib && *min_kib ? (size_t)strtoul(min_kib, NULL, 10) << 10 : LINK_MIN_BYTES;
+    l->min_bytes = l->min_bytes < (64u << 10) ? (64u << 10) : l->min_bytes; /* (below: the batch takes them inline) */
     l->pid = getpid();
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->go, NULL);
@@ -287,13 +295,14 @@ void conn_links_open(const char *server)
         }
     }
     rgpu_conn.links = l;
+    __atomic_store_n(&rgpu_conn.links_min_bytes, l->min_bytes, __ATOMIC_RELAXED);
     rgpu_log(RGPU_LOG_INFO, "%u copy links to %s%s: copies up of %u KiB or more go over them", l->count, server,
-             l->sealed ? " (sealed)" : "", LINK_MIN_BYTES >> 10);
+             l->sealed ? " (sealed)" : "", (unsigned)(l->min_bytes >> 10));
 }
 
 int conn_links_carry(uint16_t op, size_t bulk_len)
 {
-    return rgpu_conn.links && bulk_len >= LINK_MIN_BYTES &&
+    return rgpu_conn.links && bulk_len >= rgpu_conn.links->min_bytes &&
            (op == RGPU_OP_MEMCPY_HTOD || op == RGPU_OP_MEMCPY_HTOD_ASYNC) && rgpu_conn.links->pid == getpid();
 }
 
@@ -342,6 +351,7 @@ int conn_links_copy(uint16_t op, const void *args, size_t args_len, const void *
 
 void conn_links_close(void)
 {
+    __atomic_store_n(&rgpu_conn.links_min_bytes, 0, __ATOMIC_RELAXED);
     if (rgpu_conn.links) {
         links_free(rgpu_conn.links);
         rgpu_conn.links = NULL;

@@ -427,7 +427,7 @@ static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, ui
     int defer = op == RGPU_OP_MEMCPY_HTOD_ASYNC ||
                 (rgpu_server_minor() >= 1 && set_find(&device_ranges, dst, n, NULL) == 0);
     /* (a copy that waits for each chunk's reply goes in big chunks: smaller ones would each cost a round trip) */
-    size_t chunk = defer ? rgpu_htod_chunk() : rgpu_max_chunk();
+    size_t chunk = defer ? rgpu_htod_chunk(n) : rgpu_max_chunk();
     do {
         size_t k = n - off < chunk ? n - off : chunk;
         uint8_t a[RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE];

@@ -52,7 +52,9 @@ void rgpu_stats_sent(uint64_t nframes, uint64_t nbytes);
 /* Changes whenever a request that may put something on `stream` is issued (the NULL stream: any request). */
 uint32_t rgpu_stream_seq(uint64_t stream);
 uint32_t rgpu_max_chunk(void);
-uint32_t rgpu_htod_chunk(void); /* a deferred host-to-device copy's records: smaller with a PSK (conn_context.c) */
+/* a deferred host-to-device copy of n bytes: its records' bulk (smaller with a PSK, unless copy links carry it;
+ * conn_context.c) */
+uint32_t rgpu_htod_chunk(size_t n);
 uint16_t rgpu_server_minor(void); /* the server's protocol minor version (newer operations need >= 1) */
 
 /* Device ranges the shim was given (memory.c): pointer queries, unified copies, deferrable copies. */
