@@ -588,8 +588,9 @@ def main(argv=None) -> int:
         rp = sub.add_parser(name, parents=[common], help=text)
         rp.add_argument("--shims", help="directory with the built shims")
         rp.add_argument("--copy-links", type=int, metavar="N",
-                        help="send copies up of 128 KiB or more over N extra connections at once, as many as the "
-                             "server offers (default: $RGPU_COPY_LINKS, else 0: none; at most 8)")
+                        help="send copies up of 2 MiB or more ($RGPU_COPY_LINK_MIN_KIB) over N extra connections "
+                             "at once, as many as the server offers (default: $RGPU_COPY_LINKS, else 0: none; at "
+                             "most 8)")
         rp.add_argument("argv", nargs=argparse.REMAINDER, help="-- program [args...]")
         rp.set_defaults(fn=fn)
     from rgpu.bridge.cli import add_parser as add_bridge_parser
