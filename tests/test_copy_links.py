@@ -394,7 +394,7 @@ def test_the_link_threads_under_the_thread_sanitizer(tmp_path):
     tsan = ["-fsanitize=thread"] if _thread_sanitizer_works(tmp_path) else []
     src, exe = REPO / "native" / "src", tmp_path / "links_check"
     sources = [REPO / "native" / "tests" / "links_check.c", src / "lane" / "links.c", src / "quiet_thread.c",
-               src / "wire.c", src / "crypto.c"]
+               src / "wire.c", src / "crypto.c", src / "send_iov.c"]
     subprocess.run(["gcc", "-O1", "-g", "-Wall", *tsan, f"-I{src}", f"-I{src / 'lane'}", f"-I{REPO / 'native' / 'gen'}",
                     *map(str, sources), "-o", str(exe), "-lpthread", "-ldl"], check=True)
     proc = subprocess.run([str(exe), "300"], capture_output=True, text=True, timeout=120,

@@ -202,23 +202,15 @@ static int join(const char *server, const uint8_t token[32], unsigned index)
     struct iovec v = {frame, sizeof frame};
     /* The answer: a header with no arguments; a refusal carries a message, which the server also logs. */
     uint8_t reply[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE];
-    size_t got = 0;
-    if (rgpu_send_iov(fd, &v, 1) == 0) {
-        while (got < sizeof reply) {
-            ssize_t r = recv(fd, reply + got, sizeof reply - got, 0);
-            if (r <= 0 && !(r < 0 && errno == EINTR))
-                break;
-            got += r > 0 ? (size_t)r : 0;
-        }
-    }
+    int got = rgpu_send_iov(fd, &v, 1) == 0 && rgpu_recv_all(fd, reply, sizeof reply) == 0;
     rgpu_header rh = {0};
     size_t args_len;
-    uint32_t record = got == sizeof reply ? rgpu_get_u32(reply) : 0;
-    if (got != sizeof reply || record < RGPU_HEADER_SIZE ||
+    uint32_t record = got ? rgpu_get_u32(reply) : 0;
+    if (!got || record < RGPU_HEADER_SIZE ||
         rgpu_parse_header(reply + RGPU_PREFIX_SIZE, record, &rh, &args_len) || rh.opcode != RGPU_OP_LINK_JOIN ||
         rh.request_id != 1 || rh.status || record != RGPU_HEADER_SIZE) {
         rgpu_log(RGPU_LOG_WARN, "copy link %u to %s refused or failed (status %u); copies go over the one connection",
-                 index, server, got == sizeof reply ? rh.status : 0);
+                 index, server, rh.status);
         close(fd);
         return -1;
     }

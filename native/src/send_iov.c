@@ -25,3 +25,20 @@ int rgpu_send_iov(int fd, struct iovec *v, int n)
     }
     return 0;
 }
+
+int rgpu_recv_all(int fd, void *p, size_t n)
+{
+    uint8_t *at = p;
+    while (n) {
+        ssize_t got = recv(fd, at, n, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            if (got == 0)
+                errno = ECONNRESET;
+            return -1;
+        }
+        at += got, n -= (size_t)got;
+    }
+    return 0;
+}

@@ -23,6 +23,7 @@
 #include "quiet_thread.h"
 #include "rgpu_ops.h"
 #include "rgpu_wire.h"
+#include "send_iov.h"
 
 #define LINK_HEAD (RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + RGPU_LINK_PART_REQ_SIZE)
 #define PART_BODY_HEAD (RGPU_HEADER_SIZE + RGPU_LINK_PART_REQ_SIZE) /* a part's frame body before its bulk */
@@ -73,23 +74,6 @@ static void link_fail(struct link *k, const char *fmt, const char *detail, int e
     pthread_mutex_unlock(&k->owner->lock);
 }
 
-/* Exactly n bytes, or -1 (the end of the connection reads as ECONNRESET). */
-static int recv_all(int fd, uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t got = recv(fd, p, n, 0);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0) {
-            if (got == 0)
-                errno = ECONNRESET;
-            return -1;
-        }
-        p += got, n -= (size_t)got;
-    }
-    return 0;
-}
-
 /* The part frame's head at `head`: its bulk length and where it goes, or a reason it is not one. */
 static const char *parse_part(const uint8_t *head, uint32_t part_max, struct link_buffer *into)
 {
@@ -120,12 +104,12 @@ static const char *parse_part(const uint8_t *head, uint32_t part_max, struct lin
 static const char *receive_plain(struct link *k, uint32_t part_max, struct link_buffer *b, struct link_buffer *meta)
 {
     uint8_t head[LINK_HEAD];
-    if (recv_all(k->fd, head, sizeof head))
+    if (rgpu_recv_all(k->fd, head, sizeof head))
         return "ended or failed";
     const char *bad = parse_part(head, part_max, meta);
     if (bad)
         return bad;
-    if (recv_all(k->fd, b->bytes, meta->len))
+    if (rgpu_recv_all(k->fd, b->bytes, meta->len))
         return "ended or failed in a part";
     meta->data = b->bytes;
     return NULL;
@@ -136,12 +120,12 @@ static const char *receive_plain(struct link *k, uint32_t part_max, struct link_
 static const char *receive_sealed(struct link *k, uint32_t part_max, struct link_buffer *b, struct link_buffer *meta)
 {
     uint8_t prefix[RGPU_PREFIX_SIZE];
-    if (recv_all(k->fd, prefix, sizeof prefix))
+    if (rgpu_recv_all(k->fd, prefix, sizeof prefix))
         return "ended or failed";
     uint32_t record = rgpu_get_u32(prefix);
     if (record < PART_BODY_HEAD + 1 + TAG || record > PART_BODY_HEAD + part_max + TAG)
         return "a record too short or too long for a LINK_PART";
-    if (recv_all(k->fd, b->bytes + RGPU_PREFIX_SIZE, record))
+    if (rgpu_recv_all(k->fd, b->bytes + RGPU_PREFIX_SIZE, record))
         return "ended or failed in a part";
     if (rgpu_aead_open(&k->rx, prefix, b->bytes + RGPU_PREFIX_SIZE, record, b->bytes + RGPU_PREFIX_SIZE)) {
         memset(b->bytes, 0, RGPU_PREFIX_SIZE + record);

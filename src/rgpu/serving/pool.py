@@ -229,8 +229,7 @@ class WorkerPool:
     async def hand_link(offer: LinkOffer, link: int, fd: int) -> str:
         """Hand socket `fd` to the worker of the session that offered the claimed `link`: "", or why it could not."""
         try:
-            await offer.worker.links.sendmsg([json.dumps({"link": link}).encode()],
-                                             [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]).tobytes())])
+            await _send_with_fd(offer.worker.links, json.dumps({"link": link}).encode(), fd)
         except OSError as e:
             return f"session {offer.session_id}'s worker did not take the link ({e})"
         return ""
@@ -243,6 +242,11 @@ class WorkerPool:
             if worker.process.returncode is None:
                 return worker
         return await self._spawn()
+
+
+async def _send_with_fd(sock: trio.socket.SocketType, message: bytes, fd: int) -> None:
+    """`message` to a worker with a copy of descriptor `fd` (SCM_RIGHTS): a session's client, or a copy link."""
+    await sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]).tobytes())])
 
 
 @attrs.define(eq=False)
@@ -273,9 +277,7 @@ async def run_session_in_worker(pool: WorkerPool, stream: trio.SocketStream, han
     if token is not None:
         pool.offer_links(token, handoff.copy_links, worker, handoff.session_id)
     try:
-        fds = array.array("i", [stream.socket.fileno()])
-        await worker.control.sendmsg([handoff.encode()],
-                                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
+        await _send_with_fd(worker.control, handoff.encode(), stream.socket.fileno())
         # The worker owns the connection now; our descriptor would keep it open after the worker ends (the
         # watch's own descriptor is only polled, and closed as soon as the worker is done).
         await stream.aclose()

@@ -112,7 +112,6 @@ class LinkJoin:
 async def _join_link(server, stream, io: TrioFrameStream, frame: Frame, connection_id: int, peer: str) -> None:
     """Answer a LINK_JOIN, then hand the connection to the session's worker (rgpu.session.links). Its proof is
     an HMAC of the link index under the session's token, 32 random bytes its client had over its own connection."""
-    why = ""
     try:
         args = ops.LINK_JOIN.decode(frame.args)
     except ProtocolError as e:

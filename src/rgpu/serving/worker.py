@@ -78,19 +78,26 @@ def send_json(sock: socket.socket, obj: dict) -> None:
     sock.sendall(json.dumps(obj).encode() + b"\n")
 
 
+def receive_with_fds(sock: socket.socket, size: int) -> tuple[bytes, array.array]:
+    """One message from the supervisor and the descriptor that came with it, if any (room for one): the caller's
+    to keep or close. Raises what recvmsg raises."""
+    fds = array.array("i")
+    msg, ancdata, _flags, _addr = sock.recvmsg(size, socket.CMSG_SPACE(fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return msg, fds
+
+
 def receive_assignment(control: socket.socket) -> tuple[Handoff, socket.socket] | None:
     """Block until the supervisor hands over a client: (its hand-off, client socket), or None at pool
     shutdown."""
-    fds = array.array("i")
     try:
-        msg, ancdata, _flags, _addr = control.recvmsg(65536, socket.CMSG_SPACE(fds.itemsize))
+        msg, fds = receive_with_fds(control, 65536)
     except ConnectionResetError:
         return None
     if not msg:
         return None
-    for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
     if len(fds) != 1:
         for fd in fds:
             os.close(fd)
@@ -259,16 +266,12 @@ def take_links(sock: socket.socket, session: Session) -> None:
     the session's links (rgpu.session.links), or closes it when the client never opened them. Ends with the
     socket."""
     while True:
-        fds = array.array("i")
         try:
-            msg, ancdata, _flags, _addr = sock.recvmsg(256, socket.CMSG_SPACE(fds.itemsize))
+            msg, fds = receive_with_fds(sock, 256)
         except OSError:
             return
         if not msg:
             return
-        for level, kind, data in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
         try:
             index = int(json.loads(msg)["link"])
         except (ValueError, KeyError, TypeError):
