@@ -142,7 +142,7 @@ def main() -> int:
             psk_file = str(key)
             server_args += ["--psk-file", psk_file]
             rgpu_env["RGPU_PSK_FILE"] = psk_file
-        native_us, rgpu_us, figures, same = [], [], [], True
+        native_us, rgpu_us, figures, marks, same = [], [], [], [], True
         with local_server(args.backend, server_args) as address:
             rgpu_env["RGPU_SERVER"] = address
             for _ in range(args.rounds):
@@ -152,6 +152,7 @@ def main() -> int:
                 us, rgpu_sum, start, end = run_marked(exe, args.tokens, rgpu_env, address, psk_file)
                 rgpu_us.append(us)
                 figures.append(per_token(start, end, args.tokens))
+                marks.append((start, end))
                 if native_env is not None:
                     same = same and native_sum == rgpu_sum
     rgpu_med = statistics.median(rgpu_us)
@@ -174,7 +175,8 @@ def main() -> int:
     print(f"  worker us by operation (middle round): { {k: round(v, 1) for k, v in mid['op_us'].items()} }")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"native_us": native_us, "rgpu_us": rgpu_us, "same": same,
-                                                        "server_per_token": figures}, indent=1))
+                                                        "server_per_token": figures,
+                                                        "counters_at_marks": marks}, indent=1))
     return 0 if same else 1
 
 
