@@ -40,6 +40,24 @@ def _linked_copies(stats_path, sessions: int) -> list[int]:
     return [r["calls_by_op"].get("MEMCPY_HTOD_LINKED", 0) for r in records]
 
 
+@pytest.mark.parametrize("links", [0, 3])
+def test_a_forked_childs_calls_fail_as_the_drivers_do_and_leave_the_parents_connection_and_links_alone(
+        shim_dir, links):
+    """native/examples/fork_check.c forks while a thread copies 4 MiB both ways: the child's calls fail with
+    CUDA_ERROR_NOT_INITIALIZED (3), as the driver fails them in such a child, and it exits through exit(), while the
+    parent's copies -- over its links where it has them -- go on with the right bytes. Without conn_fork.c the
+    child's frames land among the parent's and the session breaks or hangs."""
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        env = {"RGPU_SERVER": address, "RGPU_COPY_LINKS": str(links), "RGPU_COPY_LINK_MIN_KIB": "128",
+               "RGPU_LOG": "info", "RGPU_CLIENT_STATS": "1"}  # (its report at exit takes each connection's lock)
+        check = run(shim_dir, "fork_check", env=env, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "child: copy 3, alloc 3, synchronize 3" in check.stdout
+    assert "parent: child exited with 0; its copies and the thread's went on, 0 wrong" in check.stdout
+    assert (f"{links} copy links to {address}" in check.stderr) == bool(links)
+    assert "lost" not in check.stderr
+
+
 @pytest.mark.parametrize("links", [1, 3, 8])
 def test_the_c_stand_in_sends_big_copies_over_its_links_and_their_bytes_arrive(shim_dir, tmp_path, links):
     stats = tmp_path / "stats.jsonl"

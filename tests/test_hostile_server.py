@@ -385,6 +385,8 @@ def test_examples_under_the_sanitizers_plain_and_with_a_psk(stand_ins, tmp_path)
                     ("rpc_smoke", (), "pipelined round trip of 9437189 bytes OK", {}),
                     ("vecadd", (PTX, 100_000), "OK (0 wrong)", {}),
                     ("copy_check", (), "13 copies, 0 wrong; copy past the end: 1",
+                     {"RGPU_COPY_LINKS": "3", "RGPU_COPY_LINK_MIN_KIB": "128"}),
+                    ("fork_check", (), "its copies and the thread's went on, 0 wrong",
                      {"RGPU_COPY_LINKS": "3", "RGPU_COPY_LINK_MIN_KIB": "128"})):
                 proc = _run(stand_ins, out / program, *args, server=address, env={**env, **more})
                 _no_sanitizer_report(proc)

@@ -119,6 +119,11 @@ int conn_links_copy(uint16_t op, const void *args, size_t args_len, const void *
                     struct out_frame *f, int n);
 void conn_links_close(void);
 
+/* conn_fork.c: watch (once, from rgpu_connect): a forked child's connections are closed and its calls fail as the
+ * driver's do there. conn_handshake.c: connect_forked: rgpu_connect's answer in such a child. */
+void conn_fork_watch(void);
+void conn_connect_forked(void);
+
 /* conn_output.c: an OUTPUT frame's bulk (the rest of the record being received) to this program's stdout. */
 int conn_write_output(const rgpu_header *h, size_t args_len);
 

@@ -163,11 +163,19 @@ static pthread_mutex_t connect_lock = PTHREAD_MUTEX_INITIALIZER;
 static int connect_tried;
 static CUresult connect_result;
 
+void conn_connect_forked(void)
+{
+    pthread_mutex_init(&connect_lock, NULL);
+    connect_tried = 1;
+    connect_result = CUDA_ERROR_NOT_INITIALIZED;
+}
+
 CUresult rgpu_connect(void)
 {
     pthread_mutex_lock(&connect_lock);
     if (!connect_tried) {
         connect_tried = 1;
+        conn_fork_watch();
         const char *servers = getenv("RGPU_SERVER"), *keys = getenv("RGPU_PSK_FILE");
         int n = count_items(servers), n_keys = keys && *keys ? count_items(keys) : 0;
         connect_result = CUDA_SUCCESS;

@@ -399,7 +399,7 @@ def _symlink(link: pathlib.Path, target: str) -> None:
     link.symlink_to(target)
 
 
-EXAMPLES = ("rpc_smoke", "vecadd", "bench_calls", "copy_check")
+EXAMPLES = ("rpc_smoke", "vecadd", "bench_calls", "copy_check", "fork_check")
 
 
 def build_examples(out: pathlib.Path | None = None, cc: str = "gcc", *, progress: bool = False,
