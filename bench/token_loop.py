@@ -40,8 +40,25 @@ def native_runtime_dir() -> str | None:
     return str(lib.resolve().parent) if lib.exists() else None
 
 
+def cpu_list(text: str) -> set[int]:
+    """"0-3,8" -> {0, 1, 2, 3, 8} (taskset's notation)."""
+    cpus = set()
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+_CLIENT_CPUS: set[int] | None = None  # (--client-cpus: the program's cores, natively and through rgpu)
+
+
+def _placed():
+    return (lambda: os.sched_setaffinity(0, _CLIENT_CPUS)) if _CLIENT_CPUS else None
+
+
 def run(exe: pathlib.Path, tokens: int, env: dict) -> tuple[float, str]:
-    res = subprocess.run([str(exe), str(tokens)], env=env, capture_output=True, text=True, timeout=600)
+    res = subprocess.run([str(exe), str(tokens)], env=env, capture_output=True, text=True, timeout=600,
+                         preexec_fn=_placed())
     return _result(res.returncode, res.stdout, res.stderr)
 
 
@@ -56,7 +73,7 @@ def run_marked(exe: pathlib.Path, tokens: int, env: dict, address: str, psk_file
     """Through rgpu, with the session's counters read at the program's two marks: (us per token, checksum,
     counters at the start, counters at the end)."""
     proc = subprocess.Popen([str(exe), str(tokens), "marks"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_placed())
     out, marks = [], []
     for line in proc.stdout:
         out.append(line)
@@ -109,8 +126,12 @@ def main() -> int:
                     help="a prompt-shaped step: this many bytes of fresh input copied first (TOKEN_LOOP_PROMPT_BYTES)")
     ap.add_argument("--logits-bytes", type=int, default=0,
                     help="the logits copied back per step, in bytes (TOKEN_LOOP_LOGITS_BYTES; default 4096)")
+    ap.add_argument("--server-cpus", type=cpu_list, help="the server's and its workers' cores (taskset's notation)")
+    ap.add_argument("--client-cpus", type=cpu_list, help="the program's cores, natively and through rgpu")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
+    global _CLIENT_CPUS
+    _CLIENT_CPUS = args.client_cpus
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         shim_dir = pathlib.Path(args.shims) if args.shims else tmp / "shims"
@@ -143,7 +164,7 @@ def main() -> int:
             server_args += ["--psk-file", psk_file]
             rgpu_env["RGPU_PSK_FILE"] = psk_file
         native_us, rgpu_us, figures, marks, same = [], [], [], [], True
-        with local_server(args.backend, server_args) as address:
+        with local_server(args.backend, server_args, cpus=args.server_cpus) as address:
             rgpu_env["RGPU_SERVER"] = address
             for _ in range(args.rounds):
                 if native_env is not None:

@@ -358,13 +358,14 @@ def _print_status(report: dict) -> None:
 
 
 @contextlib.contextmanager
-def local_server(backend: str = "auto", extra_args=()):
+def local_server(backend: str = "auto", extra_args=(), cpus: set[int] | None = None):
     """Start `rgpu-server` on an ephemeral loopback port; yields its address; SIGTERMs it afterwards and
-    checks that it exits 0."""
+    checks that it exits 0. `cpus`: the cores it and its workers may run on (benchmarks that place the two ends)."""
     with tempfile.TemporaryDirectory() as tmp:
         port_file = os.path.join(tmp, "port")
         proc = subprocess.Popen([sys.executable, "-m", "rgpu.cli", "server", "--port", "0", "--port-file",
-                                 port_file, "--backend", backend, *extra_args])
+                                 port_file, "--backend", backend, *extra_args],
+                                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         try:
             deadline = time.monotonic() + 60
             while not os.path.exists(port_file):
