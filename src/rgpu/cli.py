@@ -110,10 +110,11 @@ def server_parser() -> argparse.ArgumentParser:
     p.add_argument("--module-cache", metavar="DIR|off",
                    help="where module images are cached by content across sessions (default: a private "
                         "temporary directory removed at exit; off: no cache)")
-    p.add_argument("--spin-us", type=float, default=300.0, metavar="MICROSECONDS",
-                   help="how long a session's worker polls for the next request before sleeping (default 300; "
-                        "0: never poll). Polling saves the wake-up of a sleeping process on every call; between "
-                        "polls the CPU goes to any other thread that wants it (RGPU_SPIN_YIELD=0: it does not)")
+    p.add_argument("--spin-us", type=float, default=None, metavar="MICROSECONDS",
+                   help="how long a session's worker polls for the next request before sleeping (default 300, or 0 "
+                        "where the server may use fewer than 2 CPUs; 0: never poll). Polling saves the wake-up of a "
+                        "sleeping process on every call; between polls the CPU goes to any other thread that wants "
+                        "it (RGPU_SPIN_YIELD=0: it does not)")
     p.add_argument("--copy-links", type=int, default=4, metavar="N",
                    help="extra connections a session's client may open to send big copies' bytes in parallel "
                         "(default 4, at most 8; 0: none); with a PSK each carries records sealed under a key of its "
@@ -227,12 +228,21 @@ def server_main(argv=None) -> int:
             from rgpu.config import load_psk
 
             psk = load_psk(args.psk_file)  # the same checks and messages as the clients
+        spin_us = args.spin_us
+        if spin_us is None:
+            from rgpu.serving.server import default_spin_us, usable_cpus
+
+            spin_us = default_spin_us()
+            if not spin_us:
+                logging.getLogger("rgpu.server").info(
+                    "this server may use %.3g CPU(s): its workers do not poll for requests (--spin-us 0), which "
+                    "on one core would take the time the kernel needs to deliver them", usable_cpus())
         config = ServerConfig(isolation=args.isolation, backend=args.backend, worker_pool=args.worker_pool,
                               log_level=args.log_level, bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
                               handshake_timeout=args.handshake_timeout, max_frame=args.max_frame,
                               max_handshakes=args.max_handshakes, frame_timeout=args.frame_timeout,
-                              port_file=args.port_file, module_cache=args.module_cache, spin_us=args.spin_us,
+                              port_file=args.port_file, module_cache=args.module_cache, spin_us=spin_us,
                               inject_rtt_us=args.inject_rtt_us, stats_file=args.stats_file,
                               copy_links=args.copy_links)
         from rgpu.serving.server import check_config

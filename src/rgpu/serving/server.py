@@ -28,6 +28,30 @@ from rgpu.transport import DEFAULT_PORT
 
 log = logging.getLogger("rgpu.server")
 
+# Polling pays only where the poller does not take the core that the bytes it waits for need: on the H200 box a
+# server held to one core took 3.1-3.9 ms a token polling (the kernel's receive work for the client's copy waits
+# for the poller's time slice), 0.49 ms not polling, and 0.22 ms on two cores polling
+# (bench/results/gpu-2026-12-05b-fork-pinned). The CUDA driver's own automatic policy spins only with cores to spare.
+DEFAULT_SPIN_US = 300.0
+
+
+def usable_cpus() -> float:
+    """The CPUs this process may use: its affinity, less a cgroup v2 quota (cpu.max) where one is set."""
+    cpus = float(len(os.sched_getaffinity(0)))
+    try:
+        quota, period = pathlib.Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, int(quota) / int(period))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+def default_spin_us(cpus: float | None = None) -> float:
+    """--spin-us when not given: DEFAULT_SPIN_US with two CPUs or more, else 0 (never poll)."""
+    return DEFAULT_SPIN_US if (usable_cpus() if cpus is None else cpus) >= 2 else 0.0
+
+
 @attrs.frozen
 class ServerConfig:
     # "process": every session in its own worker process (a kernel fault is sticky for a whole CUDA
@@ -55,7 +79,7 @@ class ServerConfig:
     module_cache: str | None = None
     module_cache_bytes: int = 2 << 30
     # A worker polls this long for the next request before sleeping in recv (see SocketFrameStream).
-    spin_us: float = 300.0
+    spin_us: float = DEFAULT_SPIN_US
     # Benchmarks only: hold every reply this long, as a network of that round-trip time would (the GPU box has
     # no tc/netem). Deferred calls are not delayed: they wait for no reply.
     inject_rtt_us: float = 0.0
