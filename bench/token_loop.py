@@ -84,7 +84,8 @@ def run_marked(exe: pathlib.Path, tokens: int, env: dict, address: str, psk_file
     err = proc.stderr.read()
     us, checksum = _result(proc.wait(600), "".join(out), err)
     if len(marks) != 2 or not all(marks):
-        raise SystemExit(f"token_loop: the session's counters were not read at both marks: {marks}")
+        raise SystemExit(f"token_loop: the session's counters were not read at both marks: {marks} (a server with "
+                         "--isolation thread shows none)")
     return us, checksum, marks[0], marks[1]
 
 

@@ -49,8 +49,8 @@ def test_server_that_never_polls_still_answers():
 
 
 def test_polling_defaults_to_off_where_the_server_has_one_cpu(tmp_path):
-    """On one core a polling worker takes the time the kernel needs to deliver the client's bytes (3.1-3.9 ms a
-    token on the H200 box against 0.49 ms not polling): without --spin-us the server polls only with 2 CPUs or
+    """On one core a polling worker takes the time the kernel needs to deliver the client's bytes (3.2-3.9 ms a
+    token on the H200 box against 0.51 ms not polling): without --spin-us the server polls only with 2 CPUs or
     more, and says so when it does not; an explicit --spin-us stands."""
     from rgpu.serving.server import DEFAULT_SPIN_US, default_spin_us
 

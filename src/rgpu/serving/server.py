@@ -29,9 +29,10 @@ from rgpu.transport import DEFAULT_PORT
 log = logging.getLogger("rgpu.server")
 
 # Polling pays only where the poller does not take the core that the bytes it waits for need: on the H200 box a
-# server held to one core took 3.1-3.9 ms a token polling (the kernel's receive work for the client's copy waits
-# for the poller's time slice), 0.49 ms not polling, and 0.22 ms on two cores polling
-# (bench/results/gpu-2026-12-05b-fork-pinned). The CUDA driver's own automatic policy spins only with cores to spare.
+# server held to one core took 3.2-3.9 ms a token of token_loop's prompt shape polling (the kernel's receive work
+# for the client's copy waits for the poller's time slice), 0.51-0.52 ms not polling, and 0.21-0.25 ms on four
+# cores polling (bench/results/gpu-2026-12-05b-fork-pinned, run 5). The CUDA driver's own automatic policy spins
+# only with cores to spare, too.
 DEFAULT_SPIN_US = 300.0
 
 
