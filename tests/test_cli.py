@@ -52,9 +52,15 @@ def test_polling_defaults_to_off_where_the_server_has_one_cpu(tmp_path):
     """On one core a polling worker takes the time the kernel needs to deliver the client's bytes (3.2-3.9 ms a
     token on the H200 box against 0.51 ms not polling): without --spin-us the server polls only with 2 CPUs or
     more, and says so when it does not; an explicit --spin-us stands."""
-    from rgpu.serving.server import DEFAULT_SPIN_US, default_spin_us
+    from rgpu.serving.server import DEFAULT_SPIN_US, default_spin_us, usable_cpus
 
     assert default_spin_us(1) == 0 and default_spin_us(1.5) == 0 and default_spin_us(2) == DEFAULT_SPIN_US
+    mine = len(os.sched_getaffinity(0))
+    for text, expected in (("150000 100000\n", min(mine, 1.5)), ("max 100000\n", mine), ("", mine), ("junk", mine),
+                           ("0 100000", mine), ("100000 0", mine), ("-1 100000", mine), ("1 2 3", mine)):
+        (tmp_path / "cpu.max").write_text(text)
+        assert usable_cpus(tmp_path / "cpu.max") == expected, text
+    assert usable_cpus(tmp_path / "absent") == mine
     said = "do not poll for requests (--spin-us 0)"
     for cpus, args, expected in (({0}, [], True), ({0}, ["--spin-us", "300"], False), ({0, 1}, [], False)):
         if len(os.sched_getaffinity(0) & cpus) < len(cpus):

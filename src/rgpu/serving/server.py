@@ -36,12 +36,16 @@ log = logging.getLogger("rgpu.server")
 DEFAULT_SPIN_US = 300.0
 
 
-def usable_cpus() -> float:
-    """The CPUs this process may use: its affinity, less a cgroup v2 quota (cpu.max) where one is set."""
+CGROUP_CPU_MAX = pathlib.Path("/sys/fs/cgroup/cpu.max")
+
+
+def usable_cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX) -> float:
+    """The CPUs this process may use: its affinity, less a cgroup v2 quota ("QUOTA PERIOD" in cpu.max) where one
+    is set; a file that is missing (cgroup v1, no cgroup) or says anything else sets none."""
     cpus = float(len(os.sched_getaffinity(0)))
     try:
-        quota, period = pathlib.Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
+        quota, period = cpu_max.read_text().split()
+        if quota != "max" and int(quota) > 0 and int(period) > 0:
             cpus = min(cpus, int(quota) / int(period))
     except (OSError, ValueError):
         pass
