@@ -58,6 +58,29 @@ def test_a_forked_childs_calls_fail_as_the_drivers_do_and_leave_the_parents_conn
     assert "lost" not in check.stderr
 
 
+def test_a_forked_childs_calls_fail_even_where_a_parents_thread_held_one_of_libcudas_own_locks(shim_dir, tmp_path):
+    """native/tests/fork_locks_check.c: a thread of the parent keeps taking memory.c's device range lock (asking
+    cuPointerGetAttribute) while the main thread forks 200 times; each child's cuMemcpyHtoD takes that lock before it
+    reaches its connection. Without conn_fork.c resetting libcuda's own locks (rgpu_fork_reset) a few children in a
+    hundred hang on the copy of a held lock."""
+    import subprocess
+
+    from rgpu import shims
+
+    from .test_hostile_server import REPO
+
+    exe = tmp_path / "fork_locks_check"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wno-deprecated-declarations", f"-I{shims.cuda_include(13)}",
+                    f"-I{REPO / 'native' / 'examples'}", str(REPO / "native" / "tests" / "fork_locks_check.c"),
+                    f"-L{shim_dir}", "-l:libcuda.so.1", f"-Wl,-rpath,{shim_dir}", "-lpthread", "-o", str(exe)],
+                   check=True)
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        proc = subprocess.run([str(exe), "200"], capture_output=True, text=True, timeout=120,
+                              env=shims.environment(shim_dir, {**os.environ, "RGPU_SERVER": address}))
+    assert proc.returncode == 0 and "children: 200 failed with 3, 0 hung, 0 other" in proc.stdout, \
+        proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("links", [1, 3, 8])
 def test_the_c_stand_in_sends_big_copies_over_its_links_and_their_bytes_arrive(shim_dir, tmp_path, links):
     stats = tmp_path / "stats.jsonl"

@@ -172,10 +172,10 @@ void conn_connect_forked(void)
 
 CUresult rgpu_connect(void)
 {
+    conn_fork_watch();
     pthread_mutex_lock(&connect_lock);
     if (!connect_tried) {
         connect_tried = 1;
-        conn_fork_watch();
         const char *servers = getenv("RGPU_SERVER"), *keys = getenv("RGPU_PSK_FILE");
         int n = count_items(servers), n_keys = keys && *keys ? count_items(keys) : 0;
         connect_result = CUDA_SUCCESS;

@@ -22,6 +22,7 @@ static __thread int t_forced = -1; /* rgpu_route_push's server, for calls that m
 
 /* -- handles made by each server: open addressing, never shrinks (a handle is 8 bytes + 1) ------------------ */
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(map_lock, &map_lock)
 static uint64_t *map_keys;
 static uint8_t *map_server;
 static size_t map_cap, map_n;

@@ -24,6 +24,7 @@ struct device {
 };
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(dev_lock, &dev_lock)
 static int driver_version = -1, device_count = -1;
 static struct device *devices;
 
@@ -269,6 +270,7 @@ API CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
 static __thread uint64_t ctx_stack[CTX_STACK];
 static __thread int ctx_depth;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(ctx_lock, &ctx_lock)
 static struct { uint64_t ctx; int dev; } ctx_devices[256];
 static int n_ctx_devices;
 

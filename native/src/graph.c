@@ -39,6 +39,7 @@ struct capture {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(lock, &lock)
 static struct {
     uint64_t stream;
     struct capture *capture;

@@ -21,6 +21,7 @@
 #define MAX_CAPTURED_HOST 1024
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(lock, &lock)
 static int ever; /* a node the client runs was ever made: until then no graph needs looking at (llama.cpp's) */
 
 void rgpu_client_node_made(void) { __atomic_store_n(&ever, 1, __ATOMIC_RELEASE); }

@@ -26,6 +26,7 @@
 
 #define API __attribute__((visibility("default")))
 pthread_mutex_t rgpu_graph_nodes_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(graph_nodes_lock, &rgpu_graph_nodes_lock)
 static struct gnode *nodes; /* newest first */
 #define MAX_MIRRORED 1024
 static uint64_t mirrored[MAX_MIRRORED]; /* graphs whose nodes this side knows */

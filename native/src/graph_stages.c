@@ -25,6 +25,7 @@
 #define MAX_STAGE_NODES 4096 /* the server's limit on the nodes of one GRAPH_INSTANTIATE_PART */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(lock, &lock)
 
 struct step {
     uint64_t exec; /* a stage to launch; 0: a node the client runs (a host function, or a copy) */

@@ -32,6 +32,7 @@ struct rgpu_function {
 
 static struct rgpu_function *functions;
 static pthread_mutex_t fn_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(fn_lock, &fn_lock)
 
 API CUresult cuModuleGetFunction(CUfunction *pfunc, CUmodule mod, const char *name)
 {

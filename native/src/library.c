@@ -31,6 +31,7 @@ struct kernel {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(lock, &lock)
 static struct kernel *kernels;
 static int logged_context;
 

@@ -27,6 +27,8 @@ struct range_set {
 
 static struct range_set device_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
 static struct range_set host_ranges = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+RGPU_FORK_RESET(device_ranges, &device_ranges.lock)
+RGPU_FORK_RESET(host_ranges, &host_ranges.lock)
 
 /* Index of the last range starting at or below ptr, or -1. Caller holds the lock. */
 static long below(const struct range_set *set, uint64_t ptr)

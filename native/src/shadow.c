@@ -25,6 +25,7 @@ struct shadow {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(lock, &lock)
 static struct shadow shadows[SHADOW_SLOTS];
 static int held_count; /* read without the lock as a hint; changed under it */
 

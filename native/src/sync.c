@@ -34,6 +34,7 @@ struct idle_stream {
 };
 
 static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(idle_lock, &idle_lock)
 static struct idle_stream idle[IDLE_SLOTS];
 static unsigned next_slot;
 

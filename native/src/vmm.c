@@ -23,6 +23,7 @@ struct reservation {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(lock, &lock)
 static struct reservation *reservations;
 static size_t n_reservations, cap_reservations;
 
