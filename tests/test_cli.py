@@ -52,15 +52,9 @@ def test_polling_defaults_to_off_where_the_server_has_one_cpu(tmp_path):
     """On one core a polling worker takes the time the kernel needs to deliver the client's bytes (3.2-3.9 ms a
     token on the H200 box against 0.51 ms not polling): without --spin-us the server polls only with 2 CPUs or
     more, and says so when it does not; an explicit --spin-us stands."""
-    from rgpu.serving.server import DEFAULT_SPIN_US, default_spin_us, usable_cpus
+    from rgpu.serving.server import DEFAULT_SPIN_US, default_spin_us
 
     assert default_spin_us(1) == 0 and default_spin_us(1.5) == 0 and default_spin_us(2) == DEFAULT_SPIN_US
-    mine = len(os.sched_getaffinity(0))
-    for text, expected in (("150000 100000\n", min(mine, 1.5)), ("max 100000\n", mine), ("", mine), ("junk", mine),
-                           ("0 100000", mine), ("100000 0", mine), ("-1 100000", mine), ("1 2 3", mine)):
-        (tmp_path / "cpu.max").write_text(text)
-        assert usable_cpus(tmp_path / "cpu.max") == expected, text
-    assert usable_cpus(tmp_path / "absent") == mine
     said = "do not poll for requests (--spin-us 0)"
     for cpus, args, expected in (({0}, [], True), ({0}, ["--spin-us", "300"], False), ({0, 1}, [], False)):
         if len(os.sched_getaffinity(0) & cpus) < len(cpus):
@@ -70,6 +64,34 @@ def test_polling_defaults_to_off_where_the_server_has_one_cpu(tmp_path):
             with rgpu.connect(address) as c:
                 assert c.device_count() == 1
         assert (said in log.read_text()) == expected, (cpus, args, log.read_text())
+
+
+def test_the_cpu_quota_is_read_from_the_servers_own_cgroup_and_those_above_it(tmp_path):
+    """A cgroup v2 quota is in cpu.max of the process's own cgroup (/proc/self/cgroup's "0::" line) or of one
+    above it -- at the mount's root only inside a cgroup namespace; the tightest counts, and a root with no cpu.max,
+    "max" or a malformed file leave the affinity."""
+    from rgpu.serving.server import usable_cpus
+
+    affinity = float(len(os.sched_getaffinity(0)))
+    root, proc = tmp_path / "cgroup", tmp_path / "proc-cgroup"
+    service = root / "system.slice" / "rgpu.service"
+    service.mkdir(parents=True)
+    proc.write_text("0::/system.slice/rgpu.service\n")
+    assert usable_cpus(str(root), str(proc)) == affinity  # (no cpu.max anywhere, as at a host's root)
+    (service / "cpu.max").write_text("50000 100000\n")  # systemd's CPUQuota=50%
+    assert usable_cpus(str(root), str(proc)) == min(affinity, 0.5)
+    (service / "cpu.max").write_text("max 100000\n")
+    (root / "system.slice" / "cpu.max").write_text("30000 100000\n")
+    assert usable_cpus(str(root), str(proc)) == min(affinity, 0.3)
+    for bad in ("garbage\n", "", "0 100000", "100000 0", "-1 100000", "1 2 3"):
+        (root / "system.slice" / "cpu.max").write_text(bad)
+        assert usable_cpus(str(root), str(proc)) == affinity, bad
+    proc.write_text("0::/../../etc\n")  # (a path out of the mount reads none of it but the root)
+    assert usable_cpus(str(root), str(proc)) == affinity
+    proc.write_text("0::/\n")  # (in a cgroup namespace: its own cgroup is the mount's root)
+    (root / "cpu.max").write_text("100000 100000\n")
+    assert usable_cpus(str(root), str(proc)) == min(affinity, 1.0)
+    assert usable_cpus(str(root), str(tmp_path / "absent")) == min(affinity, 1.0)  # (no /proc: the root)
 
 
 def test_sigterm_with_live_sessions_exits_zero_and_frees_them(tmp_path):

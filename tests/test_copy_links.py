@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import struct
+import subprocess
 import time
 
 import pytest
 import trio
 from hypothesis import given, settings, strategies as st
 
+from rgpu import shims
 from rgpu.cli import local_server
 from rgpu.errors import ProtocolError, Status
 from rgpu.protocol import ops
@@ -22,6 +25,7 @@ from rgpu.protocol.handshake import Cipher, RecordProtector
 from rgpu.session.links import CopyLinks, LinksOffer, join_proof, link_key
 
 from .conftest import TEST_PSK, running_server, wait_for
+from .test_hostile_server import REPO
 from .test_native import PTX, run
 from .test_session import _raw_session, _read_frame
 
@@ -63,12 +67,6 @@ def test_a_forked_childs_calls_fail_even_where_a_parents_thread_held_one_of_libc
     cuPointerGetAttribute) while the main thread forks 200 times; each child's cuMemcpyHtoD takes that lock before it
     reaches its connection. Without conn_fork.c resetting libcuda's own locks (rgpu_fork_reset) a few children in a
     hundred hang on the copy of a held lock."""
-    import subprocess
-
-    from rgpu import shims
-
-    from .test_hostile_server import REPO
-
     exe = tmp_path / "fork_locks_check"
     subprocess.run(["gcc", "-O2", "-Wall", "-Wno-deprecated-declarations", f"-I{shims.cuda_include(13)}",
                     f"-I{REPO / 'native' / 'examples'}", str(REPO / "native" / "tests" / "fork_locks_check.c"),
@@ -79,6 +77,22 @@ def test_a_forked_childs_calls_fail_even_where_a_parents_thread_held_one_of_libc
                               env=shims.environment(shim_dir, {**os.environ, "RGPU_SERVER": address}))
     assert proc.returncode == 0 and "children: 200 failed with 3, 0 hung, 0 other" in proc.stdout, \
         proc.stdout + proc.stderr
+
+
+def test_every_lock_of_libcuda_is_made_afresh_in_a_forked_child():
+    """Each statically initialised lock of libcuda's sources is registered with conn_fork.c (RGPU_FORK_RESET),
+    or is one of those it resets another way: a lock added without it would hang some forked children (the test
+    above shows it for one)."""
+    reset_otherwise = {"aead_pipe.c": 2,  # (its own pthread_atfork handler)
+                       "conn_handshake.c": 1,  # connect_lock: conn_connect_forked
+                       "conn_route.c": 1}  # the connections' locks: conn_fork.c's loop
+    driver = [p for p in (REPO / "native" / "src").glob("*.c")]
+    assert driver
+    for path in driver:
+        text = path.read_text()
+        static = len(re.findall(r"PTHREAD_MUTEX_INITIALIZER", text))
+        registered = len(re.findall(r"^RGPU_FORK_RESET\(", text, re.M))
+        assert static == registered + reset_otherwise.get(path.name, 0), path.name
 
 
 @pytest.mark.parametrize("links", [1, 3, 8])

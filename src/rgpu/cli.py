@@ -233,7 +233,7 @@ def server_main(argv=None) -> int:
             from rgpu.serving.server import default_spin_us, usable_cpus
 
             spin_us = default_spin_us()
-            if not spin_us:
+            if not spin_us and args.isolation == "process":  # (thread isolation has no workers to poll)
                 logging.getLogger("rgpu.server").info(
                     "this server may use %.3g CPU(s): its workers do not poll for requests (--spin-us 0), which "
                     "on one core would take the time the kernel needs to deliver them", usable_cpus())

@@ -36,19 +36,32 @@ log = logging.getLogger("rgpu.server")
 DEFAULT_SPIN_US = 300.0
 
 
-CGROUP_CPU_MAX = pathlib.Path("/sys/fs/cgroup/cpu.max")
-
-
-def usable_cpus(cpu_max: pathlib.Path = CGROUP_CPU_MAX) -> float:
-    """The CPUs this process may use: its affinity, less a cgroup v2 quota ("QUOTA PERIOD" in cpu.max) where one
-    is set; a file that is missing (cgroup v1, no cgroup) or says anything else sets none."""
-    cpus = float(len(os.sched_getaffinity(0)))
+def _quota(cpu_max: pathlib.Path) -> float | None:
+    """The CPUs a cgroup v2 cpu.max grants ("QUOTA PERIOD"), or None: no file (cgroup v1, no cgroup), "max", or
+    anything but two positive integers."""
     try:
         quota, period = cpu_max.read_text().split()
-        if quota != "max" and int(quota) > 0 and int(period) > 0:
-            cpus = min(cpus, int(quota) / int(period))
+        return int(quota) / int(period) if int(quota) > 0 and int(period) > 0 else None
     except (OSError, ValueError):
-        pass
+        return None
+
+
+def usable_cpus(cgroup_root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/self/cgroup") -> float:
+    """The CPUs this process may use: its affinity, less the tightest cgroup v2 quota (cpu.max) of its own cgroup
+    (/proc/self/cgroup's "0::" line: a systemd service's CPUQuota, a container without a cgroup namespace) and the
+    cgroups above it up to the mount's root. cgroup v1 quotas are not read."""
+    cpus = float(len(os.sched_getaffinity(0)))
+    root = pathlib.Path(cgroup_root)
+    try:
+        own = next(line[3:] for line in pathlib.Path(proc_cgroup).read_text().splitlines() if line.startswith("0::"))
+    except (OSError, StopIteration):
+        own = "/"
+    group = root if ".." in own.split("/") else root / own.strip().lstrip("/")
+    for d in (group, *group.parents):
+        if not d.is_relative_to(root):
+            break
+        if (quota := _quota(d / "cpu.max")) is not None:
+            cpus = min(cpus, quota)
     return cpus
 
 
