@@ -60,6 +60,7 @@ def test_a_forked_childs_calls_fail_as_the_drivers_do_and_leave_the_parents_conn
     assert "parent: child exited with 0; its copies and the thread's went on, 0 wrong" in check.stdout
     assert (f"{links} copy links to {address}" in check.stderr) == bool(links)
     assert "lost" not in check.stderr
+    assert check.stderr.count("rgpu client stats:") == 1  # (the parent's: the child's copy of its counts says nothing)
 
 
 def test_a_forked_childs_calls_fail_even_where_a_parents_thread_held_one_of_libcudas_own_locks(shim_dir, tmp_path):

@@ -5,11 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rgpu_shim.h"
 #include "rgpu_clock.h"
 
 static uint64_t waits, wait_ns, frames, bytes;
+static pid_t owner; /* a forked child inherits the counts, not the calls: only this process reports */
+
+__attribute__((constructor)) static void own(void)
+{
+    owner = getpid();
+}
 
 void rgpu_stats_waited(uint64_t since_ns)
 {
@@ -26,7 +33,7 @@ void rgpu_stats_sent(uint64_t nframes, uint64_t nbytes)
 __attribute__((destructor)) static void report(void)
 {
     const char *on = getenv("RGPU_CLIENT_STATS");
-    if (!on || strcmp(on, "1") != 0)
+    if (!on || strcmp(on, "1") != 0 || getpid() != owner)
         return;
     fprintf(stderr, "rgpu client stats: requests %u, waited for %llu, %.6f s waiting for replies, %llu frames and "
                     "%llu bytes sent\n",
