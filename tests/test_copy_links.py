@@ -80,20 +80,36 @@ def test_a_forked_childs_calls_fail_even_where_a_parents_thread_held_one_of_libc
         proc.stdout + proc.stderr
 
 
-def test_every_lock_of_libcuda_is_made_afresh_in_a_forked_child():
-    """Each statically initialised lock of libcuda's sources is registered with conn_fork.c (RGPU_FORK_RESET),
-    or is one of those it resets another way: a lock added without it would hang some forked children (the test
-    above shows it for one)."""
+def test_a_forked_childs_runtime_calls_answer_3_and_never_hang_on_a_lock_a_parents_thread_held(shim_dir, tmp_path):
+    """native/tests/fork_runtime_check.c: a thread of the parent keeps looking up a stream in libcudart's table
+    while the main thread forks 100 times; each child looks one up too, then cudaGetDevice and cudaMalloc must
+    answer cudaErrorInitializationError (3), as NVIDIA's runtime does there. Without the table's lock registered
+    (fork_locks.h) a quarter of the children hung; without state.c's child handler cudaGetDevice answered 0."""
+    exe = tmp_path / "fork_runtime_check"
+    subprocess.run(["gcc", "-O2", "-Wall", f"-I{shims.cuda_include(13)}",
+                    str(REPO / "native" / "tests" / "fork_runtime_check.c"), f"-L{shim_dir}", "-l:libcudart.so.13",
+                    "-l:libcuda.so.1", f"-Wl,-rpath,{shim_dir}", "-lpthread", "-o", str(exe)], check=True)
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        proc = subprocess.run([str(exe), "100"], capture_output=True, text=True, timeout=300,
+                              env=shims.environment(shim_dir, {**os.environ, "RGPU_SERVER": address}))
+    assert proc.returncode == 0 and "children: 100 answered 3, 0 hung, 0 other" in proc.stdout, \
+        proc.stdout + proc.stderr
+
+
+def test_every_lock_of_the_client_libraries_is_made_afresh_in_a_forked_child():
+    """Each statically initialised lock of libcuda's and the stand-ins' sources is registered (RGPU_FORK_RESET,
+    native/src/fork_locks.h), or is one of those reset another way: a lock added without it would hang some forked
+    children (the tests above show it for one of each library). The server's fast lane (src/lane) never forks."""
     reset_otherwise = {"aead_pipe.c": 2,  # (its own pthread_atfork handler)
                        "conn_handshake.c": 1,  # connect_lock: conn_connect_forked
                        "conn_route.c": 1}  # the connections' locks: conn_fork.c's loop
-    driver = [p for p in (REPO / "native" / "src").glob("*.c")]
-    assert driver
-    for path in driver:
+    sources = [p for p in (REPO / "native" / "src").rglob("*.c") if "lane" not in p.relative_to(REPO).parts]
+    assert len(sources) > 50
+    for path in sources:
         text = path.read_text()
         static = len(re.findall(r"PTHREAD_MUTEX_INITIALIZER", text))
         registered = len(re.findall(r"^RGPU_FORK_RESET\(", text, re.M))
-        assert static == registered + reset_otherwise.get(path.name, 0), path.name
+        assert static == registered + reset_otherwise.get(path.name, 0), path.relative_to(REPO)
 
 
 @pytest.mark.parametrize("links", [1, 3, 8])

@@ -3,29 +3,17 @@
  * child whose parent had initialised CUDA, and so does the stand-in: the child closes its copies of the sockets
  * (the parent's stay open: no shutdown, nothing sent) and every call answers CUDA_ERROR_NOT_INITIALIZED.
  *
- * Its locks are reset too, the connections' and those a call may take before it reaches its connection
- * (rgpu_fork_reset): a thread of the parent may have held one when it forked, and that thread is not in the
- * child. Only the thread that forked goes on, so nothing else touches them while this runs. */
+ * Its locks are made afresh too: the connections' here, and those a call may take before it reaches its connection
+ * by fork_locks.c, whose handler runs first. A thread of the parent may have held one when it forked, and that
+ * thread is not in the child. Only the thread that forked goes on, so nothing else touches them while this runs. */
 #include <pthread.h>
 #include <unistd.h>
 
 #include "conn.h"
 #include "rgpu_log.h"
 
-#define FORK_LOCKS 32 /* (libcuda registers 14) */
-static pthread_mutex_t *fork_locks[FORK_LOCKS];
-static int n_fork_locks;
-
-void rgpu_fork_reset(pthread_mutex_t *lock) /* (from constructors: one thread) */
-{
-    if (n_fork_locks < FORK_LOCKS)
-        fork_locks[n_fork_locks++] = lock;
-}
-
 static void forked_child(void)
 {
-    for (int i = 0; i < n_fork_locks; i++)
-        pthread_mutex_init(fork_locks[i], NULL);
     for (int i = 0; i < RGPU_MAX_SERVERS; i++) {
         struct rgpu_connection *c = &rgpu_conns[i];
         pthread_mutex_init(&c->lock, NULL);

@@ -3,10 +3,10 @@
 #define RGPU_SHIM_H
 
 #include <cuda.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fork_locks.h"
 #include "rgpu_consts.h"
 #include "rgpu_log.h"
 #include "rgpu_ops.h"
@@ -116,13 +116,6 @@ CUresult rgpu_capture_host_func(CUstream s, CUhostFn fn, void *data, int *was_ca
 CUresult rgpu_capture_unsafe_call(void);
 int rgpu_capture_active(void); /* whether any stream of this process is capturing */
 CUresult rgpu_unsupported(int *logged, const char *name);
-
-/* conn_fork.c: a lock a forked child's calls may take before they reach their connection (and fail): the child
- * makes it afresh, as it does the connections' own -- a thread of the parent may have held it, and that thread is
- * not in the child. Registered at load time, from a constructor: RGPU_FORK_RESET(name, &lock). */
-void rgpu_fork_reset(pthread_mutex_t *lock);
-#define RGPU_FORK_RESET(name, lock)                                                                              \
-    __attribute__((constructor)) static void rgpu_fork_reset_##name(void) { rgpu_fork_reset(lock); }
 
 struct rgpu_error_name {
     int code;

@@ -6,11 +6,9 @@
  *
  *   fork_locks_check [forks]   prints "children: N failed with 3, H hung, O other"; exits 0 when H and O are 0 */
 #include <pthread.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "fork_children.h"
 
 static CUcontext ctx;
 static CUdeviceptr dptr;
@@ -27,6 +25,12 @@ static void *asker(void *arg)
     return NULL;
 }
 
+static int copy_in_child(void)
+{
+    char buf[16] = {0};
+    return cuMemcpyHtoD(dptr, buf, sizeof buf) == CUDA_ERROR_NOT_INITIALIZED ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     int forks = argc > 1 ? atoi(argv[1]) : 200;
@@ -38,27 +42,8 @@ int main(int argc, char **argv)
     pthread_t t;
     pthread_create(&t, NULL, asker, NULL);
     usleep(10000);
-    int failed = 0, hung = 0, other = 0;
-    for (int i = 0; i < forks; i++) {
-        fflush(stdout);
-        pid_t child = fork();
-        if (child == 0) {
-            alarm(2);
-            char buf[16] = {0};
-            _exit(cuMemcpyHtoD(dptr, buf, sizeof buf) == CUDA_ERROR_NOT_INITIALIZED ? 0 : 1);
-        }
-        int st = 0;
-        if (child < 0 || waitpid(child, &st, 0) != child)
-            other++;
-        else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
-            hung++;
-        else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-            failed++;
-        else
-            other++;
-    }
+    int bad = fork_children(forks, copy_in_child, "failed with 3");
     stop = 1;
     pthread_join(t, NULL);
-    printf("children: %d failed with 3, %d hung, %d other\n", failed, hung, other);
-    return hung || other;
+    return bad;
 }

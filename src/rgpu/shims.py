@@ -265,8 +265,8 @@ def libraries(nat: pathlib.Path | None = None) -> list[Library]:
     libs = [Library("libcuda.so.1", tuple(driver))]
     # Every stand-in beside libcuda logs as libcuda does (src/log.c, one implementation; libcuda exports only
     # the driver API, so each library carries its own copy).
-    standin = ("src/log.c", "src/libs/standin.c")
-    math = ("src/log.c", "src/libs/*.c")
+    standin = ("src/log.c", "src/fork_locks.c", "src/libs/standin.c")
+    math = ("src/log.c", "src/fork_locks.c", "src/libs/*.c")
     for major in (13, 12):
         libs.append(Library(f"libcudart.so.{major}",
                             tuple((f, major) for f in files("src/cudart/*.c", *standin, f"gen/cudart_*{major}.c")),

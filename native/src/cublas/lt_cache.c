@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "blas.h"
+#include "fork_locks.h"
 
 /* Set-associative, least recently used out: a training step asks a few dozen distinct questions (shapes times
  * alignments), which a direct-mapped table of this size let collide often enough that a pair of them evicted
@@ -25,6 +26,7 @@ struct answer {
 static struct answer slots[SETS][WAYS];
 static uint64_t clock_now; /* under the lock: the order of uses */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(lock, &lock)
 
 static uint64_t hash_of(const uint8_t *key, size_t len, int requested)
 {

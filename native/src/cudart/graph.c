@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rt.h"
+#include "fork_locks.h"
 
 _Static_assert(sizeof(cudaGraphInstantiateParams) == sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) &&
                    sizeof(cudaGraphExecUpdateResultInfo) == sizeof(CUgraphExecUpdateResultInfo),
@@ -139,6 +140,7 @@ RT_API cudaError_t cudaGraphCreate(cudaGraph_t *graph, unsigned int flags)
  * cudaGraphKernelNodeGetParams. */
 #define MAX_KERNEL_NODES 4096
 static pthread_mutex_t stubs_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(stubs_lock, &stubs_lock)
 static struct {
     cudaGraphNode_t node;
     void *func;

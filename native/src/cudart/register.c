@@ -11,6 +11,7 @@
 
 #include "rgpu_consts.h"
 #include "rt.h"
+#include "fork_locks.h"
 
 #define FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -61,7 +62,9 @@ struct map {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;      /* the maps */
+RGPU_FORK_RESET(lock, &lock)
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER; /* module loads: never blocks a lookup */
+RGPU_FORK_RESET(load_lock, &load_lock)
 static struct map kernels, vars;
 
 static size_t slot(const struct map *m, const void *key)

@@ -4,10 +4,19 @@
 #include <string.h>
 
 #include "rt.h"
+#include "fork_locks.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static CUresult init_result;
 static int device_count;
+
+/* A child forked after this process initialised CUDA: the driver fails its calls, and NVIDIA's runtime answers
+ * cudaErrorInitializationError to every call, cudaGetDevice's included -- so does this one, which would otherwise
+ * answer from what it had learnt before the fork. */
+static void forked_child(void)
+{
+    init_result = CUDA_ERROR_NOT_INITIALIZED;
+}
 
 static void init(void)
 {
@@ -18,6 +27,8 @@ static void init(void)
         init_result = CUDA_ERROR_NO_DEVICE;
     if (device_count > RT_MAX_DEVICES)
         device_count = RT_MAX_DEVICES;
+    if (init_result == CUDA_SUCCESS)
+        pthread_atfork(NULL, NULL, forked_child);
 }
 
 static cudaError_t initialised(void)
@@ -30,6 +41,7 @@ static cudaError_t initialised(void)
 
 /* -- per-device primary contexts, retained on first use --------------------------------------------------- */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(lock, &lock)
 static CUcontext primary[RT_MAX_DEVICES];
 static unsigned device_flags[RT_MAX_DEVICES];
 static uint32_t generation[RT_MAX_DEVICES];

@@ -3,11 +3,13 @@
 #include <pthread.h>
 
 #include "rt.h"
+#include "fork_locks.h"
 
 /* Flags and priority of the streams this runtime created, for cudaStreamGetFlags/GetPriority. */
 #define STREAM_INFO 1024
 static struct { cudaStream_t s; unsigned flags; int priority; } info[STREAM_INFO];
 static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(info_lock, &info_lock)
 
 static void remember(cudaStream_t s, unsigned flags, int priority)
 {

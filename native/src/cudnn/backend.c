@@ -7,6 +7,7 @@
 
 #include "dnn.h"
 #include "rgpu_consts.h"
+#include "fork_locks.h"
 
 #define PROXY_MAGIC 0x52475044u /* "RGPD": tells a proxy from garbage */
 
@@ -158,6 +159,7 @@ static struct {
 } by_value[BY_VALUE_SLOTS];
 static unsigned by_value_used, by_value_next;
 static pthread_mutex_t by_value_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(by_value_lock, &by_value_lock)
 
 static const struct attr *find_attr(const struct proxy *p, uint32_t name, uint32_t type, int64_t count)
 {

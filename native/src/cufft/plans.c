@@ -5,10 +5,12 @@
 #include <stdlib.h>
 
 #include "fft.h"
+#include "fork_locks.h"
 
 #define MAX_PLANS (1 << 20)
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(table_lock, &table_lock)
 static struct fft_plan **slots;
 static int nslots;
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "rand.h"
+#include "fork_locks.h"
 
 _Static_assert(RGPU_RAND_DESTROY_REQ_SIZE == RGPU_BLAS_DESTROY_REQ_SIZE, "destroyed like the other libraries' handles");
 
@@ -19,6 +20,7 @@ struct curandGenerator_st {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(lock, &lock)
 static struct curandGenerator_st *live;
 
 static void rand_log(const char *fmt, ...)

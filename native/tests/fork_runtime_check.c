@@ -1,0 +1,52 @@
+/* fork_locks_check.c's runtime twin: a thread of the parent keeps asking libcudart for a stream's flags (which it
+ * looks up in its stream table, under the table's lock) while the main thread forks again and again. Each child looks
+ * up one of the parent's streams (the same lock) under an alarm, then asks for its device and for memory: as with
+ * NVIDIA's runtime in such a child, both must answer cudaErrorInitializationError (3) -- cudaGetDevice too, though
+ * it could answer from what the runtime learnt before the fork.
+ *
+ *   fork_runtime_check [forks]   prints "children: N answered 3, H hung, O other"; exits 0 when H and O are 0 */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fork_children.h"
+
+static cudaStream_t kept;
+static volatile int stop;
+
+static void *asker(void *arg)
+{
+    (void)arg;
+    unsigned flags;
+    while (!stop)
+        cudaStreamGetFlags(kept, &flags);
+    return NULL;
+}
+
+static int calls_in_child(void)
+{
+    unsigned flags;
+    int dev = -1;
+    void *q = NULL;
+    cudaStreamGetFlags(kept, &flags);
+    return cudaGetDevice(&dev) == cudaErrorInitializationError && cudaMalloc(&q, 16) == cudaErrorInitializationError
+               ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    int forks = argc > 1 ? atoi(argv[1]) : 200;
+    void *p = NULL;
+    if (cudaMalloc(&p, 4096) != cudaSuccess || cudaStreamCreate(&kept) != cudaSuccess) {
+        fprintf(stderr, "fork_runtime_check: the parent's runtime calls failed\n");
+        return 2;
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, asker, NULL);
+    usleep(10000);
+    int bad = fork_children(forks, calls_in_child, "answered 3");
+    stop = 1;
+    pthread_join(t, NULL);
+    return bad;
+}
