@@ -11,11 +11,13 @@ static CUresult init_result;
 static int device_count;
 
 /* A child forked after this process initialised CUDA: the driver fails its calls, and NVIDIA's runtime answers
- * cudaErrorInitializationError to every call, cudaGetDevice's included -- so does this one, which would otherwise
- * answer from what it had learnt before the fork. */
+ * cudaErrorInitializationError, cudaGetDevice included -- so does this one, which would otherwise answer from what
+ * it had learnt before the fork. cudaGetDeviceCount still answers the count, as NVIDIA's does there. */
+static int forked;
+
 static void forked_child(void)
 {
-    init_result = CUDA_ERROR_NOT_INITIALIZED;
+    forked = 1;
 }
 
 static void init(void)
@@ -34,6 +36,8 @@ static void init(void)
 static cudaError_t initialised(void)
 {
     pthread_once(&init_once, init);
+    if (forked)
+        return cudaErrorInitializationError;
     if (init_result == CUDA_SUCCESS)
         return cudaSuccess;
     return init_result == CUDA_ERROR_NO_DEVICE ? cudaErrorNoDevice : rt_map(init_result);
@@ -137,7 +141,7 @@ RT_API cudaError_t cudaGetDeviceCount(int *count)
 {
     if (!count)
         return rt_record(cudaErrorInvalidValue);
-    cudaError_t e = initialised();
+    cudaError_t e = forked ? cudaSuccess : initialised(); /* (forked: only after a successful start) */
     *count = e == cudaSuccess ? device_count : 0;
     return rt_record(e);
 }
