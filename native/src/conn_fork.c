@@ -3,9 +3,9 @@
  * child whose parent had initialised CUDA, and so does the stand-in: the child closes its copies of the sockets
  * (the parent's stay open: no shutdown, nothing sent) and every call answers CUDA_ERROR_NOT_INITIALIZED.
  *
- * Its locks are made afresh too: the connections' here, and those a call may take before it reaches its connection
- * by fork_locks.c, whose handler runs first. A thread of the parent may have held one when it forked, and that
- * thread is not in the child. Only the thread that forked goes on, so nothing else touches them while this runs. */
+ * Its locks, the connections' among them, were made afresh by fork_locks.c's handler, which runs first (registered
+ * at load time, this one at the first cuInit). Only the thread that forked goes on, so nothing else touches the
+ * connections while this runs. */
 #include <pthread.h>
 #include <unistd.h>
 
@@ -16,7 +16,6 @@ static void forked_child(void)
 {
     for (int i = 0; i < RGPU_MAX_SERVERS; i++) {
         struct rgpu_connection *c = &rgpu_conns[i];
-        pthread_mutex_init(&c->lock, NULL);
         struct rgpu_connection *was = conn_cur;
         conn_cur = c;
         conn_links_close(); /* (a child's copy: the parent's threads are left alone, the sockets closed) */

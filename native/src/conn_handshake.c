@@ -160,12 +160,12 @@ static int count_items(const char *list)
  * numbered across them in order, so one missing would renumber the rest). RGPU_PSK_FILE is one key for all, or
  * one file per server in the same order. */
 static pthread_mutex_t connect_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(connect_lock, &connect_lock)
 static int connect_tried;
 static CUresult connect_result;
 
 void conn_connect_forked(void)
 {
-    pthread_mutex_init(&connect_lock, NULL);
     connect_tried = 1;
     connect_result = CUDA_ERROR_NOT_INITIALIZED;
 }

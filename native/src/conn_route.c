@@ -17,6 +17,12 @@ struct rgpu_connection rgpu_conns[RGPU_MAX_SERVERS] = {
     [0 ... RGPU_MAX_SERVERS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER, .failure = CUDA_SUCCESS, .fd = -1,
                                     .next_id = 1, .max_frame = 64u << 20, .server_minor = 1}};
 int rgpu_nservers = 1;
+
+__attribute__((constructor)) static void fork_reset_connections(void) /* (fork_locks.h, one per connection) */
+{
+    for (int i = 0; i < RGPU_MAX_SERVERS; i++)
+        rgpu_fork_reset(&rgpu_conns[i].lock);
+}
 __thread struct rgpu_connection *conn_cur = &rgpu_conns[0];
 static __thread int t_forced = -1; /* rgpu_route_push's server, for calls that must go to one */
 

@@ -4,7 +4,7 @@
 
 #include "fork_locks.h"
 
-#define FORK_LOCKS 32 /* (libcuda registers 14, libcudart 5) */
+#define FORK_LOCKS 64 /* (libcuda registers 23, libcudart 5) */
 static pthread_mutex_t *locks[FORK_LOCKS];
 static int n_locks;
 

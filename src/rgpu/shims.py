@@ -263,8 +263,9 @@ def libraries(nat: pathlib.Path | None = None) -> list[Library]:
     driver = [(f, 12 if pathlib.Path(f).stem.endswith("12") else 13)
               for f in files("src/*.c", "gen/*.c") if not pathlib.Path(f).name.startswith(_STAND_IN_PREFIXES)]
     libs = [Library("libcuda.so.1", tuple(driver))]
-    # Every stand-in beside libcuda logs as libcuda does (src/log.c, one implementation; libcuda exports only
-    # the driver API, so each library carries its own copy).
+    # Every stand-in beside libcuda logs as libcuda does (src/log.c, one implementation) and keeps its own list of
+    # locks a forked child makes afresh (src/fork_locks.c): libcuda exports only the driver API, so each library
+    # carries its own copy of both.
     standin = ("src/log.c", "src/fork_locks.c", "src/libs/standin.c")
     math = ("src/log.c", "src/fork_locks.c", "src/libs/*.c")
     for major in (13, 12):
