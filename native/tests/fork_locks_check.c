@@ -1,28 +1,37 @@
-/* A forked child's calls must fail at once even where a thread of the parent held one of libcuda's own locks
- * (not a connection's) when it forked: here a thread keeps asking cuPointerGetAttribute, which holds memory.c's
- * device range lock while it looks, and the main thread forks again and again; each child's cuMemcpyHtoD takes that
- * lock before it reaches its connection. A child that hangs on the copy the fork made of a held lock is killed by
- * its alarm.
+/* A forked child's calls must fail at once even where a thread of the parent held a lock of libcuda when it forked:
+ * here a thread keeps asking, and the main thread forks again and again; each child's cuMemcpyHtoD takes the same
+ * lock before it fails. A child that hangs on the copy the fork made of a held lock is killed by its alarm. What the
+ * thread asks:
+ *   memory       cuPointerGetAttribute, which holds memory.c's device range lock while it looks (one of libcuda's
+ *                own locks, not a connection's);
+ *   connection   cuMemGetInfo, a round trip to the server under the connection's lock.
  *
- *   fork_locks_check [forks]   prints "children: N failed with 3, H hung, O other"; exits 0 when H and O are 0 */
-#include <pthread.h>
+ *   fork_locks_check [forks [memory|connection]]   prints "children: N failed with 3, H hung, O other"; exits 0
+ *                                                   when H and O are 0 */
+#include <string.h>
 
 #include "check.h"
 #include "fork_children.h"
 
 static CUcontext ctx;
 static CUdeviceptr dptr;
-static volatile int stop;
 
-static void *asker(void *arg)
+static void ask(void) /* (on fork_children's thread: the context made current there first) */
 {
-    (void)arg;
-    CHECK(cuCtxSetCurrent(ctx));
-    while (!stop) {
-        CUcontext c;
-        cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, dptr);
+    static __thread int current;
+    if (!current) {
+        CHECK(cuCtxSetCurrent(ctx));
+        current = 1;
     }
-    return NULL;
+    CUcontext c;
+    cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, dptr);
+}
+
+static void ask_server(void) /* (a context current on fork_children's thread, as ask's) */
+{
+    size_t free_bytes, total;
+    ask();
+    cuMemGetInfo(&free_bytes, &total);
 }
 
 static int copy_in_child(void)
@@ -39,11 +48,6 @@ int main(int argc, char **argv)
     CHECK(cuDeviceGet(&dev, 0));
     CHECK(cuCtxCreate(&ctx, NULL, 0, dev));
     CHECK(cuMemAlloc(&dptr, 4096));
-    pthread_t t;
-    pthread_create(&t, NULL, asker, NULL);
-    usleep(10000);
-    int bad = fork_children(forks, copy_in_child, "failed with 3");
-    stop = 1;
-    pthread_join(t, NULL);
-    return bad;
+    int connection = argc > 2 && !strcmp(argv[2], "connection");
+    return fork_children(forks, connection ? ask_server : ask, copy_in_child, "failed with 3");
 }

@@ -232,11 +232,12 @@ def server_main(argv=None) -> int:
         if spin_us is None:
             from rgpu.serving.server import default_spin_us, usable_cpus
 
-            spin_us = default_spin_us()
+            cpus = usable_cpus()
+            spin_us = default_spin_us(cpus)
             if not spin_us and args.isolation == "process":  # (thread isolation has no workers to poll)
                 logging.getLogger("rgpu.server").info(
                     "this server may use %.3g CPU(s): its workers do not poll for requests (--spin-us 0), which "
-                    "on one core would take the time the kernel needs to deliver them", usable_cpus())
+                    "on one core would take the time the kernel needs to deliver them", cpus)
         config = ServerConfig(isolation=args.isolation, backend=args.backend, worker_pool=args.worker_pool,
                               log_level=args.log_level, bind=args.bind, port=args.port, psk=psk, insecure=args.insecure,
                               max_sessions=args.max_sessions, session_mem_limit=args.session_mem_limit,
@@ -537,8 +538,10 @@ def _program(args) -> list[str]:
             config.load_psk(path)
         os.environ["RGPU_PSK_FILE"] = psk_file
     if args.copy_links is not None:
-        if not 0 <= args.copy_links <= 8:
-            raise config.ConfigurationError(f"--copy-links must be between 0 and 8, not {args.copy_links}")
+        from rgpu.session.links import MAX_LINKS
+
+        if not 0 <= args.copy_links <= MAX_LINKS:
+            raise config.ConfigurationError(f"--copy-links must be between 0 and {MAX_LINKS}, not {args.copy_links}")
         os.environ["RGPU_COPY_LINKS"] = str(args.copy_links)
     return argv
 
