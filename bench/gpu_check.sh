@@ -19,7 +19,8 @@
 # sessions and have come out negative). Section streams: bench/tcp_streams.c, one upload split over 1, 2, 4 and 8
 # connections (512 KiB, 1 and 8 MiB; without and with polling): the ceiling of copy links. Section links: token_loop's
 # prompt-shaped steps without and with RGPU_COPY_LINKS=4 (RGPU_CHECK_COPY_LINKS), plain and with a PSK, two rounds;
-# then llama.cpp through rgpu with the links, natively beside it (section llama is the run without).
+# then llama.cpp through rgpu with the links, natively beside it (section llama is the run without). Section coded:
+# llama-bench with RGPU_CODED_COPIES=0 and with coded copies (the default), alternating rounds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -121,6 +122,20 @@ if [[ " $sections " == *" llama "* ]]; then
     timeout 200 bash bench/llama/run_llama.sh perrep > "$OUT/perrep_run.log" 2>&1
     grep -E "^==|per repetition|us by op|loop us" "$OUT/perrep.txt"
   fi
+fi
+if [[ " $sections " == *" coded "* ]]; then  # llama-bench with copies sent as they are, then coded, alternating
+  # (RGPU_CODED_COPIES 0 / 1; RGPU_CHECK_LLAMA_ROUNDS rounds of each), every round against native in that round
+  [ -x /tmp/llama/build/bin/llama-bench ] || timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1
+  for round in $(seq ${RGPU_CHECK_LLAMA_ROUNDS:-1}); do
+    for coded in 0 1; do
+      RGPU_CODED_COPIES=$coded OUT=$OUT/coded$coded/round$round LLAMA_BENCH_MODELS="small-q8_0" timeout 200 \
+        bash bench/llama/run_llama.sh bench > "$OUT/coded${coded}_r$round.txt" 2>&1
+    done
+  done
+  for coded in 0 1; do
+    echo "RGPU_CODED_COPIES=$coded"; python3 bench/llama/compare_bench.py "$OUT"/coded$coded/round* > "$OUT/coded$coded.txt"
+    grep -A5 "^median" "$OUT/coded$coded.txt" || tail -5 "$OUT/coded$coded.txt"
+  done
 fi
 if [[ " $sections " == *" dispatch "* ]]; then  # the worker's cost per deferred record against the call alone
   timeout 120 python3 bench/dispatch_bench.py --backend $BACKEND --records 5000 --repeat 5 ${RGPU_CHECK_DISPATCH_ARGS:-} \

@@ -52,6 +52,10 @@ int main(int argc, char **argv)
         return 2;
     }
     float *big_host = big_elems ? (float *)std::calloc(big_elems, sizeof(float)) : nullptr, *big = nullptr;
+    // Noise under the per-step changes: bytes that do not code (rgpu sends copies of runs coded, docs/protocol.md
+    // "Coded copies"), so that the step measures moving them.
+    for (size_t j = 0, x = 12345; j < big_elems; j++, x = x * 6364136223846793005ull + 1442695040888963407ull)
+        big_host[j] = (float)(x >> 40) / 65536.0f;
     const char *wide = std::getenv("TOKEN_LOOP_LOGITS_BYTES");
     size_t out_elems = wide ? std::strtoull(wide, nullptr, 10) / sizeof(float) : n;
     if (out_elems < n) {

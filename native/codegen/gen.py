@@ -368,9 +368,9 @@ def _bits(ids, width: int) -> int:
 
 def consts_header() -> str:
     from rgpu.errors import Status
-    from rgpu.protocol import dnn_wire, frames, handshake
+    from rgpu.protocol import dnn_wire, frames, handshake, runs
 
-    lines = [BANNER.format(src="src/rgpu/protocol/{ops,handshake,frames}.py and src/rgpu/errors.py"),
+    lines = [BANNER.format(src="src/rgpu/protocol/{ops,handshake,frames,runs}.py and src/rgpu/errors.py"),
              "#ifndef RGPU_CONSTS_H", "#define RGPU_CONSTS_H", "",
              f"#define RGPU_PROTO_MAJOR {handshake.PROTOCOL_MAJOR}",
              f"#define RGPU_PROTO_MINOR {handshake.PROTOCOL_MINOR}",
@@ -386,6 +386,9 @@ def consts_header() -> str:
               f"#define RGPU_MAX_PARAM_BYTES {ops.MAX_PARAM_BYTES}",
               f"#define RGPU_LAUNCH_ATTRIBUTE_SIZE {ops.LAUNCH_ATTRIBUTE_SIZE}",
               f"#define RGPU_MAX_LAUNCH_ATTRIBUTES {ops.MAX_LAUNCH_ATTRIBUTES}",
+              "/* Coded copies (MEMCPY_HTOD_RUNS, protocol/runs.py): the most bytes one stands for, the shortest run. */",
+              f"#define RGPU_RUNS_MAX_COPY_BYTES {runs.MAX_COPY_BYTES}u",
+              f"#define RGPU_RUNS_MIN_RUN {runs.MIN_RUN}u",
               "/* Bit n set: CUlaunchAttributeID n is plain data, forwarded as it is (ops.PLAIN_LAUNCH_ATTRIBUTES). */",
               f"#define RGPU_PLAIN_LAUNCH_ATTRIBUTES 0x{_bits(ops.PLAIN_LAUNCH_ATTRIBUTES, 32):X}u", "",
               "/* rgpu's variant-pack attribute carrying pass-by-value tensors' bytes (protocol/dnn_wire.py). */",

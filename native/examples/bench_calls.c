@@ -1,5 +1,6 @@
 /* Null-call latency and kernel launch rate through whatever libcuda.so.1 is loaded: run it natively and
  * through rgpu in the same session to get ratios (bench/shim_bench.py does). Prints one JSON line. */
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -71,7 +72,10 @@ int main(int argc, char **argv)
      * otherwise carry the rest of the copy up (bench/results/gpu-2026-12-04f-copies). */
     size_t big = 64u << 20, small = 1u << 20;
     unsigned char *host = malloc(big);
-    memset(host, 1, big);
+    /* (noise: bytes that would code as runs, copy_coded.c, would not measure moving them) */
+    uint64_t x = 12345;
+    for (size_t i = 0; i < big; i++, x = x * 6364136223846793005ull + 1442695040888963407ull)
+        host[i] = (unsigned char)(x >> 56);
     CUdeviceptr d;
     CHECK(cuMemAlloc(&d, big));
     double rates[2][2] = {{0, 0}, {0, 0}}; /* [64 MiB, 1 MiB][H2D, D2H], bytes per second */

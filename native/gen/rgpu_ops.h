@@ -995,6 +995,31 @@ static inline int rgpu_unpack_memcpy_htod_linked_req(const uint8_t *in, size_t l
     return 0;
 }
 
+/* MEMCPY_HTOD_RUNS: cuMemcpyHtoDAsync(dst, stream) of `size` bytes (at most runs.MAX_COPY_BYTES) sent coded [deferrable, context] */
+#define RGPU_OP_MEMCPY_HTOD_RUNS 0x004E
+#define RGPU_MEMCPY_HTOD_RUNS_REQ_SIZE 24
+#define RGPU_MEMCPY_HTOD_RUNS_REP_SIZE 0
+struct rgpu_memcpy_htod_runs_req {
+    uint64_t dst;
+    uint64_t stream;
+    uint64_t size;
+};
+static inline void rgpu_pack_memcpy_htod_runs(uint8_t out[RGPU_MEMCPY_HTOD_RUNS_REQ_SIZE], const struct rgpu_memcpy_htod_runs_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->stream);
+    rgpu_put_u64(out + 16, m->size);
+}
+static inline int rgpu_unpack_memcpy_htod_runs_req(const uint8_t *in, size_t len, struct rgpu_memcpy_htod_runs_req *m)
+{
+    if (len != RGPU_MEMCPY_HTOD_RUNS_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->stream = (uint64_t)rgpu_get_u64(in + 8);
+    m->size = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
 /* MODULE_LOAD_DATA: cuModuleLoadData [context] */
 #define RGPU_OP_MODULE_LOAD_DATA 0x0050
 #define RGPU_MODULE_LOAD_DATA_REQ_SIZE 0
@@ -6275,6 +6300,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_MEMSET_D8_ASYNC:
     case RGPU_OP_MEMSET_D32_ASYNC:
     case RGPU_OP_MEMCPY_HTOD_LINKED:
+    case RGPU_OP_MEMCPY_HTOD_RUNS:
     case RGPU_OP_MODULE_LOAD_DATA:
     case RGPU_OP_MODULE_UNLOAD:
     case RGPU_OP_MODULE_GET_FUNCTION:
@@ -6457,6 +6483,8 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_MEMSET_D32_ASYNC:
         return (struct rgpu_op_route){-1, 20, 0, -1, 0, 0};
     case RGPU_OP_MEMCPY_HTOD_LINKED:
+        return (struct rgpu_op_route){-1, 8, 0, -1, 0, 0};
+    case RGPU_OP_MEMCPY_HTOD_RUNS:
         return (struct rgpu_op_route){-1, 8, 0, -1, 0, 0};
     case RGPU_OP_MODULE_LOAD_DATA:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
@@ -6814,6 +6842,8 @@ static inline int rgpu_op_passes_held_sync(uint16_t op)
     switch (op) {
     case RGPU_OP_MEMCPY_HTOD_ASYNC:
         return 8;
+    case RGPU_OP_MEMCPY_HTOD_RUNS:
+        return 8;
     case RGPU_OP_STREAM_SYNCHRONIZE:
         return 0;
     case RGPU_OP_EVENT_RECORD:
@@ -6839,6 +6869,8 @@ static inline int rgpu_op_touches_stream(uint16_t op)
     case RGPU_OP_MEMSET_D32_ASYNC:
         return 20;
     case RGPU_OP_MEMCPY_HTOD_LINKED:
+        return 8;
+    case RGPU_OP_MEMCPY_HTOD_RUNS:
         return 8;
     case RGPU_OP_LAUNCH_KERNEL:
         return 36;

@@ -430,7 +430,19 @@ static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, ui
                 (rgpu_server_minor() >= 1 && set_find(&device_ranges, dst, n, NULL) == 0);
     /* (a copy that waits for each chunk's reply goes in big chunks: smaller ones would each cost a round trip) */
     size_t chunk = defer ? rgpu_htod_chunk(n) : rgpu_max_chunk();
+    /* An asynchronous copy goes coded piece by piece (copy_coded.c) until a piece does not code; the rest as is. */
+    int coding = op == RGPU_OP_MEMCPY_HTOD_ASYNC && rgpu_coded_copies(n);
     do {
+        if (coding) {
+            size_t k = n - off < RGPU_RUNS_MAX_COPY_BYTES ? n - off : RGPU_RUNS_MAX_COPY_BYTES;
+            CUresult r;
+            if ((coding = rgpu_htod_coded(dst + off, p + off, k, stream, &r))) {
+                if (r != CUDA_SUCCESS)
+                    return r;
+                off += k;
+                continue;
+            }
+        }
         size_t k = n - off < chunk ? n - off : chunk;
         uint8_t a[RGPU_MEMCPY_HTOD_ASYNC_REQ_SIZE];
         size_t alen;

@@ -56,6 +56,11 @@ uint32_t rgpu_max_chunk(void);
 /* a deferred host-to-device copy of n bytes: its records' bulk (smaller with a PSK, unless copy links carry it;
  * conn_context.c) */
 uint32_t rgpu_htod_chunk(size_t n);
+/* Coded copies (copy_coded.c): whether an asynchronous copy up of n bytes is worth coding; rgpu_htod_coded sends
+ * one piece of at most RGPU_RUNS_MAX_COPY_BYTES coded, deferred, and returns 1 with *r what sending it gave, or
+ * returns 0, having sent nothing, when the bytes do not code small enough. */
+int rgpu_coded_copies(size_t n);
+int rgpu_htod_coded(CUdeviceptr dst, const void *src, size_t n, uint64_t stream, CUresult *r);
 uint16_t rgpu_server_minor(void); /* the server's protocol minor version (newer operations need >= 1) */
 
 /* Device ranges the shim was given (memory.c): pointer queries, unified copies, deferrable copies. */

@@ -191,6 +191,10 @@ class _Operations:
     def memcpy_htod_async(self, dst: int, data, stream: int = 0):
         return self._defer(_Request(ops.MEMCPY_HTOD_ASYNC, (dst, stream), bytes(memoryview(data).cast("B"))))
 
+    def memcpy_htod_runs(self, dst: int, coded, size: int, stream: int = 0):
+        """memcpy_htod_async of the `size` bytes `coded` stands for (rgpu.protocol.runs: its encode makes it)."""
+        return self._defer(_Request(ops.MEMCPY_HTOD_RUNS, (dst, stream, size), bytes(memoryview(coded).cast("B"))))
+
     def memcpy_dtoh_async(self, src: int, nbytes: int, stream: int = 0):
         return self._call(_Request(ops.MEMCPY_DTOH_ASYNC, (src, nbytes, stream),
                                    decode=lambda v, b: bytearray(b)))

@@ -344,6 +344,7 @@ def lane(nat: pathlib.Path | None = None) -> Library:
     """The fast lane as a library to build: its folder (files added there are picked up) and the wire codec."""
     nat = nat or native_dir()
     files = ["src/wire.c", "src/log.c", "src/crypto.c", "src/aead_pipe.c", "src/send_iov.c", "src/quiet_thread.c",
+             "src/copy_runs.c",
              *sorted(p.relative_to(nat).as_posix() for p in (nat / "src" / "lane").glob("*.c"))]
     return Library(LANE, tuple((f, 0) for f in files), includes=("src/lane",), exports="rgpu_lane_*")
 
@@ -400,7 +401,7 @@ def _symlink(link: pathlib.Path, target: str) -> None:
     link.symlink_to(target)
 
 
-EXAMPLES = ("rpc_smoke", "vecadd", "bench_calls", "copy_check", "fork_check")
+EXAMPLES = ("rpc_smoke", "vecadd", "bench_calls", "copy_check", "coded_copy_check", "fork_check")
 
 
 def build_examples(out: pathlib.Path | None = None, cc: str = "gcc", *, progress: bool = False,

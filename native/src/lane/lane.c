@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy_runs.h"
 #include "lane.h"
 #include "lane_private.h"
 #include "rgpu_consts.h"
@@ -29,14 +30,14 @@ struct binding {
 enum {
     COUNT_LAUNCH, COUNT_LAUNCH_EX, COUNT_HTOD, COUNT_MEMSET_D8, COUNT_MEMSET_D32, COUNT_SYNC, COUNT_GRAPH, COUNT_NOP,
     COUNT_DTOH, COUNT_INFO, COUNT_HTOD_SYNC, COUNT_DTOH_SYNC, COUNT_CTX_SYNC, COUNT_BN_INFERENCE, COUNT_DNN_EXECUTE,
-    COUNTS
+    COUNT_HTOD_RUNS, COUNTS
 };
 _Static_assert((int)COUNTS <= (int)RGPU_LANE_COUNTS, "rgpu_lane_take_counts' callers take RGPU_LANE_COUNTS rows");
 static const unsigned count_opcode[COUNTS] = {
     RGPU_OP_LAUNCH_KERNEL,    RGPU_OP_LAUNCH_KERNEL_EX,   RGPU_OP_MEMCPY_HTOD_ASYNC, RGPU_OP_MEMSET_D8_ASYNC,
     RGPU_OP_MEMSET_D32_ASYNC, RGPU_OP_STREAM_SYNCHRONIZE, RGPU_OP_GRAPH_LAUNCH,      RGPU_OP_NOP,
     RGPU_OP_MEMCPY_DTOH_ASYNC, RGPU_OP_MEM_GET_INFO, RGPU_OP_MEMCPY_HTOD, RGPU_OP_MEMCPY_DTOH,
-    RGPU_OP_CTX_SYNCHRONIZE,  RGPU_OP_DNN_BN_INFERENCE, RGPU_OP_DNN_EXECUTE};
+    RGPU_OP_CTX_SYNCHRONIZE,  RGPU_OP_DNN_BN_INFERENCE, RGPU_OP_DNN_EXECUTE, RGPU_OP_MEMCPY_HTOD_RUNS};
 
 /* The launch attributes whose value is plain data (ops.PLAIN_LAUNCH_ATTRIBUTES): passed on as they are. Any
  * other (an event to translate, a write-back, an unknown id) is Python's to refuse or translate. */
@@ -358,6 +359,29 @@ static int htod(rgpu_lane *lane, const struct lane_record *r, const char **what)
     return rgpu_lane_ring_copy(&lane->d, ring, m.dst, r->bulk, r->bulk_len, stream, what);
 }
 
+/* Decoded straight into the ring's slots. Anything amiss (a size over the most, a coding that does not stand for
+ * exactly `size` bytes) is Python's to refuse with its message: nothing was sent yet. */
+static int htod_runs(rgpu_lane *lane, const struct lane_record *r, const char **what)
+{
+    struct rgpu_memcpy_htod_runs_req m;
+    uintptr_t ctx, stream;
+    int code, first;
+    if (rgpu_unpack_memcpy_htod_runs_req(r->args, r->args_len, &m) || m.size > RGPU_RUNS_MAX_COPY_BYTES || !m.size)
+        return -1;
+    rgpu_lane_ring *ring = lane_htod_ring(lane, m.dst, m.stream, m.size, 0, r->current_ctx, r->capture_possible,
+                                          &ctx, &stream, &code, what);
+    if (!ring)
+        return code;
+    if (m.size > ring->slot_bytes * (size_t)(ring->slots / 2)) /* (more than one copy may take: the fake's ring) */
+        return -1;
+    char *slots = lane_ring_slots(&lane->d, ring, m.size, &first, what, &code);
+    if (!slots)
+        return code;
+    if (rgpu_runs_decode(r->bulk, r->bulk_len, (uint8_t *)slots, m.size))
+        return -1;
+    return lane_ring_send_slots(&lane->d, ring, first, m.dst, m.size, stream, what);
+}
+
 static int memset_async(rgpu_lane *lane, int width, const struct lane_record *r, const char **what)
 {
     const uint8_t *args = r->args;
@@ -449,6 +473,7 @@ static const struct runner {
     {RGPU_OP_STREAM_SYNCHRONIZE, COUNT_SYNC, synchronize},
     {RGPU_OP_GRAPH_LAUNCH, COUNT_GRAPH, graph_launch},
     {RGPU_OP_MEMCPY_HTOD_ASYNC, COUNT_HTOD, htod},
+    {RGPU_OP_MEMCPY_HTOD_RUNS, COUNT_HTOD_RUNS, htod_runs},
     {RGPU_OP_MEMSET_D8_ASYNC, COUNT_MEMSET_D8, memset_d8},
     {RGPU_OP_MEMSET_D32_ASYNC, COUNT_MEMSET_D32, memset_d32},
     {RGPU_OP_DNN_BN_INFERENCE, COUNT_BN_INFERENCE, lane_batch_norm},

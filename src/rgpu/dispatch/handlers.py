@@ -14,7 +14,7 @@ from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED
 from rgpu.dispatch import library_calls
 from rgpu.dispatch.registry import HANDLERS, Handler, Reply, handles, handles_fields  # noqa: F401 (re-exported)
 from rgpu.errors import CudaError, Status
-from rgpu.protocol import blas_wire, dnn_wire, ops
+from rgpu.protocol import blas_wire, dnn_wire, ops, runs
 from rgpu.session.handles import Kind
 from rgpu.session.state import Session
 
@@ -214,6 +214,19 @@ def _memcpy_htod_async(s: Session, bulk, dst, stream):
     copy = s.async_copier(stream)
     s.memory.check(dst, len(bulk))
     copy(dst, bulk)
+    s.bind_lane_stream(stream)
+
+
+@handles_fields(ops.MEMCPY_HTOD_RUNS, blocking=True)
+def _memcpy_htod_runs(s: Session, bulk, dst, stream, size):
+    # (the fast lane decodes straight into its copy ring; this is the path without it, or where it gives up)
+    copy = s.async_copier(stream)
+    s.memory.check(dst, size)
+    try:
+        data = runs.decode(bulk, size)
+    except runs.CodingError as e:
+        raise CudaError(Status.INVALID_VALUE, f"MEMCPY_HTOD_RUNS: {e}") from None
+    copy(dst, data)
     s.bind_lane_stream(stream)
 
 

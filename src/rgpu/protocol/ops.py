@@ -252,6 +252,11 @@ MEMCPY_HTOD_LINKED = _op(0x004D, "MEMCPY_HTOD_LINKED",
                          "dst:u64 stream:u64 size:u64 seq:u32 parts:u32 links:u32 sync:u32",
                          deferrable=True, names="stream:stream",
                          doc="cuMemcpyHtoD(Async) of `size` bytes in `parts` parts sent over the copy links")
+# An asynchronous host-to-device copy whose bulk is its `size` bytes coded as runs of 8-byte words
+# (rgpu.protocol.runs; docs/protocol.md, "Coded copies"): llama.cpp's row indices and masks are a few KB so.
+MEMCPY_HTOD_RUNS = _op(0x004E, "MEMCPY_HTOD_RUNS", "dst:u64 stream:u64 size:u64", deferrable=True,
+                       request_bulk="the copy's bytes coded as runs", names="stream:stream",
+                       doc="cuMemcpyHtoDAsync(dst, stream) of `size` bytes (at most runs.MAX_COPY_BYTES) sent coded")
 
 # Modules and launches (0x005x).
 MODULE_LOAD_DATA = _op(0x0050, "MODULE_LOAD_DATA", "", "module:u64", request_bulk="image: PTX, cubin or fatbin",
@@ -793,7 +798,8 @@ CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 # stream, for those without one). Not work: host-to-device copies (they take their bytes when called, as
 # pageable copies do natively), stream and event bookkeeping, capture, pool frees.
 _NOT_WORK = frozenset(op.code for op in (
-    MEMCPY_HTOD_ASYNC, MEMCPY_HTOD_LINKED, MEMCPY_DTOH_ASYNC, STREAM_DESTROY, STREAM_SYNCHRONIZE, STREAM_QUERY, STREAM_WAIT_EVENT,
+    MEMCPY_HTOD_ASYNC, MEMCPY_HTOD_LINKED, MEMCPY_HTOD_RUNS, MEMCPY_DTOH_ASYNC, STREAM_DESTROY, STREAM_SYNCHRONIZE,
+    STREAM_QUERY, STREAM_WAIT_EVENT,
     EVENT_RECORD, MEM_ALLOC_ASYNC, MEM_FREE_ASYNC, STREAM_BEGIN_CAPTURE, STREAM_END_CAPTURE,
     STREAM_CAPTURE_DEPENDENCIES, STREAM_UPDATE_CAPTURE_DEPENDENCIES, SOLVER_BUFFER_SIZE, SPARSE_BUFFER_SIZE,
 ))
@@ -807,7 +813,8 @@ _COMPLETES_STREAM = frozenset(op.code for op in (STREAM_SYNCHRONIZE, MEMCPY_DTOH
 # request that is not one of these on the same stream: they are ordered on the stream after the synchronize and
 # take no time worth waiting for, so a synchronize sent after them still makes every later request see at least
 # what the program's call promised. llama.cpp's "copy an input, synchronize" six times per token so becomes one.
-_PASSES_HELD_SYNC = frozenset(op.code for op in (MEMCPY_HTOD_ASYNC, EVENT_RECORD, STREAM_SYNCHRONIZE))
+_PASSES_HELD_SYNC = frozenset(op.code for op in (MEMCPY_HTOD_ASYNC, MEMCPY_HTOD_RUNS, EVENT_RECORD,
+                                                 STREAM_SYNCHRONIZE))
 
 
 # Operations that name a stream without putting anything on it: they do not end its idleness (sync.c).

@@ -1,0 +1,19 @@
+/* Copies coded as runs of 8-byte words (MEMCPY_HTOD_RUNS; the format: src/rgpu/protocol/runs.py and
+ * docs/protocol.md, "Coded copies"). Sans-IO: the C stand-ins code with it (memory.c), the worker's fast lane
+ * decodes with it (lane/lane.c). */
+#ifndef RGPU_COPY_RUNS_H
+#define RGPU_COPY_RUNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* src[0, n) coded into out[0, cap); returns the coded length, or 0 where it would not fit in cap, where the
+ * bytes look like they will not code (after each doubling of what was read from 16 KiB on, more than half of
+ * it literal), or where n is over RGPU_RUNS_MAX_COPY_BYTES. */
+size_t rgpu_runs_encode(const uint8_t *src, size_t n, uint8_t *out, size_t cap);
+
+/* coded[0, len) decoded into out[0, n); 0, or -1 where the coding does not stand for exactly n bytes (out may
+ * then hold anything). Every count is checked against what is left on both sides before it is used. */
+int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n);
+
+#endif

@@ -1,0 +1,187 @@
+"""Coded copies (MEMCPY_HTOD_RUNS): the format's two codecs (rgpu.protocol.runs, native/src/copy_runs.c) against each
+other, the C stand-ins sending llama.cpp-shaped inputs coded, and coded requests that are wrong."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from rgpu.cli import local_server
+from rgpu.errors import CudaError, Status
+from rgpu.protocol import runs
+
+from .conftest import running_server, wait_for_stats_record
+from .test_hostile_server import REPO, SANITIZE
+from .test_native import run
+
+
+@pytest.fixture(scope="module")
+def runs_check(tmp_path_factory):
+    """native/tests/runs_check.c with ASan and UBSan: the C codec, fed cases on stdin."""
+    exe = tmp_path_factory.mktemp("runs") / "runs_check"
+    src = REPO / "native" / "src"
+    subprocess.run(["gcc", "-O1", "-g", *SANITIZE, f"-I{src}", f"-I{REPO / 'native' / 'gen'}",
+                    str(REPO / "native" / "tests" / "runs_check.c"), str(src / "copy_runs.c"), "-o", str(exe)],
+                   check=True)
+
+    def c_side(cases: list[tuple[str, int, bytes]]) -> list[bytes | None]:
+        """('E', cap, data) -> the C coding of data in at most cap bytes; ('D', size, coded) -> the size bytes it
+        decodes to; None where the C side gives none."""
+        feed = b"".join(kind.encode() + struct.pack("<II", n, len(b)) + b for kind, n, b in cases)
+        out = subprocess.run([str(exe)], input=feed, capture_output=True, check=True, timeout=120).stdout.split(b"\n")[:-1]
+        assert len(out) == len(cases)
+        return [None if line == b"-" else bytes.fromhex(line.decode()) for line in out]
+
+    return c_side
+
+
+def _words(values) -> bytes:
+    return np.array(values, dtype=np.uint64).tobytes()
+
+
+def _v_rows(tokens: int, rows: int, kv_size: int) -> bytes:
+    """llama.cpp's V row indices at flash attention off (llama_kv_cache::set_input_v_idxs)."""
+    return _words([j * kv_size + i for i in range(tokens) for j in range(rows)])
+
+
+def _mask(tokens: int, n_kv: int, dtype) -> bytes:
+    return np.array([[0.0 if j <= i else -math.inf for j in range(n_kv)] for i in range(tokens)], dtype=dtype).tobytes()
+
+
+# Bytes with runs in them: stretches of progressions (wrapping ones too) and of noise, and a tail.
+_stretch = st.one_of(
+    st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.integers(1, 40)).map(
+        lambda t: _words([(t[0] + k * t[1]) % 2**64 for k in range(t[2])])),
+    st.binary(min_size=1, max_size=80))
+_patterned = st.tuples(st.lists(_stretch, max_size=12), st.binary(max_size=7)).map(
+    lambda t: b"".join(t[0]) + t[1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(_patterned, st.integers(2, 12))
+def test_python_coding_decodes_to_the_bytes(data, min_run):
+    assert runs.decode(runs.encode(data, min_run), len(data)) == data
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_patterned, min_size=1, max_size=20))
+def test_the_c_and_python_codecs_agree_both_ways(runs_check, batch):
+    coded_in_c = runs_check([("E", 1 << 21, data) for data in batch])
+    for data, coded in zip(batch, coded_in_c):
+        if len(data) < 8 * runs.MIN_RUN:
+            continue  # (C codes nothing shorter than a run; Python's literal-only coding still decodes)
+        assert coded is not None and runs.decode(coded, len(data)) == data
+    decoded_in_c = runs_check([("D", len(data), runs.encode(data)) for data in batch])
+    assert decoded_in_c == batch
+
+
+@settings(max_examples=40, deadline=None)
+@given(_patterned, st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
+       st.integers(-9, 9), st.integers(-9, 9))
+def test_a_damaged_coding_is_refused_or_decoded_the_same_by_both(runs_check, data, flips, cut, size_change):
+    """Whatever arrives, the C decoder (under the sanitizers) and Python's agree: both refuse it, or both give the
+    same bytes."""
+    coded = bytearray(runs.encode(data))
+    for at, value in flips if coded else ():
+        coded[at % len(coded)] = value
+    coded = bytes(coded[:len(coded) + cut] if cut < 0 else coded + bytes(cut))
+    size = max(0, len(data) + size_change)
+    try:
+        expected = runs.decode(coded, size)
+    except runs.CodingError:
+        expected = None
+    assert runs_check([("D", size, coded)]) == [expected]
+
+
+def test_what_the_c_encoder_codes_and_what_it_gives_up_on(runs_check):
+    noise = np.random.default_rng(5).bytes(1 << 20)
+    zeros_then_noise = bytes(1 << 19) + noise[: 1 << 19]
+    v_rows, mask32, mask16 = _v_rows(128, 1024, 256), _mask(128, 256, np.float32), _mask(128, 256, np.float16)
+    big = bytes(runs.MAX_COPY_BYTES + 8)
+    cases = [("E", len(d) // 4, d) for d in (v_rows, mask32, mask16, noise, zeros_then_noise, big)]
+    cases.append(("E", 100, v_rows))  # (fits nowhere near)
+    coded = runs_check(cases)
+    assert coded[3:] == [None] * 4
+    for data, c in zip((v_rows, mask32, mask16), coded):
+        assert runs.decode(c, len(data)) == data
+    # llama.cpp's inputs per 128-token prompt step at flash attention off: 1 MiB and 128 KiB, sent as 3 and 7 KiB
+    assert len(coded[0]) == 128 * 24 and len(coded[1]) < 7 * 1024 and len(coded[2]) < 8 * 1024
+
+
+@pytest.mark.parametrize("coded,size,why", [
+    (runs.SEGMENT.pack(2, 0) + bytes(16) + b"x", 16, "after the last segment"),
+    (runs.SEGMENT.pack(2, 0) + bytes(8), 16, "a literal of 2 words"),
+    (runs.SEGMENT.pack(0, 0), 16, "an empty segment"),
+    (runs.SEGMENT.pack(0, 3) + runs.RUN.pack(1, 1), 16, "a run of 3 words"),
+    (runs.SEGMENT.pack(1, 1) + bytes(8), 16, "a run of 1 words"),
+    (b"", 16, "ends after 0 of 2 words"),
+    (b"", 3, "shorter than its tail"),
+    (runs.SEGMENT.pack(0, 1) + runs.RUN.pack(0, 0), runs.MAX_COPY_BYTES + 8, "at most"),
+])
+def test_python_decoder_says_what_is_wrong(coded, size, why):
+    with pytest.raises(runs.CodingError, match=why):
+        runs.decode(coded, size)
+
+
+@pytest.mark.parametrize("lane", ["1", "0"])
+async def test_a_wrong_coded_copy_fails_as_invalid_value_and_the_session_goes_on(lane, monkeypatch):
+    """Through the fast lane (a ring slot) and Python's path alike: nothing reaches the device, the error comes
+    back with the next call that waits, and the next coded copy works."""
+    monkeypatch.setenv("RGPU_LANE", lane)
+    async with running_server() as srv:
+        c = await srv.connect()
+        p = await c.mem_alloc(64 << 10)
+        s = await c.stream_create()
+        good = _v_rows(8, 1024, 256)
+        wrong = [(runs.encode(good)[:-8], len(good)),  # one word short
+                 (runs.encode(good), len(good) + 8),  # one word more said than coded
+                 (runs.SEGMENT.pack(0, 1) + runs.RUN.pack(0, 0), runs.MAX_COPY_BYTES + 8)]  # over the most
+        for coded, size in wrong:
+            await c.memcpy_htod_runs(p, coded, size, s)
+            with pytest.raises(CudaError) as e:
+                await c.memcpy_dtoh_async(p, 16, s)
+            assert e.value.code == Status.INVALID_VALUE and e.value.deferred
+        await c.memcpy_htod_runs(p + (64 << 10) - 8, runs.encode(good), len(good), s)  # past the allocation
+        with pytest.raises(CudaError) as e:
+            await c.memcpy_dtoh_async(p, 16, s)
+        assert e.value.code == Status.INVALID_VALUE
+        await c.memcpy_htod_runs(p, runs.encode(good), len(good), s)
+        assert await c.memcpy_dtoh_async(p, len(good), s) == good
+        await c.aclose()
+
+
+@pytest.mark.parametrize("server_env,client_env,coded", [
+    ({}, {}, 12),  # the C request loop and the fast lane (slots), Python's path for what the fake's ring cannot take
+    ({"RGPU_LANE": "0"}, {}, 12),  # Python's path only
+    ({}, {"RGPU_CODED_COPIES": "0"}, 0),  # sent as they are
+    ({}, {"RGPU_PSK": "yes"}, 12),  # sealed
+])
+def test_the_c_stand_in_sends_patterned_copies_coded_and_their_bytes_arrive(shim_dir, tmp_path, monkeypatch,
+                                                                            server_env, client_env, coded):
+    """native/examples/coded_copy_check.c: ten patterns queued on one stream (the host buffer scribbled on after
+    each call) and read back; 12 of its copies code (the 5 MiB one in three pieces, the 3 MiB one's first 2 MiB;
+    noise and a lone last byte do not)."""
+    for k, v in server_env.items():
+        monkeypatch.setenv(k, v)
+    stats = tmp_path / "stats.jsonl"
+    args = ["--log-level", "warning", "--stats-file", str(stats)]
+    env = dict(client_env)
+    if env.pop("RGPU_PSK", None):
+        psk = tmp_path / "psk"
+        psk.write_text("ab" * 32)
+        psk.chmod(0o600)
+        args += ["--psk-file", str(psk)]
+        env["RGPU_PSK_FILE"] = str(psk)
+    with local_server("fake", args) as address:
+        check = run(shim_dir, "coded_copy_check", env={"RGPU_SERVER": address, **env})
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert "11 patterns, 0 wrong; copy past the end: 1" in check.stdout
+        wait_for_stats_record(stats, 10)
+    record = json.loads(stats.read_text().splitlines()[0])
+    assert record["calls_by_op"].get("MEMCPY_HTOD_RUNS", 0) == coded
