@@ -66,7 +66,8 @@ _patterned = st.tuples(st.lists(_stretch, max_size=12), st.binary(max_size=7)).m
 @settings(max_examples=300, deadline=None)
 @given(_patterned, st.integers(2, 12))
 def test_python_coding_decodes_to_the_bytes(data, min_run):
-    assert runs.decode(runs.encode(data, min_run), len(data)) == data
+    if data:  # (a coded copy is of 1 byte or more)
+        assert runs.decode(runs.encode(data, min_run), len(data)) == data
 
 
 @settings(max_examples=60, deadline=None)
@@ -77,6 +78,7 @@ def test_the_c_and_python_codecs_agree_both_ways(runs_check, batch):
         if len(data) < 8 * runs.MIN_RUN:
             continue  # (C codes nothing shorter than a run; Python's literal-only coding still decodes)
         assert coded is not None and runs.decode(coded, len(data)) == data
+    batch = [data for data in batch if data]  # (a coded copy is of 1 byte or more)
     decoded_in_c = runs_check([("D", len(data), runs.encode(data)) for data in batch])
     assert decoded_in_c == batch
 
@@ -119,14 +121,23 @@ def test_what_the_c_encoder_codes_and_what_it_gives_up_on(runs_check):
     (runs.SEGMENT.pack(2, 0) + bytes(8), 16, "a literal of 2 words"),
     (runs.SEGMENT.pack(0, 0), 16, "an empty segment"),
     (runs.SEGMENT.pack(0, 3) + runs.RUN.pack(1, 1), 16, "a run of 3 words"),
-    (runs.SEGMENT.pack(1, 1) + bytes(8), 16, "a run of 1 words"),
+    (runs.SEGMENT.pack(1, 1) + bytes(8), 16, "first word and step cut short"),
     (b"", 16, "ends after 0 of 2 words"),
     (b"", 3, "shorter than its tail"),
-    (runs.SEGMENT.pack(0, 1) + runs.RUN.pack(0, 0), runs.MAX_COPY_BYTES + 8, "at most"),
+    (runs.SEGMENT.pack(0, 1) + runs.RUN.pack(0, 0), runs.MAX_COPY_BYTES + 8, "1 to"),
+    (b"", 0, "1 to"),
+    (runs.SEGMENT.pack(8193, 0) + bytes(8193 * 8), 8193 * 8, "bytes of coding"),
 ])
 def test_python_decoder_says_what_is_wrong(coded, size, why):
     with pytest.raises(runs.CodingError, match=why):
         runs.decode(coded, size)
+
+
+def test_the_most_a_coded_copy_stands_for_fits_one_copy_through_the_ring():
+    """The cuda backend's fast lane decodes a coded copy into consecutive slots of its ring, at most half of them."""
+    from rgpu.backends import cuda_copyring
+
+    assert runs.MAX_COPY_BYTES <= cuda_copyring.SLOT_BYTES * (cuda_copyring.SLOTS // 2)
 
 
 @pytest.mark.parametrize("lane", ["1", "0"])
@@ -136,18 +147,24 @@ async def test_a_wrong_coded_copy_fails_as_invalid_value_and_the_session_goes_on
     monkeypatch.setenv("RGPU_LANE", lane)
     async with running_server() as srv:
         c = await srv.connect()
-        p = await c.mem_alloc(64 << 10)
+        p = await c.mem_alloc(256 << 10)
         s = await c.stream_create()
         good = _v_rows(8, 1024, 256)
+        # (a good one first: the lane then knows the stream, and decodes -- and refuses -- the wrong ones itself)
+        await c.memcpy_htod_runs(p, runs.encode(good), len(good), s)
+        assert await c.memcpy_dtoh_async(p, len(good), s) == good
         wrong = [(runs.encode(good)[:-8], len(good)),  # one word short
                  (runs.encode(good), len(good) + 8),  # one word more said than coded
-                 (runs.SEGMENT.pack(0, 1) + runs.RUN.pack(0, 0), runs.MAX_COPY_BYTES + 8)]  # over the most
+                 (runs.encode(good) + b"\0", len(good)),  # a byte after the last segment
+                 (runs.SEGMENT.pack(0, 1) + runs.RUN.pack(0, 0), runs.MAX_COPY_BYTES + 8),  # over the most
+                 (b"", 0),  # nothing
+                 (runs.SEGMENT.pack(8193, 0) + bytes(8193 * 8), 8193 * 8)]  # more coding than carried
         for coded, size in wrong:
             await c.memcpy_htod_runs(p, coded, size, s)
             with pytest.raises(CudaError) as e:
                 await c.memcpy_dtoh_async(p, 16, s)
             assert e.value.code == Status.INVALID_VALUE and e.value.deferred
-        await c.memcpy_htod_runs(p + (64 << 10) - 8, runs.encode(good), len(good), s)  # past the allocation
+        await c.memcpy_htod_runs(p + (256 << 10) - 8, runs.encode(good), len(good), s)  # past the allocation
         with pytest.raises(CudaError) as e:
             await c.memcpy_dtoh_async(p, 16, s)
         assert e.value.code == Status.INVALID_VALUE

@@ -30,8 +30,10 @@
 #define RGPU_MAX_PARAM_BYTES 32764
 #define RGPU_LAUNCH_ATTRIBUTE_SIZE 72
 #define RGPU_MAX_LAUNCH_ATTRIBUTES 16
-/* Coded copies (MEMCPY_HTOD_RUNS, protocol/runs.py): the most bytes one stands for, the shortest run. */
+/* Coded copies (MEMCPY_HTOD_RUNS, protocol/runs.py): the most bytes one stands for and carries, the
+ * shortest run coded. */
 #define RGPU_RUNS_MAX_COPY_BYTES 2097152u
+#define RGPU_RUNS_MAX_CODED_BYTES 65536u
 #define RGPU_RUNS_MIN_RUN 8u
 /* Bit n set: CUlaunchAttributeID n is plain data, forwarded as it is (ops.PLAIN_LAUNCH_ATTRIBUTES). */
 #define RGPU_PLAIN_LAUNCH_ATTRIBUTES 0x14F7Fu

@@ -104,7 +104,7 @@ size_t rgpu_runs_encode(const uint8_t *src, size_t n, uint8_t *out, size_t cap)
 int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n)
 {
     size_t words = n / 8, tail = n % 8, done = 0, at = 0;
-    if (len < tail)
+    if (!n || n > RGPU_RUNS_MAX_COPY_BYTES || len > RGPU_RUNS_MAX_CODED_BYTES || len < tail)
         return -1;
     size_t body = len - tail;
     while (done < words) {

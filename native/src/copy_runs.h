@@ -12,8 +12,9 @@
  * it literal), or where n is over RGPU_RUNS_MAX_COPY_BYTES. */
 size_t rgpu_runs_encode(const uint8_t *src, size_t n, uint8_t *out, size_t cap);
 
-/* coded[0, len) decoded into out[0, n); 0, or -1 where the coding does not stand for exactly n bytes (out may
- * then hold anything). Every count is checked against what is left on both sides before it is used. */
+/* coded[0, len) decoded into out[0, n); 0, or -1 where the coding does not stand for exactly n bytes, or n is not
+ * 1..RGPU_RUNS_MAX_COPY_BYTES, or len is over RGPU_RUNS_MAX_CODED_BYTES (out may then hold anything). Every count is
+ * checked against what is left on both sides before it is used. */
 int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n);
 
 #endif

@@ -359,6 +359,11 @@ static int htod(rgpu_lane *lane, const struct lane_record *r, const char **what)
     return rgpu_lane_ring_copy(&lane->d, ring, m.dst, r->bulk, r->bulk_len, stream, what);
 }
 
+int rgpu_lane_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n)
+{
+    return rgpu_runs_decode(coded, len, out, n);
+}
+
 /* Decoded straight into the ring's slots. Anything amiss (a size over the most, a coding that does not stand for
  * exactly `size` bytes) is Python's to refuse with its message: nothing was sent yet. */
 static int htod_runs(rgpu_lane *lane, const struct lane_record *r, const char **what)

@@ -56,6 +56,10 @@ typedef struct rgpu_lane_ring {
     unsigned char pending[64];
 } rgpu_lane_ring;
 
+/* A coded copy's bytes (MEMCPY_HTOD_RUNS, native/src/copy_runs.h): coded[0, len) into out[0, n); 0, or -1 where
+ * the coding does not stand for exactly n bytes. The worker's Python path decodes with it too. */
+int rgpu_lane_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n);
+
 /* cuMemcpyHtoDAsync of n <= slot_bytes bytes through the ring's next slot; the CUresult (0: queued). The
  * failing call's name lands in *what (a static string). */
 int rgpu_lane_ring_copy(const rgpu_lane_driver *d, rgpu_lane_ring *r, unsigned long long dst, const void *src,
@@ -76,7 +80,7 @@ typedef struct rgpu_lane_stop {
 
 /* Per operation the lane ran: how many, the nanoseconds they took, and the replies the request loop sent for them
  * (taken by rgpu_lane_take_counts). RGPU_LANE_COUNTS rows hold every operation the lane counts. */
-enum { RGPU_LANE_COUNTS = 16 };
+enum { RGPU_LANE_COUNTS = 24 };
 typedef struct rgpu_lane_count {
     unsigned opcode;
     unsigned long long calls;

@@ -72,6 +72,15 @@ def ffi() -> cffi.FFI:
     return _ffi
 
 
+def decode_runs(coded, size: int) -> bytearray | None:
+    """A coded copy's `size` bytes decoded in C (rgpu.protocol.runs' format), or None where the coding is wrong;
+    the fast lane must be loaded."""
+    out = bytearray(size)
+    if _lib.rgpu_lane_runs_decode(_ffi.from_buffer(coded), len(coded), _ffi.from_buffer(out), size):
+        return None
+    return out
+
+
 def seal_for(cipher: int, recv_key: bytes, send_key: bytes):
     """A sealed session's keys for the C request loop (rgpu_lane_seal, freed with the object), or None where the
     lane is not loaded or cannot load libcrypto."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 
+from rgpu.backends import lane
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED
 from rgpu.dispatch import library_calls
 from rgpu.dispatch.registry import HANDLERS, Handler, Reply, handles, handles_fields  # noqa: F401 (re-exported)
@@ -223,7 +224,12 @@ def _memcpy_htod_runs(s: Session, bulk, dst, stream, size):
     copy = s.async_copier(stream)
     s.memory.check(dst, size)
     try:
-        data = runs.decode(bulk, size)
+        # (in C where the library is loaded: a coding of many short segments costs Python ms, C us)
+        data = lane.decode_runs(bulk, size) if lane.library() is not None and 0 < size <= runs.MAX_COPY_BYTES \
+            else runs.decode(bulk, size)
+        if data is None:  # (the C decoder says no more than that: Python's says what is wrong)
+            runs.decode(bulk, size)
+            raise runs.CodingError("the coding does not stand for the copy's bytes")
     except runs.CodingError as e:
         raise CudaError(Status.INVALID_VALUE, f"MEMCPY_HTOD_RUNS: {e}") from None
     copy(dst, data)

@@ -10,7 +10,8 @@ encoder for tests.
 The coded form of `size` bytes, taken as size // 8 little-endian u64 words and size % 8 tail bytes:
 segments, each `literal:u32 run:u32`, then `literal` words as they are, then, when run > 0, `first:u64 step:u64`
 standing for the `run` words first + k * step (k = 0 .. run - 1, modulo 2**64); the segments' words add up to
-size // 8 exactly, no segment is empty, and the tail bytes end the coded form.
+size // 8 exactly, no segment is empty, and the tail bytes end the coded form. size is 1 to MAX_COPY_BYTES, the
+coded form at most MAX_CODED_BYTES.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ import numpy as np
 # The most bytes one coded copy stands for: eight of the worker's 256 KiB copy-ring slots, as many as one copy
 # may take (native/src/lane/ring.c). The C stand-ins code a copy in pieces no larger.
 MAX_COPY_BYTES = 2 << 20
+# The most bytes of coding one carries: a coding is worth sending only much smaller than its bytes, and a bound on
+# it bounds a decoder's work (its segments) whatever a client sends. (The C stand-ins' codings travel inside a
+# batch: conn_batch.c's INLINE_BULK_LIMIT is the same 64 KiB.)
+MAX_CODED_BYTES = 64 << 10
 # A run is coded only from this many words: shorter ones cost about what they save.
 MIN_RUN = 8
 SEGMENT = struct.Struct("<II")
@@ -36,8 +41,10 @@ class CodingError(ValueError):
 def decode(coded, size: int) -> bytearray:
     """The `size` bytes `coded` stands for; CodingError when it is malformed (anything but exactly those)."""
     coded = memoryview(coded).cast("B")
-    if not 0 <= size <= MAX_COPY_BYTES:
-        raise CodingError(f"a coded copy of {size} bytes (at most {MAX_COPY_BYTES})")
+    if not 1 <= size <= MAX_COPY_BYTES:
+        raise CodingError(f"a coded copy of {size} bytes (1 to {MAX_COPY_BYTES})")
+    if len(coded) > MAX_CODED_BYTES:
+        raise CodingError(f"{len(coded)} bytes of coding (at most {MAX_CODED_BYTES})")
     words, tail = divmod(size, 8)
     if len(coded) < tail:
         raise CodingError("the coded copy is shorter than its tail")
@@ -58,8 +65,10 @@ def decode(coded, size: int) -> bytearray:
         at += literal * 8
         done += literal
         if run:
-            if run > words - done or body - at < RUN.size:
+            if run > words - done:
                 raise CodingError(f"a run of {run} words where {words - done} are left")
+            if body - at < RUN.size:
+                raise CodingError("a run's first word and step cut short")
             first, step = RUN.unpack_from(coded, at)
             at += RUN.size
             view[done:done + run] = np.arange(run, dtype=np.uint64) * np.uint64(step) + np.uint64(first)
