@@ -6,7 +6,9 @@
 // "MARK end" around the timed tokens and waits for a line on stdin at each, so that a harness can read the
 // server's counters there (bench/token_loop.py). With TOKEN_LOOP_PROMPT_BYTES=B set, each step first copies B
 // bytes of fresh input (from pageable memory, as llama.cpp copies a prompt batch's embeddings: 512 KiB for 128
-// tokens of a 1024-wide model), which one more captured kernel reads the end of: a prompt-shaped step. With
+// tokens of a 1024-wide model), which one more captured kernel reads the end of: a prompt-shaped step; noise
+// under sparse changes, or with TOKEN_LOOP_PROMPT_KIND=rows rows of int64 indices as llama.cpp's V row indices at
+// flash attention off (1 MiB per 128-token step of a 1024-wide model), which rgpu sends coded. With
 // TOKEN_LOOP_LOGITS_BYTES=L, the logits copied back are L bytes (a 151936-word vocabulary's: 607744), the
 // kernels' output at their end.
 #include <chrono>
@@ -51,6 +53,8 @@ int main(int argc, char **argv)
         std::printf("TOKEN_LOOP_PROMPT_BYTES must be at least %zu\n", n * sizeof(float));
         return 2;
     }
+    const char *kind = std::getenv("TOKEN_LOOP_PROMPT_KIND");
+    bool rows = kind && std::strcmp(kind, "rows") == 0;
     float *big_host = big_elems ? (float *)std::calloc(big_elems, sizeof(float)) : nullptr, *big = nullptr;
     // Noise under the per-step changes: bytes that do not code (rgpu sends copies of runs coded, docs/protocol.md
     // "Coded copies"), so that the step measures moving them.
@@ -87,7 +91,12 @@ int main(int argc, char **argv)
     // Every call checked: a failed copy or launch would otherwise only show as a later, faster token.
     auto run = [&](int t) -> cudaError_t {
         cudaError_t e = cudaSuccess;
-        if (big_elems) { // (a sparse change over the whole, the end read by the graph: stale bytes would show)
+        if (big_elems && rows) { // llama.cpp's V row indices: token i's row j at j * 256 + its cell, new cells each step
+            unsigned long long *w = (unsigned long long *)big_host;
+            for (size_t k = 0; k < big_elems / 2; k++)
+                w[k] = (k % 1024) * 256 + (t * 7 + k / 1024) % 256;
+            e = cudaMemcpyAsync(big, big_host, big_elems * sizeof(float), cudaMemcpyHostToDevice, s);
+        } else if (big_elems) { // (a sparse change over the whole, the end read by the graph: stale bytes would show)
             for (size_t j = 0; j < big_elems; j += 1021)
                 big_host[j] = (float)((t * 17 + j) % 97);
             for (size_t j = big_elems - n; j < big_elems; j++)

@@ -125,6 +125,9 @@ def main() -> int:
     ap.add_argument("--exe", help="token_loop built already (default: build it with nvcc)")
     ap.add_argument("--prompt-bytes", type=int, default=0,
                     help="a prompt-shaped step: this many bytes of fresh input copied first (TOKEN_LOOP_PROMPT_BYTES)")
+    ap.add_argument("--prompt-kind", choices=("noise", "rows"), default="noise",
+                    help="the prompt input's bytes: noise (they do not code) or llama.cpp's V row indices "
+                         "(TOKEN_LOOP_PROMPT_KIND; rgpu sends those coded, docs/protocol.md \"Coded copies\")")
     ap.add_argument("--logits-bytes", type=int, default=0,
                     help="the logits copied back per step, in bytes (TOKEN_LOOP_LOGITS_BYTES; default 4096)")
     ap.add_argument("--server-cpus", type=cpu_list, help="the server's and its workers' cores (taskset's notation)")
@@ -150,6 +153,7 @@ def main() -> int:
         for env in (rgpu_env, native_env):
             if env is not None and args.prompt_bytes:
                 env["TOKEN_LOOP_PROMPT_BYTES"] = str(args.prompt_bytes)
+                env["TOKEN_LOOP_PROMPT_KIND"] = args.prompt_kind
             if env is not None and args.logits_bytes:
                 env["TOKEN_LOOP_LOGITS_BYTES"] = str(args.logits_bytes)
         server_args = ["--log-level", "warning", *args.server_args.split()]
@@ -179,7 +183,7 @@ def main() -> int:
                     same = same and native_sum == rgpu_sum
     rgpu_med = statistics.median(rgpu_us)
     print(f"token_loop, {args.rounds} rounds, {args.tokens} tokens per run{' with a PSK' if args.psk else ''}"
-          f"{f', {args.prompt_bytes} bytes of prompt input per step' if args.prompt_bytes else ''}"
+          f"{f', {args.prompt_bytes} bytes of prompt input ({args.prompt_kind}) per step' if args.prompt_bytes else ''}"
           f"{f', {args.logits_bytes} bytes of logits' if args.logits_bytes else ''}"
           f"{f', spin {args.spin_us:g} us' if args.spin_us is not None else ''} "
           f"(medians; every round: rgpu {', '.join(f'{x:.1f}' for x in rgpu_us)} us)")
