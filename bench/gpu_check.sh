@@ -19,8 +19,9 @@
 # sessions and have come out negative). Section streams: bench/tcp_streams.c, one upload split over 1, 2, 4 and 8
 # connections (512 KiB, 1 and 8 MiB; without and with polling): the ceiling of copy links. Section links: token_loop's
 # prompt-shaped steps without and with RGPU_COPY_LINKS=4 (RGPU_CHECK_COPY_LINKS), plain and with a PSK, two rounds;
-# then llama.cpp through rgpu with the links, natively beside it (section llama is the run without). Section coded:
-# llama-bench with RGPU_CODED_COPIES=0 and with coded copies (the default), alternating rounds.
+# then llama.cpp through rgpu with the links, natively beside it (section llama is the run without). Section ab:
+# llama-bench with a client setting ($RGPU_CHECK_AB: RGPU_CODED_COPIES, the default, or RGPU_BATCH_GRAPH) 0, then 1,
+# alternating rounds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -123,18 +124,20 @@ if [[ " $sections " == *" llama "* ]]; then
     grep -E "^==|per repetition|us by op|loop us" "$OUT/perrep.txt"
   fi
 fi
-if [[ " $sections " == *" coded "* ]]; then  # llama-bench with copies sent as they are, then coded, alternating
-  # (RGPU_CODED_COPIES 0 / 1; RGPU_CHECK_LLAMA_ROUNDS rounds of each), every round against native in that round
+if [[ " $sections " == *" ab "* ]]; then  # llama-bench through rgpu with a client setting off and on, alternating:
+  # $RGPU_CHECK_AB (default RGPU_CODED_COPIES) 0, then 1, RGPU_CHECK_LLAMA_ROUNDS rounds of each, every round against
+  # native in that round
+  ab=${RGPU_CHECK_AB:-RGPU_CODED_COPIES}
   [ -x /tmp/llama/build/bin/llama-bench ] || timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1
   for round in $(seq ${RGPU_CHECK_LLAMA_ROUNDS:-1}); do
-    for coded in 0 1; do
-      RGPU_CODED_COPIES=$coded OUT=$OUT/coded$coded/round$round LLAMA_BENCH_MODELS="small-q8_0" timeout 200 \
-        bash bench/llama/run_llama.sh bench > "$OUT/coded${coded}_r$round.txt" 2>&1
+    for v in 0 1; do
+      env $ab=$v OUT=$OUT/$ab$v/round$round LLAMA_BENCH_MODELS="small-q8_0" timeout 200 \
+        bash bench/llama/run_llama.sh bench > "$OUT/$ab${v}_r$round.txt" 2>&1
     done
   done
-  for coded in 0 1; do
-    echo "RGPU_CODED_COPIES=$coded"; python3 bench/llama/compare_bench.py "$OUT"/coded$coded/round* > "$OUT/coded$coded.txt"
-    grep -A5 "^median" "$OUT/coded$coded.txt" || tail -5 "$OUT/coded$coded.txt"
+  for v in 0 1; do
+    echo "$ab=$v"; python3 bench/llama/compare_bench.py "$OUT"/$ab$v/round* > "$OUT/$ab$v.txt"
+    grep -A5 "^median" "$OUT/$ab$v.txt" || tail -5 "$OUT/$ab$v.txt"
   done
 fi
 if [[ " $sections " == *" dispatch "* ]]; then  # the worker's cost per deferred record against the call alone

@@ -10,7 +10,8 @@
 // under sparse changes, or with TOKEN_LOOP_PROMPT_KIND=rows rows of int64 indices as llama.cpp's V row indices at
 // flash attention off (1 MiB per 128-token step of a 1024-wide model), which rgpu sends coded. With
 // TOKEN_LOOP_LOGITS_BYTES=L, the logits copied back are L bytes (a 151936-word vocabulary's: 607744), the
-// kernels' output at their end.
+// kernels' output at their end. TOKEN_LOOP_HOST_US=U: U microseconds of the program's own work (a busy wait)
+// between the graph launch and the logits' readback, which the GPU's work overlaps natively.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +54,8 @@ int main(int argc, char **argv)
         std::printf("TOKEN_LOOP_PROMPT_BYTES must be at least %zu\n", n * sizeof(float));
         return 2;
     }
+    const char *host_us = std::getenv("TOKEN_LOOP_HOST_US");
+    auto host_work = std::chrono::microseconds(host_us ? std::atoi(host_us) : 0);
     const char *kind = std::getenv("TOKEN_LOOP_PROMPT_KIND");
     bool rows = kind && std::strcmp(kind, "rows") == 0;
     float *big_host = big_elems ? (float *)std::calloc(big_elems, sizeof(float)) : nullptr, *big = nullptr;
@@ -111,6 +114,8 @@ int main(int argc, char **argv)
         }
         if (e == cudaSuccess)
             e = cudaGraphLaunch(exec, s);
+        for (auto until = std::chrono::steady_clock::now() + host_work; std::chrono::steady_clock::now() < until;)
+            ; // the program's own work between the launch and the readback (TOKEN_LOOP_HOST_US)
         if (e == cudaSuccess)
             e = cudaMemcpyAsync(out_host, out, out_elems * sizeof(float), cudaMemcpyDeviceToHost, s);
         cudaError_t sync = cudaStreamSynchronize(s);

@@ -128,6 +128,9 @@ def main() -> int:
     ap.add_argument("--prompt-kind", choices=("noise", "rows"), default="noise",
                     help="the prompt input's bytes: noise (they do not code) or llama.cpp's V row indices "
                          "(TOKEN_LOOP_PROMPT_KIND; rgpu sends those coded, docs/protocol.md \"Coded copies\")")
+    ap.add_argument("--host-us", type=int, default=0,
+                    help="the program's own work (busy microseconds) between the graph launch and the readback "
+                         "(TOKEN_LOOP_HOST_US)")
     ap.add_argument("--logits-bytes", type=int, default=0,
                     help="the logits copied back per step, in bytes (TOKEN_LOOP_LOGITS_BYTES; default 4096)")
     ap.add_argument("--server-cpus", type=cpu_list, help="the server's and its workers' cores (taskset's notation)")
@@ -154,6 +157,8 @@ def main() -> int:
             if env is not None and args.prompt_bytes:
                 env["TOKEN_LOOP_PROMPT_BYTES"] = str(args.prompt_bytes)
                 env["TOKEN_LOOP_PROMPT_KIND"] = args.prompt_kind
+            if env is not None and args.host_us:
+                env["TOKEN_LOOP_HOST_US"] = str(args.host_us)
             if env is not None and args.logits_bytes:
                 env["TOKEN_LOOP_LOGITS_BYTES"] = str(args.logits_bytes)
         server_args = ["--log-level", "warning", *args.server_args.split()]
@@ -185,6 +190,7 @@ def main() -> int:
     print(f"token_loop, {args.rounds} rounds, {args.tokens} tokens per run{' with a PSK' if args.psk else ''}"
           f"{f', {args.prompt_bytes} bytes of prompt input ({args.prompt_kind}) per step' if args.prompt_bytes else ''}"
           f"{f', {args.logits_bytes} bytes of logits' if args.logits_bytes else ''}"
+          f"{f', {args.host_us} us of host work after the launch' if args.host_us else ''}"
           f"{f', spin {args.spin_us:g} us' if args.spin_us is not None else ''} "
           f"(medians; every round: rgpu {', '.join(f'{x:.1f}' for x in rgpu_us)} us)")
     if native_us:

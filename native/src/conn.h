@@ -57,6 +57,7 @@ struct rgpu_connection {
     unsigned batch_calls;
     unsigned batch_limit; /* calls queued before the batch goes out on its own (conn_batch.c); 0: the first */
     unsigned batch_first; /* the first such limit after a reply; 0: BATCH_FIRST_CALLS ($RGPU_BATCH_FIRST) */
+    int batch_graph;      /* a graph launch sends the queue at once ($RGPU_BATCH_GRAPH=1, conn_batch.c) */
     uint32_t sealed_chunk; /* a sealed copy up's records' bulk; 0: SEALED_HTOD_CHUNK ($RGPU_SEALED_COPY_KIB) */
     int protect;
     struct rgpu_aead tx, rx;

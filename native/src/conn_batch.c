@@ -6,7 +6,9 @@
  * on the first launch while the program still enqueues the rest; a batch sent only when full (or at the next
  * synchronize) makes the GPU wait for up to 256 launches' worth of enqueueing first (a program launching
  * kernels one by one: PyTorch eager, llama.cpp without CUDA graphs). RGPU_BATCH_FIRST=N (benchmarks) starts
- * from N instead; 256 is the old rule. */
+ * from N instead; 256 is the old rule. RGPU_BATCH_GRAPH=1 (benchmarks, to measure before it is a rule) sends the
+ * queue at each graph launch: the GPU then starts on the graph while the program goes on to its next wait (llama.cpp
+ * prepares its next inputs and asks for the logits), where otherwise the graph waits in the queue until then. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,7 +135,7 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
             }
         } else if (conn_batch_append(op, args, args_len, bulk, bulk_len)) {
             r = CUDA_ERROR_OUT_OF_MEMORY;
-        } else if (batch_full()) {
+        } else if ((op == RGPU_OP_GRAPH_LAUNCH && rgpu_conn.batch_graph) || batch_full()) {
             r = flush_locked();
         }
     }

@@ -94,6 +94,8 @@ static CUresult connect_one(const char *server, const char *psk_file)
     rgpu_conn.batching = !(batch && !strcmp(batch, "0"));
     const char *first = getenv("RGPU_BATCH_FIRST"); /* benchmarks: how early the first batch goes (conn_batch.c) */
     rgpu_conn.batch_first = first && *first ? (unsigned)strtoul(first, NULL, 10) : 0;
+    const char *graph = getenv("RGPU_BATCH_GRAPH"); /* benchmarks: a graph launch sends the queue (conn_batch.c) */
+    rgpu_conn.batch_graph = graph && !strcmp(graph, "1");
     /* benchmarks: the bulk of a sealed copy's records in KiB (conn_context.c), at least 64 */
     const char *sealed = getenv("RGPU_SEALED_COPY_KIB");
     unsigned long kib = sealed && *sealed ? strtoul(sealed, NULL, 10) : 0;
