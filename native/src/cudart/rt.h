@@ -25,6 +25,7 @@ void rt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  /* war
 void rt_info(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* shown with RGPU_LOG=info|debug */
 
 /* state.c: initialisation, the thread's device and its primary context */
+cudaError_t rt_initialised(void);         /* cudaSuccess once started (not in a child forked after that) */
 cudaError_t rt_context(int *device);      /* make the thread's context current; device may be NULL */
 uint32_t rt_generation(int device);       /* bumped by cudaDeviceReset: cached modules are gone */
 cudaError_t rt_primary(int device, CUcontext *ctx); /* the device's primary context (retained on first use) */

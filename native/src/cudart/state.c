@@ -43,6 +43,8 @@ static cudaError_t initialised(void)
     return init_result == CUDA_ERROR_NO_DEVICE ? cudaErrorNoDevice : rt_map(init_result);
 }
 
+cudaError_t rt_initialised(void) { return initialised(); }
+
 /* -- per-device primary contexts, retained on first use --------------------------------------------------- */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 RGPU_FORK_RESET(lock, &lock)

@@ -90,8 +90,10 @@ RT_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags)
     unsigned f = 0;
     if (!flags)
         return rt_record(cudaErrorInvalidValue);
-    if (s && s != cudaStreamLegacy && s != cudaStreamPerThread && !lookup(s, &f, &priority))
-        return rt_record(cudaErrorInvalidResourceHandle);
+    int known = !s || s == cudaStreamLegacy || s == cudaStreamPerThread || lookup(s, &f, &priority);
+    cudaError_t e = rt_initialised(); /* (the table's answer is not a forked child's) */
+    if (e != cudaSuccess || !known)
+        return rt_record(e != cudaSuccess ? e : cudaErrorInvalidResourceHandle);
     *flags = f;
     return cudaSuccess;
 }
@@ -102,8 +104,10 @@ RT_API cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority)
     int p = 0;
     if (!priority)
         return rt_record(cudaErrorInvalidValue);
-    if (s && s != cudaStreamLegacy && s != cudaStreamPerThread && !lookup(s, &f, &p))
-        return rt_record(cudaErrorInvalidResourceHandle);
+    int known = !s || s == cudaStreamLegacy || s == cudaStreamPerThread || lookup(s, &f, &p);
+    cudaError_t e = rt_initialised(); /* (the table's answer is not a forked child's) */
+    if (e != cudaSuccess || !known)
+        return rt_record(e != cudaSuccess ? e : cudaErrorInvalidResourceHandle);
     *priority = p;
     return cudaSuccess;
 }
