@@ -21,14 +21,15 @@ from .test_hostile_server import REPO, SANITIZE
 from .test_native import run
 
 
-@pytest.fixture(scope="module")
-def runs_check(tmp_path_factory):
-    """native/tests/runs_check.c with ASan and UBSan: the C codec, fed cases on stdin."""
+@pytest.fixture(scope="module", params=["", "-DRGPU_RUNS_PLAIN"], ids=["as built", "plain loops"])
+def runs_check(tmp_path_factory, request):
+    """native/tests/runs_check.c with ASan and UBSan: the C codec, fed cases on stdin; as built (its AVX2 loops
+    where the CPU has them) and with its plain loops only."""
     exe = tmp_path_factory.mktemp("runs") / "runs_check"
     src = REPO / "native" / "src"
-    subprocess.run(["gcc", "-O1", "-g", *SANITIZE, f"-I{src}", f"-I{REPO / 'native' / 'gen'}",
-                    str(REPO / "native" / "tests" / "runs_check.c"), str(src / "copy_runs.c"), "-o", str(exe)],
-                   check=True)
+    subprocess.run(["gcc", "-O1", "-g", *SANITIZE, *filter(None, [request.param]), f"-I{src}",
+                    f"-I{REPO / 'native' / 'gen'}", str(REPO / "native" / "tests" / "runs_check.c"),
+                    str(src / "copy_runs.c"), "-o", str(exe)], check=True)
 
     def c_side(cases: list[tuple[str, int, bytes]]) -> list[bytes | None]:
         """('E', cap, data) -> the C coding of data in at most cap bytes; ('D', size, coded) -> the size bytes it

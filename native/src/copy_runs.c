@@ -2,6 +2,11 @@
  * time, and a position that starts no run costs a subtraction and a comparison. */
 #include <endian.h>
 #include <string.h>
+/* (RGPU_RUNS_PLAIN: the plain loops only, as on a CPU without AVX2 -- tests/test_coded_copies.py checks both) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(RGPU_RUNS_PLAIN)
+#define RUNS_AVX2 1
+#include <immintrin.h>
+#endif
 
 #include "copy_runs.h"
 #include "rgpu_consts.h"
@@ -27,7 +32,8 @@ static inline void put_word(uint8_t *p, uint64_t v)
 
 /* The first j >= from at which word j - word j-1 is not step (or words). Where no run starts, the first look
  * says so: eight words at a time only once a run is under way. */
-static size_t run_end(const uint8_t *src, size_t from, size_t words, uint64_t step)
+static inline __attribute__((always_inline)) size_t run_end_body(const uint8_t *src, size_t from, size_t words,
+                                                                 uint64_t step)
 {
     size_t j = from;
     for (size_t stop = from + 8 < words ? from + 8 : words; j < stop; j++)
@@ -47,6 +53,68 @@ static size_t run_end(const uint8_t *src, size_t from, size_t words, uint64_t st
     while (j < words && word(src, j) - word(src, j - 1) == step)
         j++;
     return j;
+}
+
+/* A run's words written out, four independent sums at a time. */
+static void fill_body(uint8_t *p, size_t run, uint64_t v, uint64_t step)
+{
+    size_t k = 0;
+    for (uint64_t v1 = v + step, v2 = v1 + step, v3 = v2 + step, by4 = 4 * step; run - k >= 4; k += 4) {
+        put_word(p + 8 * k, v), put_word(p + 8 * k + 8, v1), put_word(p + 8 * k + 16, v2);
+        put_word(p + 8 * k + 24, v3);
+        v += by4, v1 += by4, v2 += by4, v3 += by4;
+    }
+    for (; k < run; k++, v += step)
+        put_word(p + 8 * k, v);
+}
+
+/* Both loops four words a vector where the CPU has AVX2 (the box's and the CPU machine's do): a MiB's run found in
+ * 17 us instead of 44 and written out in about half the time on the CPU machine (bench/copy_runs_bench.c). */
+#ifdef RUNS_AVX2
+__attribute__((target("avx2"))) static size_t run_end_avx2(const uint8_t *src, size_t from, size_t words, uint64_t step)
+{
+    return run_end_body(src, from, words, step);
+}
+
+__attribute__((target("avx2"))) static void fill_avx2(uint8_t *p, size_t run, uint64_t v, uint64_t step)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    __m256i four = _mm256_set_epi64x((long long)(v + 3 * step), (long long)(v + 2 * step), (long long)(v + step),
+                                     (long long)v),
+            by4 = _mm256_set1_epi64x((long long)(4 * step));
+    size_t k = 0;
+    for (; run - k >= 4; k += 4, four = _mm256_add_epi64(four, by4))
+        _mm256_storeu_si256((__m256i *)(p + 8 * k), four);
+    fill_body(p + 8 * k, run - k, v + k * step, step);
+#else
+    fill_body(p, run, v, step);
+#endif
+}
+
+static int avx2(void)
+{
+    static int has = -1;
+    if (has < 0)
+        __atomic_store_n(&has, __builtin_cpu_supports("avx2") ? 1 : 0, __ATOMIC_RELAXED);
+    return has;
+}
+#else
+#define avx2() 0
+#define run_end_avx2 run_end_body
+#define fill_avx2 fill_body
+#endif
+
+static size_t run_end(const uint8_t *src, size_t from, size_t words, uint64_t step)
+{
+    return avx2() ? run_end_avx2(src, from, words, step) : run_end_body(src, from, words, step);
+}
+
+static void fill(uint8_t *p, size_t run, uint64_t v, uint64_t step)
+{
+    if (avx2())
+        fill_avx2(p, run, v, step);
+    else
+        fill_body(p, run, v, step);
 }
 
 /* One segment: the literal words src[lit_from, run_from), then run_to - run_from words of the run (none when
@@ -121,15 +189,7 @@ int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n)
                 return -1;
             uint64_t v = word(coded + at, 0), step = word(coded + at, 1);
             at += RUN;
-            uint8_t *p = out + 8 * done;
-            size_t k = 0;
-            for (uint64_t v1 = v + step, v2 = v1 + step, v3 = v2 + step, by4 = 4 * step; run - k >= 4; k += 4) {
-                put_word(p + 8 * k, v), put_word(p + 8 * k + 8, v1), put_word(p + 8 * k + 16, v2);
-                put_word(p + 8 * k + 24, v3);
-                v += by4, v1 += by4, v2 += by4, v3 += by4;
-            }
-            for (; k < run; k++, v += step)
-                put_word(p + 8 * k, v);
+            fill(out + 8 * done, run, v, step);
             done += run;
         }
     }
