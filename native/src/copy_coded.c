@@ -1,8 +1,8 @@
 /* Asynchronous host-to-device copies sent coded as runs (MEMCPY_HTOD_RUNS, copy_runs.h) where that makes them
  * much smaller: llama.cpp's 1 MiB of KV-cache row indices per prompt step becomes 3 KiB, its attention mask a
- * twentieth. Coding costs the caller about a third of a nanosecond a word (30-40 us a MiB on the 2-core CPU
- * machine, where a 1 MiB send over loopback took ~160 us on the H200 box); bytes that do not code are given up on
- * after 16 KiB. RGPU_CODED_COPIES=0 sends every copy as it is. */
+ * twentieth. Coding a MiB costs the caller 17 us on the 2-core CPU machine (45 without AVX2), where sending it over
+ * loopback took ~160 us on the H200 box (bench/results/cpu-2026-12-05b-coded); bytes that do not code are given
+ * up on after 16 KiB. RGPU_CODED_COPIES=0 sends every copy as it is. */
 #include <stdlib.h>
 
 #include "conn.h"
