@@ -14,10 +14,10 @@ from hypothesis import given, settings, strategies as st
 
 from rgpu.cli import local_server
 from rgpu.errors import CudaError, Status
-from rgpu.protocol import runs
+from rgpu.protocol import ops, runs
 
 from .conftest import running_server, wait_for_stats_record
-from .test_hostile_server import REPO, SANITIZE
+from .test_hostile_server import REPO, SANITIZE, CorruptingProxy, _with
 from .test_native import run
 
 
@@ -203,3 +203,24 @@ def test_the_c_stand_in_sends_patterned_copies_coded_and_their_bytes_arrive(shim
         wait_for_stats_record(stats, 10)
     record = json.loads(stats.read_text().splitlines()[0])
     assert record["calls_by_op"].get("MEMCPY_HTOD_RUNS", 0) == coded
+
+
+def test_a_server_of_protocol_1_5_gets_every_copy_as_it_is(shim_dir, tmp_path):
+    """The server's HELLO says 1.5 (rewritten on the way): the stand-in codes nothing, and the bytes still arrive."""
+    def older(frame):
+        hello = ops.HELLO.decode_reply(frame.args)._replace(minor=5)
+        return _with(frame, args=ops.HELLO.pack_reply(*hello))
+
+    stats = tmp_path / "stats.jsonl"
+    with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats)]) as address:
+        proxy = CorruptingProxy(address, ops.HELLO.code, older)
+        try:
+            check = run(shim_dir, "coded_copy_check", env={"RGPU_SERVER": proxy.address})
+            assert proxy.corrupted.is_set()
+            assert check.returncode == 0 and "11 patterns, 0 wrong; copy past the end: 1" in check.stdout, \
+                check.stdout + check.stderr
+            wait_for_stats_record(stats, 10)
+        finally:
+            proxy.close()
+    calls = json.loads(stats.read_text().splitlines()[0])["calls_by_op"]
+    assert "MEMCPY_HTOD_RUNS" not in calls and calls["MEMCPY_HTOD_ASYNC"] == 13

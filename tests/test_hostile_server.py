@@ -10,6 +10,7 @@ parameters up to the driver's limit through the driver API, and one byte more re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
@@ -143,6 +144,8 @@ class CorruptingProxy:
         except OSError:
             pass
         finally:
+            with contextlib.suppress(OSError):  # (wakes _down's recv: close alone leaves the server's session open)
+                upstream.shutdown(socket.SHUT_RDWR)
             upstream.close()
 
     @staticmethod
