@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "copy_runs.h"
+#include "rgpu_consts.h"
 
 static double now(void)
 {
@@ -28,7 +29,7 @@ static void bench(const char *name, const uint8_t *src, size_t n)
     for (int tries = 0; tries < 5; tries++) {
         double a = now();
         for (int r = 0; r < 200; r++)
-            len = rgpu_runs_encode(src, n, coded, n / 4 < 65536 ? n / 4 : 65536);
+            len = rgpu_runs_encode(src, n, coded, n / 4 < RGPU_RUNS_MAX_CODED_BYTES ? n / 4 : RGPU_RUNS_MAX_CODED_BYTES);
         double b = now();
         int decoded = 0;
         for (int r = 0; len && r < 200; r++)

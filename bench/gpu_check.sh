@@ -124,9 +124,8 @@ if [[ " $sections " == *" llama "* ]]; then
     grep -E "^==|per repetition|us by op|loop us" "$OUT/perrep.txt"
   fi
 fi
-if [[ " $sections " == *" ab "* ]]; then  # llama-bench through rgpu with a client setting off and on, alternating:
-  # $RGPU_CHECK_AB (default RGPU_CODED_COPIES) 0, then 1, RGPU_CHECK_LLAMA_ROUNDS rounds of each, every round against
-  # native in that round
+if [[ " $sections " == *" ab "* ]]; then  # (alternating rounds, each against its own native: the box drifts by
+  # more than some settings change, so only a ratio taken beside native in the same round compares)
   ab=${RGPU_CHECK_AB:-RGPU_CODED_COPIES}
   [ -x /tmp/llama/build/bin/llama-bench ] || timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1
   for round in $(seq ${RGPU_CHECK_LLAMA_ROUNDS:-1}); do

@@ -174,6 +174,29 @@ async def test_a_wrong_coded_copy_fails_as_invalid_value_and_the_session_goes_on
         await c.aclose()
 
 
+async def test_without_the_lane_library_the_worker_decodes_in_python(monkeypatch):
+    """rgpu.protocol.runs.decode serves the copy where no lane library is loaded (in-process sessions here)."""
+    from rgpu.backends import lane
+
+    monkeypatch.setattr(lane, "library", lambda: None)
+    decoded = []
+    python_decode = runs.decode
+    monkeypatch.setattr(runs, "decode", lambda coded, size: decoded.append(size) or python_decode(coded, size))
+    async with running_server(isolation="thread") as srv:
+        c = await srv.connect()
+        p = await c.mem_alloc(256 << 10)
+        s = await c.stream_create()
+        good = _v_rows(16, 1024, 256) + b"\x01\x02\x03"
+        await c.memcpy_htod_runs(p, runs.encode(good), len(good), s)
+        assert await c.memcpy_dtoh_async(p, len(good), s) == good
+        await c.memcpy_htod_runs(p, runs.encode(good)[:-4], len(good), s)
+        with pytest.raises(CudaError) as e:
+            await c.memcpy_dtoh_async(p, 16, s)
+        assert e.value.code == Status.INVALID_VALUE and e.value.deferred
+        await c.aclose()
+    assert decoded == [len(good)] * 2
+
+
 @pytest.mark.parametrize("server_env,client_env,coded", [
     ({}, {}, 12),  # the C request loop and the fast lane (slots), Python's path for what the fake's ring cannot take
     ({"RGPU_LANE": "0"}, {}, 12),  # Python's path only

@@ -89,6 +89,10 @@ int main(void)
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CHECK(cuMemAlloc(&d, total));
     unsigned char *in = malloc(most), *want = malloc(most), *out = malloc(most);
+    if (!in || !want || !out) {
+        fprintf(stderr, "coded_copy_check: out of memory\n");
+        return 2;
+    }
     /* All queued before one synchronize: each copy's bytes are taken when it is called (the buffer is scribbled on
      * after), and none may overwrite another's before the GPU has read it. */
     for (int i = 0; i < PATTERNS; i++) {

@@ -1,8 +1,8 @@
 /* Asynchronous host-to-device copies sent coded as runs (MEMCPY_HTOD_RUNS, copy_runs.h) where that makes them
  * much smaller: llama.cpp's 1 MiB of KV-cache row indices per prompt step becomes 3 KiB, its attention mask a
- * twentieth. Coding a MiB costs the caller 17 us on the 2-core CPU machine (45 without AVX2), where sending it over
- * loopback took ~160 us on the H200 box (bench/results/cpu-2026-12-05b-coded); bytes that do not code are given
- * up on after 16 KiB. RGPU_CODED_COPIES=0 sends every copy as it is. */
+ * twentieth. Coding a copy costs the caller a fraction of what sending its bytes over loopback does (measured:
+ * bench/results/cpu-2026-12-05b-coded against gpu-2026-12-04e-bench-reps); bytes that do not code are given up on
+ * after 16 KiB. RGPU_CODED_COPIES=0 sends every copy as it is. */
 #include <stdlib.h>
 
 #include "conn.h"
@@ -16,11 +16,13 @@ static int wanted = -1;
 
 int rgpu_coded_copies(size_t n)
 {
-    if (wanted < 0) {
+    int v = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
+    if (v < 0) {
         const char *env = getenv("RGPU_CODED_COPIES");
-        __atomic_store_n(&wanted, !(env && env[0] == '0' && !env[1]), __ATOMIC_RELAXED);
+        v = !(env && env[0] == '0' && !env[1]);
+        __atomic_store_n(&wanted, v, __ATOMIC_RELAXED);
     }
-    return n >= CODED_MIN && wanted;
+    return n >= CODED_MIN && v;
 }
 
 int rgpu_htod_coded(CUdeviceptr dst, const void *src, size_t n, uint64_t stream, CUresult *r)

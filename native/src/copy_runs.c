@@ -16,7 +16,7 @@
 #define RUN 16    /* first:u64 step:u64 */
 #define FIRST_LOOK 2048 /* words (16 KiB) read before the first "does it code?" look */
 
-/* (rgpu_get_u64 and rgpu_put_u64 go a byte at a time: 0.6 ms to decode a 1 MiB run, 40 us with these) */
+/* (rgpu_get_u64 and rgpu_put_u64 go a byte at a time, which decoding a long run felt: these are one load or store) */
 static inline uint64_t word(const uint8_t *src, size_t i)
 {
     uint64_t v;
@@ -68,8 +68,8 @@ static void fill_body(uint8_t *p, size_t run, uint64_t v, uint64_t step)
         put_word(p + 8 * k, v);
 }
 
-/* Both loops four words a vector where the CPU has AVX2 (the box's and the CPU machine's do): a MiB's run found in
- * 17 us instead of 44 and written out in about half the time on the CPU machine (bench/copy_runs_bench.c). */
+/* Both loops four words a vector where the CPU has AVX2 (the box's and the CPU machine's do): coding and decoding
+ * take less of the time the copy saves (bench/copy_runs_bench.c; bench/results/cpu-2026-12-05b-coded). */
 #ifdef RUNS_AVX2
 __attribute__((target("avx2"))) static size_t run_end_avx2(const uint8_t *src, size_t from, size_t words, uint64_t step)
 {
@@ -94,9 +94,12 @@ __attribute__((target("avx2"))) static void fill_avx2(uint8_t *p, size_t run, ui
 static int avx2(void)
 {
     static int has = -1;
-    if (has < 0)
-        __atomic_store_n(&has, __builtin_cpu_supports("avx2") ? 1 : 0, __ATOMIC_RELAXED);
-    return has;
+    int v = __atomic_load_n(&has, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&has, v, __ATOMIC_RELAXED);
+    }
+    return v;
 }
 #else
 #define avx2() 0

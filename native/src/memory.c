@@ -433,7 +433,7 @@ static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, ui
     /* An asynchronous copy goes coded piece by piece (copy_coded.c) until a piece does not code; the rest as is. */
     int coding = op == RGPU_OP_MEMCPY_HTOD_ASYNC && rgpu_coded_copies(n);
     do {
-        if (coding) {
+        if (coding && rgpu_coded_copies(n - off)) { /* (a small last piece goes as it is) */
             size_t k = n - off < RGPU_RUNS_MAX_COPY_BYTES ? n - off : RGPU_RUNS_MAX_COPY_BYTES;
             CUresult r;
             if ((coding = rgpu_htod_coded(dst + off, p + off, k, stream, &r))) {
