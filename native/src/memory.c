@@ -431,7 +431,7 @@ static CUresult htod(uint16_t op, CUdeviceptr dst, const void *src, size_t n, ui
     /* (a copy that waits for each chunk's reply goes in big chunks: smaller ones would each cost a round trip) */
     size_t chunk = defer ? rgpu_htod_chunk(n) : rgpu_max_chunk();
     /* An asynchronous copy goes coded piece by piece (copy_coded.c) until a piece does not code; the rest as is. */
-    int coding = op == RGPU_OP_MEMCPY_HTOD_ASYNC && rgpu_coded_copies(n);
+    int coding = op == RGPU_OP_MEMCPY_HTOD_ASYNC;
     do {
         if (coding && rgpu_coded_copies(n - off)) { /* (a small last piece goes as it is) */
             size_t k = n - off < RGPU_RUNS_MAX_COPY_BYTES ? n - off : RGPU_RUNS_MAX_COPY_BYTES;

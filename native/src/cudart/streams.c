@@ -84,16 +84,25 @@ RT_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsig
     return cudaStreamWaitEvent(s, e, flags);
 }
 
+/* A stream's flags and priority as this runtime created it (the NULL and special streams: 0, 0). The table is
+ * looked up even in a forked child, where the answer is the runtime's error instead: not the parent's table. */
+static cudaError_t stream_info(cudaStream_t s, unsigned *flags, int *priority)
+{
+    *flags = 0, *priority = 0;
+    int known = !s || s == cudaStreamLegacy || s == cudaStreamPerThread || lookup(s, flags, priority);
+    cudaError_t e = rt_initialised();
+    return e != cudaSuccess ? e : known ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
 RT_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags)
 {
-    int priority;
-    unsigned f = 0;
+    unsigned f;
+    int p;
     if (!flags)
         return rt_record(cudaErrorInvalidValue);
-    int known = !s || s == cudaStreamLegacy || s == cudaStreamPerThread || lookup(s, &f, &priority);
-    cudaError_t e = rt_initialised(); /* (the table's answer is not a forked child's) */
-    if (e != cudaSuccess || !known)
-        return rt_record(e != cudaSuccess ? e : cudaErrorInvalidResourceHandle);
+    cudaError_t e = stream_info(s, &f, &p);
+    if (e != cudaSuccess)
+        return rt_record(e);
     *flags = f;
     return cudaSuccess;
 }
@@ -101,13 +110,12 @@ RT_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags)
 RT_API cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority)
 {
     unsigned f;
-    int p = 0;
+    int p;
     if (!priority)
         return rt_record(cudaErrorInvalidValue);
-    int known = !s || s == cudaStreamLegacy || s == cudaStreamPerThread || lookup(s, &f, &p);
-    cudaError_t e = rt_initialised(); /* (the table's answer is not a forked child's) */
-    if (e != cudaSuccess || !known)
-        return rt_record(e != cudaSuccess ? e : cudaErrorInvalidResourceHandle);
+    cudaError_t e = stream_info(s, &f, &p);
+    if (e != cudaSuccess)
+        return rt_record(e);
     *priority = p;
     return cudaSuccess;
 }

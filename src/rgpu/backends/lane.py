@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 import attrs
 import cffi
 
-from rgpu.protocol import ops
+from rgpu.protocol import ops, runs
 
 log = logging.getLogger("rgpu.lane")
 
@@ -73,8 +73,10 @@ def ffi() -> cffi.FFI:
 
 
 def decode_runs(coded, size: int) -> bytearray | None:
-    """A coded copy's `size` bytes decoded in C (rgpu.protocol.runs' format), or None where the coding is wrong;
-    the fast lane must be loaded."""
+    """A coded copy's `size` bytes decoded in C (rgpu.protocol.runs' format), or None where the coding or the size
+    is wrong; the fast lane must be loaded."""
+    if not 0 < size <= runs.MAX_COPY_BYTES:  # (before the buffer: a size from the network)
+        return None
     out = bytearray(size)
     if _lib.rgpu_lane_runs_decode(_ffi.from_buffer(coded), len(coded), _ffi.from_buffer(out), size):
         return None

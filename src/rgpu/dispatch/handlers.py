@@ -224,12 +224,11 @@ def _memcpy_htod_runs(s: Session, bulk, dst, stream, size):
     copy = s.async_copier(stream)
     s.memory.check(dst, size)
     try:
-        # (in C where the library is loaded: a coding of many short segments costs Python ms, C us)
-        data = lane.decode_runs(bulk, size) if lane.library() is not None and 0 < size <= runs.MAX_COPY_BYTES \
-            else runs.decode(bulk, size)
-        if data is None:  # (the C decoder says no more than that: Python's says what is wrong)
-            runs.decode(bulk, size)
-            raise runs.CodingError("the coding does not stand for the copy's bytes")
+        # (in C where the library is loaded: a coding of many short segments costs Python ms, C us; where C
+        # refuses it, Python's decoder, which refuses it too, says what is wrong)
+        data = lane.decode_runs(bulk, size) if lane.library() is not None else None
+        if data is None:
+            data = runs.decode(bulk, size)
     except runs.CodingError as e:
         raise CudaError(Status.INVALID_VALUE, f"MEMCPY_HTOD_RUNS: {e}") from None
     copy(dst, data)
