@@ -19,8 +19,15 @@ from rgpu.serving.server import Server, ServerConfig
 
 # Fake sessions run launches and memsets through the C fast lane (rgpu.backends.fake_lane), as GPU sessions
 # do: in this process, and in the worker processes, which inherit the environment (as rgpu-server's do).
-os.environ[lane.LIBRARY_ENV], os.environ[lane.HEADER_ENV] = str(shims.build_lane()), str(shims.lane_header())
+# RGPU_TEST_LANE_LIBRARY names another build of it (test_lane_sanitized's, with the sanitizers).
+LANE_LIBRARY = os.environ.get("RGPU_TEST_LANE_LIBRARY") or str(shims.build_lane())
+os.environ[lane.LIBRARY_ENV], os.environ[lane.HEADER_ENV] = LANE_LIBRARY, str(shims.lane_header())
 lane.load_from_environment()
+
+
+def pytest_report_header(config):
+    return f"fast lane: {LANE_LIBRARY}"
+
 
 TEST_PSK = bytes(range(32))  # obviously-not-a-secret key for tests only
 DEMO_PTX = load("demo.ptx")
