@@ -7,7 +7,6 @@ answers equal passes those tests; here any sanitizer report fails them."""
 from __future__ import annotations
 
 import os
-import pathlib
 import subprocess
 import sys
 
