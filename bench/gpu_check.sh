@@ -21,7 +21,8 @@
 # prompt-shaped steps without and with RGPU_COPY_LINKS=4 (RGPU_CHECK_COPY_LINKS), plain and with a PSK, two rounds;
 # then llama.cpp through rgpu with the links, natively beside it (section llama is the run without). Section ab:
 # llama-bench with a client setting ($RGPU_CHECK_AB: RGPU_CODED_COPIES, the default, or RGPU_BATCH_GRAPH) 0, then 1,
-# alternating rounds.
+# alternating rounds. Section peers: bench/workloads.py's gpt_decode_graph (a token a step from a CUDA graph, as vLLM
+# decodes) and jax_mlp_train, at 0 and 500 us of injected round-trip time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FINAL=${OUT:-/tmp/rgpu-out}
@@ -93,6 +94,10 @@ fi
 if [[ " $sections " == *" workloads "* ]]; then
   timeout 300 python3 bench/workloads.py --only resnet18_b1,resnet18_b32,gpt_small_train --steps 20 --rounds 3 --rtt-us 0 \
     > "$OUT/workloads.txt" 2>&1; grep -E "^(resnet|gpt)|rounds \(" "$OUT/workloads.txt"
+fi
+if [[ " $sections " == *" peers "* ]]; then  # what the peers are measured on: a CUDA-graph decode (vLLM's way), JAX
+  timeout 400 python3 bench/workloads.py --only gpt_decode_graph,jax_mlp_train --steps 200 --warmup 20 --rounds 3 \
+    --rtt-us 0,500 > "$OUT/peers.txt" 2>&1; grep -E "^(gpt|jax)|rounds \(|error" "$OUT/peers.txt"
 fi
 if [[ " $sections " == *" rtt "* ]]; then  # the issue's RTT sweep: native + 3 round trips at 500 us is the bar
   timeout 400 python3 bench/workloads.py --only gpt_small_train,resnet18_b1 --steps 20 --rtt-us 0,100,500,2000 \

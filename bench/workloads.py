@@ -3,7 +3,7 @@ from the server's per-session counters -- blocking round trips, bytes each way a
 
     python3 bench/workloads.py [--rtt-us 0,100,500,2000] [--only resnet18_b32,...] [--json OUT.json]
 
-Needs a GPU host with PyTorch (and torchvision for ResNet-18). Each workload runs in its own process: natively,
+Needs a GPU host with PyTorch (torchvision for ResNet-18, JAX for jax_mlp_train). Each workload runs in its own process: natively,
 then under `rgpu run` against a local rgpu-server (cuda backend, loopback). The child waits at the start and the
 end of its timed steps while the harness reads its session's counters from the server (`rgpu status`), so every
 per-step figure is a difference within one session: set-up costs are outside it.
@@ -29,6 +29,9 @@ WORKLOADS = {
     "resnet18_b32_fp16_cl": dict(kind="resnet", batch=32, half=True),
     "gpt_small_train": dict(kind="gpt", width=256, layers=4, seq=128, batch=8),
     "gpt_medium_train": dict(kind="gpt", width=512, layers=8, seq=256, batch=8),
+    # What the peers are measured on: decoding one token a step from a CUDA graph, as vLLM does, and JAX.
+    "gpt_decode_graph": dict(kind="decode", width=512, layers=8, ctx=256),
+    "jax_mlp_train": dict(kind="jax", width=1024, layers=4, batch=256),
 }
 
 
@@ -87,25 +90,135 @@ def _gpt(cfg):
     return step
 
 
-def run_child(name: str, steps: int, warmup: int) -> None:
+def _decode(cfg):
+    """A decoder's step for one token replayed from a CUDA graph, as vLLM decodes: the graph embeds the last token,
+    writes its keys and values into a static cache at the current position, attends over the cache, and leaves the
+    next token (the greedy choice) and position on the device; the program reads the token back each step, as a
+    server does to stream it. One graph launch and one blocking copy back a token."""
+    import torch
+    from torch import nn
+
+    w, n_layers, ctx, vocab = cfg["width"], cfg["layers"], cfg["ctx"], 4096
+    heads, half = w // 64, torch.float16
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(w), nn.LayerNorm(w)
+            self.qkv, self.proj = nn.Linear(w, 3 * w), nn.Linear(w, w)
+            self.mlp = nn.Sequential(nn.Linear(w, 4 * w), nn.GELU(), nn.Linear(4 * w, w))
+
+    embed, norm, head = nn.Embedding(vocab, w), nn.LayerNorm(w), nn.Linear(w, vocab)
+    blocks = nn.ModuleList(Block() for _ in range(n_layers))
+    for m in (embed, norm, head, blocks):
+        m.to("cuda", half).eval()
+    cache = torch.zeros(n_layers, 2, 1, heads, ctx, 64, device="cuda", dtype=half)
+    token = torch.zeros(1, dtype=torch.long, device="cuda")
+    pos = torch.zeros(1, dtype=torch.long, device="cuda")
+    span = torch.arange(ctx, device="cuda")
+
+    @torch.no_grad()
+    def forward():
+        x = embed(token).view(1, 1, w)
+        mask = (span <= pos).view(1, 1, 1, ctx)
+        for i, b in enumerate(blocks):
+            q, k, v = b.qkv(b.ln1(x)).view(1, 1, 3, heads, 64).permute(2, 0, 3, 1, 4)
+            cache[i, 0].index_copy_(2, pos, k)
+            cache[i, 1].index_copy_(2, pos, v)
+            a = nn.functional.scaled_dot_product_attention(q, cache[i, 0], cache[i, 1], attn_mask=mask)
+            x = x + b.proj(a.transpose(1, 2).reshape(1, 1, w))
+            x = x + b.mlp(b.ln2(x))
+        token.copy_(head(norm(x)).view(vocab).argmax().view(1))
+        pos.add_(1).remainder_(ctx)
+
+    side = torch.cuda.Stream()  # (warm-up off the capture stream, as torch.cuda.graphs asks)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            forward()
+    torch.cuda.current_stream().wait_stream(side)
+    cache.zero_(), token.zero_(), pos.zero_()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        forward()
+
+    def step():
+        graph.replay()
+        return token.item()
+
+    return step
+
+
+def _jax(cfg):
+    """A jax.jit training step of an MLP (SGD on a fixed batch); its loss is the step's output."""
+    import jax
+    import jax.numpy as jnp
+
+    w, n_layers, batch = cfg["width"], cfg["layers"], cfg["batch"]
+    keys = jax.random.split(jax.random.PRNGKey(0), n_layers + 2)
+    params = [(jax.random.normal(k, (w, w)) / w ** 0.5, jnp.zeros(w)) for k in keys[:n_layers]]
+    x, y = jax.random.normal(keys[-2], (batch, w)), jax.random.normal(keys[-1], (batch, w))
+
+    def loss(p, x, y):
+        for m, b in p[:-1]:
+            x = jax.nn.gelu(x @ m + b)
+        m, b = p[-1]
+        return jnp.mean((x @ m + b - y) ** 2)
+
+    @jax.jit
+    def train(p, x, y):
+        value, grads = jax.value_and_grad(loss)(p, x, y)
+        return jax.tree_util.tree_map(lambda a, g: a - 1e-2 * g, p, grads), value
+
+    state = {"params": params}
+
+    def step():
+        state["params"], value = train(state["params"], x, y)
+        return value
+
+    return step
+
+
+def _setup(kind: str):
+    """(the workload kind's builder, a function that waits for the device to finish what was queued)."""
+    if kind == "jax":
+        # Memory as it is asked for (not 75% of the device at the start), and XLA's algorithm choices made without
+        # timing them, so that both sides run the same kernels and their losses can be compared for sameness.
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_autotune_level=0").strip()
+        return _jax, lambda: None  # (each step depends on the last: waiting for the last output waits for all)
     import torch
 
     torch.manual_seed(0)
+    return {"resnet": _resnet, "gpt": _gpt, "decode": _decode}[kind], torch.cuda.synchronize
+
+
+def run_child(name: str, steps: int, warmup: int) -> None:
     cfg = WORKLOADS[name]
-    step = {"resnet": _resnet, "gpt": _gpt}[cfg["kind"]](cfg)
+    build, synchronize = _setup(cfg["kind"])
+    step = build(cfg)
+    out = None
     for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
+        out = step()
+    _block(out)
+    synchronize()
     _mark("start")
     t0 = time.perf_counter()
     for _ in range(steps):
         out = step()
-    torch.cuda.synchronize()
+    _block(out)
+    synchronize()
     ms = (time.perf_counter() - t0) * 1e3 / steps
     _mark("end")
     # A value every step produced, so native and rgpu can be compared for sameness too.
     check = float(out.float().sum().item()) if hasattr(out, "float") else float(out)
     print("RESULT " + json.dumps({"ms": ms, "steps": steps, "check": check}))
+
+
+def _block(out) -> None:
+    """Wait for a JAX step's output (its work is queued asynchronously; PyTorch's is waited for by synchronize)."""
+    if hasattr(out, "block_until_ready"):
+        out.block_until_ready()
 
 
 def _mark(where: str) -> None:
