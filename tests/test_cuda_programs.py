@@ -28,6 +28,7 @@ LINKS = {
     "graph_generic": ["-lcuda"],
     "graph_host": ["-lcuda"],
     "graph_memory": [],
+    "cooperative": ["-lcuda"],
 }
 
 

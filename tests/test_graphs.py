@@ -116,6 +116,23 @@ async def test_cluster_dimension_must_divide_the_grid(client):
     assert e.value.code in (Status.INVALID_VALUE, 912)  # the driver says CUDA_ERROR_INVALID_CLUSTER_SIZE
 
 
+async def test_a_cooperative_grid_must_be_resident_at_once(client):
+    # (the C stand-ins refuse a grid that is too large before sending it; the server's driver checks it too)
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    await put(client, a, np.arange(n))
+    await put(client, b, np.ones(n))
+    cooperative = attribute(2, struct.pack("<i", 1))
+    await launch_ex(client, fn, 2, 128, (a, b, c, n), (cooperative,))
+    assert np.array_equal(await get(client, c, n), np.arange(n) + 1)
+    sms = await client.device_attribute(16)  # (MULTIPROCESSOR_COUNT of device 0, setup_vadd's)
+    per_sm = await client.occupancy_max_blocks(fn, 128)
+    await launch_ex(client, fn, per_sm * sms + 1, 128, (a, b, c, n), (cooperative,))
+    with pytest.raises(CudaError) as e:
+        await client.synchronize()
+    assert e.value.code == Status.COOPERATIVE_LAUNCH_TOO_LARGE
+
+
 async def test_attribute_count_and_bulk_must_agree(client):
     fn, a, b, c = await setup_vadd(client)
     with pytest.raises(CudaError) as e:

@@ -95,6 +95,7 @@ HAND_WRITTEN = {
     "cuFuncSetCacheConfig", "cuFuncSetSharedMemConfig", "cuFuncGetName",
     "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
     "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz",
+    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
     "cuStreamAddCallback", "cuStreamAddCallback_ptsz",
     # stream capture and graphs (native/src/graph.c): local capture state, client-minted graph handles
     "cuThreadExchangeStreamCaptureMode", "cuStreamIsCapturing", "cuStreamIsCapturing_ptsz",

@@ -513,22 +513,10 @@ RT_API cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum cud
     return rt_unsupported(&logged, "cudaKernelSetAttributeForDevice");
 }
 
-RT_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLaunchCooperativeKernel");
-}
-
 RT_API cudaError_t cudaLaunchCooperativeKernelMultiDevice(struct cudaLaunchParams *launchParamsList, unsigned int numDevices, unsigned int flags)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaLaunchCooperativeKernelMultiDevice");
-}
-
-RT_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaLaunchCooperativeKernel_ptsz");
 }
 
 RT_API cudaError_t cudaLibraryEnumerateKernels(cudaKernel_t *kernels, unsigned int numKernels, cudaLibrary_t lib)

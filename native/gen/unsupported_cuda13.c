@@ -698,22 +698,10 @@ CUresult cuLaunch(CUfunction f)
     return rgpu_unsupported(&logged, "cuLaunch");
 }
 
-CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLaunchCooperativeKernel");
-}
-
 CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices, unsigned int flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuLaunchCooperativeKernelMultiDevice");
-}
-
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLaunchCooperativeKernel_ptsz");
 }
 
 CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)

@@ -26,6 +26,7 @@ struct rgpu_function {
     int layout_unknown; /* launches must bring a packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER) */
     int attrs_loaded;
     int warned_host_pointer;
+    uint64_t cooperative_shape; /* the last cooperative launch's shape and its blocks per SM (cooperative_fits) */
     int32_t attrs[FUNC_ATTRS]; /* cuFuncGetAttribute values, fetched once (INT32_MIN: unsupported) */
     struct rgpu_function *next;
 };
@@ -211,6 +212,51 @@ static void host_pointers(struct rgpu_function *f, uint8_t *buf, CUstream stream
     }
 }
 
+/* A cooperative launch must have its whole grid resident at once; the driver refuses one that cannot be at the
+ * launch (COOPERATIVE_LAUNCH_TOO_LARGE), where the program checks. Launches here are deferred, so the stand-in
+ * asks first: the active blocks per multiprocessor for the block size and dynamic shared memory (a round trip,
+ * remembered for the function's last such shape -- a program launches its cooperative kernel the same way again
+ * and again) times the multiprocessors. The server's driver still checks the launch itself. */
+static CUresult cooperative_fits(struct rgpu_function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 unsigned by, unsigned bz, unsigned shmem)
+{
+    CUdevice dev;
+    int supported = 0, sms = 0, per_sm = 0;
+    CUresult r = cuCtxGetDevice(&dev);
+    if (r == CUDA_SUCCESS)
+        r = cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev);
+    if (r == CUDA_SUCCESS)
+        r = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!supported)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t threads = (uint64_t)bx * by * bz, blocks = (uint64_t)gx * gy * gz;
+    /* (shape: threads << 32 | shared memory << 8 | blocks per SM + 1; 0 when nothing is remembered) */
+    int fits_key = threads < (1u << 16) && shmem < (1u << 24);
+    uint64_t key = threads << 32 | (uint64_t)shmem << 8, seen = __atomic_load_n(&f->cooperative_shape, __ATOMIC_RELAXED);
+    if (fits_key && seen && (seen & ~0xFFull) == key) {
+        per_sm = (int)(seen & 0xFF) - 1;
+    } else {
+        if (threads > INT32_MAX)
+            return CUDA_ERROR_INVALID_VALUE;
+        if ((r = cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (CUfunction)f, (int)threads, shmem)))
+            return r;
+        if (fits_key && per_sm >= 0 && per_sm < 0xFF)
+            __atomic_store_n(&f->cooperative_shape, key | (uint64_t)(per_sm + 1), __ATOMIC_RELAXED);
+    }
+    return per_sm > 0 && blocks <= (uint64_t)per_sm * (uint64_t)sms ? CUDA_SUCCESS
+                                                                     : CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+}
+
+static int cooperative(const CUlaunchAttribute *attrs, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && attrs[i].value.cooperative)
+            return 1;
+    return 0;
+}
+
 /* A launch, with launch attributes (cuLaunchKernelEx) or without: the attributes travel as they are, after
  * them the parameter buffer. */
 static CUresult launch(CUfunction func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -220,6 +266,11 @@ static CUresult launch(CUfunction func, unsigned int gx, unsigned int gy, unsign
     struct rgpu_function *f = (struct rgpu_function *)func;
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (n_attrs && cooperative(attrs, n_attrs)) {
+        CUresult fits = cooperative_fits(f, gx, gy, gz, bx, by, bz, shmem);
+        if (fits != CUDA_SUCCESS)
+            return fits;
+    }
     /* Most kernels take a few words: the stack; up to the driver's limit, the heap. */
     uint8_t small[1024], *buf = small;
     if (f->param_bytes > sizeof small || (f->layout_unknown && extra)) {
@@ -382,6 +433,22 @@ API CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **para
 API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
     return launch_ex(c, f, params, extra);
+}
+
+/* cuLaunchCooperativeKernel: a launch with the COOPERATIVE attribute, which is what cuLaunchKernelEx makes of it. */
+API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                                       CUstream s, void **params)
+{
+    const CUlaunchAttribute cooperative = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value.cooperative = 1};
+    return launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL, &cooperative, 1);
+}
+
+API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                            unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                                            CUstream s, void **params)
+{
+    return cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
 }
 
 /* -- host functions and stream capture ------------------------------------------------------------------- */

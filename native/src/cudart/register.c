@@ -425,6 +425,21 @@ RT_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, 
     return launch(kernel, g, b, args, shmem, s, NULL, 0);
 }
 
+/* A cooperative launch is a launch with the cooperative attribute; the driver (rgpu's, before the launch is
+ * queued) refuses a grid that cannot be resident at once with cudaErrorCooperativeLaunchTooLarge. */
+RT_API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 g, dim3 b, void **args, size_t shmem,
+                                               cudaStream_t s)
+{
+    cudaLaunchAttribute cooperative = {.id = cudaLaunchAttributeCooperative, .val.cooperative = 1};
+    return launch(func, g, b, args, shmem, s, &cooperative, 1);
+}
+
+RT_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t shmem,
+                                                    cudaStream_t s)
+{
+    return cudaLaunchCooperativeKernel(func, g, b, args, shmem, s);
+}
+
 static cudaError_t launch_ex(const cudaLaunchConfig_t *c, const void *func, void **args)
 {
     if (!c || (c->numAttrs && !c->attrs))

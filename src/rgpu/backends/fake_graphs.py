@@ -206,6 +206,12 @@ class FakeGraphs:
                 cluster = [int.from_bytes(a.value[i:i + 4], "little") for i in (0, 4, 8)]
                 if min(cluster) < 1 or any(g % c for g, c in zip(grid, cluster)):
                     raise CudaError(Status.INVALID_VALUE, f"grid {grid} is not a whole number of {cluster} clusters")
+            if a.id == 2 and int.from_bytes(a.value[:4], "little"):  # COOPERATIVE: the whole grid resident at once
+                resident = self.occupancy_max_blocks(ctx, func, block[0] * block[1] * block[2], shared_mem, 0) * \
+                    self.device_attribute(16, ctx.dev)  # (MULTIPROCESSOR_COUNT)
+                if grid[0] * grid[1] * grid[2] > resident:
+                    raise CudaError(Status.COOPERATIVE_LAUNCH_TOO_LARGE,
+                                    f"a cooperative grid of {grid} blocks; at most {resident} can be resident")
         self.launch(ctx, func, grid, block, shared_mem, stream, params)
         for a in attributes:  # both event attributes fire once the kernel is done (or may start the next)
             if a.event is not None:
