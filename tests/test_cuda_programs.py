@@ -29,6 +29,7 @@ LINKS = {
     "graph_host": ["-lcuda"],
     "graph_memory": [],
     "cooperative": ["-lcuda"],
+    "stream_info": ["-lcuda"],
 }
 
 

@@ -78,6 +78,22 @@ async def test_stream_priorities_and_limits(client):
         await client.ctx_get_limit(99)
 
 
+async def test_a_stream_says_what_it_was_made_with(client):
+    ctx = await client.primary_ctx_retain(0)
+    await client.ctx_set_current(ctx)
+    least, greatest = await client.stream_priority_range()
+    plain, urgent = await client.stream_create(0), await client.stream_create_with_priority(1, greatest)
+    a, b = await client.stream_info(plain), await client.stream_info(urgent)
+    assert a[:3] == (0, 0, ctx) and b[:3] == (1, greatest, ctx)
+    assert a[3] != b[3] and (await client.stream_info(plain))[3] == a[3]
+    assert (await client.stream_info(0))[2] == ctx  # the NULL stream is the current context's
+    await client.stream_destroy(plain)
+    for gone in (plain, 0x1234):  # destroyed, and never this session's
+        with pytest.raises(CudaError) as e:
+            await client.stream_info(gone)
+        assert e.value.code == Status.INVALID_HANDLE
+
+
 async def test_module_cache_serves_later_sessions_by_content():
     image = DEMO_PTX + b"\n// padding so the image is worth caching: " + b"x" * 20000 + b"\n"
     digest = hashlib.sha256(image).digest()

@@ -28,6 +28,10 @@ FORWARD = {
     "cuCtxSetLimit": ("CTX_SET_LIMIT", "in0 in1"),
     "cuCtxGetStreamPriorityRange": ("CTX_GET_STREAM_PRIORITY_RANGE", "out0 out1"),
     "cuStreamCreateWithPriority": ("STREAM_CREATE_WITH_PRIORITY", "out0 in0 in1"),
+    "cuStreamGetFlags": ("STREAM_GET_INFO", "in0 out0"),
+    "cuStreamGetPriority": ("STREAM_GET_INFO", "in0 out1"),
+    "cuStreamGetCtx": ("STREAM_GET_INFO", "in0 out2"),
+    "cuStreamGetId": ("STREAM_GET_INFO", "in0 out3"),
 }
 
 # Per-thread-default-stream variants (_ptsz / _ptds) of forwarded functions behave the same here: rgpu has
@@ -96,6 +100,8 @@ HAND_WRITTEN = {
     "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
     "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz",
     "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
+    # a stream's device and plain context from cuStreamGetCtx, as this process numbers devices (driver.c)
+    "cuStreamGetDevice", "cuStreamGetDevice_ptsz", "cuStreamGetCtx_v2", "cuStreamGetCtx_v2_ptsz",
     "cuStreamAddCallback", "cuStreamAddCallback_ptsz",
     # stream capture and graphs (native/src/graph.c): local capture state, client-minted graph handles
     "cuThreadExchangeStreamCaptureMode", "cuStreamIsCapturing", "cuStreamIsCapturing_ptsz",

@@ -1063,33 +1063,9 @@ RT_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaS
     return cudaStreamGetCaptureInfo(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out);
 }
 
-RT_API cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetDevice");
-}
-
-RT_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetDevice_ptsz");
-}
-
 RT_API cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int *flags)
 {
     return cudaStreamGetFlags(hStream, flags);
-}
-
-RT_API cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetId");
-}
-
-RT_API cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetId_ptsz");
 }
 
 RT_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority)

@@ -150,6 +150,110 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     return r;
 }
 
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    uint8_t args[8];
+    uint8_t rep[24];
+    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
+    if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_STREAM_GET_INFO, args, 8, NULL, 0, rep, 24, NULL);
+    if (r == CUDA_SUCCESS) {
+        *pctx = (CUcontext)(uintptr_t)rgpu_get_u64(rep + 8);
+    }
+    return r;
+}
+
+CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+    uint8_t args[8];
+    uint8_t rep[24];
+    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
+    if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_STREAM_GET_INFO, args, 8, NULL, 0, rep, 24, NULL);
+    if (r == CUDA_SUCCESS) {
+        *pctx = (CUcontext)(uintptr_t)rgpu_get_u64(rep + 8);
+    }
+    return r;
+}
+
+CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+    uint8_t args[8];
+    uint8_t rep[24];
+    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
+    if (flags == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_STREAM_GET_INFO, args, 8, NULL, 0, rep, 24, NULL);
+    if (r == CUDA_SUCCESS) {
+        *flags = (unsigned int)rgpu_get_u32(rep + 0);
+    }
+    return r;
+}
+
+CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+{
+    uint8_t args[8];
+    uint8_t rep[24];
+    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
+    if (flags == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_STREAM_GET_INFO, args, 8, NULL, 0, rep, 24, NULL);
+    if (r == CUDA_SUCCESS) {
+        *flags = (unsigned int)rgpu_get_u32(rep + 0);
+    }
+    return r;
+}
+
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    uint8_t args[8];
+    uint8_t rep[24];
+    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
+    if (streamId == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_STREAM_GET_INFO, args, 8, NULL, 0, rep, 24, NULL);
+    if (r == CUDA_SUCCESS) {
+        *streamId = (unsigned long long)rgpu_get_u64(rep + 16);
+    }
+    return r;
+}
+
+CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+{
+    uint8_t args[8];
+    uint8_t rep[24];
+    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
+    if (streamId == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_STREAM_GET_INFO, args, 8, NULL, 0, rep, 24, NULL);
+    if (r == CUDA_SUCCESS) {
+        *streamId = (unsigned long long)rgpu_get_u64(rep + 16);
+    }
+    return r;
+}
+
+CUresult cuStreamGetPriority(CUstream hStream, int *priority)
+{
+    uint8_t args[8];
+    uint8_t rep[24];
+    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
+    if (priority == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_STREAM_GET_INFO, args, 8, NULL, 0, rep, 24, NULL);
+    if (r == CUDA_SUCCESS) {
+        *priority = (int)rgpu_get_u32(rep + 4);
+    }
+    return r;
+}
+
+CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
+{
+    uint8_t args[8];
+    uint8_t rep[24];
+    rgpu_put_u64(args + 0, rgpu_stream_handle(hStream));
+    if (priority == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = rgpu_call(RGPU_OP_STREAM_GET_INFO, args, 8, NULL, 0, rep, 24, NULL);
+    if (r == CUDA_SUCCESS) {
+        *priority = (int)rgpu_get_u32(rep + 4);
+    }
+    return r;
+}
+
 CUresult cuStreamQuery(CUstream hStream)
 {
     uint8_t args[8];

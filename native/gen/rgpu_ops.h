@@ -1547,6 +1547,41 @@ static inline int rgpu_unpack_stream_create_with_priority(const uint8_t *in, siz
     return 0;
 }
 
+/* STREAM_GET_INFO: cuStreamGetFlags, GetPriority, GetCtx, GetId in one answer (1.7): the stream's creation flags and priority, its context's handle, the driver's stream id [context] */
+#define RGPU_OP_STREAM_GET_INFO 0x0066
+#define RGPU_STREAM_GET_INFO_REQ_SIZE 8
+#define RGPU_STREAM_GET_INFO_REP_SIZE 24
+struct rgpu_stream_get_info_req {
+    uint64_t stream;
+};
+static inline void rgpu_pack_stream_get_info(uint8_t out[RGPU_STREAM_GET_INFO_REQ_SIZE], const struct rgpu_stream_get_info_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+}
+static inline int rgpu_unpack_stream_get_info_req(const uint8_t *in, size_t len, struct rgpu_stream_get_info_req *m)
+{
+    if (len != RGPU_STREAM_GET_INFO_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_stream_get_info_rep {
+    uint32_t flags;
+    int32_t priority;
+    uint64_t ctx;
+    uint64_t id;
+};
+static inline int rgpu_unpack_stream_get_info(const uint8_t *in, size_t len, struct rgpu_stream_get_info_rep *m)
+{
+    if (len != RGPU_STREAM_GET_INFO_REP_SIZE)
+        return -1;
+    m->flags = (uint32_t)rgpu_get_u32(in + 0);
+    m->priority = (int32_t)rgpu_get_u32(in + 4);
+    m->ctx = (uint64_t)rgpu_get_u64(in + 8);
+    m->id = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
 /* EVENT_CREATE: cuEventCreate(flags) [context] */
 #define RGPU_OP_EVENT_CREATE 0x0070
 #define RGPU_EVENT_CREATE_REQ_SIZE 4
@@ -6318,6 +6353,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_STREAM_QUERY:
     case RGPU_OP_STREAM_WAIT_EVENT:
     case RGPU_OP_STREAM_CREATE_WITH_PRIORITY:
+    case RGPU_OP_STREAM_GET_INFO:
     case RGPU_OP_EVENT_CREATE:
     case RGPU_OP_EVENT_DESTROY:
     case RGPU_OP_EVENT_RECORD:
@@ -6520,6 +6556,8 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_STREAM_CREATE_WITH_PRIORITY:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_STREAM_GET_INFO:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_EVENT_CREATE:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
     case RGPU_OP_EVENT_DESTROY:
@@ -6754,6 +6792,8 @@ static inline int rgpu_op_work_stream(uint16_t op)
         return 36;
     case RGPU_OP_LAUNCH_KERNEL_EX:
         return 36;
+    case RGPU_OP_STREAM_GET_INFO:
+        return 0;
     case RGPU_OP_MEMCPY_2D:
         return 52;
     case RGPU_OP_MEMCPY_2D_ASYNC:
@@ -6879,6 +6919,8 @@ static inline int rgpu_op_touches_stream(uint16_t op)
     case RGPU_OP_STREAM_DESTROY:
         return 0;
     case RGPU_OP_STREAM_WAIT_EVENT:
+        return 0;
+    case RGPU_OP_STREAM_GET_INFO:
         return 0;
     case RGPU_OP_EVENT_RECORD:
         return 8;

@@ -1304,82 +1304,10 @@ CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstre
     return rgpu_unsupported(&logged, "cuStreamGetAttribute_ptsz");
 }
 
-CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetCtx");
-}
-
-CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetCtx_ptsz");
-}
-
-CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetCtx_v2");
-}
-
-CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetCtx_v2_ptsz");
-}
-
-CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetDevice");
-}
-
-CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetDevice_ptsz");
-}
-
-CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetFlags");
-}
-
-CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetFlags_ptsz");
-}
-
 CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuStreamGetGreenCtx");
-}
-
-CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetId");
-}
-
-CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetId_ptsz");
-}
-
-CUresult cuStreamGetPriority(CUstream hStream, int *priority)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetPriority");
-}
-
-CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetPriority_ptsz");
 }
 
 CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)

@@ -460,6 +460,38 @@ API CUresult cuCtxGetDevice(CUdevice *dev)
     return CUDA_SUCCESS;
 }
 
+/* A stream's device is its context's, as this process numbers devices (several servers' devices make one list). */
+API CUresult cuStreamGetDevice(CUstream s, CUdevice *dev)
+{
+    CUcontext ctx;
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuStreamGetCtx(s, &ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int d = rgpu_ctx_device((uint64_t)(uintptr_t)ctx);
+    *dev = d < 0 ? 0 : d;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuStreamGetDevice_ptsz(CUstream s, CUdevice *dev) { return cuStreamGetDevice(s, dev); }
+
+/* rgpu makes no green contexts: a stream's context is a plain one. */
+API CUresult cuStreamGetCtx_v2(CUstream s, CUcontext *ctx, CUgreenCtx *green)
+{
+    if (!ctx || !green)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuStreamGetCtx(s, ctx);
+    if (r == CUDA_SUCCESS)
+        *green = NULL;
+    return r;
+}
+
+API CUresult cuStreamGetCtx_v2_ptsz(CUstream s, CUcontext *ctx, CUgreenCtx *green)
+{
+    return cuStreamGetCtx_v2(s, ctx, green);
+}
+
 API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     (void)ctx;

@@ -285,6 +285,11 @@ class _Operations:
     def stream_priority_range(self):
         return self._call(_Request(ops.CTX_GET_STREAM_PRIORITY_RANGE))
 
+    def stream_info(self, stream: int = 0):
+        """(flags, priority, context handle, the driver's stream id) of `stream` (0: the current context's NULL
+        stream)."""
+        return self._call(_Request(ops.STREAM_GET_INFO, (stream,)))
+
     def ctx_get_limit(self, limit: int):
         return self._call(_Request(ops.CTX_GET_LIMIT, (limit,), decode=lambda v, b: v[0]))
 

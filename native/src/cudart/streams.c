@@ -120,6 +120,23 @@ RT_API cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority)
     return cudaSuccess;
 }
 
+/* A stream's id and device: the driver's answers (the runtime keeps neither). */
+RT_API cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *id)
+{
+    if (!id)
+        return rt_record(cudaErrorInvalidValue);
+    WITH_CONTEXT(cuStreamGetId((CUstream)s, id));
+}
+RT_API cudaError_t cudaStreamGetId_ptsz(cudaStream_t s, unsigned long long *id) { return cudaStreamGetId(s, id); }
+
+RT_API cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device)
+{
+    if (!device)
+        return rt_record(cudaErrorInvalidValue);
+    WITH_CONTEXT(cuStreamGetDevice((CUstream)s, (CUdevice *)device));
+}
+RT_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device) { return cudaStreamGetDevice(s, device); }
+
 RT_API cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void *data, unsigned int flags)
 {
     /* The driver shim runs the callback on this thread once the stream has drained (documented limit). */

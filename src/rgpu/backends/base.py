@@ -152,6 +152,9 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def stream_priority_range(self, ctx) -> tuple[int, int]: ...
     @abc.abstractmethod
+    def stream_info(self, ctx, stream) -> tuple[int, int, int]:
+        """(creation flags, priority, the driver's stream id) of `stream` (None: the context's NULL stream)."""
+    @abc.abstractmethod
     def stream_destroy(self, ctx, stream) -> None: ...
     @abc.abstractmethod
     def stream_synchronize(self, ctx, stream) -> None: ...

@@ -600,6 +600,13 @@ class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched
         least, greatest = _check(cu.cuCtxGetStreamPriorityRange())
         return int(least), int(greatest)
 
+    def stream_info(self, ctx, stream) -> tuple[int, int, int]:
+        self._use(ctx)
+        handle = _stream(stream)
+        flags = _check(cu.cuStreamGetFlags(handle))
+        priority = _check(cu.cuStreamGetPriority(handle))
+        return int(flags), int(priority), int(_check(cu.cuStreamGetId(handle)))
+
     def stream_destroy(self, ctx, stream) -> None:
         self._use(ctx)
         _check(cu.cuStreamDestroy(stream))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import itertools
 import os
 import threading
 import time
@@ -64,6 +65,9 @@ class FakeContext:
             raise CudaError(self.sticky, "context is in an unrecoverable error state after a kernel fault")
 
 
+_STREAM_IDS = itertools.count(2)  # (1: the NULL stream's)
+
+
 @attrs.define(eq=False)
 class FakeStream:
     ctx: FakeContext
@@ -71,6 +75,7 @@ class FakeStream:
     busy_until: float = 0.0
     priority: int = 0
     capture: object = None  # a FakeCapture while the stream is capturing (rgpu.dispatch.fake_graphs)
+    ident: int = attrs.Factory(lambda: next(_STREAM_IDS))  # cuStreamGetId's: unique in the process
 
 
 @attrs.define(eq=False)
@@ -557,6 +562,12 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
 
     def stream_priority_range(self, ctx) -> tuple[int, int]:
         return STREAM_PRIORITIES
+
+    def stream_info(self, ctx, stream: FakeStream | None) -> tuple[int, int, int]:
+        ctx.check()
+        if stream is None:  # (the legacy NULL stream: blocking, default priority; the driver numbers it too)
+            return 0, 0, 1
+        return stream.flags, stream.priority, stream.ident
 
     def stream_destroy(self, ctx, stream: FakeStream) -> None:
         stream.ctx.streams.remove(stream)

@@ -497,6 +497,14 @@ def _stream_query(s: Session, args, bulk):
     _ready_or_not(s.backend.stream_query(ctx.obj, strm))
 
 
+@handles(ops.STREAM_GET_INFO)
+def _stream_get_info(s: Session, args, bulk):
+    ctx, strm = s.stream(args.stream)
+    ctx_handle = s.handles.get(args.stream, Kind.STREAM).ctx if args.stream else s.current_ctx
+    flags, priority, stream_id = s.backend.stream_info(ctx.obj, strm)
+    return flags, priority, ctx_handle, stream_id
+
+
 @handles(ops.STREAM_WAIT_EVENT)
 def _stream_wait_event(s: Session, args, bulk):
     ctx, strm = s.stream(args.stream)

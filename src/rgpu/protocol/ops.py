@@ -312,6 +312,10 @@ STREAM_WAIT_EVENT = _op(0x0064, "STREAM_WAIT_EVENT", "stream:u64 event:u64 flags
                         names="stream:stream event:event", doc="cuStreamWaitEvent")
 STREAM_CREATE_WITH_PRIORITY = _op(0x0065, "STREAM_CREATE_WITH_PRIORITY", "flags:u32 priority:i32", "stream:u64",
                                   creates="stream", doc="cuStreamCreateWithPriority(flags, priority)")
+STREAM_GET_INFO = _op(0x0066, "STREAM_GET_INFO", "stream:u64", "flags:u32 priority:i32 ctx:u64 id:u64",
+                      names="stream:stream",
+                      doc="cuStreamGetFlags, GetPriority, GetCtx, GetId in one answer (1.7): the stream's creation "
+                          "flags and priority, its context's handle, the driver's stream id")
 EVENT_CREATE = _op(0x0070, "EVENT_CREATE", "flags:u32", "event:u64", creates="event", doc="cuEventCreate(flags)")
 EVENT_DESTROY = _op(0x0071, "EVENT_DESTROY", "event:u64", names="event:event", doc="cuEventDestroy")
 EVENT_RECORD = _op(0x0072, "EVENT_RECORD", "event:u64 stream:u64", deferrable=True,
