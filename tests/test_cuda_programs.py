@@ -30,6 +30,7 @@ LINKS = {
     "graph_memory": [],
     "cooperative": ["-lcuda"],
     "stream_info": ["-lcuda"],
+    "memory_3d": [],
 }
 
 

@@ -65,6 +65,7 @@ HAND_WRITTEN = {
     "cuMemcpyPeerAsync", "cuMemcpyPeerAsync_ptsz",
     "cuMemcpy2D_v2", "cuMemcpy2D_v2_ptds", "cuMemcpy2DUnaligned_v2", "cuMemcpy2DUnaligned_v2_ptds",
     "cuMemcpy2DAsync_v2", "cuMemcpy2DAsync_v2_ptsz",
+    "cuMemcpy3D_v2", "cuMemcpy3D_v2_ptds", "cuMemcpy3DAsync_v2", "cuMemcpy3DAsync_v2_ptsz",  # (linear memory)
     # 1-D memsets too: a "device" pointer may be the program's own page-locked host memory (unified
     # addressing), which only this side can write
     "cuMemsetD8_v2", "cuMemsetD8_v2_ptds", "cuMemsetD8Async", "cuMemsetD8Async_ptsz",

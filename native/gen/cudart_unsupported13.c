@@ -579,12 +579,6 @@ RT_API cudaError_t cudaLogsUnregisterCallback(cudaLogsCallbackHandle callback)
     return rt_unsupported(&logged, "cudaLogsUnregisterCallback");
 }
 
-RT_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr* pitchedDevPtr, struct cudaExtent extent)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMalloc3D");
-}
-
 RT_API cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc* desc, struct cudaExtent extent, unsigned int flags)
 {
     static int logged;
@@ -777,24 +771,6 @@ RT_API cudaError_t cudaMemcpy2DToArray_ptds(cudaArray_t dst, size_t wOffset, siz
     return rt_unsupported(&logged, "cudaMemcpy2DToArray_ptds");
 }
 
-RT_API cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy3D");
-}
-
-RT_API cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy3DAsync");
-}
-
-RT_API cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy3DAsync_ptsz");
-}
-
 RT_API cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream)
 {
     static int logged;
@@ -829,12 +805,6 @@ RT_API cudaError_t cudaMemcpy3DPeer_ptds(const struct cudaMemcpy3DPeerParms *p)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMemcpy3DPeer_ptds");
-}
-
-RT_API cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy3D_ptds");
 }
 
 RT_API cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind)
@@ -927,30 +897,6 @@ RT_API cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *
 RT_API cudaError_t cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     return cudaMemcpyToSymbol(symbol, src, count, offset, kind);
-}
-
-RT_API cudaError_t cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemset3D");
-}
-
-RT_API cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemset3DAsync");
-}
-
-RT_API cudaError_t cudaMemset3DAsync_ptsz(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemset3DAsync_ptsz");
-}
-
-RT_API cudaError_t cudaMemset3D_ptds(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemset3D_ptds");
 }
 
 RT_API cudaError_t cudaMipmappedArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements *memoryRequirements, cudaMipmappedArray_t mipmap, int device)

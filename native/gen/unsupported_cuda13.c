@@ -938,18 +938,6 @@ CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_att
     return rgpu_unsupported(&logged, "cuMemRangeGetAttributes");
 }
 
-CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy3DAsync_v2");
-}
-
-CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy3DAsync_v2_ptsz");
-}
-
 CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)
 {
     static int logged;
@@ -984,18 +972,6 @@ CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemcpy3DPeer_ptds");
-}
-
-CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy3D_v2");
-}
-
-CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy3D_v2_ptds");
 }
 
 CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)

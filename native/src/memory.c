@@ -722,6 +722,51 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
     return r;
 }
 
+/* -- 3D copies of linear memory: slice by slice as 2D copies, or as one where each side's slices are exactly the
+ * copy's height, so that their rows follow each other. CUDA arrays are not forwarded. ------------------------- */
+static int rows_before(size_t z, size_t height, size_t y, size_t *rows)
+{
+    return __builtin_mul_overflow(z, height, rows) || __builtin_add_overflow(*rows, y, rows);
+}
+
+static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async)
+{
+    static int logged_arrays;
+    if (!p || p->reserved0 || p->reserved1 || p->srcLOD || p->dstLOD)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        return rgpu_unsupported(&logged_arrays, "3D copies to or from CUDA arrays");
+    if (!p->WidthInBytes || !p->Height || !p->Depth)
+        return CUDA_SUCCESS;
+    size_t sh = p->srcHeight, dh = p->dstHeight, depth = p->Depth, height = p->Height;
+    if (depth > 1 && (sh < height || dh < height))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (depth > 1 && sh == height && dh == height) { /* one 2D copy of all the slices' rows */
+        if (__builtin_mul_overflow(height, depth, &height))
+            return CUDA_ERROR_INVALID_VALUE;
+        depth = 1;
+    }
+    CUDA_MEMCPY2D slice = {.srcXInBytes = p->srcXInBytes, .srcMemoryType = p->srcMemoryType, .srcHost = p->srcHost,
+                           .srcDevice = p->srcDevice, .srcPitch = p->srcPitch, .dstXInBytes = p->dstXInBytes,
+                           .dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost, .dstDevice = p->dstDevice,
+                           .dstPitch = p->dstPitch, .WidthInBytes = p->WidthInBytes, .Height = height};
+    for (size_t z = 0; z < depth; z++) {
+        size_t sz, dz;
+        if (__builtin_add_overflow(p->srcZ, z, &sz) || __builtin_add_overflow(p->dstZ, z, &dz) ||
+            rows_before(sz, sh, p->srcY, &slice.srcY) || rows_before(dz, dh, p->dstY, &slice.dstY))
+            return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = copy_2d(&slice, stream, async);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { return copy_3d(p, NULL, 0); }
+API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *p) { return copy_3d(p, NULL, 0); }
+API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s) { return copy_3d(p, s, 1); }
+API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *p, CUstream s) { return copy_3d(p, s, 1); }
+
 API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, 0); }
 API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, 0); }
 API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL, 0); }

@@ -138,6 +138,15 @@ RT_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, en
     return memcpy_checked(dst, src, n, kind, s, 1);
 }
 
+/* Each side's memory type for a copy of `kind` (the driver resolves cudaMemcpyDefault's by address). */
+static void memory_types(enum cudaMemcpyKind kind, CUmemorytype *src, CUmemorytype *dst)
+{
+    int src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    int dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    *src = kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED : src_dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    *dst = kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED : dst_dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+}
+
 static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                            enum cudaMemcpyKind kind, cudaStream_t s, int async)
 {
@@ -150,10 +159,7 @@ static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spi
         return rt_record(e);
     CUDA_MEMCPY2D p;
     memset(&p, 0, sizeof p);
-    int src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-    int dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-    p.srcMemoryType = kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED : src_dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-    p.dstMemoryType = kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED : dst_dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    memory_types(kind, &p.srcMemoryType, &p.dstMemoryType);
     p.srcHost = src, p.srcDevice = (CUdeviceptr)(uintptr_t)src, p.srcPitch = spitch;
     p.dstHost = dst, p.dstDevice = (CUdeviceptr)(uintptr_t)dst, p.dstPitch = dpitch;
     p.WidthInBytes = width, p.Height = height;
@@ -179,6 +185,98 @@ RT_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *
                                           size_t height, enum cudaMemcpyKind kind, cudaStream_t s)
 {
     return copy_2d(dst, dpitch, src, spitch, width, height, kind, s, 1);
+}
+
+/* -- 3D: linear memory (pitched pointers) through the driver's 3D copy; CUDA arrays are not forwarded --------- */
+static cudaError_t copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async)
+{
+    static int logged;
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    if (p->srcArray || p->dstArray)
+        return rt_unsupported(&logged, "cudaMemcpy3D with CUDA arrays");
+    if ((unsigned)p->kind > cudaMemcpyDefault)
+        return rt_record(cudaErrorInvalidMemcpyDirection);
+    cudaError_t e = rt_context(NULL);
+    if (e != cudaSuccess)
+        return rt_record(e);
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    memory_types(p->kind, &c.srcMemoryType, &c.dstMemoryType);
+    c.srcXInBytes = p->srcPos.x, c.srcY = p->srcPos.y, c.srcZ = p->srcPos.z;
+    c.srcHost = p->srcPtr.ptr, c.srcDevice = (CUdeviceptr)(uintptr_t)p->srcPtr.ptr;
+    c.srcPitch = p->srcPtr.pitch, c.srcHeight = p->srcPtr.ysize;
+    c.dstXInBytes = p->dstPos.x, c.dstY = p->dstPos.y, c.dstZ = p->dstPos.z;
+    c.dstHost = p->dstPtr.ptr, c.dstDevice = (CUdeviceptr)(uintptr_t)p->dstPtr.ptr;
+    c.dstPitch = p->dstPtr.pitch, c.dstHeight = p->dstPtr.ysize;
+    c.WidthInBytes = p->extent.width, c.Height = p->extent.height, c.Depth = p->extent.depth;
+    return rt_fail(async ? cuMemcpy3DAsync(&c, (CUstream)s) : cuMemcpy3D(&c));
+}
+
+RT_API cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy_3d(p, NULL, 0); }
+RT_API cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p) { return copy_3d(p, NULL, 0); }
+RT_API cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t s) { return copy_3d(p, s, 1); }
+RT_API cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms *p, cudaStream_t s)
+{
+    return copy_3d(p, s, 1);
+}
+
+/* A volume's rows pitched as cudaMallocPitch pitches them, its slices one after another. */
+RT_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr *p, struct cudaExtent e)
+{
+    void *d = NULL;
+    size_t pitch = 0, rows;
+    if (!p || __builtin_mul_overflow(e.height, e.depth, &rows))
+        return rt_record(cudaErrorInvalidValue);
+    cudaError_t r = cudaMallocPitch(&d, &pitch, e.width, rows);
+    if (r == cudaSuccess)
+        *p = (struct cudaPitchedPtr){.ptr = d, .pitch = pitch, .xsize = e.width, .ysize = e.height};
+    return r;
+}
+
+/* A 3D memset as 2D ones: one where the volume's slices are exactly the extent's height, else one a slice. */
+static cudaError_t memset_3d(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t s, int async)
+{
+    cudaError_t err = rt_context(NULL);
+    if (err != cudaSuccess)
+        return rt_record(err);
+    if (!e.width || !e.height || !e.depth)
+        return cudaSuccess;
+    size_t height = e.height, depth = e.depth, slice;
+    if (depth > 1 && p.ysize < height)
+        return rt_record(cudaErrorInvalidValue);
+    if (depth == 1 || p.ysize == height) {
+        if (__builtin_mul_overflow(height, depth, &height))
+            return rt_record(cudaErrorInvalidValue);
+        depth = 1;
+    }
+    if (__builtin_mul_overflow(p.pitch, p.ysize, &slice))
+        return rt_record(cudaErrorInvalidValue);
+    for (size_t z = 0; z < depth; z++) {
+        CUdeviceptr at = (CUdeviceptr)(uintptr_t)p.ptr + z * slice; /* (z * slice < depth * slice: allocated) */
+        CUresult r = async ? cuMemsetD2D8Async(at, p.pitch, (unsigned char)value, e.width, height, (CUstream)s)
+                           : cuMemsetD2D8(at, p.pitch, (unsigned char)value, e.width, height);
+        if (r != CUDA_SUCCESS)
+            return rt_fail(r);
+    }
+    return cudaSuccess;
+}
+
+RT_API cudaError_t cudaMemset3D(struct cudaPitchedPtr p, int value, struct cudaExtent e)
+{
+    return memset_3d(p, value, e, NULL, 0);
+}
+RT_API cudaError_t cudaMemset3D_ptds(struct cudaPitchedPtr p, int value, struct cudaExtent e)
+{
+    return memset_3d(p, value, e, NULL, 0);
+}
+RT_API cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t s)
+{
+    return memset_3d(p, value, e, s, 1);
+}
+RT_API cudaError_t cudaMemset3DAsync_ptsz(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t s)
+{
+    return memset_3d(p, value, e, s, 1);
 }
 
 /* -- memsets ------------------------------------------------------------------------------------------------ */
