@@ -100,7 +100,8 @@ HAND_WRITTEN = {
     "cuFuncSetCacheConfig", "cuFuncSetSharedMemConfig", "cuFuncGetName",
     "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
     "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz",
-    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz",
+    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuFuncGetModule", "cuFuncIsLoaded", "cuFuncLoad",
+    "cuKernelGetParamInfo", "cuCtxGetId", "cuEventRecordWithFlags", "cuEventRecordWithFlags_ptsz",
     # a stream's device and plain context from cuStreamGetCtx, as this process numbers devices (driver.c)
     "cuStreamGetDevice", "cuStreamGetDevice_ptsz", "cuStreamGetCtx_v2", "cuStreamGetCtx_v2_ptsz",
     "cuStreamAddCallback", "cuStreamAddCallback_ptsz",

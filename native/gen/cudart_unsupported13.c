@@ -170,12 +170,6 @@ RT_API cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
     return rt_unsupported(&logged, "cudaFreeMipmappedArray");
 }
 
-RT_API cudaError_t cudaFuncGetParamInfo(const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaFuncGetParamInfo");
-}
-
 RT_API cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig config)
 {
     static int logged;

@@ -158,12 +158,6 @@ CUresult cuCtxGetFlags(unsigned int *flags)
     return rgpu_unsupported(&logged, "cuCtxGetFlags");
 }
 
-CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxGetId");
-}
-
 CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
 {
     static int logged;
@@ -326,18 +320,6 @@ CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHan
     return rgpu_unsupported(&logged, "cuDeviceUnregisterAsyncNotification");
 }
 
-CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuEventRecordWithFlags");
-}
-
-CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuEventRecordWithFlags_ptsz");
-}
-
 CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc)
 {
     static int logged;
@@ -354,24 +336,6 @@ CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUf
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuFlushGPUDirectRDMAWrites");
-}
-
-CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncGetModule");
-}
-
-CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncIsLoaded");
-}
-
-CUresult cuFuncLoad(CUfunction function)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncLoad");
 }
 
 CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)
@@ -678,12 +642,6 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsign
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuIpcOpenMemHandle_v2");
-}
-
-CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuKernelGetParamInfo");
 }
 
 CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)

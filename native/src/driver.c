@@ -492,6 +492,18 @@ API CUresult cuStreamGetCtx_v2_ptsz(CUstream s, CUcontext *ctx, CUgreenCtx *gree
     return cuStreamGetCtx_v2(s, ctx, green);
 }
 
+/* A context's handle names it alone for the life of the process (the server never reuses one). */
+API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+    uint64_t h = ctx ? (uint64_t)(uintptr_t)ctx : rgpu_thread_ctx();
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!h)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *id = h;
+    return rgpu_ready();
+}
+
 API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     (void)ctx;

@@ -463,6 +463,17 @@ static CUresult event_record(CUevent e, CUstream s)
 API CUresult cuEventRecord(CUevent e, CUstream s) { return event_record(e, s); }
 API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return event_record(e, s); }
 
+/* CU_EVENT_RECORD_EXTERNAL (a capture's event node) is not forwarded; without flags this is cuEventRecord. */
+API CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags)
+{
+    static int logged;
+    return flags ? rgpu_unsupported(&logged, "cuEventRecordWithFlags with flags (graph capture)") : event_record(e, s);
+}
+API CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int flags)
+{
+    return cuEventRecordWithFlags(e, s, flags);
+}
+
 static CUresult stream_wait_event(CUstream s, CUevent e, unsigned flags)
 {
     uint64_t h = rgpu_stream_handle(s), ev = (uint64_t)(uintptr_t)e;

@@ -395,6 +395,28 @@ API CUresult cuFuncGetName(const char **name, CUfunction func)
     return CUDA_SUCCESS;
 }
 
+API CUresult cuFuncGetModule(CUmodule *mod, CUfunction func)
+{
+    struct rgpu_function *f = (struct rgpu_function *)func;
+    if (!mod || !f)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!f->module)
+        return CUDA_ERROR_NOT_FOUND;
+    *mod = (CUmodule)(uintptr_t)f->module;
+    return CUDA_SUCCESS;
+}
+
+/* The server's driver loads a module's functions with the module: a function this side holds is loaded. */
+API CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction func)
+{
+    if (!state || !func)
+        return CUDA_ERROR_INVALID_VALUE;
+    *state = CU_FUNCTION_LOADING_STATE_LOADED;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuFuncLoad(CUfunction func) { return func ? rgpu_ready() : CUDA_ERROR_INVALID_HANDLE; }
+
 API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, CUfunction func, int block_size,
                                                                   size_t smem, unsigned int flags)
 {

@@ -212,6 +212,13 @@ API CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel)
     return function_in_current(k->lib, k->name, func);
 }
 
+API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *offset, size_t *size)
+{
+    CUfunction f;
+    CUresult r = cuKernelGetFunction(&f, kernel);
+    return r == CUDA_SUCCESS ? cuFuncGetParamInfo(f, index, offset, size) : r;
+}
+
 API CUresult cuKernelGetLibrary(CUlibrary *library, CUkernel kernel)
 {
     struct kernel *k = find(kernel);

@@ -70,6 +70,9 @@ int main()
     int threads = 0;
     CU(cuKernelGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k, dev));
     EXPECT(threads > 0);
+    size_t offset = 99, size = 99;
+    CU(cuKernelGetParamInfo(k, 1, &offset, &size)); // vadd(const float *a, const float *b, float *c, int n)
+    EXPECT(offset == 8 && size == 8);
     double s1 = vadd_with((CUfunction)k, 3000);
     CUdeviceptr counters;
     size_t bytes = 0;

@@ -64,6 +64,17 @@ int main()
     CUfunction f;
     CU(cuModuleLoadData(&mod, ptx));
     CU(cuModuleGetFunction(&f, mod, "vadd"));
+    CUmodule of = nullptr;
+    CU(cuFuncGetModule(&of, f));
+    EXPECT(of == mod);
+    CUfunctionLoadingState state;
+    CU(cuFuncIsLoaded(&state, f));
+    EXPECT(state == CU_FUNCTION_LOADING_STATE_LOADED);
+    CU(cuFuncLoad(f));
+    unsigned long long own_id = 0, current_id = 0;
+    CU(cuCtxGetId(ctx, &own_id));
+    CU(cuCtxGetId(nullptr, &current_id)); // (the current context: this one)
+    EXPECT(own_id == current_id);
     double in_own = run(f, 5000);
     CU(cuCtxGetCurrent(&cur));
     EXPECT(cur == ctx); // the runtime worked in it and left it current
@@ -79,6 +90,9 @@ int main()
     EXPECT(cur == primary);
     CU(cuModuleLoadData(&mod, ptx));
     CU(cuModuleGetFunction(&f, mod, "vadd"));
+    unsigned long long primary_id = 0;
+    CU(cuCtxGetId(primary, &primary_id));
+    EXPECT(primary_id != own_id);
     double in_primary = run(f, 3000);
     CU(cuModuleUnload(mod));
     CU(cuDevicePrimaryCtxRelease(dev));

@@ -50,6 +50,14 @@ int main()
     cudaFuncAttributes attr;
     CHECK(cudaFuncGetAttributes(&attr, mixed_params));
     EXPECT(attr.maxThreadsPerBlock > 0 && attr.ptxVersion > 0);
+    size_t offsets[6], sizes[6];
+    for (int i = 0; i < 6; i++)
+        CHECK(cudaFuncGetParamInfo((const void *)mixed_params, i, &offsets[i], &sizes[i]));
+    std::printf("parameters at %zu,%zu,%zu,%zu,%zu,%zu of %zu,%zu,%zu,%zu,%zu,%zu bytes\n", offsets[0], offsets[1],
+                offsets[2], offsets[3], offsets[4], offsets[5], sizes[0], sizes[1], sizes[2], sizes[3], sizes[4],
+                sizes[5]);
+    EXPECT(cudaFuncGetParamInfo((const void *)mixed_params, 6, &offsets[0], &sizes[0]) != cudaSuccess);
+    cudaGetLastError();
     int blocks = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, mixed_params, 128, 0));
     EXPECT(blocks > 0);

@@ -1,5 +1,5 @@
 // What a stream says about itself, through the runtime and the driver: its flags and priority as created, its
-// context and device, and an id that names it alone and stays the same.
+// context and device, and an id that names it alone and stays the same; an event recorded on it with flags 0.
 #include <cuda.h>
 
 #include "check.cuh"
@@ -53,6 +53,12 @@ int main()
     CHECK(cudaStreamGetId(plain, &again));
     CHECK_CU(cuStreamGetId((CUstream)plain, &driver));
     EXPECT(a != b && a == again && a == driver);
+
+    cudaEvent_t done;
+    CHECK(cudaEventCreate(&done));
+    CHECK_CU(cuEventRecordWithFlags((CUevent)done, (CUstream)urgent, CU_EVENT_RECORD_DEFAULT));
+    CHECK_CU(cuEventSynchronize((CUevent)done));
+    CHECK(cudaEventDestroy(done));
 
     EXPECT(cudaStreamGetId(plain, NULL) == cudaErrorInvalidValue);
     EXPECT(cuStreamGetFlags((CUstream)plain, NULL) == CUDA_ERROR_INVALID_VALUE);

@@ -499,6 +499,13 @@ RT_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute
     return e != cudaSuccess ? rt_record(e) : rt_fail(cuFuncSetAttribute(f, (CUfunction_attribute)attr, value));
 }
 
+RT_API cudaError_t cudaFuncGetParamInfo(const void *func, size_t index, size_t *offset, size_t *size)
+{
+    CUfunction f;
+    cudaError_t e = function_of(func, &f);
+    return e != cudaSuccess ? rt_record(e) : rt_fail(cuFuncGetParamInfo(f, index, offset, size));
+}
+
 RT_API cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache config)
 {
     CUfunction f;
