@@ -499,11 +499,22 @@ RT_API cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute
     return e != cudaSuccess ? rt_record(e) : rt_fail(cuFuncSetAttribute(f, (CUfunction_attribute)attr, value));
 }
 
+/* The driver's answer, or where the server's driver cannot report layouts, the one this runtime read from the image. */
 RT_API cudaError_t cudaFuncGetParamInfo(const void *func, size_t index, size_t *offset, size_t *size)
 {
     CUfunction f;
     cudaError_t e = function_of(func, &f);
-    return e != cudaSuccess ? rt_record(e) : rt_fail(cuFuncGetParamInfo(f, index, offset, size));
+    if (e != cudaSuccess)
+        return rt_record(e);
+    struct rt_kernel *k = rt_kernel_of(func);
+    if (__atomic_load_n(&k->own_layout, __ATOMIC_ACQUIRE) != 1)
+        return rt_fail(cuFuncGetParamInfo(f, index, offset, size));
+    if (!offset || index >= (size_t)k->n_params)
+        return rt_record(cudaErrorInvalidValue);
+    *offset = k->layout[index][0];
+    if (size)
+        *size = k->layout[index][1];
+    return cudaSuccess;
 }
 
 RT_API cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache config)
