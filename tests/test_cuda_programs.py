@@ -31,6 +31,7 @@ LINKS = {
     "cooperative": ["-lcuda"],
     "stream_info": ["-lcuda"],
     "memory_3d": [],
+    "clusters": ["-lcuda"],
 }
 
 

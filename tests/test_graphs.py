@@ -133,6 +133,26 @@ async def test_a_cooperative_grid_must_be_resident_at_once(client):
     assert e.value.code == Status.COOPERATIVE_LAUNCH_TOO_LARGE
 
 
+async def test_cluster_occupancy_takes_the_launch_s_shape_and_attributes(client):
+    fn, a, b, c = await setup_vadd(client)
+    two = attribute(4, struct.pack("<III", 2, 1, 1))
+
+    async def ask(which, attrs, block=128, bulk=None):
+        return (await call(client, ops.OCCUPANCY_CLUSTERS, fn.handle, which, 64, 1, 1, block, 1, 1, 0, len(attrs),
+                           bulk=b"".join(attrs) if bulk is None else bulk))
+
+    assert await ask(1, ()) >= 2
+    active = await ask(0, (two,))
+    assert active > 0
+    per_sm, sms = await client.occupancy_max_blocks(fn, 128), await client.device_attribute(16)
+    assert active <= per_sm * sms // 2
+    for wrong in (lambda: ask(0, ()),  # no cluster size to count with
+                  lambda: ask(2, (two,)),  # no such query
+                  lambda: ask(0, (two,), bulk=two[:-1])):  # attribute bytes cut short
+        with pytest.raises(CudaError):
+            await wrong()
+
+
 async def test_attribute_count_and_bulk_must_agree(client):
     fn, a, b, c = await setup_vadd(client)
     with pytest.raises(CudaError) as e:

@@ -99,6 +99,7 @@ HAND_WRITTEN = {
     "cuFuncGetParamInfo", "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuFuncGetAttribute", "cuFuncSetAttribute",
     "cuFuncSetCacheConfig", "cuFuncSetSharedMemConfig", "cuFuncGetName",
     "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "cuOccupancyMaxActiveClusters", "cuOccupancyMaxPotentialClusterSize",
     "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz",
     "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuFuncGetModule", "cuFuncIsLoaded", "cuFuncLoad",
     "cuKernelGetParamInfo", "cuCtxGetId", "cuEventRecordWithFlags", "cuEventRecordWithFlags_ptsz",

@@ -833,18 +833,6 @@ RT_API cudaError_t cudaMipmappedArrayGetSparseProperties(struct cudaArraySparseP
     return rt_unsupported(&logged, "cudaMipmappedArrayGetSparseProperties");
 }
 
-RT_API cudaError_t cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, const cudaLaunchConfig_t *launchConfig)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaOccupancyMaxActiveClusters");
-}
-
-RT_API cudaError_t cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, const cudaLaunchConfig_t *launchConfig)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaOccupancyMaxPotentialClusterSize");
-}
-
 RT_API cudaError_t cudaSetDoubleForDevice(double *d)
 {
     static int logged;

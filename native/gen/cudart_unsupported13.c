@@ -905,18 +905,6 @@ RT_API cudaError_t cudaMipmappedArrayGetSparseProperties(struct cudaArraySparseP
     return rt_unsupported(&logged, "cudaMipmappedArrayGetSparseProperties");
 }
 
-RT_API cudaError_t cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, const cudaLaunchConfig_t *launchConfig)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaOccupancyMaxActiveClusters");
-}
-
-RT_API cudaError_t cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, const cudaLaunchConfig_t *launchConfig)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaOccupancyMaxPotentialClusterSize");
-}
-
 RT_API cudaError_t cudaSetValidDevices(int *device_arr, int len)
 {
     static int logged;

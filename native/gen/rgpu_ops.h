@@ -3967,6 +3967,62 @@ static inline int rgpu_unpack_occupancy_available_smem(const uint8_t *in, size_t
     return 0;
 }
 
+/* OCCUPANCY_CLUSTERS: which 0: cuOccupancyMaxActiveClusters, 1: cuOccupancyMaxPotentialClusterSize, for a launch of that shape with those attributes (1.7) [context] */
+#define RGPU_OP_OCCUPANCY_CLUSTERS 0x0112
+#define RGPU_OCCUPANCY_CLUSTERS_REQ_SIZE 44
+#define RGPU_OCCUPANCY_CLUSTERS_REP_SIZE 4
+struct rgpu_occupancy_clusters_req {
+    uint64_t function;
+    uint32_t which;
+    uint32_t grid_x;
+    uint32_t grid_y;
+    uint32_t grid_z;
+    uint32_t block_x;
+    uint32_t block_y;
+    uint32_t block_z;
+    uint32_t shared_mem;
+    uint32_t count;
+};
+static inline void rgpu_pack_occupancy_clusters(uint8_t out[RGPU_OCCUPANCY_CLUSTERS_REQ_SIZE], const struct rgpu_occupancy_clusters_req *m)
+{
+    rgpu_put_u64(out + 0, m->function);
+    rgpu_put_u32(out + 8, m->which);
+    rgpu_put_u32(out + 12, m->grid_x);
+    rgpu_put_u32(out + 16, m->grid_y);
+    rgpu_put_u32(out + 20, m->grid_z);
+    rgpu_put_u32(out + 24, m->block_x);
+    rgpu_put_u32(out + 28, m->block_y);
+    rgpu_put_u32(out + 32, m->block_z);
+    rgpu_put_u32(out + 36, m->shared_mem);
+    rgpu_put_u32(out + 40, m->count);
+}
+static inline int rgpu_unpack_occupancy_clusters_req(const uint8_t *in, size_t len, struct rgpu_occupancy_clusters_req *m)
+{
+    if (len != RGPU_OCCUPANCY_CLUSTERS_REQ_SIZE)
+        return -1;
+    m->function = (uint64_t)rgpu_get_u64(in + 0);
+    m->which = (uint32_t)rgpu_get_u32(in + 8);
+    m->grid_x = (uint32_t)rgpu_get_u32(in + 12);
+    m->grid_y = (uint32_t)rgpu_get_u32(in + 16);
+    m->grid_z = (uint32_t)rgpu_get_u32(in + 20);
+    m->block_x = (uint32_t)rgpu_get_u32(in + 24);
+    m->block_y = (uint32_t)rgpu_get_u32(in + 28);
+    m->block_z = (uint32_t)rgpu_get_u32(in + 32);
+    m->shared_mem = (uint32_t)rgpu_get_u32(in + 36);
+    m->count = (uint32_t)rgpu_get_u32(in + 40);
+    return 0;
+}
+struct rgpu_occupancy_clusters_rep {
+    int32_t value;
+};
+static inline int rgpu_unpack_occupancy_clusters(const uint8_t *in, size_t len, struct rgpu_occupancy_clusters_rep *m)
+{
+    if (len != RGPU_OCCUPANCY_CLUSTERS_REP_SIZE)
+        return -1;
+    m->value = (int32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
 /* TENSOR_MAP_ENCODE_TILED: cuTensorMapEncodeTiled: dims and box per dimension, byte strides of dimensions 1..rank-1 -> CUtensorMap (the tensor must lie in the session's memory) */
 #define RGPU_OP_TENSOR_MAP_ENCODE_TILED 0x0120
 #define RGPU_TENSOR_MAP_ENCODE_TILED_REQ_SIZE 144
@@ -6423,6 +6479,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_EDGES_DATA:
     case RGPU_OP_OCCUPANCY_TABLE:
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
+    case RGPU_OP_OCCUPANCY_CLUSTERS:
     case RGPU_OP_CTX_ENABLE_PEER_ACCESS:
     case RGPU_OP_CTX_DISABLE_PEER_ACCESS:
     case RGPU_OP_MEMCPY_PEER_ASYNC:
@@ -6689,6 +6746,8 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_OCCUPANCY_TABLE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_OCCUPANCY_CLUSTERS:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_TENSOR_MAP_ENCODE_TILED:
         return (struct rgpu_op_route){-1, -1, 8, -1, 0, 0};

@@ -1118,18 +1118,6 @@ CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, 
     return rgpu_unsupported(&logged, "cuMulticastUnbind");
 }
 
-CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyMaxActiveClusters");
-}
-
-CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuOccupancyMaxPotentialClusterSize");
-}
-
 CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
 {
     static int logged;

@@ -93,3 +93,39 @@ API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, CUfunction f
         *bytes = (size_t)v.bytes;
     return r;
 }
+
+/* Cluster occupancy: the launch configuration's shape and attributes go to the server's driver as they are, as
+ * cuLaunchKernelEx's do (protocol 1.7). `which` 0: the most clusters resident at once; 1: the largest cluster
+ * size the launch could take. */
+static CUresult clusters(uint32_t which, int *out, CUfunction func, const CUlaunchConfig *c)
+{
+    static int logged;
+    if (!out || !func || !c || (c->numAttrs && !c->attrs) || c->numAttrs > RGPU_MAX_LAUNCH_ATTRIBUTES)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (rgpu_server_minor() < 7)
+        return rgpu_unsupported(&logged, "cluster occupancy (the server predates protocol 1.7)");
+    uint8_t a[RGPU_OCCUPANCY_CLUSTERS_REQ_SIZE], rep[RGPU_OCCUPANCY_CLUSTERS_REP_SIZE];
+    rgpu_pack_occupancy_clusters(a, &(struct rgpu_occupancy_clusters_req){
+                                        .function = rgpu_function_handle(func), .which = which,
+                                        .grid_x = c->gridDimX, .grid_y = c->gridDimY, .grid_z = c->gridDimZ,
+                                        .block_x = c->blockDimX, .block_y = c->blockDimY, .block_z = c->blockDimZ,
+                                        .shared_mem = c->sharedMemBytes, .count = c->numAttrs});
+    CUresult r = rgpu_call(RGPU_OP_OCCUPANCY_CLUSTERS, a, sizeof a, c->attrs, c->numAttrs * sizeof *c->attrs, rep,
+                           sizeof rep, NULL);
+    struct rgpu_occupancy_clusters_rep v;
+    if (r == CUDA_SUCCESS && rgpu_unpack_occupancy_clusters(rep, sizeof rep, &v) < 0)
+        return rgpu_bad_reply(RGPU_OP_OCCUPANCY_CLUSTERS, "reply of the wrong size");
+    if (r == CUDA_SUCCESS)
+        *out = v.value;
+    return r;
+}
+
+API CUresult cuOccupancyMaxActiveClusters(int *n, CUfunction func, const CUlaunchConfig *config)
+{
+    return clusters(0, n, func, config);
+}
+
+API CUresult cuOccupancyMaxPotentialClusterSize(int *size, CUfunction func, const CUlaunchConfig *config)
+{
+    return clusters(1, size, func, config);
+}

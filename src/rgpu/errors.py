@@ -45,6 +45,7 @@ class Status(enum.IntEnum):
     STREAM_CAPTURE_IMPLICIT = 906
     STREAM_CAPTURE_WRONG_THREAD = 908
     GRAPH_EXEC_UPDATE_FAILURE = 910
+    INVALID_CLUSTER_SIZE = 912
     UNKNOWN = 999
 
     # rgpu's own range.

@@ -440,6 +440,31 @@ RT_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, di
     return cudaLaunchCooperativeKernel(func, g, b, args, shmem, s);
 }
 
+/* Cluster occupancy: the runtime's launch configuration as the driver's (the same attribute records). */
+static cudaError_t clusters(int which, int *out, const void *func, const cudaLaunchConfig_t *c)
+{
+    CUfunction f;
+    if (!out || !c || (c->numAttrs && !c->attrs))
+        return rt_record(cudaErrorInvalidValue);
+    cudaError_t e = function_of(func, &f);
+    if (e != cudaSuccess)
+        return rt_record(e);
+    CUlaunchConfig d = {c->gridDim.x, c->gridDim.y, c->gridDim.z, c->blockDim.x, c->blockDim.y, c->blockDim.z,
+                        (unsigned)c->dynamicSmemBytes, (CUstream)c->stream, (CUlaunchAttribute *)c->attrs,
+                        c->numAttrs};
+    return rt_fail(which ? cuOccupancyMaxPotentialClusterSize(out, f, &d) : cuOccupancyMaxActiveClusters(out, f, &d));
+}
+
+RT_API cudaError_t cudaOccupancyMaxActiveClusters(int *n, const void *func, const cudaLaunchConfig_t *config)
+{
+    return clusters(0, n, func, config);
+}
+
+RT_API cudaError_t cudaOccupancyMaxPotentialClusterSize(int *size, const void *func, const cudaLaunchConfig_t *config)
+{
+    return clusters(1, size, func, config);
+}
+
 static cudaError_t launch_ex(const cudaLaunchConfig_t *c, const void *func, void **args)
 {
     if (!c || (c->numAttrs && !c->attrs))

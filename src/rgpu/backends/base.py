@@ -152,6 +152,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def stream_priority_range(self, ctx) -> tuple[int, int]: ...
     @abc.abstractmethod
+    def occupancy_clusters(self, ctx, func, which: int, grid, block, shared_mem: int, attributes) -> int:
+        """which 0: the most clusters of a launch of this shape and attributes resident at once; 1: the largest
+        cluster size it could take (cuOccupancyMaxActiveClusters, cuOccupancyMaxPotentialClusterSize)."""
+    @abc.abstractmethod
     def stream_info(self, ctx, stream) -> tuple[int, int, int]:
         """(creation flags, priority, the driver's stream id) of `stream` (None: the context's NULL stream)."""
     @abc.abstractmethod

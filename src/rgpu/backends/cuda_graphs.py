@@ -39,6 +39,8 @@ _ffi.cdef("""
     } rgpu_kernel_node_params;  /* CUDA_KERNEL_NODE_PARAMS_v2 */
     int cuCtxSetCurrent(uintptr_t ctx);
     int cuLaunchKernelEx(const rgpu_launch_config *config, uintptr_t f, void **params, void **extra);
+    int cuOccupancyMaxActiveClusters(int *clusters, uintptr_t f, const rgpu_launch_config *config);
+    int cuOccupancyMaxPotentialClusterSize(int *size, uintptr_t f, const rgpu_launch_config *config);
     int cuGraphAddKernelNode_v2(uintptr_t *node, uintptr_t graph, const uintptr_t *deps, size_t count,
                                 const rgpu_kernel_node_params *params);
     int cuGraphKernelNodeSetParams_v2(uintptr_t node, const rgpu_kernel_node_params *params);
@@ -70,6 +72,16 @@ def _lib():
     from rgpu.backends.cuda_common import driver
 
     return driver(_ffi)
+
+
+def _put_attributes(records, attributes) -> None:
+    """The attributes as the driver's CUlaunchAttribute records at `records` (an event's value: the driver's own
+    CUevent in place of the session handle)."""
+    for i, a in enumerate(attributes):
+        value = a.value
+        if a.event is not None:
+            value = int(a.event).to_bytes(8, "little") + value[8:]
+        _ffi.memmove(records + i * _ATTRIBUTE_SIZE, a.id.to_bytes(4, "little") + bytes(4) + value, _ATTRIBUTE_SIZE)
 
 
 def _check(result):
@@ -131,12 +143,7 @@ class CudaGraphs:
                 raise CudaError(Status.INVALID_VALUE, f"{size} bytes of kernel parameters (at most {MAX_PARAM_BYTES})")
             _ffi.memmove(buffer, params, size)
             nbytes[0] = size
-            for i, a in enumerate(attributes):
-                value = a.value
-                if a.event is not None:  # the driver's own CUevent replaces the session handle
-                    value = int(a.event).to_bytes(8, "little") + value[8:]
-                _ffi.memmove(records + i * _ATTRIBUTE_SIZE, a.id.to_bytes(4, "little") + bytes(4) + value,
-                             _ATTRIBUTE_SIZE)
+            _put_attributes(records, attributes)
             config.gx, config.gy, config.gz, config.bx, config.by, config.bz = gx, gy, gz, bx, by, bz
             config.shmem, config.count = shared_mem, len(attributes)
             err = lib.cuCtxSetCurrent(ctx_ptr) or lib.cuLaunchKernelEx(config, func_ptr, _ffi.NULL, extra)
@@ -144,6 +151,22 @@ class CudaGraphs:
                 _check((cu.CUresult(err),))
 
         return launch
+
+    def occupancy_clusters(self, ctx, func, which, grid, block, shared_mem, attributes) -> int:
+        lib = _lib()
+        config = _ffi.new("rgpu_launch_config *")
+        records = _ffi.new("char[]", max(1, len(attributes)) * _ATTRIBUTE_SIZE)
+        _put_attributes(records, attributes)
+        config.attrs, config.count = records, len(attributes)
+        config.gx, config.gy, config.gz = grid
+        config.bx, config.by, config.bz = block
+        config.shmem = shared_mem
+        out = _ffi.new("int *")
+        query = lib.cuOccupancyMaxPotentialClusterSize if which else lib.cuOccupancyMaxActiveClusters
+        err = lib.cuCtxSetCurrent(int(ctx)) or query(out, int(func), config)
+        if err:
+            _check((cu.CUresult(err),))
+        return int(out[0])
 
     # -- capture ------------------------------------------------------------------------------------
     def stream_is_capturing(self, ctx, stream) -> bool:

@@ -429,6 +429,22 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
             blocks = min(blocks, ATTRIBUTES[81] // dynamic_smem)
         return blocks
 
+    def occupancy_clusters(self, ctx, func: FakeFunction, which, grid, block, shared_mem, attributes) -> int:
+        ctx.check()
+        portable = 8  # (the driver's portable cluster size limit; a kernel may ask for more, on some GPUs)
+        if which == 1:
+            return portable
+        clusters = [a for a in attributes if a.id == 4]  # CLUSTER_DIMENSION
+        if not clusters:
+            raise CudaError(Status.INVALID_VALUE, "a cluster occupancy query without a cluster size")
+        size = 1
+        for i in (0, 4, 8):
+            size *= int.from_bytes(clusters[-1].value[i:i + 4], "little")
+        if not 0 < size <= portable:
+            raise CudaError(Status.INVALID_CLUSTER_SIZE, f"clusters of {size} blocks")
+        blocks = self.occupancy_max_blocks(ctx, func, block[0] * block[1] * block[2], shared_mem, 0)
+        return blocks * ATTRIBUTES[16] // size  # (MULTIPROCESSOR_COUNT)
+
     def tensor_map_encode_tiled(self, ctx, data_type, address, dims, strides, box, element_strides, interleave,
                                 swizzle, l2_promotion, oob_fill) -> bytes:
         return _fake_tensor_map(b"rgputile", data_type, address, dims, strides, box, element_strides, interleave,

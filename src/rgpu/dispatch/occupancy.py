@@ -1,11 +1,13 @@
 """Occupancy queries beyond the single-block-size one in handlers.py: a table over block sizes (so the client can
-search for the best block size, running the program's dynamic-shared-memory callback itself, in one round trip)
-and the dynamic shared memory left per block."""
+search for the best block size, running the program's dynamic-shared-memory callback itself, in one round trip),
+the dynamic shared memory left per block, and clusters (how many of a launch's can be resident, the largest
+cluster size it could take)."""
 
 from __future__ import annotations
 
 import struct
 
+from rgpu.dispatch.graphs import parse_attributes
 from rgpu.dispatch.registry import Reply, handles
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
@@ -36,3 +38,15 @@ def _available_smem(s: Session, args, bulk):
     if args.blocks <= 0 or args.block_size <= 0:
         raise CudaError(Status.INVALID_VALUE, f"{args.blocks} blocks of {args.block_size} threads")
     return (s.backend.occupancy_available_smem(ctx.obj, func.obj, args.blocks, args.block_size),)
+
+
+@handles(ops.OCCUPANCY_CLUSTERS)
+def _clusters(s: Session, args, bulk):
+    ctx, func = s.object(args.function, Kind.FUNCTION)
+    if args.which > 1:
+        raise CudaError(Status.INVALID_VALUE, f"cluster occupancy query {args.which}")
+    if args.count > ops.MAX_LAUNCH_ATTRIBUTES or len(bulk) != args.count * ops.LAUNCH_ATTRIBUTE_SIZE:
+        raise CudaError(Status.INVALID_VALUE, f"{args.count} launch attributes in {len(bulk)} bytes")
+    attributes = parse_attributes(s, bulk, args.count)
+    return (s.backend.occupancy_clusters(ctx.obj, func.obj, args.which, (args.grid_x, args.grid_y, args.grid_z),
+                                         (args.block_x, args.block_y, args.block_z), args.shared_mem, attributes),)

@@ -482,6 +482,12 @@ OCCUPANCY_TABLE = _op(0x0110, "OCCUPANCY_TABLE", "function:u64 flags:u32 count:u
 OCCUPANCY_AVAILABLE_SMEM = _op(0x0111, "OCCUPANCY_AVAILABLE_SMEM", "function:u64 blocks:i32 block_size:i32",
                                "bytes:u64", names="function:function",
                                doc="cuOccupancyAvailableDynamicSMemPerBlock(f, blocks per SM, block size)")
+OCCUPANCY_CLUSTERS = _op(0x0112, "OCCUPANCY_CLUSTERS",
+                         "function:u64 which:u32 grid_x:u32 grid_y:u32 grid_z:u32 block_x:u32 block_y:u32 block_z:u32 "
+                         "shared_mem:u32 count:u32", "value:i32",
+                         request_bulk="count x CUlaunchAttribute (as LAUNCH_KERNEL_EX's)", names="function:function",
+                         doc="which 0: cuOccupancyMaxActiveClusters, 1: cuOccupancyMaxPotentialClusterSize, for a "
+                             "launch of that shape with those attributes (1.7)")
 
 # Tensor maps (0x0120-0x012F): TMA descriptors, which Triton's and XLA's Hopper kernels take as parameters. The
 # map is the server driver's opaque 128 bytes, returned as-is; arrays travel as fixed fields, zero past `rank`.
