@@ -53,11 +53,9 @@ def _resnet(cfg):
     return step
 
 
-def _gpt(cfg):
-    import torch
+def _block(w: int):
+    """A GPT block of width `w` (heads of 64); its forward attends causally over a whole sequence."""
     from torch import nn
-
-    w, n_layers, seq, batch, vocab = cfg["width"], cfg["layers"], cfg["seq"], cfg["batch"], 4096
 
     class Block(nn.Module):
         def __init__(self):
@@ -73,7 +71,15 @@ def _gpt(cfg):
             x = x + self.proj(a.transpose(1, 2).reshape(b, t, w))
             return x + self.mlp(self.ln2(x))
 
-    model = nn.Sequential(nn.Embedding(vocab, w), *[Block() for _ in range(n_layers)], nn.LayerNorm(w),
+    return Block()
+
+
+def _gpt(cfg):
+    import torch
+    from torch import nn
+
+    w, n_layers, seq, batch, vocab = cfg["width"], cfg["layers"], cfg["seq"], cfg["batch"], 4096
+    model = nn.Sequential(nn.Embedding(vocab, w), *[_block(w) for _ in range(n_layers)], nn.LayerNorm(w),
                           nn.Linear(w, vocab)).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -100,16 +106,8 @@ def _decode(cfg):
 
     w, n_layers, ctx, vocab = cfg["width"], cfg["layers"], cfg["ctx"], 4096
     heads, half = w // 64, torch.float16
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(w), nn.LayerNorm(w)
-            self.qkv, self.proj = nn.Linear(w, 3 * w), nn.Linear(w, w)
-            self.mlp = nn.Sequential(nn.Linear(w, 4 * w), nn.GELU(), nn.Linear(4 * w, w))
-
     embed, norm, head = nn.Embedding(vocab, w), nn.LayerNorm(w), nn.Linear(w, vocab)
-    blocks = nn.ModuleList(Block() for _ in range(n_layers))
+    blocks = nn.ModuleList(_block(w) for _ in range(n_layers))  # (their layers; the step below attends over the cache)
     for m in (embed, norm, head, blocks):
         m.to("cuda", half).eval()
     cache = torch.zeros(n_layers, 2, 1, heads, ctx, 64, device="cuda", dtype=half)

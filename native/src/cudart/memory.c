@@ -147,16 +147,23 @@ static void memory_types(enum cudaMemcpyKind kind, CUmemorytype *src, CUmemoryty
     *dst = kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED : dst_dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
 }
 
-static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
-                           enum cudaMemcpyKind kind, cudaStream_t s, int async)
+/* A copy's direction checked and the device's context made current; the error recorded, or cudaSuccess. */
+static cudaError_t copy_start(enum cudaMemcpyKind kind)
 {
     if ((unsigned)kind > cudaMemcpyDefault)
         return rt_record(cudaErrorInvalidMemcpyDirection);
-    if (height > 1 && (dpitch < width || spitch < width))
-        return rt_record(cudaErrorInvalidPitchValue);
     cudaError_t e = rt_context(NULL);
+    return e == cudaSuccess ? e : rt_record(e);
+}
+
+static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                           enum cudaMemcpyKind kind, cudaStream_t s, int async)
+{
+    if (height > 1 && (dpitch < width || spitch < width) && (unsigned)kind <= cudaMemcpyDefault)
+        return rt_record(cudaErrorInvalidPitchValue);
+    cudaError_t e = copy_start(kind);
     if (e != cudaSuccess)
-        return rt_record(e);
+        return e;
     CUDA_MEMCPY2D p;
     memset(&p, 0, sizeof p);
     memory_types(kind, &p.srcMemoryType, &p.dstMemoryType);
@@ -195,11 +202,9 @@ static cudaError_t copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, in
         return rt_record(cudaErrorInvalidValue);
     if (p->srcArray || p->dstArray)
         return rt_unsupported(&logged, "cudaMemcpy3D with CUDA arrays");
-    if ((unsigned)p->kind > cudaMemcpyDefault)
-        return rt_record(cudaErrorInvalidMemcpyDirection);
-    cudaError_t e = rt_context(NULL);
+    cudaError_t e = copy_start(p->kind);
     if (e != cudaSuccess)
-        return rt_record(e);
+        return e;
     CUDA_MEMCPY3D c;
     memset(&c, 0, sizeof c);
     memory_types(p->kind, &c.srcMemoryType, &c.dstMemoryType);
