@@ -198,13 +198,13 @@ def run_child(name: str, steps: int, warmup: int) -> None:
     out = None
     for _ in range(warmup):
         out = step()
-    _block(out)
+    _wait_for(out)
     synchronize()
     _mark("start")
     t0 = time.perf_counter()
     for _ in range(steps):
         out = step()
-    _block(out)
+    _wait_for(out)
     synchronize()
     ms = (time.perf_counter() - t0) * 1e3 / steps
     _mark("end")
@@ -213,7 +213,7 @@ def run_child(name: str, steps: int, warmup: int) -> None:
     print("RESULT " + json.dumps({"ms": ms, "steps": steps, "check": check}))
 
 
-def _block(out) -> None:
+def _wait_for(out) -> None:
     """Wait for a JAX step's output (its work is queued asynchronously; PyTorch's is waited for by synchronize)."""
     if hasattr(out, "block_until_ready"):
         out.block_until_ready()

@@ -215,8 +215,10 @@ static void host_pointers(struct rgpu_function *f, uint8_t *buf, CUstream stream
 /* A cooperative launch must have its whole grid resident at once; the driver refuses one that cannot be at the
  * launch (COOPERATIVE_LAUNCH_TOO_LARGE), where the program checks. Launches here are deferred, so the stand-in
  * asks first: the active blocks per multiprocessor for the block size and dynamic shared memory (a round trip,
- * remembered for the function's last such shape -- a program launches its cooperative kernel the same way again
- * and again) times the multiprocessors. The server's driver still checks the launch itself. */
+ * remembered for the function's last such shape until its attributes change -- a program launches its cooperative
+ * kernel the same way again and again) times the multiprocessors. A shape with no block resident is the driver's
+ * to refuse as it does (an invalid block, too much shared memory): the launch goes on and its error comes from the
+ * server. The server's driver checks every launch itself too. */
 static CUresult cooperative_fits(struct rgpu_function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                  unsigned by, unsigned bz, unsigned shmem)
 {
@@ -242,11 +244,11 @@ static CUresult cooperative_fits(struct rgpu_function *f, unsigned gx, unsigned 
             return CUDA_ERROR_INVALID_VALUE;
         if ((r = cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (CUfunction)f, (int)threads, shmem)))
             return r;
-        if (fits_key && per_sm >= 0 && per_sm < 0xFF)
+        if (fits_key && per_sm > 0 && per_sm < 0xFF)
             __atomic_store_n(&f->cooperative_shape, key | (uint64_t)(per_sm + 1), __ATOMIC_RELAXED);
     }
-    return per_sm > 0 && blocks <= (uint64_t)per_sm * (uint64_t)sms ? CUDA_SUCCESS
-                                                                     : CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    return per_sm <= 0 || blocks <= (uint64_t)per_sm * (uint64_t)sms ? CUDA_SUCCESS
+                                                                      : CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 }
 
 static int cooperative(const CUlaunchAttribute *attrs, unsigned n)
@@ -368,8 +370,10 @@ API CUresult cuFuncSetAttribute(CUfunction func, CUfunction_attribute attrib, in
                                                                          .attrib = (uint32_t)attrib,
                                                                          .value = value});
     r = rgpu_defer(RGPU_OP_FUNC_SET_ATTRIBUTE, a, sizeof a, NULL, 0);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         f->attrs[attrib] = value;
+        __atomic_store_n(&f->cooperative_shape, 0, __ATOMIC_RELAXED); /* (its occupancy may have changed) */
+    }
     return r;
 }
 

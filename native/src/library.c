@@ -212,11 +212,11 @@ API CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel)
     return function_in_current(k->lib, k->name, func);
 }
 
+/* The layout is the kernel's in every context: answered from the function it was first found as (no context). */
 API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *offset, size_t *size)
 {
-    CUfunction f;
-    CUresult r = cuKernelGetFunction(&f, kernel);
-    return r == CUDA_SUCCESS ? cuFuncGetParamInfo(f, index, offset, size) : r;
+    struct kernel *k = find(kernel);
+    return k ? cuFuncGetParamInfo(k->fn, index, offset, size) : CUDA_ERROR_INVALID_HANDLE;
 }
 
 API CUresult cuKernelGetLibrary(CUlibrary *library, CUkernel kernel)

@@ -738,8 +738,10 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async)
         return rgpu_unsupported(&logged_arrays, "3D copies to or from CUDA arrays");
     if (!p->WidthInBytes || !p->Height || !p->Depth)
         return CUDA_SUCCESS;
-    size_t sh = p->srcHeight, dh = p->dstHeight, depth = p->Depth, height = p->Height;
-    if (depth > 1 && (sh < height || dh < height))
+    size_t sh = p->srcHeight, dh = p->dstHeight, depth = p->Depth, height = p->Height, src_end, dst_end;
+    /* (each slice's rows must lie within it: a box taller than a slice, or starting too far down, is refused) */
+    if (depth > 1 && (__builtin_add_overflow(p->srcY, height, &src_end) || src_end > sh ||
+                      __builtin_add_overflow(p->dstY, height, &dst_end) || dst_end > dh))
         return CUDA_ERROR_INVALID_VALUE;
     if (depth > 1 && sh == height && dh == height) { /* one 2D copy of all the slices' rows */
         if (__builtin_mul_overflow(height, depth, &height))

@@ -47,6 +47,8 @@ def _clusters(s: Session, args, bulk):
         raise CudaError(Status.INVALID_VALUE, f"cluster occupancy query {args.which}")
     if args.count > ops.MAX_LAUNCH_ATTRIBUTES or len(bulk) != args.count * ops.LAUNCH_ATTRIBUTE_SIZE:
         raise CudaError(Status.INVALID_VALUE, f"{args.count} launch attributes in {len(bulk)} bytes")
+    grid, block = (args.grid_x, args.grid_y, args.grid_z), (args.block_x, args.block_y, args.block_z)
+    if 0 in grid or 0 in block:
+        raise CudaError(Status.INVALID_VALUE, f"a grid of {grid} blocks of {block}")
     attributes = parse_attributes(s, bulk, args.count)
-    return (s.backend.occupancy_clusters(ctx.obj, func.obj, args.which, (args.grid_x, args.grid_y, args.grid_z),
-                                         (args.block_x, args.block_y, args.block_z), args.shared_mem, attributes),)
+    return (s.backend.occupancy_clusters(ctx.obj, func.obj, args.which, grid, block, args.shared_mem, attributes),)
