@@ -148,7 +148,8 @@ async def test_cluster_occupancy_takes_the_launch_s_shape_and_attributes(client)
     assert active <= per_sm * sms // 2
     for wrong in (lambda: ask(0, ()),  # no cluster size to count with
                   lambda: ask(2, (two,)),  # no such query
-                  lambda: ask(0, (two,), bulk=two[:-1])):  # attribute bytes cut short
+                  lambda: ask(0, (two,), bulk=two[:-1]),  # attribute bytes cut short
+                  lambda: ask(0, (two,), block=0)):  # no threads to a block
         with pytest.raises(CudaError):
             await wrong()
 
