@@ -32,6 +32,7 @@ LINKS = {
     "stream_info": ["-lcuda"],
     "memory_3d": [],
     "clusters": ["-lcuda"],
+    "stream_attributes": ["-lcuda"],
 }
 
 

@@ -94,6 +94,28 @@ async def test_a_stream_says_what_it_was_made_with(client):
         assert e.value.code == Status.INVALID_HANDLE
 
 
+async def test_stream_attributes_travel_as_they_are(client):
+    from rgpu.client import _Request
+    from rgpu.protocol import ops
+
+    ctx = await client.primary_ctx_retain(0)
+    await client.ctx_set_current(ctx)
+    a, b = await client.stream_create(0), await client.stream_create(0)
+    policy = (2).to_bytes(4, "little").ljust(64, b"\0")  # SYNCHRONIZATION_POLICY: blocking sync
+    await client._call(_Request(ops.STREAM_SET_ATTRIBUTE, (a, 3), policy))
+    got = await client._call(_Request(ops.STREAM_GET_ATTRIBUTE, (a, 3), decode=lambda v, bulk: bytes(bulk)))
+    assert got == policy
+    await client._call(_Request(ops.STREAM_COPY_ATTRIBUTES, (b, a)))
+    assert await client._call(_Request(ops.STREAM_GET_ATTRIBUTE, (b, 3), decode=lambda v, bulk: bytes(bulk))) == policy
+    for op, values, bulk in ((ops.STREAM_SET_ATTRIBUTE, (a, 99), policy),  # no such attribute
+                             (ops.STREAM_SET_ATTRIBUTE, (a, 3), policy[:63]),  # a value cut short
+                             (ops.STREAM_GET_ATTRIBUTE, (a, 99), b""),
+                             (ops.STREAM_COPY_ATTRIBUTES, (b, 0x1234), b"")):  # not this session's stream
+        with pytest.raises(CudaError) as e:
+            await client._call(_Request(op, values, bulk))
+        assert e.value.code in (Status.INVALID_VALUE, Status.INVALID_HANDLE)
+
+
 async def test_module_cache_serves_later_sessions_by_content():
     image = DEMO_PTX + b"\n// padding so the image is worth caching: " + b"x" * 20000 + b"\n"
     digest = hashlib.sha256(image).digest()

@@ -103,6 +103,9 @@ HAND_WRITTEN = {
     "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz",
     "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuFuncGetModule", "cuFuncIsLoaded", "cuFuncLoad",
     "cuKernelGetParamInfo", "cuCtxGetId", "cuEventRecordWithFlags", "cuEventRecordWithFlags_ptsz",
+    # stream attributes, their values as they are (native/src/stream_attrs.c)
+    "cuStreamSetAttribute", "cuStreamSetAttribute_ptsz", "cuStreamGetAttribute", "cuStreamGetAttribute_ptsz",
+    "cuStreamCopyAttributes", "cuStreamCopyAttributes_ptsz",
     # a stream's device and plain context from cuStreamGetCtx, as this process numbers devices (driver.c)
     "cuStreamGetDevice", "cuStreamGetDevice_ptsz", "cuStreamGetCtx_v2", "cuStreamGetCtx_v2_ptsz",
     "cuStreamAddCallback", "cuStreamAddCallback_ptsz",

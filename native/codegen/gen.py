@@ -386,6 +386,7 @@ def consts_header() -> str:
               f"#define RGPU_MAX_PARAM_BYTES {ops.MAX_PARAM_BYTES}",
               f"#define RGPU_LAUNCH_ATTRIBUTE_SIZE {ops.LAUNCH_ATTRIBUTE_SIZE}",
               f"#define RGPU_MAX_LAUNCH_ATTRIBUTES {ops.MAX_LAUNCH_ATTRIBUTES}",
+              f"#define RGPU_STREAM_ATTRIBUTE_VALUE_SIZE {ops.STREAM_ATTRIBUTE_VALUE_SIZE}",
               "/* Coded copies (MEMCPY_HTOD_RUNS, protocol/runs.py): the most bytes one stands for and carries, the",
               " * shortest run coded. */",
               f"#define RGPU_RUNS_MAX_COPY_BYTES {runs.MAX_COPY_BYTES}u",

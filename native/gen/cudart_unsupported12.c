@@ -897,33 +897,9 @@ RT_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStr
     return cudaStreamBeginCapture(stream, mode);
 }
 
-RT_API cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamCopyAttributes");
-}
-
-RT_API cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t src)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamCopyAttributes_ptsz");
-}
-
 RT_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
 {
     return cudaStreamEndCapture(stream, pGraph);
-}
-
-RT_API cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr, cudaLaunchAttributeValue *value_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetAttribute");
-}
-
-RT_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cudaLaunchAttributeID attr, cudaLaunchAttributeValue *value_out)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamGetAttribute_ptsz");
 }
 
 RT_API cudaError_t cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, size_t *numDependencies_out)
@@ -949,18 +925,6 @@ RT_API cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priorit
 RT_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
 {
     return cudaStreamIsCapturing(stream, pCaptureStatus);
-}
-
-RT_API cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue *value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamSetAttribute");
-}
-
-RT_API cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue *value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamSetAttribute_ptsz");
 }
 
 RT_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies, size_t numDependencies, unsigned int flags)

@@ -30,6 +30,7 @@
 #define RGPU_MAX_PARAM_BYTES 32764
 #define RGPU_LAUNCH_ATTRIBUTE_SIZE 72
 #define RGPU_MAX_LAUNCH_ATTRIBUTES 16
+#define RGPU_STREAM_ATTRIBUTE_VALUE_SIZE 64
 /* Coded copies (MEMCPY_HTOD_RUNS, protocol/runs.py): the most bytes one stands for and carries, the
  * shortest run coded. */
 #define RGPU_RUNS_MAX_COPY_BYTES 2097152u

@@ -1582,6 +1582,72 @@ static inline int rgpu_unpack_stream_get_info(const uint8_t *in, size_t len, str
     return 0;
 }
 
+/* STREAM_SET_ATTRIBUTE: cuStreamSetAttribute(stream, id, value) (1.7) [context] */
+#define RGPU_OP_STREAM_SET_ATTRIBUTE 0x0067
+#define RGPU_STREAM_SET_ATTRIBUTE_REQ_SIZE 12
+#define RGPU_STREAM_SET_ATTRIBUTE_REP_SIZE 0
+struct rgpu_stream_set_attribute_req {
+    uint64_t stream;
+    uint32_t id;
+};
+static inline void rgpu_pack_stream_set_attribute(uint8_t out[RGPU_STREAM_SET_ATTRIBUTE_REQ_SIZE], const struct rgpu_stream_set_attribute_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u32(out + 8, m->id);
+}
+static inline int rgpu_unpack_stream_set_attribute_req(const uint8_t *in, size_t len, struct rgpu_stream_set_attribute_req *m)
+{
+    if (len != RGPU_STREAM_SET_ATTRIBUTE_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->id = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* STREAM_GET_ATTRIBUTE: cuStreamGetAttribute(stream, id) (1.7) [context] */
+#define RGPU_OP_STREAM_GET_ATTRIBUTE 0x0068
+#define RGPU_STREAM_GET_ATTRIBUTE_REQ_SIZE 12
+#define RGPU_STREAM_GET_ATTRIBUTE_REP_SIZE 0
+struct rgpu_stream_get_attribute_req {
+    uint64_t stream;
+    uint32_t id;
+};
+static inline void rgpu_pack_stream_get_attribute(uint8_t out[RGPU_STREAM_GET_ATTRIBUTE_REQ_SIZE], const struct rgpu_stream_get_attribute_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u32(out + 8, m->id);
+}
+static inline int rgpu_unpack_stream_get_attribute_req(const uint8_t *in, size_t len, struct rgpu_stream_get_attribute_req *m)
+{
+    if (len != RGPU_STREAM_GET_ATTRIBUTE_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->id = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* STREAM_COPY_ATTRIBUTES: cuStreamCopyAttributes(dst, src) (1.7) [context] */
+#define RGPU_OP_STREAM_COPY_ATTRIBUTES 0x0069
+#define RGPU_STREAM_COPY_ATTRIBUTES_REQ_SIZE 16
+#define RGPU_STREAM_COPY_ATTRIBUTES_REP_SIZE 0
+struct rgpu_stream_copy_attributes_req {
+    uint64_t dst;
+    uint64_t src;
+};
+static inline void rgpu_pack_stream_copy_attributes(uint8_t out[RGPU_STREAM_COPY_ATTRIBUTES_REQ_SIZE], const struct rgpu_stream_copy_attributes_req *m)
+{
+    rgpu_put_u64(out + 0, m->dst);
+    rgpu_put_u64(out + 8, m->src);
+}
+static inline int rgpu_unpack_stream_copy_attributes_req(const uint8_t *in, size_t len, struct rgpu_stream_copy_attributes_req *m)
+{
+    if (len != RGPU_STREAM_COPY_ATTRIBUTES_REQ_SIZE)
+        return -1;
+    m->dst = (uint64_t)rgpu_get_u64(in + 0);
+    m->src = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
 /* EVENT_CREATE: cuEventCreate(flags) [context] */
 #define RGPU_OP_EVENT_CREATE 0x0070
 #define RGPU_EVENT_CREATE_REQ_SIZE 4
@@ -6410,6 +6476,9 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_STREAM_WAIT_EVENT:
     case RGPU_OP_STREAM_CREATE_WITH_PRIORITY:
     case RGPU_OP_STREAM_GET_INFO:
+    case RGPU_OP_STREAM_SET_ATTRIBUTE:
+    case RGPU_OP_STREAM_GET_ATTRIBUTE:
+    case RGPU_OP_STREAM_COPY_ATTRIBUTES:
     case RGPU_OP_EVENT_CREATE:
     case RGPU_OP_EVENT_DESTROY:
     case RGPU_OP_EVENT_RECORD:
@@ -6615,6 +6684,12 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
     case RGPU_OP_STREAM_GET_INFO:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_SET_ATTRIBUTE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_GET_ATTRIBUTE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_COPY_ATTRIBUTES:
+        return (struct rgpu_op_route){-1, 0, 0, 8, 0, 0};
     case RGPU_OP_EVENT_CREATE:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
     case RGPU_OP_EVENT_DESTROY:
@@ -6853,6 +6928,10 @@ static inline int rgpu_op_work_stream(uint16_t op)
         return 36;
     case RGPU_OP_STREAM_GET_INFO:
         return 0;
+    case RGPU_OP_STREAM_SET_ATTRIBUTE:
+        return 0;
+    case RGPU_OP_STREAM_GET_ATTRIBUTE:
+        return 0;
     case RGPU_OP_MEMCPY_2D:
         return 52;
     case RGPU_OP_MEMCPY_2D_ASYNC:
@@ -6980,6 +7059,10 @@ static inline int rgpu_op_touches_stream(uint16_t op)
     case RGPU_OP_STREAM_WAIT_EVENT:
         return 0;
     case RGPU_OP_STREAM_GET_INFO:
+        return 0;
+    case RGPU_OP_STREAM_SET_ATTRIBUTE:
+        return 0;
+    case RGPU_OP_STREAM_GET_ATTRIBUTE:
         return 0;
     case RGPU_OP_EVENT_RECORD:
         return 8;

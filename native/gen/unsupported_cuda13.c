@@ -1202,46 +1202,10 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, cons
     return rgpu_unsupported(&logged, "cuStreamBeginCaptureToGraph_ptsz");
 }
 
-CUresult cuStreamCopyAttributes(CUstream dst, CUstream src)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamCopyAttributes");
-}
-
-CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamCopyAttributes_ptsz");
-}
-
-CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetAttribute");
-}
-
-CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamGetAttribute_ptsz");
-}
-
 CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuStreamGetGreenCtx");
-}
-
-CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamSetAttribute");
-}
-
-CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamSetAttribute_ptsz");
 }
 
 CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)

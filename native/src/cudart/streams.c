@@ -137,6 +137,33 @@ RT_API cudaError_t cudaStreamGetDevice(cudaStream_t s, int *device)
 }
 RT_API cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int *device) { return cudaStreamGetDevice(s, device); }
 
+/* Stream attributes: the runtime's ids and values are the driver's (the launch attributes' union). */
+_Static_assert(sizeof(cudaStreamAttrValue) == sizeof(CUstreamAttrValue), "stream attribute values differ");
+RT_API cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID id, const cudaStreamAttrValue *value)
+{
+    WITH_CONTEXT(cuStreamSetAttribute((CUstream)s, (CUstreamAttrID)id, (const CUstreamAttrValue *)value));
+}
+RT_API cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID id, const cudaStreamAttrValue *value)
+{
+    return cudaStreamSetAttribute(s, id, value);
+}
+RT_API cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID id, cudaStreamAttrValue *value)
+{
+    WITH_CONTEXT(cuStreamGetAttribute((CUstream)s, (CUstreamAttrID)id, (CUstreamAttrValue *)value));
+}
+RT_API cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID id, cudaStreamAttrValue *value)
+{
+    return cudaStreamGetAttribute(s, id, value);
+}
+RT_API cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
+{
+    WITH_CONTEXT(cuStreamCopyAttributes((CUstream)dst, (CUstream)src));
+}
+RT_API cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t src)
+{
+    return cudaStreamCopyAttributes(dst, src);
+}
+
 RT_API cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void *data, unsigned int flags)
 {
     /* The driver shim runs the callback on this thread once the stream has drained (documented limit). */

@@ -156,6 +156,13 @@ class Backend(abc.ABC):
         """which 0: the most clusters of a launch of this shape and attributes resident at once; 1: the largest
         cluster size it could take (cuOccupancyMaxActiveClusters, cuOccupancyMaxPotentialClusterSize)."""
     @abc.abstractmethod
+    def stream_set_attribute(self, ctx, stream, ident: int, value: bytes) -> None:
+        """cuStreamSetAttribute: `value` is the 64-byte CUstreamAttrValue (stream None: the NULL stream)."""
+    @abc.abstractmethod
+    def stream_get_attribute(self, ctx, stream, ident: int) -> bytes: ...
+    @abc.abstractmethod
+    def stream_copy_attributes(self, ctx, dst, src) -> None: ...
+    @abc.abstractmethod
     def stream_info(self, ctx, stream) -> tuple[int, int, int]:
         """(creation flags, priority, the driver's stream id) of `stream` (None: the context's NULL stream)."""
     @abc.abstractmethod

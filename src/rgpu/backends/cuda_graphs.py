@@ -39,6 +39,9 @@ _ffi.cdef("""
     } rgpu_kernel_node_params;  /* CUDA_KERNEL_NODE_PARAMS_v2 */
     int cuCtxSetCurrent(uintptr_t ctx);
     int cuLaunchKernelEx(const rgpu_launch_config *config, uintptr_t f, void **params, void **extra);
+    int cuStreamSetAttribute(uintptr_t stream, int id, const void *value);
+    int cuStreamGetAttribute(uintptr_t stream, int id, void *value);
+    int cuStreamCopyAttributes(uintptr_t dst, uintptr_t src);
     int cuOccupancyMaxActiveClusters(int *clusters, uintptr_t f, const rgpu_launch_config *config);
     int cuOccupancyMaxPotentialClusterSize(int *size, uintptr_t f, const rgpu_launch_config *config);
     int cuGraphAddKernelNode_v2(uintptr_t *node, uintptr_t graph, const uintptr_t *deps, size_t count,
@@ -151,6 +154,28 @@ class CudaGraphs:
                 _check((cu.CUresult(err),))
 
         return launch
+
+    # -- stream attributes: the same 64-byte values as launch attributes' -----------------------------
+    def stream_set_attribute(self, ctx, stream, ident: int, value: bytes) -> None:
+        lib = _lib()
+        err = lib.cuCtxSetCurrent(int(ctx)) or lib.cuStreamSetAttribute(int(stream) if stream else 0, ident, value)
+        if err:
+            _check((cu.CUresult(err),))
+
+    def stream_get_attribute(self, ctx, stream, ident: int) -> bytes:
+        lib = _lib()
+        out = _ffi.new("char[]", 64)
+        err = lib.cuCtxSetCurrent(int(ctx)) or lib.cuStreamGetAttribute(int(stream) if stream else 0, ident, out)
+        if err:
+            _check((cu.CUresult(err),))
+        return bytes(_ffi.buffer(out, 64))
+
+    def stream_copy_attributes(self, ctx, dst, src) -> None:
+        lib = _lib()
+        err = lib.cuCtxSetCurrent(int(ctx)) or lib.cuStreamCopyAttributes(int(dst) if dst else 0,
+                                                                          int(src) if src else 0)
+        if err:
+            _check((cu.CUresult(err),))
 
     def occupancy_clusters(self, ctx, func, which, grid, block, shared_mem, attributes) -> int:
         lib = _lib()

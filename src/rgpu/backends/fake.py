@@ -41,7 +41,7 @@ ATTRIBUTES = {
     11: 2**31 - 1, 12: 65536, 13: 1_980_000, 14: 512, 15: 1, 16: 4, 17: 0, 18: 0, 19: 1, 20: 0, 31: 1,
     33: 0, 34: 0, 35: 0, 36: 3_201_000, 37: 5120, 38: 60 * 1024 * 1024, 39: 2048, 40: 2, 41: 1,
     50: 0, 75: 9, 76: 0, 78: 1, 79: 1, 80: 1, 81: 233472, 82: 65536, 83: 0, 84: 0, 95: 1, 97: 232448, 102: 1,
-    106: 32, 111: 1024, 115: 1,
+    106: 32, 108: 82_837_504, 109: 134_213_632, 111: 1024, 115: 1,
 }
 
 
@@ -76,6 +76,7 @@ class FakeStream:
     priority: int = 0
     capture: object = None  # a FakeCapture while the stream is capturing (rgpu.dispatch.fake_graphs)
     ident: int = attrs.Factory(lambda: next(_STREAM_IDS))  # cuStreamGetId's: unique in the process
+    attributes: dict = attrs.Factory(dict)  # attribute id -> the 64-byte value set (cuStreamSetAttribute)
 
 
 @attrs.define(eq=False)
@@ -578,6 +579,33 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
 
     def stream_priority_range(self, ctx) -> tuple[int, int]:
         return STREAM_PRIORITIES
+
+    # Stream attributes: what was set, else the driver's defaults (no access policy window, the automatic
+    # synchronization policy, the stream's priority, the default memory synchronization domain).
+    def _stream_attributes(self, ctx, stream: FakeStream | None) -> dict:
+        ctx.check()
+        if stream is None:
+            raise CudaError(Status.INVALID_HANDLE, "the NULL stream has no attributes of its own here")
+        return stream.attributes
+
+    def stream_set_attribute(self, ctx, stream, ident: int, value: bytes) -> None:
+        attributes = self._stream_attributes(ctx, stream)
+        if ident == 8:  # PRIORITY
+            least, greatest = STREAM_PRIORITIES
+            stream.priority = min(least, max(greatest, int.from_bytes(value[:4], "little", signed=True)))
+            return
+        attributes[ident] = value
+
+    def stream_get_attribute(self, ctx, stream, ident: int) -> bytes:
+        attributes = self._stream_attributes(ctx, stream)
+        if ident == 8:
+            return stream.priority.to_bytes(4, "little", signed=True).ljust(64, b"\0")
+        default = (1).to_bytes(4, "little").ljust(64, b"\0") if ident == 3 else bytes(64)  # (CU_SYNC_POLICY_AUTO)
+        return attributes.get(ident, default)
+
+    def stream_copy_attributes(self, ctx, dst, src) -> None:
+        self._stream_attributes(ctx, dst).update(self._stream_attributes(ctx, src))
+        dst.priority = src.priority
 
     def stream_info(self, ctx, stream: FakeStream | None) -> tuple[int, int, int]:
         ctx.check()

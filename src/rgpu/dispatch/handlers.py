@@ -505,6 +505,34 @@ def _stream_get_info(s: Session, args, bulk):
     return flags, priority, ctx_handle, stream_id
 
 
+def _stream_attribute_id(ident: int) -> int:
+    if ident not in ops.STREAM_ATTRIBUTES:
+        raise CudaError(Status.INVALID_VALUE, f"unknown stream attribute {ident}")
+    return ident
+
+
+@handles(ops.STREAM_SET_ATTRIBUTE)
+def _stream_set_attribute(s: Session, args, bulk):
+    ctx, strm = s.stream(args.stream)
+    if len(bulk) != ops.STREAM_ATTRIBUTE_VALUE_SIZE:
+        raise CudaError(Status.INVALID_VALUE, f"a stream attribute value of {len(bulk)} bytes")
+    s.backend.stream_set_attribute(ctx.obj, strm, _stream_attribute_id(args.id), bytes(bulk))
+
+
+@handles(ops.STREAM_GET_ATTRIBUTE)
+def _stream_get_attribute(s: Session, args, bulk):
+    ctx, strm = s.stream(args.stream)
+    return Reply((), s.backend.stream_get_attribute(ctx.obj, strm, _stream_attribute_id(args.id)))
+
+
+@handles(ops.STREAM_COPY_ATTRIBUTES)
+def _stream_copy_attributes(s: Session, args, bulk):
+    (dst_ctx, dst), (src_ctx, src) = s.stream(args.dst), s.stream(args.src)
+    if dst_ctx is not src_ctx:
+        raise CudaError(Status.INVALID_VALUE, "streams of different contexts")
+    s.backend.stream_copy_attributes(dst_ctx.obj, dst, src)
+
+
 @handles(ops.STREAM_WAIT_EVENT)
 def _stream_wait_event(s: Session, args, bulk):
     ctx, strm = s.stream(args.stream)

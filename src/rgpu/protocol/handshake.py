@@ -31,7 +31,7 @@ PROTOCOL_MINOR = 7  # 2: VMM, stream-ordered pools, occupancy table, batched GEM
 # 4: STREAM_SYNCHRONIZE may be deferred (a client sends it without waiting while it has no device work unfinished)
 # 5: graphs with host nodes (GRAPH_INSTANTIATE_PART, STREAM_CAPTURE_EMPTY_NODE), graph memory nodes
 # 6: MEMCPY_HTOD_RUNS (host-to-device copies coded as runs of 8-byte words)
-# 7: STREAM_GET_INFO (a stream's flags, priority, context and id), OCCUPANCY_CLUSTERS
+# 7: STREAM_GET_INFO (a stream's flags, priority, context and id), OCCUPANCY_CLUSTERS, stream attributes
 NONCE_SIZE = 32
 KEY_SIZE = 32
 TAG_SIZE = 16

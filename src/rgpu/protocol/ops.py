@@ -316,6 +316,18 @@ STREAM_GET_INFO = _op(0x0066, "STREAM_GET_INFO", "stream:u64", "flags:u32 priori
                       names="stream:stream",
                       doc="cuStreamGetFlags, GetPriority, GetCtx, GetId in one answer (1.7): the stream's creation "
                           "flags and priority, its context's handle, the driver's stream id")
+# A stream attribute's value is CUstreamAttrValue as it is (the 64-byte union launch attributes share; no handles).
+STREAM_ATTRIBUTES = {1: "ACCESS_POLICY_WINDOW", 3: "SYNCHRONIZATION_POLICY", 8: "PRIORITY", 9: "MEM_SYNC_DOMAIN_MAP",
+                     10: "MEM_SYNC_DOMAIN"}
+STREAM_ATTRIBUTE_VALUE_SIZE = 64
+STREAM_SET_ATTRIBUTE = _op(0x0067, "STREAM_SET_ATTRIBUTE", "stream:u64 id:u32",
+                           request_bulk="the CUstreamAttrValue (STREAM_ATTRIBUTE_VALUE_SIZE bytes)",
+                           names="stream:stream", doc="cuStreamSetAttribute(stream, id, value) (1.7)")
+STREAM_GET_ATTRIBUTE = _op(0x0068, "STREAM_GET_ATTRIBUTE", "stream:u64 id:u32",
+                           reply_bulk="the CUstreamAttrValue (STREAM_ATTRIBUTE_VALUE_SIZE bytes)",
+                           names="stream:stream", doc="cuStreamGetAttribute(stream, id) (1.7)")
+STREAM_COPY_ATTRIBUTES = _op(0x0069, "STREAM_COPY_ATTRIBUTES", "dst:u64 src:u64", names="dst:stream src:stream",
+                             doc="cuStreamCopyAttributes(dst, src) (1.7)")
 EVENT_CREATE = _op(0x0070, "EVENT_CREATE", "flags:u32", "event:u64", creates="event", doc="cuEventCreate(flags)")
 EVENT_DESTROY = _op(0x0071, "EVENT_DESTROY", "event:u64", names="event:event", doc="cuEventDestroy")
 EVENT_RECORD = _op(0x0072, "EVENT_RECORD", "event:u64 stream:u64", deferrable=True,
