@@ -101,7 +101,7 @@ async def test_stream_attributes_travel_as_they_are(client):
     ctx = await client.primary_ctx_retain(0)
     await client.ctx_set_current(ctx)
     a, b = await client.stream_create(0), await client.stream_create(0)
-    policy = (2).to_bytes(4, "little").ljust(64, b"\0")  # SYNCHRONIZATION_POLICY: blocking sync
+    policy = (2).to_bytes(4, "little").ljust(64, b"\0")  # SYNCHRONIZATION_POLICY: CU_SYNC_POLICY_SPIN
     await client._call(_Request(ops.STREAM_SET_ATTRIBUTE, (a, 3), policy))
     got = await client._call(_Request(ops.STREAM_GET_ATTRIBUTE, (a, 3), decode=lambda v, bulk: bytes(bulk)))
     assert got == policy

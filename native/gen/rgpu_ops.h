@@ -1631,20 +1631,20 @@ static inline int rgpu_unpack_stream_get_attribute_req(const uint8_t *in, size_t
 #define RGPU_STREAM_COPY_ATTRIBUTES_REQ_SIZE 16
 #define RGPU_STREAM_COPY_ATTRIBUTES_REP_SIZE 0
 struct rgpu_stream_copy_attributes_req {
-    uint64_t dst;
-    uint64_t src;
+    uint64_t dst_stream;
+    uint64_t src_stream;
 };
 static inline void rgpu_pack_stream_copy_attributes(uint8_t out[RGPU_STREAM_COPY_ATTRIBUTES_REQ_SIZE], const struct rgpu_stream_copy_attributes_req *m)
 {
-    rgpu_put_u64(out + 0, m->dst);
-    rgpu_put_u64(out + 8, m->src);
+    rgpu_put_u64(out + 0, m->dst_stream);
+    rgpu_put_u64(out + 8, m->src_stream);
 }
 static inline int rgpu_unpack_stream_copy_attributes_req(const uint8_t *in, size_t len, struct rgpu_stream_copy_attributes_req *m)
 {
     if (len != RGPU_STREAM_COPY_ATTRIBUTES_REQ_SIZE)
         return -1;
-    m->dst = (uint64_t)rgpu_get_u64(in + 0);
-    m->src = (uint64_t)rgpu_get_u64(in + 8);
+    m->dst_stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->src_stream = (uint64_t)rgpu_get_u64(in + 8);
     return 0;
 }
 
@@ -6689,7 +6689,7 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_STREAM_GET_ATTRIBUTE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_STREAM_COPY_ATTRIBUTES:
-        return (struct rgpu_op_route){-1, 0, 0, 8, 0, 0};
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_EVENT_CREATE:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
     case RGPU_OP_EVENT_DESTROY:
@@ -6926,12 +6926,6 @@ static inline int rgpu_op_work_stream(uint16_t op)
         return 36;
     case RGPU_OP_LAUNCH_KERNEL_EX:
         return 36;
-    case RGPU_OP_STREAM_GET_INFO:
-        return 0;
-    case RGPU_OP_STREAM_SET_ATTRIBUTE:
-        return 0;
-    case RGPU_OP_STREAM_GET_ATTRIBUTE:
-        return 0;
     case RGPU_OP_MEMCPY_2D:
         return 52;
     case RGPU_OP_MEMCPY_2D_ASYNC:
@@ -7057,12 +7051,6 @@ static inline int rgpu_op_touches_stream(uint16_t op)
     case RGPU_OP_STREAM_DESTROY:
         return 0;
     case RGPU_OP_STREAM_WAIT_EVENT:
-        return 0;
-    case RGPU_OP_STREAM_GET_INFO:
-        return 0;
-    case RGPU_OP_STREAM_SET_ATTRIBUTE:
-        return 0;
-    case RGPU_OP_STREAM_GET_ATTRIBUTE:
         return 0;
     case RGPU_OP_EVENT_RECORD:
         return 8;

@@ -41,7 +41,7 @@ ATTRIBUTES = {
     11: 2**31 - 1, 12: 65536, 13: 1_980_000, 14: 512, 15: 1, 16: 4, 17: 0, 18: 0, 19: 1, 20: 0, 31: 1,
     33: 0, 34: 0, 35: 0, 36: 3_201_000, 37: 5120, 38: 60 * 1024 * 1024, 39: 2048, 40: 2, 41: 1,
     50: 0, 75: 9, 76: 0, 78: 1, 79: 1, 80: 1, 81: 233472, 82: 65536, 83: 0, 84: 0, 95: 1, 97: 232448, 102: 1,
-    106: 32, 108: 82_837_504, 109: 134_213_632, 111: 1024, 115: 1,
+    106: 32, 108: 39_321_600, 109: 134_217_728, 111: 1024, 115: 1,
 }
 
 
@@ -604,8 +604,8 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
         return attributes.get(ident, default)
 
     def stream_copy_attributes(self, ctx, dst, src) -> None:
-        self._stream_attributes(ctx, dst).update(self._stream_attributes(ctx, src))
-        dst.priority = src.priority
+        self._stream_attributes(ctx, dst)
+        dst.attributes = dict(self._stream_attributes(ctx, src))  # (what dst had set is replaced)
 
     def stream_info(self, ctx, stream: FakeStream | None) -> tuple[int, int, int]:
         ctx.check()

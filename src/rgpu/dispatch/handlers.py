@@ -527,7 +527,7 @@ def _stream_get_attribute(s: Session, args, bulk):
 
 @handles(ops.STREAM_COPY_ATTRIBUTES)
 def _stream_copy_attributes(s: Session, args, bulk):
-    (dst_ctx, dst), (src_ctx, src) = s.stream(args.dst), s.stream(args.src)
+    (dst_ctx, dst), (src_ctx, src) = s.stream(args.dst_stream), s.stream(args.src_stream)
     if dst_ctx is not src_ctx:
         raise CudaError(Status.INVALID_VALUE, "streams of different contexts")
     s.backend.stream_copy_attributes(dst_ctx.obj, dst, src)

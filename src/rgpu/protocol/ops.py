@@ -318,7 +318,7 @@ STREAM_GET_INFO = _op(0x0066, "STREAM_GET_INFO", "stream:u64", "flags:u32 priori
                           "flags and priority, its context's handle, the driver's stream id")
 # A stream attribute's value is CUstreamAttrValue as it is (the 64-byte union launch attributes share; no handles).
 STREAM_ATTRIBUTES = {1: "ACCESS_POLICY_WINDOW", 3: "SYNCHRONIZATION_POLICY", 8: "PRIORITY", 9: "MEM_SYNC_DOMAIN_MAP",
-                     10: "MEM_SYNC_DOMAIN"}
+                     10: "MEM_SYNC_DOMAIN", 16: "NVLINK_UTIL_CENTRIC_SCHEDULING"}
 STREAM_ATTRIBUTE_VALUE_SIZE = 64
 STREAM_SET_ATTRIBUTE = _op(0x0067, "STREAM_SET_ATTRIBUTE", "stream:u64 id:u32",
                            request_bulk="the CUstreamAttrValue (STREAM_ATTRIBUTE_VALUE_SIZE bytes)",
@@ -326,7 +326,8 @@ STREAM_SET_ATTRIBUTE = _op(0x0067, "STREAM_SET_ATTRIBUTE", "stream:u64 id:u32",
 STREAM_GET_ATTRIBUTE = _op(0x0068, "STREAM_GET_ATTRIBUTE", "stream:u64 id:u32",
                            reply_bulk="the CUstreamAttrValue (STREAM_ATTRIBUTE_VALUE_SIZE bytes)",
                            names="stream:stream", doc="cuStreamGetAttribute(stream, id) (1.7)")
-STREAM_COPY_ATTRIBUTES = _op(0x0069, "STREAM_COPY_ATTRIBUTES", "dst:u64 src:u64", names="dst:stream src:stream",
+STREAM_COPY_ATTRIBUTES = _op(0x0069, "STREAM_COPY_ATTRIBUTES", "dst_stream:u64 src_stream:u64",
+                             names="dst_stream:stream src_stream:stream",
                              doc="cuStreamCopyAttributes(dst, src) (1.7)")
 EVENT_CREATE = _op(0x0070, "EVENT_CREATE", "flags:u32", "event:u64", creates="event", doc="cuEventCreate(flags)")
 EVENT_DESTROY = _op(0x0071, "EVENT_DESTROY", "event:u64", names="event:event", doc="cuEventDestroy")
@@ -821,7 +822,7 @@ CONTEXT_OPS = frozenset(op.code for op in OPS.values() if op.context)
 # pageable copies do natively), stream and event bookkeeping, capture, pool frees.
 _NOT_WORK = frozenset(op.code for op in (
     MEMCPY_HTOD_ASYNC, MEMCPY_HTOD_LINKED, MEMCPY_HTOD_RUNS, MEMCPY_DTOH_ASYNC, STREAM_DESTROY, STREAM_SYNCHRONIZE,
-    STREAM_QUERY, STREAM_WAIT_EVENT,
+    STREAM_QUERY, STREAM_WAIT_EVENT, STREAM_GET_INFO, STREAM_SET_ATTRIBUTE, STREAM_GET_ATTRIBUTE,
     EVENT_RECORD, MEM_ALLOC_ASYNC, MEM_FREE_ASYNC, STREAM_BEGIN_CAPTURE, STREAM_END_CAPTURE,
     STREAM_CAPTURE_DEPENDENCIES, STREAM_UPDATE_CAPTURE_DEPENDENCIES, SOLVER_BUFFER_SIZE, SPARSE_BUFFER_SIZE,
 ))
@@ -840,7 +841,8 @@ _PASSES_HELD_SYNC = frozenset(op.code for op in (MEMCPY_HTOD_ASYNC, MEMCPY_HTOD_
 
 
 # Operations that name a stream without putting anything on it: they do not end its idleness (sync.c).
-_LEAVES_STREAM_IDLE = frozenset(op.code for op in (STREAM_SYNCHRONIZE, STREAM_QUERY))
+_LEAVES_STREAM_IDLE = frozenset(op.code for op in (STREAM_SYNCHRONIZE, STREAM_QUERY, STREAM_GET_INFO,
+                                                   STREAM_SET_ATTRIBUTE, STREAM_GET_ATTRIBUTE))
 
 
 def touches_stream_field(op: Op) -> Field | None:
