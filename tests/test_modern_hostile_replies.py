@@ -1,5 +1,6 @@
 """A hostile server against the stand-ins' newer replies (VMM, pools, occupancy tables, tensor maps, graph
-queries and capture dependencies, cuFFT plans, cuSOLVER and cuSPARSE buffer sizes): a proxy rewrites the first reply of one operation -- a result of the wrong
+queries and capture dependencies, a stream's description and attributes, cluster occupancy, cuFFT plans, cuSOLVER
+and cuSPARSE buffer sizes): a proxy rewrites the first reply of one operation -- a result of the wrong
 size, a count above the items sent or above what was asked, bytes past the items -- while an unmodified CUDA
 program runs. Each must end in a clean CUDA error and a log line naming the reply, never a crash or a hang.
 (tests/test_hostile_server.py does the same for the older replies, under the sanitizers.)"""
@@ -52,6 +53,12 @@ CASES = {
     "node dependencies above the bytes": ("graphs", ops.GRAPH_GET_NODES, _first_node_deps(1000)),
     "capture dependencies above their bytes": ("graphs", ops.STREAM_CAPTURE_DEPENDENCIES,
                                                _items(ops.STREAM_CAPTURE_DEPENDENCIES, 100000, 8)),
+    "stream description of the wrong size": ("stream_info", ops.STREAM_GET_INFO, _short),
+    "stream attribute value cut short": ("stream_attributes", ops.STREAM_GET_ATTRIBUTE,
+                                         lambda f: _with(f, bulk=bytes(f.bulk)[:-1])),
+    "stream attribute value with bytes past it": ("stream_attributes", ops.STREAM_GET_ATTRIBUTE,
+                                                  lambda f: _with(f, bulk=bytes(f.bulk) + bytes(8))),
+    "cluster occupancy of the wrong size": ("clusters", ops.OCCUPANCY_CLUSTERS, _short),
     # the math libraries' round trips (C programs, built against the library named)
     "cuFFT plan of the wrong size": ("fft_check", ops.FFT_PLAN, _short),
     "cuSOLVER buffer size of the wrong size": ("solver_check", ops.SOLVER_BUFFER_SIZE, _short),

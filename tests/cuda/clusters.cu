@@ -45,6 +45,7 @@ int main()
     EXPECT(cudaOccupancyMaxActiveClusters(nullptr, saxpy, &config) == cudaErrorInvalidValue);
     cudaGetLastError();
 
+    CHECK(cudaDeviceSynchronize()); // (the device is still there to use, whatever the queries answered)
     std::printf("largest cluster: %s %d; resident clusters of 2: %s %d; without a size: %s\n",
                 cudaGetErrorName(potential), potential == cudaSuccess ? size : -1, cudaGetErrorName(runtime),
                 runtime == cudaSuccess ? active : -1, cudaGetErrorName(without));
