@@ -110,14 +110,21 @@ static CUresult copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind k
     }
 }
 
-static cudaError_t memcpy_checked(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s,
-                                  int async)
+/* A copy's direction checked and the device's context made current; the error recorded, or cudaSuccess. */
+static cudaError_t copy_start(enum cudaMemcpyKind kind)
 {
     if ((unsigned)kind > cudaMemcpyDefault)
         return rt_record(cudaErrorInvalidMemcpyDirection);
     cudaError_t e = rt_context(NULL);
+    return e == cudaSuccess ? e : rt_record(e);
+}
+
+static cudaError_t memcpy_checked(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s,
+                                  int async)
+{
+    cudaError_t e = copy_start(kind);
     if (e != cudaSuccess)
-        return rt_record(e);
+        return e;
     return n ? rt_fail(copy(dst, src, n, kind, s, async)) : cudaSuccess;
 }
 
@@ -145,15 +152,6 @@ static void memory_types(enum cudaMemcpyKind kind, CUmemorytype *src, CUmemoryty
     int dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     *src = kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED : src_dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
     *dst = kind == cudaMemcpyDefault ? CU_MEMORYTYPE_UNIFIED : dst_dev ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-}
-
-/* A copy's direction checked and the device's context made current; the error recorded, or cudaSuccess. */
-static cudaError_t copy_start(enum cudaMemcpyKind kind)
-{
-    if ((unsigned)kind > cudaMemcpyDefault)
-        return rt_record(cudaErrorInvalidMemcpyDirection);
-    cudaError_t e = rt_context(NULL);
-    return e == cudaSuccess ? e : rt_record(e);
 }
 
 static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,

@@ -77,16 +77,6 @@ def _lib():
     return driver(_ffi)
 
 
-def _put_attributes(records, attributes) -> None:
-    """The attributes as the driver's CUlaunchAttribute records at `records` (an event's value: the driver's own
-    CUevent in place of the session handle)."""
-    for i, a in enumerate(attributes):
-        value = a.value
-        if a.event is not None:
-            value = int(a.event).to_bytes(8, "little") + value[8:]
-        _ffi.memmove(records + i * _ATTRIBUTE_SIZE, a.id.to_bytes(4, "little") + bytes(4) + value, _ATTRIBUTE_SIZE)
-
-
 def _check(result):
     from rgpu.backends.cuda_common import check
 
@@ -146,7 +136,8 @@ class CudaGraphs:
                 raise CudaError(Status.INVALID_VALUE, f"{size} bytes of kernel parameters (at most {MAX_PARAM_BYTES})")
             _ffi.memmove(buffer, params, size)
             nbytes[0] = size
-            _put_attributes(records, attributes)
+            raw = _attribute_records(attributes)
+            _ffi.memmove(records, raw, len(raw))
             config.gx, config.gy, config.gz, config.bx, config.by, config.bz = gx, gy, gz, bx, by, bz
             config.shmem, config.count = shared_mem, len(attributes)
             err = lib.cuCtxSetCurrent(ctx_ptr) or lib.cuLaunchKernelEx(config, func_ptr, _ffi.NULL, extra)
@@ -158,39 +149,29 @@ class CudaGraphs:
     # -- stream attributes: the same 64-byte values as launch attributes' -----------------------------
     def stream_set_attribute(self, ctx, stream, ident: int, value: bytes) -> None:
         lib = _lib()
-        err = lib.cuCtxSetCurrent(int(ctx)) or lib.cuStreamSetAttribute(int(stream) if stream else 0, ident, value)
-        if err:
-            _check((cu.CUresult(err),))
+        _fail(lib.cuCtxSetCurrent(int(ctx)) or lib.cuStreamSetAttribute(int(_stream(stream)), ident, value))
 
     def stream_get_attribute(self, ctx, stream, ident: int) -> bytes:
         lib = _lib()
         out = _ffi.new("char[]", 64)
-        err = lib.cuCtxSetCurrent(int(ctx)) or lib.cuStreamGetAttribute(int(stream) if stream else 0, ident, out)
-        if err:
-            _check((cu.CUresult(err),))
+        _fail(lib.cuCtxSetCurrent(int(ctx)) or lib.cuStreamGetAttribute(int(_stream(stream)), ident, out))
         return bytes(_ffi.buffer(out, 64))
 
     def stream_copy_attributes(self, ctx, dst, src) -> None:
         lib = _lib()
-        err = lib.cuCtxSetCurrent(int(ctx)) or lib.cuStreamCopyAttributes(int(dst) if dst else 0,
-                                                                          int(src) if src else 0)
-        if err:
-            _check((cu.CUresult(err),))
+        _fail(lib.cuCtxSetCurrent(int(ctx)) or lib.cuStreamCopyAttributes(int(_stream(dst)), int(_stream(src))))
 
     def occupancy_clusters(self, ctx, func, which, grid, block, shared_mem, attributes) -> int:
         lib = _lib()
         config = _ffi.new("rgpu_launch_config *")
-        records = _ffi.new("char[]", max(1, len(attributes)) * _ATTRIBUTE_SIZE)
-        _put_attributes(records, attributes)
+        records = _ffi.new("char[]", _attribute_records(attributes))  # (one byte more: never empty)
         config.attrs, config.count = records, len(attributes)
         config.gx, config.gy, config.gz = grid
         config.bx, config.by, config.bz = block
         config.shmem = shared_mem
         out = _ffi.new("int *")
         query = lib.cuOccupancyMaxPotentialClusterSize if which else lib.cuOccupancyMaxActiveClusters
-        err = lib.cuCtxSetCurrent(int(ctx)) or query(out, int(func), config)
-        if err:
-            _check((cu.CUresult(err),))
+        _fail(lib.cuCtxSetCurrent(int(ctx)) or query(out, int(func), config))
         return int(out[0])
 
     # -- capture ------------------------------------------------------------------------------------

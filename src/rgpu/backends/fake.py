@@ -430,6 +430,11 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
             blocks = min(blocks, ATTRIBUTES[81] // dynamic_smem)
         return blocks
 
+    def resident_blocks(self, ctx, func: FakeFunction, block, shared_mem) -> int:
+        """How many blocks of this shape fit on the device at once (cooperative launches and clusters)."""
+        threads = block[0] * block[1] * block[2]
+        return self.occupancy_max_blocks(ctx, func, threads, shared_mem, 0) * self.device_attribute(16, ctx.dev)
+
     def occupancy_clusters(self, ctx, func: FakeFunction, which, grid, block, shared_mem, attributes) -> int:
         ctx.check()
         portable = 8  # (the driver's portable cluster size limit; a kernel may ask for more, on some GPUs)
@@ -443,8 +448,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
             size *= int.from_bytes(clusters[-1].value[i:i + 4], "little")
         if not 0 < size <= portable:
             raise CudaError(Status.INVALID_CLUSTER_SIZE, f"clusters of {size} blocks")
-        blocks = self.occupancy_max_blocks(ctx, func, block[0] * block[1] * block[2], shared_mem, 0)
-        return blocks * ATTRIBUTES[16] // size  # (MULTIPROCESSOR_COUNT)
+        return self.resident_blocks(ctx, func, block, shared_mem) // size
 
     def tensor_map_encode_tiled(self, ctx, data_type, address, dims, strides, box, element_strides, interleave,
                                 swizzle, l2_promotion, oob_fill) -> bytes:

@@ -207,8 +207,7 @@ class FakeGraphs:
                 if min(cluster) < 1 or any(g % c for g, c in zip(grid, cluster)):
                     raise CudaError(Status.INVALID_VALUE, f"grid {grid} is not a whole number of {cluster} clusters")
             if a.id == 2 and int.from_bytes(a.value[:4], "little"):  # COOPERATIVE: the whole grid resident at once
-                resident = self.occupancy_max_blocks(ctx, func, block[0] * block[1] * block[2], shared_mem, 0) * \
-                    self.device_attribute(16, ctx.dev)  # (MULTIPROCESSOR_COUNT)
+                resident = self.resident_blocks(ctx, func, block, shared_mem)
                 if grid[0] * grid[1] * grid[2] > resident:
                     raise CudaError(Status.COOPERATIVE_LAUNCH_TOO_LARGE,
                                     f"a cooperative grid of {grid} blocks; at most {resident} can be resident")
