@@ -1,5 +1,5 @@
 """A hostile server against the stand-ins' newer replies (VMM, pools, occupancy tables, tensor maps, graph
-queries and capture dependencies, a stream's description and attributes, cluster occupancy, cuFFT plans, cuSOLVER
+queries and capture dependencies, a stream's description and attributes, cluster occupancy, JIT links, cuFFT plans, cuSOLVER
 and cuSPARSE buffer sizes): a proxy rewrites the first reply of one operation -- a result of the wrong
 size, a count above the items sent or above what was asked, bytes past the items -- while an unmodified CUDA
 program runs. Each must end in a clean CUDA error and a log line naming the reply, never a crash or a hang.
@@ -37,6 +37,14 @@ def _first_node_deps(deps: int):
     return corrupt
 
 
+def _jit_reply(op, **fields):
+    """A JIT link reply with some fields replaced, its logs made as long as they then claim."""
+    def corrupt(frame):
+        reply = op.decode_reply(bytes(frame.args))._replace(**fields)
+        return _with(frame, args=op.pack_reply(*reply), bulk=bytes(reply.info_size + reply.error_size))
+    return corrupt
+
+
 CASES = {
     # name: (program, operation, corruption)
     "granularity of the wrong size": ("vmm", ops.MEM_GET_GRANULARITY, _short),
@@ -59,6 +67,13 @@ CASES = {
     "stream attribute value with bytes past it": ("stream_attributes", ops.STREAM_GET_ATTRIBUTE,
                                                   lambda f: _with(f, bulk=bytes(f.bulk) + bytes(8))),
     "cluster occupancy of the wrong size": ("clusters", ops.OCCUPANCY_CLUSTERS, _short),
+    "link handle of the wrong size": ("jit_link", ops.JIT_LINK_CREATE, _short),
+    "JIT log above what was asked": ("jit_link", ops.JIT_LINK_ADD, _jit_reply(ops.JIT_LINK_ADD, info_size=9000)),
+    "JIT logs with bytes past them": ("jit_link", ops.JIT_LINK_ADD,
+                                      lambda f: _with(f, bulk=bytes(f.bulk) + bytes(3))),
+    "linked image beyond the limit": ("jit_link", ops.JIT_LINK_COMPLETE,
+                                      _jit_reply(ops.JIT_LINK_COMPLETE, image_size=ops.MAX_JIT_IMAGE + 1)),
+    "part of a linked image cut short": ("jit_link", ops.JIT_LINK_READ, lambda f: _with(f, bulk=bytes(f.bulk)[:-1])),
     # the math libraries' round trips (C programs, built against the library named)
     "cuFFT plan of the wrong size": ("fft_check", ops.FFT_PLAN, _short),
     "cuSOLVER buffer size of the wrong size": ("solver_check", ops.SOLVER_BUFFER_SIZE, _short),

@@ -38,6 +38,8 @@ FORWARD = {
 # one NULL stream per context. The generator gives them the same body.
 
 HAND_WRITTEN = {
+    # JIT linking on the server, logs and outputs filled on the client (jit_link.c)
+    "cuLinkCreate_v2", "cuLinkAddData_v2", "cuLinkAddFile_v2", "cuLinkComplete", "cuLinkDestroy",
     # initialisation, versions, errors, entry points (native/src/driver.c)
     # stream synchronization answered locally when nothing was issued since the stream was idle (sync.c)
     "cuStreamSynchronize", "cuStreamSynchronize_ptsz",

@@ -4,7 +4,7 @@
 #define RGPU_CONSTS_H
 
 #define RGPU_PROTO_MAJOR 1
-#define RGPU_PROTO_MINOR 7
+#define RGPU_PROTO_MINOR 8
 #define RGPU_HELLO_MAGIC "RGPUWIRE"
 
 #define RGPU_FEATURE_BATCH 0x1ull
@@ -31,6 +31,13 @@
 #define RGPU_LAUNCH_ATTRIBUTE_SIZE 72
 #define RGPU_MAX_LAUNCH_ATTRIBUTES 16
 #define RGPU_STREAM_ATTRIBUTE_VALUE_SIZE 64
+/* JIT linking: option records, the most of them and of each log a request or reply carries, the
+ * largest linked image; bit n set: CUjit_option n travels to the server (ops.FORWARDED_JIT_OPTIONS). */
+#define RGPU_JIT_OPTION_SIZE 16
+#define RGPU_MAX_JIT_OPTIONS 64
+#define RGPU_MAX_JIT_LOG 1048576u
+#define RGPU_MAX_JIT_IMAGE 268435456u
+#define RGPU_FORWARDED_JIT_OPTIONS 0x7E1F1FF83ull
 /* Coded copies (MEMCPY_HTOD_RUNS, protocol/runs.py): the most bytes one stands for and carries, the
  * shortest run coded. */
 #define RGPU_RUNS_MAX_COPY_BYTES 2097152u

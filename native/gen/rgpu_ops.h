@@ -1404,6 +1404,166 @@ static inline int rgpu_unpack_launch_kernel_ex_req(const uint8_t *in, size_t len
     return 0;
 }
 
+/* JIT_LINK_CREATE: cuLinkCreate in the current context (1.8); info_size/error_size: how much of each log the replies may carry (at most MAX_JIT_LOG) [context] */
+#define RGPU_OP_JIT_LINK_CREATE 0x005B
+#define RGPU_JIT_LINK_CREATE_REQ_SIZE 12
+#define RGPU_JIT_LINK_CREATE_REP_SIZE 8
+struct rgpu_jit_link_create_req {
+    uint32_t count;
+    uint32_t info_size;
+    uint32_t error_size;
+};
+static inline void rgpu_pack_jit_link_create(uint8_t out[RGPU_JIT_LINK_CREATE_REQ_SIZE], const struct rgpu_jit_link_create_req *m)
+{
+    rgpu_put_u32(out + 0, m->count);
+    rgpu_put_u32(out + 4, m->info_size);
+    rgpu_put_u32(out + 8, m->error_size);
+}
+static inline int rgpu_unpack_jit_link_create_req(const uint8_t *in, size_t len, struct rgpu_jit_link_create_req *m)
+{
+    if (len != RGPU_JIT_LINK_CREATE_REQ_SIZE)
+        return -1;
+    m->count = (uint32_t)rgpu_get_u32(in + 0);
+    m->info_size = (uint32_t)rgpu_get_u32(in + 4);
+    m->error_size = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+struct rgpu_jit_link_create_rep {
+    uint64_t link;
+};
+static inline int rgpu_unpack_jit_link_create(const uint8_t *in, size_t len, struct rgpu_jit_link_create_rep *m)
+{
+    if (len != RGPU_JIT_LINK_CREATE_REP_SIZE)
+        return -1;
+    m->link = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* JIT_LINK_ADD: cuLinkAddData (1.8): `status` is the driver's answer, with the logs as they stand after it [context] */
+#define RGPU_OP_JIT_LINK_ADD 0x005C
+#define RGPU_JIT_LINK_ADD_REQ_SIZE 20
+#define RGPU_JIT_LINK_ADD_REP_SIZE 12
+struct rgpu_jit_link_add_req {
+    uint64_t link;
+    uint32_t type;
+    uint32_t count;
+    uint32_t name_size;
+};
+static inline void rgpu_pack_jit_link_add(uint8_t out[RGPU_JIT_LINK_ADD_REQ_SIZE], const struct rgpu_jit_link_add_req *m)
+{
+    rgpu_put_u64(out + 0, m->link);
+    rgpu_put_u32(out + 8, m->type);
+    rgpu_put_u32(out + 12, m->count);
+    rgpu_put_u32(out + 16, m->name_size);
+}
+static inline int rgpu_unpack_jit_link_add_req(const uint8_t *in, size_t len, struct rgpu_jit_link_add_req *m)
+{
+    if (len != RGPU_JIT_LINK_ADD_REQ_SIZE)
+        return -1;
+    m->link = (uint64_t)rgpu_get_u64(in + 0);
+    m->type = (uint32_t)rgpu_get_u32(in + 8);
+    m->count = (uint32_t)rgpu_get_u32(in + 12);
+    m->name_size = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+struct rgpu_jit_link_add_rep {
+    uint32_t status;
+    uint32_t info_size;
+    uint32_t error_size;
+};
+static inline int rgpu_unpack_jit_link_add(const uint8_t *in, size_t len, struct rgpu_jit_link_add_rep *m)
+{
+    if (len != RGPU_JIT_LINK_ADD_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    m->info_size = (uint32_t)rgpu_get_u32(in + 4);
+    m->error_size = (uint32_t)rgpu_get_u32(in + 8);
+    return 0;
+}
+
+/* JIT_LINK_COMPLETE: cuLinkComplete (1.8): the linked image's size and SHA-256 (the server caches it as a module image, so MODULE_LOAD_CACHED loads it); its bytes come with JIT_LINK_READ [context] */
+#define RGPU_OP_JIT_LINK_COMPLETE 0x005D
+#define RGPU_JIT_LINK_COMPLETE_REQ_SIZE 8
+#define RGPU_JIT_LINK_COMPLETE_REP_SIZE 56
+struct rgpu_jit_link_complete_req {
+    uint64_t link;
+};
+static inline void rgpu_pack_jit_link_complete(uint8_t out[RGPU_JIT_LINK_COMPLETE_REQ_SIZE], const struct rgpu_jit_link_complete_req *m)
+{
+    rgpu_put_u64(out + 0, m->link);
+}
+static inline int rgpu_unpack_jit_link_complete_req(const uint8_t *in, size_t len, struct rgpu_jit_link_complete_req *m)
+{
+    if (len != RGPU_JIT_LINK_COMPLETE_REQ_SIZE)
+        return -1;
+    m->link = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_jit_link_complete_rep {
+    uint32_t status;
+    uint32_t info_size;
+    uint32_t error_size;
+    float wall_ms;
+    uint64_t image_size;
+    uint8_t sha256[32];
+};
+static inline int rgpu_unpack_jit_link_complete(const uint8_t *in, size_t len, struct rgpu_jit_link_complete_rep *m)
+{
+    if (len != RGPU_JIT_LINK_COMPLETE_REP_SIZE)
+        return -1;
+    m->status = (uint32_t)rgpu_get_u32(in + 0);
+    m->info_size = (uint32_t)rgpu_get_u32(in + 4);
+    m->error_size = (uint32_t)rgpu_get_u32(in + 8);
+    m->wall_ms = (float)rgpu_get_f32(in + 12);
+    m->image_size = (uint64_t)rgpu_get_u64(in + 16);
+    memcpy(m->sha256, in + 24, 32);
+    return 0;
+}
+
+/* JIT_LINK_READ: part of a completed link's image (1.8) [context] */
+#define RGPU_OP_JIT_LINK_READ 0x005E
+#define RGPU_JIT_LINK_READ_REQ_SIZE 20
+#define RGPU_JIT_LINK_READ_REP_SIZE 0
+struct rgpu_jit_link_read_req {
+    uint64_t link;
+    uint64_t offset;
+    uint32_t size;
+};
+static inline void rgpu_pack_jit_link_read(uint8_t out[RGPU_JIT_LINK_READ_REQ_SIZE], const struct rgpu_jit_link_read_req *m)
+{
+    rgpu_put_u64(out + 0, m->link);
+    rgpu_put_u64(out + 8, m->offset);
+    rgpu_put_u32(out + 16, m->size);
+}
+static inline int rgpu_unpack_jit_link_read_req(const uint8_t *in, size_t len, struct rgpu_jit_link_read_req *m)
+{
+    if (len != RGPU_JIT_LINK_READ_REQ_SIZE)
+        return -1;
+    m->link = (uint64_t)rgpu_get_u64(in + 0);
+    m->offset = (uint64_t)rgpu_get_u64(in + 8);
+    m->size = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+
+/* JIT_LINK_DESTROY: cuLinkDestroy (1.8) [context] */
+#define RGPU_OP_JIT_LINK_DESTROY 0x005F
+#define RGPU_JIT_LINK_DESTROY_REQ_SIZE 8
+#define RGPU_JIT_LINK_DESTROY_REP_SIZE 0
+struct rgpu_jit_link_destroy_req {
+    uint64_t link;
+};
+static inline void rgpu_pack_jit_link_destroy(uint8_t out[RGPU_JIT_LINK_DESTROY_REQ_SIZE], const struct rgpu_jit_link_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->link);
+}
+static inline int rgpu_unpack_jit_link_destroy_req(const uint8_t *in, size_t len, struct rgpu_jit_link_destroy_req *m)
+{
+    if (len != RGPU_JIT_LINK_DESTROY_REQ_SIZE)
+        return -1;
+    m->link = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* STREAM_CREATE: cuStreamCreate(flags) [context] */
 #define RGPU_OP_STREAM_CREATE 0x0060
 #define RGPU_STREAM_CREATE_REQ_SIZE 4
@@ -6469,6 +6629,11 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_OCCUPANCY_MAX_BLOCKS:
     case RGPU_OP_MODULE_LOAD_CACHED:
     case RGPU_OP_LAUNCH_KERNEL_EX:
+    case RGPU_OP_JIT_LINK_CREATE:
+    case RGPU_OP_JIT_LINK_ADD:
+    case RGPU_OP_JIT_LINK_COMPLETE:
+    case RGPU_OP_JIT_LINK_READ:
+    case RGPU_OP_JIT_LINK_DESTROY:
     case RGPU_OP_STREAM_CREATE:
     case RGPU_OP_STREAM_DESTROY:
     case RGPU_OP_STREAM_SYNCHRONIZE:
@@ -6669,6 +6834,16 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_MODULE_LOAD_CACHED:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
     case RGPU_OP_LAUNCH_KERNEL_EX:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_JIT_LINK_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_JIT_LINK_ADD:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_JIT_LINK_COMPLETE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_JIT_LINK_READ:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_JIT_LINK_DESTROY:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_STREAM_CREATE:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};

@@ -698,36 +698,6 @@ CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char 
     return rgpu_unsupported(&logged, "cuLibraryGetUnifiedFunction");
 }
 
-CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLinkAddData_v2");
-}
-
-CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLinkAddFile_v2");
-}
-
-CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLinkComplete");
-}
-
-CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLinkCreate_v2");
-}
-
-CUresult cuLinkDestroy(CUlinkState state)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLinkDestroy");
-}
-
 CUresult cuLogsCurrent(CUlogIterator *iterator_out, unsigned int flags)
 {
     static int logged;

@@ -34,9 +34,11 @@ uint64_t rgpu_stream_handle(CUstream s)
     return (v == (uintptr_t)CU_STREAM_LEGACY || v == (uintptr_t)CU_STREAM_PER_THREAD) ? 0 : (uint64_t)v;
 }
 
+uint32_t rgpu_max_bulk(void) { return rgpu_conn.max_frame > 8192 ? rgpu_conn.max_frame - 4096 : 4096; }
+
 uint32_t rgpu_max_chunk(void)
 {
-    uint32_t limit = rgpu_conn.max_frame > 8192 ? rgpu_conn.max_frame - 4096 : 4096;
+    uint32_t limit = rgpu_max_bulk();
     return limit < COPY_CHUNK ? limit : COPY_CHUNK;
 }
 

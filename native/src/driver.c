@@ -542,6 +542,12 @@ static size_t image_size(const void *image)
     return strlen((const char *)image) + 1; /* PTX text */
 }
 
+int rgpu_image_is_binary(const void *image)
+{
+    const uint8_t *p = image;
+    return rgpu_get_u32(p) == FATBIN_MAGIC || (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F');
+}
+
 __attribute__((visibility("default"))) size_t rgpu_test_image_size(const void *image) { return image_size(image); }
 
 #define CACHED_IMAGE_MIN (16u << 10) /* smaller images cost less to send than a lookup round trip */
@@ -572,19 +578,11 @@ static CUresult load_image(CUmodule *mod, const void *image, size_t size)
     return r;
 }
 
+CUresult rgpu_module_load_image(CUmodule *mod, const void *image, size_t size) { return load_image(mod, image, size); }
+
 API CUresult cuModuleLoadData(CUmodule *mod, const void *image)
 {
     return image ? load_image(mod, image, image_size(image)) : CUDA_ERROR_INVALID_VALUE;
-}
-
-API CUresult cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned int n, CUjit_option *options, void **values)
-{
-    static int logged;
-    (void)options;
-    (void)values;
-    if (n && !__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
-        rgpu_log(RGPU_LOG_INFO, "cuModuleLoadDataEx: JIT options are ignored (the server JITs with defaults)");
-    return cuModuleLoadData(mod, image);
 }
 
 API CUresult cuModuleLoadFatBinary(CUmodule *mod, const void *fat)

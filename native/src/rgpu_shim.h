@@ -53,6 +53,7 @@ void rgpu_stats_sent(uint64_t nframes, uint64_t nbytes);
 /* Changes whenever a request that may put something on `stream` is issued (the NULL stream: any request). */
 uint32_t rgpu_stream_seq(uint64_t stream);
 uint32_t rgpu_max_chunk(void);
+uint32_t rgpu_max_bulk(void); /* the most bytes one request's bulk may carry */
 /* a deferred host-to-device copy of n bytes: its records' bulk (smaller with a PSK, unless copy links carry it;
  * conn_context.c) */
 uint32_t rgpu_htod_chunk(size_t n);
@@ -121,6 +122,11 @@ CUresult rgpu_capture_host_func(CUstream s, CUhostFn fn, void *data, int *was_ca
 CUresult rgpu_capture_unsafe_call(void);
 int rgpu_capture_active(void); /* whether any stream of this process is capturing */
 CUresult rgpu_unsupported(int *logged, const char *name);
+/* CUDA_ERROR_NOT_SUPPORTED, logged once, where the server's protocol is older than 1.`minor`; else CUDA_SUCCESS. */
+CUresult rgpu_need_protocol(uint16_t minor, int *logged, const char *what);
+/* driver.c: module images (a fatbin or an ELF cubin is binary, anything else PTX text) */
+int rgpu_image_is_binary(const void *image);
+CUresult rgpu_module_load_image(CUmodule *mod, const void *image, size_t size);
 
 struct rgpu_error_name {
     int code;

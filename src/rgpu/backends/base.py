@@ -93,6 +93,20 @@ class Backend(abc.ABC):
     def module_get_global(self, ctx, module, name: str) -> tuple[int, int]: ...
     @abc.abstractmethod
     def func_param_info(self, ctx, func) -> list[tuple[int, int]]: ...
+    # JIT linking (rgpu.dispatch.jit_link checks the requests): `options` are (CUjit_option, value) pairs of
+    # ops.FORWARDED_JIT_OPTIONS; a refusal raises CudaError, and the logs say why.
+    @abc.abstractmethod
+    def jit_link_create(self, ctx, options, info_size: int, error_size: int): ...
+    @abc.abstractmethod
+    def jit_link_add(self, ctx, link, input_type: int, data: bytes, name: str, options) -> None: ...
+    @abc.abstractmethod
+    def jit_link_complete(self, ctx, link) -> tuple[bytes, float]:
+        """(the linked image, the milliseconds the linker has taken so far: CU_JIT_WALL_TIME)"""
+    @abc.abstractmethod
+    def jit_link_logs(self, link) -> tuple[bytes, bytes]:
+        """The info and error logs as they stand, each at most the size asked for at creation."""
+    @abc.abstractmethod
+    def jit_link_destroy(self, ctx, link) -> None: ...
     @abc.abstractmethod
     def func_attributes(self, ctx, func, count: int) -> list[int]:
         """cuFuncGetAttribute 0..count-1; ATTRIBUTE_UNSUPPORTED where the driver has none."""

@@ -24,6 +24,7 @@ from rgpu.backends.fake_sparse import FakeSparse
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend
 from rgpu.backends.fake_fft import FakeFft
 from rgpu.backends.fake_graphs import FakeGraphs
+from rgpu.backends.fake_jit_link import FakeJitLink
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
 from rgpu.backends.fake_pools import FakePools
 from rgpu.backends.fake_rand import FakeRand
@@ -32,7 +33,6 @@ from rgpu.errors import CudaError, Status
 from rgpu.protocol.params import decode_params
 
 DRIVER_VERSION = 13000
-MAX_PTX_ISA = (9, 0)  # what a 13.0 driver JITs; newer PTX gets UNSUPPORTED_PTX_VERSION, as on a GPU
 ALIGNMENT = 512
 BASE_ADDRESS = 0x7F00_0000_0000
 
@@ -117,7 +117,7 @@ def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> b
     return (head + digest).ljust(128, b"\0")
 
 
-class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeBlasRoutines, FakeFft, FakeRand,
+class FakeBackend(FakeGraphs, FakeJitLink, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeBlasRoutines, FakeFft, FakeRand,
                   FakeSolver, FakeSparse, Backend):
     name = "fake"
 
@@ -377,21 +377,7 @@ class FakeBackend(FakeGraphs, FakeVmm, FakePools, fake_blas.FakeBlasBatched, Fak
     # -- modules -----------------------------------------------------------------------------------
     def module_load(self, ctx: FakeContext, image: bytes) -> FakeModule:
         ctx.check()
-        try:
-            text = ptx.extract_ptx(bytes(image))
-        except ptx.UnsupportedImage as e:
-            raise CudaError(Status.INVALID_IMAGE, str(e)) from None
-        if text is None:
-            raise CudaError(Status.INVALID_IMAGE, "fake backend runs PTX only (plain, in a fatbin, or "
-                                                  "uncompressed in a cubin); this image has none")
-        try:
-            mod = ptx.parse_ptx(text)
-        except ValueError as e:
-            raise CudaError(Status.INVALID_PTX, str(e)) from None
-        if mod.version > MAX_PTX_ISA:
-            raise CudaError(Status.UNSUPPORTED_PTX_VERSION,
-                            f"PTX ISA {mod.version[0]}.{mod.version[1]} is newer than this driver's "
-                            f"{MAX_PTX_ISA[0]}.{MAX_PTX_ISA[1]}")
+        _, mod = ptx.runnable_ptx(image)
         globals_ = {name: (self.mem_alloc(ctx, size), size) for name, size in mod.globals.items()}
         return FakeModule(mod, globals_)
 

@@ -8,6 +8,8 @@ import struct
 
 import attrs
 
+from rgpu.errors import CudaError, Status
+
 _SCALAR_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
 # Every pattern does work linear in its input, whatever the input (a session's module image is hostile):
 # patterns anchored at a line start match only within that line ([ \t], never \s, which would let each line's
@@ -246,3 +248,77 @@ def base_name(symbol: str) -> str:
         if s.startswith("I"):  # template args on a nested component: stop at the name
             break
     return last
+
+
+MAX_PTX_ISA = (9, 0)  # what a 13.0 driver JITs; newer PTX gets UNSUPPORTED_PTX_VERSION, as on a GPU
+
+
+# Comments, and what is left to check: braces, parentheses, statement ends and line ends. A block comment left open
+# runs to the end (\Z), so no comment is scanned twice.
+_COMMENT = re.compile(rb"//[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
+_PUNCTUATION = re.compile(rb"[{}();\n]")
+_NAME = re.compile(rb"[ \t]*[\w$]+[ \t]*")
+
+
+def check_syntax(text: bytes) -> None:
+    """What a PTX assembler would refuse first, checked without assembling: brackets must balance, no body may open
+    inside a parameter list, and outside functions every statement is a directive (`.version`, `.visible .entry`,
+    ...) or, right after a declaration's return parameter, the declared name. ValueError says where."""
+    text = _COMMENT.sub(b" ", text)
+    braces = parens = 0
+    start, after_paren = 0, False
+    for m in _PUNCTUATION.finditer(text):
+        if braces == parens == 0:
+            piece = text[start : m.start()].strip()
+            if piece and not piece.startswith(b".") and not (after_paren and _NAME.fullmatch(piece)):
+                raise ValueError(f"syntax error near {piece[:40].decode(errors='replace')!r}")
+            if piece:
+                after_paren = False
+        c = m.group()
+        if c == b"{":
+            if parens:
+                raise ValueError("a body opens inside a parameter list")
+            braces += 1
+        elif c == b"}":
+            braces -= 1
+        elif c == b"(":
+            parens += 1
+        elif c == b")":
+            parens -= 1
+            after_paren = braces == parens == 0
+        if braces < 0 or parens < 0:
+            raise ValueError(f"unbalanced {c.decode()!r}")
+        start = m.end()
+    if braces or parens:
+        raise ValueError("unbalanced brackets at the end of the PTX")
+
+
+def runnable_ptx(image: bytes) -> tuple[bytes, PtxModule]:
+    """The PTX text of a module image and what it declares, or the CudaError a driver would give for it."""
+    try:
+        text = extract_ptx(bytes(image))
+    except UnsupportedImage as e:
+        raise CudaError(Status.INVALID_IMAGE, str(e)) from None
+    if text is None:
+        raise CudaError(Status.INVALID_IMAGE, "fake backend runs PTX only (plain, in a fatbin, or "
+                                              "uncompressed in a cubin); this image has none")
+    try:
+        mod = parse_ptx(text)
+        check_syntax(text)
+    except ValueError as e:
+        raise CudaError(Status.INVALID_PTX, str(e)) from None
+    if mod.version > MAX_PTX_ISA:
+        raise CudaError(Status.UNSUPPORTED_PTX_VERSION, f"PTX ISA {mod.version[0]}.{mod.version[1]} is newer than "
+                                                        f"this driver's {MAX_PTX_ISA[0]}.{MAX_PTX_ISA[1]}")
+    return text, mod
+
+
+def fatbin_of_ptx(text: bytes) -> bytes:
+    """A fatbin holding `text` as its one, uncompressed, PTX entry (what fatbin_ptx reads back)."""
+    payload = text + b"\0"
+    payload += bytes(-len(payload) % 8)
+    entry = bytearray(64)
+    _ENTRY_HEADER.pack_into(entry, 0, _ENTRY_PTX, 0x0101, len(entry), len(payload))
+    struct.pack_into("<I", entry, 16, len(payload))  # the uncompressed size (flags at 40 stay 0)
+    body = bytes(entry) + payload
+    return _FATBIN_HEADER.pack(FATBIN_MAGIC, 1, _FATBIN_HEADER.size, len(body)) + body

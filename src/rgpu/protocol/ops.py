@@ -299,6 +299,43 @@ LAUNCH_KERNEL_EX = _op(0x005A, "LAUNCH_KERNEL_EX",
                                     "buffer", names="function:function stream:stream",
                        doc="cuLaunchKernelEx(config with attributes, f); attributes forwarded as they are")
 
+# JIT linking (1.8): a linker invocation lives on the server, as the driver's CUlinkState, from JIT_LINK_CREATE to
+# JIT_LINK_DESTROY. Options travel as (u32 CUjit_option, 4 pad, u64 value) records; only these, whose value is a
+# plain number, go to the server: the program's log buffers and wall-time slot stay on the client, which fills them
+# from the logs the replies carry.
+JIT_OPTION_SIZE = 16
+FORWARDED_JIT_OPTIONS = {
+    0: "MAX_REGISTERS", 1: "THREADS_PER_BLOCK", 7: "OPTIMIZATION_LEVEL", 8: "TARGET_FROM_CUCONTEXT", 9: "TARGET",
+    10: "FALLBACK_STRATEGY", 11: "GENERATE_DEBUG_INFO", 12: "LOG_VERBOSE", 13: "GENERATE_LINE_INFO", 14: "CACHE_MODE",
+    15: "NEW_SM3X_OPT", 16: "FAST_COMPILE", 20: "LTO", 21: "FTZ", 22: "PREC_DIV", 23: "PREC_SQRT", 24: "FMA",
+    29: "OPTIMIZE_UNUSED_DEVICE_VARIABLES", 30: "POSITION_INDEPENDENT_CODE", 31: "MIN_CTA_PER_SM",
+    32: "MAX_THREADS_PER_BLOCK", 33: "OVERRIDE_DIRECTIVE_VALUES", 34: "SPLIT_COMPILE",
+}
+MAX_JIT_OPTIONS = 64
+MAX_JIT_LOG = 1 << 20  # the most bytes of each log a reply carries (the program's buffer may be smaller)
+MAX_JIT_LINKS = 16  # open linker invocations per session
+MAX_JIT_LINK_BYTES = 64 << 20  # the inputs of one invocation, in all (what one module image may be)
+MAX_JIT_IMAGE = 256 << 20  # the most a linked image may be, which a client allocates before it reads it
+JIT_INPUT_TYPES = {0: "CUBIN", 1: "PTX", 2: "FATBINARY", 3: "OBJECT", 4: "LIBRARY", 5: "NVVM"}
+JIT_LINK_CREATE = _op(0x005B, "JIT_LINK_CREATE", "count:u32 info_size:u32 error_size:u32", "link:u64",
+                      request_bulk="count x JIT option record", creates="jit_link",
+                      doc="cuLinkCreate in the current context (1.8); info_size/error_size: how much of each log "
+                          "the replies may carry (at most MAX_JIT_LOG)")
+JIT_LINK_ADD = _op(0x005C, "JIT_LINK_ADD", "link:u64 type:u32 count:u32 name_size:u32",
+                   "status:u32 info_size:u32 error_size:u32", names="link:jit_link",
+                   request_bulk="count x JIT option record, the input's name (name_size bytes, UTF-8), its bytes",
+                   reply_bulk="the info log (info_size bytes), the error log (error_size bytes)",
+                   doc="cuLinkAddData (1.8): `status` is the driver's answer, with the logs as they stand after it")
+JIT_LINK_COMPLETE = _op(0x005D, "JIT_LINK_COMPLETE", "link:u64",
+                        "status:u32 info_size:u32 error_size:u32 wall_ms:f32 image_size:u64 sha256:b32",
+                        names="link:jit_link", reply_bulk="the info log, the error log",
+                        doc="cuLinkComplete (1.8): the linked image's size and SHA-256 (the server caches it as a "
+                            "module image, so MODULE_LOAD_CACHED loads it); its bytes come with JIT_LINK_READ")
+JIT_LINK_READ = _op(0x005E, "JIT_LINK_READ", "link:u64 offset:u64 size:u32", names="link:jit_link",
+                    reply_bulk="`size` bytes of the linked image from `offset`",
+                    doc="part of a completed link's image (1.8)")
+JIT_LINK_DESTROY = _op(0x005F, "JIT_LINK_DESTROY", "link:u64", names="link:jit_link", doc="cuLinkDestroy (1.8)")
+
 # Streams (0x006x) and events (0x007x). Stream handle 0 is the current context's NULL stream.
 STREAM_CREATE = _op(0x0060, "STREAM_CREATE", "flags:u32", "stream:u64", creates="stream",
                     doc="cuStreamCreate(flags)")

@@ -33,6 +33,7 @@ class Kind(enum.IntEnum):
     GRAPH_NODE = 24
     FFT_PLAN = 32  # a cuFFT plan (rgpu.dispatch.fft)
     RAND = 33  # a cuRAND generator
+    JIT_LINK = 25  # a pending JIT linker invocation (rgpu.dispatch.jit_link)
 
 
 _KIND_SHIFT = 56

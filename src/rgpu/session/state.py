@@ -332,7 +332,8 @@ class Session:
                        Kind.MODULE: be.module_unload, Kind.BLAS: be.blas_destroy, Kind.DNN: be.dnn_destroy,
                        Kind.DNN_DESC: be.dnn_destroy_descriptor, Kind.GRAPH_EXEC: be.graph_exec_destroy,
                        Kind.GRAPH: be.graph_destroy, Kind.RAND: be.rand_destroy, Kind.SOLVER: be.solver_destroy,
-                       Kind.SPARSE: be.sparse_destroy, Kind.SPARSE_SPGEMM: be.spgemm_destroy}.get(entry.kind)
+                       Kind.SPARSE: be.sparse_destroy, Kind.SPARSE_SPGEMM: be.spgemm_destroy,
+                       Kind.JIT_LINK: be.jit_link_destroy}.get(entry.kind)
             if release is not None:
                 self._quietly(release, ctx, entry.obj)
         for region in self.memory.regions(ctx=handle):
