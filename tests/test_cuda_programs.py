@@ -34,6 +34,7 @@ LINKS = {
     "clusters": ["-lcuda"],
     "stream_attributes": ["-lcuda"],
     "jit_link": ["-lcuda"],
+    "textures": ["-lcuda"],
 }
 
 

@@ -40,6 +40,13 @@ FORWARD = {
 HAND_WRITTEN = {
     # JIT linking on the server, logs and outputs filled on the client (jit_link.c)
     "cuLinkCreate_v2", "cuLinkAddData_v2", "cuLinkAddFile_v2", "cuLinkComplete", "cuLinkDestroy",
+    # CUDA arrays and the copies with an array at an end (arrays.c), texture and surface objects (textures.c)
+    "cuArrayCreate_v2", "cuArray3DCreate_v2", "cuArrayDestroy", "cuArrayGetDescriptor_v2", "cuArray3DGetDescriptor_v2",
+    "cuMemcpyHtoA_v2", "cuMemcpyHtoA_v2_ptds", "cuMemcpyHtoAAsync_v2", "cuMemcpyHtoAAsync_v2_ptsz", "cuMemcpyAtoH_v2",
+    "cuMemcpyAtoH_v2_ptds", "cuMemcpyAtoHAsync_v2", "cuMemcpyAtoHAsync_v2_ptsz", "cuMemcpyDtoA_v2",
+    "cuMemcpyDtoA_v2_ptds", "cuMemcpyAtoD_v2", "cuMemcpyAtoD_v2_ptds", "cuMemcpyAtoA_v2", "cuMemcpyAtoA_v2_ptds",
+    "cuTexObjectCreate", "cuTexObjectDestroy", "cuTexObjectGetResourceDesc", "cuTexObjectGetTextureDesc",
+    "cuTexObjectGetResourceViewDesc", "cuSurfObjectCreate", "cuSurfObjectDestroy", "cuSurfObjectGetResourceDesc",
     # initialisation, versions, errors, entry points (native/src/driver.c)
     # stream synchronization answered locally when nothing was issued since the stream was idle (sync.c)
     "cuStreamSynchronize", "cuStreamSynchronize_ptsz",

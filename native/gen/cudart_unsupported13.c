@@ -2,12 +2,6 @@
 
 #include "rt.h"
 
-RT_API cudaError_t cudaArrayGetInfo(struct cudaChannelFormatDesc *desc, struct cudaExtent *extent, unsigned int *flags, cudaArray_t array)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaArrayGetInfo");
-}
-
 RT_API cudaError_t cudaArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements *memoryRequirements, cudaArray_t array, int device)
 {
     static int logged;
@@ -26,18 +20,6 @@ RT_API cudaError_t cudaArrayGetSparseProperties(struct cudaArraySparseProperties
     return rt_unsupported(&logged, "cudaArrayGetSparseProperties");
 }
 
-RT_API cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *pSurfObject, const struct cudaResourceDesc *pResDesc)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaCreateSurfaceObject");
-}
-
-RT_API cudaError_t cudaCreateTextureObject(cudaTextureObject_t *pTexObject, const struct cudaResourceDesc *pResDesc, const struct cudaTextureDesc *pTexDesc, const struct cudaResourceViewDesc *pResViewDesc)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaCreateTextureObject");
-}
-
 RT_API cudaError_t cudaCtxResetPersistingL2Cache(void)
 {
     static int logged;
@@ -54,18 +36,6 @@ RT_API cudaError_t cudaDestroyExternalSemaphore(cudaExternalSemaphore_t extSem)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaDestroyExternalSemaphore");
-}
-
-RT_API cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t surfObject)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDestroySurfaceObject");
-}
-
-RT_API cudaError_t cudaDestroyTextureObject(cudaTextureObject_t texObject)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDestroyTextureObject");
 }
 
 RT_API cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDMAWritesTarget target, enum cudaFlushGPUDirectRDMAWritesScope scope)
@@ -158,12 +128,6 @@ RT_API cudaError_t cudaExternalMemoryGetMappedMipmappedArray(cudaMipmappedArray_
     return rt_unsupported(&logged, "cudaExternalMemoryGetMappedMipmappedArray");
 }
 
-RT_API cudaError_t cudaFreeArray(cudaArray_t array)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaFreeArray");
-}
-
 RT_API cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 {
     static int logged;
@@ -174,12 +138,6 @@ RT_API cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedM
 {
     static int logged;
     return rt_unsupported(&logged, "cudaFuncSetSharedMemConfig");
-}
-
-RT_API cudaError_t cudaGetChannelDesc(struct cudaChannelFormatDesc *desc, cudaArray_const_t array)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGetChannelDesc");
 }
 
 RT_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)
@@ -202,30 +160,6 @@ RT_API cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t *levelArray, cudaMipma
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGetMipmappedArrayLevel");
-}
-
-RT_API cudaError_t cudaGetSurfaceObjectResourceDesc(struct cudaResourceDesc *pResDesc, cudaSurfaceObject_t surfObject)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGetSurfaceObjectResourceDesc");
-}
-
-RT_API cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *pResDesc, cudaTextureObject_t texObject)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGetTextureObjectResourceDesc");
-}
-
-RT_API cudaError_t cudaGetTextureObjectResourceViewDesc(struct cudaResourceViewDesc *pResViewDesc, cudaTextureObject_t texObject)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGetTextureObjectResourceViewDesc");
-}
-
-RT_API cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc *pTexDesc, cudaTextureObject_t texObject)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGetTextureObjectTextureDesc");
 }
 
 RT_API cudaError_t cudaGraphAddExternalSemaphoresSignalNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams)
@@ -573,18 +507,6 @@ RT_API cudaError_t cudaLogsUnregisterCallback(cudaLogsCallbackHandle callback)
     return rt_unsupported(&logged, "cudaLogsUnregisterCallback");
 }
 
-RT_API cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc* desc, struct cudaExtent extent, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMalloc3DArray");
-}
-
-RT_API cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width, size_t height, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMallocArray");
-}
-
 RT_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
     static int logged;
@@ -705,66 +627,6 @@ RT_API cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum cuda
     return rt_unsupported(&logged, "cudaMemSetMemPool");
 }
 
-RT_API cudaError_t cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DArrayToArray");
-}
-
-RT_API cudaError_t cudaMemcpy2DArrayToArray_ptds(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DArrayToArray_ptds");
-}
-
-RT_API cudaError_t cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DFromArray");
-}
-
-RT_API cudaError_t cudaMemcpy2DFromArrayAsync(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DFromArrayAsync");
-}
-
-RT_API cudaError_t cudaMemcpy2DFromArrayAsync_ptsz(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DFromArrayAsync_ptsz");
-}
-
-RT_API cudaError_t cudaMemcpy2DFromArray_ptds(void *dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DFromArray_ptds");
-}
-
-RT_API cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DToArray");
-}
-
-RT_API cudaError_t cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DToArrayAsync");
-}
-
-RT_API cudaError_t cudaMemcpy2DToArrayAsync_ptsz(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DToArrayAsync_ptsz");
-}
-
-RT_API cudaError_t cudaMemcpy2DToArray_ptds(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy2DToArray_ptds");
-}
-
 RT_API cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream)
 {
     static int logged;
@@ -801,16 +663,9 @@ RT_API cudaError_t cudaMemcpy3DPeer_ptds(const struct cudaMemcpy3DPeerParms *p)
     return rt_unsupported(&logged, "cudaMemcpy3DPeer_ptds");
 }
 
-RT_API cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyArrayToArray");
-}
-
 RT_API cudaError_t cudaMemcpyArrayToArray_ptds(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyArrayToArray_ptds");
+    return cudaMemcpyArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind);
 }
 
 RT_API cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count, struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream)
@@ -825,28 +680,14 @@ RT_API cudaError_t cudaMemcpyBatchAsync_ptsz(void *const *dsts, const void *cons
     return rt_unsupported(&logged, "cudaMemcpyBatchAsync_ptsz");
 }
 
-RT_API cudaError_t cudaMemcpyFromArray(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyFromArray");
-}
-
-RT_API cudaError_t cudaMemcpyFromArrayAsync(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyFromArrayAsync");
-}
-
 RT_API cudaError_t cudaMemcpyFromArrayAsync_ptsz(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyFromArrayAsync_ptsz");
+    return cudaMemcpyFromArrayAsync(dst, src, wOffset, hOffset, count, kind, stream);
 }
 
 RT_API cudaError_t cudaMemcpyFromArray_ptds(void *dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyFromArray_ptds");
+    return cudaMemcpyFromArray(dst, src, wOffset, hOffset, count, kind);
 }
 
 RT_API cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)
@@ -859,28 +700,14 @@ RT_API cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size
     return cudaMemcpyFromSymbol(dst, symbol, count, offset, kind);
 }
 
-RT_API cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyToArray");
-}
-
-RT_API cudaError_t cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyToArrayAsync");
-}
-
 RT_API cudaError_t cudaMemcpyToArrayAsync_ptsz(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyToArrayAsync_ptsz");
+    return cudaMemcpyToArrayAsync(dst, wOffset, hOffset, src, count, kind, stream);
 }
 
 RT_API cudaError_t cudaMemcpyToArray_ptds(cudaArray_t dst, size_t wOffset, size_t hOffset, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpyToArray_ptds");
+    return cudaMemcpyToArray(dst, wOffset, hOffset, src, count, kind);
 }
 
 RT_API cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src, size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)

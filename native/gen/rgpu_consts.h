@@ -38,6 +38,10 @@
 #define RGPU_MAX_JIT_LOG 1048576u
 #define RGPU_MAX_JIT_IMAGE 268435456u
 #define RGPU_FORWARDED_JIT_OPTIONS 0x7E1F1FF83ull
+/* Texture and surface objects' descriptions: the driver's structures' sizes. */
+#define RGPU_RESOURCE_DESC_SIZE 144
+#define RGPU_TEXTURE_DESC_SIZE 104
+#define RGPU_RESOURCE_VIEW_DESC_SIZE 112
 /* Coded copies (MEMCPY_HTOD_RUNS, protocol/runs.py): the most bytes one stands for and carries, the
  * shortest run coded. */
 #define RGPU_RUNS_MAX_COPY_BYTES 2097152u

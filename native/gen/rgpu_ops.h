@@ -2102,6 +2102,267 @@ static inline int rgpu_unpack_memset_2d_async_req(const uint8_t *in, size_t len,
     return 0;
 }
 
+/* ARRAY_CREATE: cuArray3DCreate (1.8): formats of ARRAY_FORMATS, 1, 2 or 4 channels; height and depth 0 for fewer dimensions [context] */
+#define RGPU_OP_ARRAY_CREATE 0x0084
+#define RGPU_ARRAY_CREATE_REQ_SIZE 36
+#define RGPU_ARRAY_CREATE_REP_SIZE 8
+struct rgpu_array_create_req {
+    uint64_t width;
+    uint64_t height;
+    uint64_t depth;
+    uint32_t format;
+    uint32_t channels;
+    uint32_t flags;
+};
+static inline void rgpu_pack_array_create(uint8_t out[RGPU_ARRAY_CREATE_REQ_SIZE], const struct rgpu_array_create_req *m)
+{
+    rgpu_put_u64(out + 0, m->width);
+    rgpu_put_u64(out + 8, m->height);
+    rgpu_put_u64(out + 16, m->depth);
+    rgpu_put_u32(out + 24, m->format);
+    rgpu_put_u32(out + 28, m->channels);
+    rgpu_put_u32(out + 32, m->flags);
+}
+static inline int rgpu_unpack_array_create_req(const uint8_t *in, size_t len, struct rgpu_array_create_req *m)
+{
+    if (len != RGPU_ARRAY_CREATE_REQ_SIZE)
+        return -1;
+    m->width = (uint64_t)rgpu_get_u64(in + 0);
+    m->height = (uint64_t)rgpu_get_u64(in + 8);
+    m->depth = (uint64_t)rgpu_get_u64(in + 16);
+    m->format = (uint32_t)rgpu_get_u32(in + 24);
+    m->channels = (uint32_t)rgpu_get_u32(in + 28);
+    m->flags = (uint32_t)rgpu_get_u32(in + 32);
+    return 0;
+}
+struct rgpu_array_create_rep {
+    uint64_t array;
+};
+static inline int rgpu_unpack_array_create(const uint8_t *in, size_t len, struct rgpu_array_create_rep *m)
+{
+    if (len != RGPU_ARRAY_CREATE_REP_SIZE)
+        return -1;
+    m->array = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* ARRAY_DESTROY: cuArrayDestroy (1.8) [context] */
+#define RGPU_OP_ARRAY_DESTROY 0x0085
+#define RGPU_ARRAY_DESTROY_REQ_SIZE 8
+#define RGPU_ARRAY_DESTROY_REP_SIZE 0
+struct rgpu_array_destroy_req {
+    uint64_t array;
+};
+static inline void rgpu_pack_array_destroy(uint8_t out[RGPU_ARRAY_DESTROY_REQ_SIZE], const struct rgpu_array_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->array);
+}
+static inline int rgpu_unpack_array_destroy_req(const uint8_t *in, size_t len, struct rgpu_array_destroy_req *m)
+{
+    if (len != RGPU_ARRAY_DESTROY_REQ_SIZE)
+        return -1;
+    m->array = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* MEMCPY_ARRAY: cuMemcpy2D/3D with an array end, one slice (1.8) [context] */
+#define RGPU_OP_MEMCPY_ARRAY 0x0086
+#define RGPU_MEMCPY_ARRAY_REQ_SIZE 108
+#define RGPU_MEMCPY_ARRAY_REP_SIZE 0
+struct rgpu_memcpy_array_req {
+    uint32_t kind;
+    uint64_t src_at;
+    uint64_t src_x;
+    uint64_t src_y;
+    uint64_t src_z;
+    uint64_t src_pitch;
+    uint64_t dst_at;
+    uint64_t dst_x;
+    uint64_t dst_y;
+    uint64_t dst_z;
+    uint64_t dst_pitch;
+    uint64_t width;
+    uint64_t height;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memcpy_array(uint8_t out[RGPU_MEMCPY_ARRAY_REQ_SIZE], const struct rgpu_memcpy_array_req *m)
+{
+    rgpu_put_u32(out + 0, m->kind);
+    rgpu_put_u64(out + 4, m->src_at);
+    rgpu_put_u64(out + 12, m->src_x);
+    rgpu_put_u64(out + 20, m->src_y);
+    rgpu_put_u64(out + 28, m->src_z);
+    rgpu_put_u64(out + 36, m->src_pitch);
+    rgpu_put_u64(out + 44, m->dst_at);
+    rgpu_put_u64(out + 52, m->dst_x);
+    rgpu_put_u64(out + 60, m->dst_y);
+    rgpu_put_u64(out + 68, m->dst_z);
+    rgpu_put_u64(out + 76, m->dst_pitch);
+    rgpu_put_u64(out + 84, m->width);
+    rgpu_put_u64(out + 92, m->height);
+    rgpu_put_u64(out + 100, m->stream);
+}
+static inline int rgpu_unpack_memcpy_array_req(const uint8_t *in, size_t len, struct rgpu_memcpy_array_req *m)
+{
+    if (len != RGPU_MEMCPY_ARRAY_REQ_SIZE)
+        return -1;
+    m->kind = (uint32_t)rgpu_get_u32(in + 0);
+    m->src_at = (uint64_t)rgpu_get_u64(in + 4);
+    m->src_x = (uint64_t)rgpu_get_u64(in + 12);
+    m->src_y = (uint64_t)rgpu_get_u64(in + 20);
+    m->src_z = (uint64_t)rgpu_get_u64(in + 28);
+    m->src_pitch = (uint64_t)rgpu_get_u64(in + 36);
+    m->dst_at = (uint64_t)rgpu_get_u64(in + 44);
+    m->dst_x = (uint64_t)rgpu_get_u64(in + 52);
+    m->dst_y = (uint64_t)rgpu_get_u64(in + 60);
+    m->dst_z = (uint64_t)rgpu_get_u64(in + 68);
+    m->dst_pitch = (uint64_t)rgpu_get_u64(in + 76);
+    m->width = (uint64_t)rgpu_get_u64(in + 84);
+    m->height = (uint64_t)rgpu_get_u64(in + 92);
+    m->stream = (uint64_t)rgpu_get_u64(in + 100);
+    return 0;
+}
+
+/* MEMCPY_ARRAY_ASYNC: the same, asynchronous; none to the host (1.8) [deferrable, context] */
+#define RGPU_OP_MEMCPY_ARRAY_ASYNC 0x0087
+#define RGPU_MEMCPY_ARRAY_ASYNC_REQ_SIZE 108
+#define RGPU_MEMCPY_ARRAY_ASYNC_REP_SIZE 0
+struct rgpu_memcpy_array_async_req {
+    uint32_t kind;
+    uint64_t src_at;
+    uint64_t src_x;
+    uint64_t src_y;
+    uint64_t src_z;
+    uint64_t src_pitch;
+    uint64_t dst_at;
+    uint64_t dst_x;
+    uint64_t dst_y;
+    uint64_t dst_z;
+    uint64_t dst_pitch;
+    uint64_t width;
+    uint64_t height;
+    uint64_t stream;
+};
+static inline void rgpu_pack_memcpy_array_async(uint8_t out[RGPU_MEMCPY_ARRAY_ASYNC_REQ_SIZE], const struct rgpu_memcpy_array_async_req *m)
+{
+    rgpu_put_u32(out + 0, m->kind);
+    rgpu_put_u64(out + 4, m->src_at);
+    rgpu_put_u64(out + 12, m->src_x);
+    rgpu_put_u64(out + 20, m->src_y);
+    rgpu_put_u64(out + 28, m->src_z);
+    rgpu_put_u64(out + 36, m->src_pitch);
+    rgpu_put_u64(out + 44, m->dst_at);
+    rgpu_put_u64(out + 52, m->dst_x);
+    rgpu_put_u64(out + 60, m->dst_y);
+    rgpu_put_u64(out + 68, m->dst_z);
+    rgpu_put_u64(out + 76, m->dst_pitch);
+    rgpu_put_u64(out + 84, m->width);
+    rgpu_put_u64(out + 92, m->height);
+    rgpu_put_u64(out + 100, m->stream);
+}
+static inline int rgpu_unpack_memcpy_array_async_req(const uint8_t *in, size_t len, struct rgpu_memcpy_array_async_req *m)
+{
+    if (len != RGPU_MEMCPY_ARRAY_ASYNC_REQ_SIZE)
+        return -1;
+    m->kind = (uint32_t)rgpu_get_u32(in + 0);
+    m->src_at = (uint64_t)rgpu_get_u64(in + 4);
+    m->src_x = (uint64_t)rgpu_get_u64(in + 12);
+    m->src_y = (uint64_t)rgpu_get_u64(in + 20);
+    m->src_z = (uint64_t)rgpu_get_u64(in + 28);
+    m->src_pitch = (uint64_t)rgpu_get_u64(in + 36);
+    m->dst_at = (uint64_t)rgpu_get_u64(in + 44);
+    m->dst_x = (uint64_t)rgpu_get_u64(in + 52);
+    m->dst_y = (uint64_t)rgpu_get_u64(in + 60);
+    m->dst_z = (uint64_t)rgpu_get_u64(in + 68);
+    m->dst_pitch = (uint64_t)rgpu_get_u64(in + 76);
+    m->width = (uint64_t)rgpu_get_u64(in + 84);
+    m->height = (uint64_t)rgpu_get_u64(in + 92);
+    m->stream = (uint64_t)rgpu_get_u64(in + 100);
+    return 0;
+}
+
+/* TEX_OBJECT_CREATE: cuTexObjectCreate (1.8) [context] */
+#define RGPU_OP_TEX_OBJECT_CREATE 0x0088
+#define RGPU_TEX_OBJECT_CREATE_REQ_SIZE 4
+#define RGPU_TEX_OBJECT_CREATE_REP_SIZE 8
+struct rgpu_tex_object_create_req {
+    uint32_t view;
+};
+static inline void rgpu_pack_tex_object_create(uint8_t out[RGPU_TEX_OBJECT_CREATE_REQ_SIZE], const struct rgpu_tex_object_create_req *m)
+{
+    rgpu_put_u32(out + 0, m->view);
+}
+static inline int rgpu_unpack_tex_object_create_req(const uint8_t *in, size_t len, struct rgpu_tex_object_create_req *m)
+{
+    if (len != RGPU_TEX_OBJECT_CREATE_REQ_SIZE)
+        return -1;
+    m->view = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+struct rgpu_tex_object_create_rep {
+    uint64_t object;
+};
+static inline int rgpu_unpack_tex_object_create(const uint8_t *in, size_t len, struct rgpu_tex_object_create_rep *m)
+{
+    if (len != RGPU_TEX_OBJECT_CREATE_REP_SIZE)
+        return -1;
+    m->object = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* TEX_OBJECT_DESTROY: cuTexObjectDestroy (1.8) [context] */
+#define RGPU_OP_TEX_OBJECT_DESTROY 0x0089
+#define RGPU_TEX_OBJECT_DESTROY_REQ_SIZE 8
+#define RGPU_TEX_OBJECT_DESTROY_REP_SIZE 0
+struct rgpu_tex_object_destroy_req {
+    uint64_t object;
+};
+static inline void rgpu_pack_tex_object_destroy(uint8_t out[RGPU_TEX_OBJECT_DESTROY_REQ_SIZE], const struct rgpu_tex_object_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->object);
+}
+static inline int rgpu_unpack_tex_object_destroy_req(const uint8_t *in, size_t len, struct rgpu_tex_object_destroy_req *m)
+{
+    if (len != RGPU_TEX_OBJECT_DESTROY_REQ_SIZE)
+        return -1;
+    m->object = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SURF_OBJECT_CREATE: cuSurfObjectCreate (1.8): an array's [context] */
+#define RGPU_OP_SURF_OBJECT_CREATE 0x008A
+#define RGPU_SURF_OBJECT_CREATE_REQ_SIZE 0
+#define RGPU_SURF_OBJECT_CREATE_REP_SIZE 8
+struct rgpu_surf_object_create_rep {
+    uint64_t object;
+};
+static inline int rgpu_unpack_surf_object_create(const uint8_t *in, size_t len, struct rgpu_surf_object_create_rep *m)
+{
+    if (len != RGPU_SURF_OBJECT_CREATE_REP_SIZE)
+        return -1;
+    m->object = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* SURF_OBJECT_DESTROY: cuSurfObjectDestroy (1.8) [context] */
+#define RGPU_OP_SURF_OBJECT_DESTROY 0x008B
+#define RGPU_SURF_OBJECT_DESTROY_REQ_SIZE 8
+#define RGPU_SURF_OBJECT_DESTROY_REP_SIZE 0
+struct rgpu_surf_object_destroy_req {
+    uint64_t object;
+};
+static inline void rgpu_pack_surf_object_destroy(uint8_t out[RGPU_SURF_OBJECT_DESTROY_REQ_SIZE], const struct rgpu_surf_object_destroy_req *m)
+{
+    rgpu_put_u64(out + 0, m->object);
+}
+static inline int rgpu_unpack_surf_object_destroy_req(const uint8_t *in, size_t len, struct rgpu_surf_object_destroy_req *m)
+{
+    if (len != RGPU_SURF_OBJECT_DESTROY_REQ_SIZE)
+        return -1;
+    m->object = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* BLAS_CREATE: cublasCreate in the current context -> handle [context] */
 #define RGPU_OP_BLAS_CREATE 0x0090
 #define RGPU_BLAS_CREATE_REQ_SIZE 0
@@ -6654,6 +6915,14 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_MEMCPY_2D_ASYNC:
     case RGPU_OP_MEMSET_2D:
     case RGPU_OP_MEMSET_2D_ASYNC:
+    case RGPU_OP_ARRAY_CREATE:
+    case RGPU_OP_ARRAY_DESTROY:
+    case RGPU_OP_MEMCPY_ARRAY:
+    case RGPU_OP_MEMCPY_ARRAY_ASYNC:
+    case RGPU_OP_TEX_OBJECT_CREATE:
+    case RGPU_OP_TEX_OBJECT_DESTROY:
+    case RGPU_OP_SURF_OBJECT_CREATE:
+    case RGPU_OP_SURF_OBJECT_DESTROY:
     case RGPU_OP_BLAS_CREATE:
     case RGPU_OP_BLAS_DESTROY:
     case RGPU_OP_BLAS_GEMM:
@@ -6885,6 +7154,14 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, 40, 0, -1, 0, 0};
     case RGPU_OP_MEMSET_2D_ASYNC:
         return (struct rgpu_op_route){-1, 40, 0, -1, 0, 0};
+    case RGPU_OP_ARRAY_CREATE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
+    case RGPU_OP_ARRAY_DESTROY:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_MEMCPY_ARRAY:
+        return (struct rgpu_op_route){-1, 100, -1, -1, 0, 0};
+    case RGPU_OP_MEMCPY_ARRAY_ASYNC:
+        return (struct rgpu_op_route){-1, 100, -1, -1, 0, 0};
     case RGPU_OP_BLAS_CREATE:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
     case RGPU_OP_BLAS_DESTROY:
@@ -7109,6 +7386,10 @@ static inline int rgpu_op_work_stream(uint16_t op)
         return 40;
     case RGPU_OP_MEMSET_2D_ASYNC:
         return 40;
+    case RGPU_OP_MEMCPY_ARRAY:
+        return 100;
+    case RGPU_OP_MEMCPY_ARRAY_ASYNC:
+        return 100;
     case RGPU_OP_BLAS_GEMM:
         return 8;
     case RGPU_OP_BLAS_GEMM_BATCHED:
@@ -7237,6 +7518,10 @@ static inline int rgpu_op_touches_stream(uint16_t op)
         return 40;
     case RGPU_OP_MEMSET_2D_ASYNC:
         return 40;
+    case RGPU_OP_MEMCPY_ARRAY:
+        return 100;
+    case RGPU_OP_MEMCPY_ARRAY_ASYNC:
+        return 100;
     case RGPU_OP_BLAS_GEMM:
         return 8;
     case RGPU_OP_BLAS_GEMM_BATCHED:

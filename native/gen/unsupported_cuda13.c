@@ -2,36 +2,6 @@
 
 #include "rgpu_shim.h"
 
-CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuArray3DCreate_v2");
-}
-
-CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuArray3DGetDescriptor_v2");
-}
-
-CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuArrayCreate_v2");
-}
-
-CUresult cuArrayDestroy(CUarray hArray)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuArrayDestroy");
-}
-
-CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuArrayGetDescriptor_v2");
-}
-
 CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array, CUdevice device)
 {
     static int logged;
@@ -902,54 +872,6 @@ CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
     return rgpu_unsupported(&logged, "cuMemcpy3DPeer_ptds");
 }
 
-CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAtoA_v2");
-}
-
-CUresult cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAtoA_v2_ptds");
-}
-
-CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAtoD_v2");
-}
-
-CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAtoD_v2_ptds");
-}
-
-CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAtoHAsync_v2");
-}
-
-CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAtoHAsync_v2_ptsz");
-}
-
-CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAtoH_v2");
-}
-
-CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyAtoH_v2_ptds");
-}
-
 CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
 {
     static int logged;
@@ -960,42 +882,6 @@ CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemcpyBatchAsync_v2_ptsz");
-}
-
-CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyDtoA_v2");
-}
-
-CUresult cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyDtoA_v2_ptds");
-}
-
-CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyHtoAAsync_v2");
-}
-
-CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyHtoAAsync_v2_ptsz");
-}
-
-CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyHtoA_v2");
-}
-
-CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyHtoA_v2_ptds");
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels)
@@ -1226,24 +1112,6 @@ CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint6
     return rgpu_unsupported(&logged, "cuStreamWriteValue64_v2_ptsz");
 }
 
-CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuSurfObjectCreate");
-}
-
-CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuSurfObjectDestroy");
-}
-
-CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuSurfObjectGetResourceDesc");
-}
-
 CUresult cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)
 {
     static int logged;
@@ -1260,36 +1128,6 @@ CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuTensorMapEncodeIm2colWide");
-}
-
-CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuTexObjectCreate");
-}
-
-CUresult cuTexObjectDestroy(CUtexObject texObject)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuTexObjectDestroy");
-}
-
-CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuTexObjectGetResourceDesc");
-}
-
-CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc, CUtexObject texObject)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuTexObjectGetResourceViewDesc");
-}
-
-CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuTexObjectGetTextureDesc");
 }
 
 CUresult cuTexRefCreate(CUtexref *pTexRef)

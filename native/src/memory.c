@@ -640,11 +640,17 @@ static int resolve(CUmemorytype type, const void *host, CUdeviceptr dev, size_t 
 
 static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
 {
-    static int logged_arrays;
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
-        return rgpu_unsupported(&logged_arrays, "2D copies to or from CUDA arrays");
+    if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+        CUDA_MEMCPY3D c = {.srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
+                           .srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcArray = p->srcArray,
+                           .srcPitch = p->srcPitch, .dstXInBytes = p->dstXInBytes, .dstY = p->dstY,
+                           .dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost, .dstDevice = p->dstDevice,
+                           .dstArray = p->dstArray, .dstPitch = p->dstPitch, .WidthInBytes = p->WidthInBytes,
+                           .Height = p->Height, .Depth = 1};
+        return rgpu_array_copy(&c, stream, async);
+    }
     uint64_t src, dst;
     int st = resolve(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcPitch, &src);
     int dt = resolve(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstPitch, &dst);
@@ -723,7 +729,7 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
 }
 
 /* -- 3D copies of linear memory: slice by slice as 2D copies, or as one where each side's slices are exactly the
- * copy's height, so that their rows follow each other. CUDA arrays are not forwarded. ------------------------- */
+ * copy's height, so that their rows follow each other (with an array at an end: arrays.c). ------------------- */
 static int rows_before(size_t z, size_t height, size_t y, size_t *rows)
 {
     return __builtin_mul_overflow(z, height, rows) || __builtin_add_overflow(*rows, y, rows);
@@ -731,11 +737,10 @@ static int rows_before(size_t z, size_t height, size_t y, size_t *rows)
 
 static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async)
 {
-    static int logged_arrays;
     if (!p || p->reserved0 || p->reserved1 || p->srcLOD || p->dstLOD)
         return CUDA_ERROR_INVALID_VALUE;
     if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
-        return rgpu_unsupported(&logged_arrays, "3D copies to or from CUDA arrays");
+        return rgpu_array_copy(p, stream, async);
     if (!p->WidthInBytes || !p->Height || !p->Depth)
         return CUDA_SUCCESS;
     size_t sh = p->srcHeight, dh = p->dstHeight, depth = p->Depth, height = p->Height, src_end, dst_end;

@@ -111,7 +111,7 @@ static CUresult copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind k
 }
 
 /* A copy's direction checked and the device's context made current; the error recorded, or cudaSuccess. */
-static cudaError_t copy_start(enum cudaMemcpyKind kind)
+cudaError_t rt_copy_start(enum cudaMemcpyKind kind)
 {
     if ((unsigned)kind > cudaMemcpyDefault)
         return rt_record(cudaErrorInvalidMemcpyDirection);
@@ -122,7 +122,7 @@ static cudaError_t copy_start(enum cudaMemcpyKind kind)
 static cudaError_t memcpy_checked(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s,
                                   int async)
 {
-    cudaError_t e = copy_start(kind);
+    cudaError_t e = rt_copy_start(kind);
     if (e != cudaSuccess)
         return e;
     return n ? rt_fail(copy(dst, src, n, kind, s, async)) : cudaSuccess;
@@ -146,7 +146,7 @@ RT_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, en
 }
 
 /* Each side's memory type for a copy of `kind` (the driver resolves cudaMemcpyDefault's by address). */
-static void memory_types(enum cudaMemcpyKind kind, CUmemorytype *src, CUmemorytype *dst)
+void rt_memory_types(enum cudaMemcpyKind kind, CUmemorytype *src, CUmemorytype *dst)
 {
     int src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     int dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
@@ -159,12 +159,12 @@ static cudaError_t copy_2d(void *dst, size_t dpitch, const void *src, size_t spi
 {
     if (height > 1 && (dpitch < width || spitch < width) && (unsigned)kind <= cudaMemcpyDefault)
         return rt_record(cudaErrorInvalidPitchValue);
-    cudaError_t e = copy_start(kind);
+    cudaError_t e = rt_copy_start(kind);
     if (e != cudaSuccess)
         return e;
     CUDA_MEMCPY2D p;
     memset(&p, 0, sizeof p);
-    memory_types(kind, &p.srcMemoryType, &p.dstMemoryType);
+    rt_memory_types(kind, &p.srcMemoryType, &p.dstMemoryType);
     p.srcHost = src, p.srcDevice = (CUdeviceptr)(uintptr_t)src, p.srcPitch = spitch;
     p.dstHost = dst, p.dstDevice = (CUdeviceptr)(uintptr_t)dst, p.dstPitch = dpitch;
     p.WidthInBytes = width, p.Height = height;
@@ -192,20 +192,19 @@ RT_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *
     return copy_2d(dst, dpitch, src, spitch, width, height, kind, s, 1);
 }
 
-/* -- 3D: linear memory (pitched pointers) through the driver's 3D copy; CUDA arrays are not forwarded --------- */
+/* -- 3D: linear memory (pitched pointers) through the driver's 3D copy (with CUDA arrays: arrays.c) ---------- */
 static cudaError_t copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async)
 {
-    static int logged;
     if (!p)
         return rt_record(cudaErrorInvalidValue);
     if (p->srcArray || p->dstArray)
-        return rt_unsupported(&logged, "cudaMemcpy3D with CUDA arrays");
-    cudaError_t e = copy_start(p->kind);
+        return rt_array_copy_3d(p, s, async);
+    cudaError_t e = rt_copy_start(p->kind);
     if (e != cudaSuccess)
         return e;
     CUDA_MEMCPY3D c;
     memset(&c, 0, sizeof c);
-    memory_types(p->kind, &c.srcMemoryType, &c.dstMemoryType);
+    rt_memory_types(p->kind, &c.srcMemoryType, &c.dstMemoryType);
     c.srcXInBytes = p->srcPos.x, c.srcY = p->srcPos.y, c.srcZ = p->srcPos.z;
     c.srcHost = p->srcPtr.ptr, c.srcDevice = (CUdeviceptr)(uintptr_t)p->srcPtr.ptr;
     c.srcPitch = p->srcPtr.pitch, c.srcHeight = p->srcPtr.ysize;

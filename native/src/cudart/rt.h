@@ -47,6 +47,12 @@ const void *rt_host_of_function(CUfunction f); /* the host stub a CUfunction cam
         return e_ != cudaSuccess ? rt_record(e_) : rt_fail(call);                                                  \
     } while (0)
 
+/* memory.c: a copy's checks and context (cudaErrorInvalidMemcpyDirection...), each end's memory type for `kind` */
+cudaError_t rt_copy_start(enum cudaMemcpyKind kind);
+void rt_memory_types(enum cudaMemcpyKind kind, CUmemorytype *src, CUmemorytype *dst);
+/* arrays.c: cudaMemcpy3D with a CUDA array at an end (the extent and the array's position in its elements) */
+cudaError_t rt_array_copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async);
+
 /* params.c: a kernel's parameter layout from its fatbin (count, or -1), for drivers without cuFuncGetParamInfo */
 int rt_image_param_layout(const void *fatbin, const char *kernel, uint32_t (*layout)[2], int max);
 

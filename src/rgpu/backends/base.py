@@ -107,6 +107,23 @@ class Backend(abc.ABC):
         """The info and error logs as they stand, each at most the size asked for at creation."""
     @abc.abstractmethod
     def jit_link_destroy(self, ctx, link) -> None: ...
+    # CUDA arrays, texture and surface objects (rgpu.dispatch.arrays checks the requests and defines the types).
+    @abc.abstractmethod
+    def array_create(self, ctx, shape): ...
+    @abc.abstractmethod
+    def array_destroy(self, ctx, array) -> None: ...
+    @abc.abstractmethod
+    def array_copy(self, ctx, src, dst, width: int, height: int, rows, stream, asynchronous: bool):
+        """`height` rows of `width` bytes between two CopyEnds; the rows when the destination is the host."""
+    @abc.abstractmethod
+    def tex_object_create(self, ctx, resource, desc, view: bytes | None) -> tuple[int, object]:
+        """(the number kernels take, what tex_object_destroy takes)"""
+    @abc.abstractmethod
+    def tex_object_destroy(self, ctx, obj) -> None: ...
+    @abc.abstractmethod
+    def surf_object_create(self, ctx, resource) -> tuple[int, object]: ...
+    @abc.abstractmethod
+    def surf_object_destroy(self, ctx, obj) -> None: ...
     @abc.abstractmethod
     def func_attributes(self, ctx, func, count: int) -> list[int]:
         """cuFuncGetAttribute 0..count-1; ATTRIBUTE_UNSUPPORTED where the driver has none."""

@@ -19,6 +19,7 @@ from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend, 
 from rgpu.backends.cuda_blas import CudaBlasBatched
 from rgpu.backends.cuda_solver import CudaSolver
 from rgpu.backends.cuda_sparse import CudaSparse
+from rgpu.backends.cuda_arrays import CudaArrays
 from rgpu.backends.cuda_common import check as _check
 from rgpu.backends.cuda_common import check_code as _check_code
 from rgpu.backends.cuda_common import handle as _handle
@@ -96,7 +97,7 @@ def _tensor_map_bytes(tensor_map) -> bytes:
     return ctypes.string_at(tensor_map.getPtr(), 128)
 
 
-class CudaBackend(CudaGraphs, CudaJitLink, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand, CudaSolver,
+class CudaBackend(CudaGraphs, CudaJitLink, CudaArrays, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand, CudaSolver,
                   CudaSparse, Backend):
     name = "cuda"
 

@@ -23,6 +23,7 @@ from rgpu.backends.fake_solver import FakeSolver
 from rgpu.backends.fake_sparse import FakeSparse
 from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend
 from rgpu.backends.fake_fft import FakeFft
+from rgpu.backends.fake_arrays import FakeArrayGone, FakeArrays
 from rgpu.backends.fake_graphs import FakeGraphs
 from rgpu.backends.fake_jit_link import FakeJitLink
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
@@ -117,7 +118,7 @@ def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> b
     return (head + digest).ljust(128, b"\0")
 
 
-class FakeBackend(FakeGraphs, FakeJitLink, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeBlasRoutines, FakeFft, FakeRand,
+class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeBlasRoutines, FakeFft, FakeRand,
                   FakeSolver, FakeSparse, Backend):
     name = "fake"
 
@@ -150,6 +151,8 @@ class FakeBackend(FakeGraphs, FakeJitLink, FakeVmm, FakePools, fake_blas.FakeBla
         self._physical = tuple(visible)
         self._device_count = len(visible)
         self._lock = threading.Lock()
+        self._textures: dict = {}  # texture and surface objects by number (fake_arrays)
+        self._object_numbers = itertools.count(1)
         self._starts: list[int] = []
         self._memory: dict[int, np.ndarray] = {}
         self._owner: dict[int, FakeContext] = {}
@@ -485,8 +488,9 @@ class FakeBackend(FakeGraphs, FakeJitLink, FakeVmm, FakePools, fake_blas.FakeBla
             target.busy_until = max(time.monotonic(), target.busy_until) + seconds
 
         try:
-            kern.run(KernelExec(grid[0] * block[0], self._view, delay, tuple(grid), tuple(block)), *values)
-        except IllegalAddress:
+            kern.run(KernelExec(grid[0] * block[0], self._view, delay, tuple(grid), tuple(block),
+                                texture=self.texture), *values)
+        except (IllegalAddress, FakeArrayGone):
             # As on a GPU: the launch itself succeeded; the context is now broken for good.
             ctx.sticky = Status.ILLEGAL_ADDRESS
 

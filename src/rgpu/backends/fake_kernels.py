@@ -41,6 +41,7 @@ class KernelExec:
     grid: tuple[int, int, int] = (1, 1, 1)
     block: tuple[int, int, int] = (1, 1, 1)
     printf: Callable[[bytes], None] = write_stdout
+    texture: Callable | None = None  # (texture or surface object) -> FakeTexture (backends.fake_arrays)
 
     def array(self, ptr: int, count: int, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -149,3 +150,30 @@ def _huge_params(ex: KernelExec, out, p):
 @kernel("over4k_params", "Q4100s", "out[i] = p.w[i] * 3 + i: 4108 parameter bytes, just above 4 KiB")
 def _over4k_params(ex: KernelExec, out, p):
     _words_back(ex, out, p)
+
+
+def _texel_grid(ex: KernelExec, w, h):
+    """Thread i's (x, y) over a w x h image, for the threads the launch has."""
+    i = np.arange(ex.elements(int(w) * int(h)))
+    return i, i % max(int(w), 1), i // max(int(w), 1)
+
+
+@kernel("tex_read2d", "QQiifff", "out[i] = tex2D<float>(t, (x + shift) * sx, (y + 0.5) * sy), x = i % w, y = i / w")
+def _tex_read2d(ex: KernelExec, t, out, w, h, shift, sx, sy):
+    i, x, y = _texel_grid(ex, w, h)
+    f = np.float32
+    u = (x.astype(f) + f(shift)) * f(sx)
+    v = (y.astype(f) + f(0.5)) * f(sy)
+    ex.array(out, len(i), np.float32)[:] = ex.texture(t).sample_2d(u, v)
+
+
+@kernel("tex_fetch1d", "QQii", "out[i] = tex1Dfetch<float>(t, i + offset)")
+def _tex_fetch1d(ex: KernelExec, t, out, n, offset):
+    i = np.arange(ex.elements(n))
+    ex.array(out, len(i), np.float32)[:] = ex.texture(t).fetch_1d(i + int(offset))
+
+
+@kernel("surf_write2d", "Qiif", "surf2Dwrite(base + i, s, x * 4, y), x = i % w, y = i / w")
+def _surf_write2d(ex: KernelExec, surface, w, h, base):
+    i, x, y = _texel_grid(ex, w, h)
+    ex.texture(surface).write_2d((np.float32(base) + i.astype(np.float32)).astype(np.float32), x * 4, y)

@@ -391,6 +391,37 @@ MEMSET_2D = _op(0x0082, "MEMSET_2D", _SET_2D, names="stream:stream",
 MEMSET_2D_ASYNC = _op(0x0083, "MEMSET_2D_ASYNC", _SET_2D, deferrable=True, names="stream:stream",
                       doc="cuMemsetD2D*Async")
 
+# CUDA arrays, texture and surface objects (1.8). An array is a session handle; its elements' layout is the
+# driver's own, so only copies reach them. An array copy is a 2D copy (rows of `width` bytes) whose ends are each
+# the host (its rows packed in the bulk, as MEMCPY_2D's), device memory (`*_at` the first row's address, with its
+# pitch) or an array (`*_at` its handle, `*_x` in bytes, `*_y` a row, `*_z` a slice); kind is the source's type |
+# the destination's << 4, types 1 host, 2 device, 3 array, at least one an array. (`*_at`, not src/dst: a client
+# of several servers must not route a copy by an array's handle as if it were an address.)
+ARRAY_FORMATS = {0x01: 1, 0x02: 2, 0x03: 4, 0x08: 1, 0x09: 2, 0x0A: 4, 0x10: 2, 0x20: 4}  # CUarray_format: bytes
+ARRAY_CREATE = _op(0x0084, "ARRAY_CREATE", "width:u64 height:u64 depth:u64 format:u32 channels:u32 flags:u32",
+                   "array:u64", creates="array",
+                   doc="cuArray3DCreate (1.8): formats of ARRAY_FORMATS, 1, 2 or 4 channels; height and depth 0 "
+                       "for fewer dimensions")
+ARRAY_DESTROY = _op(0x0085, "ARRAY_DESTROY", "array:u64", names="array:array", doc="cuArrayDestroy (1.8)")
+_COPY_ARRAY = ("kind:u32 src_at:u64 src_x:u64 src_y:u64 src_z:u64 src_pitch:u64 dst_at:u64 dst_x:u64 dst_y:u64 "
+               "dst_z:u64 dst_pitch:u64 width:u64 height:u64 stream:u64")
+MEMCPY_ARRAY = _op(0x0086, "MEMCPY_ARRAY", _COPY_ARRAY, request_bulk="packed rows (from the host)",
+                   reply_bulk="packed rows (to the host)", names="stream:stream",
+                   doc="cuMemcpy2D/3D with an array end, one slice (1.8)")
+MEMCPY_ARRAY_ASYNC = _op(0x0087, "MEMCPY_ARRAY_ASYNC", _COPY_ARRAY, deferrable=True, request_bulk="packed rows",
+                         names="stream:stream", doc="the same, asynchronous; none to the host (1.8)")
+# Texture and surface objects: the driver's structures as they are (CUDA_RESOURCE_DESC with an array's session
+# handle in hArray, CUDA_TEXTURE_DESC, CUDA_RESOURCE_VIEW_DESC); the object is the driver's own number, which
+# kernels take as a parameter.
+RESOURCE_DESC_SIZE, TEXTURE_DESC_SIZE, RESOURCE_VIEW_DESC_SIZE = 144, 104, 112
+TEX_OBJECT_CREATE = _op(0x0088, "TEX_OBJECT_CREATE", "view:u32", "object:u64",
+                        request_bulk="CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC, CUDA_RESOURCE_VIEW_DESC if view",
+                        doc="cuTexObjectCreate (1.8)")
+TEX_OBJECT_DESTROY = _op(0x0089, "TEX_OBJECT_DESTROY", "object:u64", doc="cuTexObjectDestroy (1.8)")
+SURF_OBJECT_CREATE = _op(0x008A, "SURF_OBJECT_CREATE", "", "object:u64", request_bulk="CUDA_RESOURCE_DESC",
+                         doc="cuSurfObjectCreate (1.8): an array's")
+SURF_OBJECT_DESTROY = _op(0x008B, "SURF_OBJECT_DESTROY", "object:u64", doc="cuSurfObjectDestroy (1.8)")
+
 # cuBLAS (0x009x) and cuBLASLt (0x00Ax). Handles and descriptors live on the client until execution: only
 # what needs the GPU travels (see docs/protocol.md, "Libraries").
 BLAS_CREATE = _op(0x0090, "BLAS_CREATE", "", "handle:u64", creates="blas",

@@ -34,6 +34,7 @@ class Kind(enum.IntEnum):
     FFT_PLAN = 32  # a cuFFT plan (rgpu.dispatch.fft)
     RAND = 33  # a cuRAND generator
     JIT_LINK = 25  # a pending JIT linker invocation (rgpu.dispatch.jit_link)
+    ARRAY = 26  # a CUDA array (rgpu.dispatch.arrays)
 
 
 _KIND_SHIFT = 56

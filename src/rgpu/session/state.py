@@ -333,7 +333,7 @@ class Session:
                        Kind.DNN_DESC: be.dnn_destroy_descriptor, Kind.GRAPH_EXEC: be.graph_exec_destroy,
                        Kind.GRAPH: be.graph_destroy, Kind.RAND: be.rand_destroy, Kind.SOLVER: be.solver_destroy,
                        Kind.SPARSE: be.sparse_destroy, Kind.SPARSE_SPGEMM: be.spgemm_destroy,
-                       Kind.JIT_LINK: be.jit_link_destroy}.get(entry.kind)
+                       Kind.JIT_LINK: be.jit_link_destroy, Kind.ARRAY: be.array_destroy}.get(entry.kind)
             if release is not None:
                 self._quietly(release, ctx, entry.obj)
         for region in self.memory.regions(ctx=handle):
