@@ -125,3 +125,25 @@ def test_a_corrupt_modern_reply_is_a_clean_error(shim_dir, server, built, case):
     assert f"{program} OK" not in proc.stdout, text
     assert f"reply to opcode 0x{op.code:04x} is inconsistent" in proc.stderr or "connection to rgpu-server lost" \
         in proc.stderr, text
+
+
+@pytest.mark.parametrize("program, first_call", [("jit_link", "cuLinkCreate"), ("textures", "cudaMallocArray")])
+def test_a_server_before_protocol_1_8_refuses_its_calls_cleanly(shim_dir, server, built, program, first_call):
+    """The server's HELLO says 1.7 (rewritten on the way): linking and arrays answer NOT_SUPPORTED at their first
+    call, with a line naming the protocol they need, and nothing reaches the server."""
+    def older(frame):
+        hello = ops.HELLO.decode_reply(frame.args)._replace(minor=7)
+        return _with(frame, args=ops.HELLO.pack_reply(*hello))
+
+    proxy = CorruptingProxy(server, ops.HELLO.code, older)
+    try:
+        env = shims.environment(shim_dir)
+        env["RGPU_SERVER"] = proxy.address
+        proc = subprocess.run([str(built(program))], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        proxy.close()
+    assert proxy.corrupted.is_set()
+    assert proc.returncode == 1 and f"{program} OK" not in proc.stdout
+    assert "needs a server of protocol 1.8 or later; this one speaks 1.7" in proc.stderr, proc.stderr
+    assert first_call in proc.stderr and ("-> 801" in proc.stderr or "cudaErrorNotSupported" in proc.stderr), \
+        proc.stderr

@@ -161,9 +161,7 @@ static CUresult need_graphs(void)
 {
     static int logged;
     CUresult r = rgpu_ready();
-    if (r == CUDA_SUCCESS && rgpu_server_minor() < 2)
-        return rgpu_unsupported(&logged, "CUDA graphs and stream capture with a server older than protocol 1.2");
-    return r;
+    return r == CUDA_SUCCESS ? rgpu_need_protocol(2, &logged, "CUDA graphs and stream capture") : r;
 }
 
 int rgpu_capture_active(void) { return __atomic_load_n(&active, __ATOMIC_ACQUIRE) != 0; }

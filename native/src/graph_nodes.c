@@ -369,8 +369,8 @@ API CUresult cuGraphAddMemAllocNode(CUgraphNode *out, CUgraph g, const CUgraphNo
     CUresult r = rgpu_ready();
     if (r != CUDA_SUCCESS)
         return r;
-    if (rgpu_server_minor() < 5)
-        return rgpu_unsupported(&old_logged, "graph memory allocation nodes with a server older than protocol 1.5");
+    if ((r = rgpu_need_protocol(5, &old_logged, "graph memory allocation nodes")) != CUDA_SUCCESS)
+        return r;
     if (!out || !p || !p->bytesize || p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
         p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE || (p->accessDescCount && !p->accessDescs))
         return CUDA_ERROR_INVALID_VALUE;
@@ -510,8 +510,10 @@ CUresult rgpu_graph_edges(CUgraph g, const CUgraphNode *from, const CUgraphNode 
     if (n && (!from || !to))
         return CUDA_ERROR_INVALID_VALUE;
     int with_data = !rgpu_default_edges(data, n);
-    if (with_data && rgpu_server_minor() < 4)
-        return rgpu_unsupported(&logged, "graph edges with data (programmatic edges) with a server older than 1.4");
+    CUresult old = with_data ? rgpu_need_protocol(4, &logged, "graph edges with data (programmatic edges)")
+                             : CUDA_SUCCESS;
+    if (old != CUDA_SUCCESS)
+        return old;
     size_t record = with_data ? EDGE_WITH_DATA : EDGE_PAIR;
     uint8_t *bulk = malloc(record * n + 1);
     if (!bulk)

@@ -190,8 +190,9 @@ static CUresult send_stages(const struct staged *x, uint64_t g, unsigned long lo
 {
     static int logged, old_logged;
     *sent = 0;
-    if (rgpu_server_minor() < 5)
-        return rgpu_unsupported(&old_logged, "graphs with host nodes with a server older than protocol 1.5");
+    CUresult old = rgpu_need_protocol(5, &old_logged, "graphs with host nodes");
+    if (old != CUDA_SUCCESS)
+        return old;
     uint8_t *bulk = malloc(8 * x->n_members + 1);
     CUresult r = bulk ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     for (*sent = 0; *sent < x->n_steps && r == CUDA_SUCCESS; ++*sent) {

@@ -168,8 +168,9 @@ static CUresult launch_with_attributes(const struct rgpu_launch_kernel_req *p, c
     static int logged;
     if (n > RGPU_MAX_LAUNCH_ATTRIBUTES || param_bytes > RGPU_MAX_PARAM_BYTES)
         return CUDA_ERROR_INVALID_VALUE;
-    if (rgpu_server_minor() < 2)
-        return rgpu_unsupported(&logged, "cuLaunchKernelEx with launch attributes (the server predates protocol 1.2)");
+    CUresult old = rgpu_need_protocol(2, &logged, "cuLaunchKernelEx with launch attributes");
+    if (old != CUDA_SUCCESS)
+        return old;
     uint8_t a[RGPU_LAUNCH_KERNEL_EX_REQ_SIZE];
     rgpu_pack_launch_kernel_ex(a, &(struct rgpu_launch_kernel_ex_req){
                                       .function = p->function, .grid_x = p->grid_x, .grid_y = p->grid_y,

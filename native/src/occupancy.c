@@ -102,8 +102,9 @@ static CUresult clusters(uint32_t which, int *out, CUfunction func, const CUlaun
     static int logged;
     if (!out || !func || !c || (c->numAttrs && !c->attrs) || c->numAttrs > RGPU_MAX_LAUNCH_ATTRIBUTES)
         return CUDA_ERROR_INVALID_VALUE;
-    if (rgpu_server_minor() < 7)
-        return rgpu_unsupported(&logged, "cluster occupancy (the server predates protocol 1.7)");
+    CUresult old = rgpu_need_protocol(7, &logged, "cluster occupancy");
+    if (old != CUDA_SUCCESS)
+        return old;
     uint8_t a[RGPU_OCCUPANCY_CLUSTERS_REQ_SIZE], rep[RGPU_OCCUPANCY_CLUSTERS_REP_SIZE];
     rgpu_pack_occupancy_clusters(a, &(struct rgpu_occupancy_clusters_req){
                                         .function = rgpu_function_handle(func), .which = which,

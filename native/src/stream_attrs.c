@@ -12,8 +12,7 @@ _Static_assert(sizeof(CUstreamAttrValue) == RGPU_STREAM_ATTRIBUTE_VALUE_SIZE, "a
 static CUresult supported(void)
 {
     static int logged;
-    return rgpu_server_minor() < 7 ? rgpu_unsupported(&logged, "stream attributes (the server predates protocol 1.7)")
-                                   : CUDA_SUCCESS;
+    return rgpu_need_protocol(7, &logged, "stream attributes");
 }
 
 API CUresult cuStreamSetAttribute(CUstream s, CUstreamAttrID id, const CUstreamAttrValue *value)
