@@ -329,6 +329,15 @@ API CUresult cuLinkDestroy(CUlinkState state)
     return r;
 }
 
+CUresult rgpu_jit_options_unused(unsigned n, CUjit_option *options, void **values)
+{
+    struct jit_options o;
+    CUresult r = parse_options(n, options, values, 0, &o);
+    if (r == CUDA_SUCCESS)
+        put_nothing(&o.out);
+    return r;
+}
+
 /* PTX with options is JIT compiled as a link of that one input, so that its options apply and its logs reach the
  * program; a binary image (or a server before 1.8) loads as it is, the options having nothing to act on there. */
 API CUresult cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned n, CUjit_option *options, void **values)

@@ -88,8 +88,10 @@ static CUresult load(CUlibrary *out, const void *image, size_t size, unsigned n_
 API CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jit, void **jit_values,
                                unsigned int n_jit, CUlibraryOption *options, void **option_values, unsigned int n_lib)
 {
-    (void)jit, (void)jit_values, (void)options, (void)option_values;
+    (void)options, (void)option_values;
     CUresult r = rgpu_ready();
+    if (r == CUDA_SUCCESS)
+        r = rgpu_jit_options_unused(n_jit, jit, jit_values);
     if (r != CUDA_SUCCESS)
         return r;
     return load(library, code, code ? rgpu_test_image_size(code) : 0, n_jit, n_lib);
@@ -99,8 +101,10 @@ API CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *path, CUjit_o
                                    unsigned int n_jit, CUlibraryOption *options, void **option_values,
                                    unsigned int n_lib)
 {
-    (void)jit, (void)jit_values, (void)options, (void)option_values;
+    (void)options, (void)option_values;
     CUresult r = rgpu_ready();
+    if (r == CUDA_SUCCESS)
+        r = rgpu_jit_options_unused(n_jit, jit, jit_values);
     if (r != CUDA_SUCCESS)
         return r;
     uint8_t *buf;

@@ -127,6 +127,9 @@ CUresult rgpu_need_protocol(uint16_t minor, int *logged, const char *what);
 /* driver.c: module images (a fatbin or an ELF cubin is binary, anything else PTX text) */
 int rgpu_image_is_binary(const void *image);
 CUresult rgpu_module_load_image(CUmodule *mod, const void *image, size_t size);
+/* jit_link.c: JIT options checked, and what they ask to hear cleared (empty logs, no time), for a load whose image
+ * the server's driver JITs with its defaults */
+CUresult rgpu_jit_options_unused(unsigned n, CUjit_option *options, void **values);
 /* arrays.c: a 2D or 3D copy with a CUDA array at one end or both */
 CUresult rgpu_array_copy(const CUDA_MEMCPY3D *p, CUstream stream, int async);
 
