@@ -4,6 +4,7 @@ server's handlers in this process (the cuda backend mixins). GPU box only (RGPU_
 from __future__ import annotations
 
 import os
+import pathlib
 import struct
 
 import numpy as np
@@ -102,3 +103,61 @@ def test_occupancy_table_and_batched_gemm(s):
     bad = pointer_array(s, [mats["c"][0], 0x1000, mats["c"][2]])
     with pytest.raises(CudaError):
         call(s, ops.BLAS_GEMM_BATCHED, *gemm_args(blas, (arrays[0], arrays[1], bad), 3))
+
+
+def _c_strings(header: str) -> dict[str, bytes]:
+    """The string constants of a C header such as tests/cuda/link_ptx.h, by name."""
+    import re
+
+    text = (pathlib.Path(__file__).parents[1] / "cuda" / header).read_text()
+    out = {}
+    for name, body in re.findall(r"static const char (\w+)\[\] =((?:\s*\"(?:[^\"\\]|\\.)*\")+);", text):
+        parts = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", body)
+        out[name] = "".join(parts).encode().decode("unicode_escape").encode()
+    return out
+
+
+def _handled(s, op, *values, bulk=b""):
+    """(reply values, reply bulk) of a request run through its handler."""
+    result = HANDLERS[op.code].fn(s, op.decode(op.pack_request(*values)), bulk)
+    return (result.values, bytes(result.bulk)) if hasattr(result, "values") else (result, b"")
+
+
+def test_jit_link_on_the_driver(s):
+    ptx = _c_strings("link_ptx.h")
+    (link,) = call(s, ops.JIT_LINK_CREATE, 1, 4096, 4096, bulk=struct.pack("<IIQ", 12, 0, 1))  # LOG_VERBOSE
+    (status, info, error), logs = _handled(s, ops.JIT_LINK_ADD, link, 1, 0, 10, bulk=b"kernel.ptx" + ptx["kernel_ptx"])
+    assert status == 0 and error == 0, logs
+    (status, info, error, _, size, _), logs = _handled(s, ops.JIT_LINK_COMPLETE, link)
+    assert status != 0 and b"_Z7add_f32ff" in logs, (status, logs)  # the device function is nowhere
+    call(s, ops.JIT_LINK_DESTROY, link)
+    (link,) = call(s, ops.JIT_LINK_CREATE, 0, 4096, 4096)
+    for name, text in ((b"kernel.ptx", ptx["kernel_ptx"]), (b"device.ptx", ptx["device_ptx"])):
+        assert _handled(s, ops.JIT_LINK_ADD, link, 1, 0, len(name), bulk=name + text)[0][0] == 0
+    (status, _, _, wall_ms, size, digest), _ = _handled(s, ops.JIT_LINK_COMPLETE, link)
+    assert status == 0 and size > 0 and wall_ms >= 0
+    _, image = _handled(s, ops.JIT_LINK_READ, link, 0, size)
+    assert len(image) == size and image.startswith(b"\x7fELF")
+    (module,) = call(s, ops.MODULE_LOAD_DATA, bulk=image)
+    call(s, ops.MODULE_GET_FUNCTION, module, bulk=b"vadd")
+    call(s, ops.JIT_LINK_DESTROY, link)
+
+
+def test_arrays_and_texture_objects_on_the_driver(s):
+    from ..test_arrays import resource, texture
+
+    (a,) = call(s, ops.ARRAY_CREATE, 8, 4, 0, 0x20, 1, 0x02)  # 4 rows of 8 floats, surface load/store
+    (b,) = call(s, ops.ARRAY_CREATE, 8, 4, 0, 0x20, 1, 0)
+    rows = np.arange(32, dtype=np.float32).tobytes()
+    copy = (0, 0, 0, 0, 0)
+    _handled(s, ops.MEMCPY_ARRAY, 1 | 3 << 4, *copy, a, 0, 0, 0, 0, 32, 4, 0, bulk=rows)
+    _handled(s, ops.MEMCPY_ARRAY, 3 | 3 << 4, a, 0, 2, 0, 0, b, 0, 0, 0, 0, 32, 2, 0)
+    assert _handled(s, ops.MEMCPY_ARRAY, 3 | 1 << 4, a, 8, 1, 0, 0, *copy, 8, 2, 0)[1] == rows[40:48] + rows[72:80]
+    assert _handled(s, ops.MEMCPY_ARRAY, 3 | 1 << 4, b, 0, 0, 0, 0, *copy, 32, 2, 0)[1] == rows[64:]
+    (t,) = call(s, ops.TEX_OBJECT_CREATE, 0, bulk=resource(0, a) + texture())
+    (surface,) = call(s, ops.SURF_OBJECT_CREATE, bulk=resource(0, a))
+    assert t and surface
+    fails(Status.INVALID_VALUE, s, ops.SURF_OBJECT_CREATE, bulk=resource(0, b))  # no SURFACE_LDST
+    call(s, ops.TEX_OBJECT_DESTROY, t)
+    call(s, ops.SURF_OBJECT_DESTROY, surface)
+    call(s, ops.ARRAY_DESTROY, b)  # a goes with the session
