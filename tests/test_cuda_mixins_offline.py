@@ -11,12 +11,12 @@ import pytest
 
 pytest.importorskip("cuda.bindings.driver")
 
-from rgpu.backends import cuda_arrays, cuda_jit_link  # noqa: E402
+from rgpu.backends import cuda_arrays, cuda_ipc, cuda_jit_link  # noqa: E402
 from rgpu.backends.array_types import ARRAY, DEVICE, HOST, ArrayShape, CopyEnd, Resource, TextureDesc  # noqa: E402
 from rgpu.errors import CudaError  # noqa: E402
 
 
-class Probe(cuda_arrays.CudaArrays, cuda_jit_link.CudaJitLink):
+class Probe(cuda_arrays.CudaArrays, cuda_ipc.CudaIpc, cuda_jit_link.CudaJitLink):
     def _use(self, ctx) -> None:
         pass
 
@@ -159,3 +159,44 @@ def test_array_copies_and_objects_through_the_driver_s_structures(monkeypatch):
     assert probe.surf_object_create(None, Resource(0, array))[0] == 8
     probe.array_destroy(None, array)
     assert fake.arrays == {}
+
+
+class FakeIpcDriver:
+    """cuIpc* taking and giving the 64-byte handles by value, as the driver does."""
+
+    def __init__(self):
+        self.ffi = cuda_ipc._ffi
+
+    def cuIpcGetMemHandle(self, h, dptr):
+        self.ffi.memmove(h.reserved, dptr.to_bytes(8, "little") * 8, 64)
+        return 0
+
+    def cuIpcOpenMemHandle_v2(self, dptr, h, flags):
+        self.opened = (bytes(self.ffi.buffer(h.reserved)), flags)
+        dptr[0] = 0xE000
+        return 0
+
+    def cuMemGetAddressRange_v2(self, base, size, dptr):
+        base[0], size[0] = dptr, 4096
+        return 0
+
+    def cuIpcGetEventHandle(self, h, event):
+        self.ffi.memmove(h.reserved, b"E" * 64, 64)
+        return 0
+
+    def cuIpcOpenEventHandle(self, event, h):
+        self.event_handle = bytes(self.ffi.buffer(h.reserved))
+        event[0] = 0x77
+        return 0
+
+
+def test_ipc_handles_through_the_driver_s_structures(monkeypatch):
+    fake = FakeIpcDriver()
+    monkeypatch.setattr(cuda_ipc, "driver", lambda ffi: fake)
+    probe = Probe()
+    payload = probe.ipc_export_memory(None, 0x1234)
+    assert payload == (0x1234).to_bytes(8, "little") * 8
+    assert probe.ipc_open_memory(None, payload, 1) == (0xE000, 4096) and fake.opened == (payload, 1)
+    event_payload = probe.ipc_export_event(None, cuda_ipc.cu.CUevent(5))
+    assert event_payload == b"E" * 64
+    assert int(probe.ipc_open_event(None, event_payload)) == 0x77 and fake.event_handle == event_payload

@@ -35,6 +35,7 @@ LINKS = {
     "stream_attributes": ["-lcuda"],
     "jit_link": ["-lcuda"],
     "textures": ["-lcuda"],
+    "ipc": [],
 }
 
 

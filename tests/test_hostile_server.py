@@ -115,8 +115,9 @@ def _no_sanitizer_report(proc):
 
 # -- the proxy ----------------------------------------------------------------------------------------------------
 class CorruptingProxy:
-    """Forwards each connection to `upstream`; the first reply of opcode `opcode` goes to `corrupt(frame)`, which
-    returns the bytes the client gets instead (a whole record: prefix, header, args, bulk -- or anything)."""
+    """Forwards each connection to `upstream`; the first successful reply of opcode `opcode` (a refusal carries
+    nothing to corrupt) goes to `corrupt(frame)`, which returns the bytes the client gets instead (a whole record:
+    prefix, header, args, bulk -- or anything)."""
 
     def __init__(self, upstream: str, opcode: int, corrupt):
         self.upstream, self.opcode, self.corrupt = upstream, opcode, corrupt
@@ -164,7 +165,7 @@ class CorruptingProxy:
                 prefix = self._exactly(upstream, 4)
                 body = self._exactly(upstream, int.from_bytes(prefix, "little"))
                 frame = parse_frame(body)
-                if frame.opcode == self.opcode and not self.corrupted.is_set():
+                if frame.opcode == self.opcode and not frame.status and not self.corrupted.is_set():
                     self.corrupted.set()
                     client.sendall(self.corrupt(frame))
                 else:

@@ -1,5 +1,5 @@
 """A hostile server against the stand-ins' newer replies (VMM, pools, occupancy tables, tensor maps, graph
-queries and capture dependencies, a stream's description and attributes, cluster occupancy, JIT links, arrays and texture objects, cuFFT plans, cuSOLVER
+queries and capture dependencies, a stream's description and attributes, cluster occupancy, JIT links, arrays and texture objects, IPC handles, cuFFT plans, cuSOLVER
 and cuSPARSE buffer sizes): a proxy rewrites the first reply of one operation -- a result of the wrong
 size, a count above the items sent or above what was asked, bytes past the items -- while an unmodified CUDA
 program runs. Each must end in a clean CUDA error and a log line naming the reply, never a crash or a hang.
@@ -77,6 +77,11 @@ CASES = {
     "array handle of the wrong size": ("textures", ops.ARRAY_CREATE, _short),
     "texture object of the wrong size": ("textures", ops.TEX_OBJECT_CREATE, _short),
     "surface object of the wrong size": ("textures", ops.SURF_OBJECT_CREATE, _short),
+    "IPC handle of the wrong size": ("ipc", ops.IPC_GET_MEM_HANDLE, _short),
+    "opened IPC memory of the wrong size": ("ipc", ops.IPC_OPEN_MEM_HANDLE, _short),
+    "opened IPC memory wrapping around": ("ipc", ops.IPC_OPEN_MEM_HANDLE, lambda f: _with(
+        f, args=ops.IPC_OPEN_MEM_HANDLE.pack_reply(1 << 63, 1 << 63))),
+    "a count of opens of the wrong size": ("ipc", ops.IPC_CLOSE_MEM_HANDLE, _short),
     # the math libraries' round trips (C programs, built against the library named)
     "cuFFT plan of the wrong size": ("fft_check", ops.FFT_PLAN, _short),
     "cuSOLVER buffer size of the wrong size": ("solver_check", ops.SOLVER_BUFFER_SIZE, _short),

@@ -47,6 +47,8 @@ HAND_WRITTEN = {
     "cuMemcpyDtoA_v2_ptds", "cuMemcpyAtoD_v2", "cuMemcpyAtoD_v2_ptds", "cuMemcpyAtoA_v2", "cuMemcpyAtoA_v2_ptds",
     "cuTexObjectCreate", "cuTexObjectDestroy", "cuTexObjectGetResourceDesc", "cuTexObjectGetTextureDesc",
     "cuTexObjectGetResourceViewDesc", "cuSurfObjectCreate", "cuSurfObjectDestroy", "cuSurfObjectGetResourceDesc",
+    # IPC handles minted by the server (ipc.c)
+    "cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle", "cuIpcGetEventHandle", "cuIpcOpenEventHandle",
     # initialisation, versions, errors, entry points (native/src/driver.c)
     # stream synchronization answered locally when nothing was issued since the stream was idle (sync.c)
     "cuStreamSynchronize", "cuStreamSynchronize_ptsz",

@@ -394,6 +394,7 @@ def consts_header() -> str:
               f"#define RGPU_MAX_JIT_LOG {ops.MAX_JIT_LOG}u",
               f"#define RGPU_MAX_JIT_IMAGE {ops.MAX_JIT_IMAGE}u",
               f"#define RGPU_FORWARDED_JIT_OPTIONS 0x{_bits(ops.FORWARDED_JIT_OPTIONS, 64):X}ull",
+              f"#define RGPU_IPC_HANDLE_SIZE {ops.IPC_HANDLE_SIZE}",
               "/* Texture and surface objects' descriptions: the driver's structures' sizes. */",
               f"#define RGPU_RESOURCE_DESC_SIZE {ops.RESOURCE_DESC_SIZE}",
               f"#define RGPU_TEXTURE_DESC_SIZE {ops.TEXTURE_DESC_SIZE}",

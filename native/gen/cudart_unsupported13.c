@@ -417,36 +417,6 @@ RT_API cudaError_t cudaImportExternalSemaphore(cudaExternalSemaphore_t *extSem_o
     return rt_unsupported(&logged, "cudaImportExternalSemaphore");
 }
 
-RT_API cudaError_t cudaIpcCloseMemHandle(void *devPtr)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaIpcCloseMemHandle");
-}
-
-RT_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaIpcGetEventHandle");
-}
-
-RT_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaIpcGetMemHandle");
-}
-
-RT_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaIpcOpenEventHandle");
-}
-
-RT_API cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaIpcOpenMemHandle");
-}
-
 RT_API cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum cudaFuncAttribute attr, int value, int device)
 {
     static int logged;

@@ -38,6 +38,7 @@
 #define RGPU_MAX_JIT_LOG 1048576u
 #define RGPU_MAX_JIT_IMAGE 268435456u
 #define RGPU_FORWARDED_JIT_OPTIONS 0x7E1F1FF83ull
+#define RGPU_IPC_HANDLE_SIZE 64
 /* Texture and surface objects' descriptions: the driver's structures' sizes. */
 #define RGPU_RESOURCE_DESC_SIZE 144
 #define RGPU_TEXTURE_DESC_SIZE 104

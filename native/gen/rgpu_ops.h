@@ -4384,6 +4384,156 @@ static inline int rgpu_unpack_graph_edges_data_req(const uint8_t *in, size_t len
     return 0;
 }
 
+/* IPC_GET_MEM_HANDLE: cuIpcGetMemHandle of an allocation's start (1.8) [context] */
+#define RGPU_OP_IPC_GET_MEM_HANDLE 0x0100
+#define RGPU_IPC_GET_MEM_HANDLE_REQ_SIZE 8
+#define RGPU_IPC_GET_MEM_HANDLE_REP_SIZE 64
+struct rgpu_ipc_get_mem_handle_req {
+    uint64_t dptr;
+};
+static inline void rgpu_pack_ipc_get_mem_handle(uint8_t out[RGPU_IPC_GET_MEM_HANDLE_REQ_SIZE], const struct rgpu_ipc_get_mem_handle_req *m)
+{
+    rgpu_put_u64(out + 0, m->dptr);
+}
+static inline int rgpu_unpack_ipc_get_mem_handle_req(const uint8_t *in, size_t len, struct rgpu_ipc_get_mem_handle_req *m)
+{
+    if (len != RGPU_IPC_GET_MEM_HANDLE_REQ_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_ipc_get_mem_handle_rep {
+    uint8_t handle[64];
+};
+static inline int rgpu_unpack_ipc_get_mem_handle(const uint8_t *in, size_t len, struct rgpu_ipc_get_mem_handle_rep *m)
+{
+    if (len != RGPU_IPC_GET_MEM_HANDLE_REP_SIZE)
+        return -1;
+    memcpy(m->handle, in + 0, 64);
+    return 0;
+}
+
+/* IPC_OPEN_MEM_HANDLE: cuIpcOpenMemHandle in the current context (1.8): another session's export; its memory is this session's to use, not to free [context] */
+#define RGPU_OP_IPC_OPEN_MEM_HANDLE 0x0101
+#define RGPU_IPC_OPEN_MEM_HANDLE_REQ_SIZE 68
+#define RGPU_IPC_OPEN_MEM_HANDLE_REP_SIZE 16
+struct rgpu_ipc_open_mem_handle_req {
+    uint8_t handle[64];
+    uint32_t flags;
+};
+static inline void rgpu_pack_ipc_open_mem_handle(uint8_t out[RGPU_IPC_OPEN_MEM_HANDLE_REQ_SIZE], const struct rgpu_ipc_open_mem_handle_req *m)
+{
+    memcpy(out + 0, m->handle, 64);
+    rgpu_put_u32(out + 64, m->flags);
+}
+static inline int rgpu_unpack_ipc_open_mem_handle_req(const uint8_t *in, size_t len, struct rgpu_ipc_open_mem_handle_req *m)
+{
+    if (len != RGPU_IPC_OPEN_MEM_HANDLE_REQ_SIZE)
+        return -1;
+    memcpy(m->handle, in + 0, 64);
+    m->flags = (uint32_t)rgpu_get_u32(in + 64);
+    return 0;
+}
+struct rgpu_ipc_open_mem_handle_rep {
+    uint64_t dptr;
+    uint64_t size;
+};
+static inline int rgpu_unpack_ipc_open_mem_handle(const uint8_t *in, size_t len, struct rgpu_ipc_open_mem_handle_rep *m)
+{
+    if (len != RGPU_IPC_OPEN_MEM_HANDLE_REP_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    m->size = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
+/* IPC_CLOSE_MEM_HANDLE: cuIpcCloseMemHandle (1.8): how many opens of that memory remain (one handle opened twice is one mapping, gone with its last close) [context] */
+#define RGPU_OP_IPC_CLOSE_MEM_HANDLE 0x0102
+#define RGPU_IPC_CLOSE_MEM_HANDLE_REQ_SIZE 8
+#define RGPU_IPC_CLOSE_MEM_HANDLE_REP_SIZE 4
+struct rgpu_ipc_close_mem_handle_req {
+    uint64_t dptr;
+};
+static inline void rgpu_pack_ipc_close_mem_handle(uint8_t out[RGPU_IPC_CLOSE_MEM_HANDLE_REQ_SIZE], const struct rgpu_ipc_close_mem_handle_req *m)
+{
+    rgpu_put_u64(out + 0, m->dptr);
+}
+static inline int rgpu_unpack_ipc_close_mem_handle_req(const uint8_t *in, size_t len, struct rgpu_ipc_close_mem_handle_req *m)
+{
+    if (len != RGPU_IPC_CLOSE_MEM_HANDLE_REQ_SIZE)
+        return -1;
+    m->dptr = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_ipc_close_mem_handle_rep {
+    uint32_t opens;
+};
+static inline int rgpu_unpack_ipc_close_mem_handle(const uint8_t *in, size_t len, struct rgpu_ipc_close_mem_handle_rep *m)
+{
+    if (len != RGPU_IPC_CLOSE_MEM_HANDLE_REP_SIZE)
+        return -1;
+    m->opens = (uint32_t)rgpu_get_u32(in + 0);
+    return 0;
+}
+
+/* IPC_GET_EVENT_HANDLE: cuIpcGetEventHandle of an event made INTERPROCESS | DISABLE_TIMING (1.8) [context] */
+#define RGPU_OP_IPC_GET_EVENT_HANDLE 0x0103
+#define RGPU_IPC_GET_EVENT_HANDLE_REQ_SIZE 8
+#define RGPU_IPC_GET_EVENT_HANDLE_REP_SIZE 64
+struct rgpu_ipc_get_event_handle_req {
+    uint64_t event;
+};
+static inline void rgpu_pack_ipc_get_event_handle(uint8_t out[RGPU_IPC_GET_EVENT_HANDLE_REQ_SIZE], const struct rgpu_ipc_get_event_handle_req *m)
+{
+    rgpu_put_u64(out + 0, m->event);
+}
+static inline int rgpu_unpack_ipc_get_event_handle_req(const uint8_t *in, size_t len, struct rgpu_ipc_get_event_handle_req *m)
+{
+    if (len != RGPU_IPC_GET_EVENT_HANDLE_REQ_SIZE)
+        return -1;
+    m->event = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+struct rgpu_ipc_get_event_handle_rep {
+    uint8_t handle[64];
+};
+static inline int rgpu_unpack_ipc_get_event_handle(const uint8_t *in, size_t len, struct rgpu_ipc_get_event_handle_rep *m)
+{
+    if (len != RGPU_IPC_GET_EVENT_HANDLE_REP_SIZE)
+        return -1;
+    memcpy(m->handle, in + 0, 64);
+    return 0;
+}
+
+/* IPC_OPEN_EVENT_HANDLE: cuIpcOpenEventHandle in the current context (1.8) [context] */
+#define RGPU_OP_IPC_OPEN_EVENT_HANDLE 0x0104
+#define RGPU_IPC_OPEN_EVENT_HANDLE_REQ_SIZE 64
+#define RGPU_IPC_OPEN_EVENT_HANDLE_REP_SIZE 8
+struct rgpu_ipc_open_event_handle_req {
+    uint8_t handle[64];
+};
+static inline void rgpu_pack_ipc_open_event_handle(uint8_t out[RGPU_IPC_OPEN_EVENT_HANDLE_REQ_SIZE], const struct rgpu_ipc_open_event_handle_req *m)
+{
+    memcpy(out + 0, m->handle, 64);
+}
+static inline int rgpu_unpack_ipc_open_event_handle_req(const uint8_t *in, size_t len, struct rgpu_ipc_open_event_handle_req *m)
+{
+    if (len != RGPU_IPC_OPEN_EVENT_HANDLE_REQ_SIZE)
+        return -1;
+    memcpy(m->handle, in + 0, 64);
+    return 0;
+}
+struct rgpu_ipc_open_event_handle_rep {
+    uint64_t event;
+};
+static inline int rgpu_unpack_ipc_open_event_handle(const uint8_t *in, size_t len, struct rgpu_ipc_open_event_handle_rep *m)
+{
+    if (len != RGPU_IPC_OPEN_EVENT_HANDLE_REP_SIZE)
+        return -1;
+    m->event = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* OCCUPANCY_TABLE: cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags for several block sizes (the client runs the program's shared-memory callback) [context] */
 #define RGPU_OP_OCCUPANCY_TABLE 0x0110
 #define RGPU_OCCUPANCY_TABLE_REQ_SIZE 16
@@ -6980,6 +7130,11 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_NODE_INFO:
     case RGPU_OP_GRAPH_GET_NODES:
     case RGPU_OP_GRAPH_EDGES_DATA:
+    case RGPU_OP_IPC_GET_MEM_HANDLE:
+    case RGPU_OP_IPC_OPEN_MEM_HANDLE:
+    case RGPU_OP_IPC_CLOSE_MEM_HANDLE:
+    case RGPU_OP_IPC_GET_EVENT_HANDLE:
+    case RGPU_OP_IPC_OPEN_EVENT_HANDLE:
     case RGPU_OP_OCCUPANCY_TABLE:
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:
     case RGPU_OP_OCCUPANCY_CLUSTERS:
@@ -7270,6 +7425,14 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_GRAPH_EDGES_DATA:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_IPC_GET_MEM_HANDLE:
+        return (struct rgpu_op_route){-1, 0, 0, -1, 1, 0};
+    case RGPU_OP_IPC_CLOSE_MEM_HANDLE:
+        return (struct rgpu_op_route){-1, 0, 0, -1, 1, 0};
+    case RGPU_OP_IPC_GET_EVENT_HANDLE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_IPC_OPEN_EVENT_HANDLE:
+        return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
     case RGPU_OP_OCCUPANCY_TABLE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_OCCUPANCY_AVAILABLE_SMEM:

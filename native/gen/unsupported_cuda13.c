@@ -584,36 +584,6 @@ CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out, const CUDA_E
     return rgpu_unsupported(&logged, "cuImportExternalSemaphore");
 }
 
-CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuIpcCloseMemHandle");
-}
-
-CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuIpcGetEventHandle");
-}
-
-CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuIpcGetMemHandle");
-}
-
-CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuIpcOpenEventHandle");
-}
-
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuIpcOpenMemHandle_v2");
-}
-
 CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
 {
     static int logged;

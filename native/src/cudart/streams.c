@@ -179,12 +179,9 @@ RT_API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void
 /* -- events ------------------------------------------------------------------------------------------------- */
 RT_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
-    static int logged;
     if (!e)
         return rt_record(cudaErrorInvalidValue);
-    if (flags & cudaEventInterprocess)
-        return rt_unsupported(&logged, "cudaEventCreateWithFlags(cudaEventInterprocess)");
-    WITH_CONTEXT(cuEventCreate((CUevent *)e, flags));
+    WITH_CONTEXT(cuEventCreate((CUevent *)e, flags)); /* (interprocess events too: the driver's ipc.c exports them) */
 }
 
 RT_API cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }

@@ -124,6 +124,21 @@ class Backend(abc.ABC):
     def surf_object_create(self, ctx, resource) -> tuple[int, object]: ...
     @abc.abstractmethod
     def surf_object_destroy(self, ctx, obj) -> None: ...
+    # IPC (rgpu.dispatch.ipc checks the requests): an export's payload is what another worker's backend opens it by.
+    @abc.abstractmethod
+    def ipc_export_memory(self, ctx, ptr: int) -> bytes: ...
+    @abc.abstractmethod
+    def ipc_withdraw_memory(self, ctx, ptr: int) -> None:
+        """The allocation is about to be freed: its export stops opening."""
+    @abc.abstractmethod
+    def ipc_open_memory(self, ctx, payload: bytes, flags: int) -> tuple[int, int]:
+        """(address, size) of another session's exported memory, in `ctx`"""
+    @abc.abstractmethod
+    def ipc_close_memory(self, ctx, ptr: int) -> None: ...
+    @abc.abstractmethod
+    def ipc_export_event(self, ctx, event) -> bytes: ...
+    @abc.abstractmethod
+    def ipc_open_event(self, ctx, payload: bytes): ...
     @abc.abstractmethod
     def func_attributes(self, ctx, func, count: int) -> list[int]:
         """cuFuncGetAttribute 0..count-1; ATTRIBUTE_UNSUPPORTED where the driver has none."""

@@ -30,6 +30,7 @@ from rgpu.backends.cuda_copyring import SLOT_BYTES as _RING_SLOT_BYTES
 from rgpu.backends.cuda_copyring import CopyRing
 from rgpu.backends.cuda_copyring import available as _rings_available
 from rgpu.backends.cuda_graphs import CudaGraphs
+from rgpu.backends.cuda_ipc import CudaIpc
 from rgpu.backends.cuda_jit_link import CudaJitLink
 from rgpu.backends.cuda_occupancy import CudaOccupancy
 from rgpu.backends.cuda_pools import CudaPools
@@ -97,7 +98,7 @@ def _tensor_map_bytes(tensor_map) -> bytes:
     return ctypes.string_at(tensor_map.getPtr(), 128)
 
 
-class CudaBackend(CudaGraphs, CudaJitLink, CudaArrays, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand, CudaSolver,
+class CudaBackend(CudaGraphs, CudaJitLink, CudaArrays, CudaIpc, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand, CudaSolver,
                   CudaSparse, Backend):
     name = "cuda"
 

@@ -25,6 +25,7 @@ from rgpu.backends.base import ATTRIBUTE_UNSUPPORTED, MAX_PARAM_BYTES, Backend
 from rgpu.backends.fake_fft import FakeFft
 from rgpu.backends.fake_arrays import FakeArrayGone, FakeArrays
 from rgpu.backends.fake_graphs import FakeGraphs
+from rgpu.backends.fake_ipc import FakeIpc
 from rgpu.backends.fake_jit_link import FakeJitLink
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
 from rgpu.backends.fake_pools import FakePools
@@ -118,7 +119,7 @@ def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> b
     return (head + digest).ljust(128, b"\0")
 
 
-class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeBlasRoutines, FakeFft, FakeRand,
+class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeIpc, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeBlasRoutines, FakeFft, FakeRand,
                   FakeSolver, FakeSparse, Backend):
     name = "fake"
 
@@ -152,6 +153,8 @@ class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeVmm, FakePools, fake_
         self._device_count = len(visible)
         self._lock = threading.Lock()
         self._textures: dict = {}  # texture and surface objects by number (fake_arrays)
+        self._exported: dict[int, str] = {}  # allocation -> the file it moved into (fake_ipc)
+        self._opened: dict[int, FakeContext] = {}  # another worker's export mapped here -> the context
         self._object_numbers = itertools.count(1)
         self._starts: list[int] = []
         self._memory: dict[int, np.ndarray] = {}

@@ -177,3 +177,9 @@ def _tex_fetch1d(ex: KernelExec, t, out, n, offset):
 def _surf_write2d(ex: KernelExec, surface, w, h, base):
     i, x, y = _texel_grid(ex, w, h)
     ex.texture(surface).write_2d((np.float32(base) + i.astype(np.float32)).astype(np.float32), x * 4, y)
+
+
+@kernel("iota_affine", "Qiii", "p[i] = i * mul + add (int32)")
+def _iota_affine(ex: KernelExec, p, mul, add, n):
+    k = ex.elements(n)
+    ex.array(p, k, np.int32)[:] = np.arange(k, dtype=np.int32) * np.int32(mul) + np.int32(add)

@@ -187,6 +187,7 @@ def _mem_free(s: Session, args, bulk):
     if pools.free_now(s, ptr):  # stream-ordered pool memory, which cuMemFree may free too
         return
     region = s.memory.allocation_at(ptr)
+    ipc.withdraw(s, ptr)
     s.backend.mem_free(s.context(region.ctx).obj, ptr)
     s.memory.remove(ptr)
 
@@ -543,11 +544,14 @@ def _stream_wait_event(s: Session, args, bulk):
 @handles(ops.EVENT_CREATE)
 def _event_create(s: Session, args, bulk):
     ctx = s.context()
-    return (s.handles.add(Kind.EVENT, s.backend.event_create(ctx.obj, args.flags), ctx=s.current_ctx),)
+    # (the flags kept: only an INTERPROCESS event may be exported, rgpu.dispatch.ipc)
+    return (s.handles.add(Kind.EVENT, s.backend.event_create(ctx.obj, args.flags), ctx=s.current_ctx,
+                          info=args.flags),)
 
 
 @handles(ops.EVENT_DESTROY)
 def _event_destroy(s: Session, args, bulk):
+    ipc.forget_event(s, args.event)
     _destroy(s, args.event, Kind.EVENT, s.backend.event_destroy)
 
 
@@ -836,5 +840,5 @@ def _nop(s, args, bulk):
 
 
 # Handlers in modules of their own register themselves on import (they import `handles` from the registry).
-from rgpu.dispatch import (arrays, blas_batched, blas_level1, blas_routines, fft, graphs, jit_link,  # noqa: E402, F401
-                           links, occupancy, peers, pools, rand, solver, sparse, tensormap, vmm)
+from rgpu.dispatch import (arrays, blas_batched, blas_level1, blas_routines, fft, graphs, ipc,  # noqa: E402, F401
+                           jit_link, links, occupancy, peers, pools, rand, solver, sparse, tensormap, vmm)

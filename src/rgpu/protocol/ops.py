@@ -554,6 +554,23 @@ MEM_POOL_SET_ACCESS = _op(0x00DA, "MEM_POOL_SET_ACCESS", "pool:u64 count:u32",
 MEM_POOL_GET_ACCESS = _op(0x00DB, "MEM_POOL_GET_ACCESS", "pool:u64 location_type:u32 location_id:i32",
                           "flags:u32", names="pool:mem_pool", doc="cuMemPoolGetAccess(pool, location) -> flags")
 
+# Inter-process sharing (0x0100-0x010F, 1.8): memory and events one session exports for others of the server to
+# open. A handle is 64 bytes the server minted at random (CUipcMemHandle's and CUipcEventHandle's size): holding it
+# is the only way to name the export, as any process of a machine holding a CUDA IPC handle may open it.
+IPC_HANDLE_SIZE = 64
+IPC_GET_MEM_HANDLE = _op(0x0100, "IPC_GET_MEM_HANDLE", "dptr:u64", "handle:b64", names="dptr:memory",
+                         doc="cuIpcGetMemHandle of an allocation's start (1.8)")
+IPC_OPEN_MEM_HANDLE = _op(0x0101, "IPC_OPEN_MEM_HANDLE", "handle:b64 flags:u32", "dptr:u64 size:u64",
+                          creates="memory", doc="cuIpcOpenMemHandle in the current context (1.8): another "
+                                                "session's export; its memory is this session's to use, not to free")
+IPC_CLOSE_MEM_HANDLE = _op(0x0102, "IPC_CLOSE_MEM_HANDLE", "dptr:u64", "opens:u32", names="dptr:memory",
+                           doc="cuIpcCloseMemHandle (1.8): how many opens of that memory remain (one handle opened "
+                               "twice is one mapping, gone with its last close)")
+IPC_GET_EVENT_HANDLE = _op(0x0103, "IPC_GET_EVENT_HANDLE", "event:u64", "handle:b64", names="event:event",
+                           doc="cuIpcGetEventHandle of an event made INTERPROCESS | DISABLE_TIMING (1.8)")
+IPC_OPEN_EVENT_HANDLE = _op(0x0104, "IPC_OPEN_EVENT_HANDLE", "handle:b64", "event:u64", creates="event",
+                            doc="cuIpcOpenEventHandle in the current context (1.8)")
+
 # Occupancy (0x0110-0x011F): what cuOccupancyMaxPotentialBlockSize needs, in one round trip.
 OCCUPANCY_TABLE = _op(0x0110, "OCCUPANCY_TABLE", "function:u64 flags:u32 count:u32", "count:u32",
                       request_bulk="count x (u32 block size, u64 dynamic shared memory)",

@@ -27,6 +27,7 @@ class Handoff:
     mem_limit: int | None = None
     module_cache: str | None = None  # the directory; None: no cache
     module_cache_bytes: int = 0
+    ipc_dir: str | None = None  # the server's registry of IPC exports (rgpu.session.ipc)
     spin_us: float = 0
     inject_rtt_us: float = 0  # see ServerConfig
     frame_timeout: float | None = None  # seconds a started frame may take to arrive whole; None: no limit

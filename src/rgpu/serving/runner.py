@@ -58,7 +58,7 @@ async def run_session(server, stream: trio.abc.Stream, session_id: int, peer: st
             return
         io.conn.open_requests(cfg.max_frame)
         session = Session(session_id, server.backend, mem_limit=cfg.session_mem_limit, peer=peer,
-                          module_cache=server.module_cache)
+                          module_cache=server.module_cache, ipc=server.ipc)
         session.on_released = slot.release
         server.sessions[session_id] = session
         session.log.info("opened for %s (%d live)", peer, len(server.sessions))
@@ -146,6 +146,7 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
     links = cfg.copy_links if hs.features & hs.client.features & Feature.COPY_LINKS else 0
     handoff = Handoff(session_id, peer, cfg.max_frame, mem_limit=cfg.session_mem_limit,
                       module_cache=str(cache.dir) if cache else None, module_cache_bytes=cache.max_bytes if cache else 0,
+                      ipc_dir=str(server.ipc.dir),
                       spin_us=cfg.spin_us, frame_timeout=cfg.frame_timeout, inject_rtt_us=cfg.inject_rtt_us,
                       output=bool(hs.features & hs.client.features & Feature.OUTPUT),
                       link_token=secrets.token_bytes(32).hex() if links else None, copy_links=links,

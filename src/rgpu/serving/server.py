@@ -20,6 +20,7 @@ import trio
 from rgpu.backends.base import Backend
 from rgpu.protocol import handshake
 from rgpu.protocol.frames import DEFAULT_MAX_RECORD
+from rgpu.session.ipc import IpcRegistry
 from rgpu.session.links import MAX_LINKS
 from rgpu.session.modcache import ModuleCache
 from rgpu.serving.pool import WorkerPool
@@ -241,6 +242,7 @@ class Server:
         self.pool = WorkerPool(config.backend, config.worker_pool, config.log_level) \
             if config.isolation == "process" else None
         self.module_cache = _module_cache(config)
+        self.ipc = IpcRegistry.temporary()
         self.sessions: dict = {}  # live sessions, until everything they owned is released
         self.session_started: dict[int, float] = {}  # wall-clock time each live session opened
         self.started = time.time()
@@ -297,6 +299,7 @@ class Server:
         finally:
             if self.module_cache is not None and self.config.module_cache is None:
                 self.module_cache.remove()
+            self.ipc.remove()
 
     async def _listen(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:

@@ -38,6 +38,7 @@ from rgpu.serving.handoff import Handoff
 from rgpu.serving.loop import next_action, protocol_error_frame, shutting_down_frame
 from rgpu.serving.native_loop import NativeLoop
 from rgpu.serving.output import KernelOutput
+from rgpu.session.ipc import IpcRegistry
 from rgpu.session.links import LinksOffer
 from rgpu.session.modcache import ModuleCache
 from rgpu.session.state import Session
@@ -293,7 +294,7 @@ def run_session(handoff: Handoff, client: socket.socket, backend, control: socke
                 status: socket.socket | None = None, links: socket.socket | None = None) -> dict:
     cache = ModuleCache(handoff.module_cache, handoff.module_cache_bytes) if handoff.module_cache else None
     session = Session(handoff.session_id, backend, mem_limit=handoff.mem_limit, peer=handoff.peer,
-                      module_cache=cache)
+                      module_cache=cache, ipc=IpcRegistry(handoff.ipc_dir) if handoff.ipc_dir else None)
     if handoff.link_token and handoff.copy_links:
         keys = handoff.keys
         session.links_offer = LinksOffer(bytes.fromhex(handoff.link_token), handoff.copy_links,

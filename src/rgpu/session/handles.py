@@ -191,6 +191,9 @@ class AllocationMap:
             self.release(region.size, "alloc")
         return region
 
+    def region_at(self, start: int) -> Region | None:
+        return self._regions.get(start)
+
     def allocation_at(self, start: int) -> Region:
         region = self._regions.get(start)
         if region is None or region.owner != "alloc":

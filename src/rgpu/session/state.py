@@ -15,6 +15,7 @@ from rgpu.backends.ptx import image_device_bytes
 from rgpu.errors import CudaError, Status, status_name
 from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
 from rgpu.session.links import CopyLinks, LinksOffer
+from rgpu.session.ipc import IpcRegistry
 from rgpu.session.modcache import ModuleCache
 
 @attrs.frozen(slots=True)
@@ -74,10 +75,11 @@ class _SessionLog(logging.LoggerAdapter):
 
 class Session:
     def __init__(self, session_id: int, backend: Backend, *, mem_limit: int | None = None, peer: str = "",
-                 module_cache: ModuleCache | None = None):
+                 module_cache: ModuleCache | None = None, ipc: IpcRegistry | None = None):
         self.id = session_id
         self.backend = backend
         self.module_cache = module_cache
+        self.ipc = ipc  # the server's registry of exports (None: a session that cannot share)
         self.peer = peer
         self.log = _SessionLog(logging.getLogger("rgpu.session"), {"session": session_id})
         self.handles = HandleTable()
