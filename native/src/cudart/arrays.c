@@ -410,17 +410,22 @@ static void view_back(const CUDA_RESOURCE_VIEW_DESC *v, struct cudaResourceViewD
     out->firstLayer = v->firstLayer, out->lastLayer = v->lastLayer;
 }
 
+/* The thread's context made current and the runtime's resource description made the driver's. */
+static cudaError_t object_start(const struct cudaResourceDesc *res, CUDA_RESOURCE_DESC *r)
+{
+    cudaError_t e = rt_context(NULL);
+    if (e == cudaSuccess)
+        e = resource_of(res, r);
+    return e;
+}
+
 RT_API cudaError_t cudaCreateTextureObject(cudaTextureObject_t *object, const struct cudaResourceDesc *res,
                                            const struct cudaTextureDesc *tex, const struct cudaResourceViewDesc *view)
 {
     CUDA_RESOURCE_DESC r;
     CUDA_TEXTURE_DESC t;
     CUDA_RESOURCE_VIEW_DESC v;
-    if (!object || !tex)
-        return rt_record(cudaErrorInvalidValue);
-    cudaError_t e = rt_context(NULL);
-    if (e == cudaSuccess)
-        e = resource_of(res, &r);
+    cudaError_t e = object && tex ? object_start(res, &r) : cudaErrorInvalidValue;
     if (e != cudaSuccess)
         return rt_record(e);
     texture_of(tex, &t);
@@ -476,11 +481,7 @@ RT_API cudaError_t cudaGetTextureObjectResourceViewDesc(struct cudaResourceViewD
 RT_API cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *object, const struct cudaResourceDesc *res)
 {
     CUDA_RESOURCE_DESC r;
-    if (!object)
-        return rt_record(cudaErrorInvalidValue);
-    cudaError_t e = rt_context(NULL);
-    if (e == cudaSuccess)
-        e = resource_of(res, &r);
+    cudaError_t e = object ? object_start(res, &r) : cudaErrorInvalidValue;
     if (e != cudaSuccess)
         return rt_record(e);
     CUsurfObject out;

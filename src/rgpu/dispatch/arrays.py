@@ -87,17 +87,11 @@ def _array_destroy(s: Session, args, bulk):
     s.backend.array_destroy(ctx.obj, entry.obj)
 
 
-def _extent(pitch: int, width: int, height: int) -> int:
-    if height > 1 and width > pitch:
-        raise CudaError(Status.INVALID_VALUE, f"width {width} exceeds pitch {pitch}")
-    return pitch * (height - 1) + width
-
-
 def _end(s: Session, type_: int, where: int, x: int, y: int, z: int, pitch: int, width: int, height: int) -> CopyEnd:
     if type_ == HOST:
         return CopyEnd(HOST)
     if type_ == DEVICE:
-        s.memory.check(where, _extent(pitch, width, height))
+        s.memory.check_rows(where, pitch, width, height)
         return CopyEnd(DEVICE, where, pitch=pitch)
     _, entry = s.object(where, Kind.ARRAY)
     shape = entry.info
@@ -153,7 +147,7 @@ def resource(s: Session, raw) -> Resource:
         return Resource(RESOURCE_LINEAR, ptr=where, format=fmt, channels=channels, size=a)
     if not a or not b or c < a * element:
         raise CudaError(Status.INVALID_VALUE, f"pitched memory of {a} x {b} elements, rows {c} bytes apart")
-    s.memory.check(where, _extent(c, a * element, b))
+    s.memory.check_rows(where, c, a * element, b)
     return Resource(RESOURCE_PITCH2D, ptr=where, format=fmt, channels=channels, width=a, height=b, pitch=c)
 
 

@@ -263,12 +263,6 @@ MEM_ALLOC, MEM_FREE = 10, 11
 MAX_NODE_DEPENDENCIES = 4096
 
 
-def _extent(pitch: int, width: int, height: int) -> int:
-    if height > 1 and width > pitch:
-        raise CudaError(Status.INVALID_VALUE, f"width {width} exceeds pitch {pitch}")
-    return pitch * (height - 1) + width if height else 0
-
-
 @handles(ops.GRAPH_CREATE)
 def _graph_create(s: Session, args, bulk):
     if args.flags:
@@ -344,15 +338,15 @@ def _kernel_node(s: Session, args, bulk):
 def _memset_node(s: Session, args, bulk):
     if args.element_size not in (1, 2, 4):
         raise CudaError(Status.INVALID_VALUE, f"element size {args.element_size}")
-    s.memory.check(args.dst, _extent(args.pitch, args.width * args.element_size, args.height))
+    s.memory.check_rows(args.dst, args.pitch, args.width * args.element_size, args.height)
     node = MemsetNodeParams(args.dst, args.pitch, args.value, args.element_size, args.width, args.height)
     _add_or_set(s, args, bulk, MEMSET, node)
 
 
 @handles(ops.GRAPH_MEMCPY_NODE)
 def _memcpy_node(s: Session, args, bulk):
-    s.memory.check(args.dst, _extent(args.dst_pitch, args.width, args.height))
-    s.memory.check(args.src, _extent(args.src_pitch, args.width, args.height))
+    s.memory.check_rows(args.dst, args.dst_pitch, args.width, args.height)
+    s.memory.check_rows(args.src, args.src_pitch, args.width, args.height)
     node = MemcpyNodeParams(args.dst, args.dst_pitch, args.src, args.src_pitch, args.width, args.height)
     _add_or_set(s, args, bulk, MEMCPY, node)
 

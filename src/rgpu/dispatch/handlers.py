@@ -404,21 +404,15 @@ def _occupancy(s: Session, args, bulk):
 _H2D, _D2H, _D2D = 1, 2, 3
 
 
-def _extent(pitch: int, width: int, height: int) -> int:
-    if height > 1 and width > pitch:
-        raise CudaError(Status.INVALID_VALUE, f"width {width} exceeds pitch {pitch}")
-    return pitch * (height - 1) + width if height else 0
-
-
 def _memcpy_2d(s: Session, args, bulk, asynchronous: bool):
     kind, dst, dpitch, src, spitch, width, height = (args.kind, args.dst, args.dst_pitch, args.src, args.src_pitch,
                                                       args.width, args.height)
     if kind not in (_H2D, _D2H, _D2D) or (asynchronous and kind == _D2H):
         raise CudaError(Status.INVALID_VALUE, f"2D copy kind {kind}")
     if kind != _H2D:
-        s.memory.check(src, _extent(spitch, width, height))
+        s.memory.check_rows(src, spitch, width, height)
     if kind != _D2H:
-        s.memory.check(dst, _extent(dpitch, width, height))
+        s.memory.check_rows(dst, dpitch, width, height)
     if kind == _H2D and len(bulk) != width * height:
         raise CudaError(Status.INVALID_VALUE, f"{len(bulk)} bytes of rows for a {width}x{height} copy")
     ctx, strm = s.stream(args.stream)
@@ -440,7 +434,7 @@ def _memcpy_2d_async(s: Session, args, bulk):
 def _memset_2d(s: Session, args, asynchronous: bool):
     if args.element_size not in (1, 2, 4):
         raise CudaError(Status.INVALID_VALUE, f"element size {args.element_size}")
-    s.memory.check(args.dst, _extent(args.pitch, args.width * args.element_size, args.height))
+    s.memory.check_rows(args.dst, args.pitch, args.width * args.element_size, args.height)
     ctx, strm = s.stream(args.stream)
     s.backend.memset_2d(ctx.obj, args.dst, args.pitch, args.value, args.element_size, args.width, args.height, strm,
                         asynchronous)

@@ -200,6 +200,13 @@ class AllocationMap:
             raise CudaError(Status.INVALID_VALUE, f"0x{start:x} is not the start of an allocation of this session")
         return region
 
+    def check_rows(self, ptr: int, pitch: int, width: int, height: int) -> Region | None:
+        """check() for `height` rows of `width` bytes, `pitch` apart (rows wider than the pitch would overlap: the
+        copies and memsets that name them refuse them); no rows touch nothing."""
+        if height > 1 and width > pitch:
+            raise CudaError(Status.INVALID_VALUE, f"width {width} exceeds pitch {pitch}")
+        return self.check(ptr, pitch * (height - 1) + width) if height else None
+
     def check(self, ptr: int, size: int) -> Region:
         """The region that holds [ptr, ptr+size), or INVALID_VALUE: a session may only touch its own memory."""
         i = bisect.bisect_right(self._starts, ptr) - 1
