@@ -26,12 +26,14 @@ from rgpu.protocol.frames import HEADER, HEADER_SIZE, LENGTH, BufferPool, Frame,
 
 MAGIC = b"RGPUWIRE"
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 7  # 2: VMM, stream-ordered pools, occupancy table, batched GEMM, launch attributes, graphs;
+PROTOCOL_MINOR = 8  # 2: VMM, stream-ordered pools, occupancy table, batched GEMM, launch attributes, graphs;
 # 3: several devices (peer access and copies), cuFFT, cuRAND, cuSOLVER, cuSPARSE, cuBLAS additions, OUTPUT frames;
 # 4: STREAM_SYNCHRONIZE may be deferred (a client sends it without waiting while it has no device work unfinished)
 # 5: graphs with host nodes (GRAPH_INSTANTIATE_PART, STREAM_CAPTURE_EMPTY_NODE), graph memory nodes
 # 6: MEMCPY_HTOD_RUNS (host-to-device copies coded as runs of 8-byte words)
 # 7: STREAM_GET_INFO (a stream's flags, priority, context and id), OCCUPANCY_CLUSTERS, stream attributes
+# 8: stream memory operations (STREAM_MEM_OP, STREAM_BATCH_MEM_OP: cuStreamWaitValue32/64, cuStreamWriteValue32/64,
+#    cuStreamBatchMemOp)
 NONCE_SIZE = 32
 KEY_SIZE = 32
 TAG_SIZE = 16
