@@ -29,6 +29,7 @@ from rgpu.backends.cuda_copyring import SLOT_BYTES as _RING_SLOT_BYTES
 from rgpu.backends.cuda_copyring import CopyRing
 from rgpu.backends.cuda_copyring import available as _rings_available
 from rgpu.backends.cuda_graphs import CudaGraphs
+from rgpu.backends.cuda_memops import CudaMemOps
 from rgpu.backends.cuda_occupancy import CudaOccupancy
 from rgpu.backends.cuda_pools import CudaPools
 from rgpu.backends.cuda_rand import CudaRand
@@ -95,8 +96,8 @@ def _tensor_map_bytes(tensor_map) -> bytes:
     return ctypes.string_at(tensor_map.getPtr(), 128)
 
 
-class CudaBackend(CudaGraphs, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand, CudaSolver,
-                  CudaSparse, Backend):
+class CudaBackend(CudaGraphs, CudaMemOps, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand,
+                  CudaSolver, CudaSparse, Backend):
     name = "cuda"
 
     def __init__(self):

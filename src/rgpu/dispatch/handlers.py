@@ -836,5 +836,5 @@ def _nop(s, args, bulk):
 
 
 # Handlers in modules of their own register themselves on import (they import `handles` from the registry).
-from rgpu.dispatch import (blas_batched, blas_level1, blas_routines, fft, graphs, links, occupancy, peers,  # noqa: E402, F401
-                           pools, rand, solver, sparse, tensormap, vmm)
+from rgpu.dispatch import (blas_batched, blas_level1, blas_routines, fft, graphs, links, memops, occupancy,  # noqa: E402, F401
+                           peers, pools, rand, solver, sparse, tensormap, vmm)
