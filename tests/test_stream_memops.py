@@ -1,13 +1,16 @@
 """Stream memory operations (protocol 1.8: STREAM_MEM_OP, STREAM_BATCH_MEM_OP) on the fake backend: writes land and
 waits pass in stream order, deferred like launches; the fake's waits and their conditions; every wrong request a
 hostile client can make is refused with INVALID_VALUE (or INVALID_HANDLE, NOT_SUPPORTED) and touches nothing; a
-capture records them; the cuda backend hands the driver CUDA's own records."""
+capture records them; the cuda backend hands the driver CUDA's own records; the C stand-in defers what the server
+will take, refuses host memory, and against a server before 1.8 refuses the calls and says through the device
+attributes that it offers none."""
 
 from __future__ import annotations
 
 import random
 import struct
 import subprocess
+import sys
 import time
 
 import pytest
@@ -15,6 +18,7 @@ import pytest
 from rgpu import shims
 from rgpu.backends.fake import FakeBackend
 from rgpu.backends.fake_memops import _holds
+from rgpu.cli import local_server
 from rgpu.dispatch import dispatcher
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import memops, ops
@@ -23,7 +27,9 @@ from rgpu.serving.loop import next_action
 from rgpu.session.handles import Kind
 from rgpu.session.state import Session
 
+from .conftest import wait_for_stats_record
 from .test_graphs import mint
+from .test_hostile_server import CorruptingProxy, _with
 from .test_vmm import call, fails, read
 
 W32, W64, WAIT32, WAIT64 = memops.WRITE_VALUE_32, memops.WRITE_VALUE_64, memops.WAIT_VALUE_32, memops.WAIT_VALUE_64
@@ -322,3 +328,83 @@ def test_the_cuda_backend_calls_the_drivers_own_entry_points_with_its_records(tm
     records = bytes(cuda_memops._ffi.buffer(params, count * cuda_memops.PARAMS_SIZE))
     assert records.hex() == subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     assert single == ("cuStreamWaitValue64_v2", (0, 0x7F0000001008, 0x123456789ABCDEF0, memops.WAIT_EQ))
+
+
+# -- the C stand-in ----------------------------------------------------------------------------------------
+_CHILD = """
+import ctypes, sys
+cu = ctypes.CDLL(sys.argv[1])
+dev, ctx, p, s, host = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64(), ctypes.c_void_p(), ctypes.c_void_p()
+assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+attrs = []
+for a in (92, 93, 94, 98, 122, 123):
+    v = ctypes.c_int(-1)
+    assert cu.cuDeviceGetAttribute(ctypes.byref(v), a, dev) == 0
+    attrs.append(v.value)
+print("attributes", attrs)
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+assert cu.cuMemAlloc_v2(ctypes.byref(p), 64) == 0 and cu.cuStreamCreate(ctypes.byref(s), 1) == 0
+assert cu.cuMemsetD8_v2(p, 0, ctypes.c_size_t(64)) == 0
+u64 = ctypes.c_uint64
+write32, wait32, write64 = cu.cuStreamWriteValue32_v2, cu.cuStreamWaitValue32_v2, cu.cuStreamWriteValue64_v2
+print("write", write32(s, p, 5, 0), write64(s, u64(p.value + 8), u64(2**40), 0), wait32(s, p, 5, 1))
+params = (ctypes.c_uint64 * 6 * 2)()
+params[0][0], params[0][1], params[0][2] = 2, p.value + 16, 6  # WRITE_VALUE_32
+params[1][0], params[1][1], params[1][2] = 1, p.value + 16, 6  # WAIT_VALUE_32 (GEQ)
+print("batch", cu.cuStreamBatchMemOp_v2(s, 2, params, 0))
+print("synchronize", cu.cuStreamSynchronize(s))
+back = ctypes.create_string_buffer(24)
+assert cu.cuMemcpyDtoH_v2(back, p, ctypes.c_size_t(24)) == 0
+print("words", back.raw.hex())
+assert cu.cuMemAllocHost_v2(ctypes.byref(host), 64) == 0
+print("refused", write32(s, u64(host.value), 1, 0), write32(s, u64(p.value + 2), 1, 0), wait32(s, p, 0, 4),
+      write32(s, u64(0x10), 1, 0), cu.cuStreamBatchMemOp_v2(s, 256, params, 0), cu.cuStreamBatchMemOp_v2(s, 1, params, 1))
+print("after", cu.cuStreamSynchronize(s))
+"""
+
+
+def _child(shim_dir, tmp_path, address, stats=None):
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    env = shims.environment(shim_dir)
+    env["RGPU_SERVER"] = address
+    res = subprocess.run([sys.executable, str(script), str(shim_dir / "libcuda.so.1")], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return dict(line.split(" ", 1) for line in res.stdout.splitlines()), res.stderr
+
+
+def test_the_c_stand_in_defers_what_the_server_takes_and_refuses_the_rest_at_the_call(shim_dir, tmp_path):
+    import json
+
+    stats = tmp_path / "stats.jsonl"
+    with local_server("fake", ["--log-level", "warning", "--stats-file", str(stats)]) as address:
+        out, err = _child(shim_dir, tmp_path, address)
+        wait_for_stats_record(stats, 10)
+    assert out["attributes"] == "[1, 1, 1, 0, 1, 1]"
+    assert out["write"] == "0 0 0" and out["batch"] == "0" and out["synchronize"] == "0"
+    assert out["words"] == (struct.pack("<I4xQI", 5, 2**40, 6) + bytes(4)).hex()
+    # host memory NOT_SUPPORTED (logged), then INVALID_VALUE from the server at the call for each of the rest
+    assert out["refused"] == "801 1 1 1 1 1" and out["after"] == "0"
+    assert "stream memory operations on host memory" in err
+    record = json.loads(stats.read_text().splitlines()[0])
+    assert record["calls_by_op"]["STREAM_MEM_OP"] == 6 and record["calls_by_op"]["STREAM_BATCH_MEM_OP"] == 2
+    # the good ones deferred; only those the server refused were waited for (the 256 never left the client)
+    assert record["blocking_by_op"]["STREAM_MEM_OP"] == 3 and record["blocking_by_op"]["STREAM_BATCH_MEM_OP"] == 1
+
+
+def test_a_server_before_1_8_offers_none_and_the_calls_are_not_supported(shim_dir, tmp_path):
+    def older(frame):
+        hello = ops.HELLO.decode_reply(frame.args)._replace(minor=7)
+        return _with(frame, args=ops.HELLO.pack_reply(*hello))
+
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        proxy = CorruptingProxy(address, ops.HELLO.code, older)
+        try:
+            out, err = _child(shim_dir, tmp_path, proxy.address)
+            assert proxy.corrupted.is_set()
+        finally:
+            proxy.close()
+    assert out["attributes"] == "[0, 0, 0, 0, 0, 0]"
+    assert out["write"] == "801 801 801" and out["batch"] == "801"
+    assert "the server predates protocol 1.8" in err
