@@ -143,6 +143,16 @@ def test_a_satisfied_wait_keeps_its_stream_busy_until_the_write_lands(pair):
     assert fails(Status.NOT_READY, pair.s, ops.STREAM_QUERY, other)
 
 
+def test_the_fake_remembers_a_bounded_number_of_landing_times(pair):
+    _, producer = pair.s.stream(pair.stream)
+    producer.busy_until = time.monotonic() + 3600  # (none of them has landed)
+    (big,) = call(pair.s, ops.MEM_ALLOC, 4 * 5000)
+    for i in range(5000):
+        pair.one(W32, 0, big + 4 * i, i)
+    assert len(pair.s.backend._landed) <= 4096
+    assert read(pair.s, big + 4 * 4999, 4) == struct.pack("<I", 4999)
+
+
 def test_remote_write_flushes_are_not_offered_and_a_refused_batch_runs_nothing(pair):
     assert call(pair.s, ops.DEVICE_GET_ATTRIBUTE, 98, 0) == (0,)
     assert [call(pair.s, ops.DEVICE_GET_ATTRIBUTE, a, 0)[0] for a in (92, 93, 94, 122, 123)] == [1] * 5

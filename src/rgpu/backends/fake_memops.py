@@ -29,7 +29,7 @@ from rgpu.protocol import memops
 log = logging.getLogger("rgpu.fake")
 
 CAN_USE_64_BIT_STREAM_MEM_OPS, CAN_USE_STREAM_WAIT_VALUE_NOR = 122, 123  # CUdevice_attribute
-_LANDED_KEPT = 4096  # writes remembered before those already landed are forgotten
+_LANDED_KEPT = 4096  # writes remembered: then those already landed are forgotten, else the oldest half
 
 
 def _holds(condition: int, current: int, value: int, width: int) -> bool:
@@ -71,7 +71,7 @@ class FakeMemOps:
             raise CudaError(Status.NOT_SUPPORTED, f"{op.describe()}: the device cannot flush remote writes")
         if op.width == 8 and not self.device_attribute(CAN_USE_64_BIT_STREAM_MEM_OPS, ctx.dev):
             raise CudaError(Status.NOT_SUPPORTED, f"{op.describe()}: the device has no 64-bit stream memory operations")
-        if op.is_wait and op.flags & 3 == memops.WAIT_NOR and \
+        if op.is_wait and op.flags & memops.WAIT_CONDITION == memops.WAIT_NOR and \
                 not self.device_attribute(CAN_USE_STREAM_WAIT_VALUE_NOR, ctx.dev):
             raise CudaError(Status.NOT_SUPPORTED, f"{op.describe()}: the device has no NOR wait")
 
@@ -82,14 +82,15 @@ class FakeMemOps:
         self._word(op)[:] = list(op.value.to_bytes(op.width, "little"))
         now = time.monotonic()
         landed = self._landed
-        if len(landed) >= _LANDED_KEPT:
-            for address in [a for a, t in landed.items() if t <= now]:
+        landed.pop(op.address, None)
+        if len(landed) >= _LANDED_KEPT:  # (a wait on a forgotten write only lets its stream run on a little early)
+            for address in [a for a, t in landed.items() if t <= now] or list(landed)[:_LANDED_KEPT // 2]:
                 del landed[address]
         landed[op.address] = max(now, target.busy_until)
 
     def _wait(self, target, op: memops.MemOp) -> None:
         current = int.from_bytes(bytes(self._word(op)), "little")
-        if not _holds(op.flags & 3, current, op.value, op.width):
+        if not _holds(op.flags & memops.WAIT_CONDITION, current, op.value, op.width):
             if not self._told_cannot_wait:
                 self._told_cannot_wait = True
                 log.warning("fake backend: a stream memory wait whose condition does not hold when it is queued "
