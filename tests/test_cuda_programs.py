@@ -33,6 +33,7 @@ LINKS = {
     "memory_3d": [],
     "clusters": ["-lcuda"],
     "stream_attributes": ["-lcuda"],
+    "stream_memops": ["-lcuda"],
     "jit_link": ["-lcuda"],
     "textures": ["-lcuda"],
     "ipc": [],

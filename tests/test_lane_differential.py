@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from rgpu.backends.fake import FakeBackend
 from rgpu.errors import ProtocolError
 from rgpu.kernels import load
-from rgpu.protocol import ops
+from rgpu.protocol import memops, ops
 from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, frame_bytes
 from rgpu.serving.loop import next_action
 from rgpu.session.state import Session
@@ -82,6 +82,9 @@ _streams = st.sampled_from([0, 1, 1, 1, 2])
 _offsets = st.sampled_from([0, 4, 128, BUFFER - 4, BUFFER - 2, BUFFER, BUFFER + 64])
 _counts = st.sampled_from([0, 1, 2, 3, 16, 63, 64, 65, 200])
 _buffers = st.integers(0, 5)
+_mem_ops = st.tuples(st.sampled_from([memops.WRITE_VALUE_32, memops.WRITE_VALUE_64, memops.WAIT_VALUE_32,
+                                      memops.WAIT_VALUE_64, memops.BARRIER]), st.sampled_from([0, 1, 2, 3]),
+                     _buffers, _offsets, st.sampled_from([0, 1, 0x01010101, 1 << 40]))
 records = st.one_of(
     st.tuples(st.just("launch"), st.booleans(), _streams, _buffers, _offsets, st.sampled_from([1, 8, 60, 64, 100]),
               st.sampled_from([0, 0, 0, -4, 4]), st.sampled_from([True] * 9 + [False])),  # False: no NO_REPLY
@@ -97,6 +100,10 @@ records = st.one_of(
     # the lane may bind, the same with other bytes in the unused descriptor slots, doubles, or one Python refuses
     st.tuples(st.just("bn"), st.booleans(), _buffers, _buffers, _offsets, _streams,
               st.sampled_from(["float", "float", "padded", "double", "nine_dims"])),
+    # stream memory operations (Python's, between the lane's records): writes and waits, wrong ones too (a wait
+    # the fake cannot release, a misaligned or foreign address, a 32-bit value too wide); and batches of them
+    st.tuples(st.just("mem_op"), st.lists(_mem_ops, min_size=1, max_size=1), _streams),
+    st.tuples(st.just("mem_batch"), st.lists(_mem_ops, min_size=1, max_size=4), _streams),
 )
 steps = st.one_of(
     st.tuples(st.just("batch"), st.lists(records, min_size=1, max_size=12)),
@@ -135,6 +142,15 @@ def encode(side: Side, record, request_id: int) -> bytes:
         return frame(ops.STREAM_SYNCHRONIZE, side.stream(a[0]))
     if kind == "set_ctx":
         return frame(ops.CTX_SET_CURRENT, side.ctx if a[0] else 0)
+    if kind in ("mem_op", "mem_batch"):
+        operations, stream = a
+        resolved = [(op, flags & 1 if op == memops.BARRIER else flags, 0 if op == memops.BARRIER else
+                     side.pointer(buf, off), 0 if op == memops.BARRIER else value)
+                    for op, flags, buf, off, value in operations]
+        if kind == "mem_op":
+            return frame(ops.STREAM_MEM_OP, side.stream(stream), *resolved[0])
+        return frame(ops.STREAM_BATCH_MEM_OP, side.stream(stream), len(resolved), 0,
+                     bulk=b"".join(ops.STREAM_BATCH_MEM_OP.request_item.pack(*r) for r in resolved))
     if kind == "bn":
         good, x_buf, y_buf, y_off, stream, shape = a
         stats = [side.pointer(0, BUFFER - 64 + 16 * i) for i in range(4)]  # (16 bytes: two doubles each)
@@ -248,6 +264,28 @@ def test_batch_norms_after_a_bound_one_agree_when_they_differ_from_it(bad):
             assert lane_side.failures == python_side.failures, step
             assert lane_side.memory() == python_side.memory(), step
             assert not lane_side.s.lane.fake_driver.dnn_refusals, step
+    finally:
+        lane_side.s.release_all()
+        python_side.s.release_all()
+
+
+def test_stream_memory_operations_see_the_lanes_copies_in_stream_order():
+    """The lane leaves a stream memory operation to Python, and the copies it holds back (the fake's lagging device)
+    land before Python runs anything: a wait sees the value copied up just before it, a write after a copy wins."""
+    copy = ("htod", 0, 0, 16, 1, b"\1")
+    wait = ("mem_op", [(memops.WAIT_VALUE_32, memops.WAIT_EQ, 0, 0, 0x01010101)], 1)
+    write = ("mem_op", [(memops.WRITE_VALUE_32, 0, 0, 4, 7)], 1)
+    lane_side, python_side = Side(True), Side(False)
+    stops = []
+    real_run = lane_side.s.lane.run
+    lane_side.s.lane.run = lambda *a: stops.append(real_run(*a)) or stops[-1]
+    try:
+        for side in (lane_side, python_side):
+            run_step(side, ("batch", [copy]))  # (binds the stream for the lane)
+            run_step(side, ("batch", [copy, wait, write]))
+            assert side.failures == []
+            assert side.memory()[0][:8] == b"\1" * 4 + b"\7\0\0\0"
+        assert stops[-1].pos > 0  # the second batch's copy ran in C, held by the lagging device
     finally:
         lane_side.s.release_all()
         python_side.s.release_all()

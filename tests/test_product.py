@@ -355,8 +355,11 @@ def test_wheel_installed_outside_the_checkout(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
+    # (without PYTHONPATH: a checkout's src/ on it, with the rgpu.egg-info `pip wheel` leaves there, reads to pip as
+    # rgpu already installed in the venv, and it installs nothing)
+    plain = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index",
-                    str(wheel)], check=True, capture_output=True, timeout=300)
+                    str(wheel)], check=True, capture_output=True, timeout=300, env=plain)
     # The dependencies (trio, numpy, the header wheels...) from this environment, after the venv's own rgpu.
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()

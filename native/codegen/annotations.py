@@ -117,6 +117,10 @@ HAND_WRITTEN = {
     # stream attributes, their values as they are (native/src/stream_attrs.c)
     "cuStreamSetAttribute", "cuStreamSetAttribute_ptsz", "cuStreamGetAttribute", "cuStreamGetAttribute_ptsz",
     "cuStreamCopyAttributes", "cuStreamCopyAttributes_ptsz",
+    # stream memory operations, deferred where they look well formed; host memory refused (native/src/stream_memops.c)
+    "cuStreamWaitValue32_v2", "cuStreamWaitValue32_v2_ptsz", "cuStreamWaitValue64_v2", "cuStreamWaitValue64_v2_ptsz",
+    "cuStreamWriteValue32_v2", "cuStreamWriteValue32_v2_ptsz", "cuStreamWriteValue64_v2",
+    "cuStreamWriteValue64_v2_ptsz", "cuStreamBatchMemOp_v2", "cuStreamBatchMemOp_v2_ptsz",
     # a stream's device and plain context from cuStreamGetCtx, as this process numbers devices (driver.c)
     "cuStreamGetDevice", "cuStreamGetDevice_ptsz", "cuStreamGetCtx_v2", "cuStreamGetCtx_v2_ptsz",
     "cuStreamAddCallback", "cuStreamAddCallback_ptsz",

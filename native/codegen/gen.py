@@ -231,6 +231,16 @@ def _c_unpack(op: ops.Op, which: str) -> list[str]:
     return lines + ["    return 0;", "}"]
 
 
+def _c_request_item(op: ops.Op) -> list[str]:
+    """One item of the request's bulk array (count items, each RGPU_<OP>_REQ_ITEM_SIZE bytes): its pack function."""
+    low, size = op.name.lower(), f"RGPU_{op.name}_REQ_ITEM_SIZE"
+    lines = [f"#define {size} {op.request_item.size}", *_c_struct(f"rgpu_{low}_req_item", op.request_items),
+             f"static inline void rgpu_pack_{low}_req_item(uint8_t out[{size}], const struct rgpu_{low}_req_item *m)",
+             "{"]
+    lines += [f"    rgpu_put_{_C_PUT[f.type]}(out + {f.offset}, m->{f.name});" for f in op.request_items]
+    return lines + ["}"]
+
+
 def _c_items(op: ops.Op) -> list[str]:
     """The reply bulk as `count` items: refused (-1) when the count exceeds what the caller has room for (and
     so asked for) or the bulk is not exactly count items long -- a reply never sizes the caller's copy."""
@@ -269,6 +279,8 @@ def ops_header() -> str:
                 lines += _c_pack(op, "rep")
         if op.reply_items:
             lines += _c_items(op)
+        if op.request_items:
+            lines += _c_request_item(op)
         lines.append("")
     lines += ["/* Operations that run in the client's current context: the client names it first. */",
               "static inline int rgpu_op_in_context(uint16_t op)", "{", "    switch (op) {"]
@@ -368,9 +380,11 @@ def _bits(ids, width: int) -> int:
 
 def consts_header() -> str:
     from rgpu.errors import Status
-    from rgpu.protocol import dnn_wire, frames, handshake, runs
+    from rgpu.protocol import dnn_wire, frames, handshake, memops, runs
 
-    lines = [BANNER.format(src="src/rgpu/protocol/{ops,handshake,frames,runs}.py and src/rgpu/errors.py"),
+    mem_ops = range(max(memops.NAMES) + 1)
+
+    lines = [BANNER.format(src="src/rgpu/protocol/{ops,handshake,frames,runs,memops}.py and src/rgpu/errors.py"),
              "#ifndef RGPU_CONSTS_H", "#define RGPU_CONSTS_H", "",
              f"#define RGPU_PROTO_MAJOR {handshake.PROTOCOL_MAJOR}",
              f"#define RGPU_PROTO_MINOR {handshake.PROTOCOL_MINOR}",
@@ -399,6 +413,12 @@ def consts_header() -> str:
               f"#define RGPU_RESOURCE_DESC_SIZE {ops.RESOURCE_DESC_SIZE}",
               f"#define RGPU_TEXTURE_DESC_SIZE {ops.TEXTURE_DESC_SIZE}",
               f"#define RGPU_RESOURCE_VIEW_DESC_SIZE {ops.RESOURCE_VIEW_DESC_SIZE}",
+              "/* Stream memory operations (protocol/memops.py): cuStreamBatchMemOp's most; by CUstreamBatchMemOpType,",
+              " * bit n of RGPU_MEM_OPS set for a known one, the flags each takes and the bytes it names. */",
+              f"#define RGPU_MAX_BATCH_MEM_OPS {memops.MAX_BATCH}",
+              f"#define RGPU_MEM_OPS 0x{_bits(memops.NAMES, 32):X}u",
+              f"#define RGPU_MEM_OP_FLAGS {{{', '.join(f'0x{memops.FLAGS.get(i, 0):X}u' for i in mem_ops)}}}",
+              f"#define RGPU_MEM_OP_WIDTHS {{{', '.join(str(memops.WIDTH.get(i, 0)) for i in mem_ops)}}}",
               "/* Coded copies (MEMCPY_HTOD_RUNS, protocol/runs.py): the most bytes one stands for and carries, the",
               " * shortest run coded. */",
               f"#define RGPU_RUNS_MAX_COPY_BYTES {runs.MAX_COPY_BYTES}u",

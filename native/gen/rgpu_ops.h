@@ -1808,6 +1808,76 @@ static inline int rgpu_unpack_stream_copy_attributes_req(const uint8_t *in, size
     return 0;
 }
 
+/* STREAM_MEM_OP: cuStreamWaitValue32/64, cuStreamWriteValue32/64 (1.8): `operation` 1 WAIT_VALUE_32, 2 WRITE_VALUE_32, 4 WAIT_VALUE_64, 5 WRITE_VALUE_64, with the call's flags [deferrable, context] */
+#define RGPU_OP_STREAM_MEM_OP 0x006A
+#define RGPU_STREAM_MEM_OP_REQ_SIZE 32
+#define RGPU_STREAM_MEM_OP_REP_SIZE 0
+struct rgpu_stream_mem_op_req {
+    uint64_t stream;
+    uint32_t operation;
+    uint32_t flags;
+    uint64_t address;
+    uint64_t value;
+};
+static inline void rgpu_pack_stream_mem_op(uint8_t out[RGPU_STREAM_MEM_OP_REQ_SIZE], const struct rgpu_stream_mem_op_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u32(out + 8, m->operation);
+    rgpu_put_u32(out + 12, m->flags);
+    rgpu_put_u64(out + 16, m->address);
+    rgpu_put_u64(out + 24, m->value);
+}
+static inline int rgpu_unpack_stream_mem_op_req(const uint8_t *in, size_t len, struct rgpu_stream_mem_op_req *m)
+{
+    if (len != RGPU_STREAM_MEM_OP_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->operation = (uint32_t)rgpu_get_u32(in + 8);
+    m->flags = (uint32_t)rgpu_get_u32(in + 12);
+    m->address = (uint64_t)rgpu_get_u64(in + 16);
+    m->value = (uint64_t)rgpu_get_u64(in + 24);
+    return 0;
+}
+
+/* STREAM_BATCH_MEM_OP: cuStreamBatchMemOp(stream, count, operations, flags) (1.8): STREAM_MEM_OP's operations and 3 FLUSH_REMOTE_WRITES, 6 BARRIER (address and value 0), in order [deferrable, context] */
+#define RGPU_OP_STREAM_BATCH_MEM_OP 0x006B
+#define RGPU_STREAM_BATCH_MEM_OP_REQ_SIZE 16
+#define RGPU_STREAM_BATCH_MEM_OP_REP_SIZE 0
+struct rgpu_stream_batch_mem_op_req {
+    uint64_t stream;
+    uint32_t count;
+    uint32_t flags;
+};
+static inline void rgpu_pack_stream_batch_mem_op(uint8_t out[RGPU_STREAM_BATCH_MEM_OP_REQ_SIZE], const struct rgpu_stream_batch_mem_op_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u32(out + 8, m->count);
+    rgpu_put_u32(out + 12, m->flags);
+}
+static inline int rgpu_unpack_stream_batch_mem_op_req(const uint8_t *in, size_t len, struct rgpu_stream_batch_mem_op_req *m)
+{
+    if (len != RGPU_STREAM_BATCH_MEM_OP_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->count = (uint32_t)rgpu_get_u32(in + 8);
+    m->flags = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+#define RGPU_STREAM_BATCH_MEM_OP_REQ_ITEM_SIZE 24
+struct rgpu_stream_batch_mem_op_req_item {
+    uint32_t operation;
+    uint32_t flags;
+    uint64_t address;
+    uint64_t value;
+};
+static inline void rgpu_pack_stream_batch_mem_op_req_item(uint8_t out[RGPU_STREAM_BATCH_MEM_OP_REQ_ITEM_SIZE], const struct rgpu_stream_batch_mem_op_req_item *m)
+{
+    rgpu_put_u32(out + 0, m->operation);
+    rgpu_put_u32(out + 4, m->flags);
+    rgpu_put_u64(out + 8, m->address);
+    rgpu_put_u64(out + 16, m->value);
+}
+
 /* EVENT_CREATE: cuEventCreate(flags) [context] */
 #define RGPU_OP_EVENT_CREATE 0x0070
 #define RGPU_EVENT_CREATE_REQ_SIZE 4
@@ -7055,6 +7125,8 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_STREAM_SET_ATTRIBUTE:
     case RGPU_OP_STREAM_GET_ATTRIBUTE:
     case RGPU_OP_STREAM_COPY_ATTRIBUTES:
+    case RGPU_OP_STREAM_MEM_OP:
+    case RGPU_OP_STREAM_BATCH_MEM_OP:
     case RGPU_OP_EVENT_CREATE:
     case RGPU_OP_EVENT_DESTROY:
     case RGPU_OP_EVENT_RECORD:
@@ -7288,6 +7360,10 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_STREAM_GET_ATTRIBUTE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_STREAM_COPY_ATTRIBUTES:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_MEM_OP:
+        return (struct rgpu_op_route){-1, 0, 16, -1, 0, 0};
+    case RGPU_OP_STREAM_BATCH_MEM_OP:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_EVENT_CREATE:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 1};
@@ -7541,6 +7617,10 @@ static inline int rgpu_op_work_stream(uint16_t op)
         return 36;
     case RGPU_OP_LAUNCH_KERNEL_EX:
         return 36;
+    case RGPU_OP_STREAM_MEM_OP:
+        return 0;
+    case RGPU_OP_STREAM_BATCH_MEM_OP:
+        return 0;
     case RGPU_OP_MEMCPY_2D:
         return 52;
     case RGPU_OP_MEMCPY_2D_ASYNC:
@@ -7670,6 +7750,10 @@ static inline int rgpu_op_touches_stream(uint16_t op)
     case RGPU_OP_STREAM_DESTROY:
         return 0;
     case RGPU_OP_STREAM_WAIT_EVENT:
+        return 0;
+    case RGPU_OP_STREAM_MEM_OP:
+        return 0;
+    case RGPU_OP_STREAM_BATCH_MEM_OP:
         return 0;
     case RGPU_OP_EVENT_RECORD:
         return 8;

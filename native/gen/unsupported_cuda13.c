@@ -1004,18 +1004,6 @@ CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t 
     return rgpu_unsupported(&logged, "cuStreamAttachMemAsync_ptsz");
 }
 
-CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamBatchMemOp_v2");
-}
-
-CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamBatchMemOp_v2_ptsz");
-}
-
 CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
 {
     static int logged;
@@ -1032,54 +1020,6 @@ CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuStreamGetGreenCtx");
-}
-
-CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamWaitValue32_v2");
-}
-
-CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamWaitValue32_v2_ptsz");
-}
-
-CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamWaitValue64_v2");
-}
-
-CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamWaitValue64_v2_ptsz");
-}
-
-CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamWriteValue32_v2");
-}
-
-CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamWriteValue32_v2_ptsz");
-}
-
-CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamWriteValue64_v2");
-}
-
-CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamWriteValue64_v2_ptsz");
 }
 
 CUresult cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)

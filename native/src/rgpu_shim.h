@@ -63,6 +63,9 @@ uint32_t rgpu_htod_chunk(size_t n);
 int rgpu_coded_copies(size_t n);
 int rgpu_htod_coded(CUdeviceptr dst, const void *src, size_t n, uint64_t stream, CUresult *r);
 uint16_t rgpu_server_minor(void); /* the server's protocol minor version (newer operations need >= 1) */
+/* stream_memops.c: a device's attributes (by id) as fetched from the current server: those offering stream memory
+ * operations read 0 where that server cannot take them. */
+void rgpu_memops_offered(int32_t *attrs);
 
 /* Device ranges the shim was given (memory.c): pointer queries, unified copies, deferrable copies. */
 void rgpu_ranges_note_device(uint64_t start, uint64_t size, uint64_t ctx);

@@ -309,6 +309,16 @@ class _Operations:
     def stream_wait_event(self, stream: int, event: int, flags: int = 0):
         return self._defer(_Request(ops.STREAM_WAIT_EVENT, (stream, event, flags)))
 
+    def stream_mem_op(self, operation: int, address: int, value: int, flags: int = 0, stream: int = 0):
+        """cuStreamWaitValue32/64 or cuStreamWriteValue32/64 (`operation`: rgpu.protocol.memops' numbers), queued."""
+        return self._defer(_Request(ops.STREAM_MEM_OP, (stream, operation, flags, address, value)))
+
+    def stream_batch_mem_op(self, operations: Sequence[tuple[int, int, int, int]], stream: int = 0, flags: int = 0):
+        """cuStreamBatchMemOp of (operation, flags, address, value) records, queued."""
+        item = ops.STREAM_BATCH_MEM_OP.request_item
+        bulk = b"".join(item.pack(*op) for op in operations)
+        return self._defer(_Request(ops.STREAM_BATCH_MEM_OP, (stream, len(operations), flags), bulk))
+
     def event_create(self, flags: int = 0):
         return self._call(_Request(ops.EVENT_CREATE, (flags,)))
 

@@ -220,6 +220,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def stream_wait_event(self, ctx, stream, event, flags: int) -> None: ...
     @abc.abstractmethod
+    def stream_mem_ops(self, ctx, stream, operations: list, batch: bool) -> None:
+        """Stream memory operations (rgpu.protocol.memops.MemOp, checked), queued on `stream` in order: the one
+        call cuStreamWaitValue32/64 or cuStreamWriteValue32/64 (batch False), or cuStreamBatchMemOp."""
+    @abc.abstractmethod
     def event_create(self, ctx, flags: int): ...
     @abc.abstractmethod
     def event_destroy(self, ctx, event) -> None: ...

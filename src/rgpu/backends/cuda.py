@@ -32,6 +32,7 @@ from rgpu.backends.cuda_copyring import available as _rings_available
 from rgpu.backends.cuda_graphs import CudaGraphs
 from rgpu.backends.cuda_ipc import CudaIpc
 from rgpu.backends.cuda_jit_link import CudaJitLink
+from rgpu.backends.cuda_memops import CudaMemOps
 from rgpu.backends.cuda_occupancy import CudaOccupancy
 from rgpu.backends.cuda_pools import CudaPools
 from rgpu.backends.cuda_rand import CudaRand
@@ -98,8 +99,8 @@ def _tensor_map_bytes(tensor_map) -> bytes:
     return ctypes.string_at(tensor_map.getPtr(), 128)
 
 
-class CudaBackend(CudaGraphs, CudaJitLink, CudaArrays, CudaIpc, CudaVmm, CudaOccupancy, CudaPools, CudaBlasBatched, CudaFft, CudaRand, CudaSolver,
-                  CudaSparse, Backend):
+class CudaBackend(CudaGraphs, CudaJitLink, CudaArrays, CudaIpc, CudaMemOps, CudaVmm, CudaOccupancy, CudaPools,
+                  CudaBlasBatched, CudaFft, CudaRand, CudaSolver, CudaSparse, Backend):
     name = "cuda"
 
     def __init__(self):

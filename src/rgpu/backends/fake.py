@@ -28,6 +28,7 @@ from rgpu.backends.fake_graphs import FakeGraphs
 from rgpu.backends.fake_ipc import FakeIpc
 from rgpu.backends.fake_jit_link import FakeJitLink
 from rgpu.backends.fake_kernels import KERNELS, KernelExec
+from rgpu.backends.fake_memops import FakeMemOps
 from rgpu.backends.fake_pools import FakePools
 from rgpu.backends.fake_rand import FakeRand
 from rgpu.backends.fake_vmm import FakeVmm
@@ -44,6 +45,8 @@ ATTRIBUTES = {
     33: 0, 34: 0, 35: 0, 36: 3_201_000, 37: 5120, 38: 60 * 1024 * 1024, 39: 2048, 40: 2, 41: 1,
     50: 0, 75: 9, 76: 0, 78: 1, 79: 1, 80: 1, 81: 233472, 82: 65536, 83: 0, 84: 0, 95: 1, 97: 232448, 102: 1,
     106: 32, 108: 39_321_600, 109: 134_217_728, 111: 1024, 115: 1,
+    # stream memory operations (fake_memops): 32- and 64-bit, the NOR wait; no remote-write flushes
+    92: 1, 93: 1, 94: 1, 98: 0, 122: 1, 123: 1,
 }
 
 
@@ -119,8 +122,8 @@ def _fake_tensor_map(tag: bytes, data_type: int, address: int, dims, *rest) -> b
     return (head + digest).ljust(128, b"\0")
 
 
-class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeIpc, FakeVmm, FakePools, fake_blas.FakeBlasBatched, FakeBlasRoutines, FakeFft, FakeRand,
-                  FakeSolver, FakeSparse, Backend):
+class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeIpc, FakeMemOps, FakeVmm, FakePools,
+                  fake_blas.FakeBlasBatched, FakeBlasRoutines, FakeFft, FakeRand, FakeSolver, FakeSparse, Backend):
     name = "fake"
 
 

@@ -18,7 +18,7 @@ from rgpu.errors import CudaError, Status
 
 # CUgraphNodeType
 KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
-MEM_ALLOC, MEM_FREE = 10, 11
+MEM_ALLOC, MEM_FREE, BATCH_MEM_OP = 10, 11, 12
 NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
 # CUgraphExecUpdateResult
 UPDATE_SUCCESS, UPDATE_ERROR, UPDATE_TOPOLOGY_CHANGED, UPDATE_NODE_TYPE_CHANGED = 0, 1, 2, 3
@@ -102,6 +102,7 @@ _CAPTURED = {
     "memset": (MEMSET, _ASYNC), "memset_2d": (MEMSET, _ASYNC), "memcpy_dtod": (MEMCPY, _ASYNC),
     "memcpy_2d": (MEMCPY, lambda a: a.get("asynchronous", False) and a["kind"] == 3),
     "event_record": (EVENT_RECORD, None), "stream_wait_event": (WAIT_EVENT, None),
+    "stream_mem_ops": (BATCH_MEM_OP, None),  # (a wait is checked when the graph runs, as on a GPU)
     # Host memory cannot be captured here (the server's staging buffer is not the program's memory), and
     # waiting on a capturing stream would wait forever: both fail and invalidate the capture, as in CUDA.
     # NVIDIA's driver (580, CUDA 13) refuses a graph launched into a capture the same way (measured on the H200).

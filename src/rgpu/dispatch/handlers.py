@@ -835,4 +835,4 @@ def _nop(s, args, bulk):
 
 # Handlers in modules of their own register themselves on import (they import `handles` from the registry).
 from rgpu.dispatch import (arrays, blas_batched, blas_level1, blas_routines, fft, graphs, ipc,  # noqa: E402, F401
-                           jit_link, links, occupancy, peers, pools, rand, solver, sparse, tensormap, vmm)
+                           jit_link, links, memops, occupancy, peers, pools, rand, solver, sparse, tensormap, vmm)

@@ -32,7 +32,8 @@ PROTOCOL_MINOR = 8  # 2: VMM, stream-ordered pools, occupancy table, batched GEM
 # 5: graphs with host nodes (GRAPH_INSTANTIATE_PART, STREAM_CAPTURE_EMPTY_NODE), graph memory nodes
 # 6: MEMCPY_HTOD_RUNS (host-to-device copies coded as runs of 8-byte words)
 # 7: STREAM_GET_INFO (a stream's flags, priority, context and id), OCCUPANCY_CLUSTERS, stream attributes
-# 8: JIT linking (JIT_LINK_*), CUDA arrays and texture and surface objects, IPC handles
+# 8: stream memory operations (STREAM_MEM_OP, STREAM_BATCH_MEM_OP: cuStreamWaitValue32/64, cuStreamWriteValue32/64,
+#    cuStreamBatchMemOp), JIT linking (JIT_LINK_*), CUDA arrays and texture and surface objects, IPC handles
 NONCE_SIZE = 32
 KEY_SIZE = 32
 TAG_SIZE = 16

@@ -104,6 +104,10 @@ class Op:
     reply_items: tuple[Field, ...] = ()
     # A request without bulk as the whole record, prefix and header included (Connection.lone_request)
     request_record: struct.Struct = attrs.field(kw_only=True, eq=False, repr=False)
+    # The request bulk as an array of the request's `count` items, each laid out as these fields (C gets a pack
+    # function for one item), and their struct.
+    request_items: tuple[Field, ...] = attrs.field(default=(), kw_only=True)
+    request_item: struct.Struct | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
 
     @property
     def item_size(self) -> int:
@@ -139,18 +143,21 @@ OPS: dict[int, Op] = {}
 BY_NAME: dict[str, Op] = {}
 
 def _op(code, name, request="", reply="", *, deferrable=False, context=True, request_bulk="", reply_bulk="",
-        creates="", names=(), doc="", items=""):
-    req, rep = parse_fields(request), parse_fields(reply)
+        creates="", names=(), doc="", items="", request_items=""):
+    req, rep, req_items = parse_fields(request), parse_fields(reply), parse_fields(request_items)
     request_format = "".join(f.code for f in req)
     if items and "count" not in {f.name for f in rep}:
         raise ValueError(f"{name}: reply items need a reply field named count")
+    if request_items and "count" not in {f.name for f in req}:
+        raise ValueError(f"{name}: request items need a request field named count")
     title = "".join(part.capitalize() for part in name.split("_"))
     op = Op(code, name, req, rep, struct.Struct("<" + request_format),
             struct.Struct("<" + "".join(f.code for f in rep)),
             namedtuple(f"{title}Request", [f.name for f in req]), namedtuple(f"{title}Reply", [f.name for f in rep]),
             deferrable, context, request_bulk, reply_bulk,
             creates, tuple(names.split()) if isinstance(names, str) else tuple(names), doc, parse_fields(items),
-            request_record=request_record_struct(request_format))
+            request_record=request_record_struct(request_format), request_items=req_items,
+            request_item=struct.Struct("<" + "".join(f.code for f in req_items)) if req_items else None)
     assert code not in OPS and name not in BY_NAME, (code, name)
     OPS[code] = op
     BY_NAME[name] = op
@@ -366,6 +373,17 @@ STREAM_GET_ATTRIBUTE = _op(0x0068, "STREAM_GET_ATTRIBUTE", "stream:u64 id:u32",
 STREAM_COPY_ATTRIBUTES = _op(0x0069, "STREAM_COPY_ATTRIBUTES", "dst_stream:u64 src_stream:u64",
                              names="dst_stream:stream src_stream:stream",
                              doc="cuStreamCopyAttributes(dst, src) (1.7)")
+# Stream memory operations (1.8; rgpu.protocol.memops): an operation is one record, numbered as
+# CUstreamBatchMemOpType is, each on the stream in order as CUDA defines them (asynchronous: deferrable).
+MEM_OP = "operation:u32 flags:u32 address:u64 value:u64"
+STREAM_MEM_OP = _op(0x006A, "STREAM_MEM_OP", "stream:u64 " + MEM_OP, deferrable=True, names="stream:stream",
+                    doc="cuStreamWaitValue32/64, cuStreamWriteValue32/64 (1.8): `operation` 1 WAIT_VALUE_32, "
+                        "2 WRITE_VALUE_32, 4 WAIT_VALUE_64, 5 WRITE_VALUE_64, with the call's flags")
+STREAM_BATCH_MEM_OP = _op(0x006B, "STREAM_BATCH_MEM_OP", "stream:u64 count:u32 flags:u32", deferrable=True,
+                          request_bulk="count x (u32 operation, u32 flags, u64 address, u64 value)",
+                          request_items=MEM_OP, names="stream:stream",
+                          doc="cuStreamBatchMemOp(stream, count, operations, flags) (1.8): STREAM_MEM_OP's "
+                              "operations and 3 FLUSH_REMOTE_WRITES, 6 BARRIER (address and value 0), in order")
 EVENT_CREATE = _op(0x0070, "EVENT_CREATE", "flags:u32", "event:u64", creates="event", doc="cuEventCreate(flags)")
 EVENT_DESTROY = _op(0x0071, "EVENT_DESTROY", "event:u64", names="event:event", doc="cuEventDestroy")
 EVENT_RECORD = _op(0x0072, "EVENT_RECORD", "event:u64 stream:u64", deferrable=True,
