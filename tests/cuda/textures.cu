@@ -257,6 +257,42 @@ int main()
         CHECK(cudaFreeArray(vol));
     }
 
+    // A device-to-array copy captured into a graph and replayed.
+    {
+        cudaStream_t st;
+        CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        float *d_src;
+        CHECK(cudaMalloc(&d_src, sizeof(float) * W * H));
+        std::vector<float> pattern(W * H);
+        for (int i = 0; i < W * H; i++)
+            pattern[i] = 3.0f * i;
+        CHECK(cudaMemcpy(d_src, pattern.data(), sizeof(float) * W * H, cudaMemcpyHostToDevice));
+        cudaArray_t captured;
+        CHECK(cudaMallocArray(&captured, &fdesc, W, H));
+        cudaGraph_t g;
+        cudaGraphExec_t exec;
+        CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        CHECK(cudaMemcpy2DToArrayAsync(captured, 0, 0, d_src, W * sizeof(float), W * sizeof(float), H,
+                                       cudaMemcpyDeviceToDevice, st));
+        CHECK(cudaStreamEndCapture(st, &g));
+        std::vector<float> before(W * H, -1.0f);
+        CHECK(cudaMemcpy2DFromArray(before.data(), W * sizeof(float), captured, 0, 0, W * sizeof(float), H,
+                                    cudaMemcpyDeviceToHost));
+        CHECK(cudaGraphInstantiate(&exec, g, 0));
+        CHECK(cudaGraphLaunch(exec, st));
+        CHECK(cudaStreamSynchronize(st));
+        std::vector<float> after(W * H);
+        CHECK(cudaMemcpy2DFromArray(after.data(), W * sizeof(float), captured, 0, 0, W * sizeof(float), H,
+                                    cudaMemcpyDeviceToHost));
+        report("a copy into an array captured, not run, then replayed",
+               before[W * H - 1] == 0.0f && after == pattern);
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(g));
+        CHECK(cudaFreeArray(captured));
+        CHECK(cudaFree(d_src));
+        CHECK(cudaStreamDestroy(st));
+    }
+
     // The driver API's 1D array and its linear copies.
     {
         CUDA_ARRAY_DESCRIPTOR ad = {100, 0, CU_AD_FORMAT_UNSIGNED_INT32, 1};

@@ -14,6 +14,7 @@ import weakref
 
 import attrs
 
+from rgpu.backends import array_types
 from rgpu.errors import CudaError, Status
 
 # CUgraphNodeType
@@ -101,6 +102,7 @@ _CAPTURED = {
     "dnn_bn_training": (KERNEL, None), "dnn_bn_backward": (KERNEL, None), "fft_exec": (KERNEL, None),
     "memset": (MEMSET, _ASYNC), "memset_2d": (MEMSET, _ASYNC), "memcpy_dtod": (MEMCPY, _ASYNC),
     "memcpy_2d": (MEMCPY, lambda a: a.get("asynchronous", False) and a["kind"] == 3),
+    "array_copy": (MEMCPY, lambda a: a["asynchronous"] and array_types.HOST not in (a["src"].type, a["dst"].type)),
     "event_record": (EVENT_RECORD, None), "stream_wait_event": (WAIT_EVENT, None),
     "stream_mem_ops": (BATCH_MEM_OP, None),  # (a wait is checked when the graph runs, as on a GPU)
     # Host memory cannot be captured here (the server's staging buffer is not the program's memory), and

@@ -27,7 +27,8 @@ _ARRAY_FLAGS = ARRAY_LAYERED | ARRAY_SURFACE_LDST
 _TEXTURE_FLAGS = 0x01 | 0x02 | 0x10 | 0x20 | 0x40
 _RESOURCE_HEAD = struct.Struct("<I4xQIIQQQ")  # resType, then array/devPtr, format, channels, width|size, height, pitch
 _RESOURCE_FLAGS = struct.Struct("<I")  # at 136
-_TEXTURE = struct.Struct("<3IIIIIfff4f")  # addressMode[3], filterMode, flags, maxAnisotropy, mipmap filter/bias/clamps, border
+# addressMode[3], filterMode, flags, maxAnisotropy, mipmap filter, bias and clamps, borderColor[4]
+_TEXTURE = struct.Struct("<3IIIIIfff4f")
 
 
 @attrs.define(slots=True)
