@@ -67,7 +67,8 @@ async def test_copies_between_every_pair_of_ends(client):
     ((8, 0, 0, 0x50, 1, 0), Status.NOT_SUPPORTED),  # a format rgpu does not take
     ((8, 0, 0, FLOAT, 3, 0), Status.INVALID_VALUE),  # 3 channels
     ((0, 0, 0, FLOAT, 1, 0), Status.INVALID_VALUE),
-    ((8, 0, 0, FLOAT, 1, 0x80), Status.INVALID_VALUE),  # an unknown flag
+    ((8, 0, 0, FLOAT, 1, 0x100), Status.INVALID_VALUE),  # an unknown flag
+    ((8, 0, 0, FLOAT, 1, 0x40), Status.NOT_SUPPORTED),  # a sparse array
     ((8, 0, 4, FLOAT, 1, 0), Status.INVALID_VALUE),  # depth without height, not layered
     ((1 << 40, 1 << 10, 0, FLOAT, 4, 0), Status.OUT_OF_MEMORY),
 ])
@@ -135,7 +136,7 @@ async def test_texture_and_surface_objects_are_checked(client):
             (ops.TEX_OBJECT_CREATE, (0,), resource(0, a, flags=1) + tex, Status.INVALID_VALUE),
             (ops.TEX_OBJECT_CREATE, (0,), resource(0, 0x1234) + tex, Status.INVALID_HANDLE),
             (ops.TEX_OBJECT_CREATE, (0,), resource(2, dev, a=128) + tex, Status.INVALID_VALUE),  # past the memory
-            (ops.TEX_OBJECT_CREATE, (0,), resource(2, dev, a=6) + tex, Status.INVALID_VALUE),  # not whole elements
+            (ops.TEX_OBJECT_CREATE, (0,), resource(2, dev, a=2) + tex, Status.INVALID_VALUE),  # not one element
             (ops.TEX_OBJECT_CREATE, (0,), resource(3, dev, a=4, b=4, c=8) + tex, Status.INVALID_VALUE),  # pitch
             (ops.TEX_OBJECT_CREATE, (0,), resource(3, dev, a=4, b=5, c=16) + tex, Status.INVALID_VALUE),
             (ops.TEX_OBJECT_CREATE, (0,), resource(0, a) + texture(address=(7, 1, 1)), Status.INVALID_VALUE),

@@ -77,12 +77,13 @@ def test_a_link_through_the_driver_s_option_arrays(monkeypatch):
     assert {o for o, _ in fake.forwarded[2:]} == {2, 3, 4, 5, 6}  # the logs and the wall time, the backend's own
     probe.jit_link_add(None, link, 1, b".version 9.0", "k.ptx", ())
     assert fake.inputs[0] == (1, b".version 9.0\0", b"k.ptx")  # PTX given its NUL
-    assert probe.jit_link_logs(link) == (b"info: added k.ptx\0", b"")
+    assert probe.jit_link_outputs(link) == (b"info: added k.ptx\0", b"", 0.0)
     with pytest.raises(CudaError) as e:
         probe.jit_link_add(None, link, 0, b"bad cubin", "b.cubin", ())
     assert e.value.code == 218
-    assert probe.jit_link_logs(link)[1] == b"ptxas error: ba\0"  # capped at the 16 bytes asked for, with its NUL
-    assert probe.jit_link_complete(None, link) == (b"LINKED-IMAGE", 1.5)
+    assert probe.jit_link_outputs(link)[1] == b"ptxas error: ba\0"  # capped at the 16 bytes asked for, with its NUL
+    assert probe.jit_link_complete(None, link) == b"LINKED-IMAGE"
+    assert probe.jit_link_outputs(link)[2] == 1.5
     probe.jit_link_destroy(None, link)
 
 
@@ -194,7 +195,7 @@ def test_ipc_handles_through_the_driver_s_structures(monkeypatch):
     fake = FakeIpcDriver()
     monkeypatch.setattr(cuda_ipc, "driver", lambda ffi: fake)
     probe = Probe()
-    payload = probe.ipc_export_memory(None, 0x1234)
+    payload = probe.ipc_export_memory(None, 0x1234, None)
     assert payload == (0x1234).to_bytes(8, "little") * 8
     assert probe.ipc_open_memory(None, payload, 1) == (0xE000, 4096) and fake.opened == (payload, 1)
     event_payload = probe.ipc_export_event(None, cuda_ipc.cu.CUevent(5))

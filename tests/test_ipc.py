@@ -6,6 +6,7 @@ opening once the memory is freed or its session ends; every wrong request refuse
 from __future__ import annotations
 
 import os
+import pathlib
 
 import pytest
 
@@ -129,3 +130,69 @@ async def test_a_server_s_stop_removes_its_registry():
         assert directory.is_dir() and oct(directory.stat().st_mode & 0o777) == "0o700"
         await client.aclose()
     assert not directory.exists()
+
+
+async def test_freed_memory_another_session_has_open_stays_charged_until_it_is_closed():
+    """Freeing exported memory that another session has mapped is undefined in CUDA: it is freed once the last
+    opener has closed it, and charged to the exporter until then, so opening cannot lift the memory limit."""
+    async with running_server(session_mem_limit=1 << 20) as srv:
+        a, b = await srv.connect(), await srv.connect()
+        await _context(a)
+        await _context(b)
+        ptr = await a.mem_alloc(1 << 20)
+        handle = await export(a, ptr)
+        mapped, _ = await open_(b, handle)
+        await a.mem_free(ptr)
+        await refused(Status.INVALID_VALUE, a.memcpy_dtoh(ptr, 4))  # gone from a's address space
+        await refused(Status.OUT_OF_MEMORY, a.mem_alloc(1 << 20))  # but still a's to pay for
+        await refused(Status.INVALID_VALUE, open_(b, os.urandom(64)))
+        assert await b.memcpy_dtoh(mapped, 4) == bytes(4)
+        assert await close(b, mapped) == 0
+        await a.mem_free(await a.mem_alloc(1 << 20))  # b closed it: freed for good
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_an_asynchronous_free_withdraws_an_export_too():
+    async with running_server() as srv:
+        a, b = await srv.connect(), await srv.connect()
+        await _context(a)
+        await _context(b)
+        ptr = await a.mem_alloc(4096)
+        handle = await export(a, ptr)
+        await a._call(_Request(ops.MEM_FREE_ASYNC, (ptr, 0)))
+        await a.synchronize()
+        await refused(Status.INVALID_VALUE, open_(b, handle))
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_killed_exporter_s_handles_stop_opening():
+    import signal
+
+    import trio
+
+    async with running_server() as srv:
+        a, b = await srv.connect(), await srv.connect()
+        await _context(a)
+        await _context(b)
+        handle = await export(a, await a.mem_alloc(4096))
+        data = srv.server.ipc.data_path(handle)
+        assert data.exists()
+        # the exporter's worker is the child of this process that maps the export's file
+        workers = [int(p.name) for p in pathlib.Path("/proc").iterdir() if p.name.isdigit()
+                   and f"PPid:\t{os.getpid()}\n" in _read(p / "status") and str(data) in _read(p / "maps")]
+        assert len(workers) == 1
+        os.kill(workers[0], signal.SIGKILL)
+        with trio.fail_after(10):
+            while data.exists():
+                await trio.sleep(0.05)
+        await refused(Status.INVALID_VALUE, open_(b, handle))
+        await b.aclose()
+
+
+def _read(path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

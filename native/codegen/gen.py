@@ -409,6 +409,9 @@ def consts_header() -> str:
               f"#define RGPU_MAX_JIT_IMAGE {ops.MAX_JIT_IMAGE}u",
               f"#define RGPU_FORWARDED_JIT_OPTIONS 0x{_bits(ops.FORWARDED_JIT_OPTIONS, 64):X}ull",
               f"#define RGPU_IPC_HANDLE_SIZE {ops.IPC_HANDLE_SIZE}",
+              "/* The array formats rgpu takes, {CUarray_format, bytes of one channel} (ops.ARRAY_FORMATS). */",
+              "#define RGPU_ARRAY_FORMATS {" + ", ".join(f"{{0x{f:02X}, {b}}}" for f, b in ops.ARRAY_FORMATS.items())
+              + "}",
               "/* Texture and surface objects' descriptions: the driver's structures' sizes. */",
               f"#define RGPU_RESOURCE_DESC_SIZE {ops.RESOURCE_DESC_SIZE}",
               f"#define RGPU_TEXTURE_DESC_SIZE {ops.TEXTURE_DESC_SIZE}",

@@ -39,6 +39,8 @@
 #define RGPU_MAX_JIT_IMAGE 268435456u
 #define RGPU_FORWARDED_JIT_OPTIONS 0x7E1F1FF83ull
 #define RGPU_IPC_HANDLE_SIZE 64
+/* The array formats rgpu takes, {CUarray_format, bytes of one channel} (ops.ARRAY_FORMATS). */
+#define RGPU_ARRAY_FORMATS {{0x01, 1}, {0x02, 2}, {0x03, 4}, {0x08, 1}, {0x09, 2}, {0x0A, 4}, {0x10, 2}, {0x20, 4}}
 /* Texture and surface objects' descriptions: the driver's structures' sizes. */
 #define RGPU_RESOURCE_DESC_SIZE 144
 #define RGPU_TEXTURE_DESC_SIZE 104

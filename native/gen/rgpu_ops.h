@@ -1439,10 +1439,10 @@ static inline int rgpu_unpack_jit_link_create(const uint8_t *in, size_t len, str
     return 0;
 }
 
-/* JIT_LINK_ADD: cuLinkAddData (1.8): `status` is the driver's answer, with the logs as they stand after it [context] */
+/* JIT_LINK_ADD: cuLinkAddData (1.8): `status` is the driver's answer, with the logs and the wall time as they stand after it [context] */
 #define RGPU_OP_JIT_LINK_ADD 0x005C
 #define RGPU_JIT_LINK_ADD_REQ_SIZE 20
-#define RGPU_JIT_LINK_ADD_REP_SIZE 12
+#define RGPU_JIT_LINK_ADD_REP_SIZE 16
 struct rgpu_jit_link_add_req {
     uint64_t link;
     uint32_t type;
@@ -1470,6 +1470,7 @@ struct rgpu_jit_link_add_rep {
     uint32_t status;
     uint32_t info_size;
     uint32_t error_size;
+    float wall_ms;
 };
 static inline int rgpu_unpack_jit_link_add(const uint8_t *in, size_t len, struct rgpu_jit_link_add_rep *m)
 {
@@ -1478,6 +1479,7 @@ static inline int rgpu_unpack_jit_link_add(const uint8_t *in, size_t len, struct
     m->status = (uint32_t)rgpu_get_u32(in + 0);
     m->info_size = (uint32_t)rgpu_get_u32(in + 4);
     m->error_size = (uint32_t)rgpu_get_u32(in + 8);
+    m->wall_ms = (float)rgpu_get_f32(in + 12);
     return 0;
 }
 

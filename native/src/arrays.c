@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_rows.h"
 #include "keyed.h"
 #include "rgpu_shim.h"
 
@@ -97,13 +98,15 @@ struct end {
 static CUresult end_of(CUmemorytype type, const void *host, CUdeviceptr device, CUarray array, size_t x, size_t y,
                        size_t z, size_t pitch, size_t height, size_t width, struct end *e)
 {
-    if (type == CU_MEMORYTYPE_UNIFIED)
+    if (type == CU_MEMORYTYPE_UNIFIED) { /* (the address is in the device field; the host one is ignored) */
+        host = (const void *)(uintptr_t)device;
         type = rgpu_is_device_range(device, 1) ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    }
     if (type == CU_MEMORYTYPE_ARRAY) {
         *e = (struct end){END_ARRAY, (uint64_t)(uintptr_t)array, x, y, z, 0, 0};
         return array ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     }
-    if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE)
+    if ((type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE) || (type == CU_MEMORYTYPE_HOST && !host))
         return CUDA_ERROR_INVALID_VALUE;
     size_t rows, offset;
     if (!pitch)
@@ -111,8 +114,7 @@ static CUresult end_of(CUmemorytype type, const void *host, CUdeviceptr device, 
     if (pitch < width || __builtin_mul_overflow(z, height, &rows) || __builtin_add_overflow(rows, y, &rows) ||
         __builtin_mul_overflow(rows, pitch, &offset) || __builtin_add_overflow(offset, x, &offset))
         return CUDA_ERROR_INVALID_VALUE;
-    uint64_t base = type == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)(host ? host : (const void *)(uintptr_t)device)
-                                               : device;
+    uint64_t base = type == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)host : device;
     *e = (struct end){type == CU_MEMORYTYPE_HOST ? END_HOST : END_DEVICE, base + offset, 0, 0, 0, pitch, height};
     return CUDA_SUCCESS;
 }
@@ -204,18 +206,46 @@ CUresult rgpu_array_copy(const CUDA_MEMCPY3D *p, CUstream stream, int async)
     return r;
 }
 
+/* Bytes in a row of `array` (its width of elements), 0 for an array this process does not know. */
+static size_t row_bytes(CUarray array)
+{
+    static const unsigned formats[][2] = RGPU_ARRAY_FORMATS;
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (rgpu_keyed_get(&arrays, (uint64_t)(uintptr_t)array, &d, sizeof d) != 0)
+        return 0;
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (formats[i][0] == (unsigned)d.Format)
+            return d.Width * formats[i][1] * d.NumChannels;
+    return 0;
+}
+
+/* The 1D copies (cuMemcpyHtoA, AtoH, DtoA, AtoD) name a byte offset into the array that runs on from row to row:
+ * the rest of the first row, the whole rows after it as one 2D copy, the start of the last. */
 static CUresult linear(CUarray array, size_t offset, CUmemorytype other, const void *host, CUdeviceptr device,
                        size_t n, int to_array, CUstream stream, int async)
 {
-    CUDA_MEMCPY3D c = {.WidthInBytes = n, .Height = 1, .Depth = 1};
-    if (to_array) {
-        c.dstMemoryType = CU_MEMORYTYPE_ARRAY, c.dstArray = array, c.dstXInBytes = offset;
-        c.srcMemoryType = other, c.srcHost = host, c.srcDevice = device;
-    } else {
-        c.srcMemoryType = CU_MEMORYTYPE_ARRAY, c.srcArray = array, c.srcXInBytes = offset;
-        c.dstMemoryType = other, c.dstHost = (void *)host, c.dstDevice = device;
+    size_t row = row_bytes(array);
+    if (!row)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t x = offset % row, y = offset / row;
+    for (size_t done = 0; done < n;) {
+        struct array_piece p = array_next_piece(row, x, y, n - done);
+        CUDA_MEMCPY3D c = {.WidthInBytes = p.width, .Height = p.rows, .Depth = 1};
+        const uint8_t *h = host ? (const uint8_t *)host + done : NULL;
+        if (to_array) {
+            c.dstMemoryType = CU_MEMORYTYPE_ARRAY, c.dstArray = array, c.dstXInBytes = p.x, c.dstY = p.y;
+            c.srcMemoryType = other, c.srcHost = h, c.srcDevice = device + done, c.srcPitch = row;
+        } else {
+            c.srcMemoryType = CU_MEMORYTYPE_ARRAY, c.srcArray = array, c.srcXInBytes = p.x, c.srcY = p.y;
+            c.dstMemoryType = other, c.dstHost = (void *)h, c.dstDevice = device + done, c.dstPitch = row;
+        }
+        CUresult r = rgpu_array_copy(&c, stream, async);
+        if (r != CUDA_SUCCESS)
+            return r;
+        done += p.width * p.rows;
+        array_after_piece(row, &p, &x, &y);
     }
-    return rgpu_array_copy(&c, stream, async);
+    return CUDA_SUCCESS;
 }
 
 API CUresult cuMemcpyHtoA_v2(CUarray dst, size_t off, const void *src, size_t n)
@@ -242,12 +272,27 @@ API CUresult cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t off, size_t n)
 {
     return linear(src, off, CU_MEMORYTYPE_DEVICE, NULL, dst, n, 0, NULL, 0);
 }
+/* Array to array: pieces within one row of each. */
 API CUresult cuMemcpyAtoA_v2(CUarray dst, size_t dst_off, CUarray src, size_t src_off, size_t n)
 {
-    CUDA_MEMCPY3D c = {.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = src, .srcXInBytes = src_off,
-                       .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = dst, .dstXInBytes = dst_off,
-                       .WidthInBytes = n, .Height = 1, .Depth = 1};
-    return rgpu_array_copy(&c, NULL, 0);
+    size_t srow = row_bytes(src), drow = row_bytes(dst);
+    if (!srow || !drow)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t done = 0; done < n;) {
+        size_t s = src_off + done, d = dst_off + done, width = n - done;
+        if (width > srow - s % srow)
+            width = srow - s % srow;
+        if (width > drow - d % drow)
+            width = drow - d % drow;
+        CUDA_MEMCPY3D c = {.srcMemoryType = CU_MEMORYTYPE_ARRAY, .srcArray = src, .srcXInBytes = s % srow,
+                           .srcY = s / srow, .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = dst,
+                           .dstXInBytes = d % drow, .dstY = d / drow, .WidthInBytes = width, .Height = 1, .Depth = 1};
+        CUresult r = rgpu_array_copy(&c, NULL, 0);
+        if (r != CUDA_SUCCESS)
+            return r;
+        done += width;
+    }
+    return CUDA_SUCCESS;
 }
 
 API CUresult cuMemcpyHtoA_v2_ptds(CUarray dst, size_t off, const void *src, size_t n)

@@ -518,13 +518,31 @@ API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 #define FATBIN_MAGIC 0xBA55ED50u
 #define FATBIN_WRAPPER_MAGIC 0x466243B1u
 
+enum image_kind { IMAGE_PTX, IMAGE_FATBIN, IMAGE_ELF };
+
+/* What an image is, read byte by byte, each test stopping at a difference: PTX text may be shorter than a magic
+ * number, and neither magic holds a NUL. */
+static enum image_kind image_kind(const void *image)
+{
+    static const uint8_t fatbin[4] = {FATBIN_MAGIC & 0xFF, FATBIN_MAGIC >> 8 & 0xFF, FATBIN_MAGIC >> 16 & 0xFF,
+                                      FATBIN_MAGIC >> 24}, elf[4] = {0x7f, 'E', 'L', 'F'};
+    const uint8_t *p = image;
+    int is_fatbin = 1, is_elf = 1;
+    for (int i = 0; i < 4 && (is_fatbin || is_elf); i++)
+        is_fatbin &= p[i] == fatbin[i], is_elf &= p[i] == elf[i];
+    return is_fatbin ? IMAGE_FATBIN : is_elf ? IMAGE_ELF : IMAGE_PTX;
+}
+
+int rgpu_image_is_binary(const void *image) { return image_kind(image) != IMAGE_PTX; }
+
 /* How many bytes a module image spans: cuModuleLoadData gets only a pointer. */
 static size_t image_size(const void *image)
 {
     const uint8_t *p = image;
-    if (rgpu_get_u32(p) == FATBIN_MAGIC)
+    enum image_kind kind = image_kind(image);
+    if (kind == IMAGE_FATBIN)
         return rgpu_get_u16(p + 6) + (size_t)rgpu_get_u64(p + 8);
-    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2 /* 64-bit */) {
+    if (kind == IMAGE_ELF && p[4] == 2 /* 64-bit */) {
         uint64_t shoff = rgpu_get_u64(p + 0x28), phoff = rgpu_get_u64(p + 0x20);
         uint16_t shentsize = rgpu_get_u16(p + 0x3A), shnum = rgpu_get_u16(p + 0x3C);
         uint16_t phentsize = rgpu_get_u16(p + 0x36), phnum = rgpu_get_u16(p + 0x38);
@@ -541,12 +559,6 @@ static size_t image_size(const void *image)
         return end;
     }
     return strlen((const char *)image) + 1; /* PTX text */
-}
-
-int rgpu_image_is_binary(const void *image)
-{
-    const uint8_t *p = image;
-    return rgpu_get_u32(p) == FATBIN_MAGIC || (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F');
 }
 
 __attribute__((visibility("default"))) size_t rgpu_test_image_size(const void *image) { return image_size(image); }

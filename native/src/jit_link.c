@@ -37,6 +37,7 @@ struct jit_link {
     size_t image_size;
 };
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(links_lock, &links_lock)
 static struct jit_link *links;
 
 static CUresult need_linking(void)
@@ -129,25 +130,28 @@ static void put_nothing(const struct jit_outputs *out)
     put_wall_time(out, 0.0f);
 }
 
-/* A JIT_LINK_ADD or _COMPLETE call, whose reply bulk is the two logs: on any answer of the linker's, the logs reach
- * the program; its answer is the result. */
+/* A JIT_LINK_ADD or _COMPLETE call, whose reply bulk is the two logs: on any answer of the linker's, the logs and
+ * the wall time so far reach the program; its answer is the result. */
 static CUresult logged_call(uint16_t op, const struct jit_outputs *out, const void *args, size_t args_len,
                             const void *bulk, size_t bulk_len, uint8_t *rep, size_t rep_len,
-                            uint32_t (*unpack)(const uint8_t *rep, size_t len, uint32_t *info, uint32_t *error))
+                            uint32_t (*unpack)(const uint8_t *rep, size_t len, uint32_t *info, uint32_t *error,
+                                               float *wall_ms))
 {
     uint32_t info_cap = asked(out->info_cap), error_cap = asked(out->error_cap), info, error;
+    float wall_ms;
     uint8_t *logs = malloc((size_t)info_cap + error_cap + 1);
     if (!logs)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct rgpu_sink sink = {logs, (size_t)info_cap + error_cap, 0};
     CUresult r = rgpu_call(op, args, args_len, bulk, bulk_len, rep, rep_len, &sink);
     if (r == CUDA_SUCCESS) {
-        uint32_t status = unpack(rep, rep_len, &info, &error);
+        uint32_t status = unpack(rep, rep_len, &info, &error, &wall_ms);
         if (info > info_cap || error > error_cap || (size_t)info + error != sink.len) {
             r = rgpu_bad_reply(op, "logs of other sizes than asked for");
         } else {
             put_log(out->info, out->info_cap, out->info_filled, logs, info);
             put_log(out->error, out->error_cap, out->error_filled, logs + info, error);
+            put_wall_time(out, wall_ms);
             r = status >= RGPU_STATUS_BASE ? CUDA_ERROR_UNKNOWN : (CUresult)status;
         }
     }
@@ -186,12 +190,13 @@ API CUresult cuLinkCreate_v2(unsigned n, CUjit_option *options, void **values, C
     return CUDA_SUCCESS;
 }
 
-static uint32_t add_logs(const uint8_t *rep, size_t len, uint32_t *info, uint32_t *error)
+static uint32_t add_logs(const uint8_t *rep, size_t len, uint32_t *info, uint32_t *error, float *wall_ms)
 {
     struct rgpu_jit_link_add_rep got = {0};
     rgpu_unpack_jit_link_add(rep, len, &got);
     *info = got.info_size;
     *error = got.error_size;
+    *wall_ms = got.wall_ms;
     return got.status;
 }
 
@@ -241,12 +246,13 @@ API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char
     return r;
 }
 
-static uint32_t complete_logs(const uint8_t *rep, size_t len, uint32_t *info, uint32_t *error)
+static uint32_t complete_logs(const uint8_t *rep, size_t len, uint32_t *info, uint32_t *error, float *wall_ms)
 {
     struct rgpu_jit_link_complete_rep got = {0};
     rgpu_unpack_jit_link_complete(rep, len, &got);
     *info = got.info_size;
     *error = got.error_size;
+    *wall_ms = got.wall_ms;
     return got.status;
 }
 
@@ -291,7 +297,6 @@ API CUresult cuLinkComplete(CUlinkState state, void **image, size_t *size)
     if (rgpu_unpack_jit_link_complete(rep, sizeof rep, &got) != 0 || got.image_size > RGPU_MAX_JIT_IMAGE ||
         !got.image_size)
         return rgpu_bad_reply(RGPU_OP_JIT_LINK_COMPLETE, "an image of no size or beyond the limit");
-    put_wall_time(&l->out, got.wall_ms);
     uint8_t *bytes = malloc(got.image_size);
     if (!bytes)
         return CUDA_ERROR_OUT_OF_MEMORY;

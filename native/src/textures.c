@@ -23,6 +23,28 @@ static struct rgpu_keyed textures = RGPU_KEYED_INIT, surfaces = RGPU_KEYED_INIT;
 RGPU_FORK_RESET(textures_lock, &textures.lock)
 RGPU_FORK_RESET(surfaces_lock, &surfaces.lock)
 
+/* Object numbers are each server's driver's own (1, 2, ...): with several servers, one number may name an object
+ * of each. What is kept here is keyed by the number and the server that made it. */
+static uint64_t key(int server, unsigned long long object) { return (uint64_t)server << 56 ^ object; }
+
+static int current_server(void)
+{
+    int server = rgpu_server_of_ctx(rgpu_thread_ctx());
+    return server < 0 ? 0 : server;
+}
+
+/* The server of a kept object, the current context's first; -1 when none has it. */
+static int server_of(struct rgpu_keyed *kept, unsigned long long object)
+{
+    int current = current_server(), count = rgpu_server_count();
+    if (rgpu_keyed_get(kept, key(current, object), NULL, 0) == 0)
+        return current;
+    for (int server = 0; server < count; server++)
+        if (rgpu_keyed_get(kept, key(server, object), NULL, 0) == 0)
+            return server;
+    return -1;
+}
+
 static CUresult need_objects(void)
 {
     static int logged;
@@ -44,8 +66,13 @@ static CUresult create(uint16_t op, const void *args, size_t args_len, const str
         r = rgpu_call(op, args, args_len, d, size, rep, sizeof rep, NULL);
     if (r == CUDA_SUCCESS && (rgpu_unpack_tex_object_create(rep, sizeof rep, &got) != 0 || !got.object))
         return rgpu_bad_reply(op, "no object number");
-    if (r == CUDA_SUCCESS && rgpu_keyed_put(kept, got.object, d, sizeof *d) != 0)
-        r = CUDA_ERROR_OUT_OF_MEMORY; /* (the object stays on the server until the session ends) */
+    if (r == CUDA_SUCCESS && rgpu_keyed_put(kept, key(current_server(), got.object), d, sizeof *d) != 0) {
+        uint8_t gone[RGPU_TEX_OBJECT_DESTROY_REQ_SIZE];
+        rgpu_pack_tex_object_destroy(gone, &(struct rgpu_tex_object_destroy_req){got.object});
+        rgpu_call(op == RGPU_OP_TEX_OBJECT_CREATE ? RGPU_OP_TEX_OBJECT_DESTROY : RGPU_OP_SURF_OBJECT_DESTROY, gone,
+                  sizeof gone, NULL, 0, NULL, 0, NULL);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (r == CUDA_SUCCESS)
         *out = got.object;
     return r;
@@ -78,12 +105,16 @@ API CUresult cuSurfObjectCreate(CUsurfObject *out, const CUDA_RESOURCE_DESC *res
 
 static CUresult destroy(uint16_t op, struct rgpu_keyed *kept, unsigned long long object)
 {
-    if (rgpu_keyed_take(kept, object, NULL, 0) != 0)
+    int server = server_of(kept, object);
+    if (server < 0 || rgpu_keyed_take(kept, key(server, object), NULL, 0) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     _Static_assert(RGPU_TEX_OBJECT_DESTROY_REQ_SIZE == RGPU_SURF_OBJECT_DESTROY_REQ_SIZE, "one request for two");
     uint8_t a[RGPU_TEX_OBJECT_DESTROY_REQ_SIZE];
     rgpu_pack_tex_object_destroy(a, &(struct rgpu_tex_object_destroy_req){object});
-    return rgpu_call(op, a, sizeof a, NULL, 0, NULL, 0, NULL);
+    int prev = rgpu_route_push(server); /* (to the server that made it, whatever context is current) */
+    CUresult r = rgpu_call(op, a, sizeof a, NULL, 0, NULL, 0, NULL);
+    rgpu_route_pop(prev);
+    return r;
 }
 
 API CUresult cuTexObjectDestroy(CUtexObject t) { return destroy(RGPU_OP_TEX_OBJECT_DESTROY, &textures, t); }
@@ -92,7 +123,8 @@ API CUresult cuSurfObjectDestroy(CUsurfObject s) { return destroy(RGPU_OP_SURF_O
 static CUresult described(struct rgpu_keyed *kept, unsigned long long object, void *out, size_t at, size_t size)
 {
     struct described d;
-    if (!out || rgpu_keyed_get(kept, object, &d, sizeof d) != 0)
+    int server = server_of(kept, object);
+    if (!out || server < 0 || rgpu_keyed_get(kept, key(server, object), &d, sizeof d) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(out, (const uint8_t *)&d + at, size);
     return CUDA_SUCCESS;

@@ -257,6 +257,26 @@ int main()
         CHECK(cudaFreeArray(vol));
     }
 
+    // The deprecated 1D copies run on from row to row (NVIDIA's older simpleTexture copies a whole image so).
+    {
+        cudaArray_t a;
+        CHECK(cudaMallocArray(&a, &fdesc, W, H));
+        std::vector<float> img(W * H), back(W * H);
+        for (int i = 0; i < W * H; i++)
+            img[i] = 7.0f * i;
+        CHECK(cudaMemcpyToArray(a, 0, 0, img.data(), sizeof(float) * W * H, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy2DFromArray(back.data(), W * sizeof(float), a, 0, 0, W * sizeof(float), H,
+                                    cudaMemcpyDeviceToHost));
+        const size_t n = 3 * W + 5; // from the third element of row 1: the rest of it, two rows, and more
+        std::vector<float> part(n);
+        CHECK(cudaMemcpyFromArray(part.data(), a, 2 * sizeof(float), 1, sizeof(float) * n, cudaMemcpyDeviceToHost));
+        bool ok = back == img;
+        for (size_t i = 0; i < n; i++)
+            ok &= part[i] == img[W + 2 + i];
+        report("1D copies run on from row to row", ok);
+        CHECK(cudaFreeArray(a));
+    }
+
     // A device-to-array copy captured into a graph and replayed.
     {
         cudaStream_t st;

@@ -126,7 +126,8 @@ def _handled(s, op, *values, bulk=b""):
 def test_jit_link_on_the_driver(s):
     ptx = _c_strings("link_ptx.h")
     (link,) = call(s, ops.JIT_LINK_CREATE, 1, 4096, 4096, bulk=struct.pack("<IIQ", 12, 0, 1))  # LOG_VERBOSE
-    (status, info, error), logs = _handled(s, ops.JIT_LINK_ADD, link, 1, 0, 10, bulk=b"kernel.ptx" + ptx["kernel_ptx"])
+    (status, info, error, _), logs = _handled(s, ops.JIT_LINK_ADD, link, 1, 0, 10,
+                                              bulk=b"kernel.ptx" + ptx["kernel_ptx"])
     assert status == 0 and error == 0, logs
     (status, info, error, _, size, _), logs = _handled(s, ops.JIT_LINK_COMPLETE, link)
     assert status != 0 and b"_Z7add_f32ff" in logs, (status, logs)  # the device function is nowhere

@@ -3,6 +3,7 @@
  * runtime's resource and texture descriptions are the driver's, field by field. */
 #include <string.h>
 
+#include "array_rows.h"
 #include "rt.h"
 
 static const struct {
@@ -246,31 +247,57 @@ RT_API cudaError_t cudaMemcpy2DArrayToArray_ptds(cudaArray_t dst, size_t dx, siz
     return array_to_array(dst, dx, dy, src, sx, sy, width, height, kind);
 }
 
-/* The deprecated 1D forms: `count` bytes from (x, y), within that row. */
+/* The deprecated 1D forms: `count` bytes from (x, y) on, running on from row to row. */
+static cudaError_t linear(cudaArray_const_t a, size_t x, size_t y, void *mem, size_t count, enum cudaMemcpyKind kind,
+                          int to, cudaStream_t s, int async)
+{
+    size_t row = element_bytes((CUarray)a);
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (!row || cuArray3DGetDescriptor(&d, (CUarray)a) != CUDA_SUCCESS)
+        return rt_record(cudaErrorInvalidResourceHandle);
+    row *= d.Width;
+    y += x / row, x %= row;
+    for (size_t done = 0; done < count;) {
+        struct array_piece p = array_next_piece(row, x, y, count - done);
+        uint8_t *at = (uint8_t *)mem + done;
+        cudaError_t e = to ? to_array((cudaArray_t)a, p.x, p.y, at, row, p.width, p.rows, kind, s, async)
+                           : from_array(at, row, a, p.x, p.y, p.width, p.rows, kind, s, async);
+        if (e != cudaSuccess)
+            return e;
+        done += p.width * p.rows;
+        array_after_piece(row, &p, &x, &y);
+    }
+    return cudaSuccess;
+}
+
 RT_API cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t x, size_t y, const void *src, size_t count,
                                      enum cudaMemcpyKind kind)
 {
-    return to_array(dst, x, y, src, count, count, 1, kind, NULL, 0);
+    return linear(dst, x, y, (void *)src, count, kind, 1, NULL, 0);
 }
 RT_API cudaError_t cudaMemcpyToArrayAsync(cudaArray_t dst, size_t x, size_t y, const void *src, size_t count,
                                           enum cudaMemcpyKind kind, cudaStream_t s)
 {
-    return to_array(dst, x, y, src, count, count, 1, kind, s, 1);
+    return linear(dst, x, y, (void *)src, count, kind, 1, s, 1);
 }
 RT_API cudaError_t cudaMemcpyFromArray(void *dst, cudaArray_const_t src, size_t x, size_t y, size_t count,
                                        enum cudaMemcpyKind kind)
 {
-    return from_array(dst, count, src, x, y, count, 1, kind, NULL, 0);
+    return linear(src, x, y, dst, count, kind, 0, NULL, 0);
 }
 RT_API cudaError_t cudaMemcpyFromArrayAsync(void *dst, cudaArray_const_t src, size_t x, size_t y, size_t count,
                                             enum cudaMemcpyKind kind, cudaStream_t s)
 {
-    return from_array(dst, count, src, x, y, count, 1, kind, s, 1);
+    return linear(src, x, y, dst, count, kind, 0, s, 1);
 }
 RT_API cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t dx, size_t dy, cudaArray_const_t src, size_t sx,
                                           size_t sy, size_t count, enum cudaMemcpyKind kind)
 {
-    return array_to_array(dst, dx, dy, src, sx, sy, count, 1, kind);
+    CUDA_ARRAY3D_DESCRIPTOR ds, dd;
+    size_t se = element_bytes((CUarray)src), de = element_bytes((CUarray)dst);
+    if (!se || !de || cuArray3DGetDescriptor(&ds, (CUarray)src) || cuArray3DGetDescriptor(&dd, (CUarray)dst))
+        return rt_record(cudaErrorInvalidResourceHandle);
+    return rt_fail(cuMemcpyAtoA((CUarray)dst, dy * dd.Width * de + dx, (CUarray)src, sy * ds.Width * se + sx, count));
 }
 
 /* cudaMemcpy3D's positions and extent count the array's elements at an array end, bytes at a memory end. */

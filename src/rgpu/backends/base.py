@@ -100,14 +100,15 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def jit_link_add(self, ctx, link, input_type: int, data: bytes, name: str, options) -> None: ...
     @abc.abstractmethod
-    def jit_link_complete(self, ctx, link) -> tuple[bytes, float]:
-        """(the linked image, the milliseconds the linker has taken so far: CU_JIT_WALL_TIME)"""
+    def jit_link_complete(self, ctx, link) -> bytes:
+        """The linked image."""
     @abc.abstractmethod
-    def jit_link_logs(self, link) -> tuple[bytes, bytes]:
-        """The info and error logs as they stand, each at most the size asked for at creation."""
+    def jit_link_outputs(self, link) -> tuple[bytes, bytes, float]:
+        """The info and error logs as they stand, each at most the size asked for at creation, and the
+        milliseconds the linker has taken so far (CU_JIT_WALL_TIME)."""
     @abc.abstractmethod
     def jit_link_destroy(self, ctx, link) -> None: ...
-    # CUDA arrays, texture and surface objects (rgpu.dispatch.arrays checks the requests and defines the types).
+    # CUDA arrays, texture and surface objects (rgpu.dispatch.arrays checks the requests; the types: array_types).
     @abc.abstractmethod
     def array_create(self, ctx, shape): ...
     @abc.abstractmethod
@@ -126,7 +127,9 @@ class Backend(abc.ABC):
     def surf_object_destroy(self, ctx, obj) -> None: ...
     # IPC (rgpu.dispatch.ipc checks the requests): an export's payload is what another worker's backend opens it by.
     @abc.abstractmethod
-    def ipc_export_memory(self, ctx, ptr: int) -> bytes: ...
+    def ipc_export_memory(self, ctx, ptr: int, place) -> bytes:
+        """What another worker's backend opens the allocation by; `place` a path the backend may share it through
+        (the registry removes it with the export)."""
     @abc.abstractmethod
     def ipc_withdraw_memory(self, ctx, ptr: int) -> None:
         """The allocation is about to be freed: its export stops opening."""

@@ -33,7 +33,7 @@ def _handle(kind: str, payload: bytes):
 class CudaIpc:
     """Mixed into CudaBackend."""
 
-    def ipc_export_memory(self, ctx, ptr: int) -> bytes:
+    def ipc_export_memory(self, ctx, ptr: int, place) -> bytes:
         self._use(ctx)
         h = _ffi.new("CUipcMemHandle *")
         check_code(driver(_ffi).cuIpcGetMemHandle(h, ptr))
@@ -47,7 +47,11 @@ class CudaIpc:
         lib = driver(_ffi)
         ptr, base, size = _ffi.new("unsigned long long *"), _ffi.new("unsigned long long *"), _ffi.new("size_t *")
         check_code(lib.cuIpcOpenMemHandle_v2(ptr, _handle("CUipcMemHandle", payload)[0], flags))
-        check_code(lib.cuMemGetAddressRange_v2(base, size, ptr[0]))
+        try:
+            check_code(lib.cuMemGetAddressRange_v2(base, size, ptr[0]))
+        except BaseException:
+            lib.cuIpcCloseMemHandle(ptr[0])
+            raise
         return int(ptr[0]), int(size[0])
 
     def ipc_close_memory(self, ctx, ptr: int) -> None:

@@ -69,15 +69,15 @@ class CudaJitLink:
         check_code(driver(_ffi).cuLinkAddData_v2(link.state, input_type, _ffi.from_buffer(data), len(data),
                                                  name.encode(), len(options), opts, values))
 
-    def jit_link_complete(self, ctx, link: CudaLink) -> tuple[bytes, float]:
+    def jit_link_complete(self, ctx, link: CudaLink) -> bytes:
         self._use(ctx)
         image, size = _ffi.new("void **"), _ffi.new("size_t *")
         check_code(driver(_ffi).cuLinkComplete(link.state, image, size))
-        wall = _ffi.cast("float *", link.values + link.wall_at)[0]  # a float written over the value's first bytes
-        return bytes(_ffi.buffer(image[0], size[0])), float(wall)
+        return bytes(_ffi.buffer(image[0], size[0]))
 
-    def jit_link_logs(self, link: CudaLink) -> tuple[bytes, bytes]:
-        return _log(link.info, link.info_size), _log(link.error, link.error_size)
+    def jit_link_outputs(self, link: CudaLink) -> tuple[bytes, bytes, float]:
+        wall = _ffi.cast("float *", link.values + link.wall_at)[0]  # a float written over the value's first bytes
+        return _log(link.info, link.info_size), _log(link.error, link.error_size), float(wall)
 
     def jit_link_destroy(self, ctx, link: CudaLink) -> None:
         self._use(ctx)

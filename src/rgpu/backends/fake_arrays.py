@@ -50,8 +50,12 @@ class FakeTexture:
         return np.ascontiguousarray(rows[:, : width * dtype.itemsize * channels]).view(dtype)[:, ::channels]
 
     def _as_read(self, values: np.ndarray) -> np.ndarray:
-        if self.desc is not None and not self.desc.read_as_integer and values.dtype.kind in "ui":
-            return values.astype(np.float32) / np.float32(np.iinfo(values.dtype).max)  # normalized float
+        # 8- and 16-bit integers read as normalized floats unless read as integers (32-bit ones never are);
+        # signed ones reach -1.0 from both of their two lowest values
+        if (self.desc is not None and not self.desc.read_as_integer and values.dtype.kind in "ui"
+                and values.dtype.itemsize < 4):
+            scaled = values.astype(np.float32) / np.float32(np.iinfo(values.dtype).max)
+            return np.maximum(scaled, np.float32(-1)) if values.dtype.kind == "i" else scaled
         return values.astype(np.float32)
 
     def texels(self) -> np.ndarray:

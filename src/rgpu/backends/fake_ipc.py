@@ -1,10 +1,10 @@
 """Inter-process sharing on the fake backend: the FakeBackend mixin (requests are checked in rgpu.dispatch.ipc).
 
-Sessions run in separate worker processes, each with its own fake memory; so an exported allocation moves into a
-file mapped into memory (its bytes copied once, under the same address), and another worker maps the same file
-at an address of its own. The file goes when the exporter frees the memory, as the driver's handle stops opening
-then; workers that opened it keep their mapping until they close it. An opened event is complete: the fake runs
-a stream's work as it is queued, so whatever was recorded has happened."""
+Sessions run in separate worker processes, each with its own fake memory; so an exported allocation moves into the
+file the registry gives it (its bytes copied once, under the same address), and another worker maps that file at
+an address of its own. The registry removes the file with the export; a mapping stays valid after that (as a
+mapped file does), so what others opened stays theirs until they close it. An opened event is complete: the fake
+runs a stream's work as it is queued, so whatever was recorded has happened."""
 
 from __future__ import annotations
 
@@ -12,29 +12,32 @@ import bisect
 import json
 import mmap
 import os
-import tempfile
+import stat
 
 import numpy as np
 
 from rgpu.errors import CudaError, Status
 
-_SHARED_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+def _map(fd: int, size: int) -> np.ndarray:
+    return np.frombuffer(mmap.mmap(fd, size), np.uint8)
 
 
 class FakeIpc:
-    """Mixed into FakeBackend (which provides `_lock`, `_memory`, `_starts`, `_owner`, `_next`, `_exported` and
+    """Mixed into FakeBackend (which provides `_lock`, `_memory`, `_starts`, `_next`, `_exported` and
     `_opened`)."""
 
-    def ipc_export_memory(self, ctx, ptr: int) -> bytes:
+    def ipc_export_memory(self, ctx, ptr: int, place) -> bytes:
         ctx.check()
         with self._lock:
             path = self._exported.get(ptr)
             if path is None:
                 buf = self._memory[ptr]
-                fd, path = tempfile.mkstemp(prefix="rgpu-fake-ipc-", dir=_SHARED_DIR)
+                path = str(place)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                 try:
                     os.ftruncate(fd, buf.size)
-                    shared = np.frombuffer(mmap.mmap(fd, buf.size), np.uint8)
+                    shared = _map(fd, buf.size)
                 finally:
                     os.close(fd)
                 shared[:] = buf
@@ -44,24 +47,24 @@ class FakeIpc:
 
     def ipc_withdraw_memory(self, ctx, ptr: int) -> None:
         with self._lock:
-            path = self._exported.pop(ptr, None)
-        if path is not None:
-            os.unlink(path)
+            self._exported.pop(ptr, None)  # (the registry removes the file; this worker's mapping stays)
 
     def ipc_open_memory(self, ctx, payload: bytes, flags: int) -> tuple[int, int]:
         ctx.check()
         try:
             info = json.loads(payload)
             path, size = str(info["path"]), int(info["size"])
-            if os.path.dirname(path) != _SHARED_DIR or not os.path.basename(path).startswith("rgpu-fake-ipc-"):
-                raise ValueError(path)
-            fd = os.open(path, os.O_RDWR)
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
         except FileNotFoundError:
             raise CudaError(Status.INVALID_VALUE, "the exported memory was freed") from None
         except (ValueError, KeyError, TypeError, OSError) as e:
             raise CudaError(Status.INVALID_VALUE, f"not a fake export ({e})") from None
         try:
-            shared = np.frombuffer(mmap.mmap(fd, size), np.uint8)
+            st = os.fstat(fd)
+            # (the file is the registry's, made by a worker of this server: anything else is not mapped)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_size < size or size <= 0:
+                raise CudaError(Status.INVALID_VALUE, "not a fake export")
+            shared = _map(fd, size)
         finally:
             os.close(fd)
         with self._lock:

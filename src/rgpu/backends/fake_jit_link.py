@@ -18,6 +18,8 @@ from rgpu.errors import CudaError, Status
 _PTX, _LIBRARY, _NVVM = 1, 4, 5
 _LOG_VERBOSE = 12
 _LINK_ONLY_OPTIONS = {8: "TARGET_FROM_CUCONTEXT", 9: "TARGET"}  # cuLinkAddData does not take these
+# What the device runtime provides every program: printf, device-side malloc, assert (PTX declares them .extern).
+_SYSTEM_CALLS = frozenset({"vprintf", "malloc", "free", "__assertfail"})
 # A declaration or definition with linkage: `.visible .func (.param .b32 r) name(`, `.extern .global .u32 name;`.
 # Anchored at a line start and kept within the line (see rgpu.backends.ptx on linear-time patterns).
 _LINKAGE = re.compile(
@@ -77,7 +79,7 @@ class FakeJitLink:
             link.note(link.info, f"info    : {name}: PTX ISA {mod.version[0]}.{mod.version[1]}, "
                                  f"{len(mod.entries)} kernel(s)")
 
-    def jit_link_complete(self, ctx, link: FakeLink) -> tuple[bytes, float]:
+    def jit_link_complete(self, ctx, link: FakeLink) -> bytes:
         ctx.check()
         if not link.inputs:
             link.note(link.error, "error   : nothing to link")
@@ -96,17 +98,18 @@ class FakeJitLink:
             weak |= weak_here
             needed += [(symbol, name) for symbol in sorted(needs)]
         for symbol, name in needed:
-            if symbol not in defined_in and symbol not in weak:
+            if symbol not in defined_in and symbol not in weak and symbol not in _SYSTEM_CALLS:
                 link.note(link.error, f"nvlink error   : Undefined reference to '{symbol}' in '{name}'")
                 raise CudaError(Status.INVALID_PTX, f"{symbol} is not defined by any input")
         if link.verbose:
             link.note(link.info, f"info    : linked {len(link.inputs)} input(s)")
-        return ptx.fatbin_of_ptx(b"\n".join(text for _, text in link.inputs)), link.wall_ms
+        return ptx.fatbin_of_ptx(b"\n".join(text for _, text in link.inputs))
 
-    def jit_link_logs(self, link: FakeLink) -> tuple[bytes, bytes]:
+    def jit_link_outputs(self, link: FakeLink) -> tuple[bytes, bytes, float]:
         # Like the driver's buffers: what fits with its NUL, and the NUL (nothing at all while a log is empty).
-        return tuple(bytes(log[: size - 1]) + b"\0" if log and size else b""
-                     for log, size in ((link.info, link.info_size), (link.error, link.error_size)))
+        info, error = (bytes(log[: size - 1]) + b"\0" if log and size else b""
+                       for log, size in ((link.info, link.info_size), (link.error, link.error_size)))
+        return info, error, link.wall_ms
 
     def jit_link_destroy(self, ctx, link: FakeLink) -> None:
         link.inputs.clear()

@@ -22,7 +22,10 @@ from rgpu.session.handles import Kind
 from rgpu.session.state import Session
 
 MAX_OBJECTS = 1 << 16  # texture and surface objects a session may hold at once
-_ARRAY_FLAGS = ARRAY_LAYERED | ARRAY_SURFACE_LDST
+# CUDA_ARRAY3D_*: LAYERED, SURFACE_LDST, CUBEMAP, TEXTURE_GATHER change no layout rgpu checks against; DEPTH_TEXTURE,
+# COLOR_ATTACHMENT, SPARSE, DEFERRED_MAPPING are refused as not supported
+_ARRAY_FLAGS = ARRAY_LAYERED | ARRAY_SURFACE_LDST | 0x04 | 0x08
+_KNOWN_ARRAY_FLAGS = _ARRAY_FLAGS | 0x10 | 0x20 | 0x40 | 0x80
 # CU_TRSF_*: READ_AS_INTEGER, NORMALIZED_COORDINATES, SRGB, DISABLE_TRILINEAR_OPTIMIZATION, SEAMLESS_CUBEMAP
 _TEXTURE_FLAGS = 0x01 | 0x02 | 0x10 | 0x20 | 0x40
 _RESOURCE_HEAD = struct.Struct("<I4xQIIQQQ")  # resType, then array/devPtr, format, channels, width|size, height, pitch
@@ -58,6 +61,9 @@ def _objects(s: Session) -> ObjectState:
 def _shape(width: int, height: int, depth: int, fmt: int, channels: int, flags: int) -> ArrayShape:
     if fmt not in ops.ARRAY_FORMATS:
         raise CudaError(Status.NOT_SUPPORTED, f"array format 0x{fmt:x} (rgpu takes the integer, half and float ones)")
+    if flags & ~_ARRAY_FLAGS & _KNOWN_ARRAY_FLAGS:
+        raise CudaError(Status.NOT_SUPPORTED, f"array flags 0x{flags:x} (depth textures, color attachments, sparse "
+                                              "and deferred-mapping arrays)")
     if channels not in (1, 2, 4) or not width or flags & ~_ARRAY_FLAGS:
         raise CudaError(Status.INVALID_VALUE, f"an array of {width} elements of {channels} channels, flags 0x{flags:x}")
     if depth and not height and not flags & ARRAY_LAYERED:
@@ -142,7 +148,7 @@ def resource(s: Session, raw) -> Resource:
                         f"resource type {kind} (rgpu takes arrays, linear and pitched memory)")
     element = _shape(1, 0, 0, fmt, channels, 0).element
     if kind == RESOURCE_LINEAR:
-        if not a or a % element:
+        if a < element:  # (a tail shorter than an element is not part of the texture, as the driver counts)
             raise CudaError(Status.INVALID_VALUE, f"linear memory of {a} bytes for {element}-byte elements")
         s.memory.check(where, a)
         return Resource(RESOURCE_LINEAR, ptr=where, format=fmt, channels=channels, size=a)
@@ -153,10 +159,11 @@ def resource(s: Session, raw) -> Resource:
 
 
 def texture_desc(raw) -> TextureDesc:
-    a0, a1, a2, filter_mode, flags, anisotropy, mip_filter, *_rest, b0, b1, b2, b3 = _TEXTURE.unpack_from(raw)
-    if max(a0, a1, a2) > 3 or filter_mode > 1 or mip_filter > 1 or flags & ~_TEXTURE_FLAGS or anisotropy > 16:
+    a0, a1, a2, filter_mode, flags, _anisotropy, mip_filter, *_rest, b0, b1, b2, b3 = _TEXTURE.unpack_from(raw)
+    # (an anisotropy above 16 is the driver's to clamp, as it documents)
+    if max(a0, a1, a2) > 3 or filter_mode > 1 or mip_filter > 1 or flags & ~_TEXTURE_FLAGS:
         raise CudaError(Status.INVALID_VALUE, f"texture description: address modes {a0, a1, a2}, filter "
-                                              f"{filter_mode}, flags 0x{flags:x}, anisotropy {anisotropy}")
+                                              f"{filter_mode}, flags 0x{flags:x}")
     return TextureDesc((a0, a1, a2), filter_mode, flags, (b0, b1, b2, b3), bytes(raw))
 
 

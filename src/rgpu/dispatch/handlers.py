@@ -175,6 +175,7 @@ def _mem_alloc(s: Session, args, bulk):
     ctx = s.context()
     if size == 0:
         raise CudaError(Status.INVALID_VALUE, "cuMemAlloc of 0 bytes")
+    ipc.settle(s)
     s.memory.reserve(size)
     ptr = s.backend.mem_alloc(ctx.obj, size)
     s.add_region(ptr, size, s.current_ctx, "alloc")
@@ -186,10 +187,7 @@ def _mem_free(s: Session, args, bulk):
     ptr = args.dptr
     if pools.free_now(s, ptr):  # stream-ordered pool memory, which cuMemFree may free too
         return
-    region = s.memory.allocation_at(ptr)
-    ipc.withdraw(s, ptr)
-    s.backend.mem_free(s.context(region.ctx).obj, ptr)
-    s.memory.remove(ptr)
+    ipc.free_allocation(s, ptr)
 
 
 @handles(ops.MEM_GET_INFO)

@@ -24,6 +24,7 @@ _OPTION = struct.Struct("<IIQ")
 assert _OPTION.size == ops.JIT_OPTION_SIZE
 MAX_NAME = 4096
 MAX_READ = 16 << 20  # a JIT_LINK_READ's most bytes (a client reads a big image in parts)
+JIT = "JIT links"  # what the quota calls the server memory links hold
 
 
 @attrs.define(slots=True)
@@ -54,9 +55,17 @@ def _pending(s: Session, handle: int):
     return ctx, entry, entry.info
 
 
-def _logs(s: Session, entry, pending: PendingLink) -> tuple[bytes, bytes]:
-    info, error = s.backend.jit_link_logs(entry.obj)
-    return bytes(info[: pending.info_size]), bytes(error[: pending.error_size])
+def _outputs(s: Session, entry, pending: PendingLink) -> tuple[bytes, bytes, float]:
+    info, error, wall_ms = s.backend.jit_link_outputs(entry.obj)
+    return bytes(info[: pending.info_size]), bytes(error[: pending.error_size]), wall_ms
+
+
+def _charge(s: Session, entry, nbytes: int) -> None:
+    """What the server holds for a link (its inputs, its image) counts against the session's memory limit,
+    and is given back with the link's handle."""
+    s.charge_memory(nbytes, JIT)
+    held = entry.charge[0] if entry.charge else 0
+    entry.charge = (held + nbytes, JIT)
 
 
 def _outcome(s: Session, what: str, fn, *args):
@@ -97,28 +106,35 @@ def _add(s: Session, args, bulk):
         raise CudaError(Status.INVALID_VALUE, "the link is complete; its inputs cannot change")
     if pending.added + len(data) > ops.MAX_JIT_LINK_BYTES:
         raise CudaError(Status.OUT_OF_MEMORY, f"a link's inputs may take {ops.MAX_JIT_LINK_BYTES} bytes in all")
+    _charge(s, entry, len(data))
     pending.added += len(data)
     status, _ = _outcome(s, f"JIT input {name!r}", s.backend.jit_link_add, ctx.obj, entry.obj, args.type, data,
                          name, forwarded)
-    info, error = _logs(s, entry, pending)
-    return Reply((status, len(info), len(error)), info + error)
+    info, error, wall_ms = _outputs(s, entry, pending)
+    return Reply((status, len(info), len(error), wall_ms), info + error)
 
 
 @handles(ops.JIT_LINK_COMPLETE, blocking=True)
 def _complete(s: Session, args, bulk):
     ctx, entry, pending = _pending(s, args.link)
-    status, result = _outcome(s, "JIT link", s.backend.jit_link_complete, ctx.obj, entry.obj)
-    image, wall_ms = result if result is not None else (b"", 0.0)
+    status, image = _outcome(s, "JIT link", s.backend.jit_link_complete, ctx.obj, entry.obj)
+    image = image or b""
     if status == 0 and len(image) > ops.MAX_JIT_IMAGE:
         status, image = Status.OUT_OF_MEMORY, b""
         s.log.info("JIT link refused: an image of more than %d bytes", ops.MAX_JIT_IMAGE)
+    if status == 0 and pending.image is None:
+        try:
+            _charge(s, entry, len(image))
+        except CudaError as e:
+            status, image = e.code, b""
+            s.log.info("JIT link refused: %s", e)
     digest = bytes(32)
     if status == 0:
         pending.image = image = bytes(image)
         digest = hashlib.sha256(image).digest()
         if s.module_cache is not None:
             s.module_cache.put(image)  # the program loads it next, usually: that load then sends only the digest
-    info, error = _logs(s, entry, pending)
+    info, error, wall_ms = _outputs(s, entry, pending)
     return Reply((status, len(info), len(error), wall_ms, len(image), digest), info + error)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from rgpu.dispatch import access, quota
+from rgpu.dispatch import access, ipc, quota
 from rgpu.dispatch.access import LOCATION_DEVICE, device
 from rgpu.dispatch.registry import handles
 from rgpu.errors import CudaError, Status
@@ -177,10 +177,8 @@ def _free_async(s: Session, args, bulk):
         _free(s, pools, args.dptr, args.stream)
         return
     # cuMemAlloc memory may be freed this way too; it is freed at once, as cuMemFree would.
-    region = s.memory.allocation_at(args.dptr)
     s.stream(args.stream)
-    s.backend.mem_free(s.context(region.ctx).obj, args.dptr)
-    s.memory.remove(args.dptr)
+    ipc.free_allocation(s, args.dptr)
 
 
 def free_now(s: Session, ptr: int) -> bool:

@@ -329,10 +329,11 @@ JIT_LINK_CREATE = _op(0x005B, "JIT_LINK_CREATE", "count:u32 info_size:u32 error_
                       doc="cuLinkCreate in the current context (1.8); info_size/error_size: how much of each log "
                           "the replies may carry (at most MAX_JIT_LOG)")
 JIT_LINK_ADD = _op(0x005C, "JIT_LINK_ADD", "link:u64 type:u32 count:u32 name_size:u32",
-                   "status:u32 info_size:u32 error_size:u32", names="link:jit_link",
+                   "status:u32 info_size:u32 error_size:u32 wall_ms:f32", names="link:jit_link",
                    request_bulk="count x JIT option record, the input's name (name_size bytes, UTF-8), its bytes",
                    reply_bulk="the info log (info_size bytes), the error log (error_size bytes)",
-                   doc="cuLinkAddData (1.8): `status` is the driver's answer, with the logs as they stand after it")
+                   doc="cuLinkAddData (1.8): `status` is the driver's answer, with the logs and the wall time as they "
+                       "stand after it")
 JIT_LINK_COMPLETE = _op(0x005D, "JIT_LINK_COMPLETE", "link:u64",
                         "status:u32 info_size:u32 error_size:u32 wall_ms:f32 image_size:u64 sha256:b32",
                         names="link:jit_link", reply_bulk="the info log, the error log",

@@ -152,7 +152,10 @@ async def _run_in_worker(server, stream, io: TrioFrameStream, hs: ServerHandshak
                       link_token=secrets.token_bytes(32).hex() if links else None, copy_links=links,
                       keys=None if hs.keys is None else SessionKeys(*hs.keys))
     log.info("[session %d] opened for %s in a worker process (%d live)", session_id, peer, len(server.sessions))
-    stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout, slot=slot)
+    try:
+        stats = await run_session_in_worker(server.pool, stream, handoff, grace=cfg.teardown_timeout, slot=slot)
+    finally:
+        server.ipc.sweep(session_id)  # (a worker that died never withdrew its exports; one that ended did already)
     log.info("[session %d] ended: %s (%d frames, %d calls, %d blocking replies, %d graph launches, %.3f s worker "
              "CPU)", session_id, stats.get("reason"), stats.get("frames", 0), stats.get("calls", 0),
              stats.get("blocking", 0), stats.get("graph_launches", 0), stats.get("cpu_s", 0.0))

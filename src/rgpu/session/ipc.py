@@ -1,11 +1,13 @@
 """What sessions export for each other (cuIpcGetMemHandle, cuIpcGetEventHandle): one server's registry.
 
 Sessions live in separate worker processes, so the registry is a directory the server makes for itself (mode
-0700, removed when it stops), one file per export, named by the SHA-256 of its handle and written atomically.
+0700, on /dev/shm where there is one, removed when it stops). For an export whose handle hashes to D:
+- D: the record (which session exported what, and what the backend needs to open it), written atomically;
+- D.data: a file the backend may share the memory through (the fake backend does; the driver needs none);
+- D.open.S: session S has it open (so the exporter's free waits: freeing mapped memory is undefined in CUDA).
 A handle is 64 bytes the server mints at random: holding it is the only way to name an export, as any process of
-a machine holding a CUDA IPC handle may open it. The file says which session exported what, and holds what the
-backend needs to open it (the driver's own handle, or the fake backend's shared file); the exporter removes it
-when the memory is freed or the session ends, after which the handle opens nothing."""
+a machine holding a CUDA IPC handle may open it. The exporter withdraws the record when the memory is freed or the
+session ends; the server sweeps what a session left when its worker ends however it ended."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import attrs
 from rgpu.protocol import ops
 
 log = logging.getLogger("rgpu.ipc")
+_SHARED_MEMORY = "/dev/shm"
 
 
 @attrs.frozen(slots=True)
@@ -38,34 +41,67 @@ class IpcRegistry:
 
     @classmethod
     def temporary(cls) -> IpcRegistry:
-        return cls(tempfile.mkdtemp(prefix="rgpu-ipc-"))  # (mkdtemp makes it 0700)
+        where = _SHARED_MEMORY if os.path.isdir(_SHARED_MEMORY) else None  # (the fake's shared files: RAM)
+        return cls(tempfile.mkdtemp(prefix="rgpu-ipc-", dir=where))  # (mkdtemp makes it 0700)
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def _path(self, handle: bytes) -> pathlib.Path:
-        return self.dir / hashlib.sha256(handle).hexdigest()
+    @staticmethod
+    def new_handle() -> bytes:
+        return secrets.token_bytes(ops.IPC_HANDLE_SIZE)
 
-    def publish(self, export: Export) -> bytes:
-        """A new handle naming `export`."""
-        handle = secrets.token_bytes(ops.IPC_HANDLE_SIZE)
+    def _path(self, handle: bytes, suffix: str = "") -> pathlib.Path:
+        return self.dir / (hashlib.sha256(bytes(handle)).hexdigest() + suffix)
+
+    def data_path(self, handle: bytes) -> pathlib.Path:
+        """Where a backend may keep the shared bytes of the export `handle` names (removed with it)."""
+        return self._path(handle, ".data")
+
+    def publish(self, handle: bytes, export: Export) -> None:
         record = json.dumps({"kind": export.kind, "session": export.session, "payload": export.payload.hex()})
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".incoming-")
         with os.fdopen(fd, "w") as f:
             f.write(record)
         os.replace(tmp, self._path(handle))
-        return handle
 
     def lookup(self, handle: bytes, kind: str) -> Export | None:
+        return self._read(self._path(handle), kind)
+
+    @staticmethod
+    def _read(path: pathlib.Path, kind: str | None = None) -> Export | None:
         try:
-            record = json.loads(self._path(bytes(handle)).read_text())
+            record = json.loads(path.read_text())
             export = Export(record["kind"], int(record["session"]), bytes.fromhex(record["payload"]))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as e:  # a torn or tampered record opens nothing
             log.warning("IPC registry: an unreadable record (%s)", e)
             return None
-        return export if export.kind == kind else None
+        return export if kind is None or export.kind == kind else None
 
     def withdraw(self, handle: bytes) -> None:
+        """The export opens nothing from now on (what was opened stays mapped where it was)."""
         self._path(handle).unlink(missing_ok=True)
+        self.data_path(handle).unlink(missing_ok=True)
+
+    def note_open(self, handle: bytes, session: int) -> None:
+        self._path(handle, f".open.{session}").touch()
+
+    def note_closed(self, handle: bytes, session: int) -> None:
+        self._path(handle, f".open.{session}").unlink(missing_ok=True)
+
+    def opened_elsewhere(self, handle: bytes) -> bool:
+        return any(self.dir.glob(self._path(handle).name + ".open.*"))
+
+    def sweep(self, session: int) -> None:
+        """Everything `session` left: its exports withdrawn, its opens forgotten (its worker has ended)."""
+        for path in list(self.dir.iterdir()):
+            name = path.name
+            if name.endswith(f".open.{session}"):
+                path.unlink(missing_ok=True)
+            elif len(name) == 64 and "." not in name:
+                export = self._read(path)
+                if export is not None and export.session == session:
+                    path.unlink(missing_ok=True)
+                    (self.dir / (name + ".data")).unlink(missing_ok=True)
