@@ -23,6 +23,14 @@ async def _context(client):
     await client.ctx_set_current(await client.primary_ctx_retain(0))
 
 
+async def _pair(srv):
+    """Two clients of the server, each a session in a worker process of its own, with a context current."""
+    clients = await srv.connect(), await srv.connect()
+    for client in clients:
+        await _context(client)
+    return clients
+
+
 async def export(client, ptr: int) -> bytes:
     return (await client._call(_Request(ops.IPC_GET_MEM_HANDLE, (ptr,))))
 
@@ -43,9 +51,7 @@ async def refused(status, call):
 
 async def test_memory_one_session_exports_another_opens_reads_and_writes():
     async with running_server() as srv:
-        a, b = await srv.connect(), await srv.connect()
-        await _context(a)
-        await _context(b)
+        a, b = await _pair(srv)
         ptr = await a.mem_alloc(4096)
         await a.memcpy_htod(ptr, bytes(range(256)) * 16)
         handle = await export(a, ptr)
@@ -65,9 +71,7 @@ async def test_memory_one_session_exports_another_opens_reads_and_writes():
 
 async def test_wrong_exports_and_opens_are_refused():
     async with running_server() as srv:
-        a, b = await srv.connect(), await srv.connect()
-        await _context(a)
-        await _context(b)
+        a, b = await _pair(srv)
         ptr = await a.mem_alloc(4096)
         handle = await export(a, ptr)
         await refused(Status.INVALID_VALUE, export(a, ptr + 8))  # not an allocation's start
@@ -87,9 +91,7 @@ async def test_wrong_exports_and_opens_are_refused():
 
 async def test_an_export_ends_with_its_session_and_opened_memory_counts_for_the_exporter():
     async with running_server(session_mem_limit=1 << 20) as srv:
-        a, b = await srv.connect(), await srv.connect()
-        await _context(a)
-        await _context(b)
+        a, b = await _pair(srv)
         handle = await export(a, await a.mem_alloc(1 << 20))
         mapped, _ = await open_(b, handle)
         await b.mem_alloc(1 << 20)  # b's own limit is untouched by what it opened
@@ -102,9 +104,7 @@ async def test_an_export_ends_with_its_session_and_opened_memory_counts_for_the_
 
 async def test_interprocess_events():
     async with running_server() as srv:
-        a, b = await srv.connect(), await srv.connect()
-        await _context(a)
-        await _context(b)
+        a, b = await _pair(srv)
         timing = await a.event_create(0)
         await refused(Status.INVALID_HANDLE, a._call(_Request(ops.IPC_GET_EVENT_HANDLE, (timing,))))
         event = await a.event_create(INTERPROCESS)
@@ -136,9 +136,7 @@ async def test_freed_memory_another_session_has_open_stays_charged_until_it_is_c
     """Freeing exported memory that another session has mapped is undefined in CUDA: it is freed once the last
     opener has closed it, and charged to the exporter until then, so opening cannot lift the memory limit."""
     async with running_server(session_mem_limit=1 << 20) as srv:
-        a, b = await srv.connect(), await srv.connect()
-        await _context(a)
-        await _context(b)
+        a, b = await _pair(srv)
         ptr = await a.mem_alloc(1 << 20)
         handle = await export(a, ptr)
         mapped, _ = await open_(b, handle)
@@ -155,9 +153,7 @@ async def test_freed_memory_another_session_has_open_stays_charged_until_it_is_c
 
 async def test_an_asynchronous_free_withdraws_an_export_too():
     async with running_server() as srv:
-        a, b = await srv.connect(), await srv.connect()
-        await _context(a)
-        await _context(b)
+        a, b = await _pair(srv)
         ptr = await a.mem_alloc(4096)
         handle = await export(a, ptr)
         await a._call(_Request(ops.MEM_FREE_ASYNC, (ptr, 0)))
@@ -173,9 +169,7 @@ async def test_a_killed_exporter_s_handles_stop_opening():
     import trio
 
     async with running_server() as srv:
-        a, b = await srv.connect(), await srv.connect()
-        await _context(a)
-        await _context(b)
+        a, b = await _pair(srv)
         handle = await export(a, await a.mem_alloc(4096))
         data = srv.server.ipc.data_path(handle)
         assert data.exists()
