@@ -110,12 +110,6 @@ CUresult cuCtxGetDevResource(CUcontext hCtx, CUdevResource* resource, CUdevResou
     return rgpu_unsupported(&logged, "cuCtxGetDevResource");
 }
 
-CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxGetDevice_v2");
-}
-
 CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
 {
     static int logged;
@@ -162,12 +156,6 @@ CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuCtxSetSharedMemConfig");
-}
-
-CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxSynchronize_v2");
 }
 
 CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
