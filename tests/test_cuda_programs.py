@@ -37,6 +37,7 @@ LINKS = {
     "jit_link": ["-lcuda"],
     "textures": ["-lcuda"],
     "ipc": [],
+    "memcpy_batch": [],
 }
 
 

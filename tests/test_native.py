@@ -54,6 +54,10 @@ def lib(shim_dir):
         int cuLaunchKernel(void *f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            void *s, void **params, void **extra);
         int cuGetErrorName(int error, const char **name);
+        int cuCtxSynchronize(void);
+        int cuCtxSynchronize_v2(void *ctx);
+        int cuStreamGetCaptureInfo_v2(void);
+        int cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags);
     """)
     return ffi, ffi.dlopen(str(shim_dir / "libcuda.so.1"))
 
@@ -111,6 +115,18 @@ def test_get_proc_address_returns_shim_entry_points(lib):
     assert pfn[0] == ffi.cast("void *", c.cuMemAlloc_v2)
     assert c.cuGetProcAddress_v2(b"cuLaunchKernel", pfn, 13000, 2, status) == 0  # per-thread variant
     assert c.cuGetProcAddress_v2(b"cuNoSuchThing", pfn, 13000, 0, status) == 500 and pfn[0] == ffi.NULL
+    assert status[0] == 1  # CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+    # A caller built for CUDA 12 gets the entry point of 12's signature, one built for 13 the 13.0 one.
+    assert c.cuGetProcAddress_v2(b"cuCtxSynchronize", pfn, 12080, 0, status) == 0
+    assert pfn[0] == ffi.cast("void *", c.cuCtxSynchronize)
+    assert c.cuGetProcAddress_v2(b"cuCtxSynchronize", pfn, 13000, 0, status) == 0
+    assert pfn[0] == ffi.cast("void *", c.cuCtxSynchronize_v2)
+    assert c.cuGetProcAddress_v2(b"cuStreamGetCaptureInfo", pfn, 12000, 0, status) == 0
+    assert pfn[0] == ffi.cast("void *", c.cuStreamGetCaptureInfo_v2)
+    assert c.cuGetProcAddress_v2(b"cuGetProcAddress", pfn, 11080, 0, status) == 0
+    assert pfn[0] == ffi.cast("void *", c.cuGetProcAddress)
+    # Older than any entry point of the name: none (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
+    assert c.cuGetProcAddress_v2(b"cuGraphExecUpdate", pfn, 11080, 0, status) == 500 and status[0] == 2
     name = ffi.new("const char **")
     assert c.cuGetErrorName(801, name) == 0 and ffi.string(name[0]) == b"CUDA_ERROR_NOT_SUPPORTED"
 

@@ -38,6 +38,10 @@ FORWARD = {
 # one NULL stream per context. The generator gives them the same body.
 
 HAND_WRITTEN = {
+    # batches of pointer-to-pointer copies (copy_batch.c)
+    "cuMemcpyBatchAsync_v2", "cuMemcpyBatchAsync_v2_ptsz", "cuMemcpyBatchAsync", "cuMemcpyBatchAsync_ptsz",
+    # CUDA 13's context-naming forms (driver.c)
+    "cuCtxGetDevice_v2", "cuCtxSynchronize_v2",
     # JIT linking on the server, logs and outputs filled on the client (jit_link.c)
     "cuLinkCreate_v2", "cuLinkAddData_v2", "cuLinkAddFile_v2", "cuLinkComplete", "cuLinkDestroy",
     # CUDA arrays and the copies with an array at an end (arrays.c), texture and surface objects (textures.c)

@@ -523,7 +523,8 @@ def generate() -> None:
                "forwarded: " + ", ".join(sorted(forwarded_all)), "",
                "hand-written: " + ", ".join(sorted(annotations.HAND_WRITTEN)), ""]
     _write((HERE / "report.txt"), "\n".join(report))
-    _proctable(exported)
+    # (with the hand-written names no header declares, which older callers ask for: cuGetProcAddress of 11.3)
+    _proctable({**exported, **{n: 0 for n in missing}}, set(majors[13]) | set(majors[12]) | set(missing))
     _errors(error_codes(include_dir(13)))
     generate_runtime()
     for spec in LIBRARIES:
@@ -752,28 +753,53 @@ def _forward_key(name: str) -> str | None:
     return plain if plain in annotations.FORWARD else None
 
 
-def _proctable(exported: dict[str, int]) -> None:
-    """cuGetProcAddress: base name -> the newest versioned entry point, and its per-thread variant."""
-    best: dict[str, tuple[int, str]] = {}
-    per_thread: dict[str, str] = {}
-    for name in exported:
-        base = base_name(name)
-        if re.search(r"_pt[sd][sz]$", name):
-            per_thread[base] = name
-            continue
-        m = re.search(r"_v(\d+)$", name)
-        version = int(m[1]) if m else 1
-        if base not in best or version > best[base][0]:
-            best[base] = (version, name)
+# cudaTypedefs.h names each entry point a CUDA version brought: PFN_cuMemAlloc_v3020, PFN_cuCtxSynchronize_v13000.
+_PFN = re.compile(r"\bPFN_(cu\w+?)_v(\d+)(_pt[sd][sz])?\)\s*\(")
+
+
+def _entry_versions() -> dict[str, list[int]]:
+    """base name -> the cuGetProcAddress versions at which an entry point of that name appeared, oldest first."""
+    versions: dict[str, set[int]] = {}
+    for major in (13, 12):
+        for base, version, per_thread in _PFN.findall((include_dir(major) / "cudaTypedefs.h").read_text()):
+            if not per_thread:
+                versions.setdefault(base, set()).add(int(version))
+    return {base: sorted(v) for base, v in versions.items()}
+
+
+def _suffix(name: str) -> int:
+    m = re.search(r"_v(\d+)$", name)
+    return int(m[1]) if m else 1
+
+
+def _proctable(exported: dict[str, int], declared: set[str]) -> None:
+    """cuGetProcAddress: (base name, the CUDA version it appeared at) -> entry point and its per-thread variant, so
+    that a caller asking with an older version gets the entry point of that version's signature (cuCtxSynchronize
+    of 12.x takes no context; 13.0's _v2 does). A name's entry points in cudaTypedefs.h and its declared _vN
+    suffixes are matched newest to newest; a name the typedefs lack has one entry, for every version."""
+    versions = _entry_versions()
+    per_thread = {re.sub(r"_pt[sd][sz]$", "", n): n for n in exported if re.search(r"_pt[sd][sz]$", n)}
+    by_base: dict[str, list[str]] = {}
+    for name in declared:
+        if not re.search(r"_pt[sd][sz]$", name):
+            by_base.setdefault(base_name(name), []).append(name)
+    rows = []
+    for base, names in sorted(by_base.items()):
+        names = sorted(names, key=_suffix, reverse=True)  # newest first
+        appeared = list(reversed(versions.get(base, [])))  # newest first
+        pairs = list(zip(appeared, names)) if appeared else [(0, names[0])]
+        for version, name in sorted(pairs):
+            if name in exported:
+                rows.append((base, version, name, per_thread.get(name, name)))
     # No cuda.h here: the table only takes addresses, and the two headers' prototypes need not agree.
-    lines = [BANNER.format(src="cuda.h of CUDA 12 and 13"), '#include "rgpu_proc.h"', ""]
+    lines = [BANNER.format(src="cuda.h and cudaTypedefs.h of CUDA 12 and 13"), '#include "rgpu_proc.h"', ""]
     for name in sorted(exported):
         lines.append(f"extern void {name}(void);")
-    lines += ["", "const struct rgpu_proc rgpu_proc_table[] = {"]
-    for base in sorted(best):
-        pt = per_thread.get(base, best[base][1])
-        lines.append(f'    {{"{base}", (void *){best[base][1]}, (void *){pt}}},')
-    lines += ["    {NULL, NULL, NULL}", "};", ""]
+    lines += ["", "/* By name, then by the version each entry point appeared at, oldest first. */",
+              "const struct rgpu_proc rgpu_proc_table[] = {"]
+    for base, version, name, pt in rows:
+        lines.append(f'    {{"{base}", {version}, (void *){name}, (void *){pt}}},')
+    lines += ["    {NULL, 0, NULL, NULL}", "};", ""]
     _write((GEN / "proctable.c"), "\n".join(lines))
 
 

@@ -62,18 +62,6 @@ CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList
     return rgpu_unsupported(&logged, "cuMemcpy3DBatchAsync_ptsz");
 }
 
-CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyBatchAsync");
-}
-
-CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyBatchAsync_ptsz");
-}
-
 CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, size_t numDependencies, unsigned int flags)
 {
     static int logged;

@@ -110,12 +110,6 @@ CUresult cuCtxGetDevResource(CUcontext hCtx, CUdevResource* resource, CUdevResou
     return rgpu_unsupported(&logged, "cuCtxGetDevResource");
 }
 
-CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxGetDevice_v2");
-}
-
 CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)
 {
     static int logged;
@@ -162,12 +156,6 @@ CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuCtxSetSharedMemConfig");
-}
-
-CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxSynchronize_v2");
 }
 
 CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
@@ -840,18 +828,6 @@ CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemcpy3DPeer_ptds");
-}
-
-CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyBatchAsync_v2");
-}
-
-CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpyBatchAsync_v2_ptsz");
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels)

@@ -461,6 +461,32 @@ API CUresult cuCtxGetDevice(CUdevice *dev)
     return CUDA_SUCCESS;
 }
 
+/* CUDA 13's forms naming the context (NULL: the current one), which cuGetProcAddress gives callers built for 13. */
+API CUresult cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx)
+{
+    if (!ctx)
+        return cuCtxGetDevice(dev);
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    int d = rgpu_ctx_device((uint64_t)(uintptr_t)ctx);
+    if (d < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = d;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    if (!ctx)
+        return cuCtxSynchronize();
+    CUresult r = cuCtxPushCurrent_v2(ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cuCtxSynchronize();
+    cuCtxPopCurrent_v2(NULL);
+    return r;
+}
+
 /* A stream's device is its context's, as this process numbers devices (several servers' devices make one list). */
 API CUresult cuStreamGetDevice(CUstream s, CUdevice *dev)
 {
@@ -688,23 +714,31 @@ API CUresult cuGetErrorString(CUresult error, const char **str)
     return cuGetErrorName(error, str); /* the name is the description rgpu has */
 }
 
+/* The entry point of `symbol` a caller built for CUDA `version` expects: the newest that appeared at or before it
+ * (a CUDA 12 program asking for cuCtxSynchronize gets the one without a context parameter, a CUDA 13 one _v2). */
 API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                  CUdriverProcAddressQueryResult *status)
 {
-    (void)version;
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
+    const struct rgpu_proc *found = NULL;
+    int named = 0;
     for (const struct rgpu_proc *p = rgpu_proc_table; p->name; p++)
         if (!strcmp(p->name, symbol)) {
-            *pfn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? p->fn_per_thread : p->fn;
-            if (status)
-                *status = CU_GET_PROC_ADDRESS_SUCCESS;
-            return CUDA_SUCCESS;
+            named = 1;
+            if (p->version <= version)
+                found = p; /* (the table lists a name's entry points oldest first) */
         }
+    if (found) {
+        *pfn = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? found->fn_per_thread : found->fn;
+        if (status)
+            *status = CU_GET_PROC_ADDRESS_SUCCESS;
+        return CUDA_SUCCESS;
+    }
     *pfn = NULL;
     if (status)
-        *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    rgpu_log(RGPU_LOG_DEBUG, "cuGetProcAddress: no entry point named %s", symbol);
+        *status = named ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    rgpu_log(RGPU_LOG_DEBUG, "cuGetProcAddress: no entry point named %s for CUDA %d", symbol, version);
     return CUDA_ERROR_NOT_FOUND;
 }
 

@@ -5,8 +5,9 @@
 #include <stddef.h>
 
 struct rgpu_proc {
-    const char *name; /* base name, e.g. "cuMemAlloc" */
-    void *fn;         /* newest versioned entry point */
+    const char *name;    /* base name, e.g. "cuMemAlloc" */
+    int version;         /* the CUDA version this entry point appeared at (cudaTypedefs.h's PFN_*_vNNNN), 0: any */
+    void *fn;            /* the entry point */
     void *fn_per_thread; /* its per-thread-default-stream variant (or fn) */
 };
 extern const struct rgpu_proc rgpu_proc_table[];

@@ -81,6 +81,21 @@ int main()
     int d = -1;
     CHECK(cudaGetDevice(&d));
     EXPECT(d == 0);
+#if CUDA_VERSION >= 13000
+    // CUDA 13's forms that name their context: this one while another is current, and the current one (NULL).
+    CUcontext primary13;
+    CU(cuDevicePrimaryCtxRetain(&primary13, dev));
+    CU(cuCtxPushCurrent(primary13));
+    CUdevice of_ctx = -1;
+    CU(cuCtxGetDevice_v2(&of_ctx, ctx));
+    EXPECT(of_ctx == dev);
+    CU(cuCtxSynchronize_v2(ctx));
+    CU(cuCtxSynchronize_v2(nullptr));
+    CU(cuCtxGetCurrent(&cur));
+    EXPECT(cur == primary13); // (synchronizing another context left the current one current)
+    CU(cuCtxPopCurrent(&cur));
+    CU(cuDevicePrimaryCtxRelease(dev));
+#endif
     CU(cuModuleUnload(mod));
     CU(cuCtxDestroy(ctx));
     // cuCtxCreate pushed the context; destroying it pops back to the primary context cudaSetDevice made current.

@@ -145,6 +145,57 @@ RT_API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, en
     return memcpy_checked(dst, src, n, kind, s, 1);
 }
 
+/* cudaMemcpyBatchAsync: the driver's batch (the attributes are the driver's, field for field). */
+#if CUDART_VERSION >= 13000
+static cudaError_t copy_batch(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count,
+                              struct cudaMemcpyAttributes *attrs, size_t *idxs, size_t n, size_t *failed,
+                              cudaStream_t s)
+#else
+static cudaError_t copy_batch(void **dsts, void **srcs, size_t *sizes, size_t count, struct cudaMemcpyAttributes *attrs,
+                              size_t *idxs, size_t n, size_t *failed, cudaStream_t s)
+#endif
+{
+    _Static_assert(sizeof(struct cudaMemcpyAttributes) == sizeof(CUmemcpyAttributes), "one attribute layout");
+    cudaError_t e = rt_context(NULL);
+    if (e != cudaSuccess)
+        return rt_record(e);
+#if CUDART_VERSION >= 13000
+    (void)failed;
+    return rt_fail(cuMemcpyBatchAsync((CUdeviceptr *)dsts, (CUdeviceptr *)srcs, (size_t *)sizes, count,
+                                      (CUmemcpyAttributes *)attrs, idxs, n, (CUstream)s));
+#else
+    return rt_fail(cuMemcpyBatchAsync((CUdeviceptr *)dsts, (CUdeviceptr *)srcs, sizes, count, (CUmemcpyAttributes *)attrs,
+                                      idxs, n, failed, (CUstream)s));
+#endif
+}
+
+#if CUDART_VERSION >= 13000
+RT_API cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count,
+                                        struct cudaMemcpyAttributes *attrs, size_t *idxs, size_t n, cudaStream_t s)
+{
+    return copy_batch(dsts, srcs, sizes, count, attrs, idxs, n, NULL, s);
+}
+RT_API cudaError_t cudaMemcpyBatchAsync_ptsz(void *const *dsts, const void *const *srcs, const size_t *sizes,
+                                             size_t count, struct cudaMemcpyAttributes *attrs, size_t *idxs, size_t n,
+                                             cudaStream_t s)
+{
+    return copy_batch(dsts, srcs, sizes, count, attrs, idxs, n, NULL, s);
+}
+#else
+RT_API cudaError_t cudaMemcpyBatchAsync(void **dsts, void **srcs, size_t *sizes, size_t count,
+                                        struct cudaMemcpyAttributes *attrs, size_t *idxs, size_t n, size_t *failed,
+                                        cudaStream_t s)
+{
+    return copy_batch(dsts, srcs, sizes, count, attrs, idxs, n, failed, s);
+}
+RT_API cudaError_t cudaMemcpyBatchAsync_ptsz(void **dsts, void **srcs, size_t *sizes, size_t count,
+                                             struct cudaMemcpyAttributes *attrs, size_t *idxs, size_t n,
+                                             size_t *failed, cudaStream_t s)
+{
+    return copy_batch(dsts, srcs, sizes, count, attrs, idxs, n, failed, s);
+}
+#endif
+
 /* Each side's memory type for a copy of `kind` (the driver resolves cudaMemcpyDefault's by address). */
 void rt_memory_types(enum cudaMemcpyKind kind, CUmemorytype *src, CUmemorytype *dst)
 {
