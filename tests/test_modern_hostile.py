@@ -93,3 +93,100 @@ def test_valid_calls_with_one_field_changed():
         assert status != Status.UNKNOWN, (op.name, values, message)
     s.release_all()
     assert be.used == 0 and s.memory.allocated == 0 and len(s.memory) == 0
+
+
+def test_protocol_1_8_operations_survive_arbitrary_arguments(tmp_path):
+    """JIT links, arrays, texture and surface objects and IPC handles, called with the session's real handles and
+    addresses mixed with arbitrary values and bulk: never an internal error, and teardown returns every byte and
+    every object (another session's export among the handles)."""
+    from rgpu.session.ipc import Export, IpcRegistry
+
+    from .test_arrays import resource, texture
+    from .test_jit_link import DEVICE, KERNEL
+
+    rng = random.Random(1808)
+    be = FakeBackend()
+    s = session(limit=64 * G, backend=be)
+    s.ipc = IpcRegistry(tmp_path)
+    other = s.ipc.new_handle()  # another session's export (what it names is gone: opening it must fail cleanly)
+    s.ipc.publish(other, Export("memory", s.id + 1, b'{"path": "/nonexistent", "size": 64}'))
+    (dptr,) = call(s, ops.MEM_ALLOC, 4096)
+    (array,) = call(s, ops.ARRAY_CREATE, 8, 4, 0, 0x20, 1, 0x02)
+    (link,) = call(s, ops.JIT_LINK_CREATE, 0, 256, 256)
+    (event,) = call(s, ops.EVENT_CREATE, 0x6)
+    (tex,) = call(s, ops.TEX_OBJECT_CREATE, 0, bulk=resource(0, array) + texture())
+    (handle,) = call(s, ops.IPC_GET_MEM_HANDLE, dptr)
+    interesting = [0, 1, 7, 64, 4096, dptr, dptr + 8, array, link, event, tex, 2**63, 2**64 - 1, 2**32]
+    small = [0, 1, 2, 3, 4, 5, 6, 0x20, 0x22, 0x33, 64, 4096, 2**31 - 1, 2**32 - 1]
+    codes = [op for op in ops.OPS.values() if 0x005B <= op.code <= 0x005F or 0x0084 <= op.code <= 0x008B
+             or 0x0100 <= op.code <= 0x0104]
+    bulks = [b"", resource(0, array) + texture(), resource(2, dptr, a=4096) + texture(), resource(0, array),
+             rng.randbytes(144), rng.randbytes(248), rng.randbytes(360), struct.pack("<IIQ", 12, 0, 1),
+             b"k.ptx" + KERNEL, b"d.ptx" + DEVICE, rng.randbytes(128), bytes(32)]
+    for i in range(4000):
+        op = rng.choice(codes)
+        values = []
+        for f in op.request_fields:
+            if f.type.startswith("b"):
+                values.append(rng.choice([handle, other, rng.randbytes(f.size)]))
+            else:
+                bits = f.size * 8
+                v = rng.choice(interesting if bits == 64 else small) if rng.random() < 0.8 else rng.getrandbits(bits)
+                values.append(v & (2**bits - 1))
+        frame = Frame(opcode=op.code, request_id=i, args=op.pack_request(*values), bulk=rng.choice(bulks))
+        status, message, _ = dispatcher.call(s, frame)
+        assert status != Status.UNKNOWN, (op.name, values, message)
+    s.release_all()
+    assert be.used == 0 and s.memory.allocated == 0 and len(s.memory) == 0
+    assert be._textures == {} and not any(tmp_path.glob("*.data"))
+
+
+def test_protocol_1_8_calls_with_one_field_changed(tmp_path):
+    """Each 1.8 operation from a call that would succeed, with one field replaced by a boundary value: never an
+    internal error, and teardown returns every byte, object and shared file."""
+    from rgpu.session.ipc import IpcRegistry
+
+    from .test_arrays import resource, texture
+    from .test_jit_link import DEVICE, KERNEL
+
+    rng = random.Random(18)
+    be = FakeBackend()
+    s = session(limit=64 * G, backend=be)
+    s.ipc = IpcRegistry(tmp_path)
+    (dptr,) = call(s, ops.MEM_ALLOC, 4096)
+    (a,) = call(s, ops.ARRAY_CREATE, 8, 4, 0, 0x20, 1, 0x02)
+    (b,) = call(s, ops.ARRAY_CREATE, 8, 4, 2, 0x20, 1, 0x01)
+    (link,) = call(s, ops.JIT_LINK_CREATE, 1, 256, 256, bulk=struct.pack("<IIQ", 12, 0, 1))
+    (event,) = call(s, ops.EVENT_CREATE, 0x6)
+    none = (0, 0, 0, 0, 0)
+    valid = [
+        (ops.ARRAY_CREATE, (8, 4, 0, 0x20, 1, 0x02), b""),
+        (ops.MEMCPY_ARRAY, (1 | 3 << 4, *none, a, 0, 0, 0, 0, 32, 4, 0), bytes(128)),
+        (ops.MEMCPY_ARRAY, (3 | 1 << 4, a, 4, 1, 0, 0, *none, 16, 2, 0), b""),
+        (ops.MEMCPY_ARRAY_ASYNC, (3 | 2 << 4, a, 0, 0, 0, 0, dptr, 0, 0, 0, 64, 32, 4, 0), b""),
+        (ops.MEMCPY_ARRAY_ASYNC, (3 | 3 << 4, a, 0, 0, 0, 0, b, 0, 1, 1, 0, 32, 2, 0), b""),
+        (ops.TEX_OBJECT_CREATE, (0,), resource(0, a) + texture()),
+        (ops.TEX_OBJECT_CREATE, (0,), resource(3, dptr, a=8, b=4, c=64) + texture()),
+        (ops.SURF_OBJECT_CREATE, (), resource(0, a)),
+        (ops.JIT_LINK_ADD, (link, 1, 0, 5), b"k.ptx" + KERNEL),
+        (ops.JIT_LINK_ADD, (link, 1, 0, 5), b"d.ptx" + DEVICE),
+        (ops.JIT_LINK_COMPLETE, (link,), b""),
+        (ops.JIT_LINK_READ, (link, 0, 16), b""),
+        (ops.IPC_GET_MEM_HANDLE, (dptr,), b""),
+        (ops.IPC_GET_EVENT_HANDLE, (event,), b""),
+    ]
+    edges = [0, 1, 3, 4, 2**31 - 1, 2**31, 2**32 - 1, 2**63, 2**64 - 1, 4095, 4097]
+    for i in range(3000):
+        op, values, bulk = rng.choice(valid)
+        values = list(values)
+        if values and rng.random() < 0.9:
+            j = rng.randrange(len(values))
+            values[j] = rng.choice(edges) & ((1 << (8 * op.request_fields[j].size)) - 1)
+        if rng.random() < 0.1:
+            bulk = bulk[: rng.randrange(len(bulk) + 1)]
+        frame = Frame(opcode=op.code, request_id=i, args=op.pack_request(*values), bulk=bulk)
+        status, message, _ = dispatcher.call(s, frame)
+        assert status != Status.UNKNOWN, (op.name, values, message)
+    s.release_all()
+    assert be.used == 0 and s.memory.allocated == 0 and len(s.memory) == 0
+    assert be._textures == {} and not any(tmp_path.glob("*.data"))
