@@ -40,6 +40,8 @@ FORWARD = {
 HAND_WRITTEN = {
     # batches of pointer-to-pointer copies (copy_batch.c)
     "cuMemcpyBatchAsync_v2", "cuMemcpyBatchAsync_v2_ptsz", "cuMemcpyBatchAsync", "cuMemcpyBatchAsync_ptsz",
+    # answered here: bus ids, shared memory bank sizes (driver.c)
+    "cuDeviceGetByPCIBusId", "cuCtxGetSharedMemConfig", "cuCtxSetSharedMemConfig",
     # CUDA 13's context-naming forms (driver.c)
     "cuCtxGetDevice_v2", "cuCtxSynchronize_v2",
     # JIT linking on the server, logs and outputs filled on the client (jit_link.c)

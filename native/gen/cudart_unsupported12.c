@@ -62,12 +62,6 @@ RT_API cudaError_t cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr 
     return rt_unsupported(&logged, "cudaDeviceGetP2PAttribute");
 }
 
-RT_API cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *pConfig)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceGetSharedMemConfig");
-}
-
 RT_API cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, const struct cudaChannelFormatDesc *fmtDesc, int device)
 {
     static int logged;
@@ -92,12 +86,6 @@ RT_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemA
     return rt_unsupported(&logged, "cudaDeviceSetGraphMemAttribute");
 }
 
-RT_API cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceSetSharedMemConfig");
-}
-
 RT_API cudaError_t cudaDeviceUnregisterAsyncNotification(int device, cudaAsyncCallbackHandle_t callback)
 {
     static int logged;
@@ -120,12 +108,6 @@ RT_API cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaFreeMipmappedArray");
-}
-
-RT_API cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig config)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaFuncSetSharedMemConfig");
 }
 
 RT_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)

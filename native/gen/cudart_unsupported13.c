@@ -74,12 +74,6 @@ RT_API cudaError_t cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr 
     return rt_unsupported(&logged, "cudaDeviceGetP2PAttribute");
 }
 
-RT_API cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *pConfig)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceGetSharedMemConfig");
-}
-
 RT_API cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, const struct cudaChannelFormatDesc *fmtDesc, int device)
 {
     static int logged;
@@ -104,12 +98,6 @@ RT_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemA
     return rt_unsupported(&logged, "cudaDeviceSetGraphMemAttribute");
 }
 
-RT_API cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceSetSharedMemConfig");
-}
-
 RT_API cudaError_t cudaDeviceUnregisterAsyncNotification(int device, cudaAsyncCallbackHandle_t callback)
 {
     static int logged;
@@ -132,12 +120,6 @@ RT_API cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaFreeMipmappedArray");
-}
-
-RT_API cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig config)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaFuncSetSharedMemConfig");
 }
 
 RT_API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)
@@ -519,18 +501,6 @@ RT_API cudaError_t cudaMemDiscardBatchAsync_ptsz(void **dptrs, size_t *sizes, si
     return rt_unsupported(&logged, "cudaMemDiscardBatchAsync_ptsz");
 }
 
-RT_API cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location, enum cudaMemAllocationType type)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemGetDefaultMemPool");
-}
-
-RT_API cudaError_t cudaMemGetMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location, enum cudaMemAllocationType type)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemGetMemPool");
-}
-
 RT_API cudaError_t cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *exportData, void *ptr)
 {
     static int logged;
@@ -589,12 +559,6 @@ RT_API cudaError_t cudaMemRangeGetAttributes(void **data, size_t *dataSizes, enu
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMemRangeGetAttributes");
-}
-
-RT_API cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum cudaMemAllocationType type, cudaMemPool_t memPool)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemSetMemPool");
 }
 
 RT_API cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream)

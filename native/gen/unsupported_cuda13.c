@@ -122,12 +122,6 @@ CUresult cuCtxGetFlags(unsigned int *flags)
     return rgpu_unsupported(&logged, "cuCtxGetFlags");
 }
 
-CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxGetSharedMemConfig");
-}
-
 CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
 {
     static int logged;
@@ -150,12 +144,6 @@ CUresult cuCtxSetFlags(unsigned int flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuCtxSetFlags");
-}
-
-CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuCtxSetSharedMemConfig");
 }
 
 CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
@@ -186,12 +174,6 @@ CUresult cuDevSmResourceSplitByCount(CUdevResource* result, unsigned int* nbGrou
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuDevSmResourceSplitByCount");
-}
-
-CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceGetByPCIBusId");
 }
 
 CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource* resource, CUdevResourceType type)

@@ -267,6 +267,46 @@ API CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
     return r;
 }
 
+/* A bus id as cuDeviceGetPCIBusId writes it, with or without its domain's top digits ("0000:41:00.0", "41:00.0"). */
+API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *bus_id)
+{
+    int count;
+    if (!dev || !bus_id)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuDeviceGetCount(&count);
+    for (int d = 0; r == CUDA_SUCCESS && d < count; d++) {
+        char id[32];
+        if (cuDeviceGetPCIBusId(id, sizeof id, d) == CUDA_SUCCESS &&
+            (!strcasecmp(id, bus_id) || !strcasecmp(id + 4, bus_id) || !strcasecmp(id + 9, bus_id))) {
+            *dev = d;
+            return CUDA_SUCCESS;
+        }
+    }
+    return r == CUDA_SUCCESS ? CUDA_ERROR_INVALID_DEVICE : r;
+}
+
+/* Shared memory bank sizes: configurable on Kepler only, which CUDA 12 and 13 do not run; every GPU since has
+ * four-byte banks, and the driver takes a configuration and ignores it. So these are answered here (as
+ * cuFuncSetSharedMemConfig is, launch.c). */
+API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *config)
+{
+    CUresult r = rgpu_ready();
+    if (r == CUDA_SUCCESS && !config)
+        r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS)
+        *config = CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE;
+    return r;
+}
+
+static CUresult bank_size(CUsharedconfig config)
+{
+    CUresult r = rgpu_ready();
+    return r == CUDA_SUCCESS && (unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_ERROR_INVALID_VALUE
+                                                                                             : r;
+}
+
+API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config) { return bank_size(config); }
+
 /* -- contexts: current context is per thread, told to the server lazily (conn.c) ---------------------------- */
 static __thread uint64_t ctx_stack[CTX_STACK];
 static __thread int ctx_depth;

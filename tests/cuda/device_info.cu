@@ -29,6 +29,10 @@ int main()
     CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, 0));
     int again = -1;
     CHECK(cudaDeviceGetByPCIBusId(&again, bus));
+    cudaSharedMemConfig banks;
+    CHECK(cudaDeviceSetSharedMemConfig(cudaSharedMemBankSizeEightByte)); // (taken, without effect: fixed banks)
+    CHECK(cudaDeviceGetSharedMemConfig(&banks));
+    EXPECT(banks == cudaSharedMemBankSizeFourByte);
     EXPECT(again == 0);
     size_t stack = 0;
     CHECK(cudaDeviceGetLimit(&stack, cudaLimitStackSize));

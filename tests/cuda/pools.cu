@@ -21,6 +21,15 @@ int main()
     CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
     CHECK(cudaDeviceGetMemPool(&cur, 0));
     EXPECT(cur == def);
+#if CUDART_VERSION >= 13000
+    // CUDA 13's forms by location name the same pools.
+    cudaMemLocation dev0 = {cudaMemLocationTypeDevice, 0};
+    cudaMemPool_t by_location;
+    CHECK(cudaMemGetDefaultMemPool(&by_location, &dev0, cudaMemAllocationTypePinned));
+    EXPECT(by_location == def);
+    CHECK(cudaMemGetMemPool(&by_location, &dev0, cudaMemAllocationTypePinned));
+    EXPECT(by_location == cur);
+#endif
     unsigned long long threshold = 64ull << 20, got = 0;
     CHECK(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &threshold));
     CHECK(cudaMemPoolGetAttribute(def, cudaMemPoolAttrReleaseThreshold, &got));

@@ -34,6 +34,26 @@ RT_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int dev)
 RT_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *pool, int dev) { WITH_CONTEXT(cuDeviceGetMemPool((CUmemoryPool *)pool, dev)); }
 RT_API cudaError_t cudaDeviceSetMemPool(int dev, cudaMemPool_t pool) { WITH_CONTEXT(cuDeviceSetMemPool(dev, (CUmemoryPool)pool)); }
 
+#if CUDART_VERSION >= 13000
+/* CUDA 13's pools by location: the driver's (the same location and allocation-type numbers and layouts). */
+_Static_assert(sizeof(struct cudaMemLocation) == sizeof(CUmemLocation), "one location layout");
+RT_API cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t *pool, struct cudaMemLocation *location,
+                                            enum cudaMemAllocationType type)
+{
+    WITH_CONTEXT(cuMemGetDefaultMemPool((CUmemoryPool *)pool, (CUmemLocation *)location, (CUmemAllocationType)type));
+}
+RT_API cudaError_t cudaMemGetMemPool(cudaMemPool_t *pool, struct cudaMemLocation *location,
+                                     enum cudaMemAllocationType type)
+{
+    WITH_CONTEXT(cuMemGetMemPool((CUmemoryPool *)pool, (CUmemLocation *)location, (CUmemAllocationType)type));
+}
+RT_API cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum cudaMemAllocationType type,
+                                     cudaMemPool_t pool)
+{
+    WITH_CONTEXT(cuMemSetMemPool((CUmemLocation *)location, (CUmemAllocationType)type, (CUmemoryPool)pool));
+}
+#endif
+
 RT_API cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
 {
     WITH_CONTEXT(cuMemPoolCreate((CUmemoryPool *)pool, (const CUmemPoolProps *)props));

@@ -401,15 +401,11 @@ RT_API cudaError_t cudaDeviceGetByPCIBusId(int *dev, const char *bus_id)
         return rt_record(e);
     if (!dev || !bus_id)
         return rt_record(cudaErrorInvalidValue);
-    for (int d = 0; d < device_count; d++) {
-        char id[32];
-        if (cuDeviceGetPCIBusId(id, sizeof id, d) == CUDA_SUCCESS &&
-            (!strcasecmp(id, bus_id) || !strcasecmp(id + 4, bus_id))) { /* with or without the domain's top digits */
-            *dev = d;
-            return cudaSuccess;
-        }
-    }
-    return rt_record(cudaErrorInvalidDevice);
+    CUdevice d;
+    CUresult r = cuDeviceGetByPCIBusId(&d, bus_id);
+    if (r == CUDA_SUCCESS)
+        *dev = d;
+    return rt_fail(r);
 }
 
 RT_API cudaError_t cudaDeviceCanAccessPeer(int *can, int dev, int peer)
@@ -461,6 +457,34 @@ RT_API cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *c)
         return rt_record(cudaErrorInvalidValue);
     *c = cache_config;
     return rt_record(rt_context(NULL));
+}
+
+/* Bank sizes: the driver's answer (four-byte banks on every GPU CUDA 12 and 13 run; a configuration is taken
+ * and has no effect, as the deprecated calls document for such devices). */
+RT_API cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig *config)
+{
+    CUsharedconfig c;
+    if (!config)
+        return rt_record(cudaErrorInvalidValue);
+    cudaError_t e = rt_context(NULL);
+    if (e != cudaSuccess)
+        return rt_record(e);
+    CUresult r = cuCtxGetSharedMemConfig(&c);
+    if (r == CUDA_SUCCESS)
+        *config = (enum cudaSharedMemConfig)c; /* (the same numbers) */
+    return rt_fail(r);
+}
+
+RT_API cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config)
+{
+    WITH_CONTEXT(cuCtxSetSharedMemConfig((CUsharedconfig)config));
+}
+
+RT_API cudaError_t cudaFuncSetSharedMemConfig(const void *func, enum cudaSharedMemConfig config)
+{
+    if (!rt_kernel_of(func))
+        return rt_record(cudaErrorInvalidDeviceFunction);
+    WITH_CONTEXT(cuCtxSetSharedMemConfig((CUsharedconfig)config)); /* (the same check of the value) */
 }
 
 RT_API cudaError_t cudaDriverGetVersion(int *version)
