@@ -757,6 +757,21 @@ def _forward_key(name: str) -> str | None:
 _PFN = re.compile(r"\bPFN_(cu\w+?)_v(\d+)(_pt[sd][sz])?\)\s*\(")
 
 
+# A name CUDA 12 made another's (`#define PFN_cuGraphInstantiate PFN_cuGraphInstantiateWithFlags_v11040`): its callers
+# built against 12 and later ask for the other entry point by this name.
+_PFN_ALIAS = re.compile(r"^#define PFN_(cu\w+)\s+PFN_(cu\w+?)_v\d+\s*$", re.M)
+_ALIAS_VERSION = 12000
+
+
+def _aliases() -> dict[str, str]:
+    found = {}
+    for major in (13, 12):
+        for alias, target in _PFN_ALIAS.findall((include_dir(major) / "cudaTypedefs.h").read_text()):
+            if alias != target:
+                found[alias] = target
+    return found
+
+
 def _entry_versions() -> dict[str, list[int]]:
     """base name -> the cuGetProcAddress versions at which an entry point of that name appeared, oldest first."""
     versions: dict[str, set[int]] = {}
@@ -791,6 +806,11 @@ def _proctable(exported: dict[str, int], declared: set[str]) -> None:
         for version, name in sorted(pairs):
             if name in exported:
                 rows.append((base, version, name, per_thread.get(name, name)))
+    for alias, target in _aliases().items():
+        newest = max((r for r in rows if r[0] == target), key=lambda r: r[1], default=None)
+        if newest is not None:
+            rows.append((alias, _ALIAS_VERSION, newest[2], newest[3]))
+    rows.sort(key=lambda r: (r[0], r[1]))
     # No cuda.h here: the table only takes addresses, and the two headers' prototypes need not agree.
     lines = [BANNER.format(src="cuda.h and cudaTypedefs.h of CUDA 12 and 13"), '#include "rgpu_proc.h"', ""]
     for name in sorted(exported):

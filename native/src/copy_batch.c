@@ -1,7 +1,8 @@
 /* cuMemcpyBatchAsync (CUDA 12.8; _v2 in 13.0, without failIdx): pointer-to-pointer copies on one stream, sent as
  * that many asynchronous copies in stream order. CUDA gives the copies of a batch no order among themselves, so
  * this is one of the orders it allows; a source the attributes say is read during the call only is (host bytes
- * travel when a copy is queued), and the location hints concern managed memory, which rgpu does not offer. */
+ * travel when a copy is queued), and the location hints concern managed memory, which rgpu does not offer. A copy
+ * refused part of the way leaves the copies before it queued (failIdx names the one refused). */
 #include <stdint.h>
 
 #include "rgpu_shim.h"
@@ -19,7 +20,8 @@ static int well_formed(size_t count, const CUmemcpyAttributes *attrs, const size
         if ((k && idxs[k] <= idxs[k - 1]) || idxs[k] >= count)
             return 0;
         if (attrs[k].srcAccessOrder < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
-            attrs[k].srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY)
+            attrs[k].srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY ||
+            attrs[k].flags & ~(unsigned)CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE)
             return 0;
     }
     return 1;

@@ -261,23 +261,37 @@ API CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = device(dev, &d);
     if (r == CUDA_SUCCESS)
-        snprintf(bus_id, (size_t)len, "%08X:%02X:%02X.0", d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID] == INT32_MIN ? 0 :
+        snprintf(bus_id, (size_t)len, "%04X:%02X:%02X.0", d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID] == INT32_MIN ? 0 :
                  d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID], d->attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID],
                  d->attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID]);
     return r;
 }
 
-/* A bus id as cuDeviceGetPCIBusId writes it, with or without its domain's top digits ("0000:41:00.0", "41:00.0"). */
+/* The forms CUDA takes: [domain]:[bus]:[device].[function], [domain]:[bus]:[device], [bus]:[device].[function], all
+ * hexadecimal (0 where left out). */
+static int parse_bus_id(const char *s, unsigned v[4])
+{
+    int n = 0;
+    v[0] = v[3] = 0;
+    if (sscanf(s, "%x:%x:%x.%x%n", &v[0], &v[1], &v[2], &v[3], &n) == 4 && !s[n])
+        return 0;
+    if (sscanf(s, "%x:%x:%x%n", &v[0], &v[1], &v[2], &n) == 3 && !s[n])
+        return 0;
+    v[0] = 0;
+    return sscanf(s, "%x:%x.%x%n", &v[1], &v[2], &v[3], &n) == 3 && !s[n] ? 0 : -1;
+}
+
 API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *bus_id)
 {
     int count;
-    if (!dev || !bus_id)
+    unsigned want[4], have[4];
+    if (!dev || !bus_id || parse_bus_id(bus_id, want) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = cuDeviceGetCount(&count);
     for (int d = 0; r == CUDA_SUCCESS && d < count; d++) {
         char id[32];
-        if (cuDeviceGetPCIBusId(id, sizeof id, d) == CUDA_SUCCESS &&
-            (!strcasecmp(id, bus_id) || !strcasecmp(id + 4, bus_id) || !strcasecmp(id + 9, bus_id))) {
+        if (cuDeviceGetPCIBusId(id, sizeof id, d) == CUDA_SUCCESS && parse_bus_id(id, have) == 0 &&
+            !memcmp(want, have, sizeof want)) {
             *dev = d;
             return CUDA_SUCCESS;
         }
@@ -291,6 +305,8 @@ API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *bus_id)
 API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *config)
 {
     CUresult r = rgpu_ready();
+    if (r == CUDA_SUCCESS && !rgpu_thread_ctx())
+        r = CUDA_ERROR_INVALID_CONTEXT;
     if (r == CUDA_SUCCESS && !config)
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
@@ -301,6 +317,8 @@ API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *config)
 static CUresult bank_size(CUsharedconfig config)
 {
     CUresult r = rgpu_ready();
+    if (r == CUDA_SUCCESS && !rgpu_thread_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
     return r == CUDA_SUCCESS && (unsigned)config > CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE ? CUDA_ERROR_INVALID_VALUE
                                                                                              : r;
 }
@@ -519,7 +537,9 @@ API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     if (!ctx)
         return cuCtxSynchronize();
-    CUresult r = cuCtxPushCurrent_v2(ctx);
+    CUresult r = rgpu_ready(); /* (first: a push that a failed synchronize left behind would stay) */
+    if (r == CUDA_SUCCESS)
+        r = cuCtxPushCurrent_v2(ctx);
     if (r != CUDA_SUCCESS)
         return r;
     r = cuCtxSynchronize();

@@ -25,10 +25,13 @@ int main()
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
     EXPECT(sms == p.multiProcessorCount && major == p.major && p.warpSize == 32);
-    char bus[32];
+    char bus[13]; // (the 13 bytes cuda.h says are enough: "0000:41:00.0")
     CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, 0));
-    int again = -1;
+    int again = -1, short_form = -1;
     CHECK(cudaDeviceGetByPCIBusId(&again, bus));
+    EXPECT(again == 0 && std::strlen(bus) == 12);
+    CHECK(cudaDeviceGetByPCIBusId(&short_form, bus + 5)); // [bus]:[device].[function], no domain
+    EXPECT(short_form == 0);
     cudaSharedMemConfig banks;
     CHECK(cudaDeviceSetSharedMemConfig(cudaSharedMemBankSizeEightByte)); // (taken, without effect: fixed banks)
     CHECK(cudaDeviceGetSharedMemConfig(&banks));

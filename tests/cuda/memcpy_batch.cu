@@ -55,12 +55,13 @@ int main()
 #if CUDART_VERSION >= 13000
     cudaError_t e1 = cudaMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, wrong, 2, s);
     cudaGetLastError();
-    cudaError_t e2 = cudaMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, idxs, 2, 0);
+    cudaError_t e2 = cudaMemcpyBatchAsync(dsts, srcs, sizes, 3, attrs, idxs, 2, cudaStreamLegacy);
     cudaGetLastError();
 #else
     cudaError_t e1 = cudaMemcpyBatchAsync((void **)dsts, (void **)srcs, sizes, 3, attrs, wrong, 2, &failed, s);
     cudaGetLastError();
-    cudaError_t e2 = cudaMemcpyBatchAsync((void **)dsts, (void **)srcs, sizes, 3, attrs, idxs, 2, &failed, 0);
+    cudaError_t e2 = cudaMemcpyBatchAsync((void **)dsts, (void **)srcs, sizes, 3, attrs, idxs, 2, &failed,
+                                          cudaStreamLegacy);
     cudaGetLastError();
 #endif
     std::printf("attributes not from copy 0 refused: %s\n", e1 == cudaErrorInvalidValue ? "yes" : "NO");

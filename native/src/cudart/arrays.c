@@ -294,10 +294,17 @@ RT_API cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t dx, size_t dy,
                                           size_t sy, size_t count, enum cudaMemcpyKind kind)
 {
     CUDA_ARRAY3D_DESCRIPTOR ds, dd;
+    size_t doff, soff;
+    cudaError_t e = rt_copy_start(kind);
+    if (e != cudaSuccess)
+        return e;
     size_t se = element_bytes((CUarray)src), de = element_bytes((CUarray)dst);
     if (!se || !de || cuArray3DGetDescriptor(&ds, (CUarray)src) || cuArray3DGetDescriptor(&dd, (CUarray)dst))
         return rt_record(cudaErrorInvalidResourceHandle);
-    return rt_fail(cuMemcpyAtoA((CUarray)dst, dy * dd.Width * de + dx, (CUarray)src, sy * ds.Width * se + sx, count));
+    if (__builtin_mul_overflow(dy, dd.Width * de, &doff) || __builtin_add_overflow(doff, dx, &doff) ||
+        __builtin_mul_overflow(sy, ds.Width * se, &soff) || __builtin_add_overflow(soff, sx, &soff))
+        return rt_record(cudaErrorInvalidValue);
+    return rt_fail(cuMemcpyAtoA((CUarray)dst, doff, (CUarray)src, soff, count));
 }
 
 /* cudaMemcpy3D's positions and extent count the array's elements at an array end, bytes at a memory end. */

@@ -179,7 +179,7 @@ RT_API cudaError_t cudaMemcpyBatchAsync_ptsz(void *const *dsts, const void *cons
                                              size_t count, struct cudaMemcpyAttributes *attrs, size_t *idxs, size_t n,
                                              cudaStream_t s)
 {
-    return copy_batch(dsts, srcs, sizes, count, attrs, idxs, n, NULL, s);
+    return copy_batch(dsts, srcs, sizes, count, attrs, idxs, n, NULL, s ? s : cudaStreamPerThread);
 }
 #else
 RT_API cudaError_t cudaMemcpyBatchAsync(void **dsts, void **srcs, size_t *sizes, size_t count,
@@ -192,7 +192,7 @@ RT_API cudaError_t cudaMemcpyBatchAsync_ptsz(void **dsts, void **srcs, size_t *s
                                              struct cudaMemcpyAttributes *attrs, size_t *idxs, size_t n,
                                              size_t *failed, cudaStream_t s)
 {
-    return copy_batch(dsts, srcs, sizes, count, attrs, idxs, n, failed, s);
+    return copy_batch(dsts, srcs, sizes, count, attrs, idxs, n, failed, s ? s : cudaStreamPerThread);
 }
 #endif
 

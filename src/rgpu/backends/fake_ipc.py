@@ -36,8 +36,11 @@ class FakeIpc:
                 path = str(place)
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                 try:
-                    os.ftruncate(fd, buf.size)
+                    os.posix_fallocate(fd, 0, buf.size)  # (a full tmpfs is ENOSPC here, not SIGBUS at the copy)
                     shared = _map(fd, buf.size)
+                except BaseException:
+                    os.unlink(path)
+                    raise
                 finally:
                     os.close(fd)
                 shared[:] = buf

@@ -7,9 +7,13 @@ event an event of its own. A session cannot open what it exported itself, as a p
 
 The exporter's free, or the end of its context, withdraws the export. Memory another session still has open is
 not freed then (freeing memory another process has mapped is undefined in CUDA): it leaves the exporter's address
-space, stays charged to it, and is freed once the last opener has closed it, or when the exporter's context ends."""
+space, stays charged to it, and is freed once the last opener has closed it, or when the exporter's context ends.
+(What an opener still maps after the exporter's context ended is the driver's to keep or not; the quota of neither
+session counts it then.)"""
 
 from __future__ import annotations
+
+import contextlib
 
 import attrs
 
@@ -53,6 +57,15 @@ class IpcState:
                 _close(s, handle, region)
 
 
+@contextlib.contextmanager
+def _registry_errors():
+    """The registry's files could not be written (a full /dev/shm): the call fails, the server goes on."""
+    try:
+        yield
+    except OSError as e:
+        raise CudaError(Status.OUT_OF_MEMORY, f"the server could not record the export ({e})") from None
+
+
 def _state(s: Session) -> IpcState:
     if s.ipc is None:
         raise CudaError(Status.NOT_SUPPORTED, "this server shares nothing between sessions")
@@ -69,7 +82,10 @@ def _withdraw(s: Session, ctx: int, ptr: int, handle: bytes) -> None:
 
 
 def _release(s: Session, ptr: int) -> None:
-    ctx, _, size = s.extensions["ipc"].pending.pop(ptr)
+    state = s.extensions["ipc"]
+    ctx, _, size = state.pending.pop(ptr)
+    if not state.pending:
+        s.reclaim = None
     try:
         s.backend.mem_free(s.context(ctx).obj, ptr)
     except CudaError as e:
@@ -82,6 +98,8 @@ def _release_closed(s: Session, state: IpcState) -> None:
     for ptr, (_, handle, _) in list(state.pending.items()):
         if not s.ipc.opened_elsewhere(handle):
             _release(s, ptr)
+    if not state.pending:
+        s.reclaim = None
 
 
 def settle(s: Session) -> None:
@@ -98,12 +116,13 @@ def free_allocation(s: Session, ptr: int) -> None:
     state = s.extensions.get("ipc")
     known = state.exported.pop(ptr, None) if state is not None else None
     if known is not None:
-        open_elsewhere = s.ipc.opened_elsewhere(known[1])
+        # (withdrawn first, then the markers read; an opener marks first, then looks up: one of the two sees the other)
         _withdraw(s, region.ctx, ptr, known[1])
-        if open_elsewhere:
+        if s.ipc.opened_elsewhere(known[1]):
             s.memory.remove(ptr)
-            s.charge_memory(region.size, PENDING)  # (what the region's removal just gave back)
+            s.memory.charge(region.size, PENDING)  # (what the region's removal just gave back)
             state.pending[ptr] = (region.ctx, known[1], region.size)
+            s.reclaim = lambda: settle(s)  # (every later charge first releases what its openers closed)
             return
     s.backend.mem_free(s.context(region.ctx).obj, ptr)
     s.memory.remove(ptr)
@@ -136,12 +155,14 @@ def _get_mem_handle(s: Session, args, bulk):
     if known is None:
         handle = s.ipc.new_handle()
         ctx = s.context(region.ctx).obj
-        payload = s.backend.ipc_export_memory(ctx, args.dptr, s.ipc.data_path(handle))
+        with _registry_errors():
+            payload = s.backend.ipc_export_memory(ctx, args.dptr, s.ipc.data_path(handle))
         try:
-            s.ipc.publish(handle, Export("memory", s.id, payload))
-        except OSError as e:
+            with _registry_errors():
+                s.ipc.publish(handle, Export("memory", s.id, payload))
+        except CudaError:
             _withdraw(s, region.ctx, args.dptr, handle)
-            raise CudaError(Status.OUT_OF_MEMORY, f"the server could not record the export ({e})") from None
+            raise
         known = state.exported[args.dptr] = (region.ctx, handle)
     return (known[1],)
 
@@ -156,14 +177,15 @@ def _open_mem_handle(s: Session, args, bulk):
         state.opened[handle][1] += 1
         ptr = state.opened[handle][0]
         return ptr, s.memory.region_at(ptr).size
-    export = s.ipc.lookup(handle, "memory")
-    if export is None:
-        raise CudaError(Status.INVALID_VALUE, "no memory is exported by that handle (never, or freed since)")
-    if export.session == s.id:
-        raise CudaError(Status.INVALID_CONTEXT, "a session cannot open memory it exported itself")
     ctx = s.context()
-    s.ipc.note_open(handle, s.id)  # (first: the exporter's free must not slip in between)
+    with _registry_errors():
+        s.ipc.note_open(handle, s.id)  # (before the lookup: an exporter's free after it sees the marker)
     try:
+        export = s.ipc.lookup(handle, "memory")
+        if export is None:
+            raise CudaError(Status.INVALID_VALUE, "no memory is exported by that handle (never, or freed since)")
+        if export.session == s.id:
+            raise CudaError(Status.INVALID_CONTEXT, "a session cannot open memory it exported itself")
         ptr, size = s.backend.ipc_open_memory(ctx.obj, export.payload, args.flags)
     except BaseException:
         s.ipc.note_closed(handle, s.id)
@@ -197,7 +219,9 @@ def _get_event_handle(s: Session, args, bulk):
     handle = state.events.get(args.event)
     if handle is None:
         handle = s.ipc.new_handle()
-        s.ipc.publish(handle, Export("event", s.id, s.backend.ipc_export_event(ctx.obj, entry.obj)))
+        payload = s.backend.ipc_export_event(ctx.obj, entry.obj)
+        with _registry_errors():
+            s.ipc.publish(handle, Export("event", s.id, payload))
         state.events[args.event] = handle
     return (handle,)
 

@@ -91,6 +91,9 @@ class Session:
         self.closed = False
         # Called once everything the session owns is released (its quota slot may go to the next session).
         self.on_released: Callable[[], None] | None = None
+        # Set while the session pays for memory it freed that is not released yet (IPC: mapped by another session);
+        # called before a charge, to release what can be released by then.
+        self.reclaim: Callable[[], None] | None = None
         self.frames_received = 0  # frames off the wire (a BATCH counts once)
         self.calls = 0  # operations executed
         self.replies_sent = 0  # of them, those the client waited for (blocking round trips)
@@ -282,6 +285,8 @@ class Session:
     # (nbytes, what) as its handle's `charge` so that destroying its context releases it too.
     def charge_memory(self, nbytes: int, what: str) -> None:
         """Count `nbytes` against the session's quota, or raise OUT_OF_MEMORY (and count nothing)."""
+        if self.reclaim is not None:
+            self.reclaim()
         self.memory.charge(nbytes, what)
 
     def release_memory(self, nbytes: int, what: str) -> None:
