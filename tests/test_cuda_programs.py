@@ -38,6 +38,7 @@ LINKS = {
     "textures": ["-lcuda"],
     "ipc": [],
     "memcpy_batch": [],
+    "legacy_launch": ["-lcuda"],
 }
 
 

@@ -40,6 +40,9 @@ FORWARD = {
 HAND_WRITTEN = {
     # batches of pointer-to-pointer copies (copy_batch.c)
     "cuMemcpyBatchAsync_v2", "cuMemcpyBatchAsync_v2_ptsz", "cuMemcpyBatchAsync", "cuMemcpyBatchAsync_ptsz",
+    # the launch API before CUDA 4 (launch_legacy.c)
+    "cuFuncSetBlockShape", "cuFuncSetSharedSize", "cuParamSetSize", "cuParamSeti", "cuParamSetf", "cuParamSetv",
+    "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",
     # answered here: bus ids, shared memory bank sizes (driver.c)
     "cuDeviceGetByPCIBusId", "cuCtxGetSharedMemConfig", "cuCtxSetSharedMemConfig",
     # CUDA 13's context-naming forms (driver.c)

@@ -278,18 +278,6 @@ CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUf
     return rgpu_unsupported(&logged, "cuFlushGPUDirectRDMAWrites");
 }
 
-CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncSetBlockShape");
-}
-
-CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuFuncSetSharedSize");
-}
-
 CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
 {
     static int logged;
@@ -560,28 +548,10 @@ CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice d
     return rgpu_unsupported(&logged, "cuKernelSetCacheConfig");
 }
 
-CUresult cuLaunch(CUfunction f)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLaunch");
-}
-
 CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices, unsigned int flags)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuLaunchCooperativeKernelMultiDevice");
-}
-
-CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLaunchGrid");
-}
-
-CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuLaunchGridAsync");
 }
 
 CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
@@ -902,34 +872,10 @@ CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, 
     return rgpu_unsupported(&logged, "cuMulticastUnbind");
 }
 
-CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuParamSetSize");
-}
-
 CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuParamSetTexRef");
-}
-
-CUresult cuParamSetf(CUfunction hfunc, int offset, float value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuParamSetf");
-}
-
-CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuParamSeti");
-}
-
-CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuParamSetv");
 }
 
 CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
