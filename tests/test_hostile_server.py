@@ -588,3 +588,21 @@ def test_reply_decoders_under_random_input(stand_ins):
                           env={**os.environ, **SANITIZER_ENV})
     _no_sanitizer_report(proc)
     assert proc.returncode == 0 and "100000 inputs, no failure" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("program", ["jit_link", "textures", "ipc", "memcpy_batch", "legacy_launch"])
+def test_the_newer_programs_under_the_sanitizers(stand_ins, server, tmp_path, program):
+    """The protocol 1.8 calls' client code (linking, arrays, textures, IPC, batched and legacy copies and launches)
+    under ASan and UBSan: nvcc builds the program against the sanitized stand-ins, and the sanitizer runtimes go
+    first, since the program itself is not built with them."""
+    out, _, sanitized = stand_ins
+    if shutil.which("nvcc") is None or not sanitized:
+        pytest.skip("needs nvcc and a compiler with the sanitizers")
+    exe = tmp_path / program
+    subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(PROGRAMS / f"{program}.cu"), f"-L{out}", "-lcuda",
+                    "-Xlinker", f"-rpath-link={out}"], check=True, capture_output=True)
+    runtimes = [subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
+                for lib in ("libasan.so", "libubsan.so")]
+    proc = _run(stand_ins, exe, server=server, env={"LD_PRELOAD": ":".join(runtimes)})
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 0 and f"{program} OK" in proc.stdout, proc.stdout + proc.stderr
