@@ -43,7 +43,7 @@ if [[ " $sections " == *" programs "* ]]; then
     (timeout 420 bash bench/llama/run_llama.sh build > "$OUT/llama_build.log" 2>&1; echo "rc=$?" >> "$OUT/llama_build.log") &
     build=$!
   fi
-  (timeout 200 bash tests/cuda/run_on_gpu.sh > "$OUT/cuda_programs.txt" 2>&1; echo "rc=$?" >> "$OUT/cuda_programs.txt")
+  (timeout ${RGPU_CHECK_PROGRAMS_TIMEOUT:-300} bash tests/cuda/run_on_gpu.sh > "$OUT/cuda_programs.txt" 2>&1; echo "rc=$?" >> "$OUT/cuda_programs.txt")
   grep -E "identical on all|launch rate|^rc=" "$OUT/cuda_programs.txt" | tail -3
 fi
 [ -n "$build" ] && { wait $build; tail -2 "$OUT/llama_build.log"; }
