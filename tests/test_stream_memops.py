@@ -92,7 +92,7 @@ async def test_writes_and_waits_queue_in_order_and_land(client):
     await client.stream_mem_op(W64, p + 8, 2**64 - 2, stream=producer)
     await client.stream_mem_op(WAIT32, p, 0xCAFEF00D, memops.WAIT_EQ, stream=consumer)
     await client.stream_batch_mem_op([(WAIT64, memops.WAIT_AND, p + 8, 2), (BARRIER, memops.BARRIER_GPU, 0, 0),
-                                      (W32, memops.WRITE_NO_MEMORY_BARRIER, p + 16, 9)], stream=consumer)
+                                      (W32, 0, p + 16, 9)], stream=consumer)
     await client.stream_synchronize(consumer)
     assert struct.unpack("<I4xQI", await client.memcpy_dtoh(p, 20)) == (0xCAFEF00D, 2**64 - 2, 9)
 
@@ -202,6 +202,7 @@ WRONG_ONES = {  # name -> (fields of STREAM_MEM_OP, status), addresses relative 
     "wait flag 4": ((WAIT32, 4, "p", 0), Status.INVALID_VALUE),
     "wait flag 1 << 29": ((WAIT64, 1 << 29, "p", 0), Status.INVALID_VALUE),
     "write flag 2": ((W32, 2, "p", 0), Status.INVALID_VALUE),
+    "NO_MEMORY_BARRIER (not in the v2 API)": ((W64, memops.WRITE_NO_MEMORY_BARRIER, "p", 0), Status.INVALID_VALUE),
     "misaligned 32-bit write": ((W32, 0, "p+2", 0), Status.INVALID_VALUE),
     "misaligned 64-bit wait": ((WAIT64, 0, "p+4", 0), Status.INVALID_VALUE),
     "a 32-bit value of 33 bits": ((W32, 0, "p", 1 << 32), Status.INVALID_VALUE),

@@ -49,7 +49,7 @@
  * bit n of RGPU_MEM_OPS set for a known one, the flags each takes and the bytes it names. */
 #define RGPU_MAX_BATCH_MEM_OPS 255
 #define RGPU_MEM_OPS 0x7Eu
-#define RGPU_MEM_OP_FLAGS {0x0u, 0x40000003u, 0x1u, 0x0u, 0x40000003u, 0x1u, 0x1u}
+#define RGPU_MEM_OP_FLAGS {0x0u, 0x40000003u, 0x0u, 0x0u, 0x40000003u, 0x0u, 0x1u}
 #define RGPU_MEM_OP_WIDTHS {0, 4, 4, 0, 8, 8, 0}
 /* Coded copies (MEMCPY_HTOD_RUNS, protocol/runs.py): the most bytes one stands for and carries, the
  * shortest run coded. */

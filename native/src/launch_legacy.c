@@ -9,7 +9,9 @@
 #include "rgpu_shim.h"
 
 #define API __attribute__((visibility("default")))
-#define PARAM_SPACE 4096 /* that API's parameter space */
+/* The old API's space was 4 KiB; CUDA 13's driver takes a parameter at offset 4094 (measured on the H200), so the
+ * space is what a launch may carry now. */
+#define PARAM_SPACE RGPU_MAX_PARAM_BYTES
 
 struct legacy {
     int block[3];

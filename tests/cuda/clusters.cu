@@ -37,18 +37,20 @@ int main()
     EXPECT((runtime == cudaSuccess) == (driver == CUDA_SUCCESS) && active == driver_active);
     EXPECT(runtime != cudaSuccess || active > 0);
 
-    config.numAttrs = 0; // (no cluster size: there is nothing to count)
+    // No cluster size: CUDA 13's driver counts clusters of one block (the H200 showed so), which are at least as
+    // many as clusters of two.
+    config.numAttrs = 0;
     int unsized = -1;
     cudaError_t without = cudaOccupancyMaxActiveClusters(&unsized, saxpy, &config);
     cudaGetLastError();
-    EXPECT(without != cudaSuccess);
+    EXPECT(without != cudaSuccess || (unsized > 0 && (runtime != cudaSuccess || unsized >= active)));
     EXPECT(cudaOccupancyMaxActiveClusters(nullptr, saxpy, &config) == cudaErrorInvalidValue);
     cudaGetLastError();
 
     CHECK(cudaDeviceSynchronize()); // (the device is still there to use, whatever the queries answered)
-    std::printf("largest cluster: %s %d; resident clusters of 2: %s %d; without a size: %s\n",
+    std::printf("largest cluster: %s %d; resident clusters of 2: %s %d; without a size: %s %d\n",
                 cudaGetErrorName(potential), potential == cudaSuccess ? size : -1, cudaGetErrorName(runtime),
-                runtime == cudaSuccess ? active : -1, cudaGetErrorName(without));
+                runtime == cudaSuccess ? active : -1, cudaGetErrorName(without), without == cudaSuccess ? unsized : -1);
     std::printf("clusters OK\n");
     return 0;
 }

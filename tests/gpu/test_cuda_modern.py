@@ -47,15 +47,17 @@ def test_vmm_map_alias_copy_and_teardown(s):
     (h,) = call(s, ops.MEM_CREATE, 2 * g, 0, 1, 0, 0, 0)
     (va,) = call(s, ops.MEM_ADDRESS_RESERVE, 4 * g, 0, 0, 0)
     call(s, ops.MEM_MAP, va, 2 * g, 0, h, 0)
-    call(s, ops.MEM_MAP, va + 2 * g, g, g, h, 0)  # the second half again, right after
-    call(s, ops.MEM_SET_ACCESS, va, 3 * g, 1, bulk=struct.pack("<IiI", 1, 0, 3))
+    fails(Status.NOT_SUPPORTED, s, ops.MEM_MAP, va + 2 * g, g, g, h, 0)  # the driver maps from offset 0 only
+    call(s, ops.MEM_MAP, va + 2 * g, 2 * g, 0, h, 0)  # the same bytes again, right after
+    call(s, ops.MEM_SET_ACCESS, va, 4 * g, 1, bulk=struct.pack("<IiI", 1, 0, 3))
     call(s, ops.MEM_RELEASE, h)
+    call(s, ops.MEMSET_D8, va, 0, 2 * g)  # cuMemCreate's memory is not zeroed
     call(s, ops.MEMSET_D8, va + g + 100, 0x5A, 8)
-    assert read(s, va + 2 * g + 100, 8) == b"\x5a" * 8
+    assert read(s, va + 3 * g + 100, 8) == b"\x5a" * 8
     assert read(s, va + 2 * g - 4, 8)[4:] == b"\0" * 4  # a copy across two mappings
     assert call(s, ops.MEM_GET_ACCESS, va, 1, 0) == (3,)
     fails(Status.INVALID_VALUE, s, ops.MEM_UNMAP, va, g)
-    call(s, ops.MEM_UNMAP, va, 3 * g)
+    call(s, ops.MEM_UNMAP, va, 4 * g)
     call(s, ops.MEM_ADDRESS_FREE, va, 4 * g)
     assert s.memory.allocated == 0
     fails(Status.NOT_SUPPORTED, s, ops.MEM_CREATE, g, 0, 8, 0, 0, 0)

@@ -13,7 +13,7 @@ first (or orders it before the wait with an event) runs here as it does on a GPU
 
 The emulated device offers 32- and 64-bit operations and the NOR condition (device attributes 92-94, 122, 123 say
 so); remote-write flushes (FLUSH_REMOTE_WRITES, a wait's FLUSH flag) need platform hardware it does not have
-(attribute 98 is 0) and are NOT_SUPPORTED, as a driver answers there. Memory barriers and NO_MEMORY_BARRIER change
+(attribute 98 is 0) and are NOT_SUPPORTED, as a driver answers there. Memory barriers change
 nothing where every operation runs in order.
 """
 

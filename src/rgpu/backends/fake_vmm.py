@@ -65,6 +65,8 @@ class FakeVmm:
 
     def vmm_map(self, ctx, ptr: int, size: int, offset: int, phys: FakePhysical) -> None:
         ctx.check()
+        if offset:  # what CUDA 13's driver answers (measured on the H200); its documentation says "must be zero"
+            raise CudaError(Status.NOT_SUPPORTED, "cuMemMap: a mapping starts at offset 0 of its allocation")
         if not _aligned(ptr, size, offset):
             raise CudaError(Status.INVALID_VALUE, "address, size and offset must be multiples of the granularity")
         with self._lock:

@@ -28,9 +28,10 @@ WAIT_CONDITION = 3
 WAIT_FLUSH = 1 << 30
 WRITE_NO_MEMORY_BARRIER = 1  # CUstreamWriteValue_flags
 BARRIER_SYS, BARRIER_GPU = 0, 1  # CUstreamMemoryBarrier_flags
-# The flags each operation takes.
+# The flags each operation takes. A write takes none: cuda.h says NO_MEMORY_BARRIER "is not supported in the v2
+# API", which is the one CUDA 12 and 13 programs reach, and CUDA 13's driver refuses it (measured on the H200).
 FLAGS = {WAIT_VALUE_32: WAIT_FLUSH | WAIT_CONDITION, WAIT_VALUE_64: WAIT_FLUSH | WAIT_CONDITION,
-         WRITE_VALUE_32: WRITE_NO_MEMORY_BARRIER, WRITE_VALUE_64: WRITE_NO_MEMORY_BARRIER, BARRIER: BARRIER_GPU,
+         WRITE_VALUE_32: 0, WRITE_VALUE_64: 0, BARRIER: BARRIER_GPU,
          FLUSH_REMOTE_WRITES: 0}
 
 # cuStreamBatchMemOp's count "must be less than 256".
