@@ -39,6 +39,7 @@ LINKS = {
     "ipc": [],
     "memcpy_batch": [],
     "legacy_launch": ["-lcuda"],
+    "managed": [],
 }
 
 

@@ -255,7 +255,7 @@ DRIVE_PRELUDE = textwrap.dedent("""
         int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            void *, void **, void **);
         int cuCtxSynchronize(void); int cuMemAlloc_v2(unsigned long long *, size_t);
-        int cuMemAllocManaged(unsigned long long *, size_t, unsigned);
+        int cuMipmappedArrayDestroy(void *);
     ''')
     c = ffi.dlopen(sys.argv[1])
     dev, ctx, mod, fn = ffi.new("int *"), ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
@@ -276,8 +276,8 @@ def test_deferred_launch_error_surfaces_at_the_next_sync_and_unsupported_calls_l
         launch = c.cuLaunchKernel(fn[0], 1, 1, 1, 4, 1, 1, 0, bogus_stream, params, ffi.NULL)
         sync = c.cuCtxSynchronize()
         again = c.cuCtxSynchronize()
-        managed = [c.cuMemAllocManaged(p, 64, 1) for _ in range(3)]
-        print(launch, sync, again, managed)
+        unsupported = [c.cuMipmappedArrayDestroy(ffi.NULL) for _ in range(3)]
+        print(launch, sync, again, unsupported)
     """))
     with local_server("fake", ["--log-level", "warning"]) as address:
         for batch, expected in (("1", "0 400 0 [801, 801, 801]"), ("0", "400 0 0 [801, 801, 801]")):
@@ -287,7 +287,7 @@ def test_deferred_launch_error_surfaces_at_the_next_sync_and_unsupported_calls_l
                                  capture_output=True, text=True, timeout=60)
             assert res.returncode == 0, res.stderr
             assert res.stdout.strip() == expected, (batch, res.stdout, res.stderr)
-            assert res.stderr.count("cuMemAllocManaged is not supported") == 1
+            assert res.stderr.count("cuMipmappedArrayDestroy is not supported") == 1
 
 
 def test_doctor_reports_the_shim(shim_dir):

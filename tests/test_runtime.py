@@ -93,7 +93,7 @@ def test_registration_abi_by_hand_against_both_sonames(shim_dir, server, tmp_pat
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"runtime_abi OK runtime={major}" in proc.stdout
     assert BACKEND != "fake" or "rgpu fake GPU 0" in proc.stdout
-    assert proc.stderr.count("cudaMallocManaged is not supported") == 1  # logged once, failed twice
+    assert proc.stderr.count("cudaFreeMipmappedArray is not supported") == 1  # logged once, failed twice
 
 
 def test_runtime_without_a_server_reports_no_device(shim_dir, cuda_programs):

@@ -40,6 +40,10 @@ FORWARD = {
 HAND_WRITTEN = {
     # batches of pointer-to-pointer copies (copy_batch.c)
     "cuMemcpyBatchAsync_v2", "cuMemcpyBatchAsync_v2_ptsz", "cuMemcpyBatchAsync", "cuMemcpyBatchAsync_ptsz",
+    # managed memory: one address on both sides, kept coherent by page protection (managed.c, managed12.c)
+    "cuMemAllocManaged", "cuMemPrefetchAsync_v2", "cuMemPrefetchAsync_v2_ptsz", "cuMemAdvise_v2",
+    "cuStreamAttachMemAsync", "cuStreamAttachMemAsync_ptsz", "cuMemPrefetchAsync", "cuMemPrefetchAsync_ptsz",
+    "cuMemAdvise",
     # the launch API before CUDA 4 (launch_legacy.c)
     "cuFuncSetBlockShape", "cuFuncSetSharedSize", "cuParamSetSize", "cuParamSeti", "cuParamSetf", "cuParamSetv",
     "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",

@@ -423,28 +423,10 @@ RT_API cudaError_t cudaLibraryGetUnifiedFunction(void **fptr, cudaLibrary_t libr
     return rt_unsupported(&logged, "cudaLibraryGetUnifiedFunction");
 }
 
-RT_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMallocManaged");
-}
-
 RT_API cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray, const struct cudaChannelFormatDesc* desc, struct cudaExtent extent, unsigned int numLevels, unsigned int flags)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMallocMipmappedArray");
-}
-
-RT_API cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice, int device)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemAdvise");
-}
-
-RT_API cudaError_t cudaMemAdvise_v2(const void *devPtr, size_t count, enum cudaMemoryAdvise advice, struct cudaMemLocation location)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemAdvise_v2");
 }
 
 RT_API cudaError_t cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData *exportData, void *ptr)
@@ -469,30 +451,6 @@ RT_API cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t memPool, s
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMemPoolImportPointer");
-}
-
-RT_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, int dstDevice, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPrefetchAsync");
-}
-
-RT_API cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, int dstDevice, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPrefetchAsync_ptsz");
-}
-
-RT_API cudaError_t cudaMemPrefetchAsync_v2(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPrefetchAsync_v2");
-}
-
-RT_API cudaError_t cudaMemPrefetchAsync_v2_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPrefetchAsync_v2_ptsz");
 }
 
 RT_API cudaError_t cudaMemRangeGetAttribute(void *data, size_t dataSize, enum cudaMemRangeAttribute attribute, const void *devPtr, size_t count)
@@ -633,18 +591,6 @@ RT_API cudaError_t cudaSignalExternalSemaphoresAsync_v2_ptsz(const cudaExternalS
 RT_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags)
 {
     return cudaStreamAddCallback(stream, callback, userData, flags);
-}
-
-RT_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamAttachMemAsync");
-}
-
-RT_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamAttachMemAsync_ptsz");
 }
 
 RT_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)

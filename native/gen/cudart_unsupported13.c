@@ -459,22 +459,10 @@ RT_API cudaError_t cudaLogsUnregisterCallback(cudaLogsCallbackHandle callback)
     return rt_unsupported(&logged, "cudaLogsUnregisterCallback");
 }
 
-RT_API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMallocManaged");
-}
-
 RT_API cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray, const struct cudaChannelFormatDesc* desc, struct cudaExtent extent, unsigned int numLevels, unsigned int flags)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMallocMipmappedArray");
-}
-
-RT_API cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice, struct cudaMemLocation location)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemAdvise");
 }
 
 RT_API cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream)
@@ -523,18 +511,6 @@ RT_API cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t memPool, s
 {
     static int logged;
     return rt_unsupported(&logged, "cudaMemPoolImportPointer");
-}
-
-RT_API cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPrefetchAsync");
-}
-
-RT_API cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemPrefetchAsync_ptsz");
 }
 
 RT_API cudaError_t cudaMemPrefetchBatchAsync(void **dptrs, size_t *sizes, size_t count, struct cudaMemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream)
@@ -675,18 +651,6 @@ RT_API cudaError_t cudaSignalExternalSemaphoresAsync_ptsz(const cudaExternalSema
 RT_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags)
 {
     return cudaStreamAddCallback(stream, callback, userData, flags);
-}
-
-RT_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamAttachMemAsync");
-}
-
-RT_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamAttachMemAsync_ptsz");
 }
 
 RT_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)

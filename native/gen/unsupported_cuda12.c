@@ -32,24 +32,6 @@ CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, cons
     return rgpu_unsupported(&logged, "cuGraphRemoveDependencies");
 }
 
-CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAdvise");
-}
-
-CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPrefetchAsync");
-}
-
-CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPrefetchAsync_ptsz");
-}
-
 CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, CUstream hStream)
 {
     static int logged;

@@ -608,18 +608,6 @@ CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
     return rgpu_unsupported(&logged, "cuLogsUnregisterCallback");
 }
 
-CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAdvise_v2");
-}
-
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemAllocManaged");
-}
-
 CUresult cuMemBatchDecompressAsync(CUmemDecompressParams *paramsArray, size_t count, unsigned int flags, size_t *errorIndex, CUstream stream)
 {
     static int logged;
@@ -708,18 +696,6 @@ CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPo
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuMemPoolImportPointer");
-}
-
-CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPrefetchAsync_v2");
-}
-
-CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemPrefetchAsync_v2_ptsz");
 }
 
 CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
@@ -894,18 +870,6 @@ CUresult cuSignalExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *extSemA
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuSignalExternalSemaphoresAsync_ptsz");
-}
-
-CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamAttachMemAsync");
-}
-
-CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamAttachMemAsync_ptsz");
 }
 
 CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)

@@ -96,7 +96,7 @@ static CUresult flush_locked(void)
     return CUDA_SUCCESS;
 }
 
-CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len)
+static CUresult defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len)
 {
     uint8_t routed[RGPU_ROUTE_BUF];
     CUresult r = conn_select(op, &args, args_len, routed);
@@ -140,6 +140,14 @@ CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *
         }
     }
     pthread_mutex_unlock(&rgpu_conn.lock);
+    return r;
+}
+
+CUresult rgpu_defer(uint16_t op, const void *args, size_t args_len, const void *bulk, size_t bulk_len)
+{
+    rgpu_managed_enter(bulk, bulk_len, NULL, 0);
+    CUresult r = defer(op, args, args_len, bulk, bulk_len);
+    rgpu_managed_leave();
     return r;
 }
 

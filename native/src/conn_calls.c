@@ -104,23 +104,27 @@ CUresult rgpu_call(uint16_t op, const void *args, size_t args_len, const void *b
                    size_t reply_len, struct rgpu_sink *sink)
 {
     uint8_t routed[RGPU_ROUTE_BUF];
+    rgpu_managed_enter(bulk, bulk_len, sink, sink ? 1 : 0);
     CUresult r = conn_select(op, &args, args_len, routed);
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+        rgpu_managed_leave();
         return r;
+    }
     pthread_mutex_lock(&rgpu_conn.lock);
     r = rgpu_conn.state == 1 ? conn_call_locked(op, args, args_len, bulk, bulk_len, reply, reply_len, sink)
                              : conn_not_ready();
     if (r == CUDA_SUCCESS)
         r = conn_after(op, reply, reply_len);
     pthread_mutex_unlock(&rgpu_conn.lock);
+    rgpu_managed_leave();
     if (r == CUDA_SUCCESS && (op == RGPU_OP_STREAM_SYNCHRONIZE || op == RGPU_OP_CTX_SYNCHRONIZE ||
                               op == RGPU_OP_EVENT_SYNCHRONIZE))
         rgpu_shadows_pull(); /* the GPU's work is done: page-locked memory it wrote comes back (shadow.c) */
     return r;
 }
 
-CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, size_t args_len,
-                             struct rgpu_sink *sinks, unsigned window)
+static CUresult call_pipelined(uint16_t op, size_t count, const uint8_t *args, size_t args_len,
+                               struct rgpu_sink *sinks, unsigned window)
 {
     uint8_t routed[RGPU_ROUTE_BUF];
     const void *first_args = args;
@@ -160,6 +164,15 @@ CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, siz
     }
     pthread_mutex_unlock(&rgpu_conn.lock);
     return first;
+}
+
+CUresult rgpu_call_pipelined(uint16_t op, size_t count, const uint8_t *args, size_t args_len,
+                             struct rgpu_sink *sinks, unsigned window)
+{
+    rgpu_managed_enter(NULL, 0, sinks, count);
+    CUresult r = call_pipelined(op, count, args, args_len, sinks, window);
+    rgpu_managed_leave();
+    return r;
 }
 
 uint32_t rgpu_request_seq(void)

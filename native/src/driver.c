@@ -102,6 +102,7 @@ static CUresult load_attributes(CUdevice dev, struct device *d)
     for (uint32_t i = 1; i <= MAX_ATTRS; i++)
         d->attrs[i] = i <= got.count ? values[i - 1].value : INT32_MIN;
     rgpu_memops_offered(d->attrs);
+    rgpu_managed_offered(d->attrs);
     return CUDA_SUCCESS;
 }
 

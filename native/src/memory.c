@@ -214,10 +214,13 @@ API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, 
 API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     uint8_t a[RGPU_MEM_FREE_REQ_SIZE];
+    CUresult managed;
     if (!dptr)
         return CUDA_SUCCESS;
     if (rgpu_capture_unsafe_call() != CUDA_SUCCESS)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (rgpu_managed_free(dptr, &managed))
+        return managed;
     rgpu_pack_mem_free(a, &(struct rgpu_mem_free_req){.dptr = dptr});
     CUresult r = rgpu_call(RGPU_OP_MEM_FREE, a, sizeof a, NULL, 0, NULL, 0, NULL);
     if (r == CUDA_SUCCESS)
@@ -313,8 +316,10 @@ API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned i
 static CUresult pointer_attribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr, int lenient)
 {
     struct range rg;
+    uint64_t managed_start, managed_size;
     int is_dev = set_find(&device_ranges, ptr, 1, &rg) == 0;
     int is_host = !is_dev && set_find(&host_ranges, ptr, 1, &rg) == 0;
+    int managed = is_dev && rgpu_managed_range(ptr, &managed_start, &managed_size) == 0; /* (both sides' address) */
     if (!is_dev && !is_host && !lenient)
         return CUDA_ERROR_INVALID_VALUE;
     switch (attr) {
@@ -330,12 +335,12 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, CUdevice
         *(CUdeviceptr *)data = is_dev ? ptr : 0;
         break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (!is_host && !lenient)
+        if (!is_host && !managed && !lenient)
             return CUDA_ERROR_INVALID_VALUE;
-        *(void **)data = is_host ? (void *)(uintptr_t)ptr : NULL;
+        *(void **)data = is_host || managed ? (void *)(uintptr_t)ptr : NULL;
         break;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-        *(int *)data = 0;
+        *(int *)data = managed;
         break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *(int *)data = is_dev ? rgpu_ctx_device(rg.ctx) : -2;
@@ -513,13 +518,26 @@ static CUresult dtoh(uint16_t op, void *dst, CUdeviceptr src, size_t n, uint64_t
     return CUDA_SUCCESS;
 }
 
-API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return htod(RGPU_OP_MEMCPY_HTOD, dst, src, n, 0); }
+/* Managed memory named as the host side is the device allocation it is (managed.c): the copy is the device's. */
+static int managed(const void *host, size_t n) { return rgpu_managed_device_side((uint64_t)(uintptr_t)host, n); }
+
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    return managed(src, n) ? rgpu_copy_device(dst, (CUdeviceptr)(uintptr_t)src, n, NULL, 0)
+                           : htod(RGPU_OP_MEMCPY_HTOD, dst, src, n, 0);
+}
 API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) { return cuMemcpyHtoD_v2(dst, src, n); }
-API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return dtoh(RGPU_OP_MEMCPY_DTOH, dst, src, n, 0); }
+API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    return managed(dst, n) ? rgpu_copy_device((CUdeviceptr)(uintptr_t)dst, src, n, NULL, 0)
+                           : dtoh(RGPU_OP_MEMCPY_DTOH, dst, src, n, 0);
+}
 API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) { return cuMemcpyDtoH_v2(dst, src, n); }
 
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
+    if (managed(src, n))
+        return rgpu_copy_device(dst, (CUdeviceptr)(uintptr_t)src, n, s, 1);
     if (rgpu_capture_host_copy(s) != CUDA_SUCCESS)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return htod(RGPU_OP_MEMCPY_HTOD_ASYNC, dst, src, n, rgpu_stream_handle(s));
@@ -531,6 +549,8 @@ API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t 
 API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     /* The bytes must be in host memory when the stream reaches this point; rgpu simply waits for them. */
+    if (managed(dst, n))
+        return rgpu_copy_device((CUdeviceptr)(uintptr_t)dst, src, n, s, 1);
     if (rgpu_capture_host_copy(s) != CUDA_SUCCESS)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return dtoh(RGPU_OP_MEMCPY_DTOH_ASYNC, dst, src, n, rgpu_stream_handle(s));

@@ -134,6 +134,17 @@ CUresult rgpu_module_load_image(CUmodule *mod, const void *image, size_t size);
  * the server's driver JITs with its defaults */
 CUresult rgpu_jit_options_unused(unsigned n, CUjit_option *options, void **values);
 /* arrays.c: a 2D or 3D copy with a CUDA array at one end or both */
+/* Managed memory (managed.c): around each request, settled before it (its bulk and reply buffers current here and
+ * pinned until leave); the managed allocation holding ptr (-1: none); whether [p, p+n) is managed memory to copy
+ * on the device; cuMemFree of it (1: it was managed, *r the result); a prefetch to a device ordinal (-1: the host,
+ * -2: no device); what devices offer of it. */
+void rgpu_managed_enter(const void *bulk, size_t bulk_len, const struct rgpu_sink *sinks, size_t nsinks);
+void rgpu_managed_leave(void);
+int rgpu_managed_range(uint64_t ptr, uint64_t *start, uint64_t *size);
+int rgpu_managed_device_side(uint64_t p, uint64_t n);
+int rgpu_managed_free(CUdeviceptr p, CUresult *r);
+CUresult rgpu_managed_prefetch(CUdeviceptr p, size_t n, int device, CUstream s);
+void rgpu_managed_offered(int32_t *attrs);
 CUresult rgpu_array_copy(const CUDA_MEMCPY3D *p, CUstream stream, int async);
 
 struct rgpu_error_name {

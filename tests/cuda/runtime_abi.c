@@ -110,9 +110,8 @@ int main(int argc, char **argv)
 #endif
     if (cudaLaunchKernel((const void *)main, grid, block, args, 0, NULL) != cudaErrorInvalidDeviceFunction)
         return 5; /* not a registered kernel */
-    void *managed = NULL;
     for (int i = 0; i < 2; i++) /* unsupported: an error each time, the log line once */
-        if (cudaMallocManaged(&managed, 64, cudaMemAttachGlobal) != cudaErrorNotSupported)
+        if (cudaFreeMipmappedArray(NULL) != cudaErrorNotSupported)
             return 6;
     if (cudaGetLastError() != cudaErrorNotSupported || cudaGetLastError() != cudaSuccess)
         return 7;

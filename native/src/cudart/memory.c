@@ -70,21 +70,23 @@ RT_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, con
     if (e != cudaSuccess)
         return rt_record(e);
     unsigned type = 0;
-    int ordinal = -2;
+    int ordinal = -2, managed = 0;
     CUdeviceptr dptr = 0;
     void *hptr = NULL;
     CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                   CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_HOST_POINTER};
-    void *data[] = {&type, &ordinal, &dptr, &hptr};
-    CUresult r = cuPointerGetAttributes(4, which, data, (CUdeviceptr)(uintptr_t)ptr);
+                                   CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_HOST_POINTER,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    void *data[] = {&type, &ordinal, &dptr, &hptr, &managed};
+    CUresult r = cuPointerGetAttributes(5, which, data, (CUdeviceptr)(uintptr_t)ptr);
     if (r != CUDA_SUCCESS)
         return rt_fail(r);
     memset(a, 0, sizeof *a);
-    a->type = type == CU_MEMORYTYPE_DEVICE ? cudaMemoryTypeDevice : type == CU_MEMORYTYPE_HOST ? cudaMemoryTypeHost
-                                                                                            : cudaMemoryTypeUnregistered;
+    a->type = managed ? cudaMemoryTypeManaged : type == CU_MEMORYTYPE_DEVICE ? cudaMemoryTypeDevice
+                                              : type == CU_MEMORYTYPE_HOST   ? cudaMemoryTypeHost
+                                                                             : cudaMemoryTypeUnregistered;
     a->device = type == CU_MEMORYTYPE_DEVICE ? ordinal : type == CU_MEMORYTYPE_HOST ? 0 : -2;
     a->devicePointer = (void *)(uintptr_t)dptr;
-    a->hostPointer = type == CU_MEMORYTYPE_DEVICE ? NULL : (hptr ? hptr : (void *)ptr);
+    a->hostPointer = type == CU_MEMORYTYPE_DEVICE && !managed ? NULL : (hptr ? hptr : (void *)ptr);
     if (type == 0)
         a->hostPointer = (void *)ptr;
     return cudaSuccess;

@@ -17,6 +17,8 @@ log = logging.getLogger("rgpu.backend")
 DEVICES_ENV = "RGPU_DEVICES"  # "0,2": those devices only, renumbered from 0 as CUDA_VISIBLE_DEVICES does
 FAKE_DEVICES_ENV = "RGPU_FAKE_DEVICES"  # how many devices the fake backend emulates (default 1)
 FAKE_SLOT_ENV = "RGPU_FAKE_ADDRESS_SLOT"  # tests: the fake backend's address slot (default random)
+FAKE_SLOTS = 1 << 12
+SLOTS_BASE = 0x1000_0000_0000  # (the last slot ends below 0x5000_0000_0000)
 MAX_FAKE_DEVICES = 64
 
 
@@ -62,12 +64,14 @@ def _restrict_cuda(devices: tuple[int, ...]) -> None:
 
 
 def _fake():
-    from rgpu.backends.fake import BASE_ADDRESS, FakeBackend
+    from rgpu.backends.fake import FakeBackend
 
-    # Addresses from a random one of 2**14 slots 16 GiB apart: a program using two fake servers at once sees
-    # disjoint device addresses (as processes of a real driver do), which is how its client tells them apart.
+    # Addresses from a random one of 2**12 slots 16 GiB apart: a program using two fake servers at once sees
+    # disjoint device addresses (as processes of a real driver do), which is how its client tells them apart. All
+    # of them lie in a process's own half of the address space, below BASE_ADDRESS, as a real driver's do: managed
+    # memory maps its device addresses in the program (native/src/managed.c).
     slot = os.environ.get(FAKE_SLOT_ENV, "")
-    base = BASE_ADDRESS + ((int(slot) if slot.isdigit() else secrets.randbelow(1 << 14)) << 34)
+    base = SLOTS_BASE + ((int(slot) % FAKE_SLOTS if slot.isdigit() else secrets.randbelow(FAKE_SLOTS)) << 34)
     try:
         return FakeBackend(device_count=parse_fake_devices(os.environ.get(FAKE_DEVICES_ENV, "1")),
                            visible=_selected(), base_address=base)

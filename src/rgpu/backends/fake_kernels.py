@@ -183,3 +183,34 @@ def _surf_write2d(ex: KernelExec, surface, w, h, base):
 def _iota_affine(ex: KernelExec, p, mul, add, n):
     k = ex.elements(n)
     ex.array(p, k, np.int32)[:] = np.arange(k, dtype=np.int32) * np.int32(mul) + np.int32(add)
+
+
+# tests/cuda/managed.cu: managed memory's kernels (a grid-stride loop, a scale, a list walked through its pointers)
+@kernel("managed_add", "iQQ", "y[i] = x[i] + y[i] (float32), every i < n (a grid-stride loop)")
+def _managed_add(ex: KernelExec, n, x, y):
+    n = max(0, n)
+    ys = ex.array(y, n, np.float32)
+    ys[:] = ex.array(x, n, np.float32) + ys
+
+
+@kernel("managed_scale", "iQf", "v[i] *= by (float32)")
+def _managed_scale(ex: KernelExec, n, v, by):
+    k = ex.elements(n)
+    vs = ex.array(v, k, np.float32)
+    vs[:] = vs * np.float32(by)
+
+
+_NODE = struct.Struct("<i4xQ")  # struct node { int value; node *next; }
+
+
+@kernel("managed_walk", "QQQ", "*sum = the values of the list at head; then spare = {1000, NULL} ends it")
+def _managed_walk(ex: KernelExec, head, spare, total):
+    s, last, p, seen = 0, head, head, 0
+    while p:
+        value, following = _NODE.unpack(bytes(ex.view(p, _NODE.size)))
+        s, last, p, seen = s + value, p, following, seen + 1
+        if seen > 1 << 20:  # (a cycle: a GPU would spin until the watchdog; the fake stops)
+            break
+    ex.view(total, 8)[:] = np.frombuffer(struct.pack("<q", s), np.uint8)
+    ex.view(spare, _NODE.size)[:] = np.frombuffer(_NODE.pack(1000, 0), np.uint8)
+    ex.view(last + 8, 8)[:] = np.frombuffer(struct.pack("<Q", spare), np.uint8)
