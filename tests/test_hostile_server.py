@@ -606,3 +606,18 @@ def test_the_newer_programs_under_the_sanitizers(stand_ins, server, tmp_path, pr
     proc = _run(stand_ins, exe, server=server, env={"LD_PRELOAD": ":".join(runtimes)})
     _no_sanitizer_report(proc)
     assert proc.returncode == 0 and f"{program} OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_managed_memory_from_several_threads_under_the_sanitizers(stand_ins, server, tmp_path):
+    """native/src/managed.c's fault handler, pins and copies through the alias under ASan and UBSan, with threads
+    racing on one chunk (tests/cuda/managed_threads.c, built with the sanitizers like the stand-ins)."""
+    out, cc, sanitized = stand_ins
+    if not sanitized:
+        pytest.skip("needs a compiler with the sanitizers")
+    exe = tmp_path / "managed_threads"
+    subprocess.run([str(cc), "-O1", f"-I{shims.cuda_include(13)}", "-o", str(exe),
+                    str(PROGRAMS / "managed_threads.c"), f"-L{out}", "-l:libcuda.so.1", "-lpthread",
+                    f"-Wl,-rpath-link,{out}"], check=True)
+    proc = _run(stand_ins, exe, server=server)
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 0 and "managed_threads OK" in proc.stdout, proc.stdout + proc.stderr
