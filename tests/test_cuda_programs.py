@@ -40,6 +40,7 @@ LINKS = {
     "memcpy_batch": [],
     "legacy_launch": ["-lcuda"],
     "managed": [],
+    "managed_vars": [],
 }
 
 

@@ -590,7 +590,8 @@ def test_reply_decoders_under_random_input(stand_ins):
     assert proc.returncode == 0 and "100000 inputs, no failure" in proc.stdout, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("program", ["jit_link", "textures", "ipc", "memcpy_batch", "legacy_launch", "managed"])
+@pytest.mark.parametrize("program", ["jit_link", "textures", "ipc", "memcpy_batch", "legacy_launch", "managed",
+                                     "managed_vars"])
 def test_the_newer_programs_under_the_sanitizers(stand_ins, server, tmp_path, program):
     """The protocol 1.8 calls' client code (linking, arrays, textures, IPC, batched and legacy copies and launches)
     under ASan and UBSan: nvcc builds the program against the sanitized stand-ins, and the sanitizer runtimes go

@@ -20,8 +20,11 @@
  * SIGSEGV handler afterwards must chain to the one it replaced; a chunk that cannot be copied back (the server is
  * gone) leaves the program's fault unserved, after a log line; an error the copy back reports for earlier work is
  * logged, not kept for the program's next call; while any stream captures, requests settle nothing (the copies
- * would be captured); prefetches and advice are taken as hints; a forked child has no managed memory;
- * __managed__ variables are not supported. */
+ * would be captured); prefetches and advice are taken as hints; a forked child has no managed memory.
+ *
+ * __managed__ variables are memory the server's driver allocates as it loads their module. The runtime hands
+ * their addresses over (rgpuManagedAdopt) and they are kept the same way, the pages around them mapped here too:
+ * only the variables' own bytes (a region's pieces) move, as only they are the session's to copy. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -52,6 +55,10 @@ struct managed {
     uint8_t *alias;              /* the same pages, always read-write, for rgpu's copies */
     size_t chunks;
     uint8_t *state; /* per chunk */
+    /* __managed__ variables (adopted): the bytes that are device memory, [at, end) sorted; NULL for an
+     * allocation, all of whose range is */
+    size_t npieces;
+    uint64_t (*pieces)[2];
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -141,8 +148,17 @@ static CUresult move(const struct managed *m, size_t first, size_t n, int up)
     uint64_t prev = rgpu_thread_ctx();
     rgpu_set_thread_ctx(m->ctx);
     moving = 1;
-    CUresult r = up ? cuMemcpyHtoD_v2(chunk_at(m, first), alias_at(m, first), run_len(m, first, n))
-                    : cuMemcpyDtoH_v2(alias_at(m, first), chunk_at(m, first), run_len(m, first, n));
+    CUresult r = CUDA_SUCCESS;
+    uint64_t lo = chunk_at(m, first), hi = lo + run_len(m, first, n);
+    uint64_t whole[1][2] = {{lo, hi}};
+    const uint64_t (*piece)[2] = m->pieces ? (const uint64_t (*)[2])m->pieces : (const uint64_t (*)[2])whole;
+    for (size_t k = 0; k < (m->pieces ? m->npieces : 1) && r == CUDA_SUCCESS; k++) {
+        uint64_t at = piece[k][0] > lo ? piece[k][0] : lo, end = piece[k][1] < hi ? piece[k][1] : hi;
+        if (at >= end)
+            continue;
+        uint8_t *here = m->alias + (at - m->start);
+        r = up ? cuMemcpyHtoD_v2(at, here, end - at) : cuMemcpyDtoH_v2(here, at, end - at);
+    }
     moving = 0;
     rgpu_set_thread_ctx(prev);
     if (r != CUDA_SUCCESS)
@@ -339,10 +355,17 @@ int rgpu_managed_range(uint64_t ptr, uint64_t *start, uint64_t *size)
         return -1;
     take();
     struct managed *m = find(ptr);
-    if (m)
+    int found = m && ptr < m->start + m->bytes;
+    if (found)
         *start = m->start, *size = m->bytes;
+    if (m && m->pieces) { /* (a variable's bytes, not the pages around it) */
+        found = 0;
+        for (size_t k = 0; k < m->npieces && !found; k++)
+            if (m->pieces[k][0] <= ptr && ptr < m->pieces[k][1])
+                *start = m->pieces[k][0], *size = m->pieces[k][1] - m->pieces[k][0], found = 1;
+    }
     give();
-    return m && ptr < m->start + m->bytes ? 0 : -1;
+    return found ? 0 : -1;
 }
 
 static CUresult add_region(const struct managed *made)
@@ -350,7 +373,9 @@ static CUresult add_region(const struct managed *made)
     struct managed m = *made;
     if (!(m.state = malloc(m.chunks)))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    memset(m.state, CLEAN, m.chunks); /* both sides zero: the memfd is fresh, the device memset (below) */
+    /* an allocation: both sides zero (the memfd is fresh, the device memset); a variable: the device's bytes */
+    uint8_t initial = m.pieces ? GONE : CLEAN;
+    memset(m.state, initial, m.chunks);
     take();
     if (nregions == cap) {
         size_t grown = cap ? 2 * cap : 16;
@@ -368,7 +393,7 @@ static CUresult add_region(const struct managed *made)
     memmove(regions + at + 1, regions + at, (nregions - at) * sizeof *regions);
     regions[at] = m;
     nregions++;
-    held += (int)m.chunks;
+    held += initial == CLEAN ? (int)m.chunks : 0;
     __atomic_store_n(&live, (int)nregions, __ATOMIC_RELEASE);
     give();
     return CUDA_SUCCESS;
@@ -394,6 +419,19 @@ static int map_views(int fd, uint64_t start, uint64_t span, uint8_t **alias)
     return 0;
 }
 
+static int memory_file(uint64_t span)
+{
+    int fd = (int)syscall(SYS_memfd_create, "rgpu-managed", 0);
+    if (fd < 0 || ftruncate(fd, (off_t)span)) {
+        rgpu_log(RGPU_LOG_ERROR, "managed memory: no memory file of %llu bytes for it (%s)",
+                 (unsigned long long)span, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
 {
     if (!dptr || !bytes || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
@@ -405,14 +443,9 @@ API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int fla
     }
     struct managed m = {.bytes = bytes, .span = (bytes + page - 1) / page * page};
     m.chunks = (size_t)((m.span + CHUNK - 1) / CHUNK);
-    int fd = (int)syscall(SYS_memfd_create, "rgpu-managed", 0);
-    if (fd < 0 || ftruncate(fd, (off_t)m.span)) {
-        rgpu_log(RGPU_LOG_ERROR, "managed memory: no memory file of %llu bytes for it (%s)",
-                 (unsigned long long)m.span, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = memory_file(m.span);
+    if (fd < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     CUdeviceptr tried[MAP_ATTEMPTS];
     int ntried = 0;
     CUresult r;
@@ -453,29 +486,179 @@ API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int fla
     return CUDA_SUCCESS;
 }
 
-int rgpu_managed_free(CUdeviceptr p, CUresult *r)
+/* Region m out of the list (under lock), its chunks no longer held. */
+static struct managed unlink_region(struct managed *m)
 {
-    if (!__atomic_load_n(&live, __ATOMIC_ACQUIRE))
-        return 0;
-    take();
-    struct managed *m = find(p);
-    if (!m || m->start != p) {
-        give();
-        return 0;
-    }
     struct managed gone = *m;
     for (size_t i = 0; i < gone.chunks; i++)
         held -= gone.state[i] != GONE;
     memmove(m, m + 1, (size_t)(regions + nregions - m - 1) * sizeof *m);
     nregions--;
     __atomic_store_n(&live, (int)nregions, __ATOMIC_RELEASE);
+    return gone;
+}
+
+static void unmap_region(struct managed *gone)
+{
+    free(gone->state);
+    munmap((void *)(uintptr_t)gone->start, gone->span);
+    munmap(gone->alias, gone->span);
+    if (gone->pieces)
+        for (size_t k = 0; k < gone->npieces; k++)
+            rgpu_ranges_drop_device_within(gone->pieces[k][0], 1);
+    else
+        rgpu_ranges_drop_device_within(gone->start, 1);
+    free(gone->pieces);
+}
+
+int rgpu_managed_free(CUdeviceptr p, CUresult *r)
+{
+    if (!__atomic_load_n(&live, __ATOMIC_ACQUIRE))
+        return 0;
+    take();
+    struct managed *m = find(p);
+    if (!m || m->start != p || m->pieces) { /* (a variable is its module's to free) */
+        give();
+        return 0;
+    }
+    struct managed gone = unlink_region(m);
     give();
-    free(gone.state);
-    munmap((void *)(uintptr_t)gone.start, gone.span);
-    munmap(gone.alias, gone.span);
-    rgpu_ranges_drop_device_within(gone.start, 1);
+    unmap_region(&gone);
     *r = cuMemFree_v2(gone.base);
     return 1;
+}
+
+/* -- __managed__ variables -------------------------------------------------------------------------------------- */
+static int by_address(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static void release_within(uint64_t lo, uint64_t hi) /* every adopted region in [lo, hi) */
+{
+    for (;;) {
+        take();
+        struct managed *m = NULL;
+        for (size_t k = 0; k < nregions && !m; k++)
+            if (regions[k].pieces && lo <= regions[k].start && regions[k].start < hi)
+                m = &regions[k];
+        if (!m) {
+            give();
+            return;
+        }
+        struct managed gone = unlink_region(m);
+        give();
+        unmap_region(&gone);
+    }
+}
+
+/* One region for the variables pieces[0..n) (sorted, their pages meeting), in context ctx. */
+static CUresult adopt_region(const uint64_t (*pieces)[2], size_t n, uint64_t ctx)
+{
+    struct managed m = {.start = pieces[0][0] / page * page, .ctx = ctx, .npieces = n};
+    uint64_t end = 0;
+    for (size_t k = 0; k < n; k++)
+        end = pieces[k][1] > end ? pieces[k][1] : end;
+    m.span = m.bytes = (end + page - 1) / page * page - m.start;
+    m.chunks = (size_t)((m.span + CHUNK - 1) / CHUNK);
+    if (!(m.pieces = malloc(n * sizeof *m.pieces)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(m.pieces, pieces, n * sizeof *m.pieces);
+    int fd = memory_file(m.span);
+    if (fd < 0 || map_views(fd, m.start, m.span, &m.alias)) {
+        if (fd >= 0) {
+            close(fd);
+            rgpu_log(RGPU_LOG_ERROR, "__managed__ variables at 0x%llx+%llu: this process maps something there "
+                                     "already", (unsigned long long)m.start, (unsigned long long)m.span);
+        }
+        free(m.pieces);
+        return fd < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
+    }
+    close(fd);
+    mprotect((void *)(uintptr_t)m.start, m.span, PROT_NONE); /* (GONE: the device holds their initial values) */
+    for (size_t k = 0; k < n; k++)
+        rgpu_ranges_note_device(pieces[k][0], pieces[k][1] - pieces[k][0], ctx);
+    CUresult r = add_region(&m);
+    if (r != CUDA_SUCCESS) {
+        m.state = NULL;
+        unmap_region(&m);
+    }
+    return r;
+}
+
+/* The runtime's hand-over (register.c of the runtime stand-in, found by name): the n __managed__ variables of a
+ * module just loaded in the current context, at the addresses the server's driver gave them, kept as managed
+ * memory from now on. A variable that was adopted before (its module loaded again) is let go first. */
+API CUresult rgpu_ext_managed_adopt(const CUdeviceptr *ptrs, const size_t *sizes, size_t n)
+{
+    if (!ptrs || !sizes || !n || n > ((size_t)1 << 20))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&installed, install);
+    if (install_failed) {
+        rgpu_log(RGPU_LOG_ERROR, "managed memory needs a SIGSEGV handler, and it could not be installed");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    uint64_t (*pieces)[2] = malloc(n * sizeof *pieces);
+    if (!pieces)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t k = 0; k < n; k++) {
+        if (!ptrs[k] || !sizes[k] || ptrs[k] + sizes[k] < ptrs[k] || ptrs[k] + sizes[k] > UINT64_MAX - page) {
+            free(pieces);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        pieces[k][0] = ptrs[k], pieces[k][1] = ptrs[k] + sizes[k];
+    }
+    qsort(pieces, n, sizeof *pieces, by_address);
+    release_within(pieces[0][0] / page * page, (pieces[n - 1][1] + page - 1) / page * page);
+    uint64_t ctx = rgpu_thread_ctx();
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0, j; i < n && r == CUDA_SUCCESS; i = j) {
+        uint64_t end = (pieces[i][1] + page - 1) / page * page;
+        for (j = i + 1; j < n && pieces[j][0] / page * page < end; j++)
+            end = (pieces[j][1] + page - 1) / page * page > end ? (pieces[j][1] + page - 1) / page * page : end;
+        r = adopt_region(pieces + i, j - i, ctx);
+    }
+    if (r != CUDA_SUCCESS) /* (all or none) */
+        release_within(pieces[0][0] / page * page, (pieces[n - 1][1] + page - 1) / page * page);
+    free(pieces);
+    return r;
+}
+
+/* The region holding variable p let go (its module is gone, or the runtime adopts it again elsewhere). */
+API void rgpu_ext_managed_release(CUdeviceptr p)
+{
+    if (!__atomic_load_n(&live, __ATOMIC_ACQUIRE))
+        return;
+    take();
+    struct managed *m = find(p);
+    if (!m || !m->pieces) {
+        give();
+        return;
+    }
+    struct managed gone = unlink_region(m);
+    give();
+    unmap_region(&gone);
+}
+
+/* Context ctx destroyed, with everything in it: its managed memory's views go too (as after cuMemFree, a touch
+ * is the program's fault). */
+void rgpu_managed_drop_ctx(uint64_t ctx)
+{
+    while (__atomic_load_n(&live, __ATOMIC_ACQUIRE)) {
+        take();
+        struct managed *m = NULL;
+        for (size_t k = 0; k < nregions && !m; k++)
+            if (regions[k].ctx == ctx)
+                m = &regions[k];
+        if (!m) {
+            give();
+            return;
+        }
+        struct managed gone = unlink_region(m);
+        give();
+        unmap_region(&gone);
+    }
 }
 
 /* A hint's range and location: INVALID_VALUE where the range is not managed memory, INVALID_DEVICE where the

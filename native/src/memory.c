@@ -100,6 +100,7 @@ void rgpu_ranges_note_device(uint64_t start, uint64_t size, uint64_t ctx) { set_
 
 void rgpu_ranges_drop_ctx(uint64_t ctx)
 {
+    rgpu_managed_drop_ctx(ctx);
     pthread_mutex_lock(&device_ranges.lock);
     size_t k = 0;
     for (size_t i = 0; i < device_ranges.n; i++)

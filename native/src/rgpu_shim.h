@@ -143,6 +143,7 @@ void rgpu_managed_leave(void);
 int rgpu_managed_range(uint64_t ptr, uint64_t *start, uint64_t *size);
 int rgpu_managed_device_side(uint64_t p, uint64_t n);
 int rgpu_managed_free(CUdeviceptr p, CUresult *r);
+void rgpu_managed_drop_ctx(uint64_t ctx); /* its regions' views unmapped: the server destroyed it */
 CUresult rgpu_managed_prefetch(CUdeviceptr p, size_t n, int device, CUstream s);
 void rgpu_managed_offered(int32_t *attrs);
 CUresult rgpu_array_copy(const CUDA_MEMCPY3D *p, CUstream stream, int async);

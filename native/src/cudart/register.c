@@ -3,6 +3,7 @@
  * Registration (static constructors) only records pointers. A fatbin becomes a module on first use of one of
  * its kernels or variables, per device, so a program (or a library such as PyTorch, with thousands of
  * kernels) pays for the images it uses, and the driver shim sends each image once per content. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -23,9 +24,12 @@ struct fatbin_wrapper { /* __fatBinC_Wrapper_t */
     void *filename_or_fatbins;
 };
 
+struct rt_var;
+
 struct rt_fatbin {
     const void *image;
-    int has_managed;
+    struct rt_var *managed; /* its __managed__ variables */
+    int managed_dev;        /* the device whose copies of them the program sees (-1: none yet) */
     CUmodule module[RT_MAX_DEVICES];
     uint32_t module_gen[RT_MAX_DEVICES];
     CUresult load_error[RT_MAX_DEVICES];
@@ -52,6 +56,9 @@ struct rt_var {
     size_t size;
     CUdeviceptr ptr[RT_MAX_DEVICES];
     uint32_t ptr_gen[RT_MAX_DEVICES];
+    void **managed_host;         /* a __managed__ variable: where the program's code looks for its address */
+    struct rt_var *next_managed; /* of the same image */
+    CUdeviceptr adopted;         /* the address handed to the driver stand-in */
 };
 
 /* -- pointer-keyed open-addressing maps -------------------------------------------------------------------- */
@@ -119,6 +126,7 @@ RT_API void **__cudaRegisterFatBinary(void *wrapper)
     struct rt_fatbin *fb = calloc(1, sizeof *fb);
     if (!fb)
         return NULL;
+    fb->managed_dev = -1;
     if (w && (unsigned)w->magic == FATBIN_WRAPPER_MAGIC && w->data)
         fb->image = w->data;
     else if (w && *(const uint32_t *)w == FATBIN_MAGIC)
@@ -134,10 +142,17 @@ RT_API void __cudaRegisterFatBinaryEnd(void **handle) { (void)handle; }
 /* Modules go with the session when the program exits; nothing to send at exit (the connection may be closing). */
 RT_API void __cudaUnregisterFatBinary(void **handle) { (void)handle; }
 
+static CUresult module_of(struct rt_fatbin *fb, int dev, CUmodule *out);
+
+/* Called by the program's code before it first touches a __managed__ variable of the image: the module loaded,
+ * and the variables' addresses where the code looks for them. */
 RT_API char __cudaInitModule(void **handle)
 {
-    (void)handle;
-    return 1;
+    int dev;
+    CUmodule mod;
+    if (!handle || rt_context(&dev) != cudaSuccess)
+        return 0;
+    return module_of((struct rt_fatbin *)handle, dev, &mod) == CUDA_SUCCESS;
 }
 
 RT_API void __cudaRegisterFunction(void **handle, const char *host, char *device_fun, const char *device_name,
@@ -158,33 +173,94 @@ RT_API void __cudaRegisterFunction(void **handle, const char *host, char *device
     pthread_mutex_unlock(&lock);
 }
 
-RT_API void __cudaRegisterVar(void **handle, char *host, char *device_address, const char *device_name, int ext,
-                              size_t size, int constant, int global)
+static struct rt_var *register_var(void **handle, const void *host, const char *name, size_t size)
 {
-    (void)device_address, (void)ext, (void)constant, (void)global;
     struct rt_var *v = calloc(1, sizeof *v);
-    if (!v || !(v->name = strdup(device_name))) {
+    if (!v || !(v->name = strdup(name))) {
         free(v);
-        return;
+        rt_log("out of memory registering variable %s", name);
+        return NULL;
     }
     v->host = host;
     v->fatbin = (struct rt_fatbin *)handle;
     v->size = size;
     pthread_mutex_lock(&lock);
-    if (map_put(&vars, host, v))
-        rt_log("out of memory registering variable %s", device_name);
+    int failed = map_put(&vars, host, v);
     pthread_mutex_unlock(&lock);
+    if (failed)
+        rt_log("out of memory registering variable %s", name);
+    return v;
 }
 
+RT_API void __cudaRegisterVar(void **handle, char *host, char *device_address, const char *device_name, int ext,
+                              size_t size, int constant, int global)
+{
+    (void)device_address, (void)ext, (void)constant, (void)global;
+    register_var(handle, host, device_name, size);
+}
+
+/* `host` is a pointer the program's code reads the variable through; it is set as the image loads. */
 RT_API void __cudaRegisterManagedVar(void **handle, void **host, char *device_address, const char *device_name,
                                      int ext, size_t size, int constant, int global)
 {
-    (void)host, (void)device_address, (void)ext, (void)size, (void)constant, (void)global;
+    (void)device_address, (void)ext, (void)constant, (void)global;
     struct rt_fatbin *fb = (struct rt_fatbin *)handle;
-    if (fb)
-        fb->has_managed = 1;
-    rt_log("__managed__ variable %s: managed memory is not supported by rgpu; kernels of its image fail to "
-           "launch with cudaErrorNotSupported", device_name);
+    struct rt_var *v = fb && host ? register_var(handle, host, device_name, size) : NULL;
+    if (!v)
+        return;
+    v->managed_host = host;
+    pthread_mutex_lock(&load_lock);
+    v->next_managed = fb->managed, fb->managed = v;
+    pthread_mutex_unlock(&load_lock);
+}
+
+/* The driver stand-in's hand-over of __managed__ variables (managed.c); NVIDIA's driver has none, and needs none:
+ * its module's variables are managed memory in this process already. */
+static CUresult (*managed_adopt)(const CUdeviceptr *, const size_t *, size_t);
+static void (*managed_release)(CUdeviceptr);
+static void find_managed_hooks(void)
+{
+    void *driver = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+    if (!driver)
+        return;
+    managed_adopt = (CUresult(*)(const CUdeviceptr *, const size_t *, size_t))dlsym(driver, "rgpu_ext_managed_adopt");
+    managed_release = (void (*)(CUdeviceptr))dlsym(driver, "rgpu_ext_managed_release");
+    dlclose(driver); /* (the runtime's own dependency keeps it loaded) */
+}
+
+/* The image's __managed__ variables, in module mod just loaded on dev, made the program's (under load_lock). */
+static CUresult adopt_managed(struct rt_fatbin *fb, int dev, CUmodule mod)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, find_managed_hooks);
+    size_t n = 0, i = 0;
+    for (struct rt_var *v = fb->managed; v; v = v->next_managed)
+        n++;
+    CUdeviceptr *ptrs = calloc(n, sizeof *ptrs);
+    size_t *sizes = calloc(n, sizeof *sizes);
+    CUresult r = ptrs && sizes ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (struct rt_var *v = fb->managed; v && r == CUDA_SUCCESS; v = v->next_managed, i++)
+        if ((r = cuModuleGetGlobal(&ptrs[i], &sizes[i], mod, v->name)) != CUDA_SUCCESS)
+            rt_log("__managed__ variable %s: not found in its module", v->name);
+    for (struct rt_var *v = fb->managed; v && r == CUDA_SUCCESS; v = v->next_managed)
+        if (v->adopted && managed_release)
+            managed_release(v->adopted), v->adopted = 0;
+    if (r == CUDA_SUCCESS && managed_adopt && (r = managed_adopt(ptrs, sizes, n)) != CUDA_SUCCESS)
+        rt_log("the __managed__ variables of an image (%s first) cannot be kept in this process; kernels of the "
+               "image fail to launch", fb->managed->name);
+    i = 0;
+    for (struct rt_var *v = fb->managed; v && r == CUDA_SUCCESS; v = v->next_managed, i++) {
+        *v->managed_host = (void *)(uintptr_t)ptrs[i];
+        v->adopted = managed_adopt ? ptrs[i] : 0;
+        pthread_mutex_lock(&lock); /* (the program's code names the variable by that address: cudaMemcpyToSymbol) */
+        map_put(&vars, (const void *)(uintptr_t)ptrs[i], v);
+        pthread_mutex_unlock(&lock);
+    }
+    if (r == CUDA_SUCCESS)
+        fb->managed_dev = dev;
+    free(ptrs);
+    free(sizes);
+    return r;
 }
 
 /* -- lazy modules ------------------------------------------------------------------------------------------- */
@@ -193,21 +269,26 @@ static CUresult module_of(struct rt_fatbin *fb, int dev, CUmodule *out)
     uint32_t gen = rt_generation(dev);
     if (!fb || !fb->image)
         return CUDA_ERROR_INVALID_IMAGE;
-    if (fb->has_managed)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&load_lock);
+    CUresult r = fb->load_error[dev]; /* (a module whose managed variables could not be kept keeps failing) */
     if (!fb->module[dev] || fb->module_gen[dev] != gen) {
         fb->module[dev] = NULL;
         r = cuModuleLoadData(&fb->module[dev], fb->image);
-        fb->load_error[dev] = r;
         fb->module_gen[dev] = gen;
         if (r != CUDA_SUCCESS) {
             fb->module[dev] = NULL;
             const char *name = NULL;
             cuGetErrorName(r, &name);
             rt_log("loading a fatbin on device %d failed: %s", dev, name ? name : "?");
+        } else if (fb->managed && (fb->managed_dev < 0 || fb->managed_dev == dev)) {
+            r = adopt_managed(fb, dev, fb->module[dev]);
+        } else if (fb->managed) {
+            static int logged;
+            if (!logged++)
+                rt_log("__managed__ variables (%s first) live on device %d: kernels on device %d see copies of "
+                       "their own", fb->managed->name, fb->managed_dev, dev);
         }
+        fb->load_error[dev] = r;
     }
     *out = fb->module[dev];
     pthread_mutex_unlock(&load_lock);

@@ -102,6 +102,17 @@ class FakeFunction:
     layout: tuple
     ptx_version: int = 0
     attributes: dict = attrs.Factory(dict)  # set by cuFuncSetAttribute
+    globals: dict = attrs.Factory(dict)  # its module's: name -> (ptr, size)
+
+
+def _symbol_of(func: FakeFunction):
+    def symbol(name: str) -> int:
+        """A global of the kernel's module, as its code names it (a GPU's loader resolves the reference)."""
+        if name not in func.globals:
+            raise IllegalAddress(f"no global {name!r} in the module of {func.name!r}")
+        return func.globals[name][0]
+
+    return symbol
 
 
 # cuFuncGetAttribute defaults, by attribute id (registers and sizes as a small kernel has them).
@@ -388,6 +399,9 @@ class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeIpc, FakeMemOps, Fake
         ctx.check()
         _, mod = ptx.runnable_ptx(image)
         globals_ = {name: (self.mem_alloc(ctx, size), size) for name, size in mod.globals.items()}
+        for name, data in mod.initial.items():
+            ptr, _ = globals_[name]
+            self._view(ptr, len(data))[:] = np.frombuffer(data, dtype=np.uint8)
         return FakeModule(mod, globals_)
 
     def module_unload(self, ctx, module: FakeModule) -> None:
@@ -401,7 +415,7 @@ class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeIpc, FakeMemOps, Fake
         layout = module.ptx.entries.get(name)
         if layout is None:
             raise CudaError(Status.NOT_FOUND, f"no kernel named {name!r} in the module")
-        return FakeFunction(name, layout, module.ptx.version[0] * 10 + module.ptx.version[1])
+        return FakeFunction(name, layout, module.ptx.version[0] * 10 + module.ptx.version[1], globals=module.globals)
 
     def func_attributes(self, ctx, func: FakeFunction, count: int) -> list[int]:
         values = {**FUNC_ATTRIBUTES, 5: func.ptx_version, **func.attributes}
@@ -493,7 +507,7 @@ class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeIpc, FakeMemOps, Fake
 
         try:
             kern.run(KernelExec(grid[0] * block[0], self._view, delay, tuple(grid), tuple(block),
-                                texture=self.texture), *values)
+                                texture=self.texture, symbol=_symbol_of(func)), *values)
         except (IllegalAddress, FakeArrayGone):
             # As on a GPU: the launch itself succeeded; the context is now broken for good.
             ctx.sticky = Status.ILLEGAL_ADDRESS

@@ -42,6 +42,7 @@ class KernelExec:
     block: tuple[int, int, int] = (1, 1, 1)
     printf: Callable[[bytes], None] = write_stdout
     texture: Callable | None = None  # (texture or surface object) -> FakeTexture (backends.fake_arrays)
+    symbol: Callable | None = None  # (a global's name in the kernel's module) -> its address
 
     def array(self, ptr: int, count: int, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -198,6 +199,16 @@ def _managed_scale(ex: KernelExec, n, v, by):
     k = ex.elements(n)
     vs = ex.array(v, k, np.float32)
     vs[:] = vs * np.float32(by)
+
+
+# tests/cuda/managed_vars.cu: a kernel naming __managed__ variables of its module, not given them as parameters
+@kernel("managed_tally", "i", "one thread: s = sum(seeds[0:4]); seeds[i] *= 2; tally += by + s (int32 globals)")
+def _managed_tally(ex: KernelExec, by):
+    seeds = ex.array(ex.symbol("seeds"), 4, np.int32)
+    tally = ex.array(ex.symbol("tally"), 1, np.int32)
+    s = int(seeds.sum(dtype=np.int64))
+    seeds[:] = seeds * 2
+    tally[0] = np.int32((int(tally[0]) + by + s + 2**31) % 2**32 - 2**31)
 
 
 _NODE = struct.Struct("<i4xQ")  # struct node { int value; node *next; }

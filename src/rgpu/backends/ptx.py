@@ -21,8 +21,9 @@ _PARAM = re.compile(
     rb"(?:\s+\.align\s+\d+)?)\s+([\w$]+)(?:\[(\d+)\])?"
 )
 _GLOBAL = re.compile(
-    rb"^[ \t]*((?:\.(?:visible|extern|weak)[ \t]+)*)\.(?:global|const)[ \t]+(?:\.align[ \t]+(\d+)[ \t]+)?"
-    rb"\.([a-z]+)(\d+)[ \t]+([\w$]+)(?:\[(\d+)\])?", re.M
+    rb"^[ \t]*((?:\.(?:visible|extern|weak)[ \t]+)*)\.(?:global|const)[ \t]+"
+    rb"(?:\.attribute\([ \t]*\.managed[ \t]*\)[ \t]+)?(?:\.align[ \t]+(\d+)[ \t]+)?"
+    rb"\.([a-z]+)(\d+)[ \t]+([\w$]+)(?:\[(\d+)\])?(?:[ \t]*=[ \t]*(\{[^}\n]*\}|[^;\n]*))?", re.M
 )
 _VERSION = re.compile(rb"^[ \t]*\.version[ \t]+(\d+)\.(\d+)", re.M)
 
@@ -32,6 +33,7 @@ class PtxModule:
     version: tuple[int, int]
     entries: dict[str, tuple[tuple[int, int], ...]]  # name -> ((offset, size), ...)
     globals: dict[str, int]  # name -> size in bytes
+    initial: dict[str, bytes] = attrs.field(factory=dict)  # name -> the bytes its initializer gives
 
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -205,13 +207,40 @@ def parse_ptx(text: bytes) -> PtxModule:
             layout.append((offset, size))
             offset += size
         entries[name.decode()] = tuple(layout)
-    globals_ = {}
+    globals_, initial = {}, {}
     for gm in _GLOBAL.finditer(text):
-        qualifiers, _align, _kind, bits, name, count_s = gm.groups()
+        qualifiers, _align, kind, bits, name, count_s, init = gm.groups()
         if b"extern" in qualifiers:
             continue
-        globals_[name.decode()] = _SCALAR_SIZES.get(bits.decode(), 1) * (int(count_s) if count_s else 1)
-    return PtxModule((int(m.group(1)), int(m.group(2))), entries, globals_)
+        elem = _SCALAR_SIZES.get(bits.decode(), 1)
+        size = globals_[name.decode()] = elem * (int(count_s) if count_s else 1)
+        data = _initializer(init, kind, elem, size) if init else None
+        if data:
+            initial[name.decode()] = data
+    return PtxModule((int(m.group(1)), int(m.group(2))), entries, globals_, initial)
+
+
+def _initializer(init: bytes, kind: bytes, elem: int, size: int) -> bytes | None:
+    """A global's initial bytes from its PTX initializer (integers, 0f/0d float bits, a list of them), or None for
+    one this cannot read (addresses of other globals): the variable then starts zeroed."""
+    init = init.strip()
+    if init.startswith(b"{") != init.endswith(b"}"):  # (a list spread over lines: not read here)
+        return None
+    values = init.strip(b"{}").split(b",")
+    out = bytearray()
+    for v in (v.strip() for v in values):
+        try:
+            if v[:2] in (b"0f", b"0F", b"0d", b"0D"):
+                word = int(v[2:], 16)
+            elif kind == b"f":
+                word = struct.unpack("<I" if elem == 4 else "<Q", struct.pack("<f" if elem == 4 else "<d",
+                                                                             float(v)))[0]
+            else:
+                word = int(v.rstrip(b"Uu"), 0)
+        except (ValueError, struct.error):
+            return None
+        out += (word & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
+    return bytes(out[:size]) if len(out) <= size else None
 
 
 def _entries(text: bytes):
