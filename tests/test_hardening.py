@@ -263,7 +263,10 @@ HEAD = b".version 8.0\n.target sm_90\n"
     HEAD + b".entry a(\n" * 3000,
     HEAD + b".entry a(.param .u64" + b" " * 30_000,
     HEAD + b".global" + b" " * 30_000,
-], ids=["newlines", "blanks", "visible", "open-entries", "param-blanks", "global-blanks"])
+    HEAD + b".global .attribute(.managed) .align 4 .b8 x[30000] = {" + b"1, " * 30_000,
+    HEAD + (b".global .u32 x = " + b"7" * 200 + b"\n") * 300,
+], ids=["newlines", "blanks", "visible", "open-entries", "param-blanks", "global-blanks", "open-initializer",
+        "long-initializers"])
 def test_ptx_parsing_is_linear(text):
     t0 = time.process_time()
     try:
@@ -273,6 +276,18 @@ def test_ptx_parsing_is_linear(text):
     except ValueError:
         pass
     assert time.process_time() - t0 < 2.0  # the old newline case: 11-19 s
+
+
+def test_ptx_initializers_give_globals_their_first_bytes_or_none():
+    text = HEAD + (b".global .attribute(.managed) .align 4 .b8 arr[8] = {1, 2, 3, 4, 255, 0, 0, 0};\n"
+                   b".global .align 4 .u32 x = 7;\n.global .align 4 .f32 y = 0f3F800000;\n"
+                   b".global .align 8 .f64 z = 0.5;\n.global .align 4 .u32 w = -1;\n"
+                   b".global .align 8 .u64 p = generic(x);\n.global .align 4 .b8 spread[4] = {1,\n2, 3, 4};\n"
+                   b".global .align 4 .b8 over[2] = {1, 2, 3};\n.global .align 4 .u32 plain;\n")
+    m = ptx.parse_ptx(text)
+    assert m.globals == {"arr": 8, "x": 4, "y": 4, "z": 8, "w": 4, "p": 8, "spread": 4, "over": 2, "plain": 4}
+    assert m.initial == {"arr": bytes([1, 2, 3, 4, 255, 0, 0, 0]), "x": struct.pack("<I", 7),
+                         "y": struct.pack("<f", 1.0), "z": struct.pack("<d", 0.5), "w": b"\xff" * 4}
 
 
 def _fatbin(payload: bytes, claimed: int) -> bytes:

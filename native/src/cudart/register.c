@@ -225,7 +225,7 @@ static void find_managed_hooks(void)
         return;
     managed_adopt = (CUresult(*)(const CUdeviceptr *, const size_t *, size_t))dlsym(driver, "rgpu_ext_managed_adopt");
     managed_release = (void (*)(CUdeviceptr))dlsym(driver, "rgpu_ext_managed_release");
-    dlclose(driver); /* (the runtime's own dependency keeps it loaded) */
+    /* (the handle is kept: the driver stays loaded as the runtime's own dependency anyway) */
 }
 
 /* The image's __managed__ variables, in module mod just loaded on dev, made the program's (under load_lock). */
@@ -239,9 +239,13 @@ static CUresult adopt_managed(struct rt_fatbin *fb, int dev, CUmodule mod)
     CUdeviceptr *ptrs = calloc(n, sizeof *ptrs);
     size_t *sizes = calloc(n, sizeof *sizes);
     CUresult r = ptrs && sizes ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-    for (struct rt_var *v = fb->managed; v && r == CUDA_SUCCESS; v = v->next_managed, i++)
+    for (struct rt_var *v = fb->managed; v && r == CUDA_SUCCESS; v = v->next_managed, i++) {
         if ((r = cuModuleGetGlobal(&ptrs[i], &sizes[i], mod, v->name)) != CUDA_SUCCESS)
             rt_log("__managed__ variable %s: not found in its module", v->name);
+        else if (sizes[i] != v->size) /* (the program's code reads v->size bytes there, whatever a server says) */
+            rt_log("__managed__ variable %s: the driver says %zu bytes, the program %zu", v->name, sizes[i],
+                   v->size), r = CUDA_ERROR_INVALID_IMAGE;
+    }
     for (struct rt_var *v = fb->managed; v && r == CUDA_SUCCESS; v = v->next_managed)
         if (v->adopted && managed_release)
             managed_release(v->adopted), v->adopted = 0;
