@@ -287,6 +287,43 @@ def test_doctor_flags_a_real_library_loaded_by_path(shim_dir, tmp_path):
     assert f"libcuda.so.1 was loaded from {elsewhere}, not rgpu's stand-in" in proc.stdout
 
 
+STATIC_RUNTIME_PROGRAM = textwrap.dedent("""
+    #include <cstdio>
+    __global__ void touch(int *p) { *p = 1; }
+    int main() {
+        int *p = nullptr;
+        cudaError_t e = cudaMalloc(&p, sizeof *p);
+        std::printf("cudaMalloc: %s\\n", cudaGetErrorName(e));
+        return e == cudaSuccess ? 0 : 3;
+    }
+""")
+
+
+def test_a_program_with_its_own_runtime_is_named_before_it_runs_and_by_doctor(shim_dir, tmp_path):
+    """nvcc's default build links NVIDIA's runtime into the program, which asks the driver for private interfaces
+    rgpu cannot provide: `rgpu run` says so before the program starts, its first call fails cleanly with the
+    reason logged, and `rgpu doctor` names it; the same program built with -cudart shared is not flagged."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc")
+    source = tmp_path / "own_runtime.cu"
+    source.write_text(STATIC_RUNTIME_PROGRAM)
+    static, shared = tmp_path / "static_runtime", tmp_path / "shared_runtime"
+    subprocess.run(["nvcc", "-o", str(static), str(source)], check=True, capture_output=True)
+    subprocess.run(["nvcc", "-cudart", "shared", "-o", str(shared), str(source), f"-L{shim_dir}", "-Xlinker",
+                    f"-rpath-link={shim_dir}"], check=True, capture_output=True)
+    with local_server("fake", ["--log-level", "warning"]) as address:
+        proc = rgpu_cli("run", "--server", address, "--shims", str(shim_dir), "--", str(static))
+        assert proc.returncode == 3 and "cudaMalloc: cudaErrorNotSupported" in proc.stdout, proc.stdout + proc.stderr
+        assert "static_runtime carries its own copy of NVIDIA's CUDA runtime" in proc.stderr
+        assert "cuGetExportTable (the driver's private interfaces) is not supported" in proc.stderr
+        assert "nvcc -cudart shared" in proc.stderr
+        proc = rgpu_cli("doctor", "--server", address, "--shims", str(shim_dir), "--", str(static))
+        assert "problem: static_runtime carries its own copy of NVIDIA's CUDA runtime" in proc.stdout, proc.stdout
+        proc = rgpu_cli("run", "--server", address, "--shims", str(shim_dir), "--", str(shared))
+        assert proc.returncode == 0 and "cudaMalloc: cudaSuccess" in proc.stdout, proc.stdout + proc.stderr
+        assert "its own copy" not in proc.stderr
+
+
 # -- the wheel, installed outside the checkout ------------------------------------------------------------
 SMALL_PROGRAM = textwrap.dedent("""
     #include <cuda.h>

@@ -809,11 +809,20 @@ API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuin
     return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
 }
 
+/* NVIDIA's runtime linked into a program (nvcc's default, -cudart static) or into a library (CuPy's wheels, NVIDIA's
+ * libraries without a stand-in) reaches the driver through these undocumented tables, and establishes the driver's
+ * validity through them: rgpu has no way to answer as NVIDIA's driver does. */
 API CUresult cuGetExportTable(const void **table, const CUuuid *id)
 {
     static int logged;
     (void)id;
     if (table)
         *table = NULL;
-    return rgpu_unsupported(&logged, "cuGetExportTable (private driver interfaces)");
+    if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+        rgpu_log(RGPU_LOG_WARN, "cuGetExportTable (the driver's private interfaces) is not supported by rgpu: a copy "
+                                "of NVIDIA's CUDA runtime inside the program or one of its libraries asked for them "
+                                "(nvcc's default build, -cudart static), and its CUDA calls fail with "
+                                "cudaErrorNotSupported; build with `nvcc -cudart shared` so that rgpu's libcudart "
+                                "serves the program");
+    return CUDA_ERROR_NOT_SUPPORTED;
 }

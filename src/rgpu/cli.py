@@ -550,8 +550,13 @@ def cmd_run(args) -> int:
     import pathlib
 
     from rgpu import shims
+    from rgpu.doctor import own_runtime_warning
 
-    return shims.run(_program(args), pathlib.Path(args.shims) if args.shims else None)
+    argv = _program(args)
+    warning = own_runtime_warning(argv)
+    if warning:  # (it runs anyway: the program's own error handling then reports the failed call)
+        print(f"rgpu: warning: {warning}", file=sys.stderr)
+    return shims.run(argv, pathlib.Path(args.shims) if args.shims else None)
 
 
 def cmd_doctor(args) -> int:

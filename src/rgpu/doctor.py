@@ -31,10 +31,35 @@ class Elf:
     needed: tuple[str, ...]
     rpath: str | None
     runpath: str | None
+    device_code: bool = False  # a .nv_fatbin section: kernels nvcc compiled into it
+
+    @property
+    def own_runtime(self) -> bool:
+        """Device code and no CUDA runtime or driver among its libraries: nvcc's default build (-cudart static),
+        whose copy of NVIDIA's runtime inside the program reaches the driver only through its private
+        interfaces (cuGetExportTable), which rgpu cannot provide."""
+        return self.device_code and not any(n.startswith(("libcudart.so", "libcuda.so")) for n in self.needed)
+
+
+def _has_section(data: bytes, name: bytes) -> bool:
+    try:
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        if not shoff or shstrndx >= shnum:
+            return False
+        names_at = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
+        for i in range(shnum):
+            at = names_at + struct.unpack_from("<I", data, shoff + i * shentsize)[0]
+            if data[at:at + len(name) + 1] == name + b"\0":
+                return True
+    except struct.error:  # (a truncated or odd file: no such section, as far as this can tell)
+        pass
+    return False
 
 
 def read_elf(path: str) -> Elf | None:
-    """DT_NEEDED, DT_RPATH and DT_RUNPATH of a 64-bit little-endian ELF file; None if it is not one."""
+    """DT_NEEDED, DT_RPATH and DT_RUNPATH of a 64-bit little-endian ELF file, and whether it carries device code;
+    None if it is not one."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -42,6 +67,7 @@ def read_elf(path: str) -> Elf | None:
         return None
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return None
+    device_code = _has_section(data, b".nv_fatbin")
     phoff, = struct.unpack_from("<Q", data, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
     loads, dynamic = [], None
@@ -52,20 +78,35 @@ def read_elf(path: str) -> Elf | None:
         elif p_type == 2:
             dynamic = (p_offset, p_filesz)
     if dynamic is None:
-        return Elf((), None, None)
+        return Elf((), None, None, device_code)
     entries = [struct.unpack_from("<qQ", data, off) for off in range(dynamic[0], dynamic[0] + dynamic[1], 16)]
     strtab = next((v for t, v in entries if t == 5), None)
     strtab_off = next((off + strtab - vaddr for vaddr, off, size in loads
                        if strtab is not None and vaddr <= strtab < vaddr + size), None)
     if strtab_off is None:
-        return Elf((), None, None)
+        return Elf((), None, None, device_code)
 
     def string(offset: int) -> str:
         start = strtab_off + offset
         return data[start:data.index(b"\0", start)].decode(errors="replace")
 
     pick = {t: [string(v) for tt, v in entries if tt == t] for t in (1, 15, 29)}
-    return Elf(tuple(pick[1]), (pick[15] or [None])[0], (pick[29] or [None])[0])
+    return Elf(tuple(pick[1]), (pick[15] or [None])[0], (pick[29] or [None])[0], device_code)
+
+
+OWN_RUNTIME = ("{name} carries its own copy of NVIDIA's CUDA runtime (nvcc's default, -cudart static), which "
+               "reaches the driver through private interfaces rgpu cannot provide: its first CUDA call fails. "
+               "Build it with `nvcc -cudart shared` (CMake: CUDA_RUNTIME_LIBRARY Shared) and rgpu's libcudart "
+               "serves it")
+
+
+def own_runtime_warning(argv: list[str]) -> str | None:
+    """What to tell a user whose program (argv[0]) carries its own CUDA runtime, before it runs; None if not."""
+    import shutil
+
+    path = shutil.which(argv[0]) if argv else None
+    elf = read_elf(path) if path else None
+    return OWN_RUNTIME.format(name=os.path.basename(path)) if elf and elf.own_runtime else None
 
 
 @attrs.frozen(slots=True)
@@ -197,6 +238,9 @@ def doctor(argv: list[str], shim_dir: pathlib.Path | None = None, out=sys.stdout
             p(f"  process {pid} loaded:")
             for name, path, what, how in sorted(rows):
                 p(f"    {name:22} {what:28} {path}  ({how})")
+        for path, elf in elves.items():
+            if elf and elf.own_runtime and not NVIDIA.match(os.path.basename(path)):  # (those: classify's note)
+                problems.append(OWN_RUNTIME.format(name=os.path.basename(path)))
         for path, elf in elves.items():  # the stand-ins' own RUNPATH ($ORIGIN: each other) is rgpu's business
             if elf and (elf.rpath or elf.runpath) and stand_ins.intersection(elf.needed) \
                     and pathlib.Path(path).resolve().parent != shim_dir.resolve():
