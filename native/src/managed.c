@@ -103,7 +103,6 @@ static uint64_t run_len(const struct managed *m, size_t first, size_t n)
     uint64_t end = (first + n) * CHUNK;
     return (end < m->span ? end : m->span) - first * CHUNK;
 }
-static uint8_t *alias_at(const struct managed *m, size_t i) { return m->alias + i * CHUNK; }
 
 static int protect(const struct managed *m, size_t first, size_t n, int prot)
 {
@@ -535,13 +534,14 @@ static int by_address(const void *a, const void *b)
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-static void release_within(uint64_t lo, uint64_t hi) /* every adopted region in [lo, hi) */
+/* Every region `which` picks let go: unlinked, then unmapped outside the lock. */
+static void release_each(int (*which)(const struct managed *, const uint64_t *), const uint64_t *arg)
 {
-    for (;;) {
+    while (__atomic_load_n(&live, __ATOMIC_ACQUIRE)) {
         take();
         struct managed *m = NULL;
         for (size_t k = 0; k < nregions && !m; k++)
-            if (regions[k].pieces && lo <= regions[k].start && regions[k].start < hi)
+            if (which(&regions[k], arg))
                 m = &regions[k];
         if (!m) {
             give();
@@ -552,6 +552,12 @@ static void release_within(uint64_t lo, uint64_t hi) /* every adopted region in 
         unmap_region(&gone);
     }
 }
+
+static int adopted_within(const struct managed *m, const uint64_t *range)
+{
+    return m->pieces && range[0] <= m->start && m->start < range[1];
+}
+static void release_within(uint64_t lo, uint64_t hi) { release_each(adopted_within, (const uint64_t[2]){lo, hi}); }
 
 /* One region for the variables pieces[0..n) (sorted, their pages meeting), in context ctx. */
 static CUresult adopt_region(const uint64_t (*pieces)[2], size_t n, uint64_t ctx)
@@ -643,23 +649,8 @@ API void rgpu_ext_managed_release(CUdeviceptr p)
 
 /* Context ctx destroyed, with everything in it: its managed memory's views go too (as after cuMemFree, a touch
  * is the program's fault). */
-void rgpu_managed_drop_ctx(uint64_t ctx)
-{
-    while (__atomic_load_n(&live, __ATOMIC_ACQUIRE)) {
-        take();
-        struct managed *m = NULL;
-        for (size_t k = 0; k < nregions && !m; k++)
-            if (regions[k].ctx == ctx)
-                m = &regions[k];
-        if (!m) {
-            give();
-            return;
-        }
-        struct managed gone = unlink_region(m);
-        give();
-        unmap_region(&gone);
-    }
-}
+static int of_ctx(const struct managed *m, const uint64_t *ctx) { return m->ctx == *ctx; }
+void rgpu_managed_drop_ctx(uint64_t ctx) { release_each(of_ctx, &ctx); }
 
 /* A hint's range and location: INVALID_VALUE where the range is not managed memory, INVALID_DEVICE where the
  * location is no device. */
