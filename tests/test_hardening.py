@@ -283,11 +283,15 @@ def test_ptx_initializers_give_globals_their_first_bytes_or_none():
                    b".global .align 4 .u32 x = 7;\n.global .align 4 .f32 y = 0f3F800000;\n"
                    b".global .align 8 .f64 z = 0.5;\n.global .align 4 .u32 w = -1;\n"
                    b".global .align 8 .u64 p = generic(x);\n.global .align 4 .b8 spread[4] = {1,\n2, 3, 4};\n"
-                   b".global .align 4 .b8 over[2] = {1, 2, 3};\n.global .align 4 .u32 plain;\n")
+                   b".global .align 4 .b8 over[2] = {1, 2, 3};\n.global .align 4 .u32 plain;\n"
+                   b".global .align 2 .f16 half = 1.5;\n.global .align 8 .b8 twice[8] = {1, 2, 3, 4, 5, 6, 7, 8};\n"
+                   b".global .align 2 .b8 twice[2];\n")
     m = ptx.parse_ptx(text)
-    assert m.globals == {"arr": 8, "x": 4, "y": 4, "z": 8, "w": 4, "p": 8, "spread": 4, "over": 2, "plain": 4}
+    assert m.globals == {"arr": 8, "x": 4, "y": 4, "z": 8, "w": 4, "p": 8, "spread": 4, "over": 2, "plain": 4,
+                         "half": 2, "twice": 2}
     assert m.initial == {"arr": bytes([1, 2, 3, 4, 255, 0, 0, 0]), "x": struct.pack("<I", 7),
-                         "y": struct.pack("<f", 1.0), "z": struct.pack("<d", 0.5), "w": b"\xff" * 4}
+                         "y": struct.pack("<f", 1.0), "z": struct.pack("<d", 0.5), "w": b"\xff" * 4,
+                         "half": struct.pack("<e", 1.5)}
 
 
 def _fatbin(payload: bytes, claimed: int) -> bytes:

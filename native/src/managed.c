@@ -23,8 +23,10 @@
  * would be captured); prefetches and advice are taken as hints; a forked child has no managed memory.
  *
  * __managed__ variables are memory the server's driver allocates as it loads their module. The runtime hands
- * their addresses over (rgpuManagedAdopt) and they are kept the same way, the pages around them mapped here too:
- * only the variables' own bytes (a region's pieces) move, as only they are the session's to copy. */
+ * their addresses over (rgpu_ext_managed_adopt) and they are kept the same way, the pages around them mapped here
+ * too: only the variables' own bytes (a region's pieces) move, as only they are the session's to copy, each in its
+ * own context. Variables of several images may share a page, and so a region; a device reset or a reload lets an
+ * image's variables go without touching the others'. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -48,6 +50,10 @@
 
 enum { GONE, CLEAN, DIRTY };
 
+struct piece { /* a __managed__ variable: its bytes, the image that owns it, the context it lives in */
+    uint64_t at, end, owner, ctx;
+};
+
 struct managed {
     uint64_t start, span, bytes; /* the shared range (whole pages) and the size asked for */
     CUdeviceptr base;            /* what the server allocated (start is base rounded up to a page) */
@@ -55,10 +61,10 @@ struct managed {
     uint8_t *alias;              /* the same pages, always read-write, for rgpu's copies */
     size_t chunks;
     uint8_t *state; /* per chunk */
-    /* __managed__ variables (adopted): the bytes that are device memory, [at, end) sorted; NULL for an
-     * allocation, all of whose range is */
+    /* __managed__ variables (adopted): the bytes that are device memory, sorted; NULL for an allocation, all of
+     * whose range is */
     size_t npieces;
-    uint64_t (*pieces)[2];
+    struct piece *pieces;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -144,18 +150,17 @@ static void pin(int kind, uint64_t at, uint64_t end) /* under lock */
 /* A copy between the alias and the device, in the allocating context, settling nothing on the way. */
 static CUresult move(const struct managed *m, size_t first, size_t n, int up)
 {
-    uint64_t prev = rgpu_thread_ctx();
-    rgpu_set_thread_ctx(m->ctx);
+    uint64_t prev = rgpu_thread_ctx(), lo = chunk_at(m, first), hi = lo + run_len(m, first, n);
+    struct piece whole = {lo, hi, 0, m->ctx};
+    const struct piece *part = m->pieces ? m->pieces : &whole;
     moving = 1;
     CUresult r = CUDA_SUCCESS;
-    uint64_t lo = chunk_at(m, first), hi = lo + run_len(m, first, n);
-    uint64_t whole[1][2] = {{lo, hi}};
-    const uint64_t (*piece)[2] = m->pieces ? (const uint64_t (*)[2])m->pieces : (const uint64_t (*)[2])whole;
     for (size_t k = 0; k < (m->pieces ? m->npieces : 1) && r == CUDA_SUCCESS; k++) {
-        uint64_t at = piece[k][0] > lo ? piece[k][0] : lo, end = piece[k][1] < hi ? piece[k][1] : hi;
+        uint64_t at = part[k].at > lo ? part[k].at : lo, end = part[k].end < hi ? part[k].end : hi;
         if (at >= end)
             continue;
         uint8_t *here = m->alias + (at - m->start);
+        rgpu_set_thread_ctx(part[k].ctx);
         r = up ? cuMemcpyHtoD_v2(at, here, end - at) : cuMemcpyDtoH_v2(here, at, end - at);
     }
     moving = 0;
@@ -360,8 +365,8 @@ int rgpu_managed_range(uint64_t ptr, uint64_t *start, uint64_t *size)
     if (m && m->pieces) { /* (a variable's bytes, not the pages around it) */
         found = 0;
         for (size_t k = 0; k < m->npieces && !found; k++)
-            if (m->pieces[k][0] <= ptr && ptr < m->pieces[k][1])
-                *start = m->pieces[k][0], *size = m->pieces[k][1] - m->pieces[k][0], found = 1;
+            if (m->pieces[k].at <= ptr && ptr < m->pieces[k].end)
+                *start = m->pieces[k].at, *size = m->pieces[k].end - m->pieces[k].at, found = 1;
     }
     give();
     return found ? 0 : -1;
@@ -504,7 +509,7 @@ static void unmap_region(struct managed *gone)
     munmap(gone->alias, gone->span);
     if (gone->pieces)
         for (size_t k = 0; k < gone->npieces; k++)
-            rgpu_ranges_drop_device_within(gone->pieces[k][0], 1);
+            rgpu_ranges_drop_device_within(gone->pieces[k].at, 1);
     else
         rgpu_ranges_drop_device_within(gone->start, 1);
     free(gone->pieces);
@@ -530,43 +535,93 @@ int rgpu_managed_free(CUdeviceptr p, CUresult *r)
 /* -- __managed__ variables -------------------------------------------------------------------------------------- */
 static int by_address(const void *a, const void *b)
 {
-    const uint64_t *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
+    const struct piece *x = a, *y = b;
+    return x->at < y->at ? -1 : x->at > y->at;
 }
 
-/* Every region `which` picks let go: unlinked, then unmapped outside the lock. */
-static void release_each(int (*which)(const struct managed *, const uint64_t *), const uint64_t *arg)
+static uint64_t page_down(uint64_t p) { return p / page * page; }
+static uint64_t page_up(uint64_t p) { return (p + page - 1) / page * page; }
+
+/* Regions unlinked under the lock, to unmap once it is given back; and variables' device ranges to forget. */
+struct letgo {
+    struct managed *regions;
+    size_t nregions, nranges;
+    uint64_t *ranges;
+    int failed; /* out of memory: some are left as they were */
+};
+
+static void letgo_region(struct letgo *g, struct managed *m) /* under lock */
 {
-    while (__atomic_load_n(&live, __ATOMIC_ACQUIRE)) {
-        take();
-        struct managed *m = NULL;
-        for (size_t k = 0; k < nregions && !m; k++)
-            if (which(&regions[k], arg))
-                m = &regions[k];
-        if (!m) {
-            give();
-            return;
+    struct managed *v = realloc(g->regions, (g->nregions + 1) * sizeof *v);
+    if (!v) {
+        g->failed = 1;
+        return;
+    }
+    g->regions = v;
+    g->regions[g->nregions++] = unlink_region(m);
+}
+
+static void letgo_finish(struct letgo *g) /* after the lock */
+{
+    for (size_t i = 0; i < g->nregions; i++)
+        unmap_region(&g->regions[i]);
+    for (size_t i = 0; i < g->nranges; i++)
+        rgpu_ranges_drop_device_within(g->ranges[i], 1);
+    free(g->regions);
+    free(g->ranges);
+}
+
+/* Under lock: the variables `which` picks out of every adopted region; a region left with none goes. */
+static void drop_pieces(int (*which)(const struct piece *, uint64_t), uint64_t arg, struct letgo *g)
+{
+    for (size_t k = 0; k < nregions;) {
+        struct managed *m = &regions[k];
+        size_t kept = 0;
+        for (size_t i = 0; m->pieces && i < m->npieces; i++) {
+            if (!which(&m->pieces[i], arg)) {
+                m->pieces[kept++] = m->pieces[i];
+                continue;
+            }
+            uint64_t *v = realloc(g->ranges, (g->nranges + 1) * sizeof *v);
+            if (v)
+                g->ranges = v, g->ranges[g->nranges++] = m->pieces[i].at;
         }
-        struct managed gone = unlink_region(m);
-        give();
-        unmap_region(&gone);
+        if (!m->pieces || kept == m->npieces) {
+            k++;
+            continue;
+        }
+        m->npieces = kept;
+        if (kept) {
+            k++;
+        } else {
+            size_t before = g->nregions;
+            letgo_region(g, m); /* (the list moved down one: k now names the next region) */
+            k += g->nregions == before;
+        }
     }
 }
 
-static int adopted_within(const struct managed *m, const uint64_t *range)
-{
-    return m->pieces && range[0] <= m->start && m->start < range[1];
-}
-static void release_within(uint64_t lo, uint64_t hi) { release_each(adopted_within, (const uint64_t[2]){lo, hi}); }
+static int of_owner(const struct piece *p, uint64_t owner) { return p->owner == owner; }
+static int in_ctx(const struct piece *p, uint64_t ctx) { return p->ctx == ctx; }
 
-/* One region for the variables pieces[0..n) (sorted, their pages meeting), in context ctx. */
-static CUresult adopt_region(const uint64_t (*pieces)[2], size_t n, uint64_t ctx)
+/* Under lock: an adopted region whose pages meet those of work[0..n), or NULL. */
+static struct managed *meeting(const struct piece *work, size_t n)
 {
-    struct managed m = {.start = pieces[0][0] / page * page, .ctx = ctx, .npieces = n};
+    for (size_t k = 0; k < nregions; k++)
+        for (size_t i = 0; regions[k].pieces && i < n; i++)
+            if (page_down(work[i].at) < regions[k].start + regions[k].span && regions[k].start < page_up(work[i].end))
+                return &regions[k];
+    return NULL;
+}
+
+/* One region for the variables pieces[0..n) (sorted, their pages meeting): the device holds their bytes. */
+static CUresult adopt_region(const struct piece *pieces, size_t n)
+{
+    struct managed m = {.start = page_down(pieces[0].at), .ctx = pieces[0].ctx, .npieces = n};
     uint64_t end = 0;
     for (size_t k = 0; k < n; k++)
-        end = pieces[k][1] > end ? pieces[k][1] : end;
-    m.span = m.bytes = (end + page - 1) / page * page - m.start;
+        end = pieces[k].end > end ? pieces[k].end : end;
+    m.span = m.bytes = page_up(end) - m.start;
     m.chunks = (size_t)((m.span + CHUNK - 1) / CHUNK);
     if (!(m.pieces = malloc(n * sizeof *m.pieces)))
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -582,9 +637,9 @@ static CUresult adopt_region(const uint64_t (*pieces)[2], size_t n, uint64_t ctx
         return fd < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
     }
     close(fd);
-    mprotect((void *)(uintptr_t)m.start, m.span, PROT_NONE); /* (GONE: the device holds their initial values) */
+    mprotect((void *)(uintptr_t)m.start, m.span, PROT_NONE); /* (GONE) */
     for (size_t k = 0; k < n; k++)
-        rgpu_ranges_note_device(pieces[k][0], pieces[k][1] - pieces[k][0], ctx);
+        rgpu_ranges_note_device(pieces[k].at, pieces[k].end - pieces[k].at, pieces[k].ctx);
     CUresult r = add_region(&m);
     if (r != CUDA_SUCCESS) {
         m.state = NULL;
@@ -593,10 +648,26 @@ static CUresult adopt_region(const uint64_t (*pieces)[2], size_t n, uint64_t ctx
     return r;
 }
 
-/* The runtime's hand-over (register.c of the runtime stand-in, found by name): the n __managed__ variables of a
- * module just loaded in the current context, at the addresses the server's driver gave them, kept as managed
- * memory from now on. A variable that was adopted before (its module loaded again) is let go first. */
-API CUresult rgpu_ext_managed_adopt(const CUdeviceptr *ptrs, const size_t *sizes, size_t n)
+/* Regions for the variables work[0..n), sorted: one for each run of them whose pages meet. */
+static CUresult adopt_runs(struct piece *work, size_t n)
+{
+    qsort(work, n, sizeof *work, by_address);
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0, j; i < n && r == CUDA_SUCCESS; i = j) {
+        uint64_t end = page_up(work[i].end);
+        for (j = i + 1; j < n && page_down(work[j].at) < end; j++)
+            end = page_up(work[j].end) > end ? page_up(work[j].end) : end;
+        r = adopt_region(work + i, j - i);
+    }
+    return r;
+}
+
+/* The runtime's hand-over (register.c of the runtime stand-in, found by name): the n __managed__ variables of the
+ * image `owner` just loaded in the current context, at the addresses the server's driver gave them, kept as
+ * managed memory from now on. The image's variables from an earlier load are let go first. Another image's
+ * variables whose pages meet these join their region: theirs go up to the device first, and the region is made
+ * anew, all of it the device's. */
+API CUresult rgpu_ext_managed_adopt(uint64_t owner, const CUdeviceptr *ptrs, const size_t *sizes, size_t n)
 {
     if (!ptrs || !sizes || !n || n > ((size_t)1 << 20))
         return CUDA_ERROR_INVALID_VALUE;
@@ -605,52 +676,80 @@ API CUresult rgpu_ext_managed_adopt(const CUdeviceptr *ptrs, const size_t *sizes
         rgpu_log(RGPU_LOG_ERROR, "managed memory needs a SIGSEGV handler, and it could not be installed");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    uint64_t (*pieces)[2] = malloc(n * sizeof *pieces);
-    if (!pieces)
+    uint64_t ctx = rgpu_thread_ctx();
+    size_t count = n;
+    struct piece *work = malloc(n * sizeof *work);
+    if (!work)
         return CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t k = 0; k < n; k++) {
         if (!ptrs[k] || !sizes[k] || ptrs[k] + sizes[k] < ptrs[k] || ptrs[k] + sizes[k] > UINT64_MAX - page) {
-            free(pieces);
+            free(work);
             return CUDA_ERROR_INVALID_VALUE;
         }
-        pieces[k][0] = ptrs[k], pieces[k][1] = ptrs[k] + sizes[k];
+        work[k] = (struct piece){ptrs[k], ptrs[k] + sizes[k], owner, ctx};
     }
-    qsort(pieces, n, sizeof *pieces, by_address);
-    release_within(pieces[0][0] / page * page, (pieces[n - 1][1] + page - 1) / page * page);
-    uint64_t ctx = rgpu_thread_ctx();
+    struct letgo g = {0};
     CUresult r = CUDA_SUCCESS;
-    for (size_t i = 0, j; i < n && r == CUDA_SUCCESS; i = j) {
-        uint64_t end = (pieces[i][1] + page - 1) / page * page;
-        for (j = i + 1; j < n && pieces[j][0] / page * page < end; j++)
-            end = (pieces[j][1] + page - 1) / page * page > end ? (pieces[j][1] + page - 1) / page * page : end;
-        r = adopt_region(pieces + i, j - i, ctx);
-    }
-    if (r != CUDA_SUCCESS) /* (all or none) */
-        release_within(pieces[0][0] / page * page, (pieces[n - 1][1] + page - 1) / page * page);
-    free(pieces);
-    return r;
-}
-
-/* The region holding variable p let go (its module is gone, or the runtime adopts it again elsewhere). */
-API void rgpu_ext_managed_release(CUdeviceptr p)
-{
-    if (!__atomic_load_n(&live, __ATOMIC_ACQUIRE))
-        return;
     take();
-    struct managed *m = find(p);
-    if (!m || !m->pieces) {
-        give();
-        return;
+    drop_pieces(of_owner, owner, &g);
+    for (struct managed *m; r == CUDA_SUCCESS && (m = meeting(work, count));) {
+        for (size_t i = 0; i < m->chunks; i++)
+            if (pinned(m, i, PIN_READ) || pinned(m, i, PIN_FILL)) {
+                rgpu_log(RGPU_LOG_ERROR, "__managed__ variables at 0x%llx share pages with others that a request "
+                                         "in flight uses", (unsigned long long)work[0].at);
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            }
+        struct piece *more = r == CUDA_SUCCESS ? realloc(work, (count + m->npieces) * sizeof *work) : NULL;
+        if (!more) {
+            r = r == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : r;
+            break;
+        }
+        work = more;
+        for (size_t i = 0; i < m->chunks; i++) /* (what the program wrote there goes up before the region goes) */
+            if (m->state[i] == DIRTY)
+                move(m, i, 1, 1);
+        memcpy(work + count, m->pieces, m->npieces * sizeof *work);
+        count += m->npieces;
+        letgo_region(&g, m);
+        if (g.failed)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
     }
-    struct managed gone = unlink_region(m);
     give();
-    unmap_region(&gone);
+    letgo_finish(&g);
+    if (r == CUDA_SUCCESS && (r = adopt_runs(work, count)) != CUDA_SUCCESS) {
+        /* (all of this image or none: the others it would have joined keep what regions can be made for them) */
+        struct letgo undo = {0};
+        take();
+        drop_pieces(of_owner, owner, &undo);
+        give();
+        letgo_finish(&undo);
+        size_t others = 0;
+        for (size_t i = 0; i < count; i++)
+            if (work[i].owner != owner)
+                work[others++] = work[i];
+        if (others)
+            adopt_runs(work, others);
+    }
+    free(work);
+    return r;
 }
 
 /* Context ctx destroyed, with everything in it: its managed memory's views go too (as after cuMemFree, a touch
  * is the program's fault). */
-static int of_ctx(const struct managed *m, const uint64_t *ctx) { return m->ctx == *ctx; }
-void rgpu_managed_drop_ctx(uint64_t ctx) { release_each(of_ctx, &ctx); }
+static int of_ctx(const struct managed *m, const uint64_t *ctx) { return !m->pieces && m->ctx == *ctx; }
+void rgpu_managed_drop_ctx(uint64_t ctx)
+{
+    struct letgo g = {0};
+    take();
+    drop_pieces(in_ctx, ctx, &g);
+    for (size_t k = 0; k < nregions;) /* (allocations) */
+        if (of_ctx(&regions[k], &ctx) && !g.failed)
+            letgo_region(&g, &regions[k]);
+        else
+            k++;
+    give();
+    letgo_finish(&g);
+}
 
 /* A hint's range and location: INVALID_VALUE where the range is not managed memory, INVALID_DEVICE where the
  * location is no device. */

@@ -28,8 +28,9 @@ struct rt_var;
 
 struct rt_fatbin {
     const void *image;
-    struct rt_var *managed; /* its __managed__ variables */
-    int managed_dev;        /* the device whose copies of them the program sees (-1: none yet) */
+    struct rt_var *managed;         /* its __managed__ variables */
+    int managed_dev;                /* the device whose copies of them the program sees (-1: none yet) */
+    struct rt_fatbin *next_managed; /* images with __managed__ variables */
     CUmodule module[RT_MAX_DEVICES];
     uint32_t module_gen[RT_MAX_DEVICES];
     CUresult load_error[RT_MAX_DEVICES];
@@ -58,7 +59,6 @@ struct rt_var {
     uint32_t ptr_gen[RT_MAX_DEVICES];
     void **managed_host;         /* a __managed__ variable: where the program's code looks for its address */
     struct rt_var *next_managed; /* of the same image */
-    CUdeviceptr adopted;         /* the address handed to the driver stand-in */
 };
 
 /* -- pointer-keyed open-addressing maps -------------------------------------------------------------------- */
@@ -73,6 +73,7 @@ RGPU_FORK_RESET(lock, &lock)
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER; /* module loads: never blocks a lookup */
 RGPU_FORK_RESET(load_lock, &load_lock)
 static struct map kernels, vars;
+static struct rt_fatbin *managed_images; /* (under load_lock) */
 
 static size_t slot(const struct map *m, const void *key)
 {
@@ -210,22 +211,35 @@ RT_API void __cudaRegisterManagedVar(void **handle, void **host, char *device_ad
         return;
     v->managed_host = host;
     pthread_mutex_lock(&load_lock);
+    if (!fb->managed)
+        fb->next_managed = managed_images, managed_images = fb;
     v->next_managed = fb->managed, fb->managed = v;
     pthread_mutex_unlock(&load_lock);
 }
 
+/* After cudaDeviceReset: the images whose __managed__ variables live on dev loaded again at once, so that the
+ * addresses the program's code holds (nvcc's host code asks for them once) are live variables again. */
+void rt_managed_reload(int dev)
+{
+    CUmodule mod;
+    pthread_mutex_lock(&load_lock);
+    struct rt_fatbin *first = managed_images;
+    pthread_mutex_unlock(&load_lock);
+    int made = 0; /* (the device's new primary context, made current once there is an image to load) */
+    for (struct rt_fatbin *fb = first; fb; fb = fb->next_managed)
+        if (fb->managed_dev == dev && (made || (made = rt_context(NULL) == cudaSuccess)))
+            module_of(fb, dev, &mod);
+}
+
 /* The driver stand-in's hand-over of __managed__ variables (managed.c); NVIDIA's driver has none, and needs none:
  * its module's variables are managed memory in this process already. */
-static CUresult (*managed_adopt)(const CUdeviceptr *, const size_t *, size_t);
-static void (*managed_release)(CUdeviceptr);
+static CUresult (*managed_adopt)(uint64_t, const CUdeviceptr *, const size_t *, size_t);
 static void find_managed_hooks(void)
 {
     void *driver = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-    if (!driver)
-        return;
-    managed_adopt = (CUresult(*)(const CUdeviceptr *, const size_t *, size_t))dlsym(driver, "rgpu_ext_managed_adopt");
-    managed_release = (void (*)(CUdeviceptr))dlsym(driver, "rgpu_ext_managed_release");
-    /* (the handle is kept: the driver stays loaded as the runtime's own dependency anyway) */
+    if (driver) /* (the handle is kept: the driver stays loaded as the runtime's own dependency anyway) */
+        managed_adopt = (CUresult(*)(uint64_t, const CUdeviceptr *, const size_t *, size_t))dlsym(
+            driver, "rgpu_ext_managed_adopt");
 }
 
 /* The image's __managed__ variables, in module mod just loaded on dev, made the program's (under load_lock). */
@@ -246,16 +260,12 @@ static CUresult adopt_managed(struct rt_fatbin *fb, int dev, CUmodule mod)
             rt_log("__managed__ variable %s: the driver says %zu bytes, the program %zu", v->name, sizes[i],
                    v->size), r = CUDA_ERROR_INVALID_IMAGE;
     }
-    for (struct rt_var *v = fb->managed; v && r == CUDA_SUCCESS; v = v->next_managed)
-        if (v->adopted && managed_release)
-            managed_release(v->adopted), v->adopted = 0;
-    if (r == CUDA_SUCCESS && managed_adopt && (r = managed_adopt(ptrs, sizes, n)) != CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && managed_adopt && (r = managed_adopt((uint64_t)(uintptr_t)fb, ptrs, sizes, n)))
         rt_log("the __managed__ variables of an image (%s first) cannot be kept in this process; kernels of the "
                "image fail to launch", fb->managed->name);
     i = 0;
     for (struct rt_var *v = fb->managed; v && r == CUDA_SUCCESS; v = v->next_managed, i++) {
         *v->managed_host = (void *)(uintptr_t)ptrs[i];
-        v->adopted = managed_adopt ? ptrs[i] : 0;
         pthread_mutex_lock(&lock); /* (the program's code names the variable by that address: cudaMemcpyToSymbol) */
         map_put(&vars, (const void *)(uintptr_t)ptrs[i], v);
         pthread_mutex_unlock(&lock);

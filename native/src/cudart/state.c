@@ -233,7 +233,10 @@ RT_API cudaError_t cudaDeviceReset(void)
     if (cur == ctx)
         cuCtxSetCurrent(NULL);
     /* The last release destroys the context with everything in it, on the server as on a GPU. */
-    return rt_fail(cuDevicePrimaryCtxRelease(dev));
+    e = rt_fail(cuDevicePrimaryCtxRelease(dev));
+    if (e == cudaSuccess)
+        rt_managed_reload(dev);
+    return e;
 }
 
 RT_API cudaError_t cudaDeviceSynchronize(void)

@@ -217,6 +217,8 @@ def parse_ptx(text: bytes) -> PtxModule:
         data = _initializer(init, kind, elem, size) if init else None
         if data:
             initial[name.decode()] = data
+    # (a name declared twice keeps its last size: an initializer longer than that is not the variable's)
+    initial = {name: data for name, data in initial.items() if len(data) <= globals_[name]}
     return PtxModule((int(m.group(1)), int(m.group(2))), entries, globals_, initial)
 
 
@@ -233,11 +235,11 @@ def _initializer(init: bytes, kind: bytes, elem: int, size: int) -> bytes | None
             if v[:2] in (b"0f", b"0F", b"0d", b"0D"):
                 word = int(v[2:], 16)
             elif kind == b"f":
-                word = struct.unpack("<I" if elem == 4 else "<Q", struct.pack("<f" if elem == 4 else "<d",
-                                                                             float(v)))[0]
+                fmt = {2: "e", 4: "f", 8: "d"}[elem]
+                word = int.from_bytes(struct.pack("<" + fmt, float(v)), "little")
             else:
                 word = int(v.rstrip(b"Uu"), 0)
-        except (ValueError, struct.error):
+        except (ValueError, KeyError, OverflowError, struct.error):
             return None
         out += (word & ((1 << (8 * elem)) - 1)).to_bytes(elem, "little")
     return bytes(out[:size]) if len(out) <= size else None
