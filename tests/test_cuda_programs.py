@@ -41,6 +41,7 @@ LINKS = {
     "legacy_launch": ["-lcuda"],
     "managed": [],
     "managed_vars": [],
+    "managed_reset": [],
 }
 
 
