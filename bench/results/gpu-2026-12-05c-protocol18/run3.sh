@@ -4,7 +4,8 @@
 #   1. the programs that differed, and managed.cu, natively with their whole output (textures' was cut);
 #   2. those programs and vmm through tests/cuda/run_on_gpu.sh (natively, rgpu's runtime on the driver, rgpu);
 #   3. the cuda backend's in-process tests that failed, and the managed-memory threads test through rgpu;
-#   4. every program (gpu_check.sh programs); llama.cpp builds in the background from the start, for run4.sh.
+#   4. every program (gpu_check.sh programs; RUN3_ALL=0 skips it); llama.cpp builds in the background from the
+#      start, for run4.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 B=$OUT
@@ -25,5 +26,5 @@ grep -E "identical on all|^(textures|clusters|legacy_launch|stream_memops|manage
 RGPU_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_cuda_modern.py \
   tests/test_graphs.py tests/test_vmm.py tests/test_stream_memops.py tests/test_managed.py > "$B/cuda_tests.txt" 2>&1
 tail -3 "$B/cuda_tests.txt"
-RGPU_CHECK_NO_BUILD=1 OUT=$B/all bash bench/gpu_check.sh programs
+[ "${RUN3_ALL:-1}" = 1 ] && RGPU_CHECK_NO_BUILD=1 OUT=$B/all bash bench/gpu_check.sh programs
 wait $build; tail -2 "$B/llama_build.log"
