@@ -43,7 +43,7 @@ HAND_WRITTEN = {
     # managed memory: one address on both sides, kept coherent by page protection (managed.c, managed12.c)
     "cuMemAllocManaged", "cuMemPrefetchAsync_v2", "cuMemPrefetchAsync_v2_ptsz", "cuMemAdvise_v2",
     "cuStreamAttachMemAsync", "cuStreamAttachMemAsync_ptsz", "cuMemPrefetchAsync", "cuMemPrefetchAsync_ptsz",
-    "cuMemAdvise",
+    "cuMemAdvise", "cuMemRangeGetAttribute", "cuMemRangeGetAttributes",
     # the launch API before CUDA 4 (launch_legacy.c)
     "cuFuncSetBlockShape", "cuFuncSetSharedSize", "cuParamSetSize", "cuParamSeti", "cuParamSetf", "cuParamSetv",
     "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",

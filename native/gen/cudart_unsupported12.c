@@ -453,18 +453,6 @@ RT_API cudaError_t cudaMemPoolImportPointer(void **ptr, cudaMemPool_t memPool, s
     return rt_unsupported(&logged, "cudaMemPoolImportPointer");
 }
 
-RT_API cudaError_t cudaMemRangeGetAttribute(void *data, size_t dataSize, enum cudaMemRangeAttribute attribute, const void *devPtr, size_t count)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemRangeGetAttribute");
-}
-
-RT_API cudaError_t cudaMemRangeGetAttributes(void **data, size_t *dataSizes, enum cudaMemRangeAttribute *attributes, size_t numAttributes, const void *devPtr, size_t count)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemRangeGetAttributes");
-}
-
 RT_API cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, size_t *failIdx, unsigned long long flags, cudaStream_t stream)
 {
     static int logged;

@@ -525,18 +525,6 @@ RT_API cudaError_t cudaMemPrefetchBatchAsync_ptsz(void **dptrs, size_t *sizes, s
     return rt_unsupported(&logged, "cudaMemPrefetchBatchAsync_ptsz");
 }
 
-RT_API cudaError_t cudaMemRangeGetAttribute(void *data, size_t dataSize, enum cudaMemRangeAttribute attribute, const void *devPtr, size_t count)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemRangeGetAttribute");
-}
-
-RT_API cudaError_t cudaMemRangeGetAttributes(void **data, size_t *dataSizes, enum cudaMemRangeAttribute *attributes, size_t numAttributes, const void *devPtr, size_t count)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemRangeGetAttributes");
-}
-
 RT_API cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp *opList, unsigned long long flags, cudaStream_t stream)
 {
     static int logged;

@@ -710,18 +710,6 @@ CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr *dptrs, size_t *sizes, size_t 
     return rgpu_unsupported(&logged, "cuMemPrefetchBatchAsync_ptsz");
 }
 
-CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute, CUdeviceptr devPtr, size_t count)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemRangeGetAttribute");
-}
-
-CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes, size_t numAttributes, CUdeviceptr devPtr, size_t count)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemRangeGetAttributes");
-}
-
 CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)
 {
     static int logged;

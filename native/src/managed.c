@@ -54,13 +54,22 @@ struct piece { /* a __managed__ variable: its bytes, the image that owns it, the
     uint64_t at, end, owner, ctx;
 };
 
+/* What the program advised and prefetched, per chunk, for cuMemRangeGetAttribute: a location is a device, -1 the
+ * host, -2 none. */
+struct advice {
+    uint64_t accessed_by; /* devices 0..62, and bit 63 the host */
+    int32_t preferred, prefetched;
+    uint8_t read_mostly;
+};
+
 struct managed {
     uint64_t start, span, bytes; /* the shared range (whole pages) and the size asked for */
     CUdeviceptr base;            /* what the server allocated (start is base rounded up to a page) */
     uint64_t ctx;                /* the context that allocated it: copies go there, whichever thread asks */
     uint8_t *alias;              /* the same pages, always read-write, for rgpu's copies */
     size_t chunks;
-    uint8_t *state; /* per chunk */
+    uint8_t *state;        /* per chunk */
+    struct advice *advice; /* per chunk */
     /* __managed__ variables (adopted): the bytes that are device memory, sorted; NULL for an allocation, all of
      * whose range is */
     size_t npieces;
@@ -375,8 +384,14 @@ int rgpu_managed_range(uint64_t ptr, uint64_t *start, uint64_t *size)
 static CUresult add_region(const struct managed *made)
 {
     struct managed m = *made;
-    if (!(m.state = malloc(m.chunks)))
+    m.state = malloc(m.chunks);
+    m.advice = malloc(m.chunks * sizeof *m.advice);
+    if (!m.state || !m.advice) {
+        free(m.state), free(m.advice);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < m.chunks; i++)
+        m.advice[i] = (struct advice){0, -2, -2, 0};
     /* an allocation: both sides zero (the memfd is fresh, the device memset); a variable: the device's bytes */
     uint8_t initial = m.pieces ? GONE : CLEAN;
     memset(m.state, initial, m.chunks);
@@ -386,7 +401,7 @@ static CUresult add_region(const struct managed *made)
         struct managed *v = realloc(regions, grown * sizeof *v);
         if (!v) {
             give();
-            free(m.state);
+            free(m.state), free(m.advice);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         regions = v, cap = grown;
@@ -505,6 +520,7 @@ static struct managed unlink_region(struct managed *m)
 static void unmap_region(struct managed *gone)
 {
     free(gone->state);
+    free(gone->advice);
     munmap((void *)(uintptr_t)gone->start, gone->span);
     munmap(gone->alias, gone->span);
     if (gone->pieces)
@@ -642,7 +658,7 @@ static CUresult adopt_region(const struct piece *pieces, size_t n)
         rgpu_ranges_note_device(pieces[k].at, pieces[k].end - pieces[k].at, pieces[k].ctx);
     CUresult r = add_region(&m);
     if (r != CUDA_SUCCESS) {
-        m.state = NULL;
+        m.state = NULL, m.advice = NULL;
         unmap_region(&m);
     }
     return r;
@@ -782,11 +798,36 @@ static int located(CUmemLocation where)
     }
 }
 
+/* A hint taken: kept per chunk of [p, p+n) (a range check_hint found within one region), for the queries. */
+enum { HINT_PREFETCH = 0 }; /* (besides CUmem_advise's values) */
+static void remember(CUdeviceptr p, size_t n, int hint, int device)
+{
+    uint64_t bit = device < 0 ? 1ull << 63 : device < 63 ? 1ull << device : 0;
+    take();
+    struct managed *m = find(p);
+    for (size_t i = m ? (p - m->start) / CHUNK : 0; m && i < m->chunks && chunk_at(m, i) < p + n; i++) {
+        struct advice *a = &m->advice[i];
+        switch (hint) {
+        case HINT_PREFETCH: a->prefetched = device; break;
+        case CU_MEM_ADVISE_SET_READ_MOSTLY: a->read_mostly = 1; break;
+        case CU_MEM_ADVISE_UNSET_READ_MOSTLY: a->read_mostly = 0; break;
+        case CU_MEM_ADVISE_SET_PREFERRED_LOCATION: a->preferred = device; break;
+        case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: a->preferred = -2; break;
+        case CU_MEM_ADVISE_SET_ACCESSED_BY: a->accessed_by |= bit; break;
+        case CU_MEM_ADVISE_UNSET_ACCESSED_BY: a->accessed_by &= ~bit; break;
+        }
+    }
+    give();
+}
+
 /* A prefetch is a hint here: the bytes move when the program or a request touches them. */
 CUresult rgpu_managed_prefetch(CUdeviceptr p, size_t n, int device, CUstream s)
 {
     (void)s;
-    return device < -1 ? CUDA_ERROR_INVALID_DEVICE : check_hint(p, n, device);
+    CUresult r = device < -1 ? CUDA_ERROR_INVALID_DEVICE : check_hint(p, n, device);
+    if (r == CUDA_SUCCESS)
+        remember(p, n, HINT_PREFETCH, device);
+    return r;
 }
 
 API CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation location, unsigned int flags, CUstream s)
@@ -808,7 +849,83 @@ API CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemL
     int needs_location = advice != CU_MEM_ADVISE_SET_READ_MOSTLY && advice != CU_MEM_ADVISE_UNSET_READ_MOSTLY;
     if (needs_location && device < -1)
         return CUDA_ERROR_INVALID_DEVICE;
-    return check_hint(p, n, needs_location ? device : -1);
+    CUresult r = check_hint(p, n, needs_location ? device : -1);
+    if (r == CUDA_SUCCESS)
+        remember(p, n, advice, device);
+    return r;
+}
+
+/* What the hints of [p, p+n) say of one attribute, as CUDA does for a range: a location only where every chunk
+ * agrees (else -2, none), read-mostly only where every chunk is, the devices every chunk is accessed by. */
+static CUresult range_attribute(void *data, size_t size, CUmem_range_attribute attr, CUdeviceptr p, size_t n)
+{
+    uint64_t accessed = ~0ull;
+    int32_t preferred = 0, prefetched = 0, first = 1, read_mostly = 1;
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    int multi = attr == CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY;
+    if (attr < CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY || attr > CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID ||
+        (multi ? !size || size % 4 : size != 4))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = check_hint(p, n, -1);
+    if (r != CUDA_SUCCESS)
+        return r;
+    take();
+    struct managed *m = find(p);
+    for (size_t i = m ? (p - m->start) / CHUNK : 0; m && i < m->chunks && chunk_at(m, i) < p + n; i++) {
+        const struct advice *a = &m->advice[i];
+        accessed &= a->accessed_by, read_mostly &= a->read_mostly;
+        preferred = first || preferred == a->preferred ? a->preferred : -2;
+        prefetched = first || prefetched == a->prefetched ? a->prefetched : -2;
+        first = 0;
+    }
+    give();
+    int32_t *out = data, where = attr == CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION ||
+                                 attr == CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE ||
+                                 attr == CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID ? preferred : prefetched;
+    switch (attr) {
+    case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY:
+        *out = read_mostly;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: { /* (the devices in order, then the host; the rest none) */
+        size_t k = 0;
+        for (int d = 0; d < 64 && k < size / 4; d++)
+            if (accessed & (1ull << (d < 63 ? d : 63)))
+                out[k++] = d < 63 ? d : CU_DEVICE_CPU;
+        while (k < size / 4)
+            out[k++] = CU_DEVICE_INVALID;
+        break;
+    }
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION:
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION:
+        *out = where == -1 ? CU_DEVICE_CPU : where == -2 ? CU_DEVICE_INVALID : where;
+        break;
+    case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+    case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
+        *out = where == -1 ? CU_MEM_LOCATION_TYPE_HOST : where == -2 ? CU_MEM_LOCATION_TYPE_INVALID
+                                                                      : CU_MEM_LOCATION_TYPE_DEVICE;
+        break;
+    default: /* the _ID forms: a device's ordinal; the host's and none's id is not defined (CU_DEVICE_INVALID) */
+        *out = where >= 0 ? where : CU_DEVICE_INVALID;
+        break;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemRangeGetAttribute(void *data, size_t size, CUmem_range_attribute attr, CUdeviceptr p, size_t n)
+{
+    return range_attribute(data, size, attr, p, n);
+}
+
+API CUresult cuMemRangeGetAttributes(void **data, size_t *sizes, CUmem_range_attribute *attrs, size_t count,
+                                     CUdeviceptr p, size_t n)
+{
+    if (!data || !sizes || !attrs || !count)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < count && r == CUDA_SUCCESS; i++)
+        r = range_attribute(data[i], sizes[i], attrs[i], p, n);
+    return r;
 }
 
 /* Every request settles all managed memory, so attaching to one stream changes nothing here. The length is 0

@@ -104,6 +104,21 @@ int main()
     CHECK(cudaStreamSynchronize(s));
     std::printf("after hints: y[0] %g, y[n/2] %g\n", y[0], y[n / 2]);
 
+    // What the hints say of a range, as cudaMemRangeGetAttribute reports them.
+    int mostly = -9, prefetched_x = -9, prefetched_y = -9, preferred = -9, by_half[3], by_all[3];
+    CHECK(cudaMemAdvise(y, n / 2 * sizeof(float), cudaMemAdviseSetAccessedBy, on_device));
+    CHECK(cudaMemRangeGetAttribute(&mostly, 4, cudaMemRangeAttributeReadMostly, x, n * sizeof(float)));
+    CHECK(cudaMemRangeGetAttribute(&prefetched_x, 4, cudaMemRangeAttributeLastPrefetchLocation, x, n * sizeof(float)));
+    CHECK(cudaMemRangeGetAttribute(&prefetched_y, 4, cudaMemRangeAttributeLastPrefetchLocation, y, 4096));
+    CHECK(cudaMemRangeGetAttribute(&preferred, 4, cudaMemRangeAttributePreferredLocation, y, 4096));
+    CHECK(cudaMemRangeGetAttribute(by_half, sizeof by_half, cudaMemRangeAttributeAccessedBy, y, n / 2 * sizeof(float)));
+    CHECK(cudaMemRangeGetAttribute(by_all, sizeof by_all, cudaMemRangeAttributeAccessedBy, y, n * sizeof(float)));
+    std::printf("range attributes: x read mostly %d, last prefetched to %d; y last prefetched to %d, preferred %d; "
+                "y's first half accessed by %d %d %d, all of y by %d %d %d\n", mostly, prefetched_x == dev,
+                prefetched_y, preferred, by_half[0], by_half[1], by_half[2], by_all[0], by_all[1], by_all[2]);
+    EXPECT(cudaMemRangeGetAttribute(&mostly, 4, cudaMemRangeAttributeReadMostly, &mostly, 4) == cudaErrorInvalidValue);
+    EXPECT(cudaMemRangeGetAttribute(&mostly, 3, cudaMemRangeAttributeReadMostly, x, 4) == cudaErrorInvalidValue);
+
     // Copies and memsets that name managed memory, in every direction the runtime takes.
     float host[4] = {0}, dev_back[4] = {0};
     float *plain;

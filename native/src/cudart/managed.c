@@ -95,3 +95,16 @@ RT_API cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t s, void *p, size_t
 {
     return cudaStreamAttachMemAsync(s ? s : cudaStreamPerThread, p, n, flags);
 }
+
+/* What the program advised and prefetched for a range (the driver stand-in keeps it). */
+RT_API cudaError_t cudaMemRangeGetAttribute(void *data, size_t size, enum cudaMemRangeAttribute attr, const void *p,
+                                            size_t n)
+{
+    WITH_CONTEXT(cuMemRangeGetAttribute(data, size, (CUmem_range_attribute)attr, (CUdeviceptr)(uintptr_t)p, n));
+}
+RT_API cudaError_t cudaMemRangeGetAttributes(void **data, size_t *sizes, enum cudaMemRangeAttribute *attrs,
+                                             size_t count, const void *p, size_t n)
+{
+    WITH_CONTEXT(cuMemRangeGetAttributes(data, sizes, (CUmem_range_attribute *)attrs, count,
+                                         (CUdeviceptr)(uintptr_t)p, n));
+}
