@@ -44,6 +44,8 @@ HAND_WRITTEN = {
     "cuMemAllocManaged", "cuMemPrefetchAsync_v2", "cuMemPrefetchAsync_v2_ptsz", "cuMemAdvise_v2",
     "cuStreamAttachMemAsync", "cuStreamAttachMemAsync_ptsz", "cuMemPrefetchAsync", "cuMemPrefetchAsync_ptsz",
     "cuMemAdvise", "cuMemRangeGetAttribute", "cuMemRangeGetAttributes",
+    # a graph as Graphviz DOT, from the mirror (graph_dot.c)
+    "cuGraphDebugDotPrint",
     # the launch API before CUDA 4 (launch_legacy.c)
     "cuFuncSetBlockShape", "cuFuncSetSharedSize", "cuParamSetSize", "cuParamSeti", "cuParamSetf", "cuParamSetv",
     "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",

@@ -180,12 +180,6 @@ RT_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *
     return rt_unsupported(&logged, "cudaGraphConditionalHandleCreate");
 }
 
-RT_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphDebugDotPrint");
-}
-
 RT_API cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
 {
     static int logged;

@@ -320,12 +320,6 @@ CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, C
     return rgpu_unsupported(&logged, "cuGraphConditionalHandleCreate");
 }
 
-CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphDebugDotPrint");
-}
-
 CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
     static int logged;

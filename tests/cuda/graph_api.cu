@@ -1,6 +1,9 @@
 // The explicit graph API: a graph built node by node (memset, kernel, device-to-device copy, empty, event
 // record, child graph), edges, queries (nodes, roots, edges, types, parameters), kernel-node parameters changed
 // in the graph and in an instantiated exec, a clone, and a node destroyed.
+#include <cstring>
+#include <unistd.h>
+
 #include "check.cuh"
 
 #include "graph_saxpy.cuh"
@@ -191,6 +194,21 @@ int main()
     CHECK(cudaGraphLaunch(outer_exec, s));
     CHECK(cudaStreamSynchronize(s));
     expect_all(out, 11.0f);
+
+    // The graph as Graphviz DOT (what PyTorch's CUDAGraph.debug_dump writes).
+    char dot_path[64];
+    std::snprintf(dot_path, sizeof dot_path, "/tmp/graph_api_%d.dot", (int)getpid());
+    CHECK(cudaGraphDebugDotPrint(g, dot_path, cudaGraphDebugDotFlagsVerbose));
+    char dot[65536] = {0};
+    FILE *df = std::fopen(dot_path, "r");
+    EXPECT(df != nullptr);
+    size_t dot_len = std::fread(dot, 1, sizeof dot - 1, df);
+    std::fclose(df);
+    std::remove(dot_path);
+    std::printf("debug dot: a digraph %s, names saxpy %s\n", dot_len && std::strstr(dot, "digraph") ? "yes" : "no",
+                std::strstr(dot, "saxpy") ? "yes" : "no");
+    EXPECT(cudaGraphDebugDotPrint(g, "/nonexistent-dir/x.dot", 0) != cudaSuccess);
+    cudaGetLastError();
 
     // Destroying the event-record node takes its edge with it.
     CHECK(cudaGraphDestroyNode(record));

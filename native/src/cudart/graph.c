@@ -125,6 +125,11 @@ RT_API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
     WITH_CONTEXT(cuGraphDestroy((CUgraph)graph));
 }
 
+RT_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
+{
+    WITH_CONTEXT(cuGraphDebugDotPrint((CUgraph)graph, path, flags));
+}
+
 RT_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 {
     WITH_CONTEXT(cuGraphExecDestroy((CUgraphExec)exec));
