@@ -46,6 +46,8 @@ HAND_WRITTEN = {
     "cuMemAdvise", "cuMemRangeGetAttribute", "cuMemRangeGetAttributes",
     # a graph as Graphviz DOT, from the mirror (graph_dot.c)
     "cuGraphDebugDotPrint",
+    # an executable graph's flags, kept where it is minted (graph.c)
+    "cuGraphExecGetFlags",
     # the launch API before CUDA 4 (launch_legacy.c)
     "cuFuncSetBlockShape", "cuFuncSetSharedSize", "cuParamSetSize", "cuParamSeti", "cuParamSetf", "cuParamSetv",
     "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",

@@ -222,12 +222,6 @@ RT_API cudaError_t cudaGraphExecExternalSemaphoresWaitNodeSetParams(cudaGraphExe
     return rt_unsupported(&logged, "cudaGraphExecExternalSemaphoresWaitNodeSetParams");
 }
 
-RT_API cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t graphExec, unsigned long long *flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecGetFlags");
-}
-
 RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams)
 {
     static int logged;

@@ -368,12 +368,6 @@ CUresult cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec hGraphExec, 
     return rgpu_unsupported(&logged, "cuGraphExecExternalSemaphoresWaitNodeSetParams");
 }
 
-CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecGetFlags");
-}
-
 CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *params_out)
 {
     static int logged;

@@ -52,6 +52,7 @@ static int active; /* streams capturing: launches and copies skip the tables whi
 static uint64_t next_handle = 1;
 static cuuint64_t next_capture_id = 1;
 static uint64_t live[MAX_LIVE]; /* graphs and executable graphs the program holds: bad ones fail here, at once */
+static uint64_t live_flags[MAX_LIVE]; /* an executable graph's instantiation flags (cuGraphExecGetFlags) */
 static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 static uint64_t mint(int kind) /* under lock */
@@ -512,6 +513,8 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     pthread_mutex_lock(&lock);
     uint64_t exe = mint(KIND_GRAPH_EXEC);
     int ok = live_add(exe);
+    if (ok)
+        live_flags[live_find(exe)] = flags;
     pthread_mutex_unlock(&lock);
     if (!ok)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -534,6 +537,19 @@ API CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph graph, unsign
     return instantiate(out, graph, flags);
 }
 
+API CUresult cuGraphExecGetFlags(CUgraphExec exe, cuuint64_t *flags)
+{
+    uint64_t e = (uint64_t)(uintptr_t)exe;
+    if (!flags || !is_live(e, KIND_GRAPH_EXEC))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    int i = live_find(e);
+    if (i >= 0)
+        *flags = live_flags[i];
+    pthread_mutex_unlock(&lock);
+    return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult instantiate_with_params(CUgraphExec *out, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
 {
     if (!p)
@@ -542,6 +558,13 @@ static CUresult instantiate_with_params(CUgraphExec *out, CUgraph graph, CUDA_GR
     p->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
     p->hErrNode_out = NULL;
     CUresult r = instantiate(out, graph, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+    if (r == CUDA_SUCCESS) { /* (the flags as asked, upload included) */
+        pthread_mutex_lock(&lock);
+        int i = live_find((uint64_t)(uintptr_t)*out);
+        if (i >= 0)
+            live_flags[i] = p->flags;
+        pthread_mutex_unlock(&lock);
+    }
     if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
         r = cuGraphUpload(*out, p->hUploadStream);
     if (r != CUDA_SUCCESS)

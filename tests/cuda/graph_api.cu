@@ -195,6 +195,16 @@ int main()
     CHECK(cudaStreamSynchronize(s));
     expect_all(out, 11.0f);
 
+    // An executable graph's flags, as it was instantiated.
+    cudaGraphExec_t flagged;
+    unsigned long long got_flags = 99;
+    CHECK(cudaGraphInstantiateWithFlags(&flagged, g, cudaGraphInstantiateFlagUseNodePriority));
+    CHECK(cudaGraphExecGetFlags(flagged, &got_flags));
+    EXPECT(got_flags == cudaGraphInstantiateFlagUseNodePriority);
+    CHECK(cudaGraphExecDestroy(flagged));
+    CHECK(cudaGraphExecGetFlags(exec, &got_flags));
+    EXPECT(got_flags == 0);
+
     // The graph as Graphviz DOT (what PyTorch's CUDAGraph.debug_dump writes).
     char dot_path[64];
     std::snprintf(dot_path, sizeof dot_path, "/tmp/graph_api_%d.dot", (int)getpid());

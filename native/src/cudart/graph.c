@@ -125,6 +125,11 @@ RT_API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
     WITH_CONTEXT(cuGraphDestroy((CUgraph)graph));
 }
 
+RT_API cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t exec, unsigned long long *flags)
+{
+    WITH_CONTEXT(cuGraphExecGetFlags((CUgraphExec)exec, (cuuint64_t *)flags));
+}
+
 RT_API cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
 {
     WITH_CONTEXT(cuGraphDebugDotPrint((CUgraph)graph, path, flags));
