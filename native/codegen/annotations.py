@@ -48,6 +48,8 @@ HAND_WRITTEN = {
     "cuGraphDebugDotPrint",
     # an executable graph's flags, kept where it is minted (graph.c)
     "cuGraphExecGetFlags",
+    # launch attributes from one kernel node's mirror onto another's (graph_params.c)
+    "cuGraphKernelNodeCopyAttributes",
     # the launch API before CUDA 4 (launch_legacy.c)
     "cuFuncSetBlockShape", "cuFuncSetSharedSize", "cuParamSetSize", "cuParamSeti", "cuParamSetf", "cuParamSetv",
     "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",

@@ -257,12 +257,6 @@ RT_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphEx
     return cudaGraphInstantiateWithParams(pGraphExec, graph, instantiateParams);
 }
 
-RT_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hSrc, cudaGraphNode_t hDst)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphKernelNodeCopyAttributes");
-}
-
 RT_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
     return cudaGraphLaunch(graphExec, stream);

@@ -392,12 +392,6 @@ CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUD
     return rgpu_unsupported(&logged, "cuGraphExternalSemaphoresWaitNodeSetParams");
 }
 
-CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphKernelNodeCopyAttributes");
-}
-
 CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
 {
     static int logged;

@@ -149,6 +149,22 @@ API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode h, con
     return stage ? kernel_set(h, p, stage) : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Node h sent again with tmp's attributes (every one it has: the server sets them all), then its mirror too. */
+static CUresult send_attributes(CUgraphNode h, const struct gnode *tmp)
+{
+    CUresult r = send_kernel(tmp, 0, 0);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&rgpu_graph_nodes_lock);
+        struct gnode *n = rgpu_node_typed(h, CU_GRAPH_NODE_TYPE_KERNEL);
+        if (n) {
+            memcpy(n->attrs, tmp->attrs, sizeof tmp->attrs);
+            n->n_attrs = tmp->n_attrs;
+        }
+        pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    }
+    return r;
+}
+
 API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id, CUkernelNodeAttrValue *v)
 {
     if (!v)
@@ -188,16 +204,26 @@ API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id,
     tmp.attrs[i].value = *v;
     if (i == tmp.n_attrs)
         tmp.n_attrs++;
-    /* The node goes again with every attribute it has: the server sets them all. */
-    CUresult r = send_kernel(&tmp, 0, 0);
-    if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&rgpu_graph_nodes_lock);
-        if ((n = rgpu_node_typed(h, CU_GRAPH_NODE_TYPE_KERNEL))) {
-            memcpy(n->attrs, tmp.attrs, sizeof tmp.attrs);
-            n->n_attrs = tmp.n_attrs;
-        }
-        pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return send_attributes(h, &tmp);
+}
+
+/* Every launch attribute of kernel node src, and only those, onto kernel node dst. */
+API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+    static struct gnode tmp; /* (under copy_lock: a node is too big for every thread's stack) */
+    static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&copy_lock);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *to = rgpu_node_typed(dst, CU_GRAPH_NODE_TYPE_KERNEL);
+    struct gnode *from = rgpu_node_typed(src, CU_GRAPH_NODE_TYPE_KERNEL);
+    if (to && from) {
+        tmp = *to;
+        memcpy(tmp.attrs, from->attrs, sizeof tmp.attrs);
+        tmp.n_attrs = from->n_attrs;
     }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    CUresult r = to && from ? send_attributes(dst, &tmp) : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&copy_lock);
     return r;
 }
 

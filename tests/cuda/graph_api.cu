@@ -177,6 +177,27 @@ int main()
     back.priority = 99;
     CHECK(cudaGraphKernelNodeGetAttribute(axpy, cudaKernelNodeAttributePriority, &back));
     EXPECT(back.priority == 0);
+    // Copied onto another kernel node: the highest priority the device has, which is not the default.
+    int least = 0, greatest = 0;
+    CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaGraphNode_t spare;
+    CHECK(cudaGraphAddKernelNode(&spare, g, nullptr, 0, &kp));
+    cudaKernelNodeAttrValue high = {};
+    high.priority = greatest;
+    cudaGraph_t scratch;
+    cudaGraphNode_t source;
+    CHECK(cudaGraphCreate(&scratch, 0));
+    CHECK(cudaGraphAddKernelNode(&source, scratch, nullptr, 0, &kp));
+    CHECK(cudaGraphKernelNodeSetAttribute(source, cudaKernelNodeAttributePriority, &high));
+    CHECK(cudaGraphKernelNodeCopyAttributes(spare, source));
+    back.priority = 99;
+    CHECK(cudaGraphKernelNodeGetAttribute(spare, cudaKernelNodeAttributePriority, &back));
+    std::printf("a copied priority is the source's: %s (%d..%d)\n", back.priority == greatest ? "yes" : "NO", least,
+                greatest);
+    CHECK(cudaGraphDestroy(scratch));
+    EXPECT(cudaGraphKernelNodeCopyAttributes(spare, set_y) != cudaSuccess); // (a memset node has none)
+    cudaGetLastError();
+    CHECK(cudaGraphDestroyNode(spare));
 
     // A clone (parameters as of now: a = 5) inside another graph as a child.
     cudaGraph_t clone, outer;

@@ -125,6 +125,11 @@ RT_API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
     WITH_CONTEXT(cuGraphDestroy((CUgraph)graph));
 }
 
+RT_API cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t dst, cudaGraphNode_t src)
+{
+    WITH_CONTEXT(cuGraphKernelNodeCopyAttributes((CUgraphNode)dst, (CUgraphNode)src));
+}
+
 RT_API cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t exec, unsigned long long *flags)
 {
     WITH_CONTEXT(cuGraphExecGetFlags((CUgraphExec)exec, (cuuint64_t *)flags));
