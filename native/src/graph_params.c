@@ -210,20 +210,20 @@ API CUresult cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id,
 /* Every launch attribute of kernel node src, and only those, onto kernel node dst. */
 API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
-    static struct gnode tmp; /* (under copy_lock: a node is too big for every thread's stack) */
-    static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&copy_lock);
+    struct gnode *tmp = malloc(sizeof *tmp); /* (a node is big for a thread's stack) */
+    if (!tmp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
     struct gnode *to = rgpu_node_typed(dst, CU_GRAPH_NODE_TYPE_KERNEL);
     struct gnode *from = rgpu_node_typed(src, CU_GRAPH_NODE_TYPE_KERNEL);
     if (to && from) {
-        tmp = *to;
-        memcpy(tmp.attrs, from->attrs, sizeof tmp.attrs);
-        tmp.n_attrs = from->n_attrs;
+        *tmp = *to;
+        memcpy(tmp->attrs, from->attrs, sizeof tmp->attrs);
+        tmp->n_attrs = from->n_attrs;
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-    CUresult r = to && from ? send_attributes(dst, &tmp) : CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_unlock(&copy_lock);
+    CUresult r = to && from ? send_attributes(dst, tmp) : CUDA_ERROR_INVALID_VALUE;
+    free(tmp);
     return r;
 }
 
