@@ -19,15 +19,16 @@ if [ "${RUN3_ALL:-1}" = 1 ]; then
   build=$!
 fi
 { git log --oneline -1; echo "tree $(bash tools/tree_id.sh)"; } > "$B/commit.txt" 2>/dev/null
-P="textures clusters legacy_launch stream_memops managed managed_vars managed_reset"
-for p in $P; do nvcc -cudart shared -o /tmp/n_$p tests/cuda/$p.cu -lcuda -lcublas & done
-wait
+P="textures clusters legacy_launch stream_memops managed managed_vars managed_reset graph_api"
+compiles=
+for p in $P; do nvcc -cudart shared -o /tmp/n_$p tests/cuda/$p.cu -lcuda -lcublas & compiles="$compiles $!"; done
+wait $compiles
 for p in $P; do (timeout 60 /tmp/n_$p; echo "rc=$?") > "$B/native/$p.txt" 2>&1; done
 cat "$B/native/textures.txt" "$B/native/managed.txt"
 RGPU_CHECK_PROGRAMS="$P vmm" OUT=$B/subset timeout 200 bash tests/cuda/run_on_gpu.sh > "$B/subset.txt" 2>&1
-grep -E "identical on all|^(textures|clusters|legacy_launch|stream_memops|managed|managed_vars|managed_reset|vmm) " "$B/subset.txt"
+grep -E "identical on all|^(textures|clusters|legacy_launch|stream_memops|managed|managed_vars|managed_reset|graph_api|vmm) " "$B/subset.txt"
 RGPU_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_cuda_modern.py \
   tests/test_graphs.py tests/test_vmm.py tests/test_stream_memops.py tests/test_managed.py > "$B/cuda_tests.txt" 2>&1
 tail -3 "$B/cuda_tests.txt"
 [ "${RUN3_ALL:-1}" = 1 ] && RGPU_CHECK_NO_BUILD=1 OUT=$B/all bash bench/gpu_check.sh programs
-[ -n "$build" ] && { wait $build; tail -2 "$B/llama_build.log"; }
+if [ -n "$build" ]; then wait $build; tail -2 "$B/llama_build.log"; fi
