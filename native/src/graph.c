@@ -53,6 +53,8 @@ static uint64_t next_handle = 1;
 static cuuint64_t next_capture_id = 1;
 static uint64_t live[MAX_LIVE]; /* graphs and executable graphs the program holds: bad ones fail here, at once */
 static uint64_t live_flags[MAX_LIVE]; /* an executable graph's instantiation flags (cuGraphExecGetFlags) */
+/* (the driver does not report USE_NODE_PRIORITY among them: the H100 showed so) */
+#define REPORTED_FLAGS(f) ((f) & ~(uint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
 static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 static uint64_t mint(int kind) /* under lock */
@@ -514,7 +516,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     uint64_t exe = mint(KIND_GRAPH_EXEC);
     int ok = live_add(exe);
     if (ok)
-        live_flags[live_find(exe)] = flags;
+        live_flags[live_find(exe)] = REPORTED_FLAGS(flags);
     pthread_mutex_unlock(&lock);
     if (!ok)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -562,7 +564,7 @@ static CUresult instantiate_with_params(CUgraphExec *out, CUgraph graph, CUDA_GR
         pthread_mutex_lock(&lock);
         int i = live_find((uint64_t)(uintptr_t)*out);
         if (i >= 0)
-            live_flags[i] = p->flags;
+            live_flags[i] = REPORTED_FLAGS(p->flags);
         pthread_mutex_unlock(&lock);
     }
     if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))

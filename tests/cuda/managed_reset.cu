@@ -1,5 +1,6 @@
 // __managed__ variables across cudaDeviceReset: what the program reads and what a kernel given them sees after
-// the reset, which destroys the context that held them. Run natively and through rgpu, outputs compared.
+// the reset, which destroys the context that held them: NVIDIA's runtime keeps their values (the H100 showed so).
+// Run natively and through rgpu, outputs compared.
 #include "check.cuh"
 
 __managed__ int counter = 5;

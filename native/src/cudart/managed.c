@@ -4,7 +4,7 @@
 
 RT_API cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int flags)
 {
-    if (!p || !size)
+    if (!p)
         return rt_record(cudaErrorInvalidValue);
     cudaError_t e = rt_context(NULL);
     if (e != cudaSuccess)

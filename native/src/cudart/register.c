@@ -217,18 +217,62 @@ RT_API void __cudaRegisterManagedVar(void **handle, void **host, char *device_ad
     pthread_mutex_unlock(&load_lock);
 }
 
-/* After cudaDeviceReset: the images whose __managed__ variables live on dev loaded again at once, so that the
- * addresses the program's code holds (nvcc's host code asks for them once) are live variables again. */
-void rt_managed_reload(int dev)
+/* cudaDeviceReset and __managed__ variables: NVIDIA's runtime keeps their values across it (the H100 showed so),
+ * and nvcc's host code asks for their addresses once. So their bytes are read before the reset (rt_managed_save),
+ * and after it the images load again at once, in the device's new primary context, and get them back
+ * (rt_managed_reload). */
+struct rt_managed_saved {
+    struct rt_var *var;
+    void *bytes;
+    struct rt_managed_saved *next;
+};
+
+struct rt_managed_saved *rt_managed_save(int dev)
+{
+    struct rt_managed_saved *saved = NULL;
+    pthread_mutex_lock(&load_lock);
+    struct rt_fatbin *first = managed_images;
+    pthread_mutex_unlock(&load_lock);
+    int current = 0; /* (the context going made current once there is a variable to read) */
+    for (struct rt_fatbin *fb = first; fb; fb = fb->next_managed)
+        for (struct rt_var *v = fb->managed_dev == dev ? fb->managed : NULL; v; v = v->next_managed) {
+            if (!current && rt_context(NULL) != cudaSuccess)
+                break;
+            current = 1;
+            struct rt_managed_saved *s = calloc(1, sizeof *s);
+            void *at = *v->managed_host;
+            if (s && at && (s->bytes = malloc(v->size)) &&
+                cuMemcpyDtoH_v2(s->bytes, (CUdeviceptr)(uintptr_t)at, v->size) == CUDA_SUCCESS) {
+                s->var = v, s->next = saved, saved = s;
+                continue;
+            }
+            rt_log("__managed__ variable %s: its value could not be kept across the reset", v->name);
+            if (s)
+                free(s->bytes);
+            free(s);
+        }
+    return saved;
+}
+
+void rt_managed_reload(int dev, struct rt_managed_saved *saved)
 {
     CUmodule mod;
     pthread_mutex_lock(&load_lock);
     struct rt_fatbin *first = managed_images;
     pthread_mutex_unlock(&load_lock);
-    int made = 0; /* (the device's new primary context, made current once there is an image to load) */
+    int made = 0; /* (made current once there is an image to load) */
     for (struct rt_fatbin *fb = first; fb; fb = fb->next_managed)
         if (fb->managed_dev == dev && (made || (made = rt_context(NULL) == cudaSuccess)))
             module_of(fb, dev, &mod);
+    while (saved) {
+        struct rt_managed_saved *s = saved;
+        saved = s->next;
+        void *at = *s->var->managed_host;
+        if (!made || !at || cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)at, s->bytes, s->var->size) != CUDA_SUCCESS)
+            rt_log("__managed__ variable %s: its value could not be kept across the reset", s->var->name);
+        free(s->bytes);
+        free(s);
+    }
 }
 
 /* The driver stand-in's hand-over of __managed__ variables (managed.c); NVIDIA's driver has none, and needs none:

@@ -27,7 +27,10 @@ void rt_info(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* sho
 /* state.c: initialisation, the thread's device and its primary context */
 cudaError_t rt_initialised(void);         /* cudaSuccess once started (not in a child forked after that) */
 cudaError_t rt_context(int *device);      /* make the thread's context current; device may be NULL */
-void rt_managed_reload(int dev); /* register.c: after cudaDeviceReset, the images with __managed__ variables */
+/* register.c: __managed__ variables across cudaDeviceReset (saved before it, loaded again and restored after) */
+struct rt_managed_saved;
+struct rt_managed_saved *rt_managed_save(int dev);
+void rt_managed_reload(int dev, struct rt_managed_saved *saved);
 uint32_t rt_generation(int device);       /* bumped by cudaDeviceReset: cached modules are gone */
 cudaError_t rt_primary(int device, CUcontext *ctx); /* the device's primary context (retained on first use) */
 struct rt_device_limits {

@@ -221,6 +221,7 @@ RT_API cudaError_t cudaDeviceReset(void)
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess)
         return e;
+    struct rt_managed_saved *saved = primary[dev] ? rt_managed_save(dev) : NULL; /* (in the context going) */
     pthread_mutex_lock(&lock);
     CUcontext ctx = primary[dev];
     primary[dev] = NULL;
@@ -234,8 +235,7 @@ RT_API cudaError_t cudaDeviceReset(void)
         cuCtxSetCurrent(NULL);
     /* The last release destroys the context with everything in it, on the server as on a GPU. */
     e = rt_fail(cuDevicePrimaryCtxRelease(dev));
-    if (e == cudaSuccess)
-        rt_managed_reload(dev);
+    rt_managed_reload(dev, saved); /* (whatever the release said: the runtime's next context is a new one) */
     return e;
 }
 
