@@ -50,6 +50,8 @@ HAND_WRITTEN = {
     "cuGraphExecGetFlags",
     # launch attributes from one kernel node's mirror onto another's (graph_params.c)
     "cuGraphKernelNodeCopyAttributes",
+    # 3D copies between contexts: the copy itself, or through this host between two (peer.c)
+    "cuMemcpy3DPeer", "cuMemcpy3DPeer_ptds", "cuMemcpy3DPeerAsync", "cuMemcpy3DPeerAsync_ptsz",
     # the launch API before CUDA 4 (launch_legacy.c)
     "cuFuncSetBlockShape", "cuFuncSetSharedSize", "cuParamSetSize", "cuParamSeti", "cuParamSetf", "cuParamSetv",
     "cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",

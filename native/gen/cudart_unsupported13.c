@@ -519,28 +519,14 @@ RT_API cudaError_t cudaMemcpy3DBatchAsync_ptsz(size_t numOps, struct cudaMemcpy3
     return rt_unsupported(&logged, "cudaMemcpy3DBatchAsync_ptsz");
 }
 
-RT_API cudaError_t cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy3DPeer");
-}
-
-RT_API cudaError_t cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy3DPeerAsync");
-}
-
 RT_API cudaError_t cudaMemcpy3DPeerAsync_ptsz(const struct cudaMemcpy3DPeerParms *p, cudaStream_t stream)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy3DPeerAsync_ptsz");
+    return cudaMemcpy3DPeerAsync(p, stream);
 }
 
 RT_API cudaError_t cudaMemcpy3DPeer_ptds(const struct cudaMemcpy3DPeerParms *p)
 {
-    static int logged;
-    return rt_unsupported(&logged, "cudaMemcpy3DPeer_ptds");
+    return cudaMemcpy3DPeer(p);
 }
 
 RT_API cudaError_t cudaMemcpyArrayToArray_ptds(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind)

@@ -704,30 +704,6 @@ CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opL
     return rgpu_unsupported(&logged, "cuMemcpy3DBatchAsync_v2_ptsz");
 }
 
-CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy3DPeer");
-}
-
-CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy3DPeerAsync");
-}
-
-CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy3DPeerAsync_ptsz");
-}
-
-CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuMemcpy3DPeer_ptds");
-}
-
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels)
 {
     static int logged;

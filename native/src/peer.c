@@ -1,6 +1,8 @@
 /* Several devices: peer access and copies between devices. Devices of one server reach each other on that
  * server (cuMemcpyPeer runs there, the bytes never cross the network); devices of different servers are never
  * peers -- a kernel cannot read another machine's memory -- and a copy between them goes through this host. */
+#include <stdlib.h>
+
 #include "rgpu_shim.h"
 
 #define API __attribute__((visibility("default")))
@@ -94,3 +96,59 @@ API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dst_ctx, CUdevice
 {
     return copy_peer(dst, dst_ctx, src, src_ctx, n, s, 1);
 }
+
+/* A 3D copy between contexts (cuMemcpy3DPeer): within one context the 3D copy itself; between two, through this
+ * host -- the extent packed into a buffer from the source's context, then written in the destination's, after the
+ * work the stream already holds (an asynchronous one completes before it returns). */
+static CUDA_MEMCPY3D plain_3d(const CUDA_MEMCPY3D_PEER *p)
+{
+    return (CUDA_MEMCPY3D){.srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcZ = p->srcZ, .srcLOD = p->srcLOD,
+                           .srcMemoryType = p->srcMemoryType, .srcHost = p->srcHost, .srcDevice = p->srcDevice,
+                           .srcArray = p->srcArray, .srcPitch = p->srcPitch, .srcHeight = p->srcHeight,
+                           .dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstZ = p->dstZ, .dstLOD = p->dstLOD,
+                           .dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost, .dstDevice = p->dstDevice,
+                           .dstArray = p->dstArray, .dstPitch = p->dstPitch, .dstHeight = p->dstHeight,
+                           .WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = p->Depth};
+}
+
+static CUresult copy_3d_peer(const CUDA_MEMCPY3D_PEER *p, CUstream s, int async)
+{
+    if (!p || !p->srcContext || !p->dstContext)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY3D c = plain_3d(p);
+    uint64_t prev = rgpu_thread_ctx(), src = (uint64_t)(uintptr_t)p->srcContext, dst = (uint64_t)(uintptr_t)p->dstContext;
+    CUresult r;
+    if (src == dst) {
+        rgpu_set_thread_ctx(src);
+        r = async ? cuMemcpy3DAsync_v2(&c, s) : cuMemcpy3D_v2(&c);
+        rgpu_set_thread_ctx(prev);
+        return r;
+    }
+    size_t h = c.Height ? c.Height : 1, d = c.Depth ? c.Depth : 1, bytes;
+    if (__builtin_mul_overflow(c.WidthInBytes, h, &bytes) || __builtin_mul_overflow(bytes, d, &bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t *buf = malloc(bytes ? bytes : 1);
+    if (!buf)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUDA_MEMCPY3D up = c, down = c;
+    up.dstMemoryType = CU_MEMORYTYPE_HOST, up.dstHost = buf, up.dstDevice = 0, up.dstArray = NULL;
+    up.dstXInBytes = up.dstY = up.dstZ = up.dstLOD = 0, up.dstPitch = c.WidthInBytes, up.dstHeight = h;
+    down.srcMemoryType = CU_MEMORYTYPE_HOST, down.srcHost = buf, down.srcDevice = 0, down.srcArray = NULL;
+    down.srcXInBytes = down.srcY = down.srcZ = down.srcLOD = 0, down.srcPitch = c.WidthInBytes, down.srcHeight = h;
+    rgpu_set_thread_ctx(dst);
+    r = async ? cuStreamSynchronize(s) : CUDA_SUCCESS;
+    rgpu_set_thread_ctx(src);
+    if (r == CUDA_SUCCESS)
+        r = cuMemcpy3D_v2(&up);
+    rgpu_set_thread_ctx(dst);
+    if (r == CUDA_SUCCESS)
+        r = cuMemcpy3D_v2(&down);
+    rgpu_set_thread_ctx(prev);
+    free(buf);
+    return r;
+}
+
+API CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p) { return copy_3d_peer(p, NULL, 0); }
+API CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *p) { return copy_3d_peer(p, NULL, 0); }
+API CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream s) { return copy_3d_peer(p, s, 1); }
+API CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *p, CUstream s) { return copy_3d_peer(p, s, 1); }

@@ -1,5 +1,5 @@
 // Volumes in linear memory: cudaMalloc3D, cudaMemset3D and cudaMemcpy3D (whole volumes and boxes inside them, each
-// way, with pitches and heights of their own on either side), synchronous and on a stream.
+// way, with pitches and heights of their own on either side), synchronous and on a stream; cudaMemcpy3DPeer.
 #include <cstring>
 
 #include "check.cuh"
@@ -79,6 +79,18 @@ int main()
     cudaError_t too_tall = copy_box(other, make_cudaPos(0, 0, 0), short_slices, make_cudaPos(0, 0, 0),
                                     make_cudaExtent(4, 3, 2), cudaMemcpyDeviceToDevice);
     EXPECT(too_tall == cudaErrorInvalidValue || too_tall == cudaErrorInvalidPitchValue);
+    cudaGetLastError();
+
+    // cudaMemcpy3DPeer within one device: the whole volume into `other`, then back.
+    cudaMemcpy3DPeerParms peer = {};
+    peer.srcPtr = vol, peer.srcDevice = 0, peer.dstPtr = other, peer.dstDevice = 0, peer.extent = whole;
+    CHECK(cudaMemcpy3DPeer(&peer));
+    std::memset(got, 0, sizeof got);
+    CHECK(copy_box(make_cudaPitchedPtr(got, W * sizeof(int), W, H), make_cudaPos(0, 0, 0), other,
+                   make_cudaPos(0, 0, 0), whole, cudaMemcpyDeviceToHost));
+    EXPECT(std::memcmp(got, host, sizeof host) == 0);
+    peer.dstDevice = 99;
+    EXPECT(cudaMemcpy3DPeer(&peer) == cudaErrorInvalidDevice);
     cudaGetLastError();
 
     CHECK(cudaStreamDestroy(s));

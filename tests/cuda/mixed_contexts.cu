@@ -96,6 +96,40 @@ int main()
     CU(cuCtxPopCurrent(&cur));
     CU(cuDevicePrimaryCtxRelease(dev));
 #endif
+    // A 3D copy between the two contexts (cuMemcpy3DPeer): three rows of 16 bytes, from (4, 1) of a 32-byte pitch
+    // in this one into a 64-byte pitch in the primary context.
+    CUcontext prim;
+    CU(cuDevicePrimaryCtxRetain(&prim, dev));
+    CUdeviceptr own_buf, prim_buf;
+    unsigned char pattern[256], got[256];
+    for (int i = 0; i < 256; i++)
+        pattern[i] = (unsigned char)i;
+    CU(cuMemAlloc(&own_buf, sizeof pattern));
+    CU(cuMemcpyHtoD(own_buf, pattern, sizeof pattern));
+    CU(cuCtxPushCurrent(prim));
+    CU(cuMemAlloc(&prim_buf, sizeof got));
+    CU(cuMemsetD8(prim_buf, 0, sizeof got));
+    CU(cuCtxPopCurrent(&cur));
+    CUDA_MEMCPY3D_PEER peer = {};
+    peer.srcMemoryType = CU_MEMORYTYPE_DEVICE, peer.srcDevice = own_buf, peer.srcContext = ctx;
+    peer.srcPitch = 32, peer.srcHeight = 8, peer.srcXInBytes = 4, peer.srcY = 1;
+    peer.dstMemoryType = CU_MEMORYTYPE_DEVICE, peer.dstDevice = prim_buf, peer.dstContext = prim;
+    peer.dstPitch = 64, peer.dstHeight = 4;
+    peer.WidthInBytes = 16, peer.Height = 3, peer.Depth = 1;
+    CU(cuMemcpy3DPeer(&peer));
+    CU(cuCtxGetCurrent(&cur));
+    EXPECT(cur == ctx); // (the copy left the current context current)
+    CU(cuCtxPushCurrent(prim));
+    CU(cuMemcpyDtoH(got, prim_buf, sizeof got));
+    CU(cuMemFree(prim_buf));
+    CU(cuCtxPopCurrent(&cur));
+    for (int i = 0; i < 256; i++) {
+        int row = i / 64, col = i % 64;
+        EXPECT(got[i] == (row < 3 && col < 16 ? pattern[(1 + row) * 32 + 4 + col] : 0));
+    }
+    CU(cuMemFree(own_buf));
+    CU(cuDevicePrimaryCtxRelease(dev));
+
     CU(cuModuleUnload(mod));
     CU(cuCtxDestroy(ctx));
     // cuCtxCreate pushed the context; destroying it pops back to the primary context cudaSetDevice made current.

@@ -307,28 +307,75 @@ RT_API cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t dx, size_t dy,
     return rt_fail(cuMemcpyAtoA((CUarray)dst, doff, (CUarray)src, soff, count));
 }
 
-/* cudaMemcpy3D's positions and extent count the array's elements at an array end, bytes at a memory end. */
-cudaError_t rt_array_copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async)
+/* cudaMemcpy3D's parameters as the driver's: positions and extent count the array's elements at an array end,
+ * bytes at a memory end; a memory end's type is the kind's. */
+cudaError_t rt_copy_3d_driver(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c)
 {
     size_t src_elem = p->srcArray ? element_bytes((CUarray)p->srcArray) : 1;
     size_t dst_elem = p->dstArray ? element_bytes((CUarray)p->dstArray) : 1;
     if (!src_elem || !dst_elem)
-        return rt_record(cudaErrorInvalidResourceHandle);
-    size_t width = p->extent.width * (p->srcArray ? src_elem : dst_elem);
-    CUDA_MEMCPY3D c = {.WidthInBytes = width, .Height = p->extent.height, .Depth = p->extent.depth};
+        return cudaErrorInvalidResourceHandle;
+    size_t width = p->extent.width * (p->srcArray ? src_elem : p->dstArray ? dst_elem : 1);
+    *c = (CUDA_MEMCPY3D){.WidthInBytes = width, .Height = p->extent.height, .Depth = p->extent.depth};
     if (p->srcArray)
-        array_end(&c, 1, p->srcArray, p->srcPos.x * src_elem, p->srcPos.y, p->srcPos.z);
+        array_end(c, 1, p->srcArray, p->srcPos.x * src_elem, p->srcPos.y, p->srcPos.z);
     else
-        memory_end(&c, 1, p->srcPtr.ptr, p->srcPtr.pitch, p->srcPtr.ysize);
+        memory_end(c, 1, p->srcPtr.ptr, p->srcPtr.pitch, p->srcPtr.ysize);
     if (p->dstArray)
-        array_end(&c, 0, p->dstArray, p->dstPos.x * dst_elem, p->dstPos.y, p->dstPos.z);
+        array_end(c, 0, p->dstArray, p->dstPos.x * dst_elem, p->dstPos.y, p->dstPos.z);
     else
-        memory_end(&c, 0, p->dstPtr.ptr, p->dstPtr.pitch, p->dstPtr.ysize);
+        memory_end(c, 0, p->dstPtr.ptr, p->dstPtr.pitch, p->dstPtr.ysize);
     if (!p->srcArray)
-        c.srcXInBytes = p->srcPos.x, c.srcY = p->srcPos.y, c.srcZ = p->srcPos.z;
+        c->srcXInBytes = p->srcPos.x, c->srcY = p->srcPos.y, c->srcZ = p->srcPos.z;
     if (!p->dstArray)
-        c.dstXInBytes = p->dstPos.x, c.dstY = p->dstPos.y, c.dstZ = p->dstPos.z;
-    return run_copy(&c, p->kind, s, async);
+        c->dstXInBytes = p->dstPos.x, c->dstY = p->dstPos.y, c->dstZ = p->dstPos.z;
+    CUmemorytype src, dst;
+    rt_memory_types(p->kind, &src, &dst);
+    if (!p->srcArray)
+        c->srcMemoryType = src;
+    if (!p->dstArray)
+        c->dstMemoryType = dst;
+    return cudaSuccess;
+}
+
+cudaError_t rt_array_copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async)
+{
+    CUDA_MEMCPY3D c;
+    cudaError_t e = rt_copy_3d_driver(p, &c);
+    return e != cudaSuccess ? rt_record(e) : run_copy(&c, p->kind, s, async);
+}
+
+/* A 3D copy between devices: the driver's, between their primary contexts. */
+static cudaError_t copy_3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStream_t s, int async)
+{
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    struct cudaMemcpy3DParms same = {.srcArray = p->srcArray, .srcPos = p->srcPos, .srcPtr = p->srcPtr,
+                                     .dstArray = p->dstArray, .dstPos = p->dstPos, .dstPtr = p->dstPtr,
+                                     .extent = p->extent, .kind = cudaMemcpyDefault};
+    CUDA_MEMCPY3D c;
+    CUcontext src = NULL, dst = NULL;
+    cudaError_t e = rt_copy_3d_driver(&same, &c);
+    if (e == cudaSuccess)
+        e = rt_primary(p->srcDevice, &src);
+    if (e == cudaSuccess)
+        e = rt_primary(p->dstDevice, &dst);
+    if (e != cudaSuccess)
+        return rt_record(e);
+    CUDA_MEMCPY3D_PEER q = {
+        .srcXInBytes = c.srcXInBytes, .srcY = c.srcY, .srcZ = c.srcZ, .srcMemoryType = c.srcMemoryType,
+        .srcHost = c.srcHost, .srcDevice = c.srcDevice, .srcArray = c.srcArray, .srcContext = src,
+        .srcPitch = c.srcPitch, .srcHeight = c.srcHeight, .dstXInBytes = c.dstXInBytes, .dstY = c.dstY,
+        .dstZ = c.dstZ, .dstMemoryType = c.dstMemoryType, .dstHost = c.dstHost, .dstDevice = c.dstDevice,
+        .dstArray = c.dstArray, .dstContext = dst, .dstPitch = c.dstPitch, .dstHeight = c.dstHeight,
+        .WidthInBytes = c.WidthInBytes, .Height = c.Height, .Depth = c.Depth};
+    return rt_fail(async ? cuMemcpy3DPeerAsync(&q, (CUstream)s) : cuMemcpy3DPeer(&q));
+}
+
+RT_API cudaError_t cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p) { return copy_3d_peer(p, NULL, 0); }
+RT_API cudaError_t cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms *p, cudaStream_t s)
+{
+    return copy_3d_peer(p, s, 1);
 }
 
 /* -- texture and surface objects ---------------------------------------------------------------------------- */
