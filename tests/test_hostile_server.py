@@ -591,7 +591,7 @@ def test_reply_decoders_under_random_input(stand_ins):
 
 
 @pytest.mark.parametrize("program", ["jit_link", "textures", "ipc", "memcpy_batch", "legacy_launch", "managed",
-                                     "managed_vars", "managed_reset", "graph_api"])
+                                     "managed_vars", "managed_reset", "graph_api", "mixed_contexts", "memory_3d"])
 def test_the_newer_programs_under_the_sanitizers(stand_ins, server, tmp_path, program):
     """The protocol 1.8 calls' client code (linking, arrays, textures, IPC, batched and legacy copies and launches)
     under ASan and UBSan: nvcc builds the program against the sanitized stand-ins, and the sanitizer runtimes go
