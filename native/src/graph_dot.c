@@ -69,10 +69,12 @@ API CUresult cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned int flag
     if (!nodes || !from || !to || !data)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     /* (the graph may have grown since it was counted: what it holds now, up to what was counted) */
+    size_t counted_n = n, counted_e = e;
     if (r == CUDA_SUCCESS)
         r = cuGraphGetNodes(g, nodes, &n);
     if (r == CUDA_SUCCESS)
         r = cuGraphGetEdges_v2(g, from, to, data, &e);
+    n = n < counted_n ? n : counted_n, e = e < counted_e ? e : counted_e;
     FILE *f = r == CUDA_SUCCESS ? fopen(path, "w") : NULL;
     if (r == CUDA_SUCCESS && !f) {
         rgpu_log(RGPU_LOG_WARN, "cuGraphDebugDotPrint: cannot write %s", path);

@@ -598,7 +598,7 @@ static CUresult list_nodes(CUgraph g, CUgraphNode *out, size_t *count, int roots
     if (out && cap > total)
         for (size_t i = total; i < cap; i++)
             out[i] = NULL;
-    *count = total;
+    *count = out && total > cap ? cap : total; /* (what was obtained, as CUDA says) */
     return CUDA_SUCCESS;
 }
 
@@ -624,7 +624,7 @@ API CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode *from, CUgraphNode *to, C
                         data[total] = edge_of(b, k);
                 }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-    *n = total;
+    *n = from && total > cap ? cap : total;
     return CUDA_SUCCESS;
 }
 
@@ -647,12 +647,12 @@ API CUresult cuGraphNodeGetDependencies_v2(CUgraphNode h, CUgraphNode *deps, CUg
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
     struct gnode *n = rgpu_node_find(H(h));
     if (n) {
-        for (size_t k = 0; deps && k < n->n_deps && k < *count; k++) {
-            deps[k] = (CUgraphNode)(uintptr_t)n->deps[k];
-            if (data)
+        for (size_t k = 0; deps && k < *count; k++) {
+            deps[k] = k < n->n_deps ? (CUgraphNode)(uintptr_t)n->deps[k] : NULL;
+            if (data && k < n->n_deps)
                 data[k] = edge_of(n, k);
         }
-        *count = n->n_deps;
+        *count = deps && n->n_deps > *count ? *count : n->n_deps;
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -678,7 +678,7 @@ API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode h, CUgraphNode *out, CU
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
-    *count = total;
+    *count = out && total > *count ? *count : total;
     return CUDA_SUCCESS;
 }
 

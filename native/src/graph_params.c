@@ -216,10 +216,20 @@ API CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
     struct gnode *to = rgpu_node_typed(dst, CU_GRAPH_NODE_TYPE_KERNEL);
     struct gnode *from = rgpu_node_typed(src, CU_GRAPH_NODE_TYPE_KERNEL);
-    if (to && from) {
+    if (to && from) { /* (what dst has and src lacks goes back to its default, zero, on the server too) */
         *tmp = *to;
         memcpy(tmp->attrs, from->attrs, sizeof tmp->attrs);
         tmp->n_attrs = from->n_attrs;
+        for (unsigned i = 0; i < to->n_attrs; i++) {
+            unsigned k = 0;
+            while (k < tmp->n_attrs && tmp->attrs[k].id != to->attrs[i].id)
+                k++;
+            if (k == tmp->n_attrs && k < RGPU_MAX_LAUNCH_ATTRIBUTES) {
+                memset(&tmp->attrs[k], 0, sizeof tmp->attrs[k]);
+                tmp->attrs[k].id = to->attrs[i].id;
+                tmp->n_attrs++;
+            }
+        }
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     CUresult r = to && from ? send_attributes(dst, tmp) : CUDA_ERROR_INVALID_VALUE;

@@ -453,12 +453,8 @@ static int memory_file(uint64_t span)
 
 API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
 {
-    if (!dptr || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+    if (!dptr || !bytes || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!bytes) { /* nothing: no memory, and success (as the driver answers) */
-        *dptr = 0;
-        return CUDA_SUCCESS;
-    }
     pthread_once(&installed, install);
     if (install_failed) {
         rgpu_log(RGPU_LOG_ERROR, "managed memory needs a SIGSEGV handler, and it could not be installed");

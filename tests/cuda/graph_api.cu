@@ -111,6 +111,11 @@ int main()
     size_t count_nodes = 0, roots = 0, edges = 0;
     CHECK(cudaGraphGetNodes(g, nullptr, &count_nodes));
     CHECK(cudaGraphGetRootNodes(g, nullptr, &roots));
+    // Room for fewer nodes than the graph has: that many filled in, and that many said obtained.
+    cudaGraphNode_t first_only[1] = {nullptr};
+    size_t room = 1;
+    CHECK(cudaGraphGetNodes(g, first_only, &room));
+    EXPECT(room == 1 && first_only[0] != nullptr);
 #if CUDART_VERSION >= 13000
     CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &edges));
 #else

@@ -4,8 +4,12 @@
 
 RT_API cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int flags)
 {
-    if (!p)
+    if (!p || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
         return rt_record(cudaErrorInvalidValue);
+    if (!size) { /* nothing asked for: success and no memory (the H100's runtime answers so) */
+        *p = NULL;
+        return cudaSuccess;
+    }
     cudaError_t e = rt_context(NULL);
     if (e != cudaSuccess)
         return rt_record(e);

@@ -262,13 +262,15 @@ void rt_managed_reload(int dev, struct rt_managed_saved *saved)
     pthread_mutex_unlock(&load_lock);
     int made = 0; /* (made current once there is an image to load) */
     for (struct rt_fatbin *fb = first; fb; fb = fb->next_managed)
-        if (fb->managed_dev == dev && (made || (made = rt_context(NULL) == cudaSuccess)))
-            module_of(fb, dev, &mod);
+        if (fb->managed_dev == dev && (made || (made = rt_context(NULL) == cudaSuccess)) &&
+            module_of(fb, dev, &mod) != CUDA_SUCCESS)
+            fb->managed_dev = -2; /* (not reloaded: its variables' old addresses are no one's now) */
     while (saved) {
         struct rt_managed_saved *s = saved;
         saved = s->next;
         void *at = *s->var->managed_host;
-        if (!made || !at || cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)at, s->bytes, s->var->size) != CUDA_SUCCESS)
+        if (!made || !at || s->var->fatbin->managed_dev != dev ||
+            cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)at, s->bytes, s->var->size) != CUDA_SUCCESS)
             rt_log("__managed__ variable %s: its value could not be kept across the reset", s->var->name);
         free(s->bytes);
         free(s);

@@ -227,8 +227,10 @@ RT_API cudaError_t cudaDeviceReset(void)
     primary[dev] = NULL;
     __atomic_add_fetch(&generation[dev], 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);
-    if (!ctx)
+    if (!ctx) { /* (another thread reset it meanwhile) */
+        rt_managed_reload(dev, saved);
         return cudaSuccess;
+    }
     CUcontext cur = NULL;
     cuCtxGetCurrent(&cur);
     if (cur == ctx)
