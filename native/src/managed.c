@@ -54,8 +54,8 @@ struct piece { /* a __managed__ variable: its bytes, the image that owns it, the
     uint64_t at, end, owner, ctx;
 };
 
-/* What the program advised and prefetched, per chunk, for cuMemRangeGetAttribute: a location is a device, -1 the
- * host, -2 none. */
+/* What the program advised and prefetched, per chunk (not per page, as CUDA keeps it), for cuMemRangeGetAttribute:
+ * a location is a device, -1 the host (a host NUMA node too), -2 none. */
 struct advice {
     uint64_t accessed_by; /* devices 0..62, and bit 63 the host */
     int32_t preferred, prefetched;
