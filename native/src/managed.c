@@ -709,12 +709,14 @@ API CUresult rgpu_ext_managed_adopt(uint64_t owner, const CUdeviceptr *ptrs, con
     take();
     drop_pieces(of_owner, owner, &g);
     for (struct managed *m; r == CUDA_SUCCESS && (m = meeting(work, count));) {
-        for (size_t i = 0; i < m->chunks; i++)
-            if (pinned(m, i, PIN_READ) || pinned(m, i, PIN_FILL)) {
-                rgpu_log(RGPU_LOG_ERROR, "__managed__ variables at 0x%llx share pages with others that a request "
-                                         "in flight uses", (unsigned long long)work[0].at);
-                r = CUDA_ERROR_NOT_SUPPORTED;
-            }
+        int busy = 0;
+        for (size_t i = 0; i < m->chunks && !busy; i++)
+            busy = pinned(m, i, PIN_READ) || pinned(m, i, PIN_FILL);
+        if (busy) {
+            rgpu_log(RGPU_LOG_ERROR, "__managed__ variables at 0x%llx share pages with others that a request in "
+                                     "flight uses", (unsigned long long)work[0].at);
+            r = CUDA_ERROR_NOT_SUPPORTED;
+        }
         struct piece *more = r == CUDA_SUCCESS ? realloc(work, (count + m->npieces) * sizeof *work) : NULL;
         if (!more) {
             r = r == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : r;
@@ -732,8 +734,11 @@ API CUresult rgpu_ext_managed_adopt(uint64_t owner, const CUdeviceptr *ptrs, con
     }
     give();
     letgo_finish(&g);
-    if (r == CUDA_SUCCESS && (r = adopt_runs(work, count)) != CUDA_SUCCESS) {
-        /* (all of this image or none: the others it would have joined keep what regions can be made for them) */
+    if (r == CUDA_SUCCESS)
+        r = adopt_runs(work, count);
+    if (r != CUDA_SUCCESS) {
+        /* (all of this image or none: the others it joined or would have joined, whose regions went above, keep
+         * what regions can be made for them) */
         struct letgo undo = {0};
         take();
         drop_pieces(of_owner, owner, &undo);
@@ -752,14 +757,13 @@ API CUresult rgpu_ext_managed_adopt(uint64_t owner, const CUdeviceptr *ptrs, con
 
 /* Context ctx destroyed, with everything in it: its managed memory's views go too (as after cuMemFree, a touch
  * is the program's fault). */
-static int of_ctx(const struct managed *m, const uint64_t *ctx) { return !m->pieces && m->ctx == *ctx; }
 void rgpu_managed_drop_ctx(uint64_t ctx)
 {
     struct letgo g = {0};
     take();
     drop_pieces(in_ctx, ctx, &g);
     for (size_t k = 0; k < nregions;) /* (allocations) */
-        if (of_ctx(&regions[k], &ctx) && !g.failed)
+        if (!regions[k].pieces && regions[k].ctx == ctx && !g.failed)
             letgo_region(&g, &regions[k]);
         else
             k++;
