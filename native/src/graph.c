@@ -502,7 +502,8 @@ API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) { return s
 API CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned flags) { return stream_wait_event(s, e, flags); }
 
 /* -- executable graphs -------------------------------------------------------------------------------------- */
-static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long flags)
+/* flags: what the server instantiates with; asked: what cuGraphExecGetFlags reports of them */
+static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long flags, unsigned long long asked)
 {
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
@@ -516,7 +517,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     uint64_t exe = mint(KIND_GRAPH_EXEC);
     int ok = live_add(exe);
     if (ok)
-        live_flags[live_find(exe)] = REPORTED_FLAGS(flags);
+        live_flags[live_find(exe)] = REPORTED_FLAGS(asked);
     pthread_mutex_unlock(&lock);
     if (!ok)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -536,7 +537,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
 
 API CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph graph, unsigned long long flags)
 {
-    return instantiate(out, graph, flags);
+    return instantiate(out, graph, flags, flags);
 }
 
 API CUresult cuGraphExecGetFlags(CUgraphExec exe, cuuint64_t *flags)
@@ -559,14 +560,7 @@ static CUresult instantiate_with_params(CUgraphExec *out, CUgraph graph, CUDA_GR
     /* Upload-on-instantiate names a stream; the upload itself is a separate deferred call here. */
     p->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
     p->hErrNode_out = NULL;
-    CUresult r = instantiate(out, graph, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
-    if (r == CUDA_SUCCESS) { /* (the flags as asked, upload included) */
-        pthread_mutex_lock(&lock);
-        int i = live_find((uint64_t)(uintptr_t)*out);
-        if (i >= 0)
-            live_flags[i] = REPORTED_FLAGS(p->flags);
-        pthread_mutex_unlock(&lock);
-    }
+    CUresult r = instantiate(out, graph, p->flags & ~(cuuint64_t)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, p->flags);
     if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
         r = cuGraphUpload(*out, p->hUploadStream);
     if (r != CUDA_SUCCESS)

@@ -19,6 +19,7 @@ import tempfile
 import attrs
 
 from rgpu import shims
+from rgpu.backends import ptx
 
 # NVIDIA's user-space libraries (rgpu stands in for some; shims.libraries() says which).
 NVIDIA = re.compile(r"lib(cuda|cudart|cublas|cublasLt|cudnn\w*|cufft\w*|curand|cusparse\w*|cusolver\w*|nccl|"
@@ -43,18 +44,10 @@ class Elf:
 
 def _has_section(data: bytes, name: bytes) -> bool:
     try:
-        shoff, = struct.unpack_from("<Q", data, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-        if not shoff or shstrndx >= shnum:
-            return False
-        names_at = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
-        for i in range(shnum):
-            at = names_at + struct.unpack_from("<I", data, shoff + i * shentsize)[0]
-            if data[at:at + len(name) + 1] == name + b"\0":
-                return True
-    except struct.error:  # (a truncated or odd file: no such section, as far as this can tell)
-        pass
-    return False
+        table, sections = ptx.elf_sections(data)
+    except (ValueError, struct.error):  # (a truncated or odd file: no such section, as far as this can tell)
+        return False
+    return any(table.startswith(name + b"\0", section[0]) for section in sections)
 
 
 def read_elf(path: str) -> Elf | None:

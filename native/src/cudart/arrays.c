@@ -309,7 +309,7 @@ RT_API cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t dx, size_t dy,
 
 /* cudaMemcpy3D's parameters as the driver's: positions and extent count the array's elements at an array end,
  * bytes at a memory end; a memory end's type is the kind's. */
-cudaError_t rt_copy_3d_driver(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c)
+static cudaError_t copy_3d_driver(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c)
 {
     size_t src_elem = p->srcArray ? element_bytes((CUarray)p->srcArray) : 1;
     size_t dst_elem = p->dstArray ? element_bytes((CUarray)p->dstArray) : 1;
@@ -338,10 +338,10 @@ cudaError_t rt_copy_3d_driver(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *
     return cudaSuccess;
 }
 
-cudaError_t rt_array_copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async)
+cudaError_t rt_copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async)
 {
     CUDA_MEMCPY3D c;
-    cudaError_t e = rt_copy_3d_driver(p, &c);
+    cudaError_t e = copy_3d_driver(p, &c);
     return e != cudaSuccess ? rt_record(e) : run_copy(&c, p->kind, s, async);
 }
 
@@ -355,7 +355,7 @@ static cudaError_t copy_3d_peer(const struct cudaMemcpy3DPeerParms *p, cudaStrea
                                      .extent = p->extent, .kind = cudaMemcpyDefault};
     CUDA_MEMCPY3D c;
     CUcontext src = NULL, dst = NULL;
-    cudaError_t e = rt_copy_3d_driver(&same, &c);
+    cudaError_t e = copy_3d_driver(&same, &c);
     if (e == cudaSuccess)
         e = rt_primary(p->srcDevice, &src);
     if (e == cudaSuccess)

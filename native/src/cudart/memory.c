@@ -248,24 +248,7 @@ RT_API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *
 /* -- 3D: linear memory (pitched pointers) through the driver's 3D copy (with CUDA arrays: arrays.c) ---------- */
 static cudaError_t copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async)
 {
-    if (!p)
-        return rt_record(cudaErrorInvalidValue);
-    if (p->srcArray || p->dstArray)
-        return rt_array_copy_3d(p, s, async);
-    cudaError_t e = rt_copy_start(p->kind);
-    if (e != cudaSuccess)
-        return e;
-    CUDA_MEMCPY3D c;
-    memset(&c, 0, sizeof c);
-    rt_memory_types(p->kind, &c.srcMemoryType, &c.dstMemoryType);
-    c.srcXInBytes = p->srcPos.x, c.srcY = p->srcPos.y, c.srcZ = p->srcPos.z;
-    c.srcHost = p->srcPtr.ptr, c.srcDevice = (CUdeviceptr)(uintptr_t)p->srcPtr.ptr;
-    c.srcPitch = p->srcPtr.pitch, c.srcHeight = p->srcPtr.ysize;
-    c.dstXInBytes = p->dstPos.x, c.dstY = p->dstPos.y, c.dstZ = p->dstPos.z;
-    c.dstHost = p->dstPtr.ptr, c.dstDevice = (CUdeviceptr)(uintptr_t)p->dstPtr.ptr;
-    c.dstPitch = p->dstPtr.pitch, c.dstHeight = p->dstPtr.ysize;
-    c.WidthInBytes = p->extent.width, c.Height = p->extent.height, c.Depth = p->extent.depth;
-    return rt_fail(async ? cuMemcpy3DAsync(&c, (CUstream)s) : cuMemcpy3D(&c));
+    return p ? rt_copy_3d(p, s, async) : rt_record(cudaErrorInvalidValue);
 }
 
 RT_API cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy_3d(p, NULL, 0); }

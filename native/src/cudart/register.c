@@ -227,14 +227,19 @@ struct rt_managed_saved {
     struct rt_managed_saved *next;
 };
 
-struct rt_managed_saved *rt_managed_save(int dev)
+static struct rt_fatbin *images_with_managed(void) /* (the list only grows, at its head) */
 {
-    struct rt_managed_saved *saved = NULL;
     pthread_mutex_lock(&load_lock);
     struct rt_fatbin *first = managed_images;
     pthread_mutex_unlock(&load_lock);
+    return first;
+}
+
+struct rt_managed_saved *rt_managed_save(int dev)
+{
+    struct rt_managed_saved *saved = NULL;
     int current = 0; /* (the context going made current once there is a variable to read) */
-    for (struct rt_fatbin *fb = first; fb; fb = fb->next_managed)
+    for (struct rt_fatbin *fb = images_with_managed(); fb; fb = fb->next_managed)
         for (struct rt_var *v = fb->managed_dev == dev ? fb->managed : NULL; v; v = v->next_managed) {
             if (!current && rt_context(NULL) != cudaSuccess)
                 break;
@@ -257,11 +262,8 @@ struct rt_managed_saved *rt_managed_save(int dev)
 void rt_managed_reload(int dev, struct rt_managed_saved *saved)
 {
     CUmodule mod;
-    pthread_mutex_lock(&load_lock);
-    struct rt_fatbin *first = managed_images;
-    pthread_mutex_unlock(&load_lock);
     int made = 0; /* (made current once there is an image to load) */
-    for (struct rt_fatbin *fb = first; fb; fb = fb->next_managed)
+    for (struct rt_fatbin *fb = images_with_managed(); fb; fb = fb->next_managed)
         if (fb->managed_dev == dev && (made || (made = rt_context(NULL) == cudaSuccess)) &&
             module_of(fb, dev, &mod) != CUDA_SUCCESS)
             fb->managed_dev = -2; /* (not reloaded: its variables' old addresses are no one's now) */

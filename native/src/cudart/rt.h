@@ -55,8 +55,7 @@ const void *rt_host_of_function(CUfunction f); /* the host stub a CUfunction cam
 cudaError_t rt_copy_start(enum cudaMemcpyKind kind);
 void rt_memory_types(enum cudaMemcpyKind kind, CUmemorytype *src, CUmemorytype *dst);
 /* arrays.c: cudaMemcpy3D with a CUDA array at an end (the extent and the array's position in its elements) */
-cudaError_t rt_array_copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async);
-cudaError_t rt_copy_3d_driver(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c); /* arrays.c: as the driver's */
+cudaError_t rt_copy_3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async); /* arrays.c: any ends */
 
 /* params.c: a kernel's parameter layout from its fatbin (count, or -1), for drivers without cuFuncGetParamInfo */
 int rt_image_param_layout(const void *fatbin, const char *kernel, uint32_t (*layout)[2], int max);

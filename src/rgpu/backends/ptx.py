@@ -122,13 +122,19 @@ def image_device_bytes(image: bytes) -> int:
     return len(image)
 
 
-def _elf_data_bytes(image: bytes) -> int:
+def elf_sections(image: bytes) -> tuple[bytes, list[tuple]]:
+    """A 64-bit ELF file's section-name table and its section headers (sh_name, sh_type, sh_flags, sh_addr,
+    sh_offset, sh_size); ValueError or struct.error where they are not readable."""
     shoff, entsize, count, names_index = _ELF64.unpack_from(image)
     if entsize < _SECTION.size or names_index >= count:
         raise ValueError("malformed ELF section table")
     sections = [_SECTION.unpack_from(image, shoff + i * entsize) for i in range(count)]
     names = sections[names_index]
-    table = image[names[4] : names[4] + names[5]]
+    return image[names[4] : names[4] + names[5]], sections
+
+
+def _elf_data_bytes(image: bytes) -> int:
+    table, sections = elf_sections(image)
     total = 0
     for name_at, _type, _flags, _addr, _offset, size in sections:
         # Prefixes compared in place: finding each name's end could scan the whole table once per section.
