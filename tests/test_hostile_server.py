@@ -609,6 +609,35 @@ def test_the_newer_programs_under_the_sanitizers(stand_ins, server, tmp_path, pr
     assert proc.returncode == 0 and f"{program} OK" in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_a_managed_variable_the_server_sizes_wrongly_is_a_clean_error(stand_ins, server, tmp_path):
+    """A server that answers cuModuleGetGlobal of a __managed__ variable with another size than the program
+    registered: the variables are not adopted, the program's reads see zeroed bytes of its own (not a NULL pointer),
+    and the image's kernels fail with a CUDA error the program reports."""
+    out, _, sanitized = stand_ins
+    if shutil.which("nvcc") is None or not sanitized:
+        pytest.skip("needs nvcc and a compiler with the sanitizers")
+    exe = tmp_path / "managed_vars"
+    subprocess.run(["nvcc", "-cudart", "shared", "-o", str(exe), str(PROGRAMS / "managed_vars.cu"), f"-L{out}",
+                    "-Xlinker", f"-rpath-link={out}"], check=True, capture_output=True)
+    runtimes = [subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
+                for lib in ("libasan.so", "libubsan.so")]
+
+    def twice_the_size(frame):
+        fields = ops.MODULE_GET_GLOBAL.decode_reply(frame.args)
+        return _with(frame, args=ops.MODULE_GET_GLOBAL.pack_reply(*fields._replace(size=2 * fields.size)))
+
+    proxy = CorruptingProxy(server, ops.MODULE_GET_GLOBAL.code, twice_the_size)
+    try:
+        proc = _run(stand_ins, exe, server=proxy.address, env={"LD_PRELOAD": ":".join(runtimes)})
+    finally:
+        proxy.close()
+    assert proxy.corrupted.is_set()
+    _no_sanitizer_report(proc)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # (its CHECK of the launch: not a signal)
+    assert "initial: seeds 0 0 0 0, tally 0" in proc.stdout, proc.stdout
+    assert "the driver says" in proc.stderr and "cudaGetLastError()" in proc.stderr, proc.stderr
+
+
 def test_managed_memory_from_several_threads_under_the_sanitizers(stand_ins, server, tmp_path):
     """native/src/managed.c's fault handler, pins and copies through the alias under ASan and UBSan, with threads
     racing on one chunk (tests/cuda/managed_threads.c, built with the sanitizers like the stand-ins)."""

@@ -320,6 +320,11 @@ static CUresult adopt_managed(struct rt_fatbin *fb, int dev, CUmodule mod)
     }
     if (r == CUDA_SUCCESS)
         fb->managed_dev = dev;
+    /* (not kept: nvcc's host code reads the variables through their pointers whatever __cudaInitModule said, so
+     * a pointer never set names zeroed bytes of the program's own, and the image's kernels fail to launch) */
+    for (struct rt_var *v = fb->managed; v && r != CUDA_SUCCESS; v = v->next_managed)
+        if (!*v->managed_host)
+            *v->managed_host = calloc(1, v->size ? v->size : 1);
     free(ptrs);
     free(sizes);
     return r;
