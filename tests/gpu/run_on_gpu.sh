@@ -3,7 +3,7 @@
 # packages carried as wheels in .whl/ (`bash tools/gpu_carry.sh` makes it, with .hdr/ and .llama/). Logs land in $OUT.
 #   bash tests/gpu/run_on_gpu.sh [sections...]
 #   sections: info tests suite demo bench bridge shim runtime printf math torch jax torchgraphs expandable llama
-#             multigpu multigpu2 fft rand linalg sdpa jaxauto
+#             multigpu multigpu2 fft rand linalg sdpa jaxauto jaxloops jaxloopscb
 #   (default: info tests suite demo bench bridge shim runtime printf)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -89,13 +89,20 @@ PY
         python3 tests/gpu/torch_probe.py > "$OUT/torch_probe.log" 2>&1
       grep -E " (OK|FAIL) |not supported" "$OUT/torch_probe.log" | sort | uniq -c | sort -rn | head -40
       kill -TERM $server; wait $server ;;
-    jax|torchgraphs|expandable|sdpa)  # the same program natively and through rgpu; outputs must be identical
+    jax|jaxloops|jaxloopscb|torchgraphs|expandable|sdpa)  # the same program natively and through rgpu; outputs must be identical
       shims=/tmp/rgpu-shims
       [ -e $shims/libcublas.so.13 ] || python3 -m rgpu.cli build-shims --out $shims >/dev/null
+      xla=${XLA_FLAGS:-}
       case $s in
         # XLA's autotuner picks GEMM algorithms by timing, so even two native runs may differ in the last bits:
         # byte-for-byte with it off; `jaxauto` runs the default configuration and compares within a tolerance.
-        jax) probe="env XLA_FLAGS=--xla_gpu_autotune_level=0 python3 tests/gpu/jax_probe.py" ;;
+        jax) probe="python3 tests/gpu/jax_probe.py" xla="--xla_gpu_autotune_level=0" ;;
+        # jaxloopscb: XLA's command buffers forced onto every kind of command, loops and branches included
+        # (CUDA graph conditional nodes), and onto graphs of any size
+        jaxloops) probe="python3 tests/gpu/jax_loops_probe.py" xla="--xla_gpu_autotune_level=0" ;;
+        jaxloopscb) probe="python3 tests/gpu/jax_loops_probe.py"
+          xla="--xla_gpu_autotune_level=0 --xla_gpu_graph_min_graph_size=1"
+          xla="$xla --xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN,WHILE,CONDITIONAL" ;;
         torchgraphs) probe="python3 tests/gpu/torch_graphs_probe.py" ;;
         expandable) probe="env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 tests/gpu/torch_graphs_probe.py" ;;
         sdpa) probe="python3 tests/gpu/sdpa_probe.py" ;;
@@ -104,9 +111,9 @@ PY
       python3 -m rgpu.cli server --port 0 --port-file $port_file --backend cuda --log-level info > "$OUT/${s}_server.log" 2>&1 &
       server=$!
       for i in $(seq 150); do [ -s $port_file ] && break; sleep 0.2; done
-      timeout 300 $probe > "$OUT/${s}_native.txt" 2>"$OUT/${s}_native.err"; echo "native rc=$?"
-      RGPU_LOG=${RGPU_LOG:-warn} timeout 300 python3 -m rgpu.cli run --server 127.0.0.1:$(cat $port_file) --shims $shims -- \
-        $probe > "$OUT/${s}_rgpu.txt" 2>"$OUT/${s}_rgpu.err"; echo "rgpu rc=$?"
+      XLA_FLAGS=$xla timeout 300 $probe > "$OUT/${s}_native.txt" 2>"$OUT/${s}_native.err"; echo "native rc=$?"
+      XLA_FLAGS=$xla RGPU_LOG=${RGPU_LOG:-warn} timeout 300 python3 -m rgpu.cli run --server 127.0.0.1:$(cat $port_file) \
+        --shims $shims -- $probe > "$OUT/${s}_rgpu.txt" 2>"$OUT/${s}_rgpu.err"; echo "rgpu rc=$?"
       kill -TERM $server; wait $server
       if cmp -s "$OUT/${s}_native.txt" "$OUT/${s}_rgpu.txt"; then echo "IDENTICAL $s"; else
         echo "DIFFERENT $s"; rc=1; diff "$OUT/${s}_native.txt" "$OUT/${s}_rgpu.txt" | head -20
