@@ -42,6 +42,7 @@ LINKS = {
     "managed": [],
     "managed_vars": [],
     "managed_reset": [],
+    "graph_control": [],
 }
 
 

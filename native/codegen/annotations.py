@@ -46,6 +46,13 @@ HAND_WRITTEN = {
     "cuMemAdvise", "cuMemRangeGetAttribute", "cuMemRangeGetAttributes",
     # a graph as Graphviz DOT, from the mirror (graph_dot.c)
     "cuGraphDebugDotPrint",
+    # protocol 1.9: capture into a graph, node enabling, event and child-graph setters, conditional nodes, graph
+    # memory figures (graph.c, graph_nodes.c, graph_exec_nodes.c, graph_conditional.c, graph_mem.c)
+    "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz", "cuGraphNodeSetEnabled",
+    "cuGraphNodeGetEnabled", "cuGraphEventRecordNodeSetEvent", "cuGraphEventWaitNodeSetEvent",
+    "cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent", "cuGraphExecChildGraphNodeSetParams",
+    "cuGraphConditionalHandleCreate", "cuDeviceGraphMemTrim", "cuDeviceGetGraphMemAttribute",
+    "cuDeviceSetGraphMemAttribute",
     # an executable graph's flags, kept where it is minted (graph.c)
     "cuGraphExecGetFlags",
     # launch attributes from one kernel node's mirror onto another's (graph_params.c)

@@ -400,6 +400,7 @@ def consts_header() -> str:
               f"#define RGPU_MAX_PARAM_BYTES {ops.MAX_PARAM_BYTES}",
               f"#define RGPU_LAUNCH_ATTRIBUTE_SIZE {ops.LAUNCH_ATTRIBUTE_SIZE}",
               f"#define RGPU_MAX_LAUNCH_ATTRIBUTES {ops.MAX_LAUNCH_ATTRIBUTES}",
+              f"#define RGPU_MAX_SWITCH_BODIES {ops.MAX_SWITCH_BODIES}",
               f"#define RGPU_STREAM_ATTRIBUTE_VALUE_SIZE {ops.STREAM_ATTRIBUTE_VALUE_SIZE}",
               "/* JIT linking: option records, the most of them and of each log a request or reply carries, the",
               " * largest linked image; bit n set: CUjit_option n travels to the server (ops.FORWARDED_JIT_OPTIONS). */",

@@ -44,12 +44,6 @@ RT_API cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDM
     return rt_unsupported(&logged, "cudaDeviceFlushGPUDirectRDMAWrites");
 }
 
-RT_API cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceGetGraphMemAttribute");
-}
-
 RT_API cudaError_t cudaDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const enum cudaAtomicOperation* operations, unsigned int count, int device)
 {
     static int logged;
@@ -80,22 +74,10 @@ RT_API cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElemen
     return rt_unsupported(&logged, "cudaDeviceGetTexture1DLinearMaxWidth");
 }
 
-RT_API cudaError_t cudaDeviceGraphMemTrim(int device)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceGraphMemTrim");
-}
-
 RT_API cudaError_t cudaDeviceRegisterAsyncNotification(int device, cudaAsyncCallback callbackFunc, void* userData, cudaAsyncCallbackHandle_t* callback)
 {
     static int logged;
     return rt_unsupported(&logged, "cudaDeviceRegisterAsyncNotification");
-}
-
-RT_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaDeviceSetGraphMemAttribute");
 }
 
 RT_API cudaError_t cudaDeviceUnregisterAsyncNotification(int device, cudaAsyncCallbackHandle_t callback)
@@ -172,42 +154,6 @@ RT_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGra
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphChildGraphNodeGetGraph");
-}
-
-RT_API cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph, unsigned int defaultLaunchValue, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphConditionalHandleCreate");
-}
-
-RT_API cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphEventRecordNodeSetEvent");
-}
-
-RT_API cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphEventWaitNodeSetEvent");
-}
-
-RT_API cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, cudaGraph_t childGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecChildGraphNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecEventRecordNodeSetEvent");
-}
-
-RT_API cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecEventWaitNodeSetEvent");
 }
 
 RT_API cudaError_t cudaGraphExecExternalSemaphoresSignalNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams)
@@ -296,18 +242,6 @@ RT_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, co
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParamsToSymbol");
-}
-
-RT_API cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int *isEnabled)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeGetEnabled");
-}
-
-RT_API cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int isEnabled)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphNodeSetEnabled");
 }
 
 RT_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count)
@@ -607,18 +541,6 @@ RT_API cudaError_t cudaSignalExternalSemaphoresAsync_ptsz(const cudaExternalSema
 RT_API cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags)
 {
     return cudaStreamAddCallback(stream, callback, userData, flags);
-}
-
-RT_API cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamBeginCaptureToGraph");
-}
-
-RT_API cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaStreamBeginCaptureToGraph_ptsz");
 }
 
 RT_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)

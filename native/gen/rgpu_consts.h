@@ -4,7 +4,7 @@
 #define RGPU_CONSTS_H
 
 #define RGPU_PROTO_MAJOR 1
-#define RGPU_PROTO_MINOR 8
+#define RGPU_PROTO_MINOR 9
 #define RGPU_HELLO_MAGIC "RGPUWIRE"
 
 #define RGPU_FEATURE_BATCH 0x1ull
@@ -30,6 +30,7 @@
 #define RGPU_MAX_PARAM_BYTES 32764
 #define RGPU_LAUNCH_ATTRIBUTE_SIZE 72
 #define RGPU_MAX_LAUNCH_ATTRIBUTES 16
+#define RGPU_MAX_SWITCH_BODIES 1024
 #define RGPU_STREAM_ATTRIBUTE_VALUE_SIZE 64
 /* JIT linking: option records, the most of them and of each log a request or reply carries, the
  * largest linked image; bit n set: CUjit_option n travels to the server (ops.FORWARDED_JIT_OPTIONS). */

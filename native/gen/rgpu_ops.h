@@ -4064,6 +4064,69 @@ static inline int rgpu_unpack_stream_update_capture_dependencies_req(const uint8
     return 0;
 }
 
+/* STREAM_BEGIN_CAPTURE_TO_GRAPH: cuStreamBeginCaptureToGraph(stream, graph, deps, edge data, mode): capture into an existing graph, after `deps` (a conditional node's body too); STREAM_END_CAPTURE names the same graph (1.9) [deferrable, context] */
+#define RGPU_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH 0x00EA
+#define RGPU_STREAM_BEGIN_CAPTURE_TO_GRAPH_REQ_SIZE 28
+#define RGPU_STREAM_BEGIN_CAPTURE_TO_GRAPH_REP_SIZE 0
+struct rgpu_stream_begin_capture_to_graph_req {
+    uint64_t stream;
+    uint32_t mode;
+    uint64_t graph;
+    uint32_t deps;
+    uint32_t edge_data;
+};
+static inline void rgpu_pack_stream_begin_capture_to_graph(uint8_t out[RGPU_STREAM_BEGIN_CAPTURE_TO_GRAPH_REQ_SIZE], const struct rgpu_stream_begin_capture_to_graph_req *m)
+{
+    rgpu_put_u64(out + 0, m->stream);
+    rgpu_put_u32(out + 8, m->mode);
+    rgpu_put_u64(out + 12, m->graph);
+    rgpu_put_u32(out + 20, m->deps);
+    rgpu_put_u32(out + 24, m->edge_data);
+}
+static inline int rgpu_unpack_stream_begin_capture_to_graph_req(const uint8_t *in, size_t len, struct rgpu_stream_begin_capture_to_graph_req *m)
+{
+    if (len != RGPU_STREAM_BEGIN_CAPTURE_TO_GRAPH_REQ_SIZE)
+        return -1;
+    m->stream = (uint64_t)rgpu_get_u64(in + 0);
+    m->mode = (uint32_t)rgpu_get_u32(in + 8);
+    m->graph = (uint64_t)rgpu_get_u64(in + 12);
+    m->deps = (uint32_t)rgpu_get_u32(in + 20);
+    m->edge_data = (uint32_t)rgpu_get_u32(in + 24);
+    return 0;
+}
+
+/* GRAPH_MEM: graph memory of the session on `device`: which 0 cuDeviceGraphMemTrim (value 0), 1-4 cuDeviceGetGraphMemAttribute(USED_MEM_CURRENT, USED_MEM_HIGH, RESERVED_MEM_CURRENT, RESERVED_MEM_HIGH), 5 and 6 reset USED_MEM_HIGH / RESERVED_MEM_HIGH to the current value (cuDeviceSetGraphMemAttribute with 0); the figures are the session's own (1.9) */
+#define RGPU_OP_GRAPH_MEM 0x00EB
+#define RGPU_GRAPH_MEM_REQ_SIZE 8
+#define RGPU_GRAPH_MEM_REP_SIZE 8
+struct rgpu_graph_mem_req {
+    int32_t device;
+    uint32_t which;
+};
+static inline void rgpu_pack_graph_mem(uint8_t out[RGPU_GRAPH_MEM_REQ_SIZE], const struct rgpu_graph_mem_req *m)
+{
+    rgpu_put_u32(out + 0, m->device);
+    rgpu_put_u32(out + 4, m->which);
+}
+static inline int rgpu_unpack_graph_mem_req(const uint8_t *in, size_t len, struct rgpu_graph_mem_req *m)
+{
+    if (len != RGPU_GRAPH_MEM_REQ_SIZE)
+        return -1;
+    m->device = (int32_t)rgpu_get_u32(in + 0);
+    m->which = (uint32_t)rgpu_get_u32(in + 4);
+    return 0;
+}
+struct rgpu_graph_mem_rep {
+    uint64_t value;
+};
+static inline int rgpu_unpack_graph_mem(const uint8_t *in, size_t len, struct rgpu_graph_mem_rep *m)
+{
+    if (len != RGPU_GRAPH_MEM_REP_SIZE)
+        return -1;
+    m->value = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
 /* GRAPH_CREATE: cuGraphCreate(flags) -> client-minted `graph` [deferrable, context] */
 #define RGPU_OP_GRAPH_CREATE 0x00F0
 #define RGPU_GRAPH_CREATE_REQ_SIZE 12
@@ -4453,6 +4516,150 @@ static inline int rgpu_unpack_graph_edges_data_req(const uint8_t *in, size_t len
     m->graph = (uint64_t)rgpu_get_u64(in + 0);
     m->count = (uint32_t)rgpu_get_u32(in + 8);
     m->remove = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+
+/* GRAPH_NODE_ENABLE: cuGraphNodeSetEnabled(exec, node, enabled): a kernel, memset or memcpy node of the graph `exec` was made from (1.9) [deferrable, context] */
+#define RGPU_OP_GRAPH_NODE_ENABLE 0x00FB
+#define RGPU_GRAPH_NODE_ENABLE_REQ_SIZE 20
+#define RGPU_GRAPH_NODE_ENABLE_REP_SIZE 0
+struct rgpu_graph_node_enable_req {
+    uint64_t exec;
+    uint64_t node;
+    uint32_t enabled;
+};
+static inline void rgpu_pack_graph_node_enable(uint8_t out[RGPU_GRAPH_NODE_ENABLE_REQ_SIZE], const struct rgpu_graph_node_enable_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u32(out + 16, m->enabled);
+}
+static inline int rgpu_unpack_graph_node_enable_req(const uint8_t *in, size_t len, struct rgpu_graph_node_enable_req *m)
+{
+    if (len != RGPU_GRAPH_NODE_ENABLE_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->enabled = (uint32_t)rgpu_get_u32(in + 16);
+    return 0;
+}
+
+/* GRAPH_EVENT_NODE_SET: cuGraph{EventRecord,EventWait}NodeSetEvent (exec 0: the node in its graph) and cuGraphExec{EventRecord,EventWait}NodeSetEvent (1.9) [deferrable, context] */
+#define RGPU_OP_GRAPH_EVENT_NODE_SET 0x00FC
+#define RGPU_GRAPH_EVENT_NODE_SET_REQ_SIZE 24
+#define RGPU_GRAPH_EVENT_NODE_SET_REP_SIZE 0
+struct rgpu_graph_event_node_set_req {
+    uint64_t exec;
+    uint64_t node;
+    uint64_t event;
+};
+static inline void rgpu_pack_graph_event_node_set(uint8_t out[RGPU_GRAPH_EVENT_NODE_SET_REQ_SIZE], const struct rgpu_graph_event_node_set_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u64(out + 16, m->event);
+}
+static inline int rgpu_unpack_graph_event_node_set_req(const uint8_t *in, size_t len, struct rgpu_graph_event_node_set_req *m)
+{
+    if (len != RGPU_GRAPH_EVENT_NODE_SET_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->event = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
+/* GRAPH_EXEC_CHILD_SET: cuGraphExecChildGraphNodeSetParams(exec, node, graph): the child graph node's copy in `exec` takes graph's parameters (the same topology) (1.9) [deferrable, context] */
+#define RGPU_OP_GRAPH_EXEC_CHILD_SET 0x00FD
+#define RGPU_GRAPH_EXEC_CHILD_SET_REQ_SIZE 24
+#define RGPU_GRAPH_EXEC_CHILD_SET_REP_SIZE 0
+struct rgpu_graph_exec_child_set_req {
+    uint64_t exec;
+    uint64_t node;
+    uint64_t graph;
+};
+static inline void rgpu_pack_graph_exec_child_set(uint8_t out[RGPU_GRAPH_EXEC_CHILD_SET_REQ_SIZE], const struct rgpu_graph_exec_child_set_req *m)
+{
+    rgpu_put_u64(out + 0, m->exec);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u64(out + 16, m->graph);
+}
+static inline int rgpu_unpack_graph_exec_child_set_req(const uint8_t *in, size_t len, struct rgpu_graph_exec_child_set_req *m)
+{
+    if (len != RGPU_GRAPH_EXEC_CHILD_SET_REQ_SIZE)
+        return -1;
+    m->exec = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->graph = (uint64_t)rgpu_get_u64(in + 16);
+    return 0;
+}
+
+/* GRAPH_CONDITIONAL_HANDLE: cuGraphConditionalHandleCreate(graph, the graph's context, default, flags) -> the driver's handle, which the program's kernels pass to cudaGraphSetConditional (1.9) [context] */
+#define RGPU_OP_GRAPH_CONDITIONAL_HANDLE 0x00FE
+#define RGPU_GRAPH_CONDITIONAL_HANDLE_REQ_SIZE 16
+#define RGPU_GRAPH_CONDITIONAL_HANDLE_REP_SIZE 8
+struct rgpu_graph_conditional_handle_req {
+    uint64_t graph;
+    uint32_t default_value;
+    uint32_t flags;
+};
+static inline void rgpu_pack_graph_conditional_handle(uint8_t out[RGPU_GRAPH_CONDITIONAL_HANDLE_REQ_SIZE], const struct rgpu_graph_conditional_handle_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u32(out + 8, m->default_value);
+    rgpu_put_u32(out + 12, m->flags);
+}
+static inline int rgpu_unpack_graph_conditional_handle_req(const uint8_t *in, size_t len, struct rgpu_graph_conditional_handle_req *m)
+{
+    if (len != RGPU_GRAPH_CONDITIONAL_HANDLE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->default_value = (uint32_t)rgpu_get_u32(in + 8);
+    m->flags = (uint32_t)rgpu_get_u32(in + 12);
+    return 0;
+}
+struct rgpu_graph_conditional_handle_rep {
+    uint64_t handle;
+};
+static inline int rgpu_unpack_graph_conditional_handle(const uint8_t *in, size_t len, struct rgpu_graph_conditional_handle_rep *m)
+{
+    if (len != RGPU_GRAPH_CONDITIONAL_HANDLE_REP_SIZE)
+        return -1;
+    m->handle = (uint64_t)rgpu_get_u64(in + 0);
+    return 0;
+}
+
+/* GRAPH_CONDITIONAL_NODE: cuGraphAddNode of a conditional node (type 0 IF, 1 WHILE, 2 SWITCH) on `handle`, one of `graph`'s: the bodies the driver makes get the client's handles; they go with the node (1.9) [deferrable, context] */
+#define RGPU_OP_GRAPH_CONDITIONAL_NODE 0x00FF
+#define RGPU_GRAPH_CONDITIONAL_NODE_REQ_SIZE 36
+#define RGPU_GRAPH_CONDITIONAL_NODE_REP_SIZE 0
+struct rgpu_graph_conditional_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint32_t deps;
+    uint64_t handle;
+    uint32_t type;
+    uint32_t size;
+};
+static inline void rgpu_pack_graph_conditional_node(uint8_t out[RGPU_GRAPH_CONDITIONAL_NODE_REQ_SIZE], const struct rgpu_graph_conditional_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u32(out + 16, m->deps);
+    rgpu_put_u64(out + 20, m->handle);
+    rgpu_put_u32(out + 28, m->type);
+    rgpu_put_u32(out + 32, m->size);
+}
+static inline int rgpu_unpack_graph_conditional_node_req(const uint8_t *in, size_t len, struct rgpu_graph_conditional_node_req *m)
+{
+    if (len != RGPU_GRAPH_CONDITIONAL_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->deps = (uint32_t)rgpu_get_u32(in + 16);
+    m->handle = (uint64_t)rgpu_get_u64(in + 20);
+    m->type = (uint32_t)rgpu_get_u32(in + 28);
+    m->size = (uint32_t)rgpu_get_u32(in + 32);
     return 0;
 }
 
@@ -7193,6 +7400,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_UPLOAD:
     case RGPU_OP_STREAM_CAPTURE_DEPENDENCIES:
     case RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES:
+    case RGPU_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH:
     case RGPU_OP_GRAPH_CREATE:
     case RGPU_OP_GRAPH_KERNEL_NODE:
     case RGPU_OP_GRAPH_MEMSET_NODE:
@@ -7204,6 +7412,11 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_NODE_INFO:
     case RGPU_OP_GRAPH_GET_NODES:
     case RGPU_OP_GRAPH_EDGES_DATA:
+    case RGPU_OP_GRAPH_NODE_ENABLE:
+    case RGPU_OP_GRAPH_EVENT_NODE_SET:
+    case RGPU_OP_GRAPH_EXEC_CHILD_SET:
+    case RGPU_OP_GRAPH_CONDITIONAL_HANDLE:
+    case RGPU_OP_GRAPH_CONDITIONAL_NODE:
     case RGPU_OP_IPC_GET_MEM_HANDLE:
     case RGPU_OP_IPC_OPEN_MEM_HANDLE:
     case RGPU_OP_IPC_CLOSE_MEM_HANDLE:
@@ -7489,6 +7702,10 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_MEM:
+        return (struct rgpu_op_route){0, -1, -1, -1, 0, 0};
     case RGPU_OP_GRAPH_KERNEL_NODE:
         return (struct rgpu_op_route){-1, 28, -1, -1, 0, 0};
     case RGPU_OP_GRAPH_MEMSET_NODE:
@@ -7502,6 +7719,16 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_GRAPH_GET_NODES:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_GRAPH_EDGES_DATA:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_NODE_ENABLE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_EVENT_NODE_SET:
+        return (struct rgpu_op_route){-1, 16, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_EXEC_CHILD_SET:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_CONDITIONAL_HANDLE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_CONDITIONAL_NODE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_IPC_GET_MEM_HANDLE:
         return (struct rgpu_op_route){-1, 0, 0, -1, 1, 0};
@@ -7653,6 +7880,8 @@ static inline int rgpu_op_work_stream(uint16_t op)
         return 8;
     case RGPU_OP_GRAPH_UPLOAD:
         return 8;
+    case RGPU_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH:
+        return 0;
     case RGPU_OP_MEMCPY_PEER:
         return RGPU_NULL_STREAM_WORK;
     case RGPU_OP_MEMCPY_PEER_ASYNC:
@@ -7800,6 +8029,8 @@ static inline int rgpu_op_touches_stream(uint16_t op)
     case RGPU_OP_STREAM_CAPTURE_DEPENDENCIES:
         return 0;
     case RGPU_OP_STREAM_UPDATE_CAPTURE_DEPENDENCIES:
+        return 0;
+    case RGPU_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH:
         return 0;
     case RGPU_OP_MEMCPY_PEER_ASYNC:
         return 40;

@@ -188,12 +188,6 @@ CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevi
     return rgpu_unsupported(&logged, "cuDeviceGetExecAffinitySupport");
 }
 
-CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceGetGraphMemAttribute");
-}
-
 CUresult cuDeviceGetHostAtomicCapabilities(unsigned int* capabilities, const CUatomicOperation* operations, unsigned int count, CUdevice dev)
 {
     static int logged;
@@ -236,22 +230,10 @@ CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_
     return rgpu_unsupported(&logged, "cuDeviceGetTexture1DLinearMaxWidth");
 }
 
-CUresult cuDeviceGraphMemTrim(CUdevice device)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceGraphMemTrim");
-}
-
 CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void *userData, CUasyncCallbackHandle *callback)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuDeviceRegisterAsyncNotification");
-}
-
-CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuDeviceSetGraphMemAttribute");
 }
 
 CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback)
@@ -314,46 +296,10 @@ CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
     return rgpu_unsupported(&logged, "cuGraphChildGraphNodeGetGraph");
 }
 
-CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphConditionalHandleCreate");
-}
-
-CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphEventRecordNodeSetEvent");
-}
-
-CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphEventWaitNodeSetEvent");
-}
-
 CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphExecBatchMemOpNodeSetParams");
-}
-
-CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecChildGraphNodeSetParams");
-}
-
-CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecEventRecordNodeSetEvent");
-}
-
-CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphExecEventWaitNodeSetEvent");
 }
 
 CUresult cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams)
@@ -390,18 +336,6 @@ CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUD
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuGraphExternalSemaphoresWaitNodeSetParams");
-}
-
-CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeGetEnabled");
-}
-
-CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphNodeSetEnabled");
 }
 
 CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)
@@ -816,18 +750,6 @@ CUresult cuSignalExternalSemaphoresAsync_ptsz(const CUexternalSemaphore *extSemA
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuSignalExternalSemaphoresAsync_ptsz");
-}
-
-CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamBeginCaptureToGraph");
-}
-
-CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuStreamBeginCaptureToGraph_ptsz");
 }
 
 CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)

@@ -36,6 +36,7 @@ struct capture {
     pthread_t thread;
     int invalidated;
     int refs; /* streams in it */
+    int into; /* capturing into a graph the program made (cuStreamBeginCaptureToGraph): it stays the program's */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -87,6 +88,7 @@ static int live_add(uint64_t h)
 }
 
 static int is_live(uint64_t h, int kind);
+static void destroy_live(uint64_t h);
 
 int rgpu_graph_live_add(uint64_t h)
 {
@@ -148,7 +150,9 @@ static void leave_all(struct capture *c) /* under lock: the capture is over for 
     free(c);
 }
 
-static void destroy_live(uint64_t h) /* a handle minted for nothing (a call that failed) */
+void rgpu_graph_live_drop(uint64_t h) { destroy_live(h); }
+
+static void destroy_live(uint64_t h) /* a handle minted for nothing (a call that failed), or gone with its node */
 {
     pthread_mutex_lock(&lock);
     int i = live_find(h);
@@ -203,9 +207,14 @@ int rgpu_capture_graph(CUstream s, uint64_t *graph)
 }
 
 /* -- capture ----------------------------------------------------------------------------------------------- */
-static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode)
+/* into: 0 for a new graph; otherwise the program's graph the capture adds to, after deps[n] (with data). */
+static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode, CUgraph into, const CUgraphNode *deps,
+                              const CUgraphEdgeData *data, size_t n)
 {
+    static int logged;
     CUresult r = need_graphs();
+    if (r == CUDA_SUCCESS && into)
+        r = rgpu_need_protocol(9, &logged, "capturing into an existing graph (cuStreamBeginCaptureToGraph)");
     if (r != CUDA_SUCCESS)
         return r;
     uint64_t h = rgpu_stream_handle(s);
@@ -213,35 +222,75 @@ static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode)
         return CUDA_ERROR_INVALID_VALUE;
     if (!h)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy NULL stream is never captured */
+    int with_data = !rgpu_default_edges(data, n);
+    uint8_t *bulk = NULL;
+    if (into && ((r = rgpu_graph_nodes_of(into, deps, n)) != CUDA_SUCCESS ||
+                 !(bulk = malloc(16 * n + 1))))
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; into && i < n; i++) {
+        rgpu_put_u64(bulk + 8 * i, (uint64_t)(uintptr_t)deps[i]);
+        if (with_data)
+            memcpy(bulk + 8 * n + 8 * i, &data[i], 8);
+    }
     struct capture *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        free(bulk);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     pthread_mutex_lock(&lock);
     if (capture_of(h)) {
         pthread_mutex_unlock(&lock);
         free(c);
+        free(bulk);
         return CUDA_ERROR_ILLEGAL_STATE;
     }
-    *c = (struct capture){h, mint(KIND_GRAPH), next_capture_id++, mode, pthread_self(), 0, 0};
+    uint64_t graph = into ? (uint64_t)(uintptr_t)into : mint(KIND_GRAPH);
+    *c = (struct capture){h, graph, next_capture_id++, mode, pthread_self(), 0, 0, into != NULL};
     if (!join(h, c)) {
         pthread_mutex_unlock(&lock);
         free(c);
+        free(bulk);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_mutex_unlock(&lock);
-    uint8_t a[RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE];
-    rgpu_pack_stream_begin_capture(a, &(struct rgpu_stream_begin_capture_req){h, (uint32_t)mode, c->graph});
-    r = rgpu_defer(RGPU_OP_STREAM_BEGIN_CAPTURE, a, sizeof a, NULL, 0);
+    if (into) {
+        uint8_t a[RGPU_STREAM_BEGIN_CAPTURE_TO_GRAPH_REQ_SIZE];
+        rgpu_pack_stream_begin_capture_to_graph(a, &(struct rgpu_stream_begin_capture_to_graph_req){
+                                                       h, (uint32_t)mode, graph, (uint32_t)n, (uint32_t)with_data});
+        r = rgpu_defer(RGPU_OP_STREAM_BEGIN_CAPTURE_TO_GRAPH, a, sizeof a, bulk, 8 * n * (1 + (size_t)with_data));
+        free(bulk);
+    } else {
+        uint8_t a[RGPU_STREAM_BEGIN_CAPTURE_REQ_SIZE];
+        rgpu_pack_stream_begin_capture(a, &(struct rgpu_stream_begin_capture_req){h, (uint32_t)mode, graph});
+        r = rgpu_defer(RGPU_OP_STREAM_BEGIN_CAPTURE, a, sizeof a, NULL, 0);
+    }
     if (r != CUDA_SUCCESS) {
         pthread_mutex_lock(&lock);
-        leave_all(c);
+        if (capture_of(h) == c)
+            leave_all(c);
         pthread_mutex_unlock(&lock);
     }
     return r;
 }
 
-API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) { return begin_capture(s, mode); }
-API CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) { return begin_capture(s, mode); }
+API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+{
+    return begin_capture(s, mode, NULL, NULL, NULL, 0);
+}
+API CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
+{
+    return begin_capture(s, mode, NULL, NULL, NULL, 0);
+}
+API CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data,
+                                         size_t n, CUstreamCaptureMode mode)
+{
+    return g ? begin_capture(s, mode, g, deps, data, n) : CUDA_ERROR_INVALID_VALUE;
+}
+API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                              const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode)
+{
+    return cuStreamBeginCaptureToGraph(s, g, deps, data, n, mode);
+}
 
 static CUresult end_capture(CUstream s, CUgraph *out)
 {
@@ -264,7 +313,7 @@ static CUresult end_capture(CUstream s, CUgraph *out)
         return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     }
     uint64_t graph = c->graph;
-    int invalidated = c->invalidated;
+    int invalidated = c->invalidated, into = c->into;
     leave_all(c);
     pthread_mutex_unlock(&lock);
     /* A round trip: the server (the driver, there) has the last word on whether the capture holds. */
@@ -272,6 +321,14 @@ static CUresult end_capture(CUstream s, CUgraph *out)
     rgpu_pack_stream_end_capture(a, &(struct rgpu_stream_end_capture_req){h, graph});
     CUresult r = rgpu_call(RGPU_OP_STREAM_END_CAPTURE, a, sizeof a, NULL, 0, NULL, 0, NULL);
     *out = NULL;
+    if (into) { /* the program's graph, whatever came of the capture: nodes it gained are the server's to tell */
+        rgpu_graph_grew(graph);
+        if (r == CUDA_SUCCESS && invalidated)
+            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        if (r == CUDA_SUCCESS)
+            *out = (CUgraph)(uintptr_t)graph;
+        return r;
+    }
     if (r == CUDA_SUCCESS && invalidated) {
         /* Refused here (a capture-unsafe call the server never saw): the server's graph goes too. */
         uint8_t d[RGPU_GRAPH_DESTROY_REQ_SIZE];
@@ -648,6 +705,8 @@ static CUresult destroy(uint16_t op, uint64_t h, int kind)
 
 API CUresult cuGraphDestroy(CUgraph g)
 {
+    if (rgpu_graph_is_body((uint64_t)(uintptr_t)g))
+        return CUDA_ERROR_INVALID_VALUE; /* a conditional node's body goes with its node */
     CUresult r = destroy(RGPU_OP_GRAPH_DESTROY, (uint64_t)(uintptr_t)g, KIND_GRAPH);
     if (r == CUDA_SUCCESS)
         rgpu_graph_forget((uint64_t)(uintptr_t)g);
@@ -655,5 +714,8 @@ API CUresult cuGraphDestroy(CUgraph g)
 }
 API CUresult cuGraphExecDestroy(CUgraphExec e)
 {
-    return destroy(RGPU_OP_GRAPH_EXEC_DESTROY, (uint64_t)(uintptr_t)e, KIND_GRAPH_EXEC);
+    CUresult r = destroy(RGPU_OP_GRAPH_EXEC_DESTROY, (uint64_t)(uintptr_t)e, KIND_GRAPH_EXEC);
+    if (r == CUDA_SUCCESS)
+        rgpu_exec_nodes_forget((uint64_t)(uintptr_t)e);
+    return r;
 }

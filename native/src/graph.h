@@ -15,6 +15,20 @@ int rgpu_graph_is_live(uint64_t h, int kind);
 CUresult rgpu_graph_need(void);             /* a connected server that speaks protocol 1.2 */
 int rgpu_default_edges(const CUgraphEdgeData *data, size_t n); /* no edge data, or only the default kind */
 void rgpu_graph_forget(uint64_t graph);     /* graph_nodes.c: drop the mirror of a destroyed graph */
+void rgpu_graph_live_drop(uint64_t h);      /* a graph that went with its node (a conditional node's body) */
+/* graph_nodes.c: nodes the server added to a mirrored graph (a capture into it): fetched at the next use */
+void rgpu_graph_grew(uint64_t graph);
+/* graph_nodes.c: CUDA_SUCCESS if deps[n] are nodes of graph g (which is live), else INVALID_VALUE */
+CUresult rgpu_graph_nodes_of(CUgraph g, const CUgraphNode *deps, size_t n);
+/* graph_nodes.c: g is a conditional node's body */
+int rgpu_graph_is_body(uint64_t g);
+/* graph_nodes.c: a new graph, live and mirrored with no nodes, not yet told to the server (0: tables full) */
+uint64_t rgpu_graph_mint_empty(void);
+/* graph_conditional.c: cuGraphAddNode of a conditional node; sets p->phGraph_out */
+CUresult rgpu_graph_add_conditional(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
+                                    CUDA_CONDITIONAL_NODE_PARAMS *p);
+/* graph_exec_nodes.c: an executable graph is gone; what was kept of its nodes goes too */
+void rgpu_exec_nodes_forget(uint64_t exec);
 
 /* graph.c: the capture a stream is in (1, *graph set), none (0), or an invalidated one (-1) */
 int rgpu_capture_graph(CUstream s, uint64_t *graph);

@@ -86,6 +86,8 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, c
         if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
             return rgpu_unsupported(&logged_move, "a child graph moved into its node (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)");
         return cuGraphAddChildGraphNode(out, g, deps, n, p->graph.graph);
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return rgpu_graph_add_conditional(out, g, deps, n, &p->conditional);
     default:
         return unsupported_type(p->type);
     }

@@ -41,6 +41,8 @@ CUresult rgpu_capture_host_func(CUstream s, CUhostFn fn, void *data, int *was_ca
         return state ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
     if (rgpu_server_minor() < 5)
         return rgpu_capture_refuse(s, "host functions during capture with a server older than protocol 1.5");
+    if (rgpu_graph_is_body(graph))
+        return rgpu_capture_refuse(s, "a host function captured into a conditional node's body");
     uint64_t node = rgpu_graph_mint(KIND_GRAPH_NODE);
     int slot = -1;
     rgpu_client_node_made();

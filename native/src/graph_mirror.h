@@ -34,6 +34,11 @@ struct gnode {
     CUDA_HOST_NODE_PARAMS host; /* host nodes: what the client runs (graph_host.c); an empty node on the server */
     CUDA_MEM_ALLOC_NODE_PARAMS alloc; /* mem-alloc nodes (accessDescs not kept); the address is `object` */
     int client; /* a memcpy node with host memory: the client copies (graph_host.c); an empty node on the server */
+    /* conditional nodes (graph_conditional.c): the handle is `object`; the bodies are graphs minted here, which
+     * the program reads through the node's phGraph_out */
+    CUgraphConditionalNodeType cond_type;
+    unsigned n_bodies;
+    CUgraph *bodies;
     struct gnode *next;
 };
 

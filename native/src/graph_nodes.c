@@ -30,6 +30,7 @@ RGPU_FORK_RESET(graph_nodes_lock, &rgpu_graph_nodes_lock)
 static struct gnode *nodes; /* newest first */
 #define MAX_MIRRORED 1024
 static uint64_t mirrored[MAX_MIRRORED]; /* graphs whose nodes this side knows */
+static unsigned char grown[MAX_MIRRORED]; /* ... but for nodes a capture into it added on the server */
 
 static int mirror_slot(uint64_t g) /* under lock */
 {
@@ -48,8 +49,18 @@ struct gnode *rgpu_node_find(uint64_t h) /* under the lock */
 }
 
 
+/* The bodies of a conditional node go with it: out of the live table and the mirror (after the lock). */
+static void forget_bodies(struct gnode *n)
+{
+    for (unsigned i = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && i < n->n_bodies; i++) {
+        rgpu_graph_live_drop(H(n->bodies[i]));
+        rgpu_graph_forget(H(n->bodies[i]));
+    }
+}
+
 void rgpu_graph_forget(uint64_t graph)
 {
+    struct gnode *gone = NULL;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
     int i = mirror_slot(graph);
     if (i >= 0)
@@ -60,13 +71,29 @@ void rgpu_graph_forget(uint64_t graph)
             *p = n->next;
             if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) /* no more device memory here, for copies' routing */
                 rgpu_ranges_drop_device_within(n->object, 1);
-            rgpu_node_free(n);
+            n->next = gone;
+            gone = n;
         } else {
             p = &n->next;
         }
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    while (gone) {
+        struct gnode *n = gone;
+        gone = n->next;
+        forget_bodies(n);
+        rgpu_node_free(n);
+    }
     rgpu_host_forget(graph);
+}
+
+void rgpu_graph_grew(uint64_t graph)
+{
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int i = mirror_slot(graph);
+    if (i >= 0)
+        grown[i] = 1;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
 }
 
 /* One node record of GRAPH_GET_NODES at in[*off..len) -> a mirror node of graph g (NULL: malformed). */
@@ -139,23 +166,32 @@ static CUresult fetch_mirror(uint64_t g)
         if (r == CUDA_SUCCESS && off != sink.len)
             r = rgpu_bad_reply(RGPU_OP_GRAPH_GET_NODES, "bytes past its node records");
         free(buf);
+        struct gnode *known = NULL;
         pthread_mutex_lock(&rgpu_graph_nodes_lock);
-        int slot = r == CUDA_SUCCESS ? mirror_slot(0) : -1;
-        if (slot >= 0 && mirror_slot(g) < 0) {
+        int slot = r == CUDA_SUCCESS ? mirror_slot(g) : -1;
+        if (r == CUDA_SUCCESS && slot < 0 && (slot = mirror_slot(0)) >= 0)
             mirrored[slot] = g;
+        if (slot >= 0) {
+            grown[slot] = 0;
             while (got) { /* oldest first onto a newest-first list: the graph lists in the server's order */
                 struct gnode *n = got;
                 got = n->next;
+                if (rgpu_node_find(n->handle)) { /* a mirrored graph that grew: it has this one (or another fetch) */
+                    n->next = known;
+                    known = n;
+                    continue;
+                }
                 n->next = nodes;
                 nodes = n;
             }
         }
         pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-        while (got) {
-            struct gnode *n = got;
-            got = n->next;
-            rgpu_node_free(n);
-        }
+        for (struct gnode *lists[2] = {got, known}, **l = lists; l < lists + 2; l++)
+            while (*l) {
+                struct gnode *n = *l;
+                *l = n->next;
+                rgpu_node_free(n);
+            }
         return r != CUDA_SUCCESS ? r : slot < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     }
     return rgpu_bad_reply(RGPU_OP_GRAPH_GET_NODES, "the node records outgrew the size they announced");
@@ -166,12 +202,27 @@ static CUresult mirrored_graph(CUgraph g) /* INVALID_VALUE for no graph */
     if (!rgpu_graph_is_live(H(g), KIND_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
-    int known = mirror_slot(H(g)) >= 0;
+    int slot = mirror_slot(H(g)), known = slot >= 0 && !grown[slot];
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     return known ? CUDA_SUCCESS : fetch_mirror(H(g));
 }
 
 CUresult rgpu_graph_mirrored(CUgraph g) { return mirrored_graph(g); }
+
+CUresult rgpu_graph_nodes_of(CUgraph g, const CUgraphNode *deps, size_t n)
+{
+    CUresult r = mirrored_graph(g);
+    if (r != CUDA_SUCCESS || (n && !deps))
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        struct gnode *d = rgpu_node_find(H(deps[i]));
+        if (!d || d->graph != H(g))
+            r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return r;
+}
 
 static int has_memory_nodes(uint64_t g) /* under the lock; the server refuses to clone or nest such a graph */
 {
@@ -193,6 +244,37 @@ size_t rgpu_graph_members(uint64_t g, struct gnode **out, size_t cap) /* under t
     return total;
 }
 
+static int is_body(uint64_t g) /* under the lock */
+{
+    for (struct gnode *n = nodes; n; n = n->next)
+        for (unsigned i = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && i < n->n_bodies; i++)
+            if (H(n->bodies[i]) == g)
+                return 1;
+    return 0;
+}
+
+int rgpu_graph_is_body(uint64_t g)
+{
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int body = is_body(g);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return body;
+}
+
+uint64_t rgpu_graph_mint_empty(void)
+{
+    uint64_t g = rgpu_graph_mint(KIND_GRAPH);
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int slot = mirror_slot(0);
+    if (slot >= 0)
+        mirrored[slot] = g, grown[slot] = 0;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (slot >= 0 && rgpu_graph_live_add(g))
+        return g;
+    rgpu_graph_forget(g);
+    return 0;
+}
+
 API CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
 {
     if (!out || flags)
@@ -200,13 +282,8 @@ API CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
     CUresult r = rgpu_graph_need();
     if (r != CUDA_SUCCESS)
         return r;
-    uint64_t g = rgpu_graph_mint(KIND_GRAPH);
-    pthread_mutex_lock(&rgpu_graph_nodes_lock);
-    int slot = mirror_slot(0);
-    if (slot >= 0)
-        mirrored[slot] = g;
-    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-    if (slot < 0 || !rgpu_graph_live_add(g))
+    uint64_t g = rgpu_graph_mint_empty();
+    if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint8_t a[RGPU_GRAPH_CREATE_REQ_SIZE];
     rgpu_pack_graph_create(a, &(struct rgpu_graph_create_req){g, 0});
@@ -255,6 +332,7 @@ void rgpu_node_free(struct gnode *node)
 {
     free(node->deps);
     free(node->dep_data);
+    free(node->bodies);
     free(node);
 }
 
@@ -340,6 +418,8 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         if (memory) /* as CUDA's */
             return CUDA_ERROR_NOT_SUPPORTED;
     }
+    if (host && rgpu_graph_is_body(H(g))) /* as CUDA's: a conditional body runs on the device alone */
+        return CUDA_ERROR_INVALID_VALUE;
     struct gnode *node = rgpu_node_new(g, deps, n, host ? CU_GRAPH_NODE_TYPE_HOST : type, &r);
     if (!node)
         return r;
@@ -456,6 +536,44 @@ API CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode h, CUevent *out)
 API CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode h, CUevent *out)
 {
     return node_event(h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, out);
+}
+
+/* exec NULL: the node in its graph (the mirror follows); otherwise the node's copy in exec. */
+static CUresult set_node_event(CUgraphExec exec, CUgraphNode h, CUgraphNodeType type, CUevent e)
+{
+    static int logged;
+    CUresult r = rgpu_need_protocol(9, &logged, "changing an event node's event");
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!e || (exec && !rgpu_graph_is_live(H(exec), KIND_GRAPH_EXEC)))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_typed(h, type);
+    if (n && !exec)
+        n->object = H(e);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (!n)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint8_t a[RGPU_GRAPH_EVENT_NODE_SET_REQ_SIZE];
+    rgpu_pack_graph_event_node_set(a, &(struct rgpu_graph_event_node_set_req){
+                                          exec ? rgpu_exec_target(H(exec), H(h)) : 0, H(h), H(e)});
+    return rgpu_defer(RGPU_OP_GRAPH_EVENT_NODE_SET, a, sizeof a, NULL, 0);
+}
+API CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode h, CUevent e)
+{
+    return set_node_event(NULL, h, CU_GRAPH_NODE_TYPE_EVENT_RECORD, e);
+}
+API CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode h, CUevent e)
+{
+    return set_node_event(NULL, h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, e);
+}
+API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode h, CUevent e)
+{
+    return exec ? set_node_event(exec, h, CU_GRAPH_NODE_TYPE_EVENT_RECORD, e) : CUDA_ERROR_INVALID_VALUE;
+}
+API CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec exec, CUgraphNode h, CUevent e)
+{
+    return exec ? set_node_event(exec, h, CU_GRAPH_NODE_TYPE_WAIT_EVENT, e) : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* -- structure: edges, queries, clones ----------------------------------------------------------------------- */
@@ -689,12 +807,16 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
     CUresult r = mirrored_graph(g);
     if (r != CUDA_SUCCESS)
         return r;
-    static int logged;
+    static int logged, cond_logged;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
-    int memory = has_memory_nodes(H(g));
+    int memory = has_memory_nodes(H(g)), conditional = 0;
+    for (struct gnode *n = nodes; n && !conditional; n = n->next)
+        conditional = n->graph == H(g) && n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL;
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (memory)
         return rgpu_unsupported(&logged, "cloning a graph with memory allocation or free nodes");
+    if (conditional)
+        return rgpu_unsupported(&cond_logged, "cloning a graph with conditional nodes");
     uint64_t clone = rgpu_graph_mint(KIND_GRAPH);
     size_t count = 0, i = 0;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
@@ -804,16 +926,20 @@ API CUresult cuGraphDestroyNode(CUgraphNode h)
     }
     if (n) {
         *p = n->next;
-        for (struct gnode *m = nodes; m; m = m->next) /* and every edge into it */
+        for (struct gnode *m = nodes; m; m = m->next) /* and every edge into it, with its data */
             for (size_t k = 0; m->graph == n->graph && k < m->n_deps;)
-                if (m->deps[k] == n->handle)
+                if (m->deps[k] == n->handle) {
                     m->deps[k] = m->deps[--m->n_deps];
-                else
+                    if (m->dep_data)
+                        m->dep_data[k] = m->dep_data[m->n_deps];
+                } else {
                     k++;
+                }
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
+    forget_bodies(n);
     rgpu_node_free(n);
     uint8_t a[RGPU_GRAPH_DESTROY_NODE_REQ_SIZE];
     rgpu_pack_graph_destroy_node(a, &(struct rgpu_graph_destroy_node_req){H(h)});

@@ -312,6 +312,8 @@ API CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode
     int client = rgpu_copy_on_client(p);
     if (client < 0)
         return CUDA_ERROR_NOT_SUPPORTED; /* logged there */
+    if (client && rgpu_graph_is_body(H(g))) /* a conditional body runs on the device alone */
+        return CUDA_ERROR_INVALID_VALUE;
     struct gnode *node = rgpu_node_new(g, deps, n, CU_GRAPH_NODE_TYPE_MEMCPY, &r);
     if (!node)
         return r;

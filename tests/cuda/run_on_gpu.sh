@@ -22,7 +22,7 @@ declare -A flavours=(
   [per_thread]="--default-stream per-thread"
 )
 # (RGPU_CHECK_PROGRAMS: a subset, to check a fix without the whole run)
-programs=${RGPU_CHECK_PROGRAMS:-"vector_add streams_events mixed_params memory_2d device_info big_params vmm mixed_contexts occupancy blas_batched pools library launch_attributes graphs graph_api graph_generic graph_host graph_memory pinned_uva tensor_map cooperative stream_info memory_3d clusters stream_attributes stream_memops jit_link textures ipc memcpy_batch legacy_launch managed managed_vars gpu/templates gpu/many_kernels"}
+programs=${RGPU_CHECK_PROGRAMS:-"vector_add streams_events mixed_params memory_2d device_info big_params vmm mixed_contexts occupancy blas_batched pools library launch_attributes graphs graph_api graph_generic graph_host graph_memory graph_control pinned_uva tensor_map cooperative stream_info memory_3d clusters stream_attributes stream_memops jit_link textures ipc memcpy_batch legacy_launch managed managed_vars gpu/templates gpu/many_kernels"}
 for p in $programs; do
   for f in "${!flavours[@]}"; do
     nvcc -cudart shared ${flavours[$f]} -o $bin/$(basename $p).$f tests/cuda/$p.cu -lcuda -lcublas &  # (some call the driver, cuBLAS)

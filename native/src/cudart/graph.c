@@ -686,9 +686,15 @@ static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cuda
     }
     case cudaGraphNodeTypeMemFree:
         return cudaGraphAddMemFreeNode(node, graph, deps, n, p->free.dptr);
+    case cudaGraphNodeTypeGraph:
+        if (p->graph.ownership != cudaGraphChildGraphOwnershipClone)
+            return rt_unsupported(&logged, "cudaGraphAddNode of a child graph moved into its node");
+        return cudaGraphAddChildGraphNode(node, graph, deps, n, p->graph.graph);
+    case cudaGraphNodeTypeConditional:
+        return rt_add_conditional(node, graph, deps, n, &p->conditional);
     default:
         return rt_unsupported(&logged, "cudaGraphAddNode of a node type other than kernel, memcpy, memset, empty, "
-                                       "host, memory and event record/wait");
+                                       "host, memory, event record/wait, child graph and conditional");
     }
 }
 

@@ -51,6 +51,10 @@ const void *rt_host_of_function(CUfunction f); /* the host stub a CUfunction cam
         return e_ != cudaSuccess ? rt_record(e_) : rt_fail(call);                                                  \
     } while (0)
 
+/* graph_control.c: cudaGraphAddNode of a conditional node (sets p->phGraph_out) */
+cudaError_t rt_add_conditional(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                               struct cudaConditionalNodeParams *p);
+
 /* memory.c: a copy's checks and context (cudaErrorInvalidMemcpyDirection...), each end's memory type for `kind` */
 cudaError_t rt_copy_start(enum cudaMemcpyKind kind);
 void rt_memory_types(enum cudaMemcpyKind kind, CUmemorytype *src, CUmemorytype *dst);

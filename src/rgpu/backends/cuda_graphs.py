@@ -67,7 +67,31 @@ _ffi.cdef("""
                                   const uintptr_t **deps, const void **edges, size_t *count);
     int cuStreamUpdateCaptureDependencies_v2(uintptr_t stream, uintptr_t *deps, const void *edges, size_t count,
                                              unsigned flags);
+    int cuStreamBeginCaptureToGraph(uintptr_t stream, uintptr_t graph, const uintptr_t *deps, const void *edges,
+                                    size_t count, int mode);
+    int cuGraphNodeSetEnabled(uintptr_t exec, uintptr_t node, unsigned enabled);
+    int cuGraphEventRecordNodeSetEvent(uintptr_t node, uintptr_t event);
+    int cuGraphEventWaitNodeSetEvent(uintptr_t node, uintptr_t event);
+    int cuGraphExecEventRecordNodeSetEvent(uintptr_t exec, uintptr_t node, uintptr_t event);
+    int cuGraphExecEventWaitNodeSetEvent(uintptr_t exec, uintptr_t node, uintptr_t event);
+    int cuGraphExecChildGraphNodeSetParams(uintptr_t exec, uintptr_t node, uintptr_t child);
+    int cuGraphConditionalHandleCreate(uint64_t *handle, uintptr_t graph, uintptr_t ctx, unsigned value,
+                                       unsigned flags);
+    typedef struct {
+        int type;
+        int reserved0[3];
+        uint64_t handle;      /* CUDA_CONDITIONAL_NODE_PARAMS, the union's member for conditional nodes */
+        int cond_type;
+        unsigned size;
+        uintptr_t *graphs_out;
+        uintptr_t ctx;
+        long long rest[25];
+        long long reserved2;
+    } rgpu_conditional_node_params;  /* CUgraphNodeParams, 256 bytes */
+    int cuGraphAddNode_v2(uintptr_t *node, uintptr_t graph, const uintptr_t *deps, const void *edges, size_t count,
+                          rgpu_conditional_node_params *params);
 """)
+assert _ffi.sizeof("rgpu_conditional_node_params") == 256
 _ATTRIBUTE_SIZE = 72
 
 
@@ -107,7 +131,8 @@ def _attribute_records(attributes) -> bytes:
 
 # CUgraphNodeType (rgpu.dispatch.graphs)
 _KERNEL, _MEMCPY, _MEMSET, _CHILD, _EMPTY, _WAIT_EVENT, _EVENT_RECORD = 0, 1, 2, 4, 5, 6, 7
-_MEM_FREE = 11
+_MEM_FREE, _CONDITIONAL = 11, 13
+_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 
 
 def _stream(stream):
@@ -188,6 +213,14 @@ class CudaGraphs:
         del mode
         self._use(ctx)
         _check(cu.cuStreamBeginCapture(_stream(stream), cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+        self._captures_begun += 1
+
+    def stream_begin_capture_to_graph(self, ctx, stream, graph, deps: list, data, mode: int) -> None:
+        del mode  # relaxed, as stream_begin_capture says
+        self._use(ctx)
+        array = _ffi.new("uintptr_t[]", [int(d) for d in deps] or [0])
+        edges = _ffi.new("char[]", b"".join(bytes((f, t, k)) + bytes(5) for f, t, k in data)) if data else _ffi.NULL
+        _fail(_lib().cuStreamBeginCaptureToGraph(int(_stream(stream)), int(graph), array, edges, len(deps), _RELAXED))
         self._captures_begun += 1
 
     def stream_end_capture(self, ctx, stream):
@@ -383,12 +416,52 @@ class CudaGraphs:
         self._use(ctx)
         _check(cu.cuDeviceGraphMemTrim(_check(cu.cuCtxGetDevice())))
 
-    def graph_node_set_params(self, ctx, node, node_type: int, params, exe) -> None:
-        self._use(ctx)
-        if exe is not None and int(exe) in self._part_nodes:  # a stage of a graph with host nodes
+    def _exec_node(self, exe, node):
+        """The node an exec names: a stage of a graph with host nodes knows it by its clone's node."""
+        if exe is not None and int(exe) in self._part_nodes:
             node = self._part_nodes[int(exe)][1].get(int(node))
             if node is None:
                 raise CudaError(Status.INVALID_VALUE, "the node is not in that stage of the executable graph")
+        return node
+
+    def graph_node_set_enabled(self, ctx, exe, node, enabled: bool) -> None:
+        self._use(ctx)
+        _fail(_lib().cuGraphNodeSetEnabled(int(exe), int(self._exec_node(exe, node)), int(enabled)))
+
+    def graph_event_node_set(self, ctx, node, node_type: int, event, exe) -> None:
+        self._use(ctx)
+        lib = _lib()
+        record = node_type == _EVENT_RECORD
+        if exe is None:
+            set_event = lib.cuGraphEventRecordNodeSetEvent if record else lib.cuGraphEventWaitNodeSetEvent
+            _fail(set_event(int(node), int(event)))
+        else:
+            set_event = lib.cuGraphExecEventRecordNodeSetEvent if record else lib.cuGraphExecEventWaitNodeSetEvent
+            _fail(set_event(int(exe), int(self._exec_node(exe, node)), int(event)))
+
+    def graph_exec_child_set(self, ctx, exe, node, child) -> None:
+        self._use(ctx)
+        _fail(_lib().cuGraphExecChildGraphNodeSetParams(int(exe), int(self._exec_node(exe, node)), int(child)))
+
+    def graph_conditional_handle(self, ctx, graph, default: int, flags: int) -> int:
+        self._use(ctx)
+        out = _ffi.new("uint64_t *")
+        _fail(_lib().cuGraphConditionalHandleCreate(out, int(graph), int(ctx), default, flags))
+        return int(out[0])
+
+    def graph_add_conditional(self, ctx, graph, deps: list, handle: int, kind: int, size: int):
+        """A conditional node -> (node, [the bodies the driver made for it])."""
+        self._use(ctx)
+        p = _ffi.new("rgpu_conditional_node_params *")
+        p.type, p.handle, p.cond_type, p.size, p.ctx = _CONDITIONAL, handle, kind, size, int(ctx)
+        out = _ffi.new("uintptr_t *")
+        array = _ffi.new("uintptr_t[]", [int(d) for d in deps] or [0])
+        _fail(_lib().cuGraphAddNode_v2(out, int(graph), array, _ffi.NULL, len(deps), p))
+        return cu.CUgraphNode(out[0]), [cu.CUgraph(p.graphs_out[i]) for i in range(size)]
+
+    def graph_node_set_params(self, ctx, node, node_type: int, params, exe) -> None:
+        self._use(ctx)
+        node = self._exec_node(exe, node)
         if node_type == _KERNEL:
             raw, keep = self._kernel_params(ctx, params)
             if exe is None:

@@ -507,10 +507,15 @@ class FakeBackend(FakeGraphs, FakeJitLink, FakeArrays, FakeIpc, FakeMemOps, Fake
 
         try:
             kern.run(KernelExec(grid[0] * block[0], self._view, delay, tuple(grid), tuple(block),
-                                texture=self.texture, symbol=_symbol_of(func)), *values)
+                                texture=self.texture, symbol=_symbol_of(func), conditional=self._set_conditional),
+                     *values)
         except (IllegalAddress, FakeArrayGone):
             # As on a GPU: the launch itself succeeded; the context is now broken for good.
             ctx.sticky = Status.ILLEGAL_ADDRESS
+
+    def _set_conditional(self, handle: int, value: int) -> None:
+        if not self.set_conditional(handle, value):
+            raise IllegalAddress(f"0x{int(handle):x} is not a conditional handle")
 
     # -- cuBLAS / cuBLASLt (numpy) ------------------------------------------------------------------
     def blas_create(self, ctx: FakeContext):

@@ -19,7 +19,12 @@ from rgpu.errors import CudaError, Status
 
 # CUgraphNodeType
 KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
-MEM_ALLOC, MEM_FREE, BATCH_MEM_OP = 10, 11, 12
+MEM_ALLOC, MEM_FREE, BATCH_MEM_OP, CONDITIONAL = 10, 11, 12, 13
+COND_IF, COND_WHILE, COND_SWITCH = 0, 1, 2  # CUgraphConditionalNodeType
+COND_ASSIGN_DEFAULT = 0x1
+# A WHILE body run this many times is taken for a kernel that never clears its condition: a GPU would spin on;
+# the fake fails the launch instead of hanging the session.
+MAX_WHILE_ITERATIONS = 1 << 20
 NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
 # CUgraphExecUpdateResult
 UPDATE_SUCCESS, UPDATE_ERROR, UPDATE_TOPOLOGY_CHANGED, UPDATE_NODE_TYPE_CHANGED = 0, 1, 2, 3
@@ -31,6 +36,7 @@ class FakeNode:
     call: object = None  # (function, bound arguments): replayed with the launch stream as `stream`
     deps: list = attrs.Factory(list)
     owner: object = None  # the FakeGraph it is in (explicit API)
+    enabled: bool = True  # (an exec's copy: cuGraphNodeSetEnabled)
 
 
 @attrs.define(eq=False)
@@ -44,6 +50,17 @@ class FakeExec:
     nodes: list  # copies, in a topological order
     by_origin: dict = attrs.Factory(dict)  # the graph's node -> its copy here (exec set-params name the former)
     destroyed: bool = False
+    resets: list = attrs.Factory(list)  # FakeConditionals set to their default as each launch begins
+
+
+@attrs.define(eq=False)
+class FakeConditional:
+    """A conditional handle: the value a conditional node reads, which kernels set (cudaGraphSetConditional)."""
+
+    graph: FakeGraph  # the graph it was made for
+    default: int
+    assign_default: bool
+    value: int = 0
 
 
 def _topological(nodes: list) -> list:
@@ -75,8 +92,31 @@ def _copies(nodes: list) -> tuple[list, dict]:
     order = _topological(nodes)
     mapping: dict = {}
     for node in order:
-        mapping[node] = FakeNode(node.type, node.call, [mapping[d] for d in node.deps if d in mapping])
+        mapping[node] = FakeNode(node.type, _snapshot(node), [mapping[d] for d in node.deps if d in mapping])
     return [mapping[n] for n in order], mapping
+
+
+def _snapshot(node: FakeNode):
+    """A node's call as an exec keeps it: a conditional node's bodies copied as they are now (CUDA instantiates
+    them with the graph), each body an exec of its own."""
+    if node.type != CONDITIONAL or node.call is None:
+        return node.call
+    fn, call = node.call
+    bodies = []
+    for body in call["bodies"]:
+        nodes, mapping = _copies(body.nodes)
+        bodies.append(FakeExec(call["ctx"], nodes, mapping))
+    return fn, {**call, "bodies": bodies}
+
+
+def _graphs_within(graph: FakeGraph) -> list:
+    """A graph and the bodies of its conditional nodes, theirs too."""
+    out = [graph]
+    for node in graph.nodes:
+        if node.type == CONDITIONAL and node.call is not None:
+            for body in node.call[1]["bodies"]:
+                out += _graphs_within(body)
+    return out
 
 
 @attrs.define(eq=False)
@@ -233,6 +273,19 @@ class FakeGraphs:
         stream.capture = FakeCapture(FakeGraph(), mode, stream, streams=[stream])
         self._live_captures += 1
 
+    def stream_begin_capture_to_graph(self, ctx, stream, graph: FakeGraph, deps: list, data, mode: int) -> None:
+        """A capture whose nodes join `graph`, the first ones after `deps` (edge data changes when a node may
+        start, not what it computes: as graph_edges)."""
+        ctx.check()
+        if _capture_of(stream) is not None:
+            raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
+        if any(d.owner is not graph for d in deps):
+            raise CudaError(Status.INVALID_VALUE, "a dependency that is not in the graph")
+        capture = FakeCapture(graph, mode, stream, streams=[stream])
+        capture.tails[id(stream)] = list(deps)
+        stream.capture = capture
+        self._live_captures += 1
+
     def stream_end_capture(self, ctx, stream) -> FakeGraph:
         capture = _capture_of(stream)
         if capture is None:
@@ -291,7 +344,9 @@ class FakeGraphs:
     def graph_instantiate(self, ctx, graph: FakeGraph, flags: int) -> FakeExec:
         ctx.check()
         nodes, mapping = _copies(graph.nodes)
-        return FakeExec(ctx, nodes, mapping)
+        graphs = _graphs_within(graph)
+        resets = [c for c in self._conditional_handles.values() if c.assign_default and any(c.graph is g for g in graphs)]
+        return FakeExec(ctx, nodes, mapping, resets=resets)
 
     def graph_instantiate_part(self, ctx, graph: FakeGraph, nodes: list, flags: int) -> FakeExec:
         """The subgraph of `nodes` and the edges among them (_copies drops edges from other nodes)."""
@@ -300,8 +355,10 @@ class FakeGraphs:
 
     def graph_launch(self, ctx, exe: FakeExec, stream) -> None:
         ctx.check()
+        for cond in exe.resets:
+            cond.value = cond.default
         for node in exe.nodes:
-            if node.call is None:
+            if node.call is None or not node.enabled:
                 continue
             fn, call = node.call
             fn(self, **{**call, "stream": stream}) if "stream" in call else fn(self, **call)
@@ -326,7 +383,7 @@ class FakeGraphs:
             if sorted(old_index.get(d, -1) for d in old.deps) != sorted(index.get(d, -1) for d in new.deps):
                 return UPDATE_TOPOLOGY_CHANGED
         for old, new in zip(exe.nodes, nodes):
-            old.call = new.call
+            old.call = _snapshot(new)
         return UPDATE_SUCCESS
 
     def graph_destroy(self, ctx, graph: FakeGraph) -> None:
@@ -391,6 +448,76 @@ class FakeGraphs:
         if target is None:
             raise CudaError(Status.INVALID_VALUE, "the node is not in that executable graph")
         target.call = self._node_call(ctx, node_type, params)
+
+    def _exec_copy(self, exe: FakeExec, node: FakeNode) -> FakeNode:
+        target = exe.by_origin.get(node)
+        if target is None:
+            raise CudaError(Status.INVALID_VALUE, "the node is not in that executable graph")
+        return target
+
+    def graph_node_set_enabled(self, ctx, exe: FakeExec, node: FakeNode, enabled: bool) -> None:
+        ctx.check()
+        self._exec_copy(exe, node).enabled = enabled
+
+    def graph_event_node_set(self, ctx, node: FakeNode, node_type: int, event, exe: FakeExec | None) -> None:
+        ctx.check()
+        target = node if exe is None else self._exec_copy(exe, node)
+        target.call = self._node_call(ctx, node_type, event)
+
+    def graph_exec_child_set(self, ctx, exe: FakeExec, node: FakeNode, child: FakeGraph) -> None:
+        ctx.check()
+        target = self._exec_copy(exe, node)
+        call = self._node_call(ctx, CHILD, child)
+        if [n.type for n in target.call[1]["exe"].nodes] != [n.type for n in call[1]["exe"].nodes]:
+            raise CudaError(Status.INVALID_VALUE, "the child graph's topology differs from the node's")
+        target.call = call
+
+    # -- conditional nodes ---------------------------------------------------------------------------
+    @functools.cached_property
+    def _conditional_handles(self) -> dict:
+        return {}
+
+    def graph_conditional_handle(self, ctx, graph: FakeGraph, default: int, flags: int) -> int:
+        ctx.check()
+        handle = 0xC0D0_0000_0000 + len(self._conditional_handles) + 1
+        assign = bool(flags & COND_ASSIGN_DEFAULT)
+        self._conditional_handles[handle] = FakeConditional(graph, default, assign, default if assign else 0)
+        return handle
+
+    def set_conditional(self, handle: int, value: int) -> bool:
+        """cudaGraphSetConditional from a fake kernel; False: no such handle (a bad address, as on a GPU)."""
+        cond = self._conditional_handles.get(int(handle))
+        if cond is not None:
+            cond.value = int(value) & 0xFFFFFFFF
+        return cond is not None
+
+    def graph_add_conditional(self, ctx, graph: FakeGraph, deps: list, handle: int, kind: int, size: int):
+        """A conditional node on `handle` and its `size` empty bodies -> (node, [body graphs])."""
+        ctx.check()
+        cond = self._conditional_handles.get(int(handle))
+        if cond is None or cond.graph is not graph:
+            raise CudaError(Status.INVALID_VALUE, "the conditional handle is not the graph's")
+        bodies = [FakeGraph() for _ in range(size)]
+        call = (type(self)._run_conditional, dict(ctx=ctx, cond=cond, kind=kind, bodies=bodies, stream=None))
+        node = FakeNode(CONDITIONAL, call, list(deps), graph)
+        graph.nodes.append(node)
+        return node, bodies
+
+    def _run_conditional(self, ctx, cond: FakeConditional, kind: int, bodies: list, stream) -> None:
+        run = type(self).graph_launch.__wrapped__
+        if kind == COND_IF:
+            chosen = bodies[0] if cond.value else bodies[1] if len(bodies) > 1 else None
+            if chosen is not None:
+                run(self, ctx, chosen, stream)
+        elif kind == COND_SWITCH:
+            if cond.value < len(bodies):
+                run(self, ctx, bodies[cond.value], stream)
+        else:
+            for _ in range(MAX_WHILE_ITERATIONS):
+                if not cond.value:
+                    return
+                run(self, ctx, bodies[0], stream)
+            raise CudaError(Status.LAUNCH_TIMEOUT, f"a WHILE body ran {MAX_WHILE_ITERATIONS} times")
 
     def graph_edges(self, ctx, graph: FakeGraph, pairs: list, remove: bool, data: list | None = None) -> None:
         # Edge data (programmatic edges) changes when a dependent may start, not what it computes: the fake runs

@@ -43,6 +43,7 @@ class KernelExec:
     printf: Callable[[bytes], None] = write_stdout
     texture: Callable | None = None  # (texture or surface object) -> FakeTexture (backends.fake_arrays)
     symbol: Callable | None = None  # (a global's name in the kernel's module) -> its address
+    conditional: Callable | None = None  # (conditional handle, value): cudaGraphSetConditional
 
     def array(self, ptr: int, count: int, dtype) -> np.ndarray:
         dtype = np.dtype(dtype)
@@ -187,6 +188,19 @@ def _iota_affine(ex: KernelExec, p, mul, add, n):
 
 
 # tests/cuda/managed.cu: managed memory's kernels (a grid-stride loop, a scale, a list walked through its pointers)
+@kernel("set_condition", "QQ", "one thread: cudaGraphSetConditional(handle, *value) (unsigned)")
+def _set_condition(ex: KernelExec, handle, value):
+    ex.conditional(handle, int(ex.array(value, 1, np.uint32)[0]))
+
+
+@kernel("count_down", "QQ", "one thread: --*left; cudaGraphSetConditional(handle, *left > 0) (int32): a WHILE "
+                            "node's body runs *left times")
+def _count_down(ex: KernelExec, handle, left):
+    v = ex.array(left, 1, np.int32)
+    v[0] -= 1
+    ex.conditional(handle, int(v[0] > 0))
+
+
 @kernel("managed_add", "iQQ", "y[i] = x[i] + y[i] (float32), every i < n (a grid-stride loop)")
 def _managed_add(ex: KernelExec, n, x, y):
     n = max(0, n)

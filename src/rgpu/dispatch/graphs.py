@@ -18,7 +18,7 @@ from rgpu.dispatch import quota
 from rgpu.dispatch.registry import Reply, handles, handles_fields
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops
-from rgpu.session.handles import Kind, Region
+from rgpu.session.handles import GRAPH_BODY, Kind, Region
 from rgpu.session.state import Session
 
 # -- launch attributes ------------------------------------------------------------------------------
@@ -66,6 +66,8 @@ class _GraphState:
     # Attribute records -> parsed attributes, for records without event handles: a program launches with the
     # same few attribute sets again and again (llama.cpp: PDL on every launch).
     attribute_sets: dict = attrs.Factory(dict)
+    into: set = attrs.Factory(set)  # streams capturing into a graph that existed before (STREAM_BEGIN_CAPTURE_TO_GRAPH)
+    conditionals: dict = attrs.Factory(dict)  # graph handle -> the conditional handles made for it
 
 
 _STATES: weakref.WeakKeyDictionary[Session, _GraphState] = weakref.WeakKeyDictionary()
@@ -139,6 +141,27 @@ def _begin_capture(s: Session, args, bulk):
     st.capturing[args.stream] = args.graph
 
 
+@handles(ops.STREAM_BEGIN_CAPTURE_TO_GRAPH)
+def _begin_capture_to_graph(s: Session, args, bulk):
+    if args.mode not in CAPTURE_MODES or args.edge_data not in (0, 1):
+        raise CudaError(Status.INVALID_VALUE, f"capture mode {args.mode}, edge data {args.edge_data}")
+    ctx, stream = _capture_stream(s, args.stream)
+    st = state(s)
+    if args.stream in st.capturing:
+        raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
+    _, graph = s.object(args.graph, Kind.GRAPH)
+    if graph.ctx != ctx_handle(s, args.stream):
+        raise CudaError(Status.INVALID_VALUE, "the stream and the graph belong to different contexts")
+    deps_bytes = 8 * args.deps
+    if args.deps > MAX_NODE_DEPENDENCIES or len(bulk) != deps_bytes * (1 + args.edge_data):
+        raise CudaError(Status.INVALID_VALUE, f"{args.deps} dependencies in {len(bulk)} bytes")
+    deps = _node_handles(s, bulk, args.deps, args.graph)
+    data = _edge_data(bytes(bulk[deps_bytes:]), args.deps) if args.edge_data else None
+    s.backend.stream_begin_capture_to_graph(ctx.obj, stream, graph.obj, deps, data, args.mode)
+    st.capturing[args.stream] = args.graph
+    st.into.add(args.stream)
+
+
 @handles(ops.STREAM_END_CAPTURE)
 def _end_capture(s: Session, args, bulk):
     ctx, stream = _capture_stream(s, args.stream)
@@ -148,6 +171,10 @@ def _end_capture(s: Session, args, bulk):
         raise CudaError(Status.ILLEGAL_STATE, "the stream is not capturing")
     if graph_handle != args.graph:
         s.log.info("capture began as graph 0x%x, ends as 0x%x", graph_handle, args.graph)
+    if args.stream in st.into:  # the graph was the session's before: it keeps its handle, whatever the outcome
+        st.into.discard(args.stream)
+        s.backend.stream_end_capture(ctx.obj, stream)
+        return
     # The driver ends the capture even when it fails (invalidated): no graph then.
     graph = s.backend.stream_end_capture(ctx.obj, stream)
     try:
@@ -249,18 +276,38 @@ def _graph_exec_destroy(s: Session, args, bulk):
 @handles(ops.GRAPH_DESTROY)
 def _graph_destroy(s: Session, args, bulk):
     ctx, graph = s.object(args.graph, Kind.GRAPH)
-    for h in s.handles.owned_by(parent=args.graph, kind=Kind.GRAPH_NODE):
-        s.handles.pop(h, Kind.GRAPH_NODE)
-    s.handles.pop(args.graph, Kind.GRAPH)
+    if graph.info == GRAPH_BODY:
+        raise CudaError(Status.INVALID_VALUE, f"graph 0x{args.graph:x} is a conditional node's body: it goes with "
+                                              "its node")
+    _forget_graph(s, args.graph)
     s.backend.graph_destroy(ctx.obj, graph.obj)
     _let_go_memory(s, args.graph)
+
+
+def _forget_graph(s: Session, graph: int) -> None:
+    """The handles of a graph, its nodes, and the bodies of its conditional nodes (the driver destroys those with
+    the graph)."""
+    for h in s.handles.owned_by(parent=graph, kind=Kind.GRAPH_NODE):
+        _forget_node(s, h)
+    state(s).conditionals.pop(graph, None)
+    s.handles.pop(graph, Kind.GRAPH)
+
+
+def _forget_node(s: Session, node: int) -> None:
+    if s.handles.pop(node, Kind.GRAPH_NODE).info == CONDITIONAL:
+        for body in s.handles.owned_by(parent=node, kind=Kind.GRAPH):
+            _forget_graph(s, body)
 
 
 # -- the explicit graph API -------------------------------------------------------------------------
 # CUgraphNodeType
 KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
-MEM_ALLOC, MEM_FREE = 10, 11
+MEM_ALLOC, MEM_FREE, CONDITIONAL = 10, 11, 13
 MAX_NODE_DEPENDENCIES = 4096
+# CUgraphConditionalNodeType -> how many bodies a node of it may have; CU_GRAPH_COND_ASSIGN_DEFAULT
+COND_IF, COND_WHILE, COND_SWITCH = 0, 1, 2
+MAX_CONDITIONAL_HANDLES = 1 << 16  # a session's, over its graphs (the server keeps a set of them)
+_COND_ASSIGN_DEFAULT = 0x1
 
 
 @handles(ops.GRAPH_CREATE)
@@ -388,6 +435,18 @@ def _graph_edges(s: Session, args, bulk):
 
 EDGE_RECORD = struct.Struct("<QQBBB5s")
 MAX_EDGE_PORT, MAX_EDGE_TYPE = 2, 1  # CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER, CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+EDGE_DATA = struct.Struct("<BBB5s")
+
+
+def _edge(from_port: int, to_port: int, kind: int, zero: bytes) -> tuple:
+    """One CUgraphEdgeData record, checked -> (from_port, to_port, type)."""
+    if from_port > MAX_EDGE_PORT or to_port or kind > MAX_EDGE_TYPE or any(zero):
+        raise CudaError(Status.INVALID_VALUE, f"edge data ports {from_port}/{to_port}, type {kind}")
+    return from_port, to_port, kind
+
+
+def _edge_data(raw: bytes, count: int) -> list:
+    return [_edge(*r) for r in EDGE_DATA.iter_unpack(raw[:EDGE_DATA.size * count])]
 
 
 @handles(ops.GRAPH_EDGES_DATA)
@@ -396,11 +455,7 @@ def _graph_edges_data(s: Session, args, bulk):
     if args.remove not in (0, 1) or len(bulk) != EDGE_RECORD.size * args.count:
         raise CudaError(Status.INVALID_VALUE, f"GRAPH_EDGES_DATA: {args.count} edges in {len(bulk)} bytes")
     records = [EDGE_RECORD.unpack_from(bulk, EDGE_RECORD.size * i) for i in range(args.count)]
-    data = []
-    for _, _, from_port, to_port, kind, zero in records:
-        if from_port > MAX_EDGE_PORT or to_port or kind > MAX_EDGE_TYPE or any(zero):
-            raise CudaError(Status.INVALID_VALUE, f"edge data ports {from_port}/{to_port}, type {kind}")
-        data.append((from_port, to_port, kind))
+    data = [_edge(*r[2:]) for r in records]
     handles = struct.pack(f"<{2 * args.count}Q", *(h for r in records for h in r[:2]))
     nodes = _node_handles(s, handles, 2 * args.count, args.graph)
     s.backend.graph_edges(ctx.obj, graph.obj, list(zip(nodes[0::2], nodes[1::2])), bool(args.remove), data)
@@ -413,6 +468,9 @@ def _graph_clone(s: Session, args, bulk):
         raise CudaError(Status.INVALID_VALUE, f"0x{args.clone:x} is in use")
     if _memory_of(s, args.graph):
         raise CudaError(Status.NOT_SUPPORTED, "cloning a graph with memory nodes")
+    if any(s.handles.get(h, Kind.GRAPH_NODE).info == CONDITIONAL
+           for h in s.handles.owned_by(parent=args.graph, kind=Kind.GRAPH_NODE)):
+        raise CudaError(Status.NOT_SUPPORTED, "cloning a graph with conditional nodes")
     if args.count > MAX_NODE_DEPENDENCIES or len(bulk) != 16 * args.count:
         raise CudaError(Status.INVALID_VALUE, f"{args.count} node pairs in {len(bulk)} bytes")
     pairs = list(struct.iter_unpack("<QQ", bytes(bulk)))
@@ -432,8 +490,80 @@ def _graph_destroy_node(s: Session, args, bulk):
     ctx, node = s.object(args.node, Kind.GRAPH_NODE)
     if node.info in (MEM_ALLOC, MEM_FREE):
         raise CudaError(Status.NOT_SUPPORTED, "destroying a memory node (destroy its graph)")
-    s.handles.pop(args.node, Kind.GRAPH_NODE)
+    _forget_node(s, args.node)
     s.backend.graph_destroy_node(ctx.obj, node.obj)
+
+
+# -- changing nodes of executable graphs, event and child-graph nodes (1.9) ---------------------------------
+@handles(ops.GRAPH_NODE_ENABLE)
+def _node_enable(s: Session, args, bulk):
+    ctx, exe = s.object(args.exec, Kind.GRAPH_EXEC)
+    node = s.handles.get(args.node, Kind.GRAPH_NODE)
+    if node.info not in (KERNEL, MEMSET, MEMCPY):
+        raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is of type {node.info}: only kernel, memset and "
+                                              "memcpy nodes can be disabled")
+    s.backend.graph_node_set_enabled(ctx.obj, exe.obj, node.obj, bool(args.enabled))
+
+
+@handles(ops.GRAPH_EVENT_NODE_SET)
+def _event_node_set(s: Session, args, bulk):
+    ctx, node = s.object(args.node, Kind.GRAPH_NODE)
+    if node.info not in (EVENT_RECORD, WAIT_EVENT):
+        raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is of type {node.info}, not an event node")
+    event = s.object(args.event, Kind.EVENT)[1].obj
+    exe = s.object(args.exec, Kind.GRAPH_EXEC)[1].obj if args.exec else None
+    s.backend.graph_event_node_set(ctx.obj, node.obj, node.info, event, exe)
+
+
+@handles(ops.GRAPH_EXEC_CHILD_SET)
+def _exec_child_set(s: Session, args, bulk):
+    ctx, exe = s.object(args.exec, Kind.GRAPH_EXEC)
+    node = s.handles.get(args.node, Kind.GRAPH_NODE)
+    if node.info != CHILD:
+        raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is of type {node.info}, not a child graph node")
+    _, child = s.object(args.graph, Kind.GRAPH)
+    if _memory_of(s, args.graph):  # as CUDA: a child graph may not allocate or free
+        raise CudaError(Status.NOT_SUPPORTED, "a child graph with memory nodes")
+    s.backend.graph_exec_child_set(ctx.obj, exe.obj, node.obj, child.obj)
+
+
+# -- conditional nodes (1.9): the handle is the driver's, since the program's kernels set it ------------------
+@handles(ops.GRAPH_CONDITIONAL_HANDLE)
+def _conditional_handle(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    if args.flags & ~_COND_ASSIGN_DEFAULT:
+        raise CudaError(Status.INVALID_VALUE, f"conditional handle flags 0x{args.flags:x}")
+    conditionals = state(s).conditionals
+    if sum(map(len, conditionals.values())) >= MAX_CONDITIONAL_HANDLES:
+        raise CudaError(Status.OUT_OF_MEMORY, f"more than {MAX_CONDITIONAL_HANDLES} conditional handles")
+    handle = s.backend.graph_conditional_handle(ctx.obj, graph.obj, args.default_value, args.flags)
+    conditionals.setdefault(args.graph, set()).add(int(handle))
+    return (int(handle),)
+
+
+@handles(ops.GRAPH_CONDITIONAL_NODE)
+def _conditional_node(s: Session, args, bulk):
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    most = {COND_IF: 2, COND_WHILE: 1, COND_SWITCH: ops.MAX_SWITCH_BODIES}.get(args.type, 0)
+    if not 1 <= args.size <= most:
+        raise CudaError(Status.INVALID_VALUE, f"a conditional node of type {args.type} with {args.size} bodies")
+    if args.handle not in state(s).conditionals.get(args.graph, ()):
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.handle:x} is not a conditional handle of graph "
+                                              f"0x{args.graph:x}")
+    if args.deps > MAX_NODE_DEPENDENCIES or len(bulk) != 8 * (args.deps + args.size):
+        raise CudaError(Status.INVALID_VALUE, f"{args.deps} dependencies and {args.size} bodies in {len(bulk)} bytes")
+    deps = _node_handles(s, bulk, args.deps, args.graph)
+    bodies = [h for (h,) in struct.iter_unpack("<Q", bytes(bulk[8 * args.deps:]))]
+    for h in (args.node, *bodies):
+        kind = Kind.GRAPH_NODE if h == args.node else Kind.GRAPH
+        if h in s.handles or h >> 56 != 0x80 | kind:
+            raise CudaError(Status.INVALID_VALUE, f"0x{h:x} is not a fresh client {kind.name.lower()} handle")
+    if len(set(bodies)) != len(bodies) or args.node in bodies:
+        raise CudaError(Status.INVALID_VALUE, "a handle named twice")
+    node, made = s.backend.graph_add_conditional(ctx.obj, graph.obj, deps, args.handle, args.type, args.size)
+    s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=graph.ctx, parent=args.graph, info=CONDITIONAL)
+    for h, body in zip(bodies, made):
+        s.handles.add_client(h, Kind.GRAPH, body, ctx=graph.ctx, parent=args.node, info=GRAPH_BODY)
 
 
 # -- reading a graph back (captured graphs too) -------------------------------------------------------
@@ -549,6 +679,7 @@ class _MemoryState:
 
     def __init__(self) -> None:
         self.graph_memory: dict[int, _GraphMemory] = {}
+        self.high: dict[int, list] = {}  # device -> [used, reserved] high-water marks (GRAPH_MEM)
 
     def release_context(self, s: Session, ctx: int) -> None:
         # The context's graphs and execs go with it (Session.destroy_context), and its regions.
@@ -558,11 +689,42 @@ class _MemoryState:
                 quota.uncharge(s, m.size, quota.GRAPHS)
 
 
-def _memory(s: Session) -> dict:
+def _memory_state(s: Session) -> _MemoryState:
     ext = s.extensions.get("graph_memory")
     if ext is None:
         ext = s.extensions["graph_memory"] = _MemoryState()
-    return ext.graph_memory
+    return ext
+
+
+def _memory(s: Session) -> dict:
+    return _memory_state(s).graph_memory
+
+
+def _device_graph_memory(s: Session, device: int) -> int:
+    """The session's graph memory on `device` now: what its graphs and execs hold."""
+    return sum(m.size for m in _memory(s).values() if s.handles.get(m.ctx, Kind.CONTEXT).info == device)
+
+
+def _note_high(s: Session, device: int) -> None:
+    now = _device_graph_memory(s, device)
+    high = _memory_state(s).high.setdefault(device, [0, 0])
+    high[0], high[1] = max(high[0], now), max(high[1], now)
+
+
+@handles(ops.GRAPH_MEM)
+def _graph_mem(s: Session, args, bulk):
+    """cuDeviceGraphMemTrim (nothing left to give back: memory no graph holds goes when it is let go) and the graph
+    memory attributes, the session's own. Used and reserved are the same figure here: the server keeps no cache of
+    graph memory beyond what graphs hold."""
+    if not 0 <= args.device < s.backend.device_count():
+        raise CudaError(Status.INVALID_DEVICE, f"device {args.device} does not exist")
+    if args.which > 6:
+        raise CudaError(Status.INVALID_VALUE, f"GRAPH_MEM which={args.which}")
+    _note_high(s, args.device)
+    now, high = _device_graph_memory(s, args.device), _memory_state(s).high[args.device]
+    if args.which in (5, 6):
+        high[args.which - 5] = now
+    return ((0, now, high[0], now, high[1], 0, 0)[args.which],)
 
 
 def _memory_of(s: Session, holder: int) -> list:
@@ -610,4 +772,5 @@ def _mem_alloc_node(s: Session, args, bulk):
     s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=graph.ctx, parent=args.graph, info=MEM_ALLOC)
     _memory(s)[ptr] = _GraphMemory(args.size, graph.ctx, args.graph, {args.graph})
     s.memory.add(Region(ptr, args.size, graph.ctx, "graph memory"))
+    _note_high(s, ctx.info)
     return (ptr,)

@@ -26,7 +26,7 @@ from rgpu.protocol.frames import HEADER, HEADER_SIZE, LENGTH, BufferPool, Frame,
 
 MAGIC = b"RGPUWIRE"
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 8  # 2: VMM, stream-ordered pools, occupancy table, batched GEMM, launch attributes, graphs;
+PROTOCOL_MINOR = 9  # 2: VMM, stream-ordered pools, occupancy table, batched GEMM, launch attributes, graphs;
 # 3: several devices (peer access and copies), cuFFT, cuRAND, cuSOLVER, cuSPARSE, cuBLAS additions, OUTPUT frames;
 # 4: STREAM_SYNCHRONIZE may be deferred (a client sends it without waiting while it has no device work unfinished)
 # 5: graphs with host nodes (GRAPH_INSTANTIATE_PART, STREAM_CAPTURE_EMPTY_NODE), graph memory nodes
@@ -34,6 +34,9 @@ PROTOCOL_MINOR = 8  # 2: VMM, stream-ordered pools, occupancy table, batched GEM
 # 7: STREAM_GET_INFO (a stream's flags, priority, context and id), OCCUPANCY_CLUSTERS, stream attributes
 # 8: stream memory operations (STREAM_MEM_OP, STREAM_BATCH_MEM_OP: cuStreamWaitValue32/64, cuStreamWriteValue32/64,
 #    cuStreamBatchMemOp), JIT linking (JIT_LINK_*), CUDA arrays and texture and surface objects, IPC handles
+# 9: capture into an existing graph, enabling nodes of executable graphs, event and child-graph node setters,
+#    conditional nodes, graph memory figures (STREAM_BEGIN_CAPTURE_TO_GRAPH, GRAPH_NODE_ENABLE,
+#    GRAPH_EVENT_NODE_SET, GRAPH_EXEC_CHILD_SET, GRAPH_CONDITIONAL_HANDLE, GRAPH_CONDITIONAL_NODE, GRAPH_MEM)
 NONCE_SIZE = 32
 KEY_SIZE = 32
 TAG_SIZE = 16

@@ -39,6 +39,8 @@ MAX_PARAM_BYTES = 32764
 # Launch attributes travel as (u32 id, 4 pad, 64-byte value) records, CUlaunchAttribute's own layout.
 LAUNCH_ATTRIBUTE_SIZE = 72
 MAX_LAUNCH_ATTRIBUTES = 16
+# A SWITCH conditional node's bodies (GRAPH_CONDITIONAL_NODE): CUDA sets no bound, the server keeps a handle each.
+MAX_SWITCH_BODIES = 1024
 # CUlaunchAttributeID values whose 64-byte value is plain data: forwarded untouched, the driver decides (the
 # server's Python path and its fast lane both go by this set; the others need the server's translation).
 PLAIN_LAUNCH_ATTRIBUTES = {
@@ -667,6 +669,19 @@ STREAM_UPDATE_CAPTURE_DEPENDENCIES = _op(0x00E9, "STREAM_UPDATE_CAPTURE_DEPENDEN
                                          deferrable=True, request_bulk="count x u64 node handles",
                                          names="stream:stream",
                                          doc="cuStreamUpdateCaptureDependencies(stream, nodes, flags: 0 add, 1 set)")
+STREAM_BEGIN_CAPTURE_TO_GRAPH = _op(0x00EA, "STREAM_BEGIN_CAPTURE_TO_GRAPH",
+                                   "stream:u64 mode:u32 graph:u64 deps:u32 edge_data:u32", deferrable=True,
+                                   request_bulk="deps x u64 node handles of `graph`; then, with edge_data 1, deps x "
+                                                "CUgraphEdgeData (8 bytes each, as GRAPH_EDGES_DATA's)",
+                                   names="stream:stream graph:graph",
+                                   doc="cuStreamBeginCaptureToGraph(stream, graph, deps, edge data, mode): capture "
+                                       "into an existing graph, after `deps` (a conditional node's body too); "
+                                       "STREAM_END_CAPTURE names the same graph (1.9)")
+GRAPH_MEM = _op(0x00EB, "GRAPH_MEM", "device:i32 which:u32", "value:u64", context=False,
+                doc="graph memory of the session on `device`: which 0 cuDeviceGraphMemTrim (value 0), 1-4 "
+                    "cuDeviceGetGraphMemAttribute(USED_MEM_CURRENT, USED_MEM_HIGH, RESERVED_MEM_CURRENT, "
+                    "RESERVED_MEM_HIGH), 5 and 6 reset USED_MEM_HIGH / RESERVED_MEM_HIGH to the current value "
+                    "(cuDeviceSetGraphMemAttribute with 0); the figures are the session's own (1.9)")
 GRAPH_CREATE = _op(0x00F0, "GRAPH_CREATE", "graph:u64 flags:u32", deferrable=True,
                    doc="cuGraphCreate(flags) -> client-minted `graph`")
 GRAPH_KERNEL_NODE = _op(0x00F1, "GRAPH_KERNEL_NODE",
@@ -702,6 +717,30 @@ GRAPH_CLONE = _op(0x00F6, "GRAPH_CLONE", "graph:u64 clone:u64 count:u32", deferr
                   doc="cuGraphClone(graph) -> client-minted `clone`, and its nodes")
 GRAPH_DESTROY_NODE = _op(0x00F7, "GRAPH_DESTROY_NODE", "node:u64", deferrable=True,
                          doc="cuGraphDestroyNode (and its edges)")
+GRAPH_NODE_ENABLE = _op(0x00FB, "GRAPH_NODE_ENABLE", "exec:u64 node:u64 enabled:u32", deferrable=True,
+                        names="exec:graph_exec",
+                        doc="cuGraphNodeSetEnabled(exec, node, enabled): a kernel, memset or memcpy node of the "
+                            "graph `exec` was made from (1.9)")
+GRAPH_EVENT_NODE_SET = _op(0x00FC, "GRAPH_EVENT_NODE_SET", "exec:u64 node:u64 event:u64", deferrable=True,
+                           names="event:event",
+                           doc="cuGraph{EventRecord,EventWait}NodeSetEvent (exec 0: the node in its graph) and "
+                               "cuGraphExec{EventRecord,EventWait}NodeSetEvent (1.9)")
+GRAPH_EXEC_CHILD_SET = _op(0x00FD, "GRAPH_EXEC_CHILD_SET", "exec:u64 node:u64 graph:u64", deferrable=True,
+                           names="exec:graph_exec graph:graph",
+                           doc="cuGraphExecChildGraphNodeSetParams(exec, node, graph): the child graph node's copy "
+                               "in `exec` takes graph's parameters (the same topology) (1.9)")
+GRAPH_CONDITIONAL_HANDLE = _op(0x00FE, "GRAPH_CONDITIONAL_HANDLE", "graph:u64 default_value:u32 flags:u32",
+                               "handle:u64", names="graph:graph",
+                               doc="cuGraphConditionalHandleCreate(graph, the graph's context, default, flags) -> "
+                                   "the driver's handle, which the program's kernels pass to "
+                                   "cudaGraphSetConditional (1.9)")
+GRAPH_CONDITIONAL_NODE = _op(0x00FF, "GRAPH_CONDITIONAL_NODE",
+                             "graph:u64 node:u64 deps:u32 handle:u64 type:u32 size:u32", deferrable=True,
+                             request_bulk="deps x u64 node handles, then size x u64 client-minted graph handles "
+                                          "for the node's bodies", names="graph:graph",
+                             doc="cuGraphAddNode of a conditional node (type 0 IF, 1 WHILE, 2 SWITCH) on `handle`, "
+                                 "one of `graph`'s: the bodies the driver makes get the client's handles; they go "
+                                 "with the node (1.9)")
 _NODE_INFO = ("node:u64 type:u32 deps:u32 function:u64 grid_x:u32 grid_y:u32 grid_z:u32 block_x:u32 block_y:u32 "
               "block_z:u32 shared_mem:u32 params:u32 dst:u64 dst_pitch:u64 src:u64 src_pitch:u64 value:u32 "
               "element_size:u32 width:u64 height:u64 object:u64")

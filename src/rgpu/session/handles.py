@@ -38,6 +38,8 @@ class Kind(enum.IntEnum):
 
 
 _KIND_SHIFT = 56
+# Entry.info of a graph that a node owns (a conditional node's body): it goes with its node, never by itself.
+GRAPH_BODY = "conditional body"
 
 
 @attrs.define(slots=True)

@@ -13,7 +13,7 @@ import attrs
 from rgpu.backends.base import MAX_PARAM_BYTES, Backend
 from rgpu.backends.ptx import image_device_bytes
 from rgpu.errors import CudaError, Status, status_name
-from rgpu.session.handles import AllocationMap, Entry, HandleTable, Kind, Region
+from rgpu.session.handles import GRAPH_BODY, AllocationMap, Entry, HandleTable, Kind, Region
 from rgpu.session.links import CopyLinks, LinksOffer
 from rgpu.session.ipc import IpcRegistry
 from rgpu.session.modcache import ModuleCache
@@ -335,6 +335,8 @@ class Session:
             extension.release_context(self, handle)
         for h in self.handles.owned_by(ctx=handle):
             entry = self.remove_handle(h)
+            if entry.kind == Kind.GRAPH and entry.info == GRAPH_BODY:
+                continue  # a conditional node's body: the driver destroys it with its graph
             release = {Kind.EVENT: be.event_destroy, Kind.STREAM: be.stream_destroy,
                        Kind.MODULE: be.module_unload, Kind.BLAS: be.blas_destroy, Kind.DNN: be.dnn_destroy,
                        Kind.DNN_DESC: be.dnn_destroy_descriptor, Kind.GRAPH_EXEC: be.graph_exec_destroy,
