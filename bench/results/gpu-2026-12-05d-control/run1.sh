@@ -6,8 +6,9 @@
 #   2. the cuda backend's graph handlers in-process (test_graphs, test_graph_host, graph_control through rgpu);
 #   3. JAX's loops and branches natively and through rgpu, with XLA's defaults and with command buffers forced
 #      onto loops and branches (conditional nodes);
-#   4. every program of tests/cuda (gpu_check.sh programs); llama.cpp builds in the background from the start, for
-#      run2.sh on the same warm machine.
+#   4. llama.cpp (built in the background from the start): llama-bench natively and through rgpu, alternating
+#      A/B rounds of RGPU_CODED_COPIES 0/1, each ratio beside native in the same round (RUN1_AB_ROUNDS, 2).
+#   Every program of tests/cuda (gpu_check.sh programs) is run2.sh's, with RGPU_BATCH_GRAPH rounds.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 B=$OUT
@@ -19,12 +20,12 @@ build=$!
 nvcc -cudart shared -o /tmp/n_graph_control tests/cuda/graph_control.cu && (timeout 60 /tmp/n_graph_control; echo "rc=$?") \
   > "$B/graph_control_native.txt" 2>&1
 cat "$B/graph_control_native.txt"
-RGPU_CHECK_PROGRAMS="graph_control graphs graph_api graph_generic graph_host graph_memory" OUT=$B/subset \
+RGPU_CHECK_PROGRAMS="graph_control graphs graph_api graph_generic graph_host graph_memory vector_add managed_vars" OUT=$B/subset \
   timeout 150 bash tests/cuda/run_on_gpu.sh > "$B/subset.txt" 2>&1
 grep -E "identical on all|^graph" "$B/subset.txt"
 RGPU_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_graphs.py tests/test_graph_host.py \
   "tests/test_cuda_programs.py::test_program_runs_unchanged_through_rgpu[graph_control]" > "$B/cuda_tests.txt" 2>&1
 tail -3 "$B/cuda_tests.txt"
 OUT=$B/jax timeout 200 bash tests/gpu/run_on_gpu.sh jaxloops jaxloopscb 2>&1 | tail -30
-RGPU_CHECK_NO_BUILD=1 RGPU_CHECK_PROGRAMS_TIMEOUT=200 OUT=$B/all timeout 210 bash bench/gpu_check.sh programs
 wait $build; tail -2 "$B/llama_build.log"
+RGPU_CHECK_AB=RGPU_CODED_COPIES RGPU_CHECK_LLAMA_ROUNDS=${RUN1_AB_ROUNDS:-2} OUT=$B/coded timeout 200 bash bench/gpu_check.sh ab
