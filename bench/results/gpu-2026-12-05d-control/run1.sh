@@ -23,7 +23,7 @@ cat "$B/graph_control_native.txt"
 RGPU_CHECK_PROGRAMS="graph_control graphs graph_api graph_generic graph_host graph_memory vector_add managed_vars" OUT=$B/subset \
   timeout 150 bash tests/cuda/run_on_gpu.sh > "$B/subset.txt" 2>&1
 grep -E "identical on all|^graph" "$B/subset.txt"
-RGPU_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_graphs.py tests/test_graph_host.py \
+RGPU_TEST_BACKEND=cuda timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_graphs.py tests/test_graph_host.py tests/test_graph_control.py \
   "tests/test_cuda_programs.py::test_program_runs_unchanged_through_rgpu[graph_control]" > "$B/cuda_tests.txt" 2>&1
 tail -3 "$B/cuda_tests.txt"
 OUT=$B/jax timeout 200 bash tests/gpu/run_on_gpu.sh jaxloops jaxloopscb 2>&1 | tail -30
