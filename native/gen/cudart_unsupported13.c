@@ -138,18 +138,6 @@ RT_API cudaError_t cudaGraphAddExternalSemaphoresWaitNode(cudaGraphNode_t *pGrap
     return rt_unsupported(&logged, "cudaGraphAddExternalSemaphoresWaitNode");
 }
 
-RT_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies, size_t numDependencies, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemcpyNodeFromSymbol");
-}
-
-RT_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *pDependencies, size_t numDependencies, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphAddMemcpyNodeToSymbol");
-}
-
 RT_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph)
 {
     static int logged;
@@ -166,24 +154,6 @@ RT_API cudaError_t cudaGraphExecExternalSemaphoresWaitNodeSetParams(cudaGraphExe
 {
     static int logged;
     return rt_unsupported(&logged, "cudaGraphExecExternalSemaphoresWaitNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParamsFromSymbol");
-}
-
-RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphExecMemcpyNodeSetParamsToSymbol");
 }
 
 RT_API cudaError_t cudaGraphExternalSemaphoresSignalNodeGetParams(cudaGraphNode_t hNode, struct cudaExternalSemaphoreSignalNodeParams *params_out)
@@ -218,30 +188,6 @@ RT_API cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphEx
 RT_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
     return cudaGraphLaunch(graphExec, stream);
-}
-
-RT_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemcpyNodeGetParams");
-}
-
-RT_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParams");
-}
-
-RT_API cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParamsFromSymbol");
-}
-
-RT_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphMemcpyNodeSetParamsToSymbol");
 }
 
 RT_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count)

@@ -342,6 +342,51 @@ static void graph_memory(cudaStream_t s)
     std::printf("after the graph and a trim: reserved %llu, high reset to %llu\n", used, high);
 }
 
+__device__ float table[8];
+
+// Memcpy nodes to and from a __device__ variable, their parameters read back and changed (the runtime's symbol and
+// cudaMemcpy3DParms forms of the memcpy node calls).
+static void symbol_copies(float *y, float *out, cudaStream_t s)
+{
+    int count = n;
+    float nine = 9.0f;
+    fill<<<n / 256, 256, 0, s>>>(y, nine, count);
+    CHECK(cudaMemset(out, 0, 8 * sizeof(float)));
+    CHECK(cudaStreamSynchronize(s));
+    cudaGraph_t g;
+    CHECK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t to, from;
+    CHECK(cudaGraphAddMemcpyNodeToSymbol(&to, g, nullptr, 0, table, y, 4 * sizeof(float), 2 * sizeof(float),
+                                         cudaMemcpyDeviceToDevice));
+    CHECK(cudaGraphAddMemcpyNodeFromSymbol(&from, g, &to, 1, out, table, sizeof table, 0, cudaMemcpyDeviceToDevice));
+    run(g, s);
+    float h[8];
+    CHECK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
+    std::printf("to and from a symbol: %g %g %g %g %g %g %g %g\n", h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+    void *at;
+    CHECK(cudaGetSymbolAddress(&at, table));
+    cudaMemcpy3DParms p = {};
+    CHECK(cudaGraphMemcpyNodeGetParams(to, &p));
+    std::printf("node's parameters: width %zu height %zu depth %zu, from y %d, to table + 8 %d\n", p.extent.width,
+                p.extent.height, p.extent.depth, p.srcPtr.ptr == y, p.dstPtr.ptr == (char *)at + 8);
+    CHECK(cudaGraphMemcpyNodeSetParamsToSymbol(to, table, y, 2 * sizeof(float), 6 * sizeof(float),
+                                               cudaMemcpyDeviceToDevice));
+    p = {};
+    p.srcPtr = make_cudaPitchedPtr(at, sizeof table, 8, 1);
+    p.dstPtr = make_cudaPitchedPtr(out, sizeof table, 8, 1);
+    p.extent = make_cudaExtent(sizeof table, 1, 1);
+    p.kind = cudaMemcpyDeviceToDevice;
+    CHECK(cudaGraphMemcpyNodeSetParams(from, &p));
+    run(g, s);
+    CHECK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
+    std::printf("changed: %g %g %g %g %g %g %g %g\n", h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+    std::printf("past the symbol's end: %s\n",
+                cudaGetErrorName(cudaGraphMemcpyNodeSetParamsToSymbol(to, table, y, 8, sizeof table - 4,
+                                                                      cudaMemcpyDeviceToDevice)));
+    cudaGetLastError();
+    CHECK(cudaGraphDestroy(g));
+}
+
 int main()
 {
     cudaStream_t s;
@@ -363,6 +408,7 @@ int main()
     event_nodes(s);
     child_in_exec(y, s);
     graph_memory(s);
+    symbol_copies(y, x, s);
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));
     CHECK(cudaFree(left));

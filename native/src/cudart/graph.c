@@ -319,14 +319,35 @@ RT_API cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGr
     WITH_CONTEXT(cuGraphExecMemsetNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
 }
 
-static CUDA_MEMCPY3D driver_copy_1d(void *dst, const void *src, size_t count)
+/* A 1D or 2D copy between pointers, as the driver takes it: unified addressing tells device from host. */
+static CUDA_MEMCPY3D driver_copy_2d(const void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                    size_t height)
 {
     CUDA_MEMCPY3D d = {0};
-    d.srcMemoryType = d.dstMemoryType = CU_MEMORYTYPE_UNIFIED; /* the driver tells device from host */
-    d.srcDevice = (CUdeviceptr)(uintptr_t)src, d.srcPitch = count;
-    d.dstDevice = (CUdeviceptr)(uintptr_t)dst, d.dstPitch = count;
-    d.WidthInBytes = count, d.Height = 1, d.Depth = 1;
+    d.srcMemoryType = d.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    d.srcDevice = (CUdeviceptr)(uintptr_t)src, d.srcPitch = spitch;
+    d.dstDevice = (CUdeviceptr)(uintptr_t)dst, d.dstPitch = dpitch;
+    d.WidthInBytes = width, d.Height = height, d.Depth = 1;
     return d;
+}
+
+static CUDA_MEMCPY3D driver_copy_1d(const void *dst, const void *src, size_t count)
+{
+    return driver_copy_2d(dst, count, src, count, count, 1);
+}
+
+/* cudaMemcpy3DParms of a memcpy node: pointer ends only, 1D or 2D (0: it is; logged once if not). */
+static int driver_copy_params(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *d)
+{
+    static int logged;
+    if (p->srcArray || p->dstArray || p->extent.depth > 1 || p->srcPos.x || p->srcPos.y || p->srcPos.z ||
+        p->dstPos.x || p->dstPos.y || p->dstPos.z) {
+        rt_unsupported(&logged, "graph memcpy nodes with arrays, 3D extents or positions");
+        return -1;
+    }
+    *d = driver_copy_2d(p->dstPtr.ptr, p->dstPtr.pitch, p->srcPtr.ptr, p->srcPtr.pitch, p->extent.width,
+                        p->extent.height);
+    return 0;
 }
 
 RT_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src, size_t count,
@@ -345,16 +366,74 @@ RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cuda
     WITH_CONTEXT(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
 }
 
+RT_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cudaMemcpy3DParms *p)
+{
+    CUDA_MEMCPY3D d;
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    if (driver_copy_params(p, &d))
+        return rt_record(cudaErrorNotSupported);
+    WITH_CONTEXT(cuGraphMemcpyNodeSetParams((CUgraphNode)node, &d));
+}
+
+RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                    const struct cudaMemcpy3DParms *p)
+{
+    CUDA_MEMCPY3D d;
+    if (!p)
+        return rt_record(cudaErrorInvalidValue);
+    if (driver_copy_params(p, &d))
+        return rt_record(cudaErrorNotSupported);
+    WITH_CONTEXT(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
+}
+
+static void *end_pointer(CUmemorytype type, const void *host, CUdeviceptr dev)
+{
+    return type == CU_MEMORYTYPE_HOST ? (void *)host : (void *)(uintptr_t)dev;
+}
+
+RT_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *p)
+{
+    CUDA_MEMCPY3D d;
+    cudaError_t e = p ? rt_context(NULL) : cudaErrorInvalidValue;
+    if (e == cudaSuccess)
+        e = rt_fail(cuGraphMemcpyNodeGetParams((CUgraphNode)node, &d));
+    if (e != cudaSuccess)
+        return rt_record(e);
+    *p = (struct cudaMemcpy3DParms){0};
+    p->srcArray = d.srcMemoryType == CU_MEMORYTYPE_ARRAY ? (cudaArray_t)d.srcArray : NULL;
+    p->dstArray = d.dstMemoryType == CU_MEMORYTYPE_ARRAY ? (cudaArray_t)d.dstArray : NULL;
+    p->srcPos = (struct cudaPos){d.srcXInBytes, d.srcY, d.srcZ};
+    p->dstPos = (struct cudaPos){d.dstXInBytes, d.dstY, d.dstZ};
+    p->srcPtr = (struct cudaPitchedPtr){end_pointer(d.srcMemoryType, d.srcHost, d.srcDevice), d.srcPitch,
+                                        d.WidthInBytes, d.Height};
+    p->dstPtr = (struct cudaPitchedPtr){end_pointer(d.dstMemoryType, d.dstHost, d.dstDevice), d.dstPitch,
+                                        d.WidthInBytes, d.Height};
+    p->extent = (struct cudaExtent){d.WidthInBytes, d.Height, d.Depth};
+    p->kind = cudaMemcpyDefault;
+    return cudaSuccess;
+}
+
+/* A __device__ variable's address, offset bytes in, with room for count bytes after it. */
+static cudaError_t symbol_at(const void *symbol, size_t offset, size_t count, void **out)
+{
+    size_t size = 0;
+    cudaError_t e = cudaGetSymbolAddress(out, symbol);
+    if (e == cudaSuccess)
+        e = cudaGetSymbolSize(&size, symbol);
+    if (e == cudaSuccess && (offset > size || count > size - offset))
+        e = rt_record(cudaErrorInvalidValue);
+    if (e == cudaSuccess)
+        *out = (char *)*out + offset;
+    return e;
+}
+
 static cudaError_t add_copy(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
                             const void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                             size_t height)
 {
     CUcontext ctx = NULL;
-    CUDA_MEMCPY3D d = {0};
-    d.srcMemoryType = d.dstMemoryType = CU_MEMORYTYPE_UNIFIED; /* the driver tells device from host */
-    d.srcDevice = (CUdeviceptr)(uintptr_t)src, d.srcPitch = spitch;
-    d.dstDevice = (CUdeviceptr)(uintptr_t)dst, d.dstPitch = dpitch;
-    d.WidthInBytes = width, d.Height = height, d.Depth = 1;
+    CUDA_MEMCPY3D d = driver_copy_2d(dst, dpitch, src, spitch, width, height);
     cudaError_t e = rt_context(NULL);
     if (e == cudaSuccess)
         e = rt_fail(cuCtxGetCurrent(&ctx));
@@ -374,14 +453,70 @@ RT_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *node, cudaGraph_t g
 RT_API cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
                                           size_t n, const struct cudaMemcpy3DParms *p)
 {
-    static int logged;
+    CUDA_MEMCPY3D d;
     if (!p)
         return rt_record(cudaErrorInvalidValue);
-    if (p->srcArray || p->dstArray || p->extent.depth > 1 || p->srcPos.x || p->srcPos.y || p->srcPos.z ||
-        p->dstPos.x || p->dstPos.y || p->dstPos.z)
-        return rt_unsupported(&logged, "cudaGraphAddMemcpyNode with arrays, 3D extents or positions");
+    if (driver_copy_params(p, &d))
+        return rt_record(cudaErrorNotSupported);
     return add_copy(node, graph, deps, n, p->dstPtr.ptr, p->dstPtr.pitch, p->srcPtr.ptr, p->srcPtr.pitch,
                     p->extent.width, p->extent.height);
+}
+
+/* -- memcpy nodes to and from __device__ variables ----------------------------------------------------------- */
+RT_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *node, cudaGraph_t graph,
+                                                  const cudaGraphNode_t *deps, size_t n, const void *symbol,
+                                                  const void *src, size_t count, size_t offset,
+                                                  enum cudaMemcpyKind kind)
+{
+    void *at;
+    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    (void)kind; /* unified addressing: the pointers say where they are */
+    return e != cudaSuccess ? e : add_copy(node, graph, deps, n, at, count, src, count, count, 1);
+}
+
+RT_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t *node, cudaGraph_t graph,
+                                                    const cudaGraphNode_t *deps, size_t n, void *dst,
+                                                    const void *symbol, size_t count, size_t offset,
+                                                    enum cudaMemcpyKind kind)
+{
+    void *at;
+    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    (void)kind;
+    return e != cudaSuccess ? e : add_copy(node, graph, deps, n, dst, count, at, count, count, 1);
+}
+
+RT_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void *symbol, const void *src,
+                                                        size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+    void *at;
+    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    return e != cudaSuccess ? e : cudaGraphMemcpyNodeSetParams1D(node, at, src, count, kind);
+}
+
+RT_API cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void *dst, const void *symbol,
+                                                          size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+    void *at;
+    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    return e != cudaSuccess ? e : cudaGraphMemcpyNodeSetParams1D(node, dst, at, count, kind);
+}
+
+RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                            const void *symbol, const void *src, size_t count,
+                                                            size_t offset, enum cudaMemcpyKind kind)
+{
+    void *at;
+    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    return e != cudaSuccess ? e : cudaGraphExecMemcpyNodeSetParams1D(exec, node, at, src, count, kind);
+}
+
+RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t exec, cudaGraphNode_t node, void *dst,
+                                                              const void *symbol, size_t count, size_t offset,
+                                                              enum cudaMemcpyKind kind)
+{
+    void *at;
+    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    return e != cudaSuccess ? e : cudaGraphExecMemcpyNodeSetParams1D(exec, node, dst, at, count, kind);
 }
 
 RT_API cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
