@@ -50,7 +50,8 @@ async def test_conditional_node_records_a_hostile_client_may_send(client):
     await setup_vadd(client)
     graph, other = await new_graph(client), await new_graph(client)
     handle = await call(client, ops.GRAPH_CONDITIONAL_HANDLE, graph, 0, 0)
-    foreign = await call(client, ops.GRAPH_CONDITIONAL_HANDLE, other, 0, 0)
+    # (the driver numbers a graph's handles from the same start: another graph's second is none of this one's)
+    foreign = [await call(client, ops.GRAPH_CONDITIONAL_HANDLE, other, 0, 0) for _ in range(2)][-1]
     await refused(Status.INVALID_VALUE, call(client, ops.GRAPH_CONDITIONAL_HANDLE, graph, 0, 2))  # unknown flag
     node, body = mint(Kind.GRAPH_NODE), mint(Kind.GRAPH)
 
@@ -119,12 +120,12 @@ async def test_a_while_body_that_never_clears_its_condition_stops(client):
     await kernel_node(client, body, mint(Kind.GRAPH_NODE), fn, (a, b, b, n))  # b += 1, never clears the condition
     exe = mint(Kind.GRAPH_EXEC)
     await call(client, ops.GRAPH_INSTANTIATE, graph, exe, 0)
-    old = fake_graphs.MAX_WHILE_ITERATIONS
-    fake_graphs.MAX_WHILE_ITERATIONS = 5
+    old = fake_graphs.MAX_BODY_RUNS
+    fake_graphs.MAX_BODY_RUNS = 5
     try:
         await refused(Status.LAUNCH_TIMEOUT, call(client, ops.GRAPH_LAUNCH, exe, stream))
     finally:
-        fake_graphs.MAX_WHILE_ITERATIONS = old
+        fake_graphs.MAX_BODY_RUNS = old
     assert np.all(await get(client, b, n) == 5)  # ran until stopped, not forever
 
 
@@ -244,3 +245,60 @@ async def test_graph_memory_figures_are_the_sessions_own(client, srv):
     await refused(Status.INVALID_DEVICE, call(client, ops.GRAPH_MEM, 99, 1))
     await refused(Status.INVALID_DEVICE, call(client, ops.GRAPH_MEM, -1, 1))
     await refused(Status.INVALID_VALUE, call(client, ops.GRAPH_MEM, 0, 7))
+
+
+async def test_a_moved_child_graph_is_its_nodes_and_goes_with_it(client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    stream = await client.stream_create(1)
+    await put(client, a, np.full(n, 2.0))
+    await put(client, b, np.full(n, 3.0))
+    parent, child, spare = await new_graph(client), await new_graph(client), await new_graph(client)
+    inner, moved = mint(Kind.GRAPH_NODE), mint(Kind.GRAPH_NODE)
+    await kernel_node(client, child, inner, fn, (a, b, c, n))
+    await call(client, ops.GRAPH_MOVE_CHILD_NODE, parent, moved, 0, child)
+    exe = mint(Kind.GRAPH_EXEC)
+    await call(client, ops.GRAPH_INSTANTIATE, parent, exe, 0)
+    await call(client, ops.GRAPH_LAUNCH, exe, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, c, n) == 5)
+    await kernel_node(client, 0, inner, fn, (a, a, c, n), exec_=exe)  # the child's node, through the parent's exec
+    await call(client, ops.GRAPH_LAUNCH, exe, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, c, n) == 4)
+    for status, op, values in [
+        (Status.INVALID_VALUE, ops.GRAPH_DESTROY, (child,)),  # the node's now
+        (Status.INVALID_VALUE, ops.GRAPH_INSTANTIATE, (child, mint(Kind.GRAPH_EXEC), 0)),
+        (Status.INVALID_VALUE, ops.GRAPH_MOVE_CHILD_NODE, (spare, mint(Kind.GRAPH_NODE), 0, child)),  # moved twice
+        (Status.INVALID_VALUE, ops.GRAPH_MOVE_CHILD_NODE, (child, mint(Kind.GRAPH_NODE), 0, parent)),  # a cycle
+        (Status.INVALID_VALUE, ops.GRAPH_MOVE_CHILD_NODE, (spare, mint(Kind.GRAPH_NODE), 0, spare)),
+        (Status.INVALID_VALUE, ops.GRAPH_MOVE_CHILD_NODE, (spare, moved, 0, await new_graph(client))),  # in use
+    ]:
+        await refused(status, call(client, op, *values))
+    await call(client, ops.GRAPH_EXEC_DESTROY, exe)
+    await call(client, ops.GRAPH_DESTROY, parent)
+    await refused(Status.INVALID_HANDLE, call(client, ops.GRAPH_GET_NODES, child))
+
+
+async def test_a_graph_being_captured_into_stays_until_the_capture_ends(client):
+    await setup_vadd(client)
+    stream = await client.stream_create(1)
+    graph = await new_graph(client)
+    node, (body,) = await conditional(client, graph, 0, 1)
+    await call(client, ops.STREAM_BEGIN_CAPTURE_TO_GRAPH, stream, 0, body, 0, 0)
+    other = await client.stream_create(1)
+    await refused(Status.ILLEGAL_STATE, call(client, ops.STREAM_BEGIN_CAPTURE_TO_GRAPH, other, 0, body, 0, 0))
+    await refused(Status.ILLEGAL_STATE, call(client, ops.GRAPH_DESTROY, graph))  # its body is being captured into
+    await refused(Status.ILLEGAL_STATE, call(client, ops.GRAPH_DESTROY_NODE, node))
+    await call(client, ops.STREAM_END_CAPTURE, stream, body)
+    await call(client, ops.GRAPH_DESTROY, graph)
+    await refused(Status.INVALID_HANDLE, call(client, ops.GRAPH_GET_NODES, body))
+
+
+async def test_graphs_with_conditional_nodes_are_not_child_graphs(client):
+    await setup_vadd(client)
+    graph, holder = await new_graph(client), await new_graph(client)
+    await conditional(client, graph, 1, 1)
+    await refused(Status.NOT_SUPPORTED, call(client, ops.GRAPH_OTHER_NODE, holder, mint(Kind.GRAPH_NODE), 0, CHILD,
+                                             graph))
+    await refused(Status.NOT_SUPPORTED, call(client, ops.GRAPH_CLONE, graph, mint(Kind.GRAPH), 0))

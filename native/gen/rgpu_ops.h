@@ -7285,6 +7285,34 @@ static inline int rgpu_unpack_graph_mem_alloc_node(const uint8_t *in, size_t len
     return 0;
 }
 
+/* GRAPH_MOVE_CHILD_NODE: cuGraphAddNode of a child graph node with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE: `child` becomes the node's (its nodes stay named as they were, for an exec's parameter setters) and goes with it (1.9) [deferrable, context] */
+#define RGPU_OP_GRAPH_MOVE_CHILD_NODE 0x02E3
+#define RGPU_GRAPH_MOVE_CHILD_NODE_REQ_SIZE 28
+#define RGPU_GRAPH_MOVE_CHILD_NODE_REP_SIZE 0
+struct rgpu_graph_move_child_node_req {
+    uint64_t graph;
+    uint64_t node;
+    uint32_t deps;
+    uint64_t child;
+};
+static inline void rgpu_pack_graph_move_child_node(uint8_t out[RGPU_GRAPH_MOVE_CHILD_NODE_REQ_SIZE], const struct rgpu_graph_move_child_node_req *m)
+{
+    rgpu_put_u64(out + 0, m->graph);
+    rgpu_put_u64(out + 8, m->node);
+    rgpu_put_u32(out + 16, m->deps);
+    rgpu_put_u64(out + 20, m->child);
+}
+static inline int rgpu_unpack_graph_move_child_node_req(const uint8_t *in, size_t len, struct rgpu_graph_move_child_node_req *m)
+{
+    if (len != RGPU_GRAPH_MOVE_CHILD_NODE_REQ_SIZE)
+        return -1;
+    m->graph = (uint64_t)rgpu_get_u64(in + 0);
+    m->node = (uint64_t)rgpu_get_u64(in + 8);
+    m->deps = (uint32_t)rgpu_get_u32(in + 16);
+    m->child = (uint64_t)rgpu_get_u64(in + 20);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -7460,6 +7488,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_GRAPH_INSTANTIATE_PART:
     case RGPU_OP_STREAM_CAPTURE_EMPTY_NODE:
     case RGPU_OP_GRAPH_MEM_ALLOC_NODE:
+    case RGPU_OP_GRAPH_MOVE_CHILD_NODE:
         return 1;
     default:
         return 0;
@@ -7817,6 +7846,8 @@ static inline struct rgpu_op_route rgpu_op_route(uint16_t op)
     case RGPU_OP_STREAM_CAPTURE_EMPTY_NODE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     case RGPU_OP_GRAPH_MEM_ALLOC_NODE:
+        return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
+    case RGPU_OP_GRAPH_MOVE_CHILD_NODE:
         return (struct rgpu_op_route){-1, 0, -1, -1, 0, 0};
     default:
         return (struct rgpu_op_route){-1, -1, -1, -1, 0, 0};

@@ -568,7 +568,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     if (r != CUDA_SUCCESS)
         return r;
     uint64_t g = (uint64_t)(uintptr_t)graph;
-    if (!is_live(g, KIND_GRAPH))
+    if (!is_live(g, KIND_GRAPH) || rgpu_graph_is_body(g)) /* a node's graph is instantiated with its node's */
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     uint64_t exe = mint(KIND_GRAPH_EXEC);
@@ -703,10 +703,22 @@ static CUresult destroy(uint16_t op, uint64_t h, int kind)
     return rgpu_defer(op, a, sizeof a, NULL, 0);
 }
 
+static int captured_into(uint64_t g) /* a stream is capturing into graph g (cuStreamBeginCaptureToGraph) */
+{
+    int found = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_CAPTURING && !found; i++)
+        found = capturing[i].capture && capturing[i].capture->into && capturing[i].capture->graph == g;
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
 API CUresult cuGraphDestroy(CUgraph g)
 {
     if (rgpu_graph_is_body((uint64_t)(uintptr_t)g))
         return CUDA_ERROR_INVALID_VALUE; /* a conditional node's body goes with its node */
+    if (captured_into((uint64_t)(uintptr_t)g))
+        return CUDA_ERROR_ILLEGAL_STATE; /* as CUDA's (measured on the H100) */
     CUresult r = destroy(RGPU_OP_GRAPH_DESTROY, (uint64_t)(uintptr_t)g, KIND_GRAPH);
     if (r == CUDA_SUCCESS)
         rgpu_graph_forget((uint64_t)(uintptr_t)g);

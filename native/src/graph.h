@@ -20,13 +20,15 @@ void rgpu_graph_live_drop(uint64_t h);      /* a graph that went with its node (
 void rgpu_graph_grew(uint64_t graph);
 /* graph_nodes.c: CUDA_SUCCESS if deps[n] are nodes of graph g (which is live), else INVALID_VALUE */
 CUresult rgpu_graph_nodes_of(CUgraph g, const CUgraphNode *deps, size_t n);
-/* graph_nodes.c: g is a conditional node's body */
+/* graph_nodes.c: g belongs to a node (a conditional node's body, a child graph moved into its node) */
 int rgpu_graph_is_body(uint64_t g);
 /* graph_nodes.c: a new graph, live and mirrored with no nodes, not yet told to the server (0: tables full) */
 uint64_t rgpu_graph_mint_empty(void);
 /* graph_conditional.c: cuGraphAddNode of a conditional node; sets p->phGraph_out */
 CUresult rgpu_graph_add_conditional(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
                                     CUDA_CONDITIONAL_NODE_PARAMS *p);
+/* graph_nodes.c: cuGraphAddNode of a child graph node with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE */
+CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraph child);
 /* graph_exec_nodes.c: an executable graph is gone; what was kept of its nodes goes too */
 void rgpu_exec_nodes_forget(uint64_t exec);
 

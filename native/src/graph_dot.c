@@ -77,7 +77,7 @@ API CUresult cuGraphDebugDotPrint(CUgraph g, const char *path, unsigned int flag
     n = n < counted_n ? n : counted_n, e = e < counted_e ? e : counted_e;
     FILE *f = r == CUDA_SUCCESS ? fopen(path, "w") : NULL;
     if (r == CUDA_SUCCESS && !f) {
-        rgpu_log(RGPU_LOG_WARN, "cuGraphDebugDotPrint: cannot write %s", path);
+        rgpu_log(RGPU_LOG_INFO, "cuGraphDebugDotPrint: cannot write %s", path); /* the program has the error */
         r = CUDA_ERROR_OPERATING_SYSTEM;
     }
     if (f) {

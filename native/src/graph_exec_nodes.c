@@ -31,14 +31,15 @@ void rgpu_exec_nodes_forget(uint64_t exec)
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_DISABLED; i++)
         if (disabled[i].exec == exec)
-            disabled[i].exec = 0;
+            disabled[i].exec = disabled[i].node = 0;
     pthread_mutex_unlock(&lock);
 }
 
-/* The node h of a live exec, if it is one of `types` (a bit per CUgraphNodeType); *client: the client runs it. */
-static CUresult exec_node(CUgraphExec exec, CUgraphNode h, unsigned types, int *client)
+/* The node h of a live exec, if it is one of `types` (a bit per CUgraphNodeType); *client: the client runs it;
+ * *target: the exec (or stage of it) with the node. */
+static CUresult exec_node(CUgraphExec exec, CUgraphNode h, unsigned types, int *client, uint64_t *target)
 {
-    if (!rgpu_graph_is_live(H(exec), KIND_GRAPH_EXEC))
+    if (!rgpu_graph_is_live(H(exec), KIND_GRAPH_EXEC) || !(*target = rgpu_exec_target(H(exec), H(h))))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
     struct gnode *n = rgpu_node_find(H(h));
@@ -54,11 +55,12 @@ API CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode h, unsigned int
 {
     static int logged, client_logged;
     int client;
+    uint64_t target;
     CUresult r = rgpu_graph_need();
     if (r == CUDA_SUCCESS)
         r = rgpu_need_protocol(9, &logged, "enabling and disabling nodes of executable graphs");
     if (r == CUDA_SUCCESS)
-        r = exec_node(exec, h, ENABLEABLE, &client);
+        r = exec_node(exec, h, ENABLEABLE, &client, &target);
     if (r != CUDA_SUCCESS)
         return r;
     if (client)
@@ -66,22 +68,22 @@ API CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode h, unsigned int
     pthread_mutex_lock(&lock);
     int i = disabled_slot(H(exec), H(h));
     if (on && i >= 0)
-        disabled[i].exec = 0;
+        disabled[i].exec = disabled[i].node = 0;
     if (!on && i < 0 && (i = disabled_slot(0, 0)) >= 0)
         disabled[i].exec = H(exec), disabled[i].node = H(h);
     pthread_mutex_unlock(&lock);
     if (i < 0 && !on)
         return CUDA_ERROR_OUT_OF_MEMORY;
     uint8_t a[RGPU_GRAPH_NODE_ENABLE_REQ_SIZE];
-    rgpu_pack_graph_node_enable(a, &(struct rgpu_graph_node_enable_req){rgpu_exec_target(H(exec), H(h)), H(h),
-                                                                        on != 0});
+    rgpu_pack_graph_node_enable(a, &(struct rgpu_graph_node_enable_req){target, H(h), on != 0});
     return rgpu_defer(RGPU_OP_GRAPH_NODE_ENABLE, a, sizeof a, NULL, 0);
 }
 
 API CUresult cuGraphNodeGetEnabled(CUgraphExec exec, CUgraphNode h, unsigned int *on)
 {
     int client;
-    CUresult r = on ? exec_node(exec, h, ENABLEABLE, &client) : CUDA_ERROR_INVALID_VALUE;
+    uint64_t target;
+    CUresult r = on ? exec_node(exec, h, ENABLEABLE, &client, &target) : CUDA_ERROR_INVALID_VALUE;
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&lock);
@@ -94,11 +96,12 @@ API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode h,
 {
     static int logged, host_logged;
     int client;
+    uint64_t target;
     CUresult r = rgpu_graph_need();
     if (r == CUDA_SUCCESS)
         r = rgpu_need_protocol(9, &logged, "changing a child graph node of an executable graph");
     if (r == CUDA_SUCCESS)
-        r = exec_node(exec, h, 1u << CU_GRAPH_NODE_TYPE_GRAPH, &client);
+        r = exec_node(exec, h, 1u << CU_GRAPH_NODE_TYPE_GRAPH, &client, &target);
     if (r == CUDA_SUCCESS && !rgpu_graph_is_live(H(child), KIND_GRAPH))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r != CUDA_SUCCESS)
@@ -108,7 +111,6 @@ API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode h,
     if (r != CUDA_SUCCESS)
         return r;
     uint8_t a[RGPU_GRAPH_EXEC_CHILD_SET_REQ_SIZE];
-    rgpu_pack_graph_exec_child_set(a, &(struct rgpu_graph_exec_child_set_req){rgpu_exec_target(H(exec), H(h)), H(h),
-                                                                              H(child)});
+    rgpu_pack_graph_exec_child_set(a, &(struct rgpu_graph_exec_child_set_req){target, H(h), H(child)});
     return rgpu_defer(RGPU_OP_GRAPH_EXEC_CHILD_SET, a, sizeof a, NULL, 0);
 }

@@ -51,7 +51,6 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, c
             *out = node;
         return r;
     }
-    static int logged_move;
     switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
         return cuGraphAddKernelNode_v2(out, g, deps, n, (const CUDA_KERNEL_NODE_PARAMS *)&p->kernel);
@@ -83,8 +82,10 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, c
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
         return cuGraphAddEventWaitNode(out, g, deps, n, p->eventWait.event);
     case CU_GRAPH_NODE_TYPE_GRAPH:
+        if (p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+            return rgpu_graph_move_child(out, g, deps, n, p->graph.graph);
         if (p->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE)
-            return rgpu_unsupported(&logged_move, "a child graph moved into its node (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)");
+            return CUDA_ERROR_INVALID_VALUE;
         return cuGraphAddChildGraphNode(out, g, deps, n, p->graph.graph);
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return rgpu_graph_add_conditional(out, g, deps, n, &p->conditional);

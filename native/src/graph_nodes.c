@@ -49,10 +49,11 @@ struct gnode *rgpu_node_find(uint64_t h) /* under the lock */
 }
 
 
-/* The bodies of a conditional node go with it: out of the live table and the mirror (after the lock). */
+/* The graphs a node owns (a conditional node's bodies, a child graph moved into it) go with it: out of the live
+ * table and the mirror (after the lock). */
 static void forget_bodies(struct gnode *n)
 {
-    for (unsigned i = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && i < n->n_bodies; i++) {
+    for (unsigned i = 0; i < n->n_bodies; i++) {
         rgpu_graph_live_drop(H(n->bodies[i]));
         rgpu_graph_forget(H(n->bodies[i]));
     }
@@ -244,14 +245,16 @@ size_t rgpu_graph_members(uint64_t g, struct gnode **out, size_t cap) /* under t
     return total;
 }
 
-static int is_body(uint64_t g) /* under the lock */
+static struct gnode *owner_of(uint64_t g) /* under the lock: the node that owns graph g, if one does */
 {
     for (struct gnode *n = nodes; n; n = n->next)
-        for (unsigned i = 0; n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && i < n->n_bodies; i++)
+        for (unsigned i = 0; i < n->n_bodies; i++)
             if (H(n->bodies[i]) == g)
-                return 1;
-    return 0;
+                return n;
+    return NULL;
 }
+
+static int is_body(uint64_t g) { return owner_of(g) != NULL; } /* under the lock */
 
 int rgpu_graph_is_body(uint64_t g)
 {
@@ -431,6 +434,51 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
     return rgpu_node_added(node, send_other(node, type, object), out);
 }
 
+/* A child graph node that takes its graph (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, as XLA nests command buffers): the
+ * graph becomes the node's, as a conditional node's bodies are, and its nodes keep their handles (an exec's
+ * parameter setters name them). */
+CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraph child)
+{
+    static int logged, host_logged;
+    CUresult r = rgpu_graph_need();
+    if (r == CUDA_SUCCESS)
+        r = rgpu_need_protocol(9, &logged, "a child graph moved into its node (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)");
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out || !child || child == g || !rgpu_graph_is_live(H(child), KIND_GRAPH))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    int bad = is_body(H(child));
+    for (struct gnode *o = owner_of(H(g)); o && !bad; o = owner_of(o->graph)) /* g is not inside child */
+        bad = o->graph == H(child);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (bad)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (rgpu_graph_has_host_nodes(child, &r))
+        return r != CUDA_SUCCESS ? r : rgpu_unsupported(&host_logged, "a child graph with host nodes");
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct gnode *node = rgpu_node_new(g, deps, n, CU_GRAPH_NODE_TYPE_GRAPH, &r);
+    if (!node)
+        return r;
+    uint8_t *bulk = malloc(8 * n + 1);
+    if (!bulk || !(node->bodies = malloc(sizeof *node->bodies))) {
+        free(bulk);
+        return rgpu_node_added(node, CUDA_ERROR_OUT_OF_MEMORY, out);
+    }
+    node->object = H(child);
+    node->bodies[0] = child, node->n_bodies = 1;
+    size_t len = rgpu_node_deps_bulk(bulk, node);
+    uint8_t a[RGPU_GRAPH_MOVE_CHILD_NODE_REQ_SIZE];
+    rgpu_pack_graph_move_child_node(a, &(struct rgpu_graph_move_child_node_req){H(g), node->handle, (uint32_t)n,
+                                                                                H(child)});
+    r = rgpu_defer(RGPU_OP_GRAPH_MOVE_CHILD_NODE, a, sizeof a, bulk, len);
+    free(bulk);
+    if (r != CUDA_SUCCESS)
+        node->n_bodies = 0; /* the program keeps its graph */
+    return rgpu_node_added(node, r, out);
+}
+
 API CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n)
 {
     return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0, NULL);
@@ -552,11 +600,11 @@ static CUresult set_node_event(CUgraphExec exec, CUgraphNode h, CUgraphNodeType 
     if (n && !exec)
         n->object = H(e);
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-    if (!n)
+    uint64_t target = exec ? rgpu_exec_target(H(exec), H(h)) : 0;
+    if (!n || (exec && !target)) /* (0: a staged exec without the node, which the server would take for none) */
         return CUDA_ERROR_INVALID_VALUE;
     uint8_t a[RGPU_GRAPH_EVENT_NODE_SET_REQ_SIZE];
-    rgpu_pack_graph_event_node_set(a, &(struct rgpu_graph_event_node_set_req){
-                                          exec ? rgpu_exec_target(H(exec), H(h)) : 0, H(h), H(e)});
+    rgpu_pack_graph_event_node_set(a, &(struct rgpu_graph_event_node_set_req){target, H(h), H(e)});
     return rgpu_defer(RGPU_OP_GRAPH_EVENT_NODE_SET, a, sizeof a, NULL, 0);
 }
 API CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode h, CUevent e)

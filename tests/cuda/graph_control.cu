@@ -309,6 +309,37 @@ static void child_in_exec(float *y, cudaStream_t s)
         CHECK(cudaGraphDestroy(g));
 }
 
+// A child graph moved into its node (as XLA nests command buffers): the parent's exec changes the child's kernel
+// node by the handle it had in the child.
+static void moved_child(float *y, cudaStream_t s)
+{
+    float five = 5.0f, six = 6.0f;
+    int count = n;
+    cudaGraph_t child, parent;
+    CHECK(cudaGraphCreate(&child, 0));
+    CHECK(cudaGraphCreate(&parent, 0));
+    void *args[] = {&y, &five, &count}, *args6[] = {&y, &six, &count};
+    cudaGraphNodeParams f = kernel((void *)fill, args, n / 256, 256);
+    cudaGraphNode_t inner = add(child, nullptr, 0, &f);
+    cudaGraphNodeParams c = {};
+    c.type = cudaGraphNodeTypeGraph;
+    c.graph.graph = child, c.graph.ownership = cudaGraphChildGraphOwnershipMove;
+    add(parent, nullptr, 0, &c);
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, parent, 0));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    float before = first(y);
+    cudaKernelNodeParams k = {};
+    k.func = (void *)fill, k.gridDim = dim3(n / 256), k.blockDim = dim3(256), k.kernelParams = args6;
+    CHECK(cudaGraphExecKernelNodeSetParams(exec, inner, &k));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    std::printf("moved child: y %g, then %g\n", before, first(y));
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(parent)); // the child goes with it
+}
+
 // The device's graph memory while a graph with a 1 MiB allocation lives, and after.
 static void graph_memory(cudaStream_t s)
 {
@@ -407,6 +438,7 @@ int main()
     enable_nodes(x, y, s);
     event_nodes(s);
     child_in_exec(y, s);
+    moved_child(y, s);
     graph_memory(s);
     symbol_copies(y, x, s);
     CHECK(cudaFree(x));

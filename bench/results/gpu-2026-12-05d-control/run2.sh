@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Run 2 (the call right after run1.sh, on the same warm machine, where llama.cpp is built): every program of
-# tests/cuda natively and through rgpu, then llama-bench's pp and tg natively and through rgpu in alternating A/B
-# rounds of RGPU_BATCH_GRAPH 0/1 (2 rounds), each ratio taken beside native in the same round.
+# Run 2 (after the review's fixes and child graphs moved into their nodes): the graph programs natively, through
+# rgpu's runtime on NVIDIA's driver and through rgpu; the server's graph handlers on the cuda backend; JAX's loops
+# and branches natively and through rgpu (XLA's defaults: lax.scan nests a command buffer by moving its graph into
+# a child graph node), with command buffers forced onto loops and branches too.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 B=$OUT
 source tools/gpu_setup.sh || exit 1
 nvidia-smi -L > "$B/device.txt" 2>&1
 { git log --oneline -1; echo "tree $(bash tools/tree_id.sh)"; } > "$B/commit.txt" 2>/dev/null
-[ -x /tmp/llama/build/bin/llama-bench ] && echo "llama.cpp: built by run1" || echo "llama.cpp: building now"
-RGPU_CHECK_NO_BUILD=1 RGPU_CHECK_PROGRAMS_TIMEOUT=250 OUT=$B/all timeout 260 bash bench/gpu_check.sh programs
-RGPU_CHECK_AB=RGPU_BATCH_GRAPH RGPU_CHECK_LLAMA_ROUNDS=2 OUT=$B/graph timeout 200 bash bench/gpu_check.sh ab
+OUT=$B/jax timeout 200 bash tests/gpu/run_on_gpu.sh jaxloops jaxloopscb 2>&1 | tail -25
+RGPU_CHECK_PROGRAMS="graph_control graph_api graph_generic graphs" OUT=$B/subset \
+  timeout 120 bash tests/cuda/run_on_gpu.sh > "$B/subset.txt" 2>&1
+grep -E "identical on all|^graph" "$B/subset.txt"
+RGPU_TEST_BACKEND=cuda timeout 90 python3 -m pytest -q -p no:cacheprovider tests/test_graph_control.py tests/test_graphs.py \
+  > "$B/cuda_tests.txt" 2>&1
+tail -3 "$B/cuda_tests.txt"; grep -E "^E  |Failed|line [0-9]+, in test" "$B/cuda_tests.txt" | head -12

@@ -821,10 +821,12 @@ static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cuda
     }
     case cudaGraphNodeTypeMemFree:
         return cudaGraphAddMemFreeNode(node, graph, deps, n, p->free.dptr);
-    case cudaGraphNodeTypeGraph:
-        if (p->graph.ownership != cudaGraphChildGraphOwnershipClone)
-            return rt_unsupported(&logged, "cudaGraphAddNode of a child graph moved into its node");
-        return cudaGraphAddChildGraphNode(node, graph, deps, n, p->graph.graph);
+    case cudaGraphNodeTypeGraph: { /* cloned, or moved into the node (XLA's nested command buffers) */
+        CUgraphNodeParams child = {.type = CU_GRAPH_NODE_TYPE_GRAPH};
+        child.graph.graph = (CUgraph)p->graph.graph;
+        child.graph.ownership = (CUgraphChildGraphNodeOwnership)p->graph.ownership;
+        WITH_CONTEXT(cuGraphAddNode_v2((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, NULL, n, &child));
+    }
     case cudaGraphNodeTypeConditional:
         return rt_add_conditional(node, graph, deps, n, &p->conditional);
     default:

@@ -88,10 +88,19 @@ _ffi.cdef("""
         long long rest[25];
         long long reserved2;
     } rgpu_conditional_node_params;  /* CUgraphNodeParams, 256 bytes */
+    typedef struct {
+        int type;
+        int reserved0[3];
+        uintptr_t graph;      /* CUDA_CHILD_GRAPH_NODE_PARAMS */
+        int ownership;
+        int pad;
+        long long rest[27];
+        long long reserved2;
+    } rgpu_child_node_params;  /* CUgraphNodeParams, 256 bytes */
     int cuGraphAddNode_v2(uintptr_t *node, uintptr_t graph, const uintptr_t *deps, const void *edges, size_t count,
-                          rgpu_conditional_node_params *params);
+                          void *params);
 """)
-assert _ffi.sizeof("rgpu_conditional_node_params") == 256
+assert _ffi.sizeof("rgpu_conditional_node_params") == _ffi.sizeof("rgpu_child_node_params") == 256
 _ATTRIBUTE_SIZE = 72
 
 
@@ -458,6 +467,16 @@ class CudaGraphs:
         array = _ffi.new("uintptr_t[]", [int(d) for d in deps] or [0])
         _fail(_lib().cuGraphAddNode_v2(out, int(graph), array, _ffi.NULL, len(deps), p))
         return cu.CUgraphNode(out[0]), [cu.CUgraph(p.graphs_out[i]) for i in range(size)]
+
+    def graph_add_child_moved(self, ctx, graph, deps: list, child):
+        """A child graph node that takes `child` (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)."""
+        self._use(ctx)
+        p = _ffi.new("rgpu_child_node_params *")
+        p.type, p.graph, p.ownership = _CHILD, int(child), 1
+        out = _ffi.new("uintptr_t *")
+        array = _ffi.new("uintptr_t[]", [int(d) for d in deps] or [0])
+        _fail(_lib().cuGraphAddNode_v2(out, int(graph), array, _ffi.NULL, len(deps), p))
+        return cu.CUgraphNode(out[0])
 
     def graph_node_set_params(self, ctx, node, node_type: int, params, exe) -> None:
         self._use(ctx)

@@ -22,9 +22,10 @@ KERNEL, MEMCPY, MEMSET, HOST, CHILD, EMPTY, WAIT_EVENT, EVENT_RECORD = range(8)
 MEM_ALLOC, MEM_FREE, BATCH_MEM_OP, CONDITIONAL = 10, 11, 12, 13
 COND_IF, COND_WHILE, COND_SWITCH = 0, 1, 2  # CUgraphConditionalNodeType
 COND_ASSIGN_DEFAULT = 0x1
-# A WHILE body run this many times is taken for a kernel that never clears its condition: a GPU would spin on;
-# the fake fails the launch instead of hanging the session.
-MAX_WHILE_ITERATIONS = 1 << 20
+# Conditional bodies run this many times in one launch (all its conditional nodes, nested ones too) are taken
+# for a kernel that never clears its condition: a GPU would spin on; the fake fails the launch instead of hanging
+# the session.
+MAX_BODY_RUNS = 1 << 16
 NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
 # CUgraphExecUpdateResult
 UPDATE_SUCCESS, UPDATE_ERROR, UPDATE_TOPOLOGY_CHANGED, UPDATE_NODE_TYPE_CHANGED = 0, 1, 2, 3
@@ -42,6 +43,7 @@ class FakeNode:
 @attrs.define(eq=False)
 class FakeGraph:
     nodes: list = attrs.Factory(list)
+    conditionals: list = attrs.Factory(list)  # the handles made for it (kept alive by it, its nodes and its execs)
 
 
 @attrs.define(eq=False)
@@ -88,34 +90,51 @@ def _topological(nodes: list) -> list:
 
 
 def _copies(nodes: list) -> tuple[list, dict]:
-    """Nodes copied with their edges, in a topological order; and original -> copy."""
+    """Nodes copied with their edges, in a topological order; and original -> copy (the nodes of graphs that
+    nodes own too: an exec's setters name them)."""
     order = _topological(nodes)
     mapping: dict = {}
     for node in order:
-        mapping[node] = FakeNode(node.type, _snapshot(node), [mapping[d] for d in node.deps if d in mapping])
+        call, nested = _snapshot(node)
+        mapping[node] = FakeNode(node.type, call, [mapping[d] for d in node.deps if d in mapping])
+        mapping.update(nested)
     return [mapping[n] for n in order], mapping
 
 
-def _snapshot(node: FakeNode):
-    """A node's call as an exec keeps it: a conditional node's bodies copied as they are now (CUDA instantiates
-    them with the graph), each body an exec of its own."""
-    if node.type != CONDITIONAL or node.call is None:
-        return node.call
+def _moved_child(*args, **kwargs):
+    """A moved child graph node's call before instantiation (_snapshot makes it a launch of the graph's copy)."""
+    raise AssertionError("a moved child graph runs from its exec's copy")
+
+
+def _snapshot(node: FakeNode) -> tuple:
+    """A node's call as an exec keeps it, and the copies it made: the graphs a node owns -- a conditional node's
+    bodies, a moved child graph -- copied as they are now (CUDA instantiates them with the graph), each an exec of
+    its own."""
+    if node.call is None or (node.type != CONDITIONAL and node.call[0] is not _moved_child):
+        return node.call, {}
     fn, call = node.call
-    bodies = []
-    for body in call["bodies"]:
-        nodes, mapping = _copies(body.nodes)
-        bodies.append(FakeExec(call["ctx"], nodes, mapping))
-    return fn, {**call, "bodies": bodies}
+    nested: dict = {}
+
+    def exec_of(graph):
+        nodes, mapping = _copies(graph.nodes)
+        nested.update(mapping)
+        return FakeExec(call["ctx"], nodes, mapping)
+
+    if node.type == CONDITIONAL:
+        return (fn, {**call, "bodies": [exec_of(b) for b in call["bodies"]]}), nested
+    launch = call["launch"]
+    return (launch, dict(ctx=call["ctx"], exe=exec_of(call["graph"]), stream=None)), nested
 
 
 def _graphs_within(graph: FakeGraph) -> list:
-    """A graph and the bodies of its conditional nodes, theirs too."""
+    """A graph and the graphs its nodes own (conditional bodies, moved child graphs), theirs too."""
     out = [graph]
     for node in graph.nodes:
-        if node.type == CONDITIONAL and node.call is not None:
+        if node.call is not None and node.type == CONDITIONAL:
             for body in node.call[1]["bodies"]:
                 out += _graphs_within(body)
+        elif node.call is not None and node.call[0] is _moved_child:
+            out += _graphs_within(node.call[1]["graph"])
     return out
 
 
@@ -344,24 +363,35 @@ class FakeGraphs:
     def graph_instantiate(self, ctx, graph: FakeGraph, flags: int) -> FakeExec:
         ctx.check()
         nodes, mapping = _copies(graph.nodes)
-        graphs = _graphs_within(graph)
-        resets = [c for c in self._conditional_handles.values() if c.assign_default and any(c.graph is g for g in graphs)]
-        return FakeExec(ctx, nodes, mapping, resets=resets)
+        return FakeExec(ctx, nodes, mapping, resets=self._resets(graph))
+
+    def _resets(self, graph: FakeGraph) -> list:
+        """The ASSIGN_DEFAULT handles of a graph and of the graphs within it: set as each launch begins."""
+        return [c for g in _graphs_within(graph) for c in g.conditionals if c.assign_default]
 
     def graph_instantiate_part(self, ctx, graph: FakeGraph, nodes: list, flags: int) -> FakeExec:
         """The subgraph of `nodes` and the edges among them (_copies drops edges from other nodes)."""
         keep = set(nodes)
         return self.graph_instantiate(ctx, FakeGraph([n for n in graph.nodes if n in keep]), flags)
 
+    _body_runs_left = None  # during a launch: the conditional bodies it may still run
+
     def graph_launch(self, ctx, exe: FakeExec, stream) -> None:
         ctx.check()
-        for cond in exe.resets:
-            cond.value = cond.default
-        for node in exe.nodes:
-            if node.call is None or not node.enabled:
-                continue
-            fn, call = node.call
-            fn(self, **{**call, "stream": stream}) if "stream" in call else fn(self, **call)
+        top = self._body_runs_left is None  # (bodies and child graphs run through here too)
+        if top:
+            self._body_runs_left = MAX_BODY_RUNS
+        try:
+            for cond in exe.resets:
+                cond.value = cond.default
+            for node in exe.nodes:
+                if node.call is None or not node.enabled:
+                    continue
+                fn, call = node.call
+                fn(self, **{**call, "stream": stream}) if "stream" in call else fn(self, **call)
+        finally:
+            if top:
+                self._body_runs_left = None
 
     def graph_upload(self, ctx, exe: FakeExec, stream) -> None:
         ctx.check()
@@ -383,7 +413,9 @@ class FakeGraphs:
             if sorted(old_index.get(d, -1) for d in old.deps) != sorted(index.get(d, -1) for d in new.deps):
                 return UPDATE_TOPOLOGY_CHANGED
         for old, new in zip(exe.nodes, nodes):
-            old.call = _snapshot(new)
+            old.call, nested = _snapshot(new)
+            exe.by_origin.update(nested)
+        exe.resets = self._resets(graph)
         return UPDATE_SUCCESS
 
     def graph_destroy(self, ctx, graph: FakeGraph) -> None:
@@ -472,16 +504,27 @@ class FakeGraphs:
             raise CudaError(Status.INVALID_VALUE, "the child graph's topology differs from the node's")
         target.call = call
 
+    def graph_add_child_moved(self, ctx, graph: FakeGraph, deps: list, child: FakeGraph) -> FakeNode:
+        ctx.check()
+        call = (_moved_child, dict(ctx=ctx, graph=child, launch=type(self).graph_launch.__wrapped__))
+        node = FakeNode(CHILD, call, list(deps), graph)
+        graph.nodes.append(node)
+        return node
+
     # -- conditional nodes ---------------------------------------------------------------------------
     @functools.cached_property
-    def _conditional_handles(self) -> dict:
-        return {}
+    def _conditional_handles(self) -> weakref.WeakValueDictionary:
+        """handle -> FakeConditional, while a graph, node or exec still holds it: a destroyed graph's go with it."""
+        return weakref.WeakValueDictionary()
 
     def graph_conditional_handle(self, ctx, graph: FakeGraph, default: int, flags: int) -> int:
         ctx.check()
-        handle = 0xC0D0_0000_0000 + len(self._conditional_handles) + 1
+        self._conditionals_made = getattr(self, "_conditionals_made", 0) + 1
+        handle = 0xC0D0_0000_0000 + self._conditionals_made
         assign = bool(flags & COND_ASSIGN_DEFAULT)
-        self._conditional_handles[handle] = FakeConditional(graph, default, assign, default if assign else 0)
+        cond = FakeConditional(graph, default, assign, default if assign else 0)
+        self._conditional_handles[handle] = cond
+        graph.conditionals.append(cond)
         return handle
 
     def set_conditional(self, handle: int, value: int) -> bool:
@@ -504,20 +547,23 @@ class FakeGraphs:
         return node, bodies
 
     def _run_conditional(self, ctx, cond: FakeConditional, kind: int, bodies: list, stream) -> None:
-        run = type(self).graph_launch.__wrapped__
+        def run(body):
+            if self._body_runs_left is not None:
+                if self._body_runs_left <= 0:
+                    raise CudaError(Status.LAUNCH_TIMEOUT, f"a launch ran conditional bodies {MAX_BODY_RUNS} times")
+                self._body_runs_left -= 1
+            type(self).graph_launch.__wrapped__(self, ctx, body, stream)
+
         if kind == COND_IF:
             chosen = bodies[0] if cond.value else bodies[1] if len(bodies) > 1 else None
             if chosen is not None:
-                run(self, ctx, chosen, stream)
+                run(chosen)
         elif kind == COND_SWITCH:
             if cond.value < len(bodies):
-                run(self, ctx, bodies[cond.value], stream)
+                run(bodies[cond.value])
         else:
-            for _ in range(MAX_WHILE_ITERATIONS):
-                if not cond.value:
-                    return
-                run(self, ctx, bodies[0], stream)
-            raise CudaError(Status.LAUNCH_TIMEOUT, f"a WHILE body ran {MAX_WHILE_ITERATIONS} times")
+            while cond.value:
+                run(bodies[0])
 
     def graph_edges(self, ctx, graph: FakeGraph, pairs: list, remove: bool, data: list | None = None) -> None:
         # Edge data (programmatic edges) changes when a dependent may start, not what it computes: the fake runs

@@ -152,6 +152,8 @@ def _begin_capture_to_graph(s: Session, args, bulk):
     _, graph = s.object(args.graph, Kind.GRAPH)
     if graph.ctx != ctx_handle(s, args.stream):
         raise CudaError(Status.INVALID_VALUE, "the stream and the graph belong to different contexts")
+    if args.graph in st.capturing.values():
+        raise CudaError(Status.ILLEGAL_STATE, "another stream is capturing into the graph")
     deps_bytes = 8 * args.deps
     if args.deps > MAX_NODE_DEPENDENCIES or len(bulk) != deps_bytes * (1 + args.edge_data):
         raise CudaError(Status.INVALID_VALUE, f"{args.deps} dependencies in {len(bulk)} bytes")
@@ -223,6 +225,8 @@ def _instantiate(s: Session, args, bulk):
     ctx, graph = s.object(args.graph, Kind.GRAPH)
     if args.exec in s.handles:
         raise CudaError(Status.INVALID_VALUE, f"0x{args.exec:x} is in use")
+    if graph.info == GRAPH_BODY:
+        raise CudaError(Status.INVALID_VALUE, "a graph that belongs to a node is instantiated with its node's graph")
     _register_exec(s, args, ctx, graph, s.backend.graph_instantiate(ctx.obj, graph.obj, args.flags))
 
 
@@ -277,26 +281,47 @@ def _graph_exec_destroy(s: Session, args, bulk):
 def _graph_destroy(s: Session, args, bulk):
     ctx, graph = s.object(args.graph, Kind.GRAPH)
     if graph.info == GRAPH_BODY:
-        raise CudaError(Status.INVALID_VALUE, f"graph 0x{args.graph:x} is a conditional node's body: it goes with "
-                                              "its node")
-    _forget_graph(s, args.graph)
+        raise CudaError(Status.INVALID_VALUE, f"graph 0x{args.graph:x} belongs to a node (a conditional body or a "
+                                              "moved child graph): it goes with its node")
+    _check_not_captured(s, args.graph, "destroying a graph")
     s.backend.graph_destroy(ctx.obj, graph.obj)
+    _forget(s, graph=args.graph)
     _let_go_memory(s, args.graph)
 
 
-def _forget_graph(s: Session, graph: int) -> None:
-    """The handles of a graph, its nodes, and the bodies of its conditional nodes (the driver destroys those with
-    the graph)."""
-    for h in s.handles.owned_by(parent=graph, kind=Kind.GRAPH_NODE):
-        _forget_node(s, h)
-    state(s).conditionals.pop(graph, None)
-    s.handles.pop(graph, Kind.GRAPH)
+def _graphs_within(children: dict, graph: int) -> list:
+    """A graph and the graphs its nodes own (conditional bodies, moved child graphs), theirs too. `children`:
+    HandleTable.children of graphs and nodes (a graph's are its nodes, a node's the graphs it owns)."""
+    out, todo = [], [graph]
+    while todo:
+        g = todo.pop()
+        out.append(g)
+        for node in children.get(g, ()):
+            todo += children.get(node, ())
+    return out
 
 
-def _forget_node(s: Session, node: int) -> None:
-    if s.handles.pop(node, Kind.GRAPH_NODE).info == CONDITIONAL:
-        for body in s.handles.owned_by(parent=node, kind=Kind.GRAPH):
-            _forget_graph(s, body)
+def _check_not_captured(s: Session, graph: int, what: str) -> None:
+    """As CUDA: a graph a stream is capturing into (or one within it) is not destroyed under the capture."""
+    capturing = set(state(s).capturing.values())
+    if capturing and capturing.intersection(_graphs_within(s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE)),
+                                                           graph)):
+        raise CudaError(Status.ILLEGAL_STATE, f"{what} that a stream is capturing into")
+
+
+def _forget(s: Session, *, graph: int = 0, node: int = 0) -> None:
+    """The handles of a destroyed graph (or node): its nodes, and the graphs they own with theirs (the driver
+    destroys those with it). One pass over the handle table, however many bodies."""
+    children = s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE))
+    graphs = [g for owned in children.get(node, ()) for g in _graphs_within(children, owned)] if node else \
+        _graphs_within(children, graph)
+    if node:
+        s.handles.pop(node, Kind.GRAPH_NODE)
+    for g in graphs:
+        for h in children.get(g, ()):
+            s.handles.pop(h, Kind.GRAPH_NODE)
+        state(s).conditionals.pop(g, None)
+        s.handles.pop(g, Kind.GRAPH)
 
 
 # -- the explicit graph API -------------------------------------------------------------------------
@@ -340,6 +365,7 @@ def _add_or_set(s: Session, args, deps_raw, node_type: int, params) -> None:
         ctx, graph = s.object(args.graph, Kind.GRAPH)
         if args.node in s.handles:
             raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is in use")
+        _check_body_node(s, graph, node_type)
         deps = _node_handles(s, deps_raw, args.deps, args.graph)
         node = s.backend.graph_add_node(ctx.obj, graph.obj, node_type, deps, params)
         try:
@@ -410,6 +436,8 @@ def _other_node(s: Session, args, bulk):
         if _memory_of(s, args.object):  # as CUDA: a child graph may not allocate or free
             raise CudaError(Status.NOT_SUPPORTED, "a child graph with memory nodes")
         obj = s.object(args.object, Kind.GRAPH)[1].obj
+        if _has_conditional(s, args.object):  # as CUDA (measured: 801 on the H100)
+            raise CudaError(Status.NOT_SUPPORTED, "a child graph with conditional nodes")
     elif args.type == MEM_FREE:
         memory = _memory(s).get(args.object)
         if memory is None or memory.freed_by:
@@ -468,8 +496,7 @@ def _graph_clone(s: Session, args, bulk):
         raise CudaError(Status.INVALID_VALUE, f"0x{args.clone:x} is in use")
     if _memory_of(s, args.graph):
         raise CudaError(Status.NOT_SUPPORTED, "cloning a graph with memory nodes")
-    if any(s.handles.get(h, Kind.GRAPH_NODE).info == CONDITIONAL
-           for h in s.handles.owned_by(parent=args.graph, kind=Kind.GRAPH_NODE)):
+    if _has_conditional(s, args.graph):
         raise CudaError(Status.NOT_SUPPORTED, "cloning a graph with conditional nodes")
     if args.count > MAX_NODE_DEPENDENCIES or len(bulk) != 16 * args.count:
         raise CudaError(Status.INVALID_VALUE, f"{args.count} node pairs in {len(bulk)} bytes")
@@ -490,8 +517,12 @@ def _graph_destroy_node(s: Session, args, bulk):
     ctx, node = s.object(args.node, Kind.GRAPH_NODE)
     if node.info in (MEM_ALLOC, MEM_FREE):
         raise CudaError(Status.NOT_SUPPORTED, "destroying a memory node (destroy its graph)")
-    _forget_node(s, args.node)
+    children = s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE))
+    owned = {g for o in children.get(args.node, ()) for g in _graphs_within(children, o)}
+    if owned.intersection(state(s).capturing.values()):
+        raise CudaError(Status.ILLEGAL_STATE, "destroying a node whose graph a stream is capturing into")
     s.backend.graph_destroy_node(ctx.obj, node.obj)
+    _forget(s, node=args.node)
 
 
 # -- changing nodes of executable graphs, event and child-graph nodes (1.9) ---------------------------------
@@ -522,18 +553,42 @@ def _exec_child_set(s: Session, args, bulk):
     if node.info != CHILD:
         raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is of type {node.info}, not a child graph node")
     _, child = s.object(args.graph, Kind.GRAPH)
-    if _memory_of(s, args.graph):  # as CUDA: a child graph may not allocate or free
-        raise CudaError(Status.NOT_SUPPORTED, "a child graph with memory nodes")
+    if _memory_of(s, args.graph) or _has_conditional(s, args.graph):  # as CUDA's child graph nodes
+        raise CudaError(Status.NOT_SUPPORTED, "a child graph with memory or conditional nodes")
     s.backend.graph_exec_child_set(ctx.obj, exe.obj, node.obj, child.obj)
 
 
 # -- conditional nodes (1.9): the handle is the driver's, since the program's kernels set it ------------------
+def _conditionals(s: Session) -> dict:
+    """graph handle -> its conditional handles, for graphs that still exist (a context's teardown takes graphs
+    without a word here, and a client may mint the same number again)."""
+    conditionals = state(s).conditionals
+    for g in [g for g in conditionals if g not in s.handles]:
+        del conditionals[g]
+    return conditionals
+
+
+def _has_conditional(s: Session, graph: int) -> bool:
+    return any(s.handles.get(h, Kind.GRAPH_NODE).info == CONDITIONAL
+               for h in s.handles.owned_by(parent=graph, kind=Kind.GRAPH_NODE))
+
+
+# CUDA's rule for a conditional node's bodies: these kinds of node only (recursively, child graphs included).
+_BODY_NODE_TYPES = frozenset({KERNEL, EMPTY, CHILD, MEMSET, MEMCPY, CONDITIONAL})
+
+
+def _check_body_node(s: Session, graph, node_type: int) -> None:
+    if graph.info == GRAPH_BODY and node_type not in _BODY_NODE_TYPES and \
+            s.handles.get(graph.parent, Kind.GRAPH_NODE).info == CONDITIONAL:
+        raise CudaError(Status.INVALID_VALUE, f"a node of type {node_type} in a conditional node's body")
+
+
 @handles(ops.GRAPH_CONDITIONAL_HANDLE)
 def _conditional_handle(s: Session, args, bulk):
     ctx, graph = s.object(args.graph, Kind.GRAPH)
     if args.flags & ~_COND_ASSIGN_DEFAULT:
         raise CudaError(Status.INVALID_VALUE, f"conditional handle flags 0x{args.flags:x}")
-    conditionals = state(s).conditionals
+    conditionals = _conditionals(s)
     if sum(map(len, conditionals.values())) >= MAX_CONDITIONAL_HANDLES:
         raise CudaError(Status.OUT_OF_MEMORY, f"more than {MAX_CONDITIONAL_HANDLES} conditional handles")
     handle = s.backend.graph_conditional_handle(ctx.obj, graph.obj, args.default_value, args.flags)
@@ -547,7 +602,7 @@ def _conditional_node(s: Session, args, bulk):
     most = {COND_IF: 2, COND_WHILE: 1, COND_SWITCH: ops.MAX_SWITCH_BODIES}.get(args.type, 0)
     if not 1 <= args.size <= most:
         raise CudaError(Status.INVALID_VALUE, f"a conditional node of type {args.type} with {args.size} bodies")
-    if args.handle not in state(s).conditionals.get(args.graph, ()):
+    if args.handle not in _conditionals(s).get(args.graph, ()):
         raise CudaError(Status.INVALID_VALUE, f"0x{args.handle:x} is not a conditional handle of graph "
                                               f"0x{args.graph:x}")
     if args.deps > MAX_NODE_DEPENDENCIES or len(bulk) != 8 * (args.deps + args.size):
@@ -564,6 +619,36 @@ def _conditional_node(s: Session, args, bulk):
     s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=graph.ctx, parent=args.graph, info=CONDITIONAL)
     for h, body in zip(bodies, made):
         s.handles.add_client(h, Kind.GRAPH, body, ctx=graph.ctx, parent=args.node, info=GRAPH_BODY)
+
+
+@handles(ops.GRAPH_MOVE_CHILD_NODE)
+def _move_child_node(s: Session, args, bulk):
+    """A child graph node that takes its graph (XLA's nested command buffers): the graph becomes the node's."""
+    ctx, graph = s.object(args.graph, Kind.GRAPH)
+    _, child = s.object(args.child, Kind.GRAPH)
+    if child.info == GRAPH_BODY or child.ctx != graph.ctx:
+        raise CudaError(Status.INVALID_VALUE, f"graph 0x{args.child:x} belongs to a node, or to another context")
+    children = s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE))
+    within = _graphs_within(children, args.child)
+    if args.graph in within:
+        raise CudaError(Status.INVALID_VALUE, "a graph moved into itself, or into a graph within it")
+    if set(within).intersection(state(s).capturing.values()):
+        raise CudaError(Status.ILLEGAL_STATE, "moving a graph that a stream is capturing into")
+    _check_body_node(s, graph, CHILD)
+    if args.node in s.handles or args.node >> 56 != 0x80 | Kind.GRAPH_NODE:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is not a fresh client node handle")
+    deps = _node_handles(s, bulk, args.deps, args.graph)
+    if len(bulk) != 8 * args.deps:
+        raise CudaError(Status.INVALID_VALUE, f"{args.deps} dependencies in {len(bulk)} bytes")
+    node = s.backend.graph_add_child_moved(ctx.obj, graph.obj, deps, child.obj)
+    s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=graph.ctx, parent=args.graph, info=CHILD)
+    child.parent, child.info = args.node, GRAPH_BODY
+    for m in _memory(s).values():  # what the child's memory nodes allocate is the parent's now
+        if args.child in m.holders:
+            m.holders.discard(args.child)
+            m.holders.add(args.graph)
+        if m.freed_by == args.child:
+            m.freed_by = args.graph
 
 
 # -- reading a graph back (captured graphs too) -------------------------------------------------------
@@ -760,6 +845,7 @@ def _mem_alloc_node(s: Session, args, bulk):
         raise CudaError(Status.INVALID_VALUE, "a memory allocation node of 0 bytes")
     if args.device != ctx.info:
         raise CudaError(Status.INVALID_VALUE, f"device {args.device} is not the graph's context's ({ctx.info})")
+    _check_body_node(s, graph, MEM_ALLOC)
     if args.node in s.handles or args.node >> 56 != 0x80 | Kind.GRAPH_NODE:
         raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is not a fresh client node handle")
     deps = _node_handles(s, bulk, args.deps, args.graph)

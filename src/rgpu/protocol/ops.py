@@ -946,6 +946,11 @@ GRAPH_MEM_ALLOC_NODE = _op(0x02E2, "GRAPH_MEM_ALLOC_NODE", "graph:u64 node:u64 d
                                "session's memory limit until the graph and every exec made from it are destroyed. "
                                "Free nodes are GRAPH_OTHER_NODE of type 11 (CU_GRAPH_NODE_TYPE_MEM_FREE), object "
                                "the address")
+GRAPH_MOVE_CHILD_NODE = _op(0x02E3, "GRAPH_MOVE_CHILD_NODE", "graph:u64 node:u64 deps:u32 child:u64",
+                            deferrable=True, request_bulk="deps x u64 node handles", names="graph:graph",
+                            doc="cuGraphAddNode of a child graph node with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE: "
+                                "`child` becomes the node's (its nodes stay named as they were, for an exec's "
+                                "parameter setters) and goes with it (1.9)")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 # Kernel output (0x0140-0x014F).

@@ -38,7 +38,8 @@ class Kind(enum.IntEnum):
 
 
 _KIND_SHIFT = 56
-# Entry.info of a graph that a node owns (a conditional node's body): it goes with its node, never by itself.
+# Entry.info of a graph that a node owns (a conditional node's body, a child graph moved into its node): it goes
+# with its node, never by itself.
 GRAPH_BODY = "conditional body"
 
 
@@ -113,6 +114,14 @@ class HandleTable:
         return [h for h, e in reversed(self._entries.items())
                 if (ctx is None or e.ctx == ctx) and (parent is None or e.parent == parent)
                 and (kind is None or e.kind == kind)]
+
+    def children(self, kinds: tuple[Kind, ...]) -> dict[int, list[int]]:
+        """parent -> the handles of these kinds under it (newest first), in one pass over the table."""
+        out: dict[int, list[int]] = {}
+        for h, e in reversed(self._entries.items()):
+            if e.kind in kinds and e.parent:
+                out.setdefault(e.parent, []).append(h)
+        return out
 
     def counts(self) -> dict[str, int]:
         """Live handles by kind ("context": 1, ...); safe from another thread (the copy is one step)."""
