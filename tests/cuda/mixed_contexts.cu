@@ -109,6 +109,9 @@ int main()
     CU(cuCtxPushCurrent(prim));
     CU(cuMemAlloc(&prim_buf, sizeof got));
     CU(cuMemsetD8(prim_buf, 0, sizeof got));
+    // (the memset may still run: built with per-thread default streams, nothing orders it before the copy, which
+    // runs in the other context -- the H100 showed the copy's rows zeroed)
+    CU(cuCtxSynchronize());
     CU(cuCtxPopCurrent(&cur));
     CUDA_MEMCPY3D_PEER peer = {};
     peer.srcMemoryType = CU_MEMORYTYPE_DEVICE, peer.srcDevice = own_buf, peer.srcContext = ctx;
