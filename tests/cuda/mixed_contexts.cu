@@ -109,9 +109,6 @@ int main()
     CU(cuCtxPushCurrent(prim));
     CU(cuMemAlloc(&prim_buf, sizeof got));
     CU(cuMemsetD8(prim_buf, 0, sizeof got));
-    // (the memset may still run: built with per-thread default streams, nothing orders it before the copy, which
-    // runs in the other context -- the H100 showed the copy's rows zeroed)
-    CU(cuCtxSynchronize());
     CU(cuCtxPopCurrent(&cur));
     CUDA_MEMCPY3D_PEER peer = {};
     peer.srcMemoryType = CU_MEMORYTYPE_DEVICE, peer.srcDevice = own_buf, peer.srcContext = ctx;
@@ -122,6 +119,9 @@ int main()
     CU(cuMemcpy3DPeer(&peer));
     CU(cuCtxGetCurrent(&cur));
     EXPECT(cur == ctx); // (the copy left the current context current)
+    // A copy between device buffers does not wait for itself; built with per-thread default streams, nothing
+    // orders it before the read in the other context either (the H100 showed its rows unwritten): wait for it.
+    CU(cuCtxSynchronize());
     CU(cuCtxPushCurrent(prim));
     CU(cuMemcpyDtoH(got, prim_buf, sizeof got));
     CU(cuMemFree(prim_buf));
