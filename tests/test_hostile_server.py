@@ -591,10 +591,11 @@ def test_reply_decoders_under_random_input(stand_ins):
 
 
 @pytest.mark.parametrize("program", ["jit_link", "textures", "ipc", "memcpy_batch", "legacy_launch", "managed",
-                                     "managed_vars", "managed_reset", "graph_api", "mixed_contexts", "memory_3d"])
+                                     "managed_vars", "managed_reset", "graph_api", "mixed_contexts", "memory_3d",
+                                     "graph_control"])
 def test_the_newer_programs_under_the_sanitizers(stand_ins, server, tmp_path, program):
-    """The protocol 1.8 calls' client code (linking, arrays, textures, IPC, batched and legacy copies and launches)
-    under ASan and UBSan: nvcc builds the program against the sanitized stand-ins, and the sanitizer runtimes go
+    """The protocol 1.8 and 1.9 calls' client code (linking, arrays, textures, IPC, batched and legacy copies and
+    launches, graph control flow and user objects) under ASan and UBSan: nvcc builds the program against the sanitized stand-ins, and the sanitizer runtimes go
     first, since the program itself is not built with them."""
     out, _, sanitized = stand_ins
     if shutil.which("nvcc") is None or not sanitized:

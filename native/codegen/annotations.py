@@ -53,6 +53,9 @@ HAND_WRITTEN = {
     "cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent", "cuGraphExecChildGraphNodeSetParams",
     "cuGraphConditionalHandleCreate", "cuDeviceGraphMemTrim", "cuDeviceGetGraphMemAttribute",
     "cuDeviceSetGraphMemAttribute",
+    # user objects, the program's own (graph_user_objects.c)
+    "cuUserObjectCreate", "cuUserObjectRetain", "cuUserObjectRelease", "cuGraphRetainUserObject",
+    "cuGraphReleaseUserObject",
     # an executable graph's flags, kept where it is minted (graph.c)
     "cuGraphExecGetFlags",
     # launch attributes from one kernel node's mirror onto another's (graph_params.c)

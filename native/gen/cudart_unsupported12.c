@@ -178,18 +178,6 @@ RT_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t 
     return cudaGraphLaunch(graphExec, stream);
 }
 
-RT_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphReleaseUserObject");
-}
-
-RT_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphRetainUserObject");
-}
-
 RT_API cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
     return cudaGraphUpload(graphExec, stream);
@@ -472,24 +460,6 @@ RT_API cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream,
 RT_API cudaError_t cudaStreamUpdateCaptureDependencies_v2_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
 {
     return cudaStreamUpdateCaptureDependencies_v2(stream, dependencies, dependencyData, numDependencies, flags);
-}
-
-RT_API cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy, unsigned int initialRefcount, unsigned int flags)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaUserObjectCreate");
-}
-
-RT_API cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaUserObjectRelease");
-}
-
-RT_API cudaError_t cudaUserObjectRetain(cudaUserObject_t object, unsigned int count)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaUserObjectRetain");
 }
 
 RT_API cudaError_t cudaWaitExternalSemaphoresAsync_v2(const cudaExternalSemaphore_t *extSemArray, const struct cudaExternalSemaphoreWaitParams *paramsArray, unsigned int numExtSems, cudaStream_t stream)

@@ -338,18 +338,6 @@ CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUD
     return rgpu_unsupported(&logged, "cuGraphExternalSemaphoresWaitNodeSetParams");
 }
 
-CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphReleaseUserObject");
-}
-
-CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphRetainUserObject");
-}
-
 CUresult cuGraphicsMapResources(unsigned int count, CUgraphicsResource *resources, CUstream hStream)
 {
     static int logged;
@@ -936,24 +924,6 @@ CUresult cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmapped
 {
     static int logged;
     return rgpu_unsupported(&logged, "cuTexRefSetMipmappedArray");
-}
-
-CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuUserObjectCreate");
-}
-
-CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuUserObjectRelease");
-}
-
-CUresult cuUserObjectRetain(CUuserObject object, unsigned int count)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuUserObjectRetain");
 }
 
 CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)

@@ -578,17 +578,20 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     pthread_mutex_unlock(&lock);
     if (!ok)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (rgpu_graph_has_host_nodes(graph, &r)) {
+    r = rgpu_user_objects_copy(g, exe); /* the exec holds what its graph holds */
+    if (r == CUDA_SUCCESS && rgpu_graph_has_host_nodes(graph, &r)) {
         r = rgpu_staged_instantiate(graph, flags, exe);
     } else if (r == CUDA_SUCCESS) {
         uint8_t a[RGPU_GRAPH_INSTANTIATE_REQ_SIZE];
         rgpu_pack_graph_instantiate(a, &(struct rgpu_graph_instantiate_req){g, exe, flags});
         r = rgpu_defer(RGPU_OP_GRAPH_INSTANTIATE, a, sizeof a, NULL, 0);
     }
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         *out = (CUgraphExec)(uintptr_t)exe;
-    else
+    } else {
+        rgpu_user_objects_release(exe);
         destroy_live(exe);
+    }
     return r;
 }
 
@@ -727,7 +730,9 @@ API CUresult cuGraphDestroy(CUgraph g)
 API CUresult cuGraphExecDestroy(CUgraphExec e)
 {
     CUresult r = destroy(RGPU_OP_GRAPH_EXEC_DESTROY, (uint64_t)(uintptr_t)e, KIND_GRAPH_EXEC);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         rgpu_exec_nodes_forget((uint64_t)(uintptr_t)e);
+        rgpu_user_objects_release((uint64_t)(uintptr_t)e);
+    }
     return r;
 }

@@ -29,6 +29,11 @@ CUresult rgpu_graph_add_conditional(CUgraphNode *out, CUgraph g, const CUgraphNo
                                     CUDA_CONDITIONAL_NODE_PARAMS *p);
 /* graph_nodes.c: cuGraphAddNode of a child graph node with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE */
 CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraph child);
+/* graph_user_objects.c: a new holder (an exec, a clone, a parent of a child graph) takes copies of another's user
+ * object references; a child graph moved into its node gives its own to its parent; a destroyed holder's go */
+CUresult rgpu_user_objects_copy(uint64_t from, uint64_t to);
+void rgpu_user_objects_move(uint64_t from, uint64_t to);
+void rgpu_user_objects_release(uint64_t holder);
 /* graph_exec_nodes.c: an executable graph is gone; what was kept of its nodes goes too */
 void rgpu_exec_nodes_forget(uint64_t exec);
 

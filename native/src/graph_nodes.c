@@ -86,6 +86,7 @@ void rgpu_graph_forget(uint64_t graph)
         rgpu_node_free(n);
     }
     rgpu_host_forget(graph);
+    rgpu_user_objects_release(graph);
 }
 
 void rgpu_graph_grew(uint64_t graph)
@@ -431,7 +432,8 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         node->host = *host;
         rgpu_client_node_made();
     }
-    return rgpu_node_added(node, send_other(node, type, object), out);
+    r = type == CU_GRAPH_NODE_TYPE_GRAPH ? rgpu_user_objects_copy(object, H(g)) : CUDA_SUCCESS; /* the nested copy's */
+    return rgpu_node_added(node, r == CUDA_SUCCESS ? send_other(node, type, object) : r, out);
 }
 
 /* A child graph node that takes its graph (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, as XLA nests command buffers): the
@@ -476,6 +478,8 @@ CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *d
     free(bulk);
     if (r != CUDA_SUCCESS)
         node->n_bodies = 0; /* the program keeps its graph */
+    else
+        rgpu_user_objects_move(H(child), H(g));
     return rgpu_node_added(node, r, out);
 }
 
@@ -932,6 +936,8 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     free(copies);
+    if (r == CUDA_SUCCESS && (r = rgpu_user_objects_copy(H(g), clone)) != CUDA_SUCCESS)
+        cuGraphDestroy((CUgraph)(uintptr_t)clone);
     if (r == CUDA_SUCCESS)
         *out = (CUgraph)(uintptr_t)clone;
     return r;

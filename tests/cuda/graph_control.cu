@@ -3,7 +3,10 @@
 // the GPU, capture into an existing graph and into a conditional body, nodes of an executable graph disabled and
 // enabled again, event nodes given another event, a child graph node's graph changed in an exec, and the graph
 // memory figures. Every line it prints is the same natively and through rgpu.
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "check.cuh"
@@ -418,6 +421,52 @@ static void symbol_copies(float *y, float *out, cudaStream_t s)
     CHECK(cudaGraphDestroy(g));
 }
 
+static std::atomic<int> destroyed{0};
+
+static void CUDART_CB destroy_object(void *tag)
+{
+    destroyed += *(int *)tag;
+}
+
+static int wait_destroyed(int want) // destructors run on a thread of the driver's, some time after the last release
+{
+    for (int i = 0; i < 400 && destroyed.load() < want; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return destroyed.load();
+}
+
+// User objects: their references held by the program, a graph, and the exec made from it; destroyed once the
+// last holder lets go.
+static void user_objects(float *y, cudaStream_t s)
+{
+    static int one = 1, ten = 10;
+    cudaUserObject_t a, b;
+    std::printf("user object without the required flag: %s\n",
+                cudaGetErrorName(cudaUserObjectCreate(&a, &one, destroy_object, 1, 0)));
+    cudaGetLastError();
+    CHECK(cudaUserObjectCreate(&a, &one, destroy_object, 1, cudaUserObjectNoDestructorSync));
+    CHECK(cudaUserObjectCreate(&b, &ten, destroy_object, 2, cudaUserObjectNoDestructorSync));
+    cudaGraph_t g;
+    CHECK(cudaGraphCreate(&g, 0));
+    float v = 8.0f;
+    int count = n;
+    void *args[] = {&y, &v, &count};
+    cudaGraphNodeParams f = kernel((void *)fill, args, n / 256, 256);
+    add(g, nullptr, 0, &f);
+    CHECK(cudaGraphRetainUserObject(g, a, 1, cudaGraphUserObjectMove)); // the graph takes the program's reference
+    CHECK(cudaGraphRetainUserObject(g, b, 1, 0));                       // and a new one to b
+    CHECK(cudaUserObjectRelease(b, 2));                                 // the graph's keeps b
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    CHECK(cudaGraphDestroy(g)); // the exec holds both still
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::printf("user objects while the exec lives: destroyed %d, y %g\n", destroyed.load(), first(y));
+    CHECK(cudaGraphExecDestroy(exec));
+    std::printf("after the exec: destroyed %d\n", wait_destroyed(11));
+}
+
 int main()
 {
     cudaStream_t s;
@@ -441,6 +490,7 @@ int main()
     moved_child(y, s);
     graph_memory(s);
     symbol_copies(y, x, s);
+    user_objects(y, s);
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));
     CHECK(cudaFree(left));

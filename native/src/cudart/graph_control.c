@@ -104,3 +104,31 @@ RT_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemA
     return e != cudaSuccess ? rt_record(e)
                             : rt_fail(cuDeviceSetGraphMemAttribute((CUdevice)device, (CUgraphMem_attribute)attr, value));
 }
+
+/* -- user objects: the program's own, kept by the driver stand-in (graph_user_objects.c) ------------------------- */
+RT_API cudaError_t cudaUserObjectCreate(cudaUserObject_t *out, void *ptr, cudaHostFn_t destroy, unsigned int refs,
+                                        unsigned int flags)
+{
+    return rt_fail(cuUserObjectCreate((CUuserObject *)out, ptr, (CUhostFn)destroy, refs, flags));
+}
+
+RT_API cudaError_t cudaUserObjectRetain(cudaUserObject_t object, unsigned int count)
+{
+    return rt_fail(cuUserObjectRetain((CUuserObject)object, count));
+}
+
+RT_API cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count)
+{
+    return rt_fail(cuUserObjectRelease((CUuserObject)object, count));
+}
+
+RT_API cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+                                             unsigned int flags)
+{
+    return rt_fail(cuGraphRetainUserObject((CUgraph)graph, (CUuserObject)object, count, flags));
+}
+
+RT_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count)
+{
+    return rt_fail(cuGraphReleaseUserObject((CUgraph)graph, (CUuserObject)object, count));
+}
