@@ -49,6 +49,16 @@ static CUresult exec_node(CUgraphExec exec, CUgraphNode h, unsigned types, int *
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* exec_node for a call that changes the exec: a server of protocol 1.9 first (*logged: its log line, once). */
+static CUresult changing(const char *what, int *logged, CUgraphExec exec, CUgraphNode h, unsigned types,
+                         int *client, uint64_t *target)
+{
+    CUresult r = rgpu_graph_need();
+    if (r == CUDA_SUCCESS)
+        r = rgpu_need_protocol(9, logged, what);
+    return r == CUDA_SUCCESS ? exec_node(exec, h, types, client, target) : r;
+}
+
 #define ENABLEABLE (1u << CU_GRAPH_NODE_TYPE_KERNEL | 1u << CU_GRAPH_NODE_TYPE_MEMSET | 1u << CU_GRAPH_NODE_TYPE_MEMCPY)
 
 API CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode h, unsigned int on)
@@ -56,11 +66,8 @@ API CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode h, unsigned int
     static int logged, client_logged;
     int client;
     uint64_t target;
-    CUresult r = rgpu_graph_need();
-    if (r == CUDA_SUCCESS)
-        r = rgpu_need_protocol(9, &logged, "enabling and disabling nodes of executable graphs");
-    if (r == CUDA_SUCCESS)
-        r = exec_node(exec, h, ENABLEABLE, &client, &target);
+    CUresult r = changing("enabling and disabling nodes of executable graphs", &logged, exec, h, ENABLEABLE, &client,
+                          &target);
     if (r != CUDA_SUCCESS)
         return r;
     if (client)
@@ -97,11 +104,8 @@ API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode h,
     static int logged, host_logged;
     int client;
     uint64_t target;
-    CUresult r = rgpu_graph_need();
-    if (r == CUDA_SUCCESS)
-        r = rgpu_need_protocol(9, &logged, "changing a child graph node of an executable graph");
-    if (r == CUDA_SUCCESS)
-        r = exec_node(exec, h, 1u << CU_GRAPH_NODE_TYPE_GRAPH, &client, &target);
+    CUresult r = changing("changing a child graph node of an executable graph", &logged, exec, h,
+                          1u << CU_GRAPH_NODE_TYPE_GRAPH, &client, &target);
     if (r == CUDA_SUCCESS && !rgpu_graph_is_live(H(child), KIND_GRAPH))
         r = CUDA_ERROR_INVALID_VALUE;
     if (r != CUDA_SUCCESS)
