@@ -193,7 +193,10 @@ static void switch_bodies(float *y, unsigned *sel, cudaStream_t s)
     CHECK(cudaGraphDestroy(g));
 }
 
-// A graph made node by node, then added to by capture: after its root, a launch and a copy.
+static int host_runs;
+static void CUDART_CB count_run(void *) { host_runs++; }
+
+// A graph made node by node, then added to by capture: after its root, a launch, a copy and a host function.
 static void capture_into(float *x, float *y, cudaStream_t s)
 {
     cudaGraph_t g;
@@ -210,6 +213,7 @@ static void capture_into(float *x, float *y, cudaStream_t s)
     CHECK(cudaStreamIsCapturing(cap, &status));
     saxpy<<<n / 256, 256, 0, cap>>>(3.0f, x, y, n);
     CHECK(cudaMemcpyAsync(x, y, n * sizeof(float), cudaMemcpyDeviceToDevice, cap));
+    CHECK(cudaLaunchHostFunc(cap, count_run, nullptr));
     cudaGraph_t captured;
     CHECK(cudaStreamEndCapture(cap, &captured));
     size_t nodes = 0, roots = 0;
@@ -218,7 +222,7 @@ static void capture_into(float *x, float *y, cudaStream_t s)
     std::printf("capture into a graph: same graph %d, capturing %d, %zu nodes, %zu root\n", captured == g,
                 status == cudaStreamCaptureStatusActive, nodes, roots);
     run(g, s);
-    std::printf("captured: y %g, x %g\n", first(y), first(x));
+    std::printf("captured: y %g, x %g, host function ran %d\n", first(y), first(x), host_runs);
     CHECK(cudaStreamDestroy(cap));
     CHECK(cudaGraphDestroy(g));
 }
