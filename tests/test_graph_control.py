@@ -302,3 +302,39 @@ async def test_graphs_with_conditional_nodes_are_not_child_graphs(client):
     await refused(Status.NOT_SUPPORTED, call(client, ops.GRAPH_OTHER_NODE, holder, mint(Kind.GRAPH_NODE), 0, CHILD,
                                              graph))
     await refused(Status.NOT_SUPPORTED, call(client, ops.GRAPH_CLONE, graph, mint(Kind.GRAPH), 0))
+
+
+async def test_a_child_graph_nodes_own_graph_is_the_nodes(client):
+    n = 256
+    fn, a, b, c = await setup_vadd(client, n)
+    stream = await client.stream_create(1)
+    await put(client, a, np.full(n, 2.0))
+    await put(client, b, np.full(n, 3.0))
+    parent, child = await new_graph(client), await new_graph(client)
+    add, nested, empty = mint(Kind.GRAPH_NODE), mint(Kind.GRAPH_NODE), mint(Kind.GRAPH_NODE)
+    await call(client, ops.GRAPH_OTHER_NODE, child, empty, 0, EMPTY, 0)
+    await call(client, ops.GRAPH_OTHER_NODE, parent, nested, 0, CHILD, child)
+    own = mint(Kind.GRAPH)
+    await call(client, ops.GRAPH_CHILD_GRAPH, nested, own)
+    count = await call(client, ops.GRAPH_GET_NODES, own)
+    assert count == 1  # the node's copy of the child, not the child itself
+    await kernel_node(client, own, add, fn, (a, b, c, n))  # added to the node's graph: the node runs it
+    exe = mint(Kind.GRAPH_EXEC)
+    await call(client, ops.GRAPH_INSTANTIATE, parent, exe, 0)
+    await call(client, ops.GRAPH_LAUNCH, exe, stream)
+    await client.stream_synchronize(stream)
+    assert np.all(await get(client, c, n) == 5)
+    assert await call(client, ops.GRAPH_GET_NODES, child) == 1  # the original is untouched
+    for status, values in [
+        (Status.INVALID_VALUE, (nested, mint(Kind.GRAPH))),  # it has its handle already
+        (Status.INVALID_VALUE, (add, mint(Kind.GRAPH))),  # not a child graph node
+        (Status.INVALID_HANDLE, (mint(Kind.GRAPH_NODE), mint(Kind.GRAPH))),
+    ]:
+        await refused(status, call(client, ops.GRAPH_CHILD_GRAPH, *values))
+    other = mint(Kind.GRAPH_NODE)
+    await call(client, ops.GRAPH_OTHER_NODE, parent, other, 0, CHILD, child)
+    await refused(Status.INVALID_VALUE, call(client, ops.GRAPH_CHILD_GRAPH, other, child))  # a handle in use
+    await refused(Status.INVALID_VALUE, call(client, ops.GRAPH_DESTROY, own))
+    await call(client, ops.GRAPH_EXEC_DESTROY, exe)
+    await call(client, ops.GRAPH_DESTROY, parent)
+    await refused(Status.INVALID_HANDLE, call(client, ops.GRAPH_GET_NODES, own))

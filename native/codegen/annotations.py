@@ -56,6 +56,8 @@ HAND_WRITTEN = {
     # user objects, the program's own (graph_user_objects.c)
     "cuUserObjectCreate", "cuUserObjectRetain", "cuUserObjectRelease", "cuGraphRetainUserObject",
     "cuGraphReleaseUserObject",
+    # a child graph node's own graph (graph_nodes.c)
+    "cuGraphChildGraphNodeGetGraph",
     # an executable graph's flags, kept where it is minted (graph.c)
     "cuGraphExecGetFlags",
     # launch attributes from one kernel node's mirror onto another's (graph_params.c)

@@ -138,12 +138,6 @@ RT_API cudaError_t cudaGraphAddExternalSemaphoresWaitNode(cudaGraphNode_t *pGrap
     return rt_unsupported(&logged, "cudaGraphAddExternalSemaphoresWaitNode");
 }
 
-RT_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph)
-{
-    static int logged;
-    return rt_unsupported(&logged, "cudaGraphChildGraphNodeGetGraph");
-}
-
 RT_API cudaError_t cudaGraphExecExternalSemaphoresSignalNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams)
 {
     static int logged;

@@ -7313,6 +7313,28 @@ static inline int rgpu_unpack_graph_move_child_node_req(const uint8_t *in, size_
     return 0;
 }
 
+/* GRAPH_CHILD_GRAPH: cuGraphChildGraphNodeGetGraph(node) -> the child graph node's own graph as client-minted `graph`: it belongs to the node (changing it changes the node; it goes with the node) (1.9) [deferrable, context] */
+#define RGPU_OP_GRAPH_CHILD_GRAPH 0x02E4
+#define RGPU_GRAPH_CHILD_GRAPH_REQ_SIZE 16
+#define RGPU_GRAPH_CHILD_GRAPH_REP_SIZE 0
+struct rgpu_graph_child_graph_req {
+    uint64_t node;
+    uint64_t graph;
+};
+static inline void rgpu_pack_graph_child_graph(uint8_t out[RGPU_GRAPH_CHILD_GRAPH_REQ_SIZE], const struct rgpu_graph_child_graph_req *m)
+{
+    rgpu_put_u64(out + 0, m->node);
+    rgpu_put_u64(out + 8, m->graph);
+}
+static inline int rgpu_unpack_graph_child_graph_req(const uint8_t *in, size_t len, struct rgpu_graph_child_graph_req *m)
+{
+    if (len != RGPU_GRAPH_CHILD_GRAPH_REQ_SIZE)
+        return -1;
+    m->node = (uint64_t)rgpu_get_u64(in + 0);
+    m->graph = (uint64_t)rgpu_get_u64(in + 8);
+    return 0;
+}
+
 /* Operations that run in the client's current context: the client names it first. */
 static inline int rgpu_op_in_context(uint16_t op)
 {
@@ -7489,6 +7511,7 @@ static inline int rgpu_op_in_context(uint16_t op)
     case RGPU_OP_STREAM_CAPTURE_EMPTY_NODE:
     case RGPU_OP_GRAPH_MEM_ALLOC_NODE:
     case RGPU_OP_GRAPH_MOVE_CHILD_NODE:
+    case RGPU_OP_GRAPH_CHILD_GRAPH:
         return 1;
     default:
         return 0;

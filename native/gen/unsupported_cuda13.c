@@ -290,12 +290,6 @@ CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_
     return rgpu_unsupported(&logged, "cuGraphBatchMemOpNodeSetParams");
 }
 
-CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
-{
-    static int logged;
-    return rgpu_unsupported(&logged, "cuGraphChildGraphNodeGetGraph");
-}
-
 CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
 {
     static int logged;

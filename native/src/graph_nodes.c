@@ -483,6 +483,62 @@ CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *d
     return rgpu_node_added(node, r, out);
 }
 
+/* A child graph node's own graph: the one moved into it, or a handle minted now for the copy the node made, which
+ * the node then owns as it owns a moved one (its mirror is fetched at its first use). One at a time, so that two
+ * threads asking at once do not both name it. */
+static pthread_mutex_t child_graph_lock = PTHREAD_MUTEX_INITIALIZER;
+RGPU_FORK_RESET(child_graph_lock, &child_graph_lock)
+
+static CUgraph own_graph(CUgraphNode h, int *found) /* takes the nodes' lock */
+{
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *n = rgpu_node_typed(h, CU_GRAPH_NODE_TYPE_GRAPH);
+    CUgraph g = n && n->n_bodies ? n->bodies[0] : NULL;
+    *found = n != NULL;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return g;
+}
+
+API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
+{
+    static int logged;
+    int found;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&child_graph_lock);
+    CUgraph g = own_graph(h, &found);
+    CUresult r = !found ? CUDA_ERROR_INVALID_VALUE : g ? CUDA_SUCCESS
+               : rgpu_need_protocol(9, &logged, "a child graph node's own graph (cuGraphChildGraphNodeGetGraph)");
+    CUgraph *bodies = r == CUDA_SUCCESS && !g ? malloc(sizeof *bodies) : NULL;
+    if (r == CUDA_SUCCESS && !g) {
+        uint64_t minted = bodies ? rgpu_graph_mint(KIND_GRAPH) : 0;
+        if (!bodies || !rgpu_graph_live_add(minted)) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            uint8_t a[RGPU_GRAPH_CHILD_GRAPH_REQ_SIZE];
+            rgpu_pack_graph_child_graph(a, &(struct rgpu_graph_child_graph_req){H(h), minted});
+            r = rgpu_defer(RGPU_OP_GRAPH_CHILD_GRAPH, a, sizeof a, NULL, 0);
+        }
+        pthread_mutex_lock(&rgpu_graph_nodes_lock);
+        struct gnode *n = r == CUDA_SUCCESS ? rgpu_node_typed(h, CU_GRAPH_NODE_TYPE_GRAPH) : NULL;
+        if (n) { /* (destroyed meanwhile: the server forgets the handle with the node) */
+            g = bodies[0] = (CUgraph)(uintptr_t)minted;
+            n->bodies = bodies, n->n_bodies = 1;
+            bodies = NULL;
+        } else if (r == CUDA_SUCCESS) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        }
+        pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+        if (r != CUDA_SUCCESS && minted)
+            rgpu_graph_live_drop(minted); /* (dropping one never made is a no-op) */
+    }
+    pthread_mutex_unlock(&child_graph_lock);
+    free(bodies);
+    if (r == CUDA_SUCCESS)
+        *out = g;
+    return r;
+}
+
 API CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n)
 {
     return add_other(out, g, deps, n, CU_GRAPH_NODE_TYPE_EMPTY, 0, NULL);

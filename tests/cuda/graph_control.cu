@@ -331,7 +331,7 @@ static void moved_child(float *y, cudaStream_t s)
     cudaGraphNodeParams c = {};
     c.type = cudaGraphNodeTypeGraph;
     c.graph.graph = child, c.graph.ownership = cudaGraphChildGraphOwnershipMove;
-    add(parent, nullptr, 0, &c);
+    cudaGraphNode_t moved = add(parent, nullptr, 0, &c);
     cudaGraphExec_t exec;
     CHECK(cudaGraphInstantiate(&exec, parent, 0));
     CHECK(cudaGraphLaunch(exec, s));
@@ -342,9 +342,38 @@ static void moved_child(float *y, cudaStream_t s)
     CHECK(cudaGraphExecKernelNodeSetParams(exec, inner, &k));
     CHECK(cudaGraphLaunch(exec, s));
     CHECK(cudaStreamSynchronize(s));
-    std::printf("moved child: y %g, then %g\n", before, first(y));
+    cudaGraph_t own;
+    CHECK(cudaGraphChildGraphNodeGetGraph(moved, &own));
+    std::printf("moved child: y %g, then %g; the node's graph is the one moved %d\n", before, first(y), own == child);
     CHECK(cudaGraphExecDestroy(exec));
     CHECK(cudaGraphDestroy(parent)); // the child goes with it
+}
+
+// A cloned child graph node's own graph, read back and added to: the node runs what was added.
+static void embedded_child(float *y, cudaStream_t s)
+{
+    float seven = 7.0f, twelve = 12.0f;
+    int count = n;
+    cudaGraph_t child, parent, own;
+    CHECK(cudaGraphCreate(&child, 0));
+    CHECK(cudaGraphCreate(&parent, 0));
+    void *args[] = {&y, &seven, &count}, *args12[] = {&y, &twelve, &count};
+    cudaGraphNodeParams f = kernel((void *)fill, args, n / 256, 256), f12 = kernel((void *)fill, args12, n / 256, 256);
+    add(child, nullptr, 0, &f);
+    cudaGraphNode_t node;
+    CHECK(cudaGraphAddChildGraphNode(&node, parent, nullptr, 0, child));
+    CHECK(cudaGraphDestroy(child)); // the node has its own copy
+    CHECK(cudaGraphChildGraphNodeGetGraph(node, &own));
+    cudaGraph_t again;
+    CHECK(cudaGraphChildGraphNodeGetGraph(node, &again));
+    cudaGraphNode_t first_node;
+    size_t count_nodes = 1;
+    CHECK(cudaGraphGetNodes(own, &first_node, &count_nodes));
+    add(own, &first_node, 1, &f12);
+    run(parent, s);
+    std::printf("a child node's own graph: the same twice %d, %zu node at first, then y %g\n", again == own,
+                count_nodes, first(y));
+    CHECK(cudaGraphDestroy(parent));
 }
 
 // The device's graph memory while a graph with a 1 MiB allocation lives, and after.
@@ -492,6 +521,7 @@ int main()
     event_nodes(s);
     child_in_exec(y, s);
     moved_child(y, s);
+    embedded_child(y, s);
     graph_memory(s);
     symbol_copies(y, x, s);
     user_objects(y, s);

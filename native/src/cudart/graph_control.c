@@ -132,3 +132,8 @@ RT_API cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_
 {
     return rt_fail(cuGraphReleaseUserObject((CUgraph)graph, (CUuserObject)object, count));
 }
+
+RT_API cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *graph)
+{
+    WITH_CONTEXT(cuGraphChildGraphNodeGetGraph((CUgraphNode)node, (CUgraph *)graph));
+}

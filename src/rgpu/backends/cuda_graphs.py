@@ -478,6 +478,10 @@ class CudaGraphs:
         _fail(_lib().cuGraphAddNode_v2(out, int(graph), array, _ffi.NULL, len(deps), p))
         return cu.CUgraphNode(out[0])
 
+    def graph_child_graph(self, ctx, node):
+        self._use(ctx)
+        return _check(cu.cuGraphChildGraphNodeGetGraph(node))
+
     def graph_node_set_params(self, ctx, node, node_type: int, params, exe) -> None:
         self._use(ctx)
         node = self._exec_node(exe, node)

@@ -102,7 +102,8 @@ def _copies(nodes: list) -> tuple[list, dict]:
 
 
 def _moved_child(*args, **kwargs):
-    """A moved child graph node's call before instantiation (_snapshot makes it a launch of the graph's copy)."""
+    """A child graph node's call before instantiation, its graph the node's own (cloned into it, or moved):
+    _snapshot makes it a launch of the graph's copy."""
     raise AssertionError("a moved child graph runs from its exec's copy")
 
 
@@ -450,9 +451,8 @@ class FakeGraphs:
             return (cls.event_record.__wrapped__, dict(ctx=ctx, event=params, stream=None))
         if node_type == WAIT_EVENT:
             return (cls.stream_wait_event.__wrapped__, dict(ctx=ctx, stream=None, event=params, flags=0))
-        if node_type == CHILD:  # CUDA copies the child graph into the node when it is added
-            nodes, _ = _copies(params.nodes)
-            return (cls.graph_launch.__wrapped__, dict(ctx=ctx, exe=FakeExec(ctx, nodes), stream=None))
+        if node_type == CHILD:  # CUDA copies the child graph into the node when it is added: the node's own
+            return self._child_call(ctx, self.graph_clone(ctx, params)[0])
         if node_type in (EMPTY, MEM_FREE):  # graph memory stays allocated while its graph or an exec holds it
             return None
         raise CudaError(Status.NOT_SUPPORTED, f"graph node type {node_type}")
@@ -499,17 +499,27 @@ class FakeGraphs:
     def graph_exec_child_set(self, ctx, exe: FakeExec, node: FakeNode, child: FakeGraph) -> None:
         ctx.check()
         target = self._exec_copy(exe, node)
-        call = self._node_call(ctx, CHILD, child)
+        call, _ = _snapshot(FakeNode(CHILD, self._node_call(ctx, CHILD, child)))
         if [n.type for n in target.call[1]["exe"].nodes] != [n.type for n in call[1]["exe"].nodes]:
             raise CudaError(Status.INVALID_VALUE, "the child graph's topology differs from the node's")
         target.call = call
 
+    def _child_call(self, ctx, graph: FakeGraph):
+        """A child graph node's call: its own graph, copied into each exec made with it (_snapshot)."""
+        return (_moved_child, dict(ctx=ctx, graph=graph, launch=type(self).graph_launch.__wrapped__))
+
     def graph_add_child_moved(self, ctx, graph: FakeGraph, deps: list, child: FakeGraph) -> FakeNode:
         ctx.check()
-        call = (_moved_child, dict(ctx=ctx, graph=child, launch=type(self).graph_launch.__wrapped__))
-        node = FakeNode(CHILD, call, list(deps), graph)
+        node = FakeNode(CHILD, self._child_call(ctx, child), list(deps), graph)
         graph.nodes.append(node)
         return node
+
+    def graph_child_graph(self, ctx, node: FakeNode) -> FakeGraph:
+        """cuGraphChildGraphNodeGetGraph: the node's own graph, which changes the node when it changes."""
+        ctx.check()
+        if node.type != CHILD or node.call is None or node.call[0] is not _moved_child:
+            raise CudaError(Status.INVALID_VALUE, "not a child graph node")
+        return node.call[1]["graph"]
 
     # -- conditional nodes ---------------------------------------------------------------------------
     @functools.cached_property
@@ -582,7 +592,10 @@ class FakeGraphs:
         mapping: dict = {}
         clone = FakeGraph()
         for node in graph.nodes:  # nodes come after their dependencies unless edges were added later
-            mapping[node] = FakeNode(node.type, node.call, [], clone)
+            call = node.call
+            if call is not None and call[0] is _moved_child:  # a child graph node's graph is cloned with it
+                call = self._child_call(call[1]["ctx"], self.graph_clone(ctx, call[1]["graph"])[0])
+            mapping[node] = FakeNode(node.type, call, [], clone)
             clone.nodes.append(mapping[node])
         for node in graph.nodes:
             mapping[node].deps = [mapping[d] for d in node.deps]

@@ -651,6 +651,20 @@ def _move_child_node(s: Session, args, bulk):
             m.freed_by = args.graph
 
 
+@handles(ops.GRAPH_CHILD_GRAPH)
+def _child_graph(s: Session, args, bulk):
+    """A child graph node's own graph, under a client-minted handle: the node's, as a body is."""
+    ctx, node = s.object(args.node, Kind.GRAPH_NODE)
+    if node.info != CHILD:
+        raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is of type {node.info}, not a child graph node")
+    if s.handles.owned_by(parent=args.node, kind=Kind.GRAPH):
+        raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x}'s graph has a handle already")
+    if args.graph in s.handles or args.graph >> 56 != 0x80 | Kind.GRAPH:
+        raise CudaError(Status.INVALID_VALUE, f"0x{args.graph:x} is not a fresh client graph handle")
+    graph = s.backend.graph_child_graph(ctx.obj, node.obj)
+    s.handles.add_client(args.graph, Kind.GRAPH, graph, ctx=node.ctx, parent=args.node, info=GRAPH_BODY)
+
+
 # -- reading a graph back (captured graphs too) -------------------------------------------------------
 def _handle_of(s: Session, kind: Kind, obj) -> int:
     """The session handle of a backend object (0: none, e.g. a library's own kernel)."""

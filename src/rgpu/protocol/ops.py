@@ -951,6 +951,10 @@ GRAPH_MOVE_CHILD_NODE = _op(0x02E3, "GRAPH_MOVE_CHILD_NODE", "graph:u64 node:u64
                             doc="cuGraphAddNode of a child graph node with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE: "
                                 "`child` becomes the node's (its nodes stay named as they were, for an exec's "
                                 "parameter setters) and goes with it (1.9)")
+GRAPH_CHILD_GRAPH = _op(0x02E4, "GRAPH_CHILD_GRAPH", "node:u64 graph:u64", deferrable=True,
+                        doc="cuGraphChildGraphNodeGetGraph(node) -> the child graph node's own graph as client-minted "
+                            "`graph`: it belongs to the node (changing it changes the node; it goes with the node) "
+                            "(1.9)")
 
 CONTROL_OPS = frozenset({HELLO.code, AUTH.code, PROTOCOL_ERROR.code})
 # Kernel output (0x0140-0x014F).
