@@ -275,9 +275,18 @@ async def test_a_moved_child_graph_is_its_nodes_and_goes_with_it(client):
         (Status.INVALID_VALUE, ops.GRAPH_MOVE_CHILD_NODE, (spare, moved, 0, await new_graph(client))),  # in use
     ]:
         await refused(status, call(client, op, *values))
+    await refused(Status.INVALID_VALUE, call(client, ops.GRAPH_MEM_ALLOC_NODE, child, mint(Kind.GRAPH_NODE), 0, 0,
+                                             1 << 20))  # memory nobody would hold
     await call(client, ops.GRAPH_EXEC_DESTROY, exe)
     await call(client, ops.GRAPH_DESTROY, parent)
     await refused(Status.INVALID_HANDLE, call(client, ops.GRAPH_GET_NODES, child))
+    # a graph moved into a conditional body is inside the body: CUDA's rules for bodies hold there too
+    graph, inner = await new_graph(client), await new_graph(client)
+    _, (body,) = await conditional(client, graph, 0, 1)
+    await call(client, ops.GRAPH_MOVE_CHILD_NODE, body, mint(Kind.GRAPH_NODE), 0, inner)
+    event = await client.event_create(0)
+    await refused(Status.INVALID_VALUE, call(client, ops.GRAPH_OTHER_NODE, inner, mint(Kind.GRAPH_NODE), 0,
+                                             EVENT_RECORD, event))
 
 
 async def test_a_graph_being_captured_into_stays_until_the_capture_ends(client):

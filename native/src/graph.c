@@ -578,7 +578,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     pthread_mutex_unlock(&lock);
     if (!ok)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    r = rgpu_user_objects_copy(g, exe); /* the exec holds what its graph holds */
+    r = rgpu_graph_hold_within(g, exe); /* the exec holds what its graph holds */
     if (r == CUDA_SUCCESS && rgpu_graph_has_host_nodes(graph, &r)) {
         r = rgpu_staged_instantiate(graph, flags, exe);
     } else if (r == CUDA_SUCCESS) {
@@ -661,7 +661,7 @@ API CUresult cuGraphExecUpdate_v2(CUgraphExec exe, CUgraph graph, CUgraphExecUpd
     uint64_t e = (uint64_t)(uintptr_t)exe, g = (uint64_t)(uintptr_t)graph;
     if (!info)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!is_live(e, KIND_GRAPH_EXEC) || !is_live(g, KIND_GRAPH))
+    if (!is_live(e, KIND_GRAPH_EXEC) || !is_live(g, KIND_GRAPH) || rgpu_graph_is_body(g))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = CUDA_SUCCESS;
     if (rgpu_is_staged(e) || rgpu_graph_has_host_nodes(graph, &r) || r != CUDA_SUCCESS) {
@@ -683,6 +683,10 @@ API CUresult cuGraphExecUpdate_v2(CUgraphExec exe, CUgraph graph, CUgraphExecUpd
         return r;
     if (rgpu_unpack_graph_exec_update(rep, sizeof rep, &out) < 0)
         return CUDA_ERROR_UNKNOWN;
+    if (!out.result) { /* the exec's references become the new graph's, as CUDA's */
+        rgpu_user_objects_release(e);
+        rgpu_graph_hold_within(g, e);
+    }
     info->result = (CUgraphExecUpdateResult)out.result;
     info->errorNode = (CUgraphNode)(uintptr_t)out.error_node;
     info->errorFromNode = NULL;
@@ -706,7 +710,7 @@ static CUresult destroy(uint16_t op, uint64_t h, int kind)
     return rgpu_defer(op, a, sizeof a, NULL, 0);
 }
 
-static int captured_into(uint64_t g) /* a stream is capturing into graph g (cuStreamBeginCaptureToGraph) */
+int rgpu_graph_captured_into(uint64_t g) /* a stream is capturing into graph g (cuStreamBeginCaptureToGraph) */
 {
     int found = 0;
     pthread_mutex_lock(&lock);
@@ -720,7 +724,7 @@ API CUresult cuGraphDestroy(CUgraph g)
 {
     if (rgpu_graph_is_body((uint64_t)(uintptr_t)g))
         return CUDA_ERROR_INVALID_VALUE; /* a conditional node's body goes with its node */
-    if (captured_into((uint64_t)(uintptr_t)g))
+    if (rgpu_graph_captured_into((uint64_t)(uintptr_t)g))
         return CUDA_ERROR_ILLEGAL_STATE; /* as CUDA's (measured on the H100) */
     CUresult r = destroy(RGPU_OP_GRAPH_DESTROY, (uint64_t)(uintptr_t)g, KIND_GRAPH);
     if (r == CUDA_SUCCESS)

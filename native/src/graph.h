@@ -20,8 +20,12 @@ void rgpu_graph_live_drop(uint64_t h);      /* a graph that went with its node (
 void rgpu_graph_grew(uint64_t graph);
 /* graph_nodes.c: CUDA_SUCCESS if deps[n] are nodes of graph g (which is live), else INVALID_VALUE */
 CUresult rgpu_graph_nodes_of(CUgraph g, const CUgraphNode *deps, size_t n);
-/* graph_nodes.c: g belongs to a node (a conditional node's body, a child graph moved into its node) */
+/* graph_nodes.c: g belongs to a node (a conditional node's body, a child graph node's graph); the owner's
+ * CUgraphNodeType, or -1 */
 int rgpu_graph_is_body(uint64_t g);
+int rgpu_graph_owner_type(uint64_t g);
+/* graph.c: a stream is capturing into graph g (cuStreamBeginCaptureToGraph) */
+int rgpu_graph_captured_into(uint64_t g);
 /* graph_nodes.c: a new graph, live and mirrored with no nodes, not yet told to the server (0: tables full) */
 uint64_t rgpu_graph_mint_empty(void);
 /* graph_conditional.c: cuGraphAddNode of a conditional node; sets p->phGraph_out */
@@ -29,11 +33,12 @@ CUresult rgpu_graph_add_conditional(CUgraphNode *out, CUgraph g, const CUgraphNo
                                     CUDA_CONDITIONAL_NODE_PARAMS *p);
 /* graph_nodes.c: cuGraphAddNode of a child graph node with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE */
 CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraph child);
-/* graph_user_objects.c: a new holder (an exec, a clone, a parent of a child graph) takes copies of another's user
- * object references; a child graph moved into its node gives its own to its parent; a destroyed holder's go */
+/* graph_user_objects.c: a new holder (an exec, a clone, a child graph node) takes copies of another's user object
+ * references; a destroyed holder's go */
 CUresult rgpu_user_objects_copy(uint64_t from, uint64_t to);
-void rgpu_user_objects_move(uint64_t from, uint64_t to);
 void rgpu_user_objects_release(uint64_t holder);
+/* graph_nodes.c: to (an exec) takes copies of what graph g holds, and its nodes and the graphs they own */
+CUresult rgpu_graph_hold_within(uint64_t g, uint64_t to);
 /* graph_exec_nodes.c: an executable graph is gone; what was kept of its nodes goes too */
 void rgpu_exec_nodes_forget(uint64_t exec);
 

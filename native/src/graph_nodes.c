@@ -83,11 +83,57 @@ void rgpu_graph_forget(uint64_t graph)
         struct gnode *n = gone;
         gone = n->next;
         forget_bodies(n);
+        rgpu_user_objects_release(n->handle);
         rgpu_node_free(n);
     }
     rgpu_host_forget(graph);
     rgpu_user_objects_release(graph);
 }
+
+/* Under the lock: the holders of user-object references that come with graph g (or node `node` of it) when it is
+ * instantiated or cloned -- the graph, its nodes (a child graph node holds its copy's references), and the graphs
+ * its nodes own, with theirs -- into out[cap] from index n; returns how many there are. */
+static size_t holders_of_node(const struct gnode *x, uint64_t *out, size_t cap, size_t n);
+static size_t holders_within(uint64_t g, uint64_t *out, size_t cap, size_t n)
+{
+    if (n < cap)
+        out[n] = g;
+    n++;
+    for (struct gnode *x = nodes; x; x = x->next)
+        if (x->graph == g)
+            n = holders_of_node(x, out, cap, n);
+    return n;
+}
+
+static size_t holders_of_node(const struct gnode *x, uint64_t *out, size_t cap, size_t n)
+{
+    if (n < cap)
+        out[n] = x->handle;
+    n++;
+    for (unsigned i = 0; i < x->n_bodies; i++)
+        n = holders_within(H(x->bodies[i]), out, cap, n);
+    return n;
+}
+
+/* to takes copies of the references of graph g and what comes with it (node: of that node instead, if it is
+ * still there). */
+static CUresult hold_within(uint64_t g, uint64_t node, uint64_t to)
+{
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *x = node ? rgpu_node_find(node) : NULL;
+    size_t n = node ? (x ? holders_of_node(x, NULL, 0, 0) : 0) : holders_within(g, NULL, 0, 0);
+    uint64_t *holders = malloc((n ? n : 1) * sizeof *holders);
+    if (holders)
+        n = node ? (x ? holders_of_node(x, holders, n, 0) : 0) : holders_within(g, holders, n, 0);
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    CUresult r = holders ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS && holders; i++)
+        r = rgpu_user_objects_copy(holders[i], to);
+    free(holders);
+    return r;
+}
+
+CUresult rgpu_graph_hold_within(uint64_t g, uint64_t to) { return hold_within(g, 0, to); }
 
 void rgpu_graph_grew(uint64_t graph)
 {
@@ -257,6 +303,15 @@ static struct gnode *owner_of(uint64_t g) /* under the lock: the node that owns 
 
 static int is_body(uint64_t g) { return owner_of(g) != NULL; } /* under the lock */
 
+int rgpu_graph_owner_type(uint64_t g)
+{
+    pthread_mutex_lock(&rgpu_graph_nodes_lock);
+    struct gnode *o = owner_of(g);
+    int type = o ? (int)o->type : -1;
+    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    return type;
+}
+
 int rgpu_graph_is_body(uint64_t g)
 {
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
@@ -407,7 +462,7 @@ CUresult rgpu_send_placeholder(const struct gnode *node) { return send_other(nod
 static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type,
                           uint64_t object, const CUDA_HOST_NODE_PARAMS *host)
 {
-    static int logged;
+    static int logged, nested_logged;
     CUresult r;
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
@@ -422,8 +477,12 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         if (memory) /* as CUDA's */
             return CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (host && rgpu_graph_is_body(H(g))) /* as CUDA's: a conditional body runs on the device alone */
-        return CUDA_ERROR_INVALID_VALUE;
+    if (host && rgpu_graph_owner_type(H(g)) == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+        return CUDA_ERROR_INVALID_VALUE; /* as CUDA's: a conditional body runs on the device alone */
+    if (host && rgpu_graph_owner_type(H(g)) >= 0) /* a child graph's: its node's graph would need stages */
+        return rgpu_unsupported(&nested_logged, "host nodes in a child graph");
+    if (type == CU_GRAPH_NODE_TYPE_GRAPH && rgpu_graph_is_body(object))
+        return CUDA_ERROR_INVALID_VALUE; /* a graph that belongs to a node is no other node's child */
     struct gnode *node = rgpu_node_new(g, deps, n, host ? CU_GRAPH_NODE_TYPE_HOST : type, &r);
     if (!node)
         return r;
@@ -432,8 +491,11 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         node->host = *host;
         rgpu_client_node_made();
     }
-    r = type == CU_GRAPH_NODE_TYPE_GRAPH ? rgpu_user_objects_copy(object, H(g)) : CUDA_SUCCESS; /* the nested copy's */
-    return rgpu_node_added(node, r == CUDA_SUCCESS ? send_other(node, type, object) : r, out);
+    /* the node's copy of the child holds what the child holds, the node's until it goes */
+    r = type == CU_GRAPH_NODE_TYPE_GRAPH ? hold_within(object, 0, node->handle) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS && (r = send_other(node, type, object)) != CUDA_SUCCESS)
+        rgpu_user_objects_release(node->handle);
+    return rgpu_node_added(node, r, out);
 }
 
 /* A child graph node that takes its graph (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, as XLA nests command buffers): the
@@ -456,6 +518,8 @@ CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *d
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (bad)
         return CUDA_ERROR_INVALID_VALUE;
+    if (rgpu_graph_captured_into(H(child)))
+        return CUDA_ERROR_ILLEGAL_STATE; /* as the server would say, later */
     if (rgpu_graph_has_host_nodes(child, &r))
         return r != CUDA_SUCCESS ? r : rgpu_unsupported(&host_logged, "a child graph with host nodes");
     if (r != CUDA_SUCCESS)
@@ -477,9 +541,7 @@ CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *d
     r = rgpu_defer(RGPU_OP_GRAPH_MOVE_CHILD_NODE, a, sizeof a, bulk, len);
     free(bulk);
     if (r != CUDA_SUCCESS)
-        node->n_bodies = 0; /* the program keeps its graph */
-    else
-        rgpu_user_objects_move(H(child), H(g));
+        node->n_bodies = 0; /* the program keeps its graph (and its references: they come with it from now) */
     return rgpu_node_added(node, r, out);
 }
 
@@ -947,6 +1009,7 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
             break;
         }
         *c = *n;
+        c->bodies = NULL, c->n_bodies = 0; /* the server's clone has its own copies of what n owns, unnamed */
         c->graph = clone;
         c->handle = 1ull << 63 | (uint64_t)KIND_GRAPH_NODE << 56; /* numbered below, outside this lock */
         c->deps = deps;
@@ -978,7 +1041,6 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
     rgpu_pack_graph_clone(a, &(struct rgpu_graph_clone_req){H(g), clone, (uint32_t)i});
     r = rgpu_graph_live_add(clone) ? rgpu_defer(RGPU_OP_GRAPH_CLONE, a, sizeof a, pairs, 16 * i)
                                    : CUDA_ERROR_OUT_OF_MEMORY;
-    free(pairs);
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
     if (r == CUDA_SUCCESS)
         mirrored[slot] = clone;
@@ -991,8 +1053,13 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
         }
     }
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
+    if (r == CUDA_SUCCESS)
+        r = rgpu_user_objects_copy(H(g), clone);
+    for (size_t k = 0; k < i && r == CUDA_SUCCESS; k++) /* each node's, with what its original owns */
+        r = hold_within(0, rgpu_get_u64(pairs + 16 * k), copies[k]->handle);
     free(copies);
-    if (r == CUDA_SUCCESS && (r = rgpu_user_objects_copy(H(g), clone)) != CUDA_SUCCESS)
+    free(pairs);
+    if (r != CUDA_SUCCESS)
         cuGraphDestroy((CUgraph)(uintptr_t)clone);
     if (r == CUDA_SUCCESS)
         *out = (CUgraph)(uintptr_t)clone;
@@ -1050,6 +1117,7 @@ API CUresult cuGraphDestroyNode(CUgraphNode h)
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
     forget_bodies(n);
+    rgpu_user_objects_release(n->handle);
     rgpu_node_free(n);
     uint8_t a[RGPU_GRAPH_DESTROY_NODE_REQ_SIZE];
     rgpu_pack_graph_destroy_node(a, &(struct rgpu_graph_destroy_node_req){H(h)});

@@ -2,9 +2,10 @@
  * executable graphs that hold references to it. Nothing of it reaches the server -- the references and the
  * destructor are the program's own -- so it lives here whole:
  *   - an object's count is the references the program and every holder (a graph or exec) have;
- *   - a graph's references are copied to each exec instantiated from it, and to a graph that clones it or nests it
- *     as a child graph; a child graph moved into its node gives them to its new parent;
- *   - a holder's references go when it is destroyed.
+ *   - an exec instantiated from a graph holds copies of what the graph, its nodes and the graphs they own (bodies,
+ *     moved children) hold, and takes the new graph's at an update; a clone copies them node by node; a child
+ *     graph node holds copies of its child's;
+ *   - a holder's references go when it is destroyed (a node's with the node or its graph).
  * At zero the destructor runs on one shared thread of this library, as CUDA's runs on an internal thread: it may
  * not call CUDA, and nothing waits for it (CU_USER_OBJECT_NO_DESTRUCTOR_SYNC, the one flag CUDA defines).
  * Handles are checked against the objects this side made, so a stale or invented one is INVALID_VALUE; an exec's
@@ -21,6 +22,7 @@
 #define API __attribute__((visibility("default")))
 
 struct user_object {
+    uint64_t id; /* the program's handle: never an address, so a stale one never names a new object */
     void *ptr;
     CUhostFn destroy;
     unsigned long long refs;
@@ -38,6 +40,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 RGPU_FORK_RESET(user_objects_lock, &lock)
 static struct user_object *objects;
 static struct holding *holdings;
+static uint64_t next_id = 1;
 
 /* -- the destructor thread ------------------------------------------------------------------------------------ */
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -62,7 +65,11 @@ static void *destructor_thread(void *arg)
     return NULL;
 }
 
-static void forked_child(void) { worker_started = 0; } /* the thread stayed with the parent */
+static void forked_child(void) /* the thread stayed with the parent, and its destructors are the parent's to run */
+{
+    worker_started = 0;
+    queue = NULL;
+}
 static void watch_forks(void) { pthread_atfork(NULL, NULL, forked_child); }
 
 static void queue_destructor(struct user_object *o) /* o is out of every table */
@@ -86,7 +93,7 @@ static void queue_destructor(struct user_object *o) /* o is out of every table *
 static struct user_object *find(CUuserObject h) /* under lock: one of ours, or NULL (never dereferenced first) */
 {
     for (struct user_object *o = objects; o; o = o->next)
-        if ((CUuserObject)o == h)
+        if (o->id == (uint64_t)(uintptr_t)h)
             return o;
     return NULL;
 }
@@ -95,7 +102,7 @@ static struct user_object *find(CUuserObject h) /* under lock: one of ours, or N
  * by the caller: *dead). */
 static void drop(struct user_object *o, unsigned long long count, struct user_object **dead)
 {
-    o->refs -= count;
+    o->refs -= count < o->refs ? count : o->refs; /* (a program that released what it did not own: zero, not a wrap) */
     if (o->refs)
         return;
     for (struct user_object **p = &objects; *p; p = &(*p)->next)
@@ -155,12 +162,13 @@ API CUresult cuUserObjectCreate(CUuserObject *out, void *ptr, CUhostFn destroy, 
     struct user_object *o = calloc(1, sizeof *o);
     if (!o)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *o = (struct user_object){ptr, destroy, refs, NULL};
+    *o = (struct user_object){0, ptr, destroy, refs, NULL};
     pthread_mutex_lock(&lock);
+    o->id = next_id++;
     o->next = objects;
     objects = o;
+    *out = (CUuserObject)(uintptr_t)o->id;
     pthread_mutex_unlock(&lock);
-    *out = (CUuserObject)o;
     return CUDA_SUCCESS;
 }
 
@@ -240,22 +248,6 @@ CUresult rgpu_user_objects_copy(uint64_t from, uint64_t to)
         }
     pthread_mutex_unlock(&lock);
     return r;
-}
-
-void rgpu_user_objects_move(uint64_t from, uint64_t to)
-{
-    pthread_mutex_lock(&lock);
-    for (struct holding *h = holdings; h; h = h->next)
-        if (h->holder == from) {
-            struct holding *there = holding_of(to, h->object);
-            if (there) { /* (the count stays the same: one holder's references become the other's) */
-                there->count += h->count;
-                h->count = 0;
-            } else {
-                h->holder = to;
-            }
-        }
-    pthread_mutex_unlock(&lock);
 }
 
 void rgpu_user_objects_release(uint64_t holder)

@@ -500,6 +500,40 @@ static void user_objects(float *y, cudaStream_t s)
     std::printf("after the exec: destroyed %d\n", wait_destroyed(11));
 }
 
+// A user object held by a child graph moved into its node: the exec made from the parent holds it too, a clone of
+// the parent holds its own copies, and it is destroyed once the exec, the last holder, goes.
+static void objects_in_moved_child(float *y, cudaStream_t s)
+{
+    static int hundred = 100;
+    cudaUserObject_t o;
+    CHECK(cudaUserObjectCreate(&o, &hundred, destroy_object, 1, cudaUserObjectNoDestructorSync));
+    cudaGraph_t child, parent, clone;
+    CHECK(cudaGraphCreate(&child, 0));
+    CHECK(cudaGraphCreate(&parent, 0));
+    float v = 3.0f;
+    int count = n;
+    void *args[] = {&y, &v, &count};
+    cudaGraphNodeParams f = kernel((void *)fill, args, n / 256, 256);
+    add(child, nullptr, 0, &f);
+    CHECK(cudaGraphRetainUserObject(child, o, 1, cudaGraphUserObjectMove));
+    cudaGraphNodeParams c = {};
+    c.type = cudaGraphNodeTypeGraph;
+    c.graph.graph = child, c.graph.ownership = cudaGraphChildGraphOwnershipMove;
+    add(parent, nullptr, 0, &c);
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, parent, 0));
+    CHECK(cudaGraphClone(&clone, parent));
+    CHECK(cudaGraphDestroy(clone));
+    CHECK(cudaGraphDestroy(parent));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    int before = destroyed.load();
+    CHECK(cudaGraphExecDestroy(exec));
+    std::printf("an object a moved child holds: kept by the exec %d, then destroyed %d\n", before == 11,
+                wait_destroyed(111) == 111);
+}
+
 int main()
 {
     cudaStream_t s;
@@ -525,6 +559,7 @@ int main()
     graph_memory(s);
     symbol_copies(y, x, s);
     user_objects(y, s);
+    objects_in_moved_child(y, s);
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));
     CHECK(cudaFree(left));

@@ -353,17 +353,17 @@ static int driver_copy_params(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *
 RT_API cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src, size_t count,
                                                   enum cudaMemcpyKind kind)
 {
-    (void)kind;
-    CUDA_MEMCPY3D d = driver_copy_1d(dst, src, count);
-    WITH_CONTEXT(cuGraphMemcpyNodeSetParams((CUgraphNode)node, &d));
+    CUDA_MEMCPY3D d = driver_copy_1d(dst, src, count); /* (unified addressing: the pointers say where they are) */
+    cudaError_t e = rt_copy_start(kind);
+    return e != cudaSuccess ? e : rt_fail(cuGraphMemcpyNodeSetParams((CUgraphNode)node, &d));
 }
 
 RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNode_t node, void *dst,
                                                       const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-    (void)kind;
     CUDA_MEMCPY3D d = driver_copy_1d(dst, src, count);
-    WITH_CONTEXT(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
+    cudaError_t e = rt_copy_start(kind);
+    return e != cudaSuccess ? e : rt_fail(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
 }
 
 RT_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cudaMemcpy3DParms *p)
@@ -414,11 +414,14 @@ RT_API cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cud
     return cudaSuccess;
 }
 
-/* A __device__ variable's address, offset bytes in, with room for count bytes after it. */
-static cudaError_t symbol_at(const void *symbol, size_t offset, size_t count, void **out)
+/* A __device__ variable's address, offset bytes in, with room for count bytes after it (and a copy direction that
+ * is one). */
+static cudaError_t symbol_at(const void *symbol, size_t offset, size_t count, enum cudaMemcpyKind kind, void **out)
 {
     size_t size = 0;
-    cudaError_t e = cudaGetSymbolAddress(out, symbol);
+    cudaError_t e = rt_copy_start(kind);
+    if (e == cudaSuccess)
+        e = cudaGetSymbolAddress(out, symbol);
     if (e == cudaSuccess)
         e = cudaGetSymbolSize(&size, symbol);
     if (e == cudaSuccess && (offset > size || count > size - offset))
@@ -469,8 +472,7 @@ RT_API cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *node, cudaGra
                                                   enum cudaMemcpyKind kind)
 {
     void *at;
-    cudaError_t e = symbol_at(symbol, offset, count, &at);
-    (void)kind; /* unified addressing: the pointers say where they are */
+    cudaError_t e = symbol_at(symbol, offset, count, kind, &at);
     return e != cudaSuccess ? e : add_copy(node, graph, deps, n, at, count, src, count, count, 1);
 }
 
@@ -480,8 +482,7 @@ RT_API cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t *node, cudaG
                                                     enum cudaMemcpyKind kind)
 {
     void *at;
-    cudaError_t e = symbol_at(symbol, offset, count, &at);
-    (void)kind;
+    cudaError_t e = symbol_at(symbol, offset, count, kind, &at);
     return e != cudaSuccess ? e : add_copy(node, graph, deps, n, dst, count, at, count, count, 1);
 }
 
@@ -489,7 +490,7 @@ RT_API cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, co
                                                         size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     void *at;
-    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    cudaError_t e = symbol_at(symbol, offset, count, kind, &at);
     return e != cudaSuccess ? e : cudaGraphMemcpyNodeSetParams1D(node, at, src, count, kind);
 }
 
@@ -497,7 +498,7 @@ RT_API cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, 
                                                           size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
     void *at;
-    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    cudaError_t e = symbol_at(symbol, offset, count, kind, &at);
     return e != cudaSuccess ? e : cudaGraphMemcpyNodeSetParams1D(node, dst, at, count, kind);
 }
 
@@ -506,7 +507,7 @@ RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t exec
                                                             size_t offset, enum cudaMemcpyKind kind)
 {
     void *at;
-    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    cudaError_t e = symbol_at(symbol, offset, count, kind, &at);
     return e != cudaSuccess ? e : cudaGraphExecMemcpyNodeSetParams1D(exec, node, at, src, count, kind);
 }
 
@@ -515,7 +516,7 @@ RT_API cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t ex
                                                               enum cudaMemcpyKind kind)
 {
     void *at;
-    cudaError_t e = symbol_at(symbol, offset, count, &at);
+    cudaError_t e = symbol_at(symbol, offset, count, kind, &at);
     return e != cudaSuccess ? e : cudaGraphExecMemcpyNodeSetParams1D(exec, node, dst, at, count, kind);
 }
 

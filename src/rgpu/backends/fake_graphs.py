@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import weakref
 
 import attrs
@@ -375,13 +376,18 @@ class FakeGraphs:
         keep = set(nodes)
         return self.graph_instantiate(ctx, FakeGraph([n for n in graph.nodes if n in keep]), flags)
 
-    _body_runs_left = None  # during a launch: the conditional bodies it may still run
+    @functools.cached_property
+    def _launching(self) -> threading.local:
+        """The launch this thread is in: `left`, the conditional bodies it may still run (sessions of one server
+        process share the backend, each on a thread of its own)."""
+        return threading.local()
 
     def graph_launch(self, ctx, exe: FakeExec, stream) -> None:
         ctx.check()
-        top = self._body_runs_left is None  # (bodies and child graphs run through here too)
+        launching = self._launching
+        top = getattr(launching, "left", None) is None  # (bodies and child graphs run through here too)
         if top:
-            self._body_runs_left = MAX_BODY_RUNS
+            launching.left = MAX_BODY_RUNS
         try:
             for cond in exe.resets:
                 cond.value = cond.default
@@ -392,7 +398,7 @@ class FakeGraphs:
                 fn(self, **{**call, "stream": stream}) if "stream" in call else fn(self, **call)
         finally:
             if top:
-                self._body_runs_left = None
+                launching.left = None
 
     def graph_upload(self, ctx, exe: FakeExec, stream) -> None:
         ctx.check()
@@ -558,10 +564,11 @@ class FakeGraphs:
 
     def _run_conditional(self, ctx, cond: FakeConditional, kind: int, bodies: list, stream) -> None:
         def run(body):
-            if self._body_runs_left is not None:
-                if self._body_runs_left <= 0:
+            launching = self._launching
+            if getattr(launching, "left", None) is not None:
+                if launching.left <= 0:
                     raise CudaError(Status.LAUNCH_TIMEOUT, f"a launch ran conditional bodies {MAX_BODY_RUNS} times")
-                self._body_runs_left -= 1
+                launching.left -= 1
             type(self).graph_launch.__wrapped__(self, ctx, body, stream)
 
         if kind == COND_IF:

@@ -578,9 +578,16 @@ _BODY_NODE_TYPES = frozenset({KERNEL, EMPTY, CHILD, MEMSET, MEMCPY, CONDITIONAL}
 
 
 def _check_body_node(s: Session, graph, node_type: int) -> None:
-    if graph.info == GRAPH_BODY and node_type not in _BODY_NODE_TYPES and \
-            s.handles.get(graph.parent, Kind.GRAPH_NODE).info == CONDITIONAL:
-        raise CudaError(Status.INVALID_VALUE, f"a node of type {node_type} in a conditional node's body")
+    """CUDA's rules for a graph that belongs to a node: no memory nodes (a moved child graph's would be held by
+    nothing); within a conditional node's body, at any depth, only _BODY_NODE_TYPES."""
+    if graph.info == GRAPH_BODY and node_type in (MEM_ALLOC, MEM_FREE):
+        raise CudaError(Status.INVALID_VALUE, "a memory node in a graph that belongs to a node")
+    entry = graph
+    while entry.info == GRAPH_BODY:
+        owner = s.handles.get(entry.parent, Kind.GRAPH_NODE)
+        if owner.info == CONDITIONAL and node_type not in _BODY_NODE_TYPES:
+            raise CudaError(Status.INVALID_VALUE, f"a node of type {node_type} in a conditional node's body")
+        entry = s.handles.get(owner.parent, Kind.GRAPH)
 
 
 @handles(ops.GRAPH_CONDITIONAL_HANDLE)
