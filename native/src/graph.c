@@ -733,10 +733,16 @@ API CUresult cuGraphDestroy(CUgraph g)
 }
 API CUresult cuGraphExecDestroy(CUgraphExec e)
 {
-    CUresult r = destroy(RGPU_OP_GRAPH_EXEC_DESTROY, (uint64_t)(uintptr_t)e, KIND_GRAPH_EXEC);
+    uint64_t exe = (uint64_t)(uintptr_t)e;
+    /* CUDA lets an exec's user objects go once its last launch has finished: a program may take their destructors
+     * for a sign that the exec's buffers are free. Only an exec that holds some waits (the context's work). */
+    int held = is_live(exe, KIND_GRAPH_EXEC) && rgpu_user_objects_held(exe);
+    CUresult r = destroy(RGPU_OP_GRAPH_EXEC_DESTROY, exe, KIND_GRAPH_EXEC);
     if (r == CUDA_SUCCESS) {
-        rgpu_exec_nodes_forget((uint64_t)(uintptr_t)e);
-        rgpu_user_objects_release((uint64_t)(uintptr_t)e);
+        rgpu_exec_nodes_forget(exe);
+        /* (an earlier launch's error comes back here, as CUDA's calls may return one; the exec is gone all the same) */
+        r = held ? cuCtxSynchronize() : CUDA_SUCCESS;
+        rgpu_user_objects_release(exe);
     }
     return r;
 }

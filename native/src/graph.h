@@ -37,6 +37,7 @@ CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *d
  * references; a destroyed holder's go */
 CUresult rgpu_user_objects_copy(uint64_t from, uint64_t to);
 void rgpu_user_objects_release(uint64_t holder);
+int rgpu_user_objects_held(uint64_t holder);
 /* graph_nodes.c: to (an exec) takes copies of what graph g holds, and its nodes and the graphs they own */
 CUresult rgpu_graph_hold_within(uint64_t g, uint64_t to);
 /* graph_exec_nodes.c: an executable graph is gone; what was kept of its nodes goes too */

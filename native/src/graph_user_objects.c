@@ -5,11 +5,11 @@
  *   - an exec instantiated from a graph holds copies of what the graph, its nodes and the graphs they own (bodies,
  *     moved children) hold, and takes the new graph's at an update; a clone copies them node by node; a child
  *     graph node holds copies of its child's;
- *   - a holder's references go when it is destroyed (a node's with the node or its graph).
+ *   - a holder's references go when it is destroyed (a node's with the node or its graph; an exec's once the
+ *     context's work is done, as CUDA lets them go once the exec's last launch has finished).
  * At zero the destructor runs on one shared thread of this library, as CUDA's runs on an internal thread: it may
  * not call CUDA, and nothing waits for it (CU_USER_OBJECT_NO_DESTRUCTOR_SYNC, the one flag CUDA defines).
- * Handles are checked against the objects this side made, so a stale or invented one is INVALID_VALUE; an exec's
- * references go when it is destroyed, not once its last launch has finished. */
+ * Handles are checked against the objects this side made, so a stale or invented one is INVALID_VALUE. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -235,6 +235,16 @@ API CUresult cuGraphReleaseUserObject(CUgraph g, CUuserObject h, unsigned int co
 }
 
 /* -- holders made and destroyed (graph.c, graph_nodes.c) --------------------------------------------------------- */
+int rgpu_user_objects_held(uint64_t holder)
+{
+    int held = 0;
+    pthread_mutex_lock(&lock);
+    for (struct holding *h = holdings; h && !held; h = h->next)
+        held = h->holder == holder && h->count;
+    pthread_mutex_unlock(&lock);
+    return held;
+}
+
 CUresult rgpu_user_objects_copy(uint64_t from, uint64_t to)
 {
     CUresult r = CUDA_SUCCESS;
