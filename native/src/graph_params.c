@@ -290,6 +290,9 @@ static CUresult send_memcpy(const struct gnode *node, uint64_t graph, uint64_t e
                   (m->dstMemoryType == CU_MEMORYTYPE_UNIFIED && rgpu_is_device_range(m->dstDevice, 1)));
     if (!device || m->Depth > 1 || m->srcXInBytes || m->srcY || m->srcZ || m->dstXInBytes || m->dstY || m->dstZ)
         return rgpu_unsupported(&logged, "graph memcpy nodes other than plain device-to-device 1D/2D copies");
+    if (m->Height > 1 && ((m->srcPitch && m->srcPitch < m->WidthInBytes) ||
+                          (m->dstPitch && m->dstPitch < m->WidthInBytes)))
+        return CUDA_ERROR_INVALID_VALUE; /* rows that overlap: refused here, as by the driver, not at the next call */
     uint8_t a[RGPU_GRAPH_MEMCPY_NODE_REQ_SIZE], *bulk = malloc(8 * node->n_deps + 1);
     if (!bulk)
         return CUDA_ERROR_OUT_OF_MEMORY;
