@@ -135,8 +135,7 @@ def _begin_capture(s: Session, args, bulk):
     st = state(s)
     if args.stream in st.capturing:
         raise CudaError(Status.ILLEGAL_STATE, "the stream is already capturing")
-    if args.graph in s.handles or args.graph >> 56 != 0x80 | Kind.GRAPH:
-        raise CudaError(Status.INVALID_VALUE, f"0x{args.graph:x} is not a fresh client graph handle")
+    s.handles.check_fresh(args.graph, Kind.GRAPH)
     s.backend.stream_begin_capture(ctx.obj, stream, args.mode)
     st.capturing[args.stream] = args.graph
 
@@ -283,40 +282,37 @@ def _graph_destroy(s: Session, args, bulk):
     if graph.info == GRAPH_BODY:
         raise CudaError(Status.INVALID_VALUE, f"graph 0x{args.graph:x} belongs to a node (a conditional body or a "
                                               "moved child graph): it goes with its node")
-    _check_not_captured(s, args.graph, "destroying a graph")
+    children = s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE))
+    graphs = _within(children, graph=args.graph)
+    _check_not_captured(s, graphs, "destroying a graph")
     s.backend.graph_destroy(ctx.obj, graph.obj)
-    _forget(s, graph=args.graph)
+    _forget(s, children, graphs)
     _let_go_memory(s, args.graph)
 
 
-def _graphs_within(children: dict, graph: int) -> list:
-    """A graph and the graphs its nodes own (conditional bodies, moved child graphs), theirs too. `children`:
-    HandleTable.children of graphs and nodes (a graph's are its nodes, a node's the graphs it owns)."""
-    out, todo = [], [graph]
+def _within(children: dict, *, graph: int = 0, node: int = 0) -> list:
+    """A graph and the graphs its nodes own (conditional bodies, moved child graphs), theirs too -- or, given a
+    node, the graphs it owns with theirs. `children`: HandleTable.children of graphs and nodes (a graph's are its
+    nodes, a node's the graphs it owns), taken once for all of it."""
+    out, todo = [], list(children.get(node, ())) if node else [graph]
     while todo:
         g = todo.pop()
         out.append(g)
-        for node in children.get(g, ()):
-            todo += children.get(node, ())
+        for n in children.get(g, ()):
+            todo += children.get(n, ())
     return out
 
 
-def _check_not_captured(s: Session, graph: int, what: str) -> None:
-    """As CUDA: a graph a stream is capturing into (or one within it) is not destroyed under the capture."""
-    capturing = set(state(s).capturing.values())
-    if capturing and capturing.intersection(_graphs_within(s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE)),
-                                                           graph)):
+def _check_not_captured(s: Session, graphs: list, what: str) -> None:
+    """As CUDA: a graph a stream is capturing into (or one within it) is not destroyed or moved under the
+    capture."""
+    if set(graphs).intersection(state(s).capturing.values()):
         raise CudaError(Status.ILLEGAL_STATE, f"{what} that a stream is capturing into")
 
 
-def _forget(s: Session, *, graph: int = 0, node: int = 0) -> None:
-    """The handles of a destroyed graph (or node): its nodes, and the graphs they own with theirs (the driver
-    destroys those with it). One pass over the handle table, however many bodies."""
-    children = s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE))
-    graphs = [g for owned in children.get(node, ()) for g in _graphs_within(children, owned)] if node else \
-        _graphs_within(children, graph)
-    if node:
-        s.handles.pop(node, Kind.GRAPH_NODE)
+def _forget(s: Session, children: dict, graphs: list) -> None:
+    """The handles of destroyed graphs (_within's) and their nodes: the driver destroyed the graphs a destroyed
+    graph or node owned with it. One pass over the handle table (children), however many bodies."""
     for g in graphs:
         for h in children.get(g, ()):
             s.handles.pop(h, Kind.GRAPH_NODE)
@@ -503,8 +499,7 @@ def _graph_clone(s: Session, args, bulk):
     pairs = list(struct.iter_unpack("<QQ", bytes(bulk)))
     originals = _node_handles(s, struct.pack(f"<{len(pairs)}Q", *(p[0] for p in pairs)), len(pairs), args.graph)
     for _, minted in pairs:
-        if minted in s.handles or minted >> 56 != 0x80 | Kind.GRAPH_NODE:
-            raise CudaError(Status.INVALID_VALUE, f"0x{minted:x} is not a fresh client node handle")
+        s.handles.check_fresh(minted, Kind.GRAPH_NODE)
     clone, find = s.backend.graph_clone(ctx.obj, graph.obj)
     s.handles.add_client(args.clone, Kind.GRAPH, clone, ctx=graph.ctx)
     for (original, minted), obj in zip(pairs, originals):
@@ -518,11 +513,11 @@ def _graph_destroy_node(s: Session, args, bulk):
     if node.info in (MEM_ALLOC, MEM_FREE):
         raise CudaError(Status.NOT_SUPPORTED, "destroying a memory node (destroy its graph)")
     children = s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE))
-    owned = {g for o in children.get(args.node, ()) for g in _graphs_within(children, o)}
-    if owned.intersection(state(s).capturing.values()):
-        raise CudaError(Status.ILLEGAL_STATE, "destroying a node whose graph a stream is capturing into")
+    graphs = _within(children, node=args.node)
+    _check_not_captured(s, graphs, "destroying a node with a graph")
     s.backend.graph_destroy_node(ctx.obj, node.obj)
-    _forget(s, node=args.node)
+    s.handles.pop(args.node, Kind.GRAPH_NODE)
+    _forget(s, children, graphs)
 
 
 # -- changing nodes of executable graphs, event and child-graph nodes (1.9) ---------------------------------
@@ -616,10 +611,9 @@ def _conditional_node(s: Session, args, bulk):
         raise CudaError(Status.INVALID_VALUE, f"{args.deps} dependencies and {args.size} bodies in {len(bulk)} bytes")
     deps = _node_handles(s, bulk, args.deps, args.graph)
     bodies = [h for (h,) in struct.iter_unpack("<Q", bytes(bulk[8 * args.deps:]))]
-    for h in (args.node, *bodies):
-        kind = Kind.GRAPH_NODE if h == args.node else Kind.GRAPH
-        if h in s.handles or h >> 56 != 0x80 | kind:
-            raise CudaError(Status.INVALID_VALUE, f"0x{h:x} is not a fresh client {kind.name.lower()} handle")
+    s.handles.check_fresh(args.node, Kind.GRAPH_NODE)
+    for h in bodies:
+        s.handles.check_fresh(h, Kind.GRAPH)
     if len(set(bodies)) != len(bodies) or args.node in bodies:
         raise CudaError(Status.INVALID_VALUE, "a handle named twice")
     node, made = s.backend.graph_add_conditional(ctx.obj, graph.obj, deps, args.handle, args.type, args.size)
@@ -635,15 +629,12 @@ def _move_child_node(s: Session, args, bulk):
     _, child = s.object(args.child, Kind.GRAPH)
     if child.info == GRAPH_BODY or child.ctx != graph.ctx:
         raise CudaError(Status.INVALID_VALUE, f"graph 0x{args.child:x} belongs to a node, or to another context")
-    children = s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE))
-    within = _graphs_within(children, args.child)
+    within = _within(s.handles.children((Kind.GRAPH, Kind.GRAPH_NODE)), graph=args.child)
     if args.graph in within:
         raise CudaError(Status.INVALID_VALUE, "a graph moved into itself, or into a graph within it")
-    if set(within).intersection(state(s).capturing.values()):
-        raise CudaError(Status.ILLEGAL_STATE, "moving a graph that a stream is capturing into")
+    _check_not_captured(s, within, "moving a graph")
     _check_body_node(s, graph, CHILD)
-    if args.node in s.handles or args.node >> 56 != 0x80 | Kind.GRAPH_NODE:
-        raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is not a fresh client node handle")
+    s.handles.check_fresh(args.node, Kind.GRAPH_NODE)
     deps = _node_handles(s, bulk, args.deps, args.graph)
     if len(bulk) != 8 * args.deps:
         raise CudaError(Status.INVALID_VALUE, f"{args.deps} dependencies in {len(bulk)} bytes")
@@ -666,8 +657,7 @@ def _child_graph(s: Session, args, bulk):
         raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is of type {node.info}, not a child graph node")
     if s.handles.owned_by(parent=args.node, kind=Kind.GRAPH):
         raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x}'s graph has a handle already")
-    if args.graph in s.handles or args.graph >> 56 != 0x80 | Kind.GRAPH:
-        raise CudaError(Status.INVALID_VALUE, f"0x{args.graph:x} is not a fresh client graph handle")
+    s.handles.check_fresh(args.graph, Kind.GRAPH)
     graph = s.backend.graph_child_graph(ctx.obj, node.obj)
     s.handles.add_client(args.graph, Kind.GRAPH, graph, ctx=node.ctx, parent=args.node, info=GRAPH_BODY)
 
@@ -750,8 +740,7 @@ def _instantiate_part(s: Session, args, bulk):
     if args.count == 0 or len(bulk) != 8 * args.count:
         raise CudaError(Status.INVALID_VALUE, f"GRAPH_INSTANTIATE_PART: {args.count} nodes in {len(bulk)} bytes")
     ctx, graph = s.object(args.graph, Kind.GRAPH)
-    if args.exec in s.handles or args.exec >> 56 != 0x80 | Kind.GRAPH_EXEC:
-        raise CudaError(Status.INVALID_VALUE, f"0x{args.exec:x} is not a fresh client exec handle")
+    s.handles.check_fresh(args.exec, Kind.GRAPH_EXEC)
     nodes = _node_handles(s, bulk, args.count, args.graph)
     if len({s.backend.object_key(n) for n in nodes}) != len(nodes):
         raise CudaError(Status.INVALID_VALUE, "a node named twice")
@@ -763,8 +752,7 @@ def _capture_empty_node(s: Session, args, bulk):
     ctx, stream = _capture_stream(s, args.stream)
     if args.graph not in state(s).capturing.values():
         raise CudaError(Status.ILLEGAL_STATE, f"no capture into graph 0x{args.graph:x}")
-    if args.node in s.handles or args.node >> 56 != 0x80 | Kind.GRAPH_NODE:
-        raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is not a fresh client node handle")
+    s.handles.check_fresh(args.node, Kind.GRAPH_NODE)
     node = s.backend.capture_empty_node(ctx.obj, stream)
     s.handles.add_client(args.node, Kind.GRAPH_NODE, node, ctx=ctx_handle(s, args.stream), parent=args.graph,
                          info=EMPTY)
@@ -811,10 +799,12 @@ def _device_graph_memory(s: Session, device: int) -> int:
     return sum(m.size for m in _memory(s).values() if s.handles.get(m.ctx, Kind.CONTEXT).info == device)
 
 
-def _note_high(s: Session, device: int) -> None:
+def _note_high(s: Session, device: int) -> tuple[int, list]:
+    """The session's graph memory on `device` now, and its [used, reserved] high-water marks, raised to it."""
     now = _device_graph_memory(s, device)
     high = _memory_state(s).high.setdefault(device, [0, 0])
     high[0], high[1] = max(high[0], now), max(high[1], now)
+    return now, high
 
 
 @handles(ops.GRAPH_MEM)
@@ -826,8 +816,7 @@ def _graph_mem(s: Session, args, bulk):
         raise CudaError(Status.INVALID_DEVICE, f"device {args.device} does not exist")
     if args.which > 6:
         raise CudaError(Status.INVALID_VALUE, f"GRAPH_MEM which={args.which}")
-    _note_high(s, args.device)
-    now, high = _device_graph_memory(s, args.device), _memory_state(s).high[args.device]
+    now, high = _note_high(s, args.device)
     if args.which in (5, 6):
         high[args.which - 5] = now
     return ((0, now, high[0], now, high[1], 0, 0)[args.which],)
@@ -867,8 +856,7 @@ def _mem_alloc_node(s: Session, args, bulk):
     if args.device != ctx.info:
         raise CudaError(Status.INVALID_VALUE, f"device {args.device} is not the graph's context's ({ctx.info})")
     _check_body_node(s, graph, MEM_ALLOC)
-    if args.node in s.handles or args.node >> 56 != 0x80 | Kind.GRAPH_NODE:
-        raise CudaError(Status.INVALID_VALUE, f"0x{args.node:x} is not a fresh client node handle")
+    s.handles.check_fresh(args.node, Kind.GRAPH_NODE)
     deps = _node_handles(s, bulk, args.deps, args.graph)
     quota.charge(s, args.size, quota.GRAPHS)
     try:

@@ -75,11 +75,16 @@ class HandleTable:
         self._entries[handle] = Entry(kind, obj, ctx, parent, info, charge)
         return handle
 
-    def add_client(self, handle: int, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None) -> int:
-        """Register a handle the client minted (bit 63 set, the kind in bits 56..62): objects made by deferred
-        calls get names before the server has seen them. Any other number, or one in use, is refused."""
+    def check_fresh(self, handle: int, kind: Kind) -> None:
+        """INVALID_VALUE unless `handle` is one the client minted for `kind` (bit 63 set, the kind in bits 56..62)
+        and not in use: checked before the backend makes what it will name, and again by add_client."""
         if handle >> _KIND_SHIFT != (1 << 7) | int(kind) or handle in self._entries:
             raise CudaError(Status.INVALID_VALUE, f"0x{handle:x} is not a fresh client {kind.name.lower()} handle")
+
+    def add_client(self, handle: int, kind: Kind, obj: Any, ctx: int = 0, parent: int = 0, info: Any = None) -> int:
+        """Register a handle the client minted: objects made by deferred calls get names before the server has
+        seen them. Any other number, or one in use, is refused."""
+        self.check_fresh(handle, kind)
         self._entries[handle] = Entry(kind, obj, ctx, parent, info)
         return handle
 
