@@ -437,17 +437,6 @@ class CudaGraphs:
         self._use(ctx)
         _fail(_lib().cuGraphNodeSetEnabled(int(exe), int(self._exec_node(exe, node)), int(enabled)))
 
-    def graph_event_node_set(self, ctx, node, node_type: int, event, exe) -> None:
-        self._use(ctx)
-        lib = _lib()
-        record = node_type == _EVENT_RECORD
-        if exe is None:
-            set_event = lib.cuGraphEventRecordNodeSetEvent if record else lib.cuGraphEventWaitNodeSetEvent
-            _fail(set_event(int(node), int(event)))
-        else:
-            set_event = lib.cuGraphExecEventRecordNodeSetEvent if record else lib.cuGraphExecEventWaitNodeSetEvent
-            _fail(set_event(int(exe), int(self._exec_node(exe, node)), int(event)))
-
     def graph_exec_child_set(self, ctx, exe, node, child) -> None:
         self._use(ctx)
         _fail(_lib().cuGraphExecChildGraphNodeSetParams(int(exe), int(self._exec_node(exe, node)), int(child)))
@@ -501,6 +490,14 @@ class CudaGraphs:
             m = self._memcpy_params(params)
             _check(cu.cuGraphMemcpyNodeSetParams(node, m) if exe is None
                    else cu.cuGraphExecMemcpyNodeSetParams(exe, node, m, ctx))
+        elif node_type in (_EVENT_RECORD, _WAIT_EVENT):  # params: the event
+            lib, record = _lib(), node_type == _EVENT_RECORD
+            if exe is None:
+                set_event = lib.cuGraphEventRecordNodeSetEvent if record else lib.cuGraphEventWaitNodeSetEvent
+                _fail(set_event(int(node), int(params)))
+            else:
+                set_event = lib.cuGraphExecEventRecordNodeSetEvent if record else lib.cuGraphExecEventWaitNodeSetEvent
+                _fail(set_event(int(exe), int(node), int(params)))
         else:
             raise CudaError(Status.NOT_SUPPORTED, f"setting the parameters of a node of type {node_type}")
 

@@ -102,17 +102,17 @@ def _copies(nodes: list) -> tuple[list, dict]:
     return [mapping[n] for n in order], mapping
 
 
-def _moved_child(*args, **kwargs):
-    """A child graph node's call before instantiation, its graph the node's own (cloned into it, or moved):
-    _snapshot makes it a launch of the graph's copy."""
-    raise AssertionError("a moved child graph runs from its exec's copy")
+def _own_graph_call(*args, **kwargs):
+    """The marker a child graph node's call carries before instantiation, its graph the node's own (copied into
+    it, or moved): _snapshot makes it a launch of the graph's copy."""
+    raise AssertionError("a child graph node runs from its exec's copy")
 
 
 def _snapshot(node: FakeNode) -> tuple:
     """A node's call as an exec keeps it, and the copies it made: the graphs a node owns -- a conditional node's
-    bodies, a moved child graph -- copied as they are now (CUDA instantiates them with the graph), each an exec of
-    its own."""
-    if node.call is None or (node.type != CONDITIONAL and node.call[0] is not _moved_child):
+    bodies, a child graph node's graph -- copied as they are now (CUDA instantiates them with the graph), each an
+    exec of its own."""
+    if node.call is None or (node.type != CONDITIONAL and node.call[0] is not _own_graph_call):
         return node.call, {}
     fn, call = node.call
     nested: dict = {}
@@ -129,13 +129,13 @@ def _snapshot(node: FakeNode) -> tuple:
 
 
 def _graphs_within(graph: FakeGraph) -> list:
-    """A graph and the graphs its nodes own (conditional bodies, moved child graphs), theirs too."""
+    """A graph and the graphs its nodes own (conditional bodies, child graph nodes' graphs), theirs too."""
     out = [graph]
     for node in graph.nodes:
         if node.call is not None and node.type == CONDITIONAL:
             for body in node.call[1]["bodies"]:
                 out += _graphs_within(body)
-        elif node.call is not None and node.call[0] is _moved_child:
+        elif node.call is not None and node.call[0] is _own_graph_call:
             out += _graphs_within(node.call[1]["graph"])
     return out
 
@@ -482,9 +482,7 @@ class FakeGraphs:
 
     def graph_node_set_params(self, ctx, node: FakeNode, node_type: int, params, exe: FakeExec | None) -> None:
         ctx.check()
-        target = node if exe is None else exe.by_origin.get(node)
-        if target is None:
-            raise CudaError(Status.INVALID_VALUE, "the node is not in that executable graph")
+        target = node if exe is None else self._exec_copy(exe, node)
         target.call = self._node_call(ctx, node_type, params)
 
     def _exec_copy(self, exe: FakeExec, node: FakeNode) -> FakeNode:
@@ -497,11 +495,6 @@ class FakeGraphs:
         ctx.check()
         self._exec_copy(exe, node).enabled = enabled
 
-    def graph_event_node_set(self, ctx, node: FakeNode, node_type: int, event, exe: FakeExec | None) -> None:
-        ctx.check()
-        target = node if exe is None else self._exec_copy(exe, node)
-        target.call = self._node_call(ctx, node_type, event)
-
     def graph_exec_child_set(self, ctx, exe: FakeExec, node: FakeNode, child: FakeGraph) -> None:
         ctx.check()
         target = self._exec_copy(exe, node)
@@ -512,7 +505,7 @@ class FakeGraphs:
 
     def _child_call(self, ctx, graph: FakeGraph):
         """A child graph node's call: its own graph, copied into each exec made with it (_snapshot)."""
-        return (_moved_child, dict(ctx=ctx, graph=graph, launch=type(self).graph_launch.__wrapped__))
+        return (_own_graph_call, dict(ctx=ctx, graph=graph, launch=type(self).graph_launch.__wrapped__))
 
     def graph_add_child_moved(self, ctx, graph: FakeGraph, deps: list, child: FakeGraph) -> FakeNode:
         ctx.check()
@@ -523,7 +516,7 @@ class FakeGraphs:
     def graph_child_graph(self, ctx, node: FakeNode) -> FakeGraph:
         """cuGraphChildGraphNodeGetGraph: the node's own graph, which changes the node when it changes."""
         ctx.check()
-        if node.type != CHILD or node.call is None or node.call[0] is not _moved_child:
+        if node.type != CHILD or node.call is None or node.call[0] is not _own_graph_call:
             raise CudaError(Status.INVALID_VALUE, "not a child graph node")
         return node.call[1]["graph"]
 
@@ -600,7 +593,7 @@ class FakeGraphs:
         clone = FakeGraph()
         for node in graph.nodes:  # nodes come after their dependencies unless edges were added later
             call = node.call
-            if call is not None and call[0] is _moved_child:  # a child graph node's graph is cloned with it
+            if call is not None and call[0] is _own_graph_call:  # a child graph node's graph is cloned with it
                 call = self._child_call(call[1]["ctx"], self.graph_clone(ctx, call[1]["graph"])[0])
             mapping[node] = FakeNode(node.type, call, [], clone)
             clone.nodes.append(mapping[node])

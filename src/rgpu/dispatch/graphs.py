@@ -538,7 +538,7 @@ def _event_node_set(s: Session, args, bulk):
         raise CudaError(Status.INVALID_VALUE, f"node 0x{args.node:x} is of type {node.info}, not an event node")
     event = s.object(args.event, Kind.EVENT)[1].obj
     exe = s.object(args.exec, Kind.GRAPH_EXEC)[1].obj if args.exec else None
-    s.backend.graph_event_node_set(ctx.obj, node.obj, node.info, event, exe)
+    s.backend.graph_node_set_params(ctx.obj, node.obj, node.info, event, exe)
 
 
 @handles(ops.GRAPH_EXEC_CHILD_SET)
