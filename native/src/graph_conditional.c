@@ -43,15 +43,6 @@ API CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgra
     return r;
 }
 
-static void drop_bodies(struct gnode *node)
-{
-    for (unsigned i = 0; i < node->n_bodies; i++)
-        if (node->bodies[i]) {
-            rgpu_graph_live_drop(H(node->bodies[i]));
-            rgpu_graph_forget(H(node->bodies[i]));
-        }
-}
-
 CUresult rgpu_graph_add_conditional(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t n,
                                     CUDA_CONDITIONAL_NODE_PARAMS *p)
 {
@@ -68,7 +59,6 @@ CUresult rgpu_graph_add_conditional(CUgraphNode *out, CUgraph g, const CUgraphNo
     if (!node)
         return r;
     node->object = p->handle;
-    node->cond_type = p->type;
     node->ctx = p->ctx;
     uint8_t *bulk = malloc(8 * (n + p->size));
     if (!bulk || !(node->bodies = calloc(p->size, sizeof *node->bodies))) {
@@ -92,7 +82,7 @@ CUresult rgpu_graph_add_conditional(CUgraphNode *out, CUgraph g, const CUgraphNo
     }
     free(bulk);
     if (r != CUDA_SUCCESS)
-        drop_bodies(node);
+        rgpu_node_forget_bodies(node);
     else
         p->phGraph_out = node->bodies;
     return rgpu_node_added(node, r, out);

@@ -34,9 +34,8 @@ struct gnode {
     CUDA_HOST_NODE_PARAMS host; /* host nodes: what the client runs (graph_host.c); an empty node on the server */
     CUDA_MEM_ALLOC_NODE_PARAMS alloc; /* mem-alloc nodes (accessDescs not kept); the address is `object` */
     int client; /* a memcpy node with host memory: the client copies (graph_host.c); an empty node on the server */
-    /* conditional nodes (graph_conditional.c): the handle is `object`; the bodies are graphs minted here, which
-     * the program reads through the node's phGraph_out */
-    CUgraphConditionalNodeType cond_type;
+    /* graphs the node owns: a conditional node's bodies (graph_conditional.c; its handle is `object`), which the
+     * program reads through the node's phGraph_out, or a child graph node's graph (moved into it, or named) */
     unsigned n_bodies;
     CUgraph *bodies;
     struct gnode *next;
@@ -51,6 +50,8 @@ CUresult rgpu_node_field(CUgraphNode h, CUgraphNodeType type, size_t offset, voi
 struct gnode *rgpu_node_new(CUgraph g, const CUgraphNode *deps, size_t n, CUgraphNodeType type, CUresult *r);
 void rgpu_node_link(struct gnode *node, CUgraphNode *out);
 void rgpu_node_free(struct gnode *node);
+/* The graphs a node owns go with it: out of the live table and the mirror (not under the lock). */
+void rgpu_node_forget_bodies(struct gnode *node);
 /* Link a new node (sent == CUDA_SUCCESS) or free it; returns `sent`. */
 CUresult rgpu_node_added(struct gnode *node, CUresult sent, CUgraphNode *out);
 size_t rgpu_node_deps_bulk(uint8_t *out, const struct gnode *node); /* the node's dependencies, as wire bulk */

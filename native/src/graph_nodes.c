@@ -49,14 +49,13 @@ struct gnode *rgpu_node_find(uint64_t h) /* under the lock */
 }
 
 
-/* The graphs a node owns (a conditional node's bodies, a child graph moved into it) go with it: out of the live
- * table and the mirror (after the lock). */
-static void forget_bodies(struct gnode *n)
+void rgpu_node_forget_bodies(struct gnode *n)
 {
-    for (unsigned i = 0; i < n->n_bodies; i++) {
-        rgpu_graph_live_drop(H(n->bodies[i]));
-        rgpu_graph_forget(H(n->bodies[i]));
-    }
+    for (unsigned i = 0; i < n->n_bodies; i++)
+        if (n->bodies[i]) { /* (a node whose making failed part way has empty places) */
+            rgpu_graph_live_drop(H(n->bodies[i]));
+            rgpu_graph_forget(H(n->bodies[i]));
+        }
 }
 
 void rgpu_graph_forget(uint64_t graph)
@@ -65,7 +64,7 @@ void rgpu_graph_forget(uint64_t graph)
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
     int i = mirror_slot(graph);
     if (i >= 0)
-        mirrored[i] = 0;
+        mirrored[i] = 0, grown[i] = 0; /* (the slot's next graph starts with a mirror of its own) */
     for (struct gnode **p = &nodes; *p;) {
         struct gnode *n = *p;
         if (n->graph == graph) {
@@ -82,7 +81,7 @@ void rgpu_graph_forget(uint64_t graph)
     while (gone) {
         struct gnode *n = gone;
         gone = n->next;
-        forget_bodies(n);
+        rgpu_node_forget_bodies(n);
         rgpu_user_objects_release(n->handle);
         rgpu_node_free(n);
     }
@@ -272,13 +271,16 @@ CUresult rgpu_graph_nodes_of(CUgraph g, const CUgraphNode *deps, size_t n)
     return r;
 }
 
-static int has_memory_nodes(uint64_t g) /* under the lock; the server refuses to clone or nest such a graph */
+static int has_node_of(uint64_t g, unsigned types) /* under the lock: a node of g of one of types (a bit each) */
 {
     for (struct gnode *n = nodes; n; n = n->next)
-        if (n->graph == g && (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE))
+        if (n->graph == g && (types >> n->type & 1))
             return 1;
     return 0;
 }
+
+/* the server refuses to clone or nest a graph with memory nodes */
+#define MEMORY_NODES (1u << CU_GRAPH_NODE_TYPE_MEM_ALLOC | 1u << CU_GRAPH_NODE_TYPE_MEM_FREE)
 
 size_t rgpu_graph_members(uint64_t g, struct gnode **out, size_t cap) /* under the lock */
 {
@@ -301,8 +303,6 @@ static struct gnode *owner_of(uint64_t g) /* under the lock: the node that owns 
     return NULL;
 }
 
-static int is_body(uint64_t g) { return owner_of(g) != NULL; } /* under the lock */
-
 int rgpu_graph_owner_type(uint64_t g)
 {
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
@@ -312,13 +312,7 @@ int rgpu_graph_owner_type(uint64_t g)
     return type;
 }
 
-int rgpu_graph_is_body(uint64_t g)
-{
-    pthread_mutex_lock(&rgpu_graph_nodes_lock);
-    int body = is_body(g);
-    pthread_mutex_unlock(&rgpu_graph_nodes_lock);
-    return body;
-}
+int rgpu_graph_is_body(uint64_t g) { return rgpu_graph_owner_type(g) >= 0; }
 
 uint64_t rgpu_graph_mint_empty(void)
 {
@@ -326,7 +320,7 @@ uint64_t rgpu_graph_mint_empty(void)
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
     int slot = mirror_slot(0);
     if (slot >= 0)
-        mirrored[slot] = g, grown[slot] = 0;
+        mirrored[slot] = g;
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (slot >= 0 && rgpu_graph_live_add(g))
         return g;
@@ -472,14 +466,15 @@ static CUresult add_other(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, 
         return r != CUDA_SUCCESS ? r : rgpu_unsupported(&logged, "a child graph with host nodes");
     if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
         pthread_mutex_lock(&rgpu_graph_nodes_lock);
-        int memory = has_memory_nodes(object);
+        int memory = has_node_of(object, MEMORY_NODES);
         pthread_mutex_unlock(&rgpu_graph_nodes_lock);
         if (memory) /* as CUDA's */
             return CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (host && rgpu_graph_owner_type(H(g)) == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+    int owner = host ? rgpu_graph_owner_type(H(g)) : -1;
+    if (owner == CU_GRAPH_NODE_TYPE_CONDITIONAL)
         return CUDA_ERROR_INVALID_VALUE; /* as CUDA's: a conditional body runs on the device alone */
-    if (host && rgpu_graph_owner_type(H(g)) >= 0) /* a child graph's: its node's graph would need stages */
+    if (owner >= 0) /* a child graph's: its node's graph would need stages */
         return rgpu_unsupported(&nested_logged, "host nodes in a child graph");
     if (type == CU_GRAPH_NODE_TYPE_GRAPH && rgpu_graph_is_body(object))
         return CUDA_ERROR_INVALID_VALUE; /* a graph that belongs to a node is no other node's child */
@@ -512,7 +507,7 @@ CUresult rgpu_graph_move_child(CUgraphNode *out, CUgraph g, const CUgraphNode *d
     if (!out || !child || child == g || !rgpu_graph_is_live(H(child), KIND_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
-    int bad = is_body(H(child));
+    int bad = owner_of(H(child)) != NULL;
     for (struct gnode *o = owner_of(H(g)); o && !bad; o = owner_of(o->graph)) /* g is not inside child */
         bad = o->graph == H(child);
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
@@ -979,9 +974,7 @@ API CUresult cuGraphClone(CUgraph *out, CUgraph g)
         return r;
     static int logged, cond_logged;
     pthread_mutex_lock(&rgpu_graph_nodes_lock);
-    int memory = has_memory_nodes(H(g)), conditional = 0;
-    for (struct gnode *n = nodes; n && !conditional; n = n->next)
-        conditional = n->graph == H(g) && n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    int memory = has_node_of(H(g), MEMORY_NODES), conditional = has_node_of(H(g), 1u << CU_GRAPH_NODE_TYPE_CONDITIONAL);
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (memory)
         return rgpu_unsupported(&logged, "cloning a graph with memory allocation or free nodes");
@@ -1116,7 +1109,7 @@ API CUresult cuGraphDestroyNode(CUgraphNode h)
     pthread_mutex_unlock(&rgpu_graph_nodes_lock);
     if (!n)
         return CUDA_ERROR_INVALID_VALUE;
-    forget_bodies(n);
+    rgpu_node_forget_bodies(n);
     rgpu_user_objects_release(n->handle);
     rgpu_node_free(n);
     uint8_t a[RGPU_GRAPH_DESTROY_NODE_REQ_SIZE];

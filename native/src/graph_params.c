@@ -315,9 +315,10 @@ API CUresult cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode
     int client = rgpu_copy_on_client(p);
     if (client < 0)
         return CUDA_ERROR_NOT_SUPPORTED; /* logged there */
-    if (client && rgpu_graph_owner_type(H(g)) == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+    int owner = client ? rgpu_graph_owner_type(H(g)) : -1;
+    if (owner == CU_GRAPH_NODE_TYPE_CONDITIONAL)
         return CUDA_ERROR_INVALID_VALUE; /* a conditional body runs on the device alone */
-    if (client && rgpu_graph_owner_type(H(g)) >= 0) {
+    if (owner >= 0) {
         static int logged; /* a child graph's: its node's graph would need stages */
         return rgpu_unsupported(&logged, "memcpy nodes with host memory in a child graph");
     }

@@ -363,7 +363,8 @@ RT_API cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cuda
 {
     CUDA_MEMCPY3D d = driver_copy_1d(dst, src, count);
     cudaError_t e = rt_copy_start(kind);
-    return e != cudaSuccess ? e : rt_fail(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
+    return e != cudaSuccess ? e
+                            : rt_fail(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &d, NULL));
 }
 
 RT_API cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cudaMemcpy3DParms *p)
@@ -826,7 +827,8 @@ static cudaError_t add_node(cudaGraphNode_t *node, cudaGraph_t graph, const cuda
         CUgraphNodeParams child = {.type = CU_GRAPH_NODE_TYPE_GRAPH};
         child.graph.graph = (CUgraph)p->graph.graph;
         child.graph.ownership = (CUgraphChildGraphNodeOwnership)p->graph.ownership;
-        WITH_CONTEXT(cuGraphAddNode_v2((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, NULL, n, &child));
+        WITH_CONTEXT(
+            cuGraphAddNode_v2((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, NULL, n, &child));
     }
     case cudaGraphNodeTypeConditional:
         return rt_add_conditional(node, graph, deps, n, &p->conditional);

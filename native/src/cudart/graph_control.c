@@ -41,8 +41,8 @@ cudaError_t rt_add_conditional(cudaGraphNode_t *node, cudaGraph_t graph, const c
     if (e != cudaSuccess)
         return rt_record(e);
     CUgraphNodeParams params = {.type = CU_GRAPH_NODE_TYPE_CONDITIONAL};
-    params.conditional = (CUDA_CONDITIONAL_NODE_PARAMS){.handle = p->handle, .type = (CUgraphConditionalNodeType)p->type,
-                                                        .size = p->size};
+    params.conditional = (CUDA_CONDITIONAL_NODE_PARAMS){
+        .handle = p->handle, .type = (CUgraphConditionalNodeType)p->type, .size = p->size};
     cuCtxGetCurrent(&params.conditional.ctx);
     CUresult r = cuGraphAddNode_v2((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, NULL, n, &params);
     if (r == CUDA_SUCCESS)
@@ -94,15 +94,15 @@ RT_API cudaError_t cudaDeviceGraphMemTrim(int device)
 RT_API cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
 {
     cudaError_t e = rt_initialised();
-    return e != cudaSuccess ? rt_record(e)
-                            : rt_fail(cuDeviceGetGraphMemAttribute((CUdevice)device, (CUgraphMem_attribute)attr, value));
+    return e != cudaSuccess ? rt_record(e) : rt_fail(cuDeviceGetGraphMemAttribute(device, (CUgraphMem_attribute)attr,
+                                                                                    value));
 }
 
 RT_API cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
 {
     cudaError_t e = rt_initialised();
-    return e != cudaSuccess ? rt_record(e)
-                            : rt_fail(cuDeviceSetGraphMemAttribute((CUdevice)device, (CUgraphMem_attribute)attr, value));
+    return e != cudaSuccess ? rt_record(e) : rt_fail(cuDeviceSetGraphMemAttribute(device, (CUgraphMem_attribute)attr,
+                                                                                    value));
 }
 
 /* -- user objects: the program's own, kept by the driver stand-in (graph_user_objects.c) ------------------------- */
