@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp (vendored in the llama-cpp-python sdist) natively and through rgpu, in one run on the GPU box.
-#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt spin trips perrep profile clientprof server
+#   bash bench/llama/run_llama.sh [sections...]      sections: build pack native rgpu bench rtt spin trips perrep profile clientprof timeline server
 # Inputs: .llama/llama-src.tar.zst (the sdist's vendor/llama.cpp, trimmed) or .llama/build-*.part (a build made
 # by `pack` in an earlier run); .whl/ (rgpu's Python deps); `bash tools/gpu_carry.sh` makes both. Results land in $OUT.
 # The build is llama.cpp's default CUDA configuration for sm_90 (VMM, CUDA graphs, PDL, flash attention on).
@@ -199,6 +199,33 @@ PY
           2>"$OUT/clientprof_stderr_$name.log"; echo "$t: rc=$?"
         grep -h "rgpu client stats" "$OUT/clientprof_stderr_$name.log"
         head -45 "$OUT/clientprof_$name.txt"
+      done
+      stop_server ;;
+    timeline)  # when llama-bench (small-q8_0) enters and leaves its CUDA runtime calls, natively and through rgpu
+      # alternating (bench/llama/call_timeline.c, preloaded ahead of whichever libcudart is loaded), then per step
+      # (graph launch to graph launch) the time inside each call beside the program's own (timeline_summary.py);
+      # LLAMA_TIMELINE_TESTS: the llama-bench tests, LLAMA_TIMELINE_ROUNDS (2)
+      gcc -O2 -shared -fPIC -I/usr/local/cuda/include -o $W/call_timeline.so bench/llama/call_timeline.c -ldl || exit 1
+      shims; start_server timeline; through_rgpu; RGPU_RUN=$RUN
+      for round in $(seq ${LLAMA_TIMELINE_ROUNDS:-2}); do
+        for t in ${LLAMA_TIMELINE_TESTS:-"-p 128 -n 0 -fa 0" "-p 128 -n 0 -fa 1"}; do
+          name=$(echo "$t" | tr -d ' -')_r$round
+          for mode in native rgpu; do
+            RUN=""; [ $mode = rgpu ] && RUN=$RGPU_RUN
+            rm -f $W/tl_$mode.*
+            CALL_TIMELINE_FILE=$W/tl_$mode LLAMA_PRELOAD=$W/call_timeline.so timeout 120 $RUN sh -c \
+              'LD_PRELOAD="$LLAMA_PRELOAD${LD_PRELOAD:+ $LD_PRELOAD}" exec "$@"' sh $BIN/llama-bench \
+              -m $MODELS/small-q8_0.gguf $t -r ${LLAMA_TIMELINE_REPS:-30} -o json > "$OUT/timeline_${mode}_$name.json" \
+              2>"$OUT/timeline_stderr_${mode}_$name.log"; echo "$t round $round $mode: rc=$?"
+            cp $W/tl_$mode.* "$OUT/timeline_${mode}_$name.txt" 2>/dev/null
+          done
+          python3 -c "import pathlib, sys; sys.path.insert(0, 'bench/llama'); import compare_bench as c
+a, b = (c.load(pathlib.Path(p)) for p in sys.argv[1:])
+for k in a: print(k, 'native %.0f, rgpu %.0f tokens/s (mean): %.1f%%; median rep %.1f%%' % (a[k][0], b[k][0], 100 * b[k][0] / a[k][0], 100 * b[k][1] / a[k][1]))" \
+            "$OUT/timeline_native_$name.json" "$OUT/timeline_rgpu_$name.json" | tee -a "$OUT/timeline_$name.summary"
+          python3 bench/llama/timeline_summary.py "$OUT/timeline_native_$name.txt" "$OUT/timeline_rgpu_$name.txt" \
+            | tee -a "$OUT/timeline_$name.summary"
+        done
       done
       stop_server ;;
     server)
