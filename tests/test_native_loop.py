@@ -145,17 +145,14 @@ def opened_replies(got: bytes) -> list[Frame]:
 
 def serve(side: Side, stream: bytes, cuts: list[int], pauses: list[bool], native: bool, monkeypatch,
           output: KernelOutput | None = None, before_each=None, sealed: bool = False, spin_us: float = 5000,
-          pause_s: float = 0.1, block_ns: int = 0) -> tuple[bytes, str]:
+          pause_s: float = 0.1) -> tuple[bytes, str]:
     """Serve `stream` (written in pieces at `cuts`, pausing `pause_s` where `pauses` says) through serve_blocking;
     returns (every byte the client got back, why the loop ended). `sealed`: the session's records are protected
     with the test keys (the stream must be sealed with them). The loop polls `spin_us` for bytes: a pause longer
     than that makes it go idle with whatever part it holds. The defaults leave a wide margin both ways (a writer
     descheduled on a loaded machine must not look like a pause, and a pause must outlast the loop taking in what
-    came before it): a 0.5 ms pause against a 100 us poll failed tests that assert where Python takes over.
-    `block_ns`: how long C then sleeps waiting for bytes before it hands back (native_loop.BLOCK_NS; 0 here, so that
-    a pause shows where Python takes over)."""
+    came before it): a 0.5 ms pause against a 100 us poll failed tests that assert where Python takes over."""
     monkeypatch.setenv("RGPU_NATIVE_LOOP", "1" if native else "0")
-    monkeypatch.setattr(native_loop, "BLOCK_NS", block_ns)
     server, client = socket.socketpair()
     conn = Connection(MAX_RECORD, reuse_receive_buffers=True)
     if sealed:
@@ -247,7 +244,7 @@ def driver_calls(monkeypatch, **letters: str) -> list[str]:
 
 
 def serve_plan(side: Side, plan: list, monkeypatch, pause_in: tuple[int, float] | None = None, sealed: bool = False,
-               native: bool = True, block_ns: int = 0):
+               native: bool = True):
     """Serve `plan` (then a GOODBYE) through the C loop (`native`; else Python's), pausing once inside frame
     `pause_in[0]` at that fraction of it; the session is released after. Returns (the frames that came back, those
     Python's loop ran)."""
@@ -260,8 +257,7 @@ def serve_plan(side: Side, plan: list, monkeypatch, pause_in: tuple[int, float] 
         cuts = [sum(map(len, pieces[:index])) + int(len(pieces[index]) * fraction)]
     runs = frames_python_runs(monkeypatch)
     try:
-        got, why = serve(side, b"".join(pieces), cuts, [True] * len(cuts), native, monkeypatch, sealed=sealed,
-                         block_ns=block_ns)
+        got, why = serve(side, b"".join(pieces), cuts, [True] * len(cuts), native, monkeypatch, sealed=sealed)
     finally:
         side.s.release_all()
     assert why == "closed by GOODBYE"
@@ -377,22 +373,6 @@ def test_a_session_with_a_memory_quota_gets_its_quota_from_python(monkeypatch):
     replies, _ = serve_plan(side, plan, monkeypatch)
     infos = [ops.MEM_GET_INFO.decode_reply(f.args) for f in replies if f.opcode == ops.MEM_GET_INFO.code]
     assert [(i.free, i.total) for i in infos] == [(1000, side.s.memory.limit)] * 3, infos
-
-
-@pytest.mark.parametrize("sealed", [False, True])
-def test_the_c_loop_sleeps_through_a_pause_before_handing_back(monkeypatch, sealed):
-    """After its poll, C sleeps until the client's bytes come (up to BLOCK_NS) instead of handing back at once: a
-    client that pauses between frames and inside a copy up longer than the poll still has all of them served in C,
-    the copy whole; with no wait, the paused copy's rest goes to Python (the test below)."""
-    side = Side(True)
-    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 10, "end", 1, 9, "sync_reply"),
-            ("htod", 200 << 10, "start", 1, 3), ("batch", [("memset8", 0, 0, 16, 1, 5)]), ("read_big",)]
-    for pause_in, ran_in_c in [((2, 0.5), [3, 4]), ((3, 0.0), [3, 4])]:
-        replies, seen = serve_plan(side, plan, monkeypatch, pause_in=pause_in, sealed=sealed, block_ns=10 ** 10)
-        assert not [rid for _, rid, _ in seen if rid in ran_in_c], (pause_in, seen)
-        (read,) = [f for f in replies if f.request_id == 5]
-        assert bytes(read.bulk)[: 200 << 10] == pattern(200 << 10, 3)
-        side = Side(True)
 
 
 def test_the_c_loop_receives_copies_straight_into_the_ring(monkeypatch):
@@ -552,28 +532,6 @@ def test_work_queued_after_a_streamed_copy_on_its_stream_sees_the_copy_s_bytes(m
     assert got[0] == got[1]
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_a_batch_s_synchronize_is_owed_until_work_of_another_stream(monkeypatch, native):
-    """A stream synchronize sent without a reply (the C stand-ins': the program went on) in a batch C serves is owed,
-    not waited for: work after it on the same stream is ordered by the stream; before work on another stream C
-    synchronizes it. Python's loop, running the same batch, waits at each."""
-    calls = driver_calls(monkeypatch, _synchronize="S", _memset_d8="m")
-    side = Side(True)
-    plan = [("batch", [("memset8", 0, 0, 16, 1, 7)]), ("htod", 10, "end", 0, 9, "sync_reply"),
-            ("htod", 10, "start", 1, 8, "async"),  # (Python's: they bind both streams)
-            ("batch", [("memset8", 0, 0, 16, 1, 1), ("sync", 1), ("memset8", 0, 16, 16, 1, 2), ("sync", 1),
-                       ("memset8", 0, 32, 16, 0, 3)]),
-            ("dtoh", 0, 64)]
-    replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(3, 0.0), native=native)
-    assert not side.failures, side.failures
-    if native:
-        assert [rid for _, rid, _ in seen if rid > 3] == [99], seen  # (C ran the batch and the copy back)
-    order = "".join(calls)
-    assert order.endswith("mmSmS" if native else "mSmSm"), order  # (C's copy back synchronizes its stream last)
-    (read,) = [f for f in replies if f.request_id == 5]
-    assert bytes(read.bulk)[:48] == bytes([1] * 16 + [2] * 16 + [3] * 16), bytes(read.bulk)[:48]
-
-
 def test_a_synchronous_copy_with_a_reply_on_the_owed_stream_settles_what_was_owed(monkeypatch):
     """A copy up with a reply synchronizes its stream before answering: a synchronize owed on that stream is
     settled by it, not run again before the next batch."""
@@ -591,9 +549,8 @@ def test_a_synchronous_copy_with_a_reply_on_the_owed_stream_settles_what_was_owe
 @pytest.mark.parametrize("sealed", [False, True])
 def test_an_owed_synchronize_that_fails_is_the_copy_s_deferred_error(monkeypatch, sealed):
     """When the synchronize a copy up without a reply left owed fails (once, injected) as C settles it before a
-    batch's record on another stream, the copy's request gets the deferred error, and the batch from that record,
-    with what follows, is Python's to run (the next reply carries the error); the copy's bytes were queued, and the
-    device holds them."""
+    batch, the copy's request gets the deferred error, and the batch, with what follows, is Python's to run (the
+    next reply carries the error); the copy's bytes were queued, and the device holds them."""
     failed = fail_synchronize_once(monkeypatch)
     side = Side(True)
     size = 100 << 10
@@ -602,9 +559,7 @@ def test_an_owed_synchronize_that_fails_is_the_copy_s_deferred_error(monkeypatch
             ("htod", size, "start", 0, 1, "sync"), ("batch", [memset]), ("read_big",)]
     replies, seen = serve_plan(side, plan, monkeypatch, pause_in=(2, 0.0), sealed=sealed)
     assert failed and side.failures == [(Status.LAUNCH_FAILED, "MEMCPY_HTOD", 3)], (failed, side.failures)
-    # (the batch stopped at its first record, whose stream the failed synchronize had to be settled for, and went
-    # on in Python from there: not a frame Python's loop received)
-    assert [rid for _, rid, _ in seen if rid > 2] == [5, 99], seen
+    assert [rid for _, rid, _ in seen if rid > 2] == [4, 5, 99], seen
     (read,) = [f for f in replies if f.request_id == 5]
     assert bytes(read.bulk)[:size] == pattern(size, 1)
 

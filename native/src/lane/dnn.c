@@ -93,7 +93,7 @@ static int on_bound_stream(rgpu_lane *lane, uint64_t stream, uint64_t current_ct
     uintptr_t stream_ctx;
     if (!lane_stream_of(lane, stream, current_ctx, &stream_ctx, driver_stream) || stream_ctx != ctx)
         return -1;
-    return lane_enter(lane, ctx, *driver_stream, what);
+    return lane_set_current(lane, ctx, what);
 }
 
 #define PTR(v) ((void *)(uintptr_t)(v))

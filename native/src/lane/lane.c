@@ -58,12 +58,11 @@ struct rgpu_lane {
         int first;
         size_t pieces;
     } back;
-    struct { /* a synchronize of a stream owed (lane_owe_sync), and how settling it failed */
+    struct { /* a synchronous copy's synchronize of its stream, owed (lane_owe_sync), and how settling it failed */
         uintptr_t ctx, stream;
         int owed;
         rgpu_lane_stop failed;
     } sync;
-    int serving; /* inside rgpu_lane_serve: a batch's synchronize may be owed (it settles before handing back) */
     _Alignas(16) uint8_t reply[RGPU_PREFIX_SIZE + RGPU_HEADER_SIZE + LANE_REPLY_BULK]; /* serve.c's replies */
     void *extra[5];
     rgpu_lane_launch_config config;
@@ -236,7 +235,7 @@ static int launch(rgpu_lane *lane, const struct lane_record *r, const char **wha
     struct binding *e = stage_launch(lane, m.function, m.stream, r->bulk, r->bulk_len);
     if (!e)
         return -1;
-    int code = lane_enter(lane, e->ctx, e->stream, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     *what = "cuLaunchKernel";
@@ -271,7 +270,7 @@ static int launch_ex(rgpu_lane *lane, const struct lane_record *r, const char **
     rgpu_lane_launch_config *c = &lane->config;
     c->gx = m.grid_x, c->gy = m.grid_y, c->gz = m.grid_z, c->bx = m.block_x, c->by = m.block_y, c->bz = m.block_z;
     c->shmem = m.shared_mem, c->stream = e->stream, c->attrs = lane->attributes, c->count = m.count;
-    int code = lane_enter(lane, e->ctx, e->stream, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     *what = "cuLaunchKernelEx";
@@ -304,7 +303,7 @@ rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, s
     struct binding *e = stream_binding(lane, stream, current_ctx);
     if (!e || !e->ring || (one_slot && n > e->ring->slot_bytes) || !lane_owned(lane, dst, n))
         return NULL;
-    if ((*code = lane_enter(lane, e->ctx, e->stream, what)))
+    if ((*code = lane_set_current(lane, e->ctx, what)))
         return NULL;
     *driver_ctx = e->ctx, *driver_stream = e->stream;
     return e->ring;
@@ -319,15 +318,6 @@ void lane_owe_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, unsigned op
 }
 
 void lane_sync_covered(rgpu_lane *lane) { lane->sync.owed = 0; }
-
-void lane_serving(rgpu_lane *lane, int serving) { lane->serving = serving; }
-
-int lane_enter(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, const char **what)
-{
-    if (lane_settle_sync(lane, ctx, stream))
-        return -1;
-    return lane_set_current(lane, ctx, what);
-}
 
 int lane_settle_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream)
 {
@@ -419,7 +409,7 @@ static int memset_async(rgpu_lane *lane, int width, const struct lane_record *r,
     struct binding *e = stream_binding(lane, stream, r->current_ctx);
     if (!e)
         return -1;
-    int code = lane_enter(lane, e->ctx, e->stream, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     if (width == 1) {
@@ -435,7 +425,7 @@ static int memset_async(rgpu_lane *lane, int width, const struct lane_record *r,
 static struct binding *on_stream(rgpu_lane *lane, uint64_t stream, uint64_t current_ctx, int *code, const char **what)
 {
     struct binding *e = stream_binding(lane, stream, current_ctx);
-    *code = e ? lane_enter(lane, e->ctx, e->stream, what) : -1;
+    *code = e ? lane_set_current(lane, e->ctx, what) : -1;
     return *code ? NULL : e;
 }
 
@@ -448,15 +438,6 @@ static int synchronize(rgpu_lane *lane, const struct lane_record *r, const char 
     struct binding *e = on_stream(lane, m.stream, r->current_ctx, &code, what);
     if (!e)
         return code;
-    if (r->may_owe_sync) {
-        /* Nothing waits on it: the program went on at once (the stand-in sent it without a reply), so all it must
-         * still do is order what runs after it on other streams after this stream's work -- lane_enter settles it
-         * before any of that, and the loop before it hands back. Waiting here held the records behind it: llama.cpp
-         * synchronizes after each prompt input it copies, right before its graph launch (16 us a step on the
-         * H200). */
-        lane_owe_sync(lane, e->ctx, e->stream, RGPU_OP_STREAM_SYNCHRONIZE, r->request_id);
-        return 0;
-    }
     *what = "cuStreamSynchronize";
     return lane->d.stream_synchronize(e->stream);
 }
@@ -469,7 +450,7 @@ static int graph_launch(rgpu_lane *lane, const struct lane_record *r, const char
     struct binding *e = find(lane, GRAPH, m.exec, m.stream);
     if (!e)
         return -1;
-    int code = lane_enter(lane, e->ctx, e->stream, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     *what = "cuGraphLaunch";
@@ -533,7 +514,7 @@ void rgpu_lane_run(rgpu_lane *lane, const uint8_t *batch, size_t len, size_t pos
         if (!runner)
             break;
         const struct lane_record r = {body + RGPU_HEADER_SIZE, args_len, body + RGPU_HEADER_SIZE + args_len,
-                                      h.bulk_len, current_ctx, capture_possible, h.request_id, lane->serving};
+                                      h.bulk_len, current_ctx, capture_possible};
         const char *what = "";
         unsigned long long started = rgpu_now_ns();
         int code = runner->run(lane, &r, &what);
@@ -636,7 +617,7 @@ static int dtoh(rgpu_lane *lane, int sync, const uint8_t *args, size_t args_len,
     if (!e || (large && (!e->ring || e->ring->slots <= 0 || e->ring->slots > 64 ||
                          m.size > (uint64_t)e->ring->slots * e->ring->slot_bytes)))
         return -1;
-    int code = lane_enter(lane, e->ctx, e->stream, what);
+    int code = lane_set_current(lane, e->ctx, what);
     if (code)
         return code;
     if (large) {
@@ -696,8 +677,7 @@ int lane_blocking_call(rgpu_lane *lane, unsigned opcode, const uint8_t *args, si
         return lane->d.ctx_synchronize();
     }
     if (opcode == RGPU_OP_STREAM_SYNCHRONIZE)
-        return synchronize(lane, &(struct lane_record){args, args_len, NULL, 0, current_ctx, capture_possible, 0, 0},
-                           what);
+        return synchronize(lane, &(struct lane_record){args, args_len, NULL, 0, current_ctx, capture_possible}, what);
     if (opcode == RGPU_OP_MEMCPY_DTOH_ASYNC || opcode == RGPU_OP_MEMCPY_DTOH)
         return dtoh(lane, opcode == RGPU_OP_MEMCPY_DTOH, args, args_len, current_ctx, bulk_len, bulk_at, what);
     return -1;

@@ -182,8 +182,7 @@ typedef struct rgpu_lane_serve_io {
     size_t max_record;  /* the session's limit on a record */
     uint64_t current_ctx;
     int capture_possible;
-    long long spin_ns;  /* how long to poll for bytes before waiting for them in poll() */
-    long long block_ns; /* how long to wait in poll() after that before handing back (RGPU_SERVE_IDLE) */
+    long long spin_ns;  /* how long to poll for bytes before handing back (RGPU_SERVE_IDLE) */
     int spin_yield;     /* sched_yield between polls */
     int output_fd;      /* the kernel-output pipe (non-blocking), or -1 */
     const int *output_held; /* nonzero while kernel output waits in the caller, or NULL */
@@ -197,7 +196,7 @@ typedef struct rgpu_lane_serve_io {
 /* Why rgpu_lane_serve handed back. In every case buf[rest_at, rest_end) are received bytes nothing was done with,
  * for the caller's decoder (a sealed session's still sealed), after -- in a sealed session -- the frame at
  * plain[opened_at, +opened_len) (prefix, then body), opened and taken with its counter but not served.
- * IDLE: no whole frame within the spin and the wait after it. PYTHON: the next frame is the caller's (or the
+ * IDLE: no whole frame within the spin. PYTHON: the next frame is the caller's (or the
  * socket reported the end, an error or a signal, for the caller's own receive to see). BATCH_STOPPED: the BATCH
  * at buf[frame_at, +frame_len) stopped at `stop` (lane.h's rgpu_lane_stop, positions within its bulk).
  * LIMIT: max_frames served. FAILED: a reply could not be sent (`error` is errno; with `failed_status`, the CUresult

@@ -35,10 +35,10 @@ int lane_copy_back_landed(const rgpu_lane *lane, size_t i);
 void lane_copy_back_done(rgpu_lane *lane);
 
 /* The ring a host-to-device copy of `n` bytes to `dst` on the client's `stream` (0: the current context's NULL
- * stream) may go through (in one slot, if `one_slot`), entered (lane_enter); that context and the driver's stream
- * land in *driver_ctx and *driver_stream. NULL with *code -1 when the copy is Python's (a capture may be under way,
- * an unbound stream, a range outside the session's memory, an owed synchronize that failed); NULL with *code the
- * CUresult when making the context current failed. */
+ * stream) may go through (in one slot, if `one_slot`), the stream's context made current; that context and the
+ * driver's stream land in *driver_ctx and *driver_stream. NULL with *code -1 when the copy is Python's (a capture
+ * may be under way, an unbound stream, a range outside the session's memory); NULL with *code the CUresult when
+ * making the context current failed. */
 rgpu_lane_ring *lane_htod_ring(rgpu_lane *lane, uint64_t dst, uint64_t stream, size_t n, int one_slot,
                                uint64_t current_ctx, int capture_possible, uintptr_t *driver_ctx,
                                uintptr_t *driver_stream, int *code, const char **what);
@@ -48,22 +48,14 @@ const rgpu_lane_driver *lane_driver(const rgpu_lane *lane);
  * bytes are sent) leaves its stream's synchronize owed (lane_owe_sync, naming its request) instead of waiting for
  * the device there: what comes next on the same stream is ordered after the copy by the stream itself, and a run
  * of such copies waited for the last slot's device copy after each (bench/results/gpu-2026-12-04h-records: 44 us
- * of a sealed 1 MiB copy's ~290); so does a batch's stream synchronize without a reply (lane.c's synchronize).
- * lane_settle_sync synchronizes the owed stream before anything else is run: anything but work on that same
- * (context, stream) -- ctx 0 matches nothing: a whole frame other than a batch, cuDNN work of another stream -- and
- * before the loop hands the socket back; after it, ctx (when not 0) is current again. 0, or the CUresult -- then the failure is kept for
+ * of a sealed 1 MiB copy's ~290). lane_settle_sync synchronizes the owed stream before anything else is run:
+ * anything but a copy up on that same (context, stream) -- ctx 0 matches nothing -- and before the loop hands the
+ * socket back; after it, ctx (when not 0) is current again. 0, or the CUresult -- then the failure is kept for
  * the copy's request (lane_take_sync_failure gives it, once, for the caller's deferred error) and every later
  * settle answers it again, so that the loop runs nothing more and hands back. lane_sync_covered: the owed stream
  * was just synchronized anyway (a synchronous copy with a reply on it). */
 void lane_owe_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, unsigned opcode, unsigned request_id);
 int lane_settle_sync(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream);
-/* Where a record's work goes on (ctx, stream): a synchronize owed on another settled first, then ctx made current.
- * 0; -1 when settling failed (the record and the rest are Python's, after the deferred error); else the CUresult
- * of making ctx current. Every record the lane runs on a stream comes in through here, so that a synchronize owed
- * (a copy up's, or a batch's: `may_owe_sync`) orders whatever runs on another stream after the stream it names. */
-int lane_enter(rgpu_lane *lane, uintptr_t ctx, uintptr_t stream, const char **what);
-/* Set by rgpu_lane_serve while it serves (before its last settle): only then may a batch's synchronize be owed. */
-void lane_serving(rgpu_lane *lane, int serving);
 void lane_sync_covered(rgpu_lane *lane);
 void lane_take_sync_failure(rgpu_lane *lane, rgpu_lane_stop *into);
 
@@ -98,8 +90,6 @@ struct lane_record {
     size_t bulk_len;
     uint64_t current_ctx;
     int capture_possible;
-    unsigned request_id;
-    int may_owe_sync; /* a synchronize without a reply, in a batch the C loop serves: owed, not waited for */
 };
 
 /* dnn.c: the cuDNN calls bound -- batch norms' shapes (rgpu_lane_bind_batch_norm), plans' executions

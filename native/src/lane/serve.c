@@ -28,12 +28,6 @@
         return;                                                                                                   \
     } while (0)
 
-/* While no frame's head is in, the loop takes in this much at most: enough for the batches and calls that make up
- * most frames, and little of a large copy up's bytes, which otherwise came in here first and were copied on into
- * the ring (~30 us for the 260 KiB of a prompt's input that had arrived when the loop woke:
- * bench/results/gpu-2026-12-05e-timeline); the rest of a copy comes straight into its slots. */
-#define HEAD_READ (16u << 10)
-
 /* How far beyond the frame at hand the loop takes in bytes: as far as its whole buffer went before sealed records
  * grew it to four ring slots. What it holds when it hands the socket back goes to Python's decoder, which serves a
  * complete large frame among them itself (take_raw leaves those to it): reading ahead up to 1 MiB after a batch
@@ -48,8 +42,8 @@ static size_t wanted(const rgpu_lane_serve_io *io, size_t start, size_t have)
 }
 
 /* More bytes wanted: what is held moves to the front first, then up to the end of the frame at *start (once its
- * head is in: wanted) or LOOKAHEAD, whichever is further, comes in; before its head is in, up to HEAD_READ. 0: some
- * came; 1: handed back (none within the spin and the wait, or the socket's end, error or a signal). */
+ * head is in: wanted) or LOOKAHEAD, whichever is further, comes in. 0: some came; 1: handed back (none within the
+ * spin, or the socket's end, error or a signal). */
 static int serve_more(const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_t *start, size_t *end,
                       unsigned long long *mark)
 {
@@ -58,7 +52,7 @@ static int serve_more(const rgpu_lane_serve_io *io, rgpu_lane_served *out, size_
         memmove(io->buf, io->buf + *start, *end - *start);
         *end -= *start, *start = 0;
     }
-    int got = serve_receive_some(io, end, !want ? HEAD_READ : want > LOOKAHEAD ? want : LOOKAHEAD, out);
+    int got = serve_receive_some(io, end, want > LOOKAHEAD ? want : LOOKAHEAD, out);
     if (got > 0)
         return 0;
     out->receive_ns += rgpu_now_ns() - *mark;
@@ -82,8 +76,7 @@ static int serve_whole(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_
     const char *what = "";
     unsigned long long received = rgpu_now_ns();
     out->receive_ns += received - *mark;
-    /* (a batch's records settle an owed synchronize each as it concerns them: lane_enter) */
-    if (h.opcode != RGPU_OP_BATCH && lane_settle_sync(lane, 0, 0)) { /* (Python's, after the deferred error) */
+    if (lane_settle_sync(lane, 0, 0)) { /* (Python runs the frame, after the copy's deferred error) */
         *mark = received;
         return RGPU_SERVE_PYTHON;
     }
@@ -365,14 +358,12 @@ static void serve_plain(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane
 void rgpu_lane_serve(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out)
 {
     memset(out, 0, sizeof *out);
-    lane_serving(lane, 1);
     if (io->seal)
         serve_sealed(lane, io, out);
     else
         serve_plain(lane, io, out);
     /* Python runs nothing before a synchronize a copy left owed; a failure of it is the copy's deferred error. */
     unsigned long long settling = rgpu_now_ns();
-    lane_serving(lane, 0);
     lane_settle_sync(lane, 0, 0);
     out->run_ns += rgpu_now_ns() - settling;
     lane_take_sync_failure(lane, &out->deferred);

@@ -79,9 +79,9 @@ static struct copy_route copy_ring(rgpu_lane *lane, const rgpu_lane_serve_io *io
     struct copy_route to;
     to.ring = lane_htod_ring(lane, c->dst, c->stream, c->h->bulk_len, 0, io->current_ctx, io->capture_possible,
                              &to.ctx, &to.stream, &code, &what);
-    /* (lane_htod_ring settled a synchronize owed on another stream: after a failed one, this copy and all after it
-     * are Python's, behind the deferred error) */
-    if (to.ring && to.ring->slot_bytes > io->cap - STREAM_HEAD)
+    /* (an owed synchronize of another stream first: after a failed one, this copy and all after it are Python's,
+     * behind the failed copy's deferred error) */
+    if (to.ring && (to.ring->slot_bytes > io->cap - STREAM_HEAD || lane_settle_sync(lane, to.ctx, to.stream)))
         to.ring = NULL;
     return to;
 }

@@ -176,27 +176,11 @@ int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_se
     return 0;
 }
 
-/* Sleeping until the socket is readable, up to block_ns: 1 readable (or closed, or failed: recv says which), 0 not
- * within it, -1 a signal came. Here rather than in Python's loop after handing back: waking Python and coming back
- * into C cost ~55 us before the first byte was read, and the bytes kept coming meanwhile (a prompt's inputs:
- * bench/results/gpu-2026-12-05e-timeline). */
-static int wait_readable(const rgpu_lane_serve_io *io)
-{
-    if (io->block_ns <= 0)
-        return 0;
-    struct pollfd p = {io->fd, POLLIN, 0};
-    long long ms = (io->block_ns + 999999) / 1000000;
-    int r = poll(&p, 1, ms > 60000 ? 60000 : (int)ms);
-    return r > 0 ? 1 : r == 0 || errno != EINTR ? 0 : -1;
-}
-
-/* Bytes from the socket into p[0, n), polling up to spin_ns for them, then sleeping until they come up to block_ns.
- * >0: how many came; 0: none within the spin and the wait; -1: the peer closed, the socket failed or a signal came
- * (Python's receive or handler takes over). */
+/* Bytes from the socket into p[0, n), polling up to spin_ns for them. >0: how many came; 0: none within the
+ * spin; -1: the peer closed, the socket failed or a signal came (Python's receive or handler takes over). */
 long serve_receive_into(const rgpu_lane_serve_io *io, uint8_t *p, size_t n, rgpu_lane_served *out)
 {
     unsigned long long started = rgpu_now_ns(), deadline = started + (unsigned long long)io->spin_ns;
-    int waited = 0;
     for (;;) {
         ssize_t k = recv(io->fd, p, n, MSG_DONTWAIT);
         if (k > 0) {
@@ -210,12 +194,8 @@ long serve_receive_into(const rgpu_lane_serve_io *io, uint8_t *p, size_t n, rgpu
         }
         unsigned long long now = rgpu_now_ns();
         if (now >= deadline) {
-            int readable = waited ? 0 : wait_readable(io);
-            waited = 1;
-            if (readable > 0)
-                continue;
-            out->wait_ns += rgpu_now_ns() - started;
-            return readable;
+            out->wait_ns += now - started;
+            return 0;
         }
         if (io->spin_yield)
             sched_yield();

@@ -36,8 +36,7 @@ int serve_output_waiting(const rgpu_lane_serve_io *io);
  * `bulk_len` of bulk at `bulk_at` or after the arguments (NULL). 0, or -1 with errno in out->error. */
 int serve_send_reply(rgpu_lane *lane, const rgpu_lane_serve_io *io, rgpu_lane_served *out, const rgpu_header *h,
                      size_t args_len, size_t bulk_len, const uint8_t *bulk_at);
-/* Bytes into p[0, n), polling up to spin_ns, then sleeping up to block_ns: >0 how many, 0 none within them, -1
- * end, error or signal. */
+/* Bytes into p[0, n), polling up to spin_ns: >0 how many, 0 none within the spin, -1 end, error or signal. */
 long serve_receive_into(const rgpu_lane_serve_io *io, uint8_t *p, size_t n, rgpu_lane_served *out);
 /* The same into buf[*end, upto) (upto at most cap, beyond *end), moving *end: 1, 0 or -1 likewise. */
 int serve_receive_some(const rgpu_lane_serve_io *io, size_t *end, size_t upto, rgpu_lane_served *out);

@@ -33,10 +33,6 @@ from rgpu.transport import SPIN_YIELD, SocketFrameStream
 BUFFER_BYTES = lanes.SEALED_COPY_SLOTS * lanes.RING_SLOT_BYTES + (4 << 10)
 # Back to Python after this many frames at most, so that it sees a signal and `rgpu status` fresh counts.
 MAX_FRAMES = 64
-# After polling for the client's next bytes (the spin), C sleeps in poll() up to this long before handing back
-# idle: coming back from Python's own wait cost ~55 us a step of llama.cpp's prompt processing on the H200, with
-# the step's inputs arriving meanwhile (bench/results/gpu-2026-12-05e-timeline). A signal ends the wait at once.
-BLOCK_NS = 200_000_000
 
 
 
@@ -62,7 +58,6 @@ class NativeLoop:
         a.buf, a.cap = self._buf_c, len(self._buf)
         a.max_record = io.conn.max_record
         a.spin_ns, a.spin_yield = io.spin_ns, int(SPIN_YIELD)
-        a.block_ns = BLOCK_NS
         a.output_fd = output.read_fd if output is not None else -1
         a.output_held = self._held
         a.max_frames = MAX_FRAMES
