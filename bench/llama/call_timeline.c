@@ -109,7 +109,8 @@ WRAP(MEMCPY_ASYNC, n, k, cudaMemcpyAsync(void *d, const void *src, size_t n, enu
 WRAP(MEMCPY, n, k, cudaMemcpy(void *d, const void *src, size_t n, enum cudaMemcpyKind k), (d, src, n, k))
 #define PARAMS_OF_MEMSET_ASYNC (void *, int, size_t, cudaStream_t)
 WRAP(MEMSET_ASYNC, n, 0, cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t s), (d, v, n, s))
-#define PARAMS_OF_MEMCPY2D_ASYNC (void *, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind, cudaStream_t)
+#define PARAMS_OF_MEMCPY2D_ASYNC                                                                                     \
+    (void *, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind, cudaStream_t)
 WRAP(MEMCPY2D_ASYNC, w *h, k,
      cudaMemcpy2DAsync(void *d, size_t dp, const void *src, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k,
                        cudaStream_t s),

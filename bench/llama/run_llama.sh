@@ -219,12 +219,8 @@ PY
               2>"$OUT/timeline_stderr_${mode}_$name.log"; echo "$t round $round $mode: rc=$?"
             cp $W/tl_$mode.* "$OUT/timeline_${mode}_$name.txt" 2>/dev/null
           done
-          python3 -c "import pathlib, sys; sys.path.insert(0, 'bench/llama'); import compare_bench as c
-a, b = (c.load(pathlib.Path(p)) for p in sys.argv[1:])
-for k in a: print(k, 'native %.0f, rgpu %.0f tokens/s (mean): %.1f%%; median rep %.1f%%' % (a[k][0], b[k][0], 100 * b[k][0] / a[k][0], 100 * b[k][1] / a[k][1]))" \
-            "$OUT/timeline_native_$name.json" "$OUT/timeline_rgpu_$name.json" | tee -a "$OUT/timeline_$name.summary"
           python3 bench/llama/timeline_summary.py "$OUT/timeline_native_$name.txt" "$OUT/timeline_rgpu_$name.txt" \
-            | tee -a "$OUT/timeline_$name.summary"
+            --bench "$OUT/timeline_native_$name.json" "$OUT/timeline_rgpu_$name.json" | tee "$OUT/timeline_$name.summary"
         done
       done
       stop_server ;;

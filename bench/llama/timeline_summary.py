@@ -1,18 +1,22 @@
 """Where a program's steps spend their time, natively against through rgpu, from bench/llama/call_timeline.c's files.
 
-    python3 bench/llama/timeline_summary.py NATIVE_FILE RGPU_FILE [--skip N]
+    python3 bench/llama/timeline_summary.py NATIVE_FILE RGPU_FILE [--skip N] [--bench NATIVE_JSON RGPU_JSON]
 
 A step runs from one cudaGraphLaunch to the next (llama.cpp replays one graph a pp or tg step). Per step: the
 period, the time inside each wrapped call (calls nested in another wrapped call, as a stand-in calling its own
 entry points, count only in the outer one) and the time outside all of them -- the program's own CPU work and the
-calls not wrapped. Medians over the steps after the first N (warm-up), side by side, with rgpu less native.
+calls not wrapped. Medians over the steps after the first N (warm-up), side by side, with rgpu less native; with
+--bench, llama-bench's own tokens/s of the two runs (its -o json) and their ratio first.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import pathlib
 import statistics
+
+import compare_bench  # (beside this script)
 
 
 def steps(path: str, skip: int) -> list[dict]:
@@ -54,7 +58,14 @@ def main() -> None:
     ap.add_argument("native")
     ap.add_argument("rgpu")
     ap.add_argument("--skip", type=int, default=2)
+    ap.add_argument("--bench", nargs=2, metavar=("NATIVE_JSON", "RGPU_JSON"))
     args = ap.parse_args()
+    if args.bench:
+        native, rgpu = (compare_bench.load(pathlib.Path(p)) for p in args.bench)
+        for test, (mean, median_rep) in native.items():
+            got = rgpu.get(test, (float("nan"), float("nan")))
+            print(f"{test}: native {mean:.0f}, rgpu {got[0]:.0f} tokens/s (mean): {got[0] / mean:.1%}; "
+                  f"median repetition {got[1] / median_rep:.1%}")
     runs = {"native": steps(args.native, args.skip), "rgpu": steps(args.rgpu, args.skip)}
     print(f"steps: native {len(runs['native'])}, rgpu {len(runs['rgpu'])} (after {args.skip} skipped); medians, us")
     print(f"{'':34} {'native':>10} {'rgpu':>10} {'rgpu-native':>12}")
