@@ -312,6 +312,7 @@ class StreamedOpen:
     says False before anything of it is decrypted, and it is opened whole as it is taken."""
 
     _PIECE = 64 * 1024  # (decrypting smaller pieces than the socket brings costs calls for nothing)
+    _SCRATCH = 256 * 1024  # (in place: the most decrypted aside at a time)
 
     def __init__(self, aes, counter: int, length: int, sink_for, in_place: bool):
         self.counter = counter
@@ -322,6 +323,7 @@ class StreamedOpen:
         self._done = 0  # bytes of the body decrypted
         self._head: bytearray | None = None  # a reply landing in a place: its header and arguments
         self._sink: memoryview | None = None
+        self._scratch: bytearray | None = None  # (in place: _decrypt_in_place)
 
     def advance(self, record: bytearray, filled: int) -> bool:
         """`filled` bytes of the record have arrived: open what is new, once there is enough of it. False: the
@@ -352,8 +354,8 @@ class StreamedOpen:
 
     def _decrypt(self, record: memoryview, upto: int) -> None:
         opener = self._opener
-        if self._sink is None:  # in place (the tag's 16 bytes after the body are the room update_into wants)
-            self._done += opener.update_into(record[self._done : upto], record[self._done :])
+        if self._sink is None:  # in place
+            self._decrypt_in_place(record, upto)
             return
         bulk_at = len(self._head) - 15
         if self._done < bulk_at:
@@ -369,6 +371,18 @@ class StreamedOpen:
                 opener.update_into(record[self._done : upto], tail)
                 self._sink[at : at + n] = tail[:n]
             self._done = upto
+
+    def _decrypt_in_place(self, record: memoryview, upto: int) -> None:
+        """Through a scratch buffer of the opener's, a piece at a time: cryptography refuses (since 51) an output that
+        overlaps its input, as decrypting where the bytes lie does. The copy back is of memory the cache still holds."""
+        if self._scratch is None:
+            self._scratch = bytearray(self._SCRATCH + 15)  # (update_into wants a block's room beyond its input)
+        scratch = memoryview(self._scratch)
+        while self._done < upto:
+            n = min(upto - self._done, self._SCRATCH)
+            got = self._opener.update_into(record[self._done : self._done + n], scratch)
+            record[self._done : self._done + got] = scratch[:got]
+            self._done += got
 
     def abort(self) -> None:
         """The record will never be complete (the connection ended): what was decrypted into a caller's place,
