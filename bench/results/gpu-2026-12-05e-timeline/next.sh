@@ -22,8 +22,11 @@ for round in $(seq ${NEXT_ROUNDS:-3}); do
     [ "${NEXT_BACKEND:-cuda}" = fake ] && python3 -c "import pathlib, sys; from rgpu import shims
 shims.build_lane(pathlib.Path(sys.argv[1]))" "$(dirname "$RGPU_LANE_LIBRARY")" > /dev/null
     for shape in "prompt --tokens 300 --prompt-bytes 524288" "decode --tokens 1000"; do
-      echo "round $round $v ${shape%% *}: $(timeout 60 python3 bench/token_loop.py --backend ${NEXT_BACKEND:-cuda} --shims /tmp/rgpu-shims \
-        --exe /tmp/token_loop --rounds 1 ${shape#* } 2>&1 | grep -E 'us per token' | tr -s ' ')" | tee -a $S
+      # (with the server's figures per token: frames, the loop's receive/run/reply, time by operation -- whether a
+      # difference is the worker's or the client's, per token or one stall; and any word of the lane not loading)
+      { echo "round $round $v ${shape%% *}:"; timeout 60 python3 bench/token_loop.py --backend ${NEXT_BACKEND:-cuda} \
+          --shims /tmp/rgpu-shims --exe /tmp/token_loop --rounds 1 ${shape#* } 2>&1 \
+          | grep -E -A2 "us per token|fast lane|lane.*not" | tr -s ' '; } | tee -a $S
     done
     [ $v = base ] || git apply -R $D/c_loop_$v.patch
   done
