@@ -312,7 +312,7 @@ class StreamedOpen:
     says False before anything of it is decrypted, and it is opened whole as it is taken."""
 
     _PIECE = 64 * 1024  # (decrypting smaller pieces than the socket brings costs calls for nothing)
-    _SCRATCH = 256 * 1024  # (in place: the most decrypted aside at a time)
+    _SCRATCH = 256 * 1024  # (the most _aside decrypts at a time)
 
     def __init__(self, aes, counter: int, length: int, sink_for, in_place: bool):
         self.counter = counter
@@ -323,7 +323,7 @@ class StreamedOpen:
         self._done = 0  # bytes of the body decrypted
         self._head: bytearray | None = None  # a reply landing in a place: its header and arguments
         self._sink: memoryview | None = None
-        self._scratch: bytearray | None = None  # (in place: _decrypt_in_place)
+        self._scratch: bytearray | None = None  # (_aside)
 
     def advance(self, record: bytearray, filled: int) -> bool:
         """`filled` bytes of the record have arrived: open what is new, once there is enough of it. False: the
@@ -355,7 +355,8 @@ class StreamedOpen:
     def _decrypt(self, record: memoryview, upto: int) -> None:
         opener = self._opener
         if self._sink is None:  # in place
-            self._decrypt_in_place(record, upto)
+            self._aside(record[self._done : upto], record[self._done : upto])
+            self._done = upto
             return
         bulk_at = len(self._head) - 15
         if self._done < bulk_at:
@@ -367,22 +368,19 @@ class StreamedOpen:
             if len(self._sink) - at >= n + 15:
                 opener.update_into(record[self._done : upto], self._sink[at:])
             else:  # (the bulk's last bytes: no room past them)
-                tail = bytearray(n + 15)
-                opener.update_into(record[self._done : upto], tail)
-                self._sink[at : at + n] = tail[:n]
+                self._aside(record[self._done : upto], self._sink[at : at + n])
             self._done = upto
 
-    def _decrypt_in_place(self, record: memoryview, upto: int) -> None:
-        """Through a scratch buffer of the opener's, a piece at a time: cryptography refuses (since 51) an output that
-        overlaps its input, as decrypting where the bytes lie does. The copy back is of memory the cache still holds."""
+    def _aside(self, src: memoryview, dst: memoryview) -> None:
+        """src decrypted into dst (as long) through a scratch buffer of the opener's, a piece at a time: update_into
+        wants a block's room beyond its input, which dst may not have, and refuses (cryptography 51 on) an output
+        that overlaps its input, as decrypting in place does. The copy on is of memory the cache still holds."""
         if self._scratch is None:
-            self._scratch = bytearray(self._SCRATCH + 15)  # (update_into wants a block's room beyond its input)
+            self._scratch = bytearray(self._SCRATCH + 15)
         scratch = memoryview(self._scratch)
-        while self._done < upto:
-            n = min(upto - self._done, self._SCRATCH)
-            got = self._opener.update_into(record[self._done : self._done + n], scratch)
-            record[self._done : self._done + got] = scratch[:got]
-            self._done += got
+        for at in range(0, len(src), self._SCRATCH):
+            got = self._opener.update_into(src[at : at + self._SCRATCH], scratch)
+            dst[at : at + got] = scratch[:got]
 
     def abort(self) -> None:
         """The record will never be complete (the connection ended): what was decrypted into a caller's place,
