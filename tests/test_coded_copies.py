@@ -102,6 +102,41 @@ def test_a_damaged_coding_is_refused_or_decoded_the_same_by_both(runs_check, dat
     assert runs_check([("D", size, coded)]) == [expected]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_patterned, min_size=1, max_size=20), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
+                                                              max_size=3), st.integers(-9, 9))
+def test_a_device_fill_plan_writes_what_decoding_gives_or_both_refuse(runs_check, batch, flips, cut):
+    """The worker's other way with a coded copy of whole words (lane.c: a plan in the ring's slots that the
+    rgpu_runs_fill kernel applies, runs_check applying it as the kernel does): the same bytes as decoding, every
+    word written, or refused wherever decoding refuses -- damaged codings too."""
+    cases = []
+    for data in batch:
+        data = data[: len(data) - len(data) % 8] or bytes(8)
+        coded = bytearray(runs.encode(data))
+        for at, value in flips:
+            coded[at % len(coded)] = value
+        cases.append((len(data), bytes(coded[:len(coded) + cut] if cut < 0 else coded + bytes(cut))))
+    planned = runs_check([("P", n, coded) for n, coded in cases])
+    assert planned == runs_check([("D", n, coded) for n, coded in cases])
+    assert planned == [_python_decode(coded, n) for n, coded in cases]
+
+
+def _python_decode(coded: bytes, size: int) -> bytes | None:
+    try:
+        return runs.decode(coded, size)
+    except runs.CodingError:
+        return None
+
+
+def test_a_device_fill_plan_of_llama_inputs_and_of_sizes_it_leaves_to_decoding(runs_check):
+    v_rows, mask32 = _v_rows(128, 1024, 256), _mask(128, 256, np.float32)
+    long_run = _words(range(runs.MAX_COPY_BYTES // 8))  # (one run cut into entries of RGPU_RUNS_FILL_WORDS)
+    literal = np.random.default_rng(3).bytes(4096)
+    cases = [("P", len(d), runs.encode(d)) for d in (v_rows, mask32, long_run, literal)]
+    cases.append(("P", 12, runs.encode(bytes(12))))  # (not whole words: decoded on the CPU instead)
+    assert runs_check(cases) == [v_rows, mask32, long_run, literal, None]
+
+
 def test_what_the_c_encoder_codes_and_what_it_gives_up_on(runs_check):
     noise = np.random.default_rng(5).bytes(1 << 20)
     zeros_then_noise = bytes(1 << 19) + noise[: 1 << 19]
@@ -141,11 +176,13 @@ def test_the_most_a_coded_copy_stands_for_fits_one_copy_through_the_ring():
     assert runs.MAX_COPY_BYTES <= cuda_copyring.SLOT_BYTES * (cuda_copyring.SLOTS // 2)
 
 
-@pytest.mark.parametrize("lane", ["1", "0"])
-async def test_a_wrong_coded_copy_fails_as_invalid_value_and_the_session_goes_on(lane, monkeypatch):
-    """Through the fast lane (a ring slot) and Python's path alike: nothing reaches the device, the error comes
-    back with the next call that waits, and the next coded copy works."""
+@pytest.mark.parametrize("lane,fill", [("1", "1"), ("1", "0"), ("0", "1")],
+                         ids=["lane, filled on the device", "lane, decoded", "python"])
+async def test_a_wrong_coded_copy_fails_as_invalid_value_and_the_session_goes_on(lane, fill, monkeypatch):
+    """Through the fast lane (a fill planned in ring slots, or decoded into them) and Python's path alike: nothing
+    reaches the device, the error comes back with the next call that waits, and the next coded copy works."""
     monkeypatch.setenv("RGPU_LANE", lane)
+    monkeypatch.setenv("RGPU_RUNS_FILL", fill)
     async with running_server() as srv:
         c = await srv.connect()
         p = await c.mem_alloc(256 << 10)
@@ -198,7 +235,8 @@ async def test_without_the_lane_library_the_worker_decodes_in_python(monkeypatch
 
 
 @pytest.mark.parametrize("server_env,client_env,coded", [
-    ({}, {}, 12),  # the C request loop and the fast lane (slots), Python's path for what the fake's ring cannot take
+    ({}, {}, 12),  # the C request loop and the fast lane (fills planned in slots), Python's path for what they cannot
+    ({"RGPU_RUNS_FILL": "0"}, {}, 12),  # the fast lane decoding into slots, Python's path for what the fake's cannot
     ({"RGPU_LANE": "0"}, {}, 12),  # Python's path only
     ({}, {"RGPU_CODED_COPIES": "0"}, 0),  # sent as they are
     ({}, {"RGPU_PSK": "yes"}, 12),  # sealed

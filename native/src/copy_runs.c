@@ -172,7 +172,17 @@ size_t rgpu_runs_encode(const uint8_t *src, size_t n, uint8_t *out, size_t cap)
     return at + tail;
 }
 
-int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n)
+/* The segments of coded[0, len) standing for n bytes, each checked against what is left on both sides before
+ * `each` sees it; 0, or -1 where the coding does not stand for exactly n bytes (or `each` refused). Decoding and
+ * planning a device fill walk the same way, so that what one accepts the other does. */
+struct segment {
+    size_t done;             /* words before this segment */
+    size_t literal, run;     /* words of each */
+    const uint8_t *literals; /* literal * 8 bytes */
+    uint64_t first, step;    /* the run's */
+};
+
+static int walk(const uint8_t *coded, size_t len, size_t n, int (*each)(const struct segment *, void *), void *arg)
 {
     size_t words = n / 8, tail = n % 8, done = 0, at = 0;
     if (!n || n > RGPU_RUNS_MAX_COPY_BYTES || len > RGPU_RUNS_MAX_CODED_BYTES || len < tail)
@@ -181,23 +191,92 @@ int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n)
     while (done < words) {
         if (body - at < SEGMENT)
             return -1;
-        size_t literal = rgpu_get_u32(coded + at), run = rgpu_get_u32(coded + at + 4);
+        struct segment s = {done, rgpu_get_u32(coded + at), rgpu_get_u32(coded + at + 4), NULL, 0, 0};
         at += SEGMENT;
-        if ((!literal && !run) || literal > words - done || literal > (body - at) / 8)
+        if ((!s.literal && !s.run) || s.literal > words - done || s.literal > (body - at) / 8)
             return -1;
-        memcpy(out + 8 * done, coded + at, literal * 8);
-        at += literal * 8, done += literal;
-        if (run) {
-            if (run > words - done || body - at < RUN)
+        s.literals = coded + at;
+        at += s.literal * 8, done += s.literal;
+        if (s.run) {
+            if (s.run > words - done || body - at < RUN)
                 return -1;
-            uint64_t v = word(coded + at, 0), step = word(coded + at, 1);
+            s.first = word(coded + at, 0), s.step = word(coded + at, 1);
             at += RUN;
-            fill(out + 8 * done, run, v, step);
-            done += run;
+            done += s.run;
         }
+        if (each(&s, arg))
+            return -1;
     }
-    if (at != body)
+    return at == body ? 0 : -1;
+}
+
+static int decode_segment(const struct segment *s, void *out)
+{
+    uint8_t *p = (uint8_t *)out + 8 * s->done;
+    memcpy(p, s->literals, s->literal * 8);
+    if (s->run)
+        fill(p + 8 * s->literal, s->run, s->first, s->step);
+    return 0;
+}
+
+int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n)
+{
+    if (walk(coded, len, n, decode_segment, out))
         return -1;
-    memcpy(out + 8 * words, coded + body, tail);
+    memcpy(out + n - n % 8, coded + len - n % 8, n % 8);
+    return 0;
+}
+
+/* -- a device fill's plan (copy_runs.h) ------------------------------------------------------------------------ */
+struct plan {
+    size_t entries, literal_words; /* counted; then, writing, those placed so far */
+    uint8_t *out;                  /* NULL while counting */
+    size_t literals_at;            /* where in out the literal words go: after the entries */
+};
+
+static void put_entry(struct plan *p, uint64_t first, uint64_t step, uint64_t source, size_t word, size_t words)
+{
+    uint8_t *e = p->out + RGPU_RUNS_FILL_ENTRY * p->entries;
+    rgpu_put_u64(e, first), rgpu_put_u64(e + 8, step), rgpu_put_u64(e + 16, source);
+    rgpu_put_u32(e + 24, (uint32_t)word), rgpu_put_u32(e + 28, (uint32_t)words);
+}
+
+/* A segment's literal words, then its run, each cut into entries of at most RGPU_RUNS_FILL_WORDS words. */
+static int plan_segment(const struct segment *s, void *arg)
+{
+    struct plan *p = arg;
+    for (size_t k = 0; k < s->literal; k += RGPU_RUNS_FILL_WORDS) {
+        size_t words = s->literal - k < RGPU_RUNS_FILL_WORDS ? s->literal - k : RGPU_RUNS_FILL_WORDS;
+        if (p->out) {
+            uint8_t *at = p->out + p->literals_at + 8 * p->literal_words;
+            memcpy(at, s->literals + 8 * k, 8 * words);
+            put_entry(p, 0, 0, (uint64_t)(uintptr_t)at, s->done + k, words);
+        }
+        p->entries++, p->literal_words += words;
+    }
+    for (size_t k = 0; k < s->run; k += RGPU_RUNS_FILL_WORDS) {
+        size_t words = s->run - k < RGPU_RUNS_FILL_WORDS ? s->run - k : RGPU_RUNS_FILL_WORDS;
+        if (p->out)
+            put_entry(p, s->first + k * s->step, s->step, 0, s->done + s->literal + k, words);
+        p->entries++;
+    }
+    return 0;
+}
+
+int rgpu_runs_plan_size(const uint8_t *coded, size_t len, size_t n, size_t *entries, size_t *bytes)
+{
+    struct plan p = {0, 0, NULL, 0};
+    if (n % 8 || walk(coded, len, n, plan_segment, &p))
+        return -1;
+    *entries = p.entries;
+    *bytes = p.entries * RGPU_RUNS_FILL_ENTRY + p.literal_words * 8;
+    return 0;
+}
+
+int rgpu_runs_plan(const uint8_t *coded, size_t len, size_t n, uint8_t *out, size_t entries)
+{
+    struct plan p = {0, 0, out, entries * RGPU_RUNS_FILL_ENTRY};
+    if (n % 8 || walk(coded, len, n, plan_segment, &p) || p.entries != entries)
+        return -1;
     return 0;
 }

@@ -17,4 +17,16 @@ size_t rgpu_runs_encode(const uint8_t *src, size_t n, uint8_t *out, size_t cap);
  * checked against what is left on both sides before it is used. */
 int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n);
 
+/* A plan for filling the destination on the device instead (the worker's rgpu_runs_fill kernel,
+ * rgpu/backends/runs_fill.py): entries of RGPU_RUNS_FILL_ENTRY bytes -- first:u64 step:u64 source:u64 word:u32
+ * words:u32, little-endian -- each `words` <= RGPU_RUNS_FILL_WORDS words from destination word `word` on: a run's
+ * (first + k * step) where source is 0, else the 8-byte words at address `source`, which the plan places after the
+ * entries (the address is out's own: page-locked memory the device reads at the same address). For n a multiple
+ * of 8 only. rgpu_runs_plan_size checks the coding as rgpu_runs_decode does (-1 where it would refuse it) and
+ * gives the entries and the bytes the plan takes; rgpu_runs_plan writes it to out (those bytes; 8-byte aligned). */
+#define RGPU_RUNS_FILL_ENTRY 32
+#define RGPU_RUNS_FILL_WORDS 4096
+int rgpu_runs_plan_size(const uint8_t *coded, size_t len, size_t n, size_t *entries, size_t *bytes);
+int rgpu_runs_plan(const uint8_t *coded, size_t len, size_t n, uint8_t *out, size_t entries);
+
 #endif

@@ -54,6 +54,10 @@ typedef struct rgpu_lane_ring {
     int next;
     uintptr_t events[64];
     unsigned char pending[64];
+    /* the CUfunction rgpu_runs_fill in the ring's context (rgpu/backends/runs_fill.py), or 0: a coded copy of whole
+     * words is then planned into slots and filled by that kernel, which reads the plan from them (no decoding on
+     * the CPU, no copy of the decoded bytes); else decoded into slots and copied */
+    uintptr_t runs_fill;
 } rgpu_lane_ring;
 
 /* A coded copy's bytes (MEMCPY_HTOD_RUNS, native/src/copy_runs.h): coded[0, len) into out[0, n); 0, or -1 where

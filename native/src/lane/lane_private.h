@@ -79,6 +79,10 @@ char *lane_ring_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, size_t n, in
                       int *code);
 int lane_ring_send_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, unsigned long long dst, size_t n,
                          uintptr_t stream, const char **what);
+/* The same slots holding a coded copy's fill plan (copy_runs.h, n bytes of it, `entries` entries) instead:
+ * rgpu_runs_fill (the ring's runs_fill) queued to write dst from it, marked with one event. */
+int lane_ring_fill_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, size_t n, size_t entries,
+                         unsigned long long dst, uintptr_t stream, const char **what);
 
 /* One deferred record of a batch, as rgpu_lane_run hands it to the function that runs its opcode: its arguments
  * and bulk (within the batch, lengths checked against the record's), the session's current context, and whether a

@@ -72,17 +72,45 @@ char *lane_ring_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, size_t n, in
     return r->base + (size_t)r->next * r->slot_bytes;
 }
 
+/* The slots from `first` that n bytes take, if lane_ring_slots could have given them; the ring moves on past them. */
+static int claim(rgpu_lane_ring *r, int first, size_t n, const char **what)
+{
+    int count = n > r->slot_bytes ? (int)((n + r->slot_bytes - 1) / r->slot_bytes) : 1;
+    if (first < 0 || r->slots <= 0 || r->slots > 64 || count > r->slots - first) {
+        *what = "copy ring (slots past its end)"; /* (a caller's mistake: lane_ring_slots gives what fits) */
+        return -1;
+    }
+    r->next = (first + count) % r->slots;
+    return count;
+}
+
 int lane_ring_send_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, unsigned long long dst, size_t n,
                          uintptr_t stream, const char **what)
 {
-    int code, count = n > r->slot_bytes ? (int)((n + r->slot_bytes - 1) / r->slot_bytes) : 1;
-    if (first < 0 || r->slots <= 0 || r->slots > 64 || count > r->slots - first) {
-        *what = "copy ring (slots past its end)"; /* (a caller's mistake: lane_ring_slots gives what fits) */
-        return 1;                                  /* CUDA_ERROR_INVALID_VALUE */
-    }
-    r->next = (first + count) % r->slots;
+    int code, count = claim(r, first, n, what);
+    if (count < 0)
+        return 1; /* CUDA_ERROR_INVALID_VALUE */
     if ((code = d->memcpy_htod_async(dst, r->base + (size_t)first * r->slot_bytes, n, stream))) {
         *what = "cuMemcpyHtoDAsync";
+        return code;
+    }
+    return lane_ring_mark_range(d, r, first, count, stream, what);
+}
+
+/* (threads per block of rgpu_runs_fill: an entry's RGPU_RUNS_FILL_WORDS words are 16 stores a thread) */
+#define FILL_THREADS 256
+
+int lane_ring_fill_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, size_t n, size_t entries,
+                         unsigned long long dst, uintptr_t stream, const char **what)
+{
+    int code, count = claim(r, first, n, what);
+    if (count < 0 || !r->runs_fill || !entries || entries > 0x7fffffffu)
+        return 1;
+    unsigned long long plan = (unsigned long long)(uintptr_t)(r->base + (size_t)first * r->slot_bytes), to = dst;
+    void *params[2] = {&plan, &to};
+    if ((code = d->launch_kernel(r->runs_fill, (unsigned)entries, 1, 1, FILL_THREADS, 1, 1, 0, stream, params,
+                                 NULL))) {
+        *what = "cuLaunchKernel (rgpu_runs_fill)";
         return code;
     }
     return lane_ring_mark_range(d, r, first, count, stream, what);

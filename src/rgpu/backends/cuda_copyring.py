@@ -12,9 +12,11 @@ these copies by itself; this class makes and frees a ring, and copies through it
 
 from __future__ import annotations
 
+import logging
+
 import cffi
 
-from rgpu.backends import lane
+from rgpu.backends import lane, runs_fill
 from rgpu.backends.cuda_common import driver
 from rgpu.errors import CudaError, Status
 
@@ -30,7 +32,12 @@ _ffi.cdef("""
     int cuStreamIsCapturing(uintptr_t stream, int *status);
     int cuMemHostAlloc(void **p, size_t size, unsigned flags);
     int cuMemFreeHost(void *p);
+    int cuModuleLoadData(uintptr_t *module, const void *image);
+    int cuModuleGetFunction(uintptr_t *function, uintptr_t module, const char *name);
+    int cuModuleUnload(uintptr_t module);
 """)
+log = logging.getLogger("rgpu.cuda")
+_fill_refused: list[int] = []  # the driver's answer when it would not load the fill kernel (logged once)
 _EVENT_DISABLE_TIMING = 2
 _STREAM_CAPTURE_STATUS_NONE = 0
 
@@ -62,7 +69,7 @@ class CopyRing:
         p = _ffi.new("void **")
         _check(self._cuda.cuMemHostAlloc(p, SLOT_BYTES * SLOTS, 0), "cuMemHostAlloc (copy ring)")
         self.ring.base = lffi.cast("char *", int(_ffi.cast("uintptr_t", p[0])))
-        self._events = 0
+        self._events = self._module = 0
         event = _ffi.new("uintptr_t *")
         try:
             for i in range(SLOTS):
@@ -72,6 +79,24 @@ class CopyRing:
         except CudaError:
             self.close()
             raise
+        self._module = self._fill_kernel() if lane.fill_wanted() else 0
+
+    def _fill_kernel(self) -> int:
+        """rgpu_runs_fill loaded in this context, its function in the ring; its module, or 0 where the driver would
+        not (coded copies are then decoded on the CPU, as before)."""
+        module, function = _ffi.new("uintptr_t *"), _ffi.new("uintptr_t *")
+        code = self._cuda.cuModuleLoadData(module, runs_fill.PTX)
+        if code == 0:
+            code = self._cuda.cuModuleGetFunction(function, module[0], runs_fill.NAME)
+            if code == 0:
+                self.ring.runs_fill = function[0]
+                return module[0]
+            self._cuda.cuModuleUnload(module[0])
+        if not _fill_refused:
+            _fill_refused.append(code)
+            log.warning("the driver would not load rgpu's fill kernel (CUresult %d): coded copies are decoded on the "
+                        "CPU instead", code)
+        return 0
 
     def copy(self, dst: int, data, stream: int, capture_possible: bool = True) -> None:
         """cuMemcpyHtoDAsync(dst, data, stream) from a slot; len(data) <= SLOT_BYTES (stream 0: the NULL stream).
@@ -91,6 +116,7 @@ class CopyRing:
     def close(self) -> None:
         """Frees the slots once the GPU has read them (the context still current)."""
         cuda, ring = self._cuda, self.ring
+        ring.runs_fill = 0
         for i in range(self._events):  # (pending: 1 + the slot whose event a copy over several slots recorded)
             if ring.pending[i]:
                 cuda.cuEventSynchronize(ring.events[ring.pending[i] - 1])
@@ -100,3 +126,6 @@ class CopyRing:
         if ring.base != lane.ffi().NULL:
             cuda.cuMemFreeHost(_ffi.cast("void *", int(lane.ffi().cast("uintptr_t", ring.base))))
             ring.base = lane.ffi().NULL
+        if self._module:  # (after the events: a fill still queued has finished)
+            cuda.cuModuleUnload(self._module)
+            self._module = 0

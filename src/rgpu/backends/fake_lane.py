@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import struct
 from collections.abc import Callable
 
 import attrs
@@ -22,6 +23,14 @@ from rgpu.protocol import ops
 log = logging.getLogger("rgpu.fake")
 _ATTRIBUTE_SIZE = ops.LAUNCH_ATTRIBUTE_SIZE  # CUlaunchAttribute: id, padding, 64-byte value
 _NOT_LANDED = 0xA5  # a copy back's slot until the device writes it
+_FILL_ENTRY = struct.Struct("<QQQII")  # rgpu_runs_fill's plan entry (rgpu.backends.runs_fill)
+
+
+class _RunsFill:
+    """The fake's rgpu_runs_fill: the function a fake ring names, which FakeLaneDriver runs as the kernel would."""
+
+
+RUNS_FILL = _RunsFill()
 
 
 @attrs.frozen(slots=True)
@@ -175,6 +184,9 @@ class FakeLaneDriver:
 
     def _launch(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra) -> int:
         ffi = lane.ffi()
+        if f == id(RUNS_FILL):  # (not among the bound objects: a ring outlives `forget`)
+            return self._runs_fill(gx, stream, ffi.cast("uint64_t *", params[0])[0],
+                                   ffi.cast("uint64_t *", params[1])[0])
         size = ffi.cast("size_t *", extra[3])[0]
         data = bytes(ffi.buffer(ffi.cast("char *", extra[1]), size))
         self._due(self._object(stream))
@@ -261,6 +273,29 @@ class FakeLaneDriver:
         self.device.hold(ctx, stream, self._failing_only_when_broken(ctx, copy))
         return 0
 
+    def _runs_fill(self, entries: int, stream, plan: int, dst: int) -> int:
+        """rgpu_runs_fill<<<entries>>>(plan, dst), held like a ring copy: the plan and the literal words it names are
+        read from the slots when the device runs it, and must not have changed since it was queued."""
+        ffi = lane.ffi()
+        table = ffi.buffer(ffi.cast("char *", plan), entries * _FILL_ENTRY.size)
+        rows = list(_FILL_ENTRY.iter_unpack(bytes(table)))
+        end = max(word + words for _, _, _, word, words in rows)
+        ctx, stream = self._held_copy(dst, 8 * end, stream)
+        sources = [ffi.buffer(ffi.cast("char *", source), 8 * words) if source else None
+                   for _, _, source, _, words in rows]
+        queued = bytes(table), [bytes(s) if s is not None else None for s in sources]
+
+        def fill() -> None:
+            if (bytes(table), [bytes(s) if s is not None else None for s in sources]) != queued:
+                raise RuntimeError(f"a ring slot was written while its fill of 0x{dst:x} was queued")
+            for (first, step, _, word, words), source in zip(rows, queued[1]):
+                data = source if source is not None else b"".join(
+                    ((first + k * step) % 2**64).to_bytes(8, "little") for k in range(words))
+                self.backend.memcpy_htod(ctx, dst + 8 * word, data, stream, asynchronous=True)
+
+        self.device.hold(ctx, stream, self._failing_only_when_broken(ctx, fill))
+        return 0
+
     def _dtoh(self, dst, src, n, stream) -> int:
         ctx, stream = self._held_copy(src, n, stream)
         target = lane.ffi().buffer(lane.ffi().cast("char *", dst), n)
@@ -321,6 +356,7 @@ class _FakeLane(lane.Lane):
             slots = ffi.new("char[]", RING_SLOTS * RING_SLOT_BYTES)
             ring = ffi.new("rgpu_lane_ring *")
             ring.base, ring.slot_bytes, ring.slots = slots, RING_SLOT_BYTES, RING_SLOTS
+            ring.runs_fill = id(RUNS_FILL) if lane.fill_wanted() else 0
             first = len(self._rings) * RING_SLOTS  # (each ring's own: the device tells them apart)
             for i in range(RING_SLOTS):
                 ring.events[i] = first + i + 1

@@ -68,6 +68,12 @@ def wanted() -> bool:
     return os.environ.get("RGPU_LANE") != "0"
 
 
+def fill_wanted() -> bool:
+    """False under RGPU_RUNS_FILL=0, a benchmarking aid: coded copies are then decoded on the CPU and copied, never
+    filled on the device (rgpu.backends.runs_fill)."""
+    return os.environ.get("RGPU_RUNS_FILL") != "0"
+
+
 def ffi() -> cffi.FFI:
     return _ffi
 
