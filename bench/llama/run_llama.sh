@@ -204,11 +204,12 @@ PY
     timeline)  # when llama-bench (small-q8_0) enters and leaves its CUDA runtime calls, natively and through rgpu
       # alternating (bench/llama/call_timeline.c, preloaded ahead of whichever libcudart is loaded), then per step
       # (graph launch to graph launch) the time inside each call beside the program's own (timeline_summary.py);
-      # LLAMA_TIMELINE_TESTS: the llama-bench tests, LLAMA_TIMELINE_ROUNDS (2)
+      # LLAMA_TIMELINE_TESTS: the llama-bench tests, separated by ';'; LLAMA_TIMELINE_ROUNDS (2)
       gcc -O2 -shared -fPIC -I/usr/local/cuda/include -o $W/call_timeline.so bench/llama/call_timeline.c -ldl || exit 1
       shims; start_server timeline; through_rgpu; RGPU_RUN=$RUN
+      IFS=';' read -ra tests <<< "${LLAMA_TIMELINE_TESTS:--p 128 -n 0 -fa 0;-p 128 -n 0 -fa 1}"
       for round in $(seq ${LLAMA_TIMELINE_ROUNDS:-2}); do
-        for t in ${LLAMA_TIMELINE_TESTS:-"-p 128 -n 0 -fa 0" "-p 128 -n 0 -fa 1"}; do
+        for t in "${tests[@]}"; do
           name=$(echo "$t" | tr -d ' -')_r$round
           for mode in native rgpu; do
             RUN=""; [ $mode = rgpu ] && RUN=$RGPU_RUN
