@@ -131,10 +131,41 @@ def _python_decode(coded: bytes, size: int) -> bytes | None:
 def test_a_device_fill_plan_of_llama_inputs_and_of_sizes_it_leaves_to_decoding(runs_check):
     v_rows, mask32 = _v_rows(128, 1024, 256), _mask(128, 256, np.float32)
     long_run = _words(range(runs.MAX_COPY_BYTES // 8))  # (one run cut into entries of RGPU_RUNS_FILL_WORDS)
+    wrapping = _words([(7 + k * (2**63 + 3)) % 2**64 for k in range(10000)])  # (cut too, its step wrapping)
     literal = np.random.default_rng(3).bytes(4096)
-    cases = [("P", len(d), runs.encode(d)) for d in (v_rows, mask32, long_run, literal)]
+    cases = [("P", len(d), runs.encode(d)) for d in (v_rows, mask32, long_run, wrapping, literal)]
     cases.append(("P", 12, runs.encode(bytes(12))))  # (not whole words: decoded on the CPU instead)
-    assert runs_check(cases) == [v_rows, mask32, long_run, literal, None]
+    assert runs_check(cases) == [v_rows, mask32, long_run, wrapping, literal, None]
+
+
+async def _bound_stream(srv):
+    """A client, 256 KiB of device memory, a stream and the coded bytes Python copied first on it (the lane then
+    knows the stream)."""
+    c = await srv.connect()
+    p = await c.mem_alloc(256 << 10)
+    s = await c.stream_create()
+    good = _v_rows(8, 1024, 256)
+    await c.memcpy_htod_runs(p, runs.encode(good), len(good), s)
+    return c, p, s, good
+
+
+@pytest.mark.parametrize("fill", ["1", "0"])
+async def test_coded_copies_the_fill_leaves_to_decoding_arrive_the_same(fill, monkeypatch):
+    """An unaligned destination, and a coding whose plan would not fit the fake's ring (many one-word literals):
+    decoded instead (the fake refuses a fill that would fault on a GPU), with the same bytes either way."""
+    monkeypatch.setenv("RGPU_RUNS_FILL", fill)
+    async with running_server() as srv:
+        c, p, s, good = await _bound_stream(srv)
+        await c.memcpy_htod_runs(p + 4, runs.encode(good), len(good), s)
+        assert await c.memcpy_dtoh_async(p + 4, len(good), s) == good
+        segments = [(k.to_bytes(8, "little"), 1000 * k) for k in range(2048)]
+        literal_heavy = b"".join(runs.SEGMENT.pack(1, 4) + word + runs.RUN.pack(first, 3)
+                                 for word, first in segments)
+        expected = b"".join(word + _words([first + 3 * j for j in range(4)]) for word, first in segments)
+        assert len(literal_heavy) <= runs.MAX_CODED_BYTES
+        await c.memcpy_htod_runs(p, literal_heavy, len(expected), s)
+        assert await c.memcpy_dtoh_async(p, len(expected), s) == expected
+        await c.aclose()
 
 
 def test_what_the_c_encoder_codes_and_what_it_gives_up_on(runs_check):
@@ -184,12 +215,7 @@ async def test_a_wrong_coded_copy_fails_as_invalid_value_and_the_session_goes_on
     monkeypatch.setenv("RGPU_LANE", lane)
     monkeypatch.setenv("RGPU_RUNS_FILL", fill)
     async with running_server() as srv:
-        c = await srv.connect()
-        p = await c.mem_alloc(256 << 10)
-        s = await c.stream_create()
-        good = _v_rows(8, 1024, 256)
-        # (a good one first: the lane then knows the stream, and decodes -- and refuses -- the wrong ones itself)
-        await c.memcpy_htod_runs(p, runs.encode(good), len(good), s)
+        c, p, s, good = await _bound_stream(srv)  # (the lane then decodes -- and refuses -- the wrong ones itself)
         assert await c.memcpy_dtoh_async(p, len(good), s) == good
         wrong = [(runs.encode(good)[:-8], len(good)),  # one word short
                  (runs.encode(good), len(good) + 8),  # one word more said than coded

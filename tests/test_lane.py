@@ -13,7 +13,7 @@ from rgpu.backends.base import MAX_PARAM_BYTES
 from rgpu.backends.fake import FakeBackend
 from rgpu.errors import ProtocolError
 from rgpu.kernels import load
-from rgpu.protocol import ops
+from rgpu.protocol import ops, runs
 from rgpu.protocol.frames import FLAG_NO_REPLY, Frame, frame_bytes
 from rgpu.serving.loop import next_action
 from rgpu.session.state import Session
@@ -52,7 +52,11 @@ class Recorder:
 
     def _recorder(self, name):
         def record(*args):
-            if name == "launch_kernel":
+            if name == "launch_kernel" and args[-1] == ffi.NULL:  # (the lane's own fill: its plan and dst)
+                params = args[9]
+                plan, dst = (ffi.cast("unsigned long long *", params[i])[0] for i in (0, 1))
+                args = (*args[:9], plan, dst)
+            elif name == "launch_kernel":
                 extra = args[-1]
                 size = ffi.cast("size_t *", extra[3])[0]
                 tags = [int(ffi.cast("uintptr_t", extra[i])) for i in (0, 2, 4)]
@@ -639,3 +643,47 @@ def test_in_a_session_batch_norms_run_in_the_lane_once_python_ran_one(fake_sessi
     assert s.calls_by_op[ops.DNN_BN_INFERENCE.code] == 3 and not s.take_deferred_error()
     _batch(s, [bn(13, z + 48)])  # 16 bytes left of z's 64: C leaves it, Python refuses it
     assert ran[-1] == (0, 0) and s.take_deferred_error()
+
+
+def runs_record(dst, size, coded, stream=STREAM, request_id=7):
+    return record(ops.MEMCPY_HTOD_RUNS, request_id, dst, stream, size, bulk=coded)
+
+
+def test_a_coded_copy_is_filled_by_the_rings_kernel_only_into_an_allocation_of_its_context(fast, driver, ring):
+    """A plan in the slots, the kernel launched on the bound stream and the slots marked -- where the ring has the
+    kernel, the copy is of whole words to an aligned place, and the region is an allocation of the stream's
+    context; decoded into the slots and copied otherwise."""
+    one_run = runs.SEGMENT.pack(0, 4) + runs.RUN.pack(5, 2)  # 4 words: 5, 7, 9, 11
+    decoded = b"".join(v.to_bytes(8, "little") for v in (5, 7, 9, 11))
+    ring.runs_fill = 0xF1
+    fast.set_regions([(0x1000, 0x100)], [0x10])
+    assert run(fast, runs_record(0x1000, 32, one_run)).status == 0
+    (fill,) = driver.named("launch_kernel")
+    plan_at = fill[9]
+    assert fill[:9] == (0xF1, 1, 1, 1, 256, 1, 1, 0, 0x30) and fill[10] == 0x1000
+    assert bytes(ffi.buffer(ffi.cast("char *", plan_at), 32)) == struct.pack("<QQQII", 5, 2, 0, 0, 4)
+    assert driver.named("memcpy_htod_async") == [] and driver.named("event_record")
+    for regions, fills, dst in [([(0x1000, 0x100)], [0x11], 0x1000),  # another context's allocation
+                                ([(0x1000, 0x100)], None, 0x1000),  # a module's global
+                                ([(0x1000, 0x100)], [0x10], 0x1004)]:  # not aligned
+        driver.calls.clear()
+        fast.set_regions(regions, fills)
+        assert run(fast, runs_record(dst, 32, one_run)).status == 0
+        assert driver.named("launch_kernel") == []
+        assert driver.named("memcpy_htod_async")[0][:3] == (dst, decoded, 32)
+    driver.calls.clear()
+    fast.set_regions([(0x1000, 0x100)], [0x10])
+    ring.runs_fill = 0  # no kernel in this ring
+    assert run(fast, runs_record(0x1000, 32, one_run)).status == 0
+    assert driver.named("launch_kernel") == [] and len(driver.named("memcpy_htod_async")) == 1
+
+
+def test_a_coded_copy_the_lane_cannot_plan_or_decode_is_pythons(fast, driver, ring):
+    ring.runs_fill = 0xF1
+    fast.set_regions([(0x1000, 0x100)], [0x10])
+    many = b"".join(runs.SEGMENT.pack(1, 4) + bytes(8) + runs.RUN.pack(0, 1) for _ in range(2))  # a 144-byte plan
+    for coded, size in [(many, 80), (runs.SEGMENT.pack(0, 4) + runs.RUN.pack(5, 2), 40)]:  # too big; a word short
+        batch = runs_record(0x1000, size, coded)
+        assert run(fast, batch).pos == 0
+    assert [c[0] for c in driver.calls] == ["ctx_set_current"] * 2  # (nothing queued)
+

@@ -231,7 +231,7 @@ int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n)
 struct plan {
     size_t entries, literal_words; /* counted; then, writing, those placed so far */
     uint8_t *out;                  /* NULL while counting */
-    size_t literals_at;            /* where in out the literal words go: after the entries */
+    size_t literals_at, cap;       /* where in out the literal words go (after the entries), and out's size */
 };
 
 static void put_entry(struct plan *p, uint64_t first, uint64_t step, uint64_t source, size_t word, size_t words)
@@ -245,6 +245,12 @@ static void put_entry(struct plan *p, uint64_t first, uint64_t step, uint64_t so
 static int plan_segment(const struct segment *s, void *arg)
 {
     struct plan *p = arg;
+    /* (writing, a segment must fit what counting found: checked first, whatever the caller passed) */
+    size_t entries = (s->literal + RGPU_RUNS_FILL_WORDS - 1) / RGPU_RUNS_FILL_WORDS +
+                     (s->run + RGPU_RUNS_FILL_WORDS - 1) / RGPU_RUNS_FILL_WORDS;
+    if (p->out && (entries > p->literals_at / RGPU_RUNS_FILL_ENTRY - p->entries ||
+                   s->literal > (p->cap - p->literals_at) / 8 - p->literal_words))
+        return -1;
     for (size_t k = 0; k < s->literal; k += RGPU_RUNS_FILL_WORDS) {
         size_t words = s->literal - k < RGPU_RUNS_FILL_WORDS ? s->literal - k : RGPU_RUNS_FILL_WORDS;
         if (p->out) {
@@ -263,9 +269,11 @@ static int plan_segment(const struct segment *s, void *arg)
     return 0;
 }
 
+_Static_assert(RGPU_RUNS_MAX_COPY_BYTES / 8 <= UINT32_MAX, "a plan's word fields are u32");
+
 int rgpu_runs_plan_size(const uint8_t *coded, size_t len, size_t n, size_t *entries, size_t *bytes)
 {
-    struct plan p = {0, 0, NULL, 0};
+    struct plan p = {0, 0, NULL, 0, 0};
     if (n % 8 || walk(coded, len, n, plan_segment, &p))
         return -1;
     *entries = p.entries;
@@ -273,10 +281,13 @@ int rgpu_runs_plan_size(const uint8_t *coded, size_t len, size_t n, size_t *entr
     return 0;
 }
 
-int rgpu_runs_plan(const uint8_t *coded, size_t len, size_t n, uint8_t *out, size_t entries)
+int rgpu_runs_plan(const uint8_t *coded, size_t len, size_t n, uint8_t *out, size_t entries, size_t bytes)
 {
-    struct plan p = {0, 0, out, entries * RGPU_RUNS_FILL_ENTRY};
-    if (n % 8 || walk(coded, len, n, plan_segment, &p) || p.entries != entries)
+    if (entries > bytes / RGPU_RUNS_FILL_ENTRY)
+        return -1;
+    struct plan p = {0, 0, out, entries * RGPU_RUNS_FILL_ENTRY, bytes};
+    if (n % 8 || walk(coded, len, n, plan_segment, &p) || p.entries != entries ||
+        p.literals_at + 8 * p.literal_words != bytes)
         return -1;
     return 0;
 }

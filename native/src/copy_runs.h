@@ -23,10 +23,11 @@ int rgpu_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t n);
  * (first + k * step) where source is 0, else the 8-byte words at address `source`, which the plan places after the
  * entries (the address is out's own: page-locked memory the device reads at the same address). For n a multiple
  * of 8 only. rgpu_runs_plan_size checks the coding as rgpu_runs_decode does (-1 where it would refuse it) and
- * gives the entries and the bytes the plan takes; rgpu_runs_plan writes it to out (those bytes; 8-byte aligned). */
+ * gives the entries and the bytes the plan takes; rgpu_runs_plan writes it to out (8-byte aligned, `bytes` long:
+ * it writes nothing past them, and -1 where the plan is not exactly those entries and bytes). */
 #define RGPU_RUNS_FILL_ENTRY 32
 #define RGPU_RUNS_FILL_WORDS 4096
 int rgpu_runs_plan_size(const uint8_t *coded, size_t len, size_t n, size_t *entries, size_t *bytes);
-int rgpu_runs_plan(const uint8_t *coded, size_t len, size_t n, uint8_t *out, size_t entries);
+int rgpu_runs_plan(const uint8_t *coded, size_t len, size_t n, uint8_t *out, size_t entries, size_t bytes);
 
 #endif

@@ -23,7 +23,7 @@ static int plan_check(const uint8_t *in, size_t len, uint8_t *out, size_t n)
     if (rgpu_runs_plan_size(in, len, n, &entries, &bytes))
         return -1;
     uint8_t *plan = aligned_alloc(8, bytes ? (bytes + 7) / 8 * 8 : 8);
-    if (!plan || rgpu_runs_plan(in, len, n, plan, entries))
+    if (!plan || rgpu_runs_plan(in, len, n, plan, entries, bytes))
         return 2;
     memset(out, 0xA5, n); /* (a word no entry writes shows) */
     for (size_t e = 0; e < entries; e++) {

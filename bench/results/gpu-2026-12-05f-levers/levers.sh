@@ -22,7 +22,10 @@ source tools/gpu_setup.sh || exit 1
 nvidia-smi -L | tee -a $S
 read -ra levers <<< "${LEVERS:-base block head_read owed_sync packed_slots}"
 n=${#levers[@]}
-apply() { local p; for p in ${1//+/ }; do [ $p = base ] || [[ $p == *=* ]] || git apply ${2:-} $P/c_loop_$p.patch || return 1; done; }
+apply() {
+  local p
+  for p in ${1//+/ }; do [ $p = base ] || [[ $p == *=* ]] || git apply ${2:-} $P/c_loop_$p.patch || return 1; done
+}
 settings() { local p; for p in ${1//+/ }; do [[ $p == *=* ]] && echo "$p"; done; }
 for round in $(seq ${LEVER_ROUNDS:-3}); do
   [ $SECONDS -gt ${LEVER_BUDGET_S:-470} ] && { echo "budget spent before round $round" | tee -a $S; break; }

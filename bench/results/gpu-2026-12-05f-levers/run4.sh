@@ -38,7 +38,8 @@ echo "=== A/B ($SECONDS s)" | tee -a $S
 LEVERS="RGPU_RUNS_FILL=0 base" LEVER_ROUNDS=${RUN4_ROUNDS:-5} LEVER_BUDGET_S=${RUN4_AB_S:-150} \
   bash bench/results/gpu-2026-12-05f-levers/levers.sh > $R/levers.txt 2>&1
 echo "=== timeline ($SECONDS s)" | tee -a $S
-OUT=$R/timeline RGPU_SETUP_WHEELS=0 LLAMA_TIMELINE_ROUNDS=1 bash bench/llama/run_llama.sh timeline > $R/timeline.txt 2>&1
+OUT=$R/timeline RGPU_SETUP_WHEELS=0 LLAMA_TIMELINE_ROUNDS=1 bash bench/llama/run_llama.sh timeline \
+  > $R/timeline.txt 2>&1
 grep -E "rc=|step period|outside|in cuda|pp128" $R/timeline.txt | tee -a $S
 echo "done ($SECONDS s)" | tee -a $S
 tar -C $R -czf $OUT/run4.tgz --exclude='*.gguf' .

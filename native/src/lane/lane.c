@@ -49,7 +49,7 @@ struct rgpu_lane {
     struct binding table[BINDINGS];
     size_t bound;
     struct lane_dnn_bound dnn;
-    const uint64_t *starts, *sizes;
+    const uint64_t *starts, *sizes, *fill_ctx;
     size_t regions;
     unsigned long long calls[COUNTS], ns[COUNTS], replies[COUNTS];
     size_t param_size; /* what `extra` hands the driver */
@@ -168,13 +168,14 @@ void rgpu_lane_forget(rgpu_lane *lane)
 
 struct lane_dnn_bound *lane_dnn_bound(rgpu_lane *lane) { return &lane->dnn; }
 
-void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64_t *sizes, size_t count)
+void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64_t *sizes, const uint64_t *fill_ctx,
+                           size_t count)
 {
-    lane->starts = starts, lane->sizes = sizes, lane->regions = count;
+    lane->starts = starts, lane->sizes = sizes, lane->fill_ctx = fill_ctx, lane->regions = count;
 }
 
-/* Whether [ptr, ptr + n) lies inside one region of the session (AllocationMap.check). */
-int lane_owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n)
+/* The region [ptr, ptr + n) lies inside (AllocationMap.check), or -1. */
+static long region_of(const rgpu_lane *lane, uint64_t ptr, uint64_t n)
 {
     size_t lo = 0, hi = lane->regions; /* the first region starting after ptr */
     while (lo < hi) {
@@ -185,9 +186,18 @@ int lane_owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n)
             hi = mid;
     }
     if (lo == 0)
-        return 0;
+        return -1;
     uint64_t start = lane->starts[lo - 1], size = lane->sizes[lo - 1], offset = ptr - start;
-    return offset <= size && n <= size - offset;
+    return offset <= size && n <= size - offset ? (long)(lo - 1) : -1;
+}
+
+int lane_owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n) { return region_of(lane, ptr, n) >= 0; }
+
+/* Whether the lane's own kernel may write [ptr, ptr + n) from context `ctx`: an allocation of that context's. */
+static int fill_owned(const rgpu_lane *lane, uint64_t ptr, uint64_t n, uintptr_t ctx)
+{
+    long i = region_of(lane, ptr, n);
+    return i >= 0 && lane->fill_ctx && ctx && lane->fill_ctx[i] == (uint64_t)ctx;
 }
 
 int rgpu_lane_check_batch(const uint8_t *batch, size_t len, size_t max_record)
@@ -365,10 +375,10 @@ int rgpu_lane_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t
 }
 
 /* Filled on the device from a plan in the ring's slots where the ring has the fill kernel and the copy is of
- * whole, aligned words (a step of llama.cpp at fa 0 codes 1 MiB of V row indices as ~1,000 runs: decoding them
- * here and copying the 1 MiB took ~45 us of the worker and ~40 us of the GPU before the step's graph); else decoded
- * straight into the slots and copied. Anything amiss (a size over the most, a coding that does not stand for
- * exactly `size` bytes) is Python's to refuse with its message: nothing was sent yet. */
+ * whole, aligned words to an allocation of the stream's context. (A step of llama.cpp at fa 0 codes 1 MiB of V row
+ * indices as ~100 runs: decoding them here and copying the 1 MiB took ~45 us of the worker and a copy before the
+ * step's graph.) Else decoded straight into the slots and copied. Anything amiss (a size over the most, a coding
+ * that does not stand for exactly `size` bytes) is Python's to refuse with its message: nothing was sent yet. */
 static int htod_runs(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
     struct rgpu_memcpy_htod_runs_req m;
@@ -381,15 +391,16 @@ static int htod_runs(rgpu_lane *lane, const struct lane_record *r, const char **
                                           &ctx, &stream, &code, what);
     if (!ring)
         return code;
-    size_t most = ring->slot_bytes * (size_t)(ring->slots / 2); /* (what one copy may take: the fake's ring is small) */
-    if (ring->runs_fill && !(m.dst % 8) && !(m.size % 8)) {
+    size_t most = ring->slot_bytes * (size_t)(ring->slots / 2); /* (one copy's most: the fake's ring is small) */
+    /* (a kernel, unlike a copy, cannot write another context's memory or a module's constants) */
+    if (ring->runs_fill && !(m.dst % 8) && !(m.size % 8) && fill_owned(lane, m.dst, m.size, ctx)) {
         if (rgpu_runs_plan_size(r->bulk, r->bulk_len, m.size, &entries, &bytes))
             return -1;
         if (bytes <= most) {
             char *slots = lane_ring_slots(&lane->d, ring, bytes, &first, what, &code);
             if (!slots)
                 return code;
-            if (rgpu_runs_plan(r->bulk, r->bulk_len, m.size, (uint8_t *)slots, entries))
+            if (rgpu_runs_plan(r->bulk, r->bulk_len, m.size, (uint8_t *)slots, entries, bytes))
                 return -1;
             return lane_ring_fill_slots(&lane->d, ring, first, bytes, entries, m.dst, stream, what);
         }

@@ -139,9 +139,12 @@ int rgpu_lane_bind_dnn_execute(rgpu_lane *lane, const rgpu_lane_dnn *dnn, uint64
                                uintptr_t plan_obj, uintptr_t pack_obj, const uint64_t *starts,
                                const uint64_t *sizes, size_t ranges);
 
-/* The session's device regions, sorted by start, not overlapping: [starts[i], starts[i] + sizes[i]). The
- * arrays are the caller's and must outlive the next set_regions (or the lane). */
-void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64_t *sizes, size_t count);
+/* The session's device regions, sorted by start, not overlapping: [starts[i], starts[i] + sizes[i]); fill_ctx[i]
+ * (fill_ctx may be NULL: 0 for every region) the driver context, as bound, whose streams the lane's own kernel may
+ * write region i from -- the context of an allocation -- or 0: never (a module's global). The arrays are the
+ * caller's and must outlive the next set_regions (or the lane). */
+void rgpu_lane_set_regions(rgpu_lane *lane, const uint64_t *starts, const uint64_t *sizes, const uint64_t *fill_ctx,
+                           size_t count);
 
 /* 0 when the batch body [0, len) tiles exactly into length-prefixed records of at most max_record bytes. */
 int rgpu_lane_check_batch(const uint8_t *batch, size_t len, size_t max_record);

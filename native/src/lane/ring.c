@@ -103,8 +103,12 @@ int lane_ring_send_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first
 int lane_ring_fill_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, size_t n, size_t entries,
                          unsigned long long dst, uintptr_t stream, const char **what)
 {
+    if (!r->runs_fill || !entries || entries > 0x7fffffffu) {
+        *what = "copy ring (no fill kernel, or a plan of no entries)"; /* (a caller's mistake) */
+        return 1;
+    }
     int code, count = claim(r, first, n, what);
-    if (count < 0 || !r->runs_fill || !entries || entries > 0x7fffffffu)
+    if (count < 0)
         return 1;
     unsigned long long plan = (unsigned long long)(uintptr_t)(r->base + (size_t)first * r->slot_bytes), to = dst;
     void *params[2] = {&plan, &to};

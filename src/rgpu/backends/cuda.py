@@ -255,7 +255,8 @@ class CudaBackend(CudaGraphs, CudaJitLink, CudaArrays, CudaIpc, CudaMemOps, Cuda
         return copy
 
     def _copy_ring(self, ctx) -> CopyRing:
-        return self._per_context(self._copy_rings, ctx, CopyRing)
+        # (no module is loaded while a capture of the session's is under way: it would be captured beside it)
+        return self._per_context(self._copy_rings, ctx, lambda: CopyRing(fill=self._captures_begun == 0))
 
     def make_lane(self):
         lib = lane.library()

@@ -35,7 +35,9 @@ _ffi.cdef("""
     int cuModuleLoadData(uintptr_t *module, const void *image);
     int cuModuleGetFunction(uintptr_t *function, uintptr_t module, const char *name);
     int cuModuleUnload(uintptr_t module);
+    int cuFuncGetAttribute(int *value, int attribute, uintptr_t function);
 """)
+_FUNC_MAX_THREADS_PER_BLOCK = 0
 log = logging.getLogger("rgpu.cuda")
 _fill_refused: list[int] = []  # the driver's answer when it would not load the fill kernel (logged once)
 _EVENT_DISABLE_TIMING = 2
@@ -55,9 +57,10 @@ def available() -> bool:
 class CopyRing:
     """SLOTS page-locked slots of SLOT_BYTES in one context, used in turn. Made and used with that context
     current; one thread at a time (a session's calls run one by one). `ring` is the rgpu_lane_ring * the
-    fast lane copies through."""
+    fast lane copies through. `fill`: load the fill kernel (rgpu.backends.runs_fill) for the lane's coded copies.
+    """
 
-    def __init__(self) -> None:
+    def __init__(self, fill: bool = True) -> None:
         self._cuda = driver(_ffi)
         self._lib = lane.library()
         self._driver = lane.libcuda_driver()
@@ -79,7 +82,7 @@ class CopyRing:
         except CudaError:
             self.close()
             raise
-        self._module = self._fill_kernel() if lane.fill_wanted() else 0
+        self._module = self._fill_kernel() if fill and lane.fill_wanted() else 0
 
     def _fill_kernel(self) -> int:
         """rgpu_runs_fill loaded in this context, its function in the ring; its module, or 0 where the driver would
@@ -88,7 +91,12 @@ class CopyRing:
         code = self._cuda.cuModuleLoadData(module, runs_fill.PTX)
         if code == 0:
             code = self._cuda.cuModuleGetFunction(function, module[0], runs_fill.NAME)
+            # (asking an attribute loads the function now, where CUDA_MODULE_LOADING=LAZY would load it at its
+            # first launch, in the middle of a program's stream; and the lane launches blocks of runs_fill.THREADS)
+            threads = _ffi.new("int *")
             if code == 0:
+                code = self._cuda.cuFuncGetAttribute(threads, _FUNC_MAX_THREADS_PER_BLOCK, function[0])
+            if code == 0 and threads[0] >= runs_fill.THREADS:
                 self.ring.runs_fill = function[0]
                 return module[0]
             self._cuda.cuModuleUnload(module[0])

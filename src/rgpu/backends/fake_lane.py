@@ -24,6 +24,7 @@ log = logging.getLogger("rgpu.fake")
 _ATTRIBUTE_SIZE = ops.LAUNCH_ATTRIBUTE_SIZE  # CUlaunchAttribute: id, padding, 64-byte value
 _NOT_LANDED = 0xA5  # a copy back's slot until the device writes it
 _FILL_ENTRY = struct.Struct("<QQQII")  # rgpu_runs_fill's plan entry (rgpu.backends.runs_fill)
+_FILL_WORDS = 4096  # the most words of one entry (copy_runs.h, RGPU_RUNS_FILL_WORDS)
 
 
 class _RunsFill:
@@ -279,6 +280,12 @@ class FakeLaneDriver:
         ffi = lane.ffi()
         table = ffi.buffer(ffi.cast("char *", plan), entries * _FILL_ENTRY.size)
         rows = list(_FILL_ENTRY.iter_unpack(bytes(table)))
+        # (what would fault or go astray on a GPU is the lane's mistake: an unaligned store or load, an entry over
+        # the kernel's stride, a literal outside the plan's tail)
+        tail = plan + entries * _FILL_ENTRY.size
+        if dst % 8 or plan % 8 or any(words > _FILL_WORDS or source % 8 or (source and source < tail)
+                                      for _, _, source, _, words in rows):
+            raise RuntimeError(f"a fill plan the kernel cannot run (to 0x{dst:x})")
         end = max(word + words for _, _, _, word, words in rows)
         ctx, stream = self._held_copy(dst, 8 * end, stream)
         sources = [ffi.buffer(ffi.cast("char *", source), 8 * words) if source else None

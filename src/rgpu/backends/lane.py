@@ -242,13 +242,19 @@ class Lane:
         for release in releases:
             release()
 
-    def set_regions(self, regions: Iterable[tuple[int, int]]) -> None:
-        """(start, size) of every device region the session may name, sorted by start."""
+    def set_regions(self, regions: Iterable[tuple[int, int]], fill_contexts: Iterable[object] | None = None) -> None:
+        """(start, size) of every device region the session may name, sorted by start; `fill_contexts`, beside them,
+        the backend context of each allocation (None for any other region): the lane's own kernel writes coded
+        copies only into an allocation of the copy's context."""
         pairs = list(regions)
+        contexts = list(fill_contexts) if fill_contexts is not None else [None] * len(pairs)
+        if len(contexts) != len(pairs):
+            raise ValueError("a fill context for each region")
         starts = _ffi.new("uint64_t[]", [p[0] for p in pairs] or [0])
         sizes = _ffi.new("uint64_t[]", [p[1] for p in pairs] or [0])
-        self._lib.rgpu_lane_set_regions(self._lane, starts, sizes, len(pairs))
-        self._regions = (starts, sizes)
+        fill = _ffi.new("uint64_t[]", [self._address(c) if c is not None else 0 for c in contexts] or [0])
+        self._lib.rgpu_lane_set_regions(self._lane, starts, sizes, fill, len(pairs))
+        self._regions = (starts, sizes, fill)
 
     def view(self, batch):
         """The batch's bytes as the lane reads them (no copy); valid while `batch` is."""

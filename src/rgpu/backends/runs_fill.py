@@ -9,11 +9,15 @@ any driver since CUDA 10 takes it). One block per plan entry of 32 bytes -- firs
 word:u32 words:u32 -- writing words [word, word + words) of dst: first + k * step, or where source is not 0 the
 8-byte words at source (page-locked host memory, which the device reads at the host's address). The plan is the
 worker's, made from a coding it checked, and every entry lies within the copy's checked destination; so the kernel
-trusts it. tests/test_coded_copies.py applies plans as this kernel does; tests/gpu runs it."""
+trusts it. The lane (native/src/lane/ring.c) launches blocks of THREADS.
+
+native/tests/runs_check.c applies plans as this kernel does (tests/test_coded_copies.py), and so does the fake
+backend; tests/gpu/test_coded_fill_gpu.py runs it on a GPU."""
 
 from __future__ import annotations
 
 NAME = b"rgpu_runs_fill"
+THREADS = 256  # ring.c's FILL_THREADS
 
 PTX = b"""
 .version 6.0

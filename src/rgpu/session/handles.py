@@ -237,6 +237,10 @@ class AllocationMap:
         """(start, size) of every region, by start: what check() searches."""
         return [(start, self._regions[start].size) for start in self._starts]
 
+    def regions_by_start(self) -> list[Region]:
+        """Every region, by start (the order of spans())."""
+        return [self._regions[start] for start in self._starts]
+
     def allocation_count(self) -> int:
         """cuMemAlloc allocations held; safe from another thread."""
         return sum(1 for r in list(self._regions.values()) if r.owner == "alloc")

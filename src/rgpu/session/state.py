@@ -247,9 +247,21 @@ class Session:
         """The fast lane, its bindings and regions brought up to date (before each of its runs)."""
         self._forget_bound_calls_if_stale()
         if self._lane_regions_at != self.memory.changes:
-            self.lane.set_regions(self.memory.spans())
+            regions = self.memory.regions_by_start()
+            self.lane.set_regions([(r.start, r.size) for r in regions], [self._fill_context(r) for r in regions])
             self._lane_regions_at = self.memory.changes
         return self.lane
+
+    def _fill_context(self, region):
+        """The backend context whose streams the lane's fill kernel may write `region` from -- an allocation's,
+        cuMemAlloc's or a pool's -- or None: a module's global (constants among them) and a virtual memory mapping
+        (whose access is set per device, not per context) are written by copies only."""
+        if region.owner not in ("alloc", "pool"):
+            return None
+        try:
+            return self.handles.get(region.ctx, Kind.CONTEXT).obj
+        except CudaError:
+            return None
 
     def _forget_bound_calls_if_stale(self) -> None:
         """Launchers, copiers and the lane's bindings hold backend objects: once a handle one was resolved from has
