@@ -4,7 +4,6 @@ other, the C stand-ins sending llama.cpp-shaped inputs coded, and coded requests
 from __future__ import annotations
 
 import json
-import math
 import struct
 import subprocess
 
@@ -16,6 +15,7 @@ from rgpu.cli import local_server
 from rgpu.errors import CudaError, Status
 from rgpu.protocol import ops, runs
 
+from .coded_shapes import mask as _mask, v_rows as _v_rows, words as _words
 from .conftest import running_server, wait_for_stats_record
 from .test_hostile_server import REPO, SANITIZE, CorruptingProxy, _with
 from .test_native import run
@@ -40,19 +40,6 @@ def runs_check(tmp_path_factory, request):
         return [None if line == b"-" else bytes.fromhex(line.decode()) for line in out]
 
     return c_side
-
-
-def _words(values) -> bytes:
-    return np.array(values, dtype=np.uint64).tobytes()
-
-
-def _v_rows(tokens: int, rows: int, kv_size: int) -> bytes:
-    """llama.cpp's V row indices at flash attention off (llama_kv_cache::set_input_v_idxs)."""
-    return _words([j * kv_size + i for i in range(tokens) for j in range(rows)])
-
-
-def _mask(tokens: int, n_kv: int, dtype) -> bytes:
-    return np.array([[0.0 if j <= i else -math.inf for j in range(n_kv)] for i in range(tokens)], dtype=dtype).tobytes()
 
 
 # Bytes with runs in them: stretches of progressions (wrapping ones too) and of noise, and a tail.

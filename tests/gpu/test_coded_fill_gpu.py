@@ -14,7 +14,7 @@ import pytest
 from rgpu.protocol import runs
 
 from ..conftest import running_server
-from ..test_coded_copies import _mask, _v_rows, _words
+from ..coded_shapes import mask as _mask, v_rows as _v_rows, words as _words
 
 pytestmark = pytest.mark.skipif(os.environ.get("RGPU_TEST_BACKEND") != "cuda",
                                 reason="GPU box only (RGPU_TEST_BACKEND=cuda)")
