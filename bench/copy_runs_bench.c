@@ -1,6 +1,7 @@
-/* What coding a copy costs (native/src/copy_runs.c, docs/protocol.md "Coded copies"): the C stand-ins' encoder and
- * the worker's decoder on llama.cpp-shaped inputs and on bytes that do not code, microseconds per call (best of 200
- * calls' mean over 5 tries), beside the coded size. Build and run from the repository root:
+/* What coding a copy costs (native/src/copy_runs.c, docs/protocol.md "Coded copies"): the C stand-ins' encoder, the
+ * worker's decoder and its plan for the device fill (rgpu_runs_plan_size and rgpu_runs_plan: what the worker does
+ * instead of decoding where the fill kernel writes the copy) on llama.cpp-shaped inputs and on bytes that do not
+ * code, microseconds per call (best of 200 calls' mean over 5 tries), beside the coded size and the plan's. Build and run from the repository root:
  *   gcc -O2 -Inative/src -Inative/gen bench/copy_runs_bench.c native/src/copy_runs.c -lm -o /tmp/copy_runs_bench
  *   /tmp/copy_runs_bench */
 #include <math.h>
@@ -22,9 +23,9 @@ static double now(void)
 
 static void bench(const char *name, const uint8_t *src, size_t n)
 {
-    uint8_t *coded = malloc(n), *back = malloc(n);
-    size_t len = 0;
-    double enc = 1e9, dec = 1e9;
+    uint8_t *coded = malloc(n), *back = malloc(n), *plan = malloc(n);
+    size_t len = 0, entries = 0, bytes = 0;
+    double enc = 1e9, dec = 1e9, pln = 1e9;
     int same = 0;
     for (int tries = 0; tries < 5; tries++) {
         double a = now();
@@ -35,17 +36,25 @@ static void bench(const char *name, const uint8_t *src, size_t n)
         for (int r = 0; len && r < 200; r++)
             decoded += rgpu_runs_decode(coded, len, back, n) == 0;
         double c = now();
+        int planned = 0;
+        for (int r = 0; len && r < 200; r++)
+            planned += !rgpu_runs_plan_size(coded, len, n, &entries, &bytes) && bytes <= n &&
+                       !rgpu_runs_plan(coded, len, n, plan, entries, bytes);
+        double d = now();
         same = decoded == 200 && !memcmp(src, back, n);
         enc = (b - a) / 200 < enc ? (b - a) / 200 : enc;
         dec = (c - b) / 200 < dec ? (c - b) / 200 : dec;
+        pln = planned == 200 && (d - c) / 200 < pln ? (d - c) / 200 : pln;
     }
     if (len)
-        printf("%-34s %8zu bytes -> %6zu coded: encode %6.1f us, decode %6.1f us%s\n", name, n, len, enc * 1e6,
-               dec * 1e6, same ? "" : " (DIFFERENT)");
+        printf("%-34s %8zu bytes -> %6zu coded: encode %6.1f us, decode %6.1f us, plan %5.2f us (%zu entries, "
+               "%zu bytes)%s\n", name, n, len, enc * 1e6, dec * 1e6, pln * 1e6, entries, bytes,
+               same ? "" : " (DIFFERENT)");
     else
         printf("%-34s %8zu bytes, not coded: gave up after %6.1f us\n", name, n, enc * 1e6);
     free(coded);
     free(back);
+    free(plan);
 }
 
 int main(void)

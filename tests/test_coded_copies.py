@@ -248,8 +248,8 @@ async def test_without_the_lane_library_the_worker_decodes_in_python(monkeypatch
 
 
 @pytest.mark.parametrize("server_env,client_env,coded", [
-    ({}, {}, 12),  # the C request loop and the fast lane (fills planned in slots), Python's path for what they cannot
-    ({"RGPU_RUNS_FILL": "0"}, {}, 12),  # the fast lane decoding into slots, Python's path for what the fake's cannot
+    ({}, {}, 12),  # the C request loop and the fast lane (slots), Python's path for what the fake's ring cannot take
+    ({"RGPU_RUNS_FILL": "1"}, {}, 12),  # the fast lane's fills planned in slots, decoding or Python for the rest
     ({"RGPU_LANE": "0"}, {}, 12),  # Python's path only
     ({}, {"RGPU_CODED_COPIES": "0"}, 0),  # sent as they are
     ({}, {"RGPU_PSK": "yes"}, 12),  # sealed

@@ -676,6 +676,13 @@ def test_a_coded_copy_is_filled_by_the_rings_kernel_only_into_an_allocation_of_i
     ring.runs_fill = 0  # no kernel in this ring
     assert run(fast, runs_record(0x1000, 32, one_run)).status == 0
     assert driver.named("launch_kernel") == [] and len(driver.named("memcpy_htod_async")) == 1
+    driver.calls.clear()
+    ring.runs_fill, ring.fill_min = 0xF1, 40  # a kernel, but for bigger copies only
+    assert run(fast, runs_record(0x1000, 32, one_run)).status == 0
+    assert driver.named("launch_kernel") == [] and len(driver.named("memcpy_htod_async")) == 1
+    ring.fill_min = 32
+    assert run(fast, runs_record(0x1000, 32, one_run)).status == 0
+    assert len(driver.named("launch_kernel")) == 1
 
 
 def test_a_coded_copy_the_lane_cannot_plan_or_decode_is_pythons(fast, driver, ring):

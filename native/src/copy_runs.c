@@ -182,7 +182,8 @@ struct segment {
     uint64_t first, step;    /* the run's */
 };
 
-static int walk(const uint8_t *coded, size_t len, size_t n, int (*each)(const struct segment *, void *), void *arg)
+static inline __attribute__((always_inline)) int walk(const uint8_t *coded, size_t len, size_t n,
+                                                     int (*each)(const struct segment *, void *), void *arg)
 {
     size_t words = n / 8, tail = n % 8, done = 0, at = 0;
     if (!n || n > RGPU_RUNS_MAX_COPY_BYTES || len > RGPU_RUNS_MAX_CODED_BYTES || len < tail)
@@ -237,8 +238,8 @@ struct plan {
 static void put_entry(struct plan *p, uint64_t first, uint64_t step, uint64_t source, size_t word, size_t words)
 {
     uint8_t *e = p->out + RGPU_RUNS_FILL_ENTRY * p->entries;
-    rgpu_put_u64(e, first), rgpu_put_u64(e + 8, step), rgpu_put_u64(e + 16, source);
-    rgpu_put_u32(e + 24, (uint32_t)word), rgpu_put_u32(e + 28, (uint32_t)words);
+    put_word(e, first), put_word(e + 8, step), put_word(e + 16, source);
+    put_word(e + 24, (uint64_t)(uint32_t)word | (uint64_t)(uint32_t)words << 32); /* (word:u32 words:u32, LE) */
 }
 
 /* A segment's literal words, then its run, each cut into entries of at most RGPU_RUNS_FILL_WORDS words. */

@@ -28,9 +28,10 @@ SHAPES = {
 }
 
 
-async def test_coded_copies_arrive_filled_on_the_device_or_decoded():
+async def test_coded_copies_arrive_filled_on_the_device_or_decoded(monkeypatch):
     from rgpu.backends.cuda import CudaBackend
 
+    monkeypatch.setenv("RGPU_RUNS_FILL", "1")
     backend = CudaBackend()
     backend.init()
     async with running_server(isolation="thread", backend=backend) as srv:

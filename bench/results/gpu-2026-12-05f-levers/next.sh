@@ -3,7 +3,8 @@
 # H100): what this session could not run, in order of need.
 #   1. tests/gpu/test_coded_fill_gpu.py: the device fill after the review's fixes (e266612), on the GPU
 #   2. coded_copy_check through rgpu, the fill on and off
-#   3. llama.cpp built; levers.sh with RGPU_RUNS_FILL=0 against the fill, NEXT_ROUNDS (6) rounds
+#   3. llama.cpp built; levers.sh, the fill (RGPU_RUNS_FILL=1: off by default, as its only A/B so far compared it
+#      with a decoder the same change had slowed) against the committed decoder, NEXT_ROUNDS (6) rounds
 #   4. run_llama.sh clientprof: where the program's own CPU goes through rgpu (the +50-60 us a pp step at fa 1
 #      outside the CUDA calls: the stand-ins' share against llama.cpp's own)
 #   5. run_llama.sh timeline, 2 rounds
@@ -33,7 +34,7 @@ for fill in 1 0; do
   kill -TERM $SV; wait $SV
 done
 wait $BUILD; tail -1 $R/build.txt | tee -a $S
-LEVERS="RGPU_RUNS_FILL=0 base" LEVER_ROUNDS=${NEXT_ROUNDS:-6} LEVER_BUDGET_S=150 \
+LEVERS="base RGPU_RUNS_FILL=1" LEVER_ROUNDS=${NEXT_ROUNDS:-6} LEVER_BUDGET_S=150 \
   bash bench/results/gpu-2026-12-05f-levers/levers.sh > $R/levers.txt 2>&1
 OUT=$R/clientprof RGPU_SETUP_WHEELS=0 bash bench/llama/run_llama.sh clientprof > $R/clientprof.txt 2>&1
 head -60 $R/clientprof.txt >> $S

@@ -375,10 +375,11 @@ int rgpu_lane_runs_decode(const uint8_t *coded, size_t len, uint8_t *out, size_t
 }
 
 /* Filled on the device from a plan in the ring's slots where the ring has the fill kernel and the copy is of
- * whole, aligned words to an allocation of the stream's context. (A step of llama.cpp at fa 0 codes 1 MiB of V row
- * indices as ~100 runs: decoding them here and copying the 1 MiB took ~45 us of the worker and a copy before the
- * step's graph.) Else decoded straight into the slots and copied. Anything amiss (a size over the most, a coding
- * that does not stand for exactly `size` bytes) is Python's to refuse with its message: nothing was sent yet. */
+ * whole, aligned words, of the ring's fill_min bytes or more, to an allocation of the stream's context. (A step of
+ * llama.cpp at fa 0 codes 1 MiB of V row indices as 128 runs: decoding them here takes ~20 us, and copying the
+ * 1 MiB delays the step's graph.) Else decoded straight into the slots and copied. Anything amiss (a size over the
+ * most, a coding that does not stand for exactly `size` bytes) is Python's to refuse with its message: nothing was
+ * sent yet. */
 static int htod_runs(rgpu_lane *lane, const struct lane_record *r, const char **what)
 {
     struct rgpu_memcpy_htod_runs_req m;
@@ -393,7 +394,8 @@ static int htod_runs(rgpu_lane *lane, const struct lane_record *r, const char **
         return code;
     size_t most = ring->slot_bytes * (size_t)(ring->slots / 2); /* (one copy's most: the fake's ring is small) */
     /* (a kernel, unlike a copy, cannot write another context's memory or a module's constants) */
-    if (ring->runs_fill && !(m.dst % 8) && !(m.size % 8) && fill_owned(lane, m.dst, m.size, ctx)) {
+    if (ring->runs_fill && m.size >= ring->fill_min && !(m.dst % 8) && !(m.size % 8) &&
+        fill_owned(lane, m.dst, m.size, ctx)) {
         if (rgpu_runs_plan_size(r->bulk, r->bulk_len, m.size, &entries, &bytes))
             return -1;
         if (bytes <= most) {

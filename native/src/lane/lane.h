@@ -58,6 +58,8 @@ typedef struct rgpu_lane_ring {
      * words is then planned into slots and filled by that kernel, which reads the plan from them (no decoding on
      * the CPU, no copy of the decoded bytes); else decoded into slots and copied */
     uintptr_t runs_fill;
+    size_t fill_min; /* the fill only for coded copies of this many bytes or more (smaller ones decode: the copy it
+                        saves costs less than a launch) */
 } rgpu_lane_ring;
 
 /* A coded copy's bytes (MEMCPY_HTOD_RUNS, native/src/copy_runs.h): coded[0, len) into out[0, n); 0, or -1 where

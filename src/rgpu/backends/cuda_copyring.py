@@ -22,6 +22,10 @@ from rgpu.errors import CudaError, Status
 
 SLOT_BYTES = lane.RING_SLOT_BYTES  # copies up to this size go through the ring in one slot
 SLOTS = 16
+# The fill kernel writes coded copies from this size on (lane.h, fill_min): it saves the worker's decoding and the
+# GPU's copy of the decoded bytes, which for llama.cpp's 1 MiB of V row indices a prompt step is ~20 us of CPU and a
+# 1 MiB copy; for its 64-128 KiB masks decoding takes 2-4 us and the copy little, which a launch does not beat.
+FILL_MIN_BYTES = 256 << 10
 assert SLOTS >= 2 * lane.SEALED_COPY_SLOTS  # (else the C stand-ins' sealed 1 MiB records take the slower path)
 
 _ffi = cffi.FFI()
@@ -66,7 +70,7 @@ class CopyRing:
         self._driver = lane.libcuda_driver()
         lffi = lane.ffi()
         self.ring = lffi.new("rgpu_lane_ring *")
-        self.ring.slot_bytes, self.ring.slots = SLOT_BYTES, SLOTS
+        self.ring.slot_bytes, self.ring.slots, self.ring.fill_min = SLOT_BYTES, SLOTS, FILL_MIN_BYTES
         self._what = lffi.new("char **")
         self._capturing = _ffi.new("int *")  # cuStreamIsCapturing's answer, made once: copy() is a hot path
         p = _ffi.new("void **")

@@ -69,9 +69,11 @@ def wanted() -> bool:
 
 
 def fill_wanted() -> bool:
-    """False under RGPU_RUNS_FILL=0, a benchmarking aid: coded copies are then decoded on the CPU and copied, never
-    filled on the device (rgpu.backends.runs_fill)."""
-    return os.environ.get("RGPU_RUNS_FILL") != "0"
+    """True under RGPU_RUNS_FILL=1: coded copies big enough are then filled on the device (rgpu.backends.runs_fill)
+    rather than decoded on the CPU and copied. Off by default: its one A/B on a GPU (bench/results/
+    gpu-2026-12-05f-levers) compared it against a decoder made slower by the same change, so whether it beats the
+    committed decoder is not yet measured."""
+    return os.environ.get("RGPU_RUNS_FILL") == "1"
 
 
 def ffi() -> cffi.FFI:
