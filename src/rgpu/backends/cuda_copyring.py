@@ -91,13 +91,12 @@ class CopyRing:
     def _fill_kernel(self) -> int:
         """rgpu_runs_fill loaded in this context, its function in the ring; its module, or 0 where the driver would
         not (coded copies are then decoded on the CPU, as before)."""
-        module, function = _ffi.new("uintptr_t *"), _ffi.new("uintptr_t *")
+        module, function, threads = _ffi.new("uintptr_t *"), _ffi.new("uintptr_t *"), _ffi.new("int *")
         code = self._cuda.cuModuleLoadData(module, runs_fill.PTX)
         if code == 0:
             code = self._cuda.cuModuleGetFunction(function, module[0], runs_fill.NAME)
             # (asking an attribute loads the function now, where CUDA_MODULE_LOADING=LAZY would load it at its
             # first launch, in the middle of a program's stream; and the lane launches blocks of runs_fill.THREADS)
-            threads = _ffi.new("int *")
             if code == 0:
                 code = self._cuda.cuFuncGetAttribute(threads, _FUNC_MAX_THREADS_PER_BLOCK, function[0])
             if code == 0 and threads[0] >= runs_fill.THREADS:
@@ -106,8 +105,9 @@ class CopyRing:
             self._cuda.cuModuleUnload(module[0])
         if not _fill_refused:
             _fill_refused.append(code)
-            log.warning("the driver would not load rgpu's fill kernel (CUresult %d): coded copies are decoded on the "
-                        "CPU instead", code)
+            why = f"CUresult {code}" if code else f"blocks of at most {threads[0]} threads"
+            log.warning("the driver would not load rgpu's fill kernel (%s): coded copies are decoded on the CPU "
+                        "instead", why)
         return 0
 
     def copy(self, dst: int, data, stream: int, capture_possible: bool = True) -> None:

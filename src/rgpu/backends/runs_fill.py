@@ -1,11 +1,12 @@
 """The worker's one kernel of its own: rgpu_runs_fill, which writes a coded copy's destination on the device from
 a plan in the copy ring's page-locked slots (native/src/copy_runs.h, rgpu_runs_plan; lane.c's htod_runs), instead
 of the worker decoding the copy into the slots and the GPU copying the decoded bytes. llama.cpp sends 1 MiB of V
-row indices a prompt step at flash attention off, ~100 runs: decoded, they cost the worker ~45 us and the GPU a
-1 MiB copy before the step's graph.
+row indices a prompt step at flash attention off, 128 runs: decoding them costs the worker ~23 us and the GPU a
+1 MiB copy before the step's graph; the plan takes ~1 us. Off unless RGPU_RUNS_FILL=1 (lane.fill_wanted): whether
+it beats decoding on a GPU is not yet measured fairly (bench/results/gpu-2026-12-05f-levers).
 
 PTX, written by hand and JIT-compiled by the driver in each context that makes a copy ring (ISA 6.0 for sm_50:
-any driver since CUDA 10 takes it). One block per plan entry of 32 bytes -- first:u64 step:u64 source:u64
+any driver since CUDA 9 takes it). One block per plan entry of 32 bytes -- first:u64 step:u64 source:u64
 word:u32 words:u32 -- writing words [word, word + words) of dst: first + k * step, or where source is not 0 the
 8-byte words at source (page-locked host memory, which the device reads at the host's address). The plan is the
 worker's, made from a coding it checked, and every entry lies within the copy's checked destination; so the kernel
