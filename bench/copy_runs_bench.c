@@ -1,7 +1,8 @@
 /* What coding a copy costs (native/src/copy_runs.c, docs/protocol.md "Coded copies"): the C stand-ins' encoder, the
  * worker's decoder and its plan for the device fill (rgpu_runs_plan_size and rgpu_runs_plan: what the worker does
  * instead of decoding where the fill kernel writes the copy) on llama.cpp-shaped inputs and on bytes that do not
- * code, microseconds per call (best of 200 calls' mean over 5 tries), beside the coded size and the plan's. Build and run from the repository root:
+ * code, microseconds per call (best of 200 calls' mean over 5 tries), beside the coded size and the plan's. Build
+ * and run from the repository root:
  *   gcc -O2 -Inative/src -Inative/gen bench/copy_runs_bench.c native/src/copy_runs.c -lm -o /tmp/copy_runs_bench
  *   /tmp/copy_runs_bench */
 #include <math.h>

@@ -172,9 +172,7 @@ size_t rgpu_runs_encode(const uint8_t *src, size_t n, uint8_t *out, size_t cap)
     return at + tail;
 }
 
-/* The segments of coded[0, len) standing for n bytes, each checked against what is left on both sides before
- * `each` sees it; 0, or -1 where the coding does not stand for exactly n bytes (or `each` refused). Decoding and
- * planning a device fill walk the same way, so that what one accepts the other does. */
+/* One segment of a coding, as walk hands it on. */
 struct segment {
     size_t done;             /* words before this segment */
     size_t literal, run;     /* words of each */
@@ -182,6 +180,10 @@ struct segment {
     uint64_t first, step;    /* the run's */
 };
 
+/* The segments of coded[0, len) standing for n bytes, each checked against what is left on both sides before
+ * `each` sees it; 0, or -1 where the coding does not stand for exactly n bytes (or `each` refused). Decoding and
+ * planning a device fill walk the same way, so that what one accepts the other does. (Inlined into each caller:
+ * through the function pointer, decoding a mask took 8-12x as long; bench/copy_runs_bench.c.) */
 static inline __attribute__((always_inline)) int walk(const uint8_t *coded, size_t len, size_t n,
                                                      int (*each)(const struct segment *, void *), void *arg)
 {

@@ -54,13 +54,15 @@ typedef struct rgpu_lane_ring {
     int next;
     uintptr_t events[64];
     unsigned char pending[64];
-    /* the CUfunction rgpu_runs_fill in the ring's context (rgpu/backends/runs_fill.py), or 0: a coded copy of whole
-     * words is then planned into slots and filled by that kernel, which reads the plan from them (no decoding on
-     * the CPU, no copy of the decoded bytes); else decoded into slots and copied */
+    /* the CUfunction rgpu_runs_fill in the ring's context (rgpu/backends/runs_fill.py), launched in blocks of
+     * RGPU_LANE_FILL_THREADS, or 0: coded copies that qualify (lane.c, htod_runs) are then planned into slots and
+     * filled by that kernel, which reads the plan from them (no decoding on the CPU, no copy of the decoded bytes);
+     * the others are decoded into slots and copied */
     uintptr_t runs_fill;
     size_t fill_min; /* the fill only for coded copies of this many bytes or more (smaller ones decode: the copy it
                         saves costs less than a launch) */
 } rgpu_lane_ring;
+enum { RGPU_LANE_FILL_THREADS = 256 }; /* (an entry's RGPU_RUNS_FILL_WORDS words are 16 stores a thread) */
 
 /* A coded copy's bytes (MEMCPY_HTOD_RUNS, native/src/copy_runs.h): coded[0, len) into out[0, n); 0, or -1 where
  * the coding does not stand for exactly n bytes. The worker's Python path decodes with it too. */

@@ -97,9 +97,6 @@ int lane_ring_send_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first
     return lane_ring_mark_range(d, r, first, count, stream, what);
 }
 
-/* (threads per block of rgpu_runs_fill: an entry's RGPU_RUNS_FILL_WORDS words are 16 stores a thread) */
-#define FILL_THREADS 256
-
 int lane_ring_fill_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first, size_t n, size_t entries,
                          unsigned long long dst, uintptr_t stream, const char **what)
 {
@@ -112,8 +109,8 @@ int lane_ring_fill_slots(const rgpu_lane_driver *d, rgpu_lane_ring *r, int first
         return 1;
     unsigned long long plan = (unsigned long long)(uintptr_t)(r->base + (size_t)first * r->slot_bytes), to = dst;
     void *params[2] = {&plan, &to};
-    if ((code = d->launch_kernel(r->runs_fill, (unsigned)entries, 1, 1, FILL_THREADS, 1, 1, 0, stream, params,
-                                 NULL))) {
+    if ((code = d->launch_kernel(r->runs_fill, (unsigned)entries, 1, 1, RGPU_LANE_FILL_THREADS, 1, 1, 0, stream,
+                                 params, NULL))) {
         *what = "cuLaunchKernel (rgpu_runs_fill)";
         return code;
     }

@@ -96,10 +96,10 @@ class CopyRing:
         if code == 0:
             code = self._cuda.cuModuleGetFunction(function, module[0], runs_fill.NAME)
             # (asking an attribute loads the function now, where CUDA_MODULE_LOADING=LAZY would load it at its
-            # first launch, in the middle of a program's stream; and the lane launches blocks of runs_fill.THREADS)
+            # first launch, in the middle of a program's stream; and the lane launches blocks of that many)
             if code == 0:
                 code = self._cuda.cuFuncGetAttribute(threads, _FUNC_MAX_THREADS_PER_BLOCK, function[0])
-            if code == 0 and threads[0] >= runs_fill.THREADS:
+            if code == 0 and threads[0] >= self._lib.RGPU_LANE_FILL_THREADS:
                 self.ring.runs_fill = function[0]
                 return module[0]
             self._cuda.cuModuleUnload(module[0])

@@ -254,7 +254,7 @@ class Lane:
             raise ValueError("a fill context for each region")
         starts = _ffi.new("uint64_t[]", [p[0] for p in pairs] or [0])
         sizes = _ffi.new("uint64_t[]", [p[1] for p in pairs] or [0])
-        fill = _ffi.new("uint64_t[]", [self._address(c) if c is not None else 0 for c in contexts] or [0])
+        fill = _ffi.new("uint64_t[]", [self._address(c) for c in contexts] or [0])
         self._lib.rgpu_lane_set_regions(self._lane, starts, sizes, fill, len(pairs))
         self._regions = (starts, sizes, fill)
 

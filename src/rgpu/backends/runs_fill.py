@@ -10,7 +10,7 @@ any driver since CUDA 9 takes it). One block per plan entry of 32 bytes -- first
 word:u32 words:u32 -- writing words [word, word + words) of dst: first + k * step, or where source is not 0 the
 8-byte words at source (page-locked host memory, which the device reads at the host's address). The plan is the
 worker's, made from a coding it checked, and every entry lies within the copy's checked destination; so the kernel
-trusts it. The lane (native/src/lane/ring.c) launches blocks of THREADS.
+trusts it. The lane (native/src/lane/ring.c) launches blocks of RGPU_LANE_FILL_THREADS (lane.h).
 
 native/tests/runs_check.c applies plans as this kernel does (tests/test_coded_copies.py), and so does the fake
 backend; tests/gpu/test_coded_fill_gpu.py runs it on a GPU."""
@@ -18,7 +18,6 @@ backend; tests/gpu/test_coded_fill_gpu.py runs it on a GPU."""
 from __future__ import annotations
 
 NAME = b"rgpu_runs_fill"
-THREADS = 256  # ring.c's FILL_THREADS
 
 PTX = b"""
 .version 6.0

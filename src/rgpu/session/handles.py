@@ -233,12 +233,8 @@ class AllocationMap:
         raise CudaError(Status.INVALID_VALUE,
                         f"device range 0x{ptr:x}+{size} is not inside memory owned by this session")
 
-    def spans(self) -> list[tuple[int, int]]:
-        """(start, size) of every region, by start: what check() searches."""
-        return [(start, self._regions[start].size) for start in self._starts]
-
     def regions_by_start(self) -> list[Region]:
-        """Every region, by start (the order of spans())."""
+        """Every region, by start: what check() searches."""
         return [self._regions[start] for start in self._starts]
 
     def allocation_count(self) -> int:

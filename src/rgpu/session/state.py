@@ -11,6 +11,7 @@ from typing import Any, Callable
 import attrs
 
 from rgpu.backends.base import MAX_PARAM_BYTES, Backend
+from rgpu.backends.lane import fill_wanted
 from rgpu.backends.ptx import image_device_bytes
 from rgpu.errors import CudaError, Status, status_name
 from rgpu.session.handles import GRAPH_BODY, AllocationMap, Entry, HandleTable, Kind, Region
@@ -248,7 +249,8 @@ class Session:
         self._forget_bound_calls_if_stale()
         if self._lane_regions_at != self.memory.changes:
             regions = self.memory.regions_by_start()
-            self.lane.set_regions([(r.start, r.size) for r in regions], [self._fill_context(r) for r in regions])
+            fills = [self._fill_context(r) for r in regions] if fill_wanted() else None  # (else no ring fills)
+            self.lane.set_regions([(r.start, r.size) for r in regions], fills)
             self._lane_regions_at = self.memory.changes
         return self.lane
 
